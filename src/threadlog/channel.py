@@ -1,0 +1,152 @@
+"""`MessageLogChannel`: the message log as a LangGraph channel, and the `Messages` type.
+
+A reducer alone sees one flat list of writes; a channel sees each superstep's writes
+grouped by task. That is what lets the log refuse two parallel branches that both
+append conversation messages (`ParallelWriteError`) while letting parallel tool
+branches each add their result — the results are then placed in call order.
+
+The channel is a `DeltaChannel`: a checkpoint stores only the writes of its step, and a
+thread is rebuilt by replaying them, so storage grows with the messages, not with
+messages × steps. Our writes are batching-invariant (see `threadlog.log`), which is the
+one property `DeltaChannel` requires. Periodic full snapshots are off by default
+(`snapshot_frequency`), because they rewrite the whole history into the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage, BaseMessage
+from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import _get_overwrite
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import PendingWrite
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.errors import EmptyChannelError
+from typing_extensions import Self, TypedDict
+
+from threadlog.errors import AppendOnlyError
+from threadlog.log import MessageLog, append_messages, flatten_write
+
+__all__ = ["MessageLogChannel", "Messages", "MessagesState"]
+
+# Effectively "never by count": LangGraph still snapshots every 5000 supersteps
+# (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
+DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
+
+
+class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
+    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
+
+    `get()` returns a fresh list each time, so a node that mutates the list it was
+    handed cannot corrupt the log; the only way in is a write.
+    """
+
+    __slots__ = ("_log",)
+
+    def __init__(
+        self,
+        reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
+        typ: Any = None,
+        *,
+        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    ) -> None:
+        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
+        # reducer is fixed, so whatever it passes back is ignored.
+        super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        self._log: MessageLog | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MessageLogChannel)
+            and other.snapshot_frequency == self.snapshot_frequency
+        )
+
+    def __hash__(self) -> int:
+        return hash((MessageLogChannel, self.snapshot_frequency))
+
+    @property
+    def log(self) -> MessageLog:
+        if self._log is None:
+            raise EmptyChannelError()
+        return self._log
+
+    def _new(self) -> Self:
+        new = self.__class__(snapshot_frequency=self.snapshot_frequency)
+        new.key = self.key
+        return new
+
+    def _set(self, log: MessageLog | None) -> None:
+        self._log = log
+        self.value = MISSING if log is None else log.messages
+
+    def copy(self) -> Self:
+        new = self._new()
+        new._set(None if self._log is None else self._log.copy())
+        return new
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        new = self._new()
+        if checkpoint is MISSING or checkpoint is None:
+            new._set(MessageLog())
+        elif isinstance(checkpoint, _DeltaSnapshot):
+            new._set(MessageLog(checkpoint.value or ()))
+        else:  # a plain list stored by add_messages: migrate in place
+            new._set(MessageLog(checkpoint))
+        return new
+
+    def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
+        log = self._log if self._log is not None else MessageLog()
+        for _, _, value in writes:
+            _refuse_overwrite(value)
+            # One extend per stored write: each was accepted when it was made, and
+            # batching invariance makes one-by-one equal to all-at-once.
+            log.extend(flatten_write(value))
+        self._set(log)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        for v in values:
+            _refuse_overwrite(v)
+        log = self._log if self._log is not None else MessageLog()
+        log.extend_writes([flatten_write(v) for v in values], single_writer=True)
+        self._set(log)
+        return True
+
+    def get(self) -> list[AnyMessage]:
+        if self._log is None:
+            raise EmptyChannelError()
+        return list(self._log.messages)  # type: ignore[arg-type]
+
+    def is_available(self) -> bool:
+        return self._log is not None
+
+
+def _refuse_overwrite(value: Any) -> None:
+    if _get_overwrite(value)[0]:
+        raise AppendOnlyError(
+            "Overwrite would replace the whole message history",
+            fix="the message log is append-only; to change what the model sees, use "
+            "threadlog.ContextPolicy, which records trimming as compaction events",
+        )
+
+
+def _batch_reducer(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
+    # DeltaChannel's batch reducer signature, for code that calls `.reducer` directly.
+    out = state
+    for w in writes:
+        out = append_messages(out, w)
+    return out
+
+
+Messages = Annotated[list[AnyMessage], MessageLogChannel()]
+"""Annotate a state key with this to make it a threadlog message log:
+`messages: threadlog.Messages`."""
+
+
+class MessagesState(TypedDict):
+    """Drop-in for `langgraph.graph.MessagesState`; subclass it to add keys."""
+
+    messages: Messages

@@ -1,0 +1,1 @@
+"""Inspecting checkpoints: timelines, what the model saw, tool pairs, diffs, fork trees."""

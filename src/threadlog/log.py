@@ -1,0 +1,322 @@
+"""The append-only message log and its pure reducer, `append_messages`.
+
+Contract (what every write to a threadlog message log obeys):
+
+* **Append-only.** Messages already in the log are never replaced, removed or moved
+  relative to each other. `RemoveMessage` and `Overwrite` are refused.
+* **Replay vs conflict.** A message whose id is already in the log is dropped when its
+  model-visible content (`threadlog.messages.digest`) is the same — a replay — and
+  raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
+  one (`derive_id`), so replaying stored writes rebuilds identical ids.
+* **Pairing.** A `ToolMessage` must answer an open call of an *earlier* `AIMessage`;
+  a result for an unknown or already-answered call raises `ToolPairingError`, and so
+  does a new `AIMessage` that reuses a call id.
+* **Placement.** A tool result is placed right after its request and after the results
+  of that request's earlier calls — i.e. results sit in the order of `tool_calls`,
+  whatever order they arrived in. Every other message goes at the end. The final list
+  is therefore a function of *which* messages were written, not of how the writes were
+  batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
+* **All or nothing.** A batch that fails leaves the log exactly as it was.
+
+`MessageLog` keeps the indexes (id → message, call id → call) that make a write cost
+O(new messages) instead of O(history); `append_messages` is the same logic as a pure
+function over plain lists for `Annotated[list, append_messages]` users and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from threadlog.errors import ConflictingIdError, ParallelWriteError, ToolPairingError
+from threadlog.messages import (
+    coerce_message,
+    derive_id,
+    digest,
+    fingerprint,
+    is_pair,
+    preview,
+    role_of,
+)
+
+__all__ = ["MessageLog", "append_messages", "flatten_write"]
+
+
+@dataclass(slots=True)
+class _Call:
+    """One `tool_calls[i]` entry of an AIMessage in the log."""
+
+    ai_id: str
+    index: int
+    name: str
+    result_id: str | None = None
+
+
+def flatten_write(value: Any) -> list[Any]:
+    """One channel write (a message-like or a list/tuple of them) as a list of items.
+
+    A two-item tuple *or list* whose first item is a role name is one `(role, content)`
+    message: checkpoints store tuples as lists, and a replayed write must read the
+    same way as the original did.
+    """
+    if is_pair(value):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+class MessageLog:
+    """An indexed, append-only list of messages. `messages` is the log in order."""
+
+    __slots__ = ("messages", "_by_id", "_calls", "_digests", "_anchor")
+
+    def __init__(self, messages: Iterable[BaseMessage] = ()) -> None:
+        """Index messages that are already a log (read back from a checkpoint).
+
+        Stored history is trusted: it was checked when it was written, and refusing
+        it now would make a thread unreadable. New writes go through `extend`.
+        """
+        self.messages: list[BaseMessage] = []
+        self._by_id: dict[str, BaseMessage] = {}
+        self._calls: dict[str, _Call] = {}
+        self._digests: dict[str, str] = {}
+        self._anchor: str | None = None
+        for m in messages:
+            self._index(m)
+            self.messages.append(m)
+
+    def copy(self) -> MessageLog:
+        new = MessageLog.__new__(MessageLog)
+        new.messages = list(self.messages)
+        new._by_id = dict(self._by_id)
+        # _Call objects are mutated on commit, so they are copied too.
+        new._calls = {k: _Call(c.ai_id, c.index, c.name, c.result_id) for k, c in self._calls.items()}
+        new._digests = dict(self._digests)
+        new._anchor = self._anchor
+        return new
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def get(self, message_id: str) -> BaseMessage | None:
+        return self._by_id.get(message_id)
+
+    def open_calls(self) -> list[tuple[AIMessage, dict[str, Any]]]:
+        """Tool calls that have no result yet, as (request, call) in log order."""
+        out = []
+        for call in self._calls.values():
+            if call.result_id is None:
+                ai = self._by_id[call.ai_id]
+                assert isinstance(ai, AIMessage)
+                out.append((ai, ai.tool_calls[call.index]))
+        return out
+
+    # -- writing -------------------------------------------------------------
+
+    def extend(self, items: Iterable[Any]) -> list[BaseMessage]:
+        """Append one batch; returns the messages actually added (replays dropped)."""
+        return self.extend_writes([list(items)])
+
+    def extend_writes(
+        self, writes: Sequence[Sequence[Any]], *, single_writer: bool = False
+    ) -> list[BaseMessage]:
+        """Append the writes of one superstep, all or nothing.
+
+        `writes` holds one sequence per writer (task). With `single_writer=True` it is
+        an error for more than one writer to add conversation (non-tool) messages:
+        two branches' turns must not silently merge into one.
+        """
+        staged: list[BaseMessage] = []
+        new_by_id: dict[str, BaseMessage] = {}
+        new_digests: dict[str, str] = {}
+        answered: dict[str, str] = {}  # call id -> result id, staged
+        new_calls: dict[str, _Call] = {}
+        conversational: list[tuple[int, list[BaseMessage]]] = []
+        count = len(self.messages)
+        anchor = self._anchor
+        for w, write in enumerate(writes):
+            added_here: list[BaseMessage] = []
+            for raw in write:
+                pos = count + len(staged)
+                msg = coerce_message(raw, position=pos)
+                if msg.id is None:
+                    # Never mutate the caller's object: ids live on our copy.
+                    msg = msg.model_copy(update={"id": derive_id(pos, anchor, msg)})
+                mid = msg.id
+                assert mid is not None
+                existing = new_by_id.get(mid) or self._by_id.get(mid)
+                if existing is not None:
+                    known = new_digests.get(mid) or self._digest_of(existing)
+                    if known == digest(msg):
+                        continue  # a replay of what is already logged
+                    raise ConflictingIdError(
+                        f"id {mid!r} is already used by a {role_of(existing)} message "
+                        f"with different {_differing(existing, msg)}",
+                        message_id=mid,
+                        role=role_of(msg),
+                        position=self._position_hint(existing, staged),
+                        fix="give a new message a new id; re-send a stored message "
+                        "unchanged, or not at all",
+                    )
+                if isinstance(msg, ToolMessage):
+                    self._check_result(msg, pos, new_calls, answered)
+                    answered[msg.tool_call_id] = mid
+                elif isinstance(msg, AIMessage) and msg.tool_calls:
+                    for i, call in enumerate(msg.tool_calls):
+                        cid = call["id"]
+                        assert cid is not None
+                        prior = new_calls.get(cid) or self._calls.get(cid)
+                        if prior is not None:
+                            raise ToolPairingError(
+                                f"tool_calls[{i}] reuses call id {cid!r}, already issued by "
+                                f"message {prior.ai_id!r}",
+                                message_id=mid,
+                                role="assistant",
+                                position=pos,
+                                fix="each tool call needs an id unique in the thread",
+                            )
+                        new_calls[cid] = _Call(mid, i, call["name"])
+                if not isinstance(msg, ToolMessage):
+                    anchor = mid
+                    added_here.append(msg)
+                new_by_id[mid] = msg
+                staged.append(msg)
+            if added_here:
+                conversational.append((w, added_here))
+        if single_writer and len(conversational) > 1:
+            raise _parallel_error(conversational, count)
+        # Commit: nothing above touched self, so a failure left the log as it was.
+        for msg in staged:
+            self._index(msg, new_calls)
+            if isinstance(msg, ToolMessage):
+                self.messages.insert(self._slot(msg), msg)
+            else:
+                self.messages.append(msg)
+        self._anchor = anchor
+        return staged
+
+    # -- internals -----------------------------------------------------------
+
+    def _index(self, msg: BaseMessage, new_calls: dict[str, _Call] | None = None) -> None:
+        mid = msg.id
+        if mid is None:  # only legacy stored data; give it a stable id once
+            mid = derive_id(len(self.messages), self._anchor, msg)
+            msg.id = mid
+        self._by_id[mid] = msg
+        if isinstance(msg, AIMessage):
+            for i, call in enumerate(msg.tool_calls):
+                cid = call.get("id")
+                if cid and cid not in self._calls:
+                    self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
+        if isinstance(msg, ToolMessage):
+            call = self._calls.get(msg.tool_call_id)
+            if call is not None and call.result_id is None:
+                call.result_id = mid
+        else:
+            self._anchor = mid
+
+    def _digest_of(self, msg: BaseMessage) -> str:
+        # Digests are computed on first collision only: most ids never collide, and
+        # hashing every message on load would dominate a cold start.
+        mid = msg.id
+        assert mid is not None
+        d = self._digests.get(mid)
+        if d is None:
+            d = self._digests[mid] = digest(msg)
+        return d
+
+    def _check_result(
+        self,
+        msg: ToolMessage,
+        pos: int,
+        new_calls: dict[str, _Call],
+        answered: dict[str, str],
+    ) -> None:
+        cid = msg.tool_call_id
+        call = new_calls.get(cid) or self._calls.get(cid)
+        if call is None:
+            raise ToolPairingError(
+                f"tool result answers call {cid!r}, which no earlier AIMessage made",
+                message_id=msg.id,
+                role="tool",
+                position=pos,
+                fix="write the AIMessage with this call first, or fix tool_call_id",
+            )
+        done = answered.get(cid) or call.result_id
+        if done is not None:
+            raise ToolPairingError(
+                f"call {cid!r} ({call.name}) already has a result, message {done!r}",
+                message_id=msg.id,
+                role="tool",
+                position=pos,
+                fix="each tool call gets exactly one result; a tool may not answer "
+                "another call's id",
+            )
+
+    def _slot(self, msg: ToolMessage) -> int:
+        """Where a result goes: after its request and that request's earlier results."""
+        call = self._calls[msg.tool_call_id]
+        msgs = self.messages
+        for j in range(len(msgs) - 1, -1, -1):
+            m = msgs[j]
+            if m.id == call.ai_id:
+                return j + 1
+            if isinstance(m, ToolMessage):
+                other = self._calls.get(m.tool_call_id)
+                if other is not None and other.ai_id == call.ai_id and other.index < call.index:
+                    return j + 1
+        return len(msgs)  # unreachable for a checked result; keeps the log whole
+
+    def _position_hint(self, existing: BaseMessage, staged: list[BaseMessage]) -> int:
+        for j in range(len(self.messages) - 1, -1, -1):
+            if self.messages[j] is existing:
+                return j
+        return len(self.messages) + next(
+            (k for k, m in enumerate(staged) if m is existing), 0
+        )
+
+
+def _differing(old: BaseMessage, new: BaseMessage) -> str:
+    a, b = fingerprint(old), fingerprint(new)
+    fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return ", ".join(fields) or "content"
+
+
+def _parallel_error(
+    conversational: list[tuple[int, list[BaseMessage]]], start: int
+) -> ParallelWriteError:
+    parts = []
+    for w, msgs in conversational:
+        shown = "; ".join(
+            f"{role_of(m)} id={m.id!r}{' name=' + repr(m.name) if m.name else ''} "
+            f"{preview(m, 40)!r}"
+            for m in msgs
+        )
+        parts.append(f"writer #{w + 1}: {shown}")
+    first = conversational[1][1][0]
+    return ParallelWriteError(
+        "two tasks of one superstep appended conversation messages, which would "
+        "interleave their turns (" + " | ".join(parts) + ")",
+        message_id=first.id,
+        role=role_of(first),
+        position=start,
+        fix="let parallel branches return only ToolMessages, or run the branches "
+        "in separate supersteps (e.g. a join node that writes one message)",
+    )
+
+
+def append_messages(left: Sequence[Any] | None, right: Any) -> list[BaseMessage]:
+    """The pure reducer: `left` with `right` appended under the log's rules.
+
+    `right` is a message-like or a list of them. Returns a new list; `left` is not
+    changed. Raises a `MessageLogError` subclass and changes nothing on a bad write.
+    Usable directly, or as `Annotated[list, append_messages]` in a state schema
+    (though `threadlog.Messages` also catches parallel writers and is O(new)).
+    """
+    log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(left or [])])
+    log.extend(flatten_write(right))
+    return log.messages

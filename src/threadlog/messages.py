@@ -1,0 +1,310 @@
+"""Turning user input into LangChain messages, and what a message *means* to a model.
+
+Three small ideas live here, because the log, the nodes and the profiles all need them:
+
+* `coerce_message` — accept LangChain messages, OpenAI-style dicts, `(role, content)`
+  tuples and plain strings, and refuse anything else with an error naming the field.
+  The conversion itself is langchain-core's `convert_to_messages`; we only check
+  first, so the error names *our* field instead of surfacing a `KeyError`.
+* `role_of` — the five roles of the design (system, developer, user, assistant, tool).
+  A developer message is a `SystemMessage` whose `additional_kwargs["__openai_role__"]`
+  is `"developer"` — the representation langchain-core and langchain-openai already use.
+* `fingerprint` / `digest` — the model-visible content of a message (role, content, name,
+  tool calls, tool_call_id, status). Two messages with one id are a *replay* when their
+  digests match and a *conflict* otherwise. Metadata, artifacts and ids are not part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    BaseMessageChunk,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+
+from threadlog.errors import AppendOnlyError, InvalidMessageError
+
+__all__ = [
+    "ROLES",
+    "Role",
+    "coerce_message",
+    "derive_id",
+    "digest",
+    "fingerprint",
+    "is_developer",
+    "is_pair",
+    "preview",
+    "role_of",
+]
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: tuple[Role, ...] = ("system", "developer", "user", "assistant", "tool")
+
+# Accepted spellings of a role (OpenAI roles plus LangChain's message types).
+_ROLE_ALIASES: dict[str, Role] = {
+    "system": "system",
+    "developer": "developer",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "tool": "tool",
+}
+DEVELOPER_KWARG = "__openai_role__"
+
+_REMOVE_HINT = (
+    "threadlog's message log is append-only: to shorten what the model sees, use "
+    "threadlog.ContextPolicy (trimming and summaries are recorded as compaction "
+    "events; the full history stays in the log)"
+)
+
+
+def is_developer(message: BaseMessage) -> bool:
+    return (
+        isinstance(message, SystemMessage)
+        and message.additional_kwargs.get(DEVELOPER_KWARG) == "developer"
+    )
+
+
+def role_of(message: BaseMessage) -> Role:
+    """The design's role of a stored message (raises for types the log refuses)."""
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, SystemMessage):
+        return "developer" if is_developer(message) else "system"
+    raise InvalidMessageError(
+        f"{type(message).__name__} has no role in the message log",
+        message_id=getattr(message, "id", None),
+        fix="use one of system, developer, user, assistant or tool",
+    )
+
+
+def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
+    """Turn one message-like input into a checked LangChain message.
+
+    Raises `InvalidMessageError` naming the field for anything the log cannot store,
+    and `AppendOnlyError` for `RemoveMessage`.
+    """
+    if isinstance(value, RemoveMessage):
+        raise AppendOnlyError(
+            "RemoveMessage would delete history",
+            message_id=value.id,
+            role="remove",
+            position=position,
+            fix=_REMOVE_HINT,
+        )
+    if isinstance(value, BaseMessageChunk):
+        # Streaming leaves chunks behind; the log stores whole messages.
+        value = message_chunk_to_message(value)
+    if isinstance(value, BaseMessage):
+        message = value
+    elif isinstance(value, str):
+        message = HumanMessage(content=value)
+    elif is_pair(value) or isinstance(value, tuple):
+        message = _from_tuple(tuple(value), position)
+    elif isinstance(value, Mapping):
+        message = _from_dict(value, position)
+    else:
+        raise InvalidMessageError(
+            f"{type(value).__name__} is not a message",
+            position=position,
+            fix="write LangChain messages, OpenAI-style dicts with 'role' and "
+            "'content', (role, content) tuples, or strings",
+        )
+    _check_fields(message, position)
+    return message
+
+
+def is_pair(value: Any) -> bool:
+    """Whether `value` is a `(role, content)` pair (a list after a checkpoint round-trip)."""
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and value[0] in _ROLE_ALIASES
+    )
+
+
+def _role_from(raw: Any, *, field: str, message_id: Any, position: int | None) -> Role:
+    role = _ROLE_ALIASES.get(raw) if isinstance(raw, str) else None
+    if role is None:
+        raise InvalidMessageError(
+            f"unknown {field} {raw!r}",
+            message_id=message_id,
+            role=str(raw),
+            position=position,
+            fix="use one of system, developer, user, assistant, tool "
+            "(or LangChain's human, ai)",
+        )
+    return role
+
+
+def _from_tuple(value: tuple[Any, ...], position: int | None) -> BaseMessage:
+    if len(value) != 2:
+        raise InvalidMessageError(
+            f"a tuple message needs exactly (role, content), got {len(value)} items",
+            position=position,
+            fix="write ('user', 'text') or a dict with role and content",
+        )
+    role = _role_from(value[0], field="role", message_id=None, position=position)
+    if role == "tool":
+        raise InvalidMessageError(
+            "a tool result cannot be a (role, content) tuple: it has no tool_call_id",
+            role="tool",
+            position=position,
+            fix="write a ToolMessage or a dict with 'tool_call_id'",
+        )
+    return _convert({"role": role, "content": value[1]}, position)
+
+
+def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
+    mid = value.get("id")
+    if "role" in value:
+        role = _role_from(value["role"], field="role", message_id=mid, position=position)
+    elif "type" in value:
+        role = _role_from(value["type"], field="type", message_id=mid, position=position)
+    else:
+        raise InvalidMessageError(
+            "a message dict needs a 'role' (or LangChain 'type') field",
+            message_id=mid,
+            position=position,
+            fix="add 'role': one of system, developer, user, assistant, tool",
+        )
+    if "content" not in value and not value.get("tool_calls"):
+        raise InvalidMessageError(
+            "a message dict needs a 'content' field",
+            message_id=mid,
+            role=role,
+            position=position,
+            fix="add 'content' (a string or a list of content blocks)",
+        )
+    if role == "tool" and not value.get("tool_call_id"):
+        raise InvalidMessageError(
+            "a tool message needs a non-empty 'tool_call_id'",
+            message_id=mid,
+            role=role,
+            position=position,
+            fix="set tool_call_id to the id of the AIMessage tool call it answers",
+        )
+    data = {k: v for k, v in value.items() if k not in ("type",)}
+    data["role"] = role
+    data.setdefault("content", "")
+    return _convert(data, position)
+
+
+def _convert(data: Mapping[str, Any], position: int | None) -> BaseMessage:
+    try:
+        return convert_to_messages([dict(data)])[0]
+    except Exception as exc:  # langchain-core raises KeyError/ValueError/pydantic errors
+        raise InvalidMessageError(
+            f"cannot build a message from {dict(data)!r}: {exc}",
+            message_id=data.get("id"),
+            role=str(data.get("role")),
+            position=position,
+        ) from exc
+
+
+def _check_fields(message: BaseMessage, position: int | None) -> None:
+    role = role_of(message)
+    if message.id is not None and (not isinstance(message.id, str) or not message.id):
+        raise InvalidMessageError(
+            f"message id must be a non-empty string, got {message.id!r}",
+            role=role,
+            position=position,
+        )
+    if isinstance(message, ToolMessage) and not message.tool_call_id:
+        raise InvalidMessageError(
+            "a ToolMessage needs a non-empty tool_call_id",
+            message_id=message.id,
+            role=role,
+            position=position,
+            fix="set tool_call_id to the id of the AIMessage tool call it answers",
+        )
+    if isinstance(message, AIMessage):
+        seen: set[str] = set()
+        for i, call in enumerate(message.tool_calls):
+            cid = call.get("id")
+            if not cid:
+                raise InvalidMessageError(
+                    f"tool_calls[{i}] ({call.get('name')!r}) has no id",
+                    message_id=message.id,
+                    role=role,
+                    position=position,
+                    fix="every tool call needs an id so its result can be paired",
+                )
+            if cid in seen:
+                raise InvalidMessageError(
+                    f"tool_calls[{i}] repeats the call id {cid!r}",
+                    message_id=message.id,
+                    role=role,
+                    position=position,
+                    fix="give each call of one AIMessage its own id",
+                )
+            seen.add(cid)
+
+
+def fingerprint(message: BaseMessage) -> dict[str, Any]:
+    """The model-visible content of a message: what decides replay versus conflict."""
+    fp: dict[str, Any] = {"role": role_of(message), "content": message.content}
+    if message.name is not None:
+        fp["name"] = message.name
+    if isinstance(message, AIMessage):
+        if message.tool_calls:
+            fp["tool_calls"] = [
+                [c.get("id"), c.get("name"), c.get("args")] for c in message.tool_calls
+            ]
+        if message.invalid_tool_calls:
+            fp["invalid_tool_calls"] = [
+                [c.get("id"), c.get("name"), c.get("args")]
+                for c in message.invalid_tool_calls
+            ]
+    if isinstance(message, ToolMessage):
+        fp["tool_call_id"] = message.tool_call_id
+        fp["status"] = message.status
+    return fp
+
+
+def digest(message: BaseMessage) -> str:
+    """A short stable hash of `fingerprint` (survives a checkpoint round-trip)."""
+    blob = json.dumps(
+        fingerprint(message), sort_keys=True, ensure_ascii=False, default=repr
+    )
+    return hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def derive_id(count: int, anchor: str | None, message: BaseMessage) -> str:
+    """A deterministic id for a message written without one.
+
+    Replays of stored writes must rebuild the same ids, so a random uuid will not do.
+    The id depends on the message's content, how many messages precede it and the id
+    of the last non-tool message before it, so the same text said twice gets two ids.
+    """
+    seed = f"{count}\x00{anchor or ''}\x00{digest(message)}"
+    return "tl-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def preview(message: BaseMessage, width: int = 60) -> str:
+    """A one-line, width-limited rendering of a message's text for errors and tables."""
+    text = message.text if isinstance(message.content, list) else str(message.content)
+    text = " ".join(text.split())
+    if isinstance(message, AIMessage) and message.tool_calls and not text:
+        text = "calls " + ", ".join(
+            f"{c['name']}({c.get('id')})" for c in message.tool_calls
+        )
+    return text if len(text) <= width else text[: width - 1] + "…"
