@@ -8,7 +8,10 @@
 See README.md for the quickstart and docs/ARCHITECTURE.md for the module map.
 """
 
+from threadlog.agent import create_agent
 from threadlog.channel import MessageLogChannel, Messages, MessagesState
+from threadlog.checkpoint import acheckpointer, checkpointer
+from threadlog.checkpoint_guard import ConcurrentRunError
 from threadlog.errors import (
     AppendOnlyError,
     ConflictingIdError,
@@ -19,13 +22,41 @@ from threadlog.errors import (
 )
 from threadlog.log import MessageLog, append_messages
 from threadlog.messages import coerce_message, digest, role_of
+from threadlog.models.offline import OfflineChatModel
+from threadlog.nodes.compaction import ContextNode
+from threadlog.nodes.context import (
+    AgentState,
+    Compactions,
+    ContextPolicy,
+    build_context,
+    plan_context,
+)
+from threadlog.nodes.model import ModelNode
+from threadlog.nodes.tools import ToolNode
+from threadlog.nodes.tools_approval import ApprovalError
+from threadlog.nodes.tools_dispatch import send_tool_calls, tools_condition
+from threadlog.nodes.tools_results import ToolCallError
 from threadlog.profiles import PROFILES, Profile, get_profile, validate
+from threadlog.wire import openai_payload, profile_for, to_wire
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PROFILES",
+    "AgentState",
+    "Compactions",
+    "ContextNode",
+    "ContextPolicy",
+    "ModelNode",
+    "OfflineChatModel",
+    "build_context",
+    "openai_payload",
+    "plan_context",
+    "profile_for",
+    "to_wire",
     "AppendOnlyError",
+    "ApprovalError",
+    "ConcurrentRunError",
     "ConflictingIdError",
     "InvalidMessageError",
     "MessageLog",
@@ -35,11 +66,18 @@ __all__ = [
     "MessagesState",
     "ParallelWriteError",
     "Profile",
+    "ToolCallError",
+    "ToolNode",
     "ToolPairingError",
+    "acheckpointer",
     "append_messages",
+    "checkpointer",
     "coerce_message",
+    "create_agent",
     "digest",
     "get_profile",
     "role_of",
+    "send_tool_calls",
+    "tools_condition",
     "validate",
 ]

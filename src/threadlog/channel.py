@@ -7,26 +7,28 @@ branches each add their result — the results are then placed in call order.
 
 The channel is a `DeltaChannel`: a checkpoint stores only the writes of its step, and a
 thread is rebuilt by replaying them, so storage grows with the messages, not with
-messages × steps. Our writes are batching-invariant (see `threadlog.log`), which is the
+messages times steps. Our writes are batching-invariant (see `threadlog.log`), which is the
 one property `DeltaChannel` requires. Periodic full snapshots are off by default
 (`snapshot_frequency`), because they rewrite the whole history into the database.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
 from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import _get_overwrite
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import EmptyChannelError
-from typing_extensions import Self, TypedDict
+from typing_extensions import TypedDict
 
 from threadlog.errors import AppendOnlyError
+from threadlog.history_cache import CachedSeed, KeyedWrites
 from threadlog.log import MessageLog, append_messages, flatten_write
 
 __all__ = ["MessageLogChannel", "Messages", "MessagesState"]
@@ -43,7 +45,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     handed cannot corrupt the log; the only way in is a write.
     """
 
-    __slots__ = ("_log",)
+    __slots__ = ("_log", "_ver")
 
     def __init__(
         self,
@@ -55,7 +57,12 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
         # reducer is fixed, so whatever it passes back is ignored.
         super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        # The channel's value is `_log` as it was at version `_ver`. The log object may
+        # be shared (copies of this channel, the history cache): whoever is at its
+        # latest version writes in place, anyone else copies first — so a turn costs
+        # O(new messages), and no reader ever sees another reader's writes.
         self._log: MessageLog | None = None
+        self._ver = 0
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -70,6 +77,8 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def log(self) -> MessageLog:
         if self._log is None:
             raise EmptyChannelError()
+        if self._ver != self._log.version:
+            self._set(self._log.at(self._ver))
         return self._log
 
     def _new(self) -> Self:
@@ -77,19 +86,48 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         new.key = self.key
         return new
 
-    def _set(self, log: MessageLog | None) -> None:
+    def _set(self, log: MessageLog | None, version: int | None = None) -> None:
         self._log = log
+        self._ver = 0 if log is None else log.version if version is None else version
         self.value = MISSING if log is None else log.messages
+
+    def _write(self, writes: list[list[Any]], *, single_writer: bool) -> None:
+        """Append one superstep's writes: in place at the log's tip, else on a copy."""
+        log = self._log
+        if log is None:
+            log = MessageLog()
+            log.extend_writes(writes, single_writer=single_writer)
+            self._set(log)
+            return
+        with _WRITE_LOCK:
+            if self._ver == log.version:
+                log.extend_writes(writes, single_writer=single_writer)
+                self._ver = log.version
+                return
+            # Someone sharing this log wrote first. If it wrote exactly these
+            # messages (a fresh read by LangGraph, the previous turn of this
+            # thread), they are already there: move up to them.
+            if not single_writer or sum(1 for w in writes if _conversational(w)) <= 1:
+                ver = log.fast_forward(self._ver, [m for w in writes for m in w])
+                if ver is not None:
+                    self._ver = ver
+                    return
+        own = log.at(self._ver)
+        own.extend_writes(writes, single_writer=single_writer)
+        self._set(own)
 
     def copy(self) -> Self:
         new = self._new()
-        new._set(None if self._log is None else self._log.copy())
+        if self._log is not None:
+            new._set(self._log, self._ver)  # O(1): see _write
         return new
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
+        elif isinstance(checkpoint, CachedSeed):
+            new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, _DeltaSnapshot):
             new._set(MessageLog(checkpoint.value or ()))
         else:  # a plain list stored by add_messages: migrate in place
@@ -97,31 +135,41 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
-        log = self._log if self._log is not None else MessageLog()
+        if self._log is None:
+            self._set(MessageLog())
         for _, _, value in writes:
             _refuse_overwrite(value)
-            # One extend per stored write: each was accepted when it was made, and
-            # batching invariance makes one-by-one equal to all-at-once.
-            log.extend(flatten_write(value))
-        self._set(log)
+            # One write at a time: each was accepted when it was made, and batching
+            # invariance makes one-by-one equal to all-at-once.
+            self._write([flatten_write(value)], single_writer=False)
+        if isinstance(writes, KeyedWrites) and self._log is not None:
+            # The history cache asked for the rebuilt log of this checkpoint.
+            writes.register(self._log, self._ver)
 
     def update(self, values: Sequence[Any]) -> bool:
         if not values:
             return False
         for v in values:
             _refuse_overwrite(v)
-        log = self._log if self._log is not None else MessageLog()
-        log.extend_writes([flatten_write(v) for v in values], single_writer=True)
-        self._set(log)
+        self._write([flatten_write(v) for v in values], single_writer=True)
         return True
 
     def get(self) -> list[AnyMessage]:
         if self._log is None:
             raise EmptyChannelError()
-        return list(self._log.messages)  # type: ignore[arg-type]
+        return self._log.messages_at(self._ver)  # type: ignore[return-value]
 
     def is_available(self) -> bool:
         return self._log is not None
+
+
+# Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
+# together when threads share a log (parallel reads of one thread).
+_WRITE_LOCK = threading.Lock()
+
+
+def _conversational(items: list[Any]) -> bool:
+    return any(not isinstance(m, ToolMessage) for m in items)
 
 
 def _refuse_overwrite(value: Any) -> None:

@@ -1,17 +1,380 @@
-"""`threadlog demo`: one turn of the weather demo graph (placeholder until the demo lands)."""
+"""`threadlog demo`: one turn of the weather agent, printed as a paired transcript.
+
+Contract:
+
+* Runs `threadlog.examples.weather.build_graph` (shipped in the package, so it works after
+  a plain `pip install`) with `OfflineChatModel` unless `--model openai:MODEL` is given,
+  on a checkpointer opened by `threadlog.checkpointer(--db)`; the default database is
+  `threadlog-demo.db` in the current directory.
+* Without `--thread` a new thread is started; `--thread ID` continues one, so the model
+  sees the earlier turns.
+* Text output: one line per message of this turn with its role; tool calls and results
+  both show the call id; the answer streams as it is generated; then token usage, the
+  checkpoint id and how to continue. `--json` instead prints the thread's whole history
+  as one JSON document (nothing else on stdout).
+* Misconfiguration (no API key, unreachable endpoint, unknown model spec, unusable
+  database) is one line on stderr saying what to set, and exit status 1 — no traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import io
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any, TextIO
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableConfig
+
+__all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
+
+DEFAULT_QUESTION = "北京今天适合带伞吗？"
+DEFAULT_DB = "sqlite:///threadlog-demo.db"
+
+_EPILOG = """\
+examples:
+  threadlog demo                                   # offline model, ./threadlog-demo.db
+  threadlog demo "Beijing and Shanghai: umbrella today?"
+  threadlog demo "那上海呢？" --thread demo-1a2b3c4d   # continue a conversation
+  threadlog demo --json --thread demo-1a2b3c4d     # the thread's history as JSON
+  threadlog demo --db postgresql://user:pw@localhost/db
+  OPENAI_API_KEY=sk-... threadlog demo --model openai:gpt-4o-mini
+  OPENAI_API_KEY=sk-... threadlog demo --model openai:deepseek-chat \\
+      --base-url https://api.deepseek.com/v1
+"""
+
+
+class DemoError(Exception):
+    """A problem the user fixes by changing a flag or an environment variable."""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run one turn of the weather demo (offline, SQLite)")
-    p.add_argument("question", nargs="?", default="北京今天适合带伞吗？")
+    p = sub.add_parser(
+        "demo",
+        help="run one turn of the weather agent (offline model, SQLite) and print it",
+        description=(
+            "Ask the weather agent one question and print the turn: each message with its "
+            "role, tool calls next to their results (matched by call id), the streamed "
+            "answer, token usage and the checkpoint id. Works offline with nothing configured."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "question",
+        nargs="?",
+        default=DEFAULT_QUESTION,
+        help=f"what to ask (default: {DEFAULT_QUESTION})",
+    )
+    p.add_argument(
+        "--thread",
+        metavar="ID",
+        help="continue this conversation (default: start a new thread and print its id)",
+    )
+    p.add_argument(
+        "--db",
+        metavar="URL",
+        default=DEFAULT_DB,
+        help="checkpoint database: sqlite:///PATH, a plain file path, postgresql://..., or "
+        f"memory:// (default: {DEFAULT_DB})",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the thread's whole message history as JSON instead of the transcript",
+    )
+    p.add_argument(
+        "--model",
+        metavar="SPEC",
+        default="offline",
+        help="'offline' (default) or openai:MODEL for any OpenAI-compatible endpoint; "
+        "reads OPENAI_API_KEY and OPENAI_BASE_URL",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
+        "(default: $OPENAI_BASE_URL, else OpenAI)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"threadlog demo: the weather graph is not built yet (question: {args.question})")
+    """Run one turn; the exit status is 0, or 1 with a one-line error on stderr."""
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper):
+        # A console that cannot show Chinese must not crash the demo.
+        out.reconfigure(errors="backslashreplace")
+    question = args.question.strip()
+    thread_id = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
+    try:
+        if not question:
+            raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
+        model = chat_model(args.model, args.base_url)
+        with _errors_explained(args), _open_db(args.db) as saver:
+            from threadlog.examples.weather import build_graph
+
+            graph = build_graph(model, saver)
+            config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+            turn = HumanMessage(content=question)
+            if args.json:
+                graph.invoke({"messages": [turn]}, config)
+                _print_json(graph, config, args.db, out)
+            else:
+                _print_turn(graph, config, turn, args, out)
+    except DemoError as e:
+        print(f"threadlog demo: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("threadlog demo: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `threadlog demo --json | head`: the reader left; stop quietly, as `cat` does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0
+
+
+# -- model and database -----------------------------------------------------------
+
+
+def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
+    """`offline` → `OfflineChatModel`; `openai:MODEL` → `ChatOpenAI` (key from the env)."""
+    from threadlog import OfflineChatModel
+
+    if spec == "offline":
+        return OfflineChatModel()
+    provider, _, name = spec.partition(":")
+    if provider != "openai" or not name:
+        raise DemoError(
+            f"--model {spec!r} is not supported; use 'offline' or openai:MODEL "
+            "(e.g. openai:gpt-4o-mini) for any OpenAI-compatible endpoint"
+        )
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        raise DemoError(
+            f"--model {spec} needs an API key: set OPENAI_API_KEY (any non-empty value for a "
+            "local server that does not check keys)"
+        )
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=name,
+        api_key=api_key,  # type: ignore[arg-type]  # pydantic coerces str to SecretStr
+        base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
+        max_retries=1,
+        timeout=60,
+        stream_usage=True,
+    )
+
+
+def db_url(value: str) -> str:
+    """`--db` as a checkpointer URL: a plain path means a SQLite file."""
+    return value if "://" in value else f"sqlite:///{value}"
+
+
+@contextmanager
+def _open_db(value: str) -> Iterator[Any]:
+    from threadlog import checkpointer
+
+    url = db_url(value)
+    with ExitStack() as stack:
+        try:
+            saver = stack.enter_context(checkpointer(url))
+        except ImportError as e:
+            raise DemoError(
+                f"cannot open {url}: {e.name or e} is not installed; for Postgres install "
+                "threadlog[postgres]"
+            ) from None
+        except Exception as e:
+            # The drivers raise their own error types; anything else is a bug to show whole.
+            if isinstance(e, (OSError, ValueError)) or _module_root(e) in _DB_DRIVERS:
+                raise DemoError(
+                    f"cannot open the checkpoint database {url}: {_one_line(e)}"
+                ) from None
+            raise
+        yield saver
+
+
+_DB_DRIVERS = frozenset({"sqlite3", "psycopg", "psycopg_pool"})
+
+
+def _module_root(e: BaseException) -> str:
+    return type(e).__module__.split(".")[0]
+
+
+@contextmanager
+def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
+    """Turn provider failures into one line that says what to set."""
+    from threadlog import ConcurrentRunError, MessageLogError
+
+    try:
+        yield
+    except (ConcurrentRunError, MessageLogError) as e:
+        # Already a sentence naming the thread or the message and the fix.
+        raise DemoError(_one_line(e)) from None
+    except ImportError:
+        raise
+    except Exception as e:
+        try:
+            import openai
+        except ImportError:  # pragma: no cover - langchain-openai depends on it
+            raise e from None
+        endpoint = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        if isinstance(e, openai.APIConnectionError):
+            raise DemoError(
+                f"cannot reach the model endpoint {endpoint} ({_one_line(e)}); set --base-url "
+                "or OPENAI_BASE_URL to a running OpenAI-compatible server"
+            ) from None
+        if isinstance(e, openai.AuthenticationError):
+            raise DemoError(
+                f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
+            ) from None
+        if isinstance(e, openai.NotFoundError):
+            raise DemoError(
+                f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
+                "check --model and --base-url"
+            ) from None
+        if isinstance(e, openai.APIStatusError):
+            raise DemoError(f"{endpoint} answered HTTP {e.status_code}: {_one_line(e)}") from None
+        raise
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+# -- output -----------------------------------------------------------------------
+
+
+def _print_turn(
+    graph: Any, config: RunnableConfig, turn: HumanMessage, args: argparse.Namespace, out: TextIO
+) -> None:
+    earlier = len(graph.get_state(config).values.get("messages", []))
+    model_name = args.model if args.model != "offline" else "offline (OfflineChatModel)"
+    print(
+        f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}",
+        file=out,
+    )
+    if earlier:
+        print(f"(continuing: {earlier} earlier messages on this thread)", file=out)
+    transcript = Transcript(out)
+    transcript.message(turn)
+    for mode, payload in graph.stream(
+        {"messages": [turn]}, config, stream_mode=["messages", "updates"]
+    ):
+        if mode == "messages":
+            chunk, meta = payload
+            if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                transcript.token(chunk.text)
+        else:
+            for update in payload.values():
+                for m in _messages_in(update):
+                    transcript.message(m)
+    transcript.end_stream()
+    state = graph.get_state(config)
+    transcript.line("tokens", transcript.usage_summary())
+    transcript.line("checkpoint", state.config["configurable"]["checkpoint_id"])
+    again = f'threadlog demo "…" --thread {config["configurable"]["thread_id"]}'
+    transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
+
+
+def _messages_in(update: Any) -> list[BaseMessage]:
+    if not isinstance(update, dict):
+        return []
+    found = update.get("messages") or []
+    return [
+        m for m in (found if isinstance(found, list) else [found]) if isinstance(m, BaseMessage)
+    ]
+
+
+class Transcript:
+    """Prints a turn line by line: `role  text`, streaming the answer token by token."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._streaming = False
+        self._streamed = False
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self.model_calls = 0
+
+    def line(self, label: str, text: str) -> None:
+        print(f"{label:<11}{text}", file=self.out, flush=True)
+
+    def token(self, text: str) -> None:
+        if not text:
+            return
+        if not self._streaming:
+            self.out.write(f"{'assistant':<11}")
+            self._streaming = self._streamed = True
+        self.out.write(text)
+        self.out.flush()
+
+    def end_stream(self) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self.out.flush()
+            self._streaming = False
+
+    def message(self, m: BaseMessage) -> None:
+        self.end_stream()
+        if isinstance(m, AIMessage):
+            self.model_calls += 1
+            for key in self.usage:
+                self.usage[key] += int((m.usage_metadata or {}).get(key, 0))  # type: ignore[misc]
+            if m.text and not self._streamed:
+                self.line("assistant", m.text)
+            for call in [*m.tool_calls, *m.invalid_tool_calls]:
+                args = call.get("args")
+                shown = (
+                    ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+                    if isinstance(args, dict)
+                    else str(args)
+                )
+                self.line("assistant", f"→ {call.get('name')}({shown})  [{call.get('id')}]")
+            self._streamed = False
+        elif isinstance(m, ToolMessage):
+            status = "  (error)" if m.status == "error" else ""
+            self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}")
+        else:
+            from threadlog import role_of
+
+            self.line(role_of(m), m.text)
+
+    def usage_summary(self) -> str:
+        u = self.usage
+        return (
+            f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
+            f"({self.model_calls} model calls)"
+        )
+
+
+def history_json(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Each message as `{"role": ..., **its LangChain fields}` (JSON-safe)."""
+    from threadlog import role_of
+
+    return [{"role": role_of(m), **m.model_dump(mode="json")} for m in messages]
+
+
+def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    state = graph.get_state(config)
+    doc = {
+        "thread_id": config["configurable"]["thread_id"],
+        "checkpoint_id": state.config["configurable"]["checkpoint_id"],
+        "db": db_url(db),
+        "messages": history_json(state.values.get("messages", [])),
+    }
+    json.dump(doc, out, ensure_ascii=False, indent=2)
+    out.write("\n")

@@ -12,7 +12,8 @@ Contract (what every write to a threadlog message log obeys):
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
   does a new `AIMessage` that reuses a call id.
 * **Placement.** A tool result is placed right after its request and after the results
-  of that request's earlier calls — i.e. results sit in the order of `tool_calls`,
+  of that request's earlier calls — i.e. results sit in the order of the calls
+  (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
   whatever order they arrived in. Every other message goes at the end. The final list
   is therefore a function of *which* messages were written, not of how the writes were
   batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
@@ -29,10 +30,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    InvalidToolCall,
+    ToolCall,
+    ToolMessage,
+)
 
 from threadlog.errors import ConflictingIdError, ParallelWriteError, ToolPairingError
 from threadlog.messages import (
+    calls_of,
     coerce_message,
     derive_id,
     digest,
@@ -47,11 +55,11 @@ __all__ = ["MessageLog", "append_messages", "flatten_write"]
 
 @dataclass(slots=True)
 class _Call:
-    """One `tool_calls[i]` entry of an AIMessage in the log."""
+    """One call of an AIMessage in the log: `calls_of(ai)[index]`."""
 
     ai_id: str
     index: int
-    name: str
+    name: str | None
     result_id: str | None = None
 
 
@@ -72,7 +80,7 @@ def flatten_write(value: Any) -> list[Any]:
 class MessageLog:
     """An indexed, append-only list of messages. `messages` is the log in order."""
 
-    __slots__ = ("messages", "_by_id", "_calls", "_digests", "_anchor")
+    __slots__ = ("_anchor", "_by_id", "_calls", "_digests", "_journal", "messages")
 
     def __init__(self, messages: Iterable[BaseMessage] = ()) -> None:
         """Index messages that are already a log (read back from a checkpoint).
@@ -85,19 +93,69 @@ class MessageLog:
         self._calls: dict[str, _Call] = {}
         self._digests: dict[str, str] = {}
         self._anchor: str | None = None
+        # Ids in the order they were committed: `version` is its length, and a
+        # `(log, version)` pair names the log as it was then (see `messages_at`).
+        self._journal: list[str] = []
         for m in messages:
+            if m.id is None:  # legacy stored data: a stable id, on our copy
+                m = m.model_copy(update={"id": derive_id(len(self.messages), self._anchor, m)})
             self._index(m)
             self.messages.append(m)
+            self._journal.append(m.id)  # type: ignore[arg-type]
 
     def copy(self) -> MessageLog:
         new = MessageLog.__new__(MessageLog)
         new.messages = list(self.messages)
         new._by_id = dict(self._by_id)
         # _Call objects are mutated on commit, so they are copied too.
-        new._calls = {k: _Call(c.ai_id, c.index, c.name, c.result_id) for k, c in self._calls.items()}
+        new._calls = {
+            k: _Call(c.ai_id, c.index, c.name, c.result_id) for k, c in self._calls.items()
+        }
         new._digests = dict(self._digests)
         new._anchor = self._anchor
+        new._journal = list(self._journal)
         return new
+
+    # -- versions: one log object serves every reader of the same history --------
+
+    @property
+    def version(self) -> int:
+        """How many messages were committed to this log object so far."""
+        return len(self._journal)
+
+    def messages_at(self, version: int) -> list[BaseMessage]:
+        """The log as it was at `version` (the messages in order, a new list).
+
+        Exact because committed messages never move relative to each other: the
+        log then is the log now without what was committed since.
+        """
+        if version >= len(self._journal):
+            return list(self.messages)
+        later = set(self._journal[version:])
+        return [m for m in self.messages if m.id not in later]
+
+    def at(self, version: int) -> MessageLog:
+        """A separate log equal to this one at `version` (O(history))."""
+        if version >= len(self._journal):
+            return self.copy()
+        return MessageLog(self.messages_at(version))
+
+    def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
+        """The version after `items` if they are exactly the next committed messages.
+
+        Lets a reader at `version` take writes that this log already holds — the
+        same messages, same order — without a copy or a re-check (they were checked
+        when committed). None when anything differs: the caller writes normally.
+        """
+        journal, by_id, v = self._journal, self._by_id, version
+        for item in items:
+            if not isinstance(item, BaseMessage) or v >= len(journal) or item.id != journal[v]:
+                return None
+            held = by_id[journal[v]]
+            if held is not item and held != item:
+                return None
+            v += 1
+        return v
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -105,14 +163,17 @@ class MessageLog:
     def get(self, message_id: str) -> BaseMessage | None:
         return self._by_id.get(message_id)
 
-    def open_calls(self) -> list[tuple[AIMessage, dict[str, Any]]]:
-        """Tool calls that have no result yet, as (request, call) in log order."""
-        out = []
+    def open_calls(self) -> list[tuple[AIMessage, ToolCall | InvalidToolCall]]:
+        """Calls that have no result yet, as (request, call) in log order.
+
+        Includes `invalid_tool_calls`: a provider needs a result for those too.
+        """
+        out: list[tuple[AIMessage, ToolCall | InvalidToolCall]] = []
         for call in self._calls.values():
             if call.result_id is None:
                 ai = self._by_id[call.ai_id]
                 assert isinstance(ai, AIMessage)
-                out.append((ai, ai.tool_calls[call.index]))
+                out.append((ai, calls_of(ai)[call.index]))
         return out
 
     # -- writing -------------------------------------------------------------
@@ -132,7 +193,6 @@ class MessageLog:
         """
         staged: list[BaseMessage] = []
         new_by_id: dict[str, BaseMessage] = {}
-        new_digests: dict[str, str] = {}
         answered: dict[str, str] = {}  # call id -> result id, staged
         new_calls: dict[str, _Call] = {}
         conversational: list[tuple[int, list[BaseMessage]]] = []
@@ -150,7 +210,11 @@ class MessageLog:
                 assert mid is not None
                 existing = new_by_id.get(mid) or self._by_id.get(mid)
                 if existing is not None:
-                    known = new_digests.get(mid) or self._digest_of(existing)
+                    # A message staged in this batch is hashed without caching: the
+                    # cache must not outlive a batch that fails.
+                    known = (
+                        digest(existing) if mid in new_by_id else self._digest_of(existing)
+                    )
                     if known == digest(msg):
                         continue  # a replay of what is already logged
                     raise ConflictingIdError(
@@ -165,14 +229,14 @@ class MessageLog:
                 if isinstance(msg, ToolMessage):
                     self._check_result(msg, pos, new_calls, answered)
                     answered[msg.tool_call_id] = mid
-                elif isinstance(msg, AIMessage) and msg.tool_calls:
-                    for i, call in enumerate(msg.tool_calls):
+                elif isinstance(msg, AIMessage):
+                    for i, call in enumerate(calls_of(msg)):
                         cid = call["id"]
                         assert cid is not None
                         prior = new_calls.get(cid) or self._calls.get(cid)
                         if prior is not None:
                             raise ToolPairingError(
-                                f"tool_calls[{i}] reuses call id {cid!r}, already issued by "
+                                f"call {i} ({call['name']!r}) reuses call id {cid!r}, issued by "
                                 f"message {prior.ai_id!r}",
                                 message_id=mid,
                                 role="assistant",
@@ -192,6 +256,7 @@ class MessageLog:
         # Commit: nothing above touched self, so a failure left the log as it was.
         for msg in staged:
             self._index(msg, new_calls)
+            self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
                 self.messages.insert(self._slot(msg), msg)
             else:
@@ -203,19 +268,17 @@ class MessageLog:
 
     def _index(self, msg: BaseMessage, new_calls: dict[str, _Call] | None = None) -> None:
         mid = msg.id
-        if mid is None:  # only legacy stored data; give it a stable id once
-            mid = derive_id(len(self.messages), self._anchor, msg)
-            msg.id = mid
+        assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
         if isinstance(msg, AIMessage):
-            for i, call in enumerate(msg.tool_calls):
+            for i, call in enumerate(calls_of(msg)):
                 cid = call.get("id")
                 if cid and cid not in self._calls:
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
         if isinstance(msg, ToolMessage):
-            call = self._calls.get(msg.tool_call_id)
-            if call is not None and call.result_id is None:
-                call.result_id = mid
+            answered = self._calls.get(msg.tool_call_id)
+            if answered is not None and answered.result_id is None:
+                answered.result_id = mid
         else:
             self._anchor = mid
 

@@ -8,7 +8,11 @@ Three small ideas live here, because the log, the nodes and the profiles all nee
   first, so the error names *our* field instead of surfacing a `KeyError`.
 * `role_of` — the five roles of the design (system, developer, user, assistant, tool).
   A developer message is a `SystemMessage` whose `additional_kwargs["__openai_role__"]`
-  is `"developer"` — the representation langchain-core and langchain-openai already use.
+  is `"developer"` — the representation langchain-core's `convert_to_messages` builds
+  from `{"role": "developer"}` and langchain-openai sends back as role `developer`.
+  Profiles without a developer role fold it into system text (`Profile.developer`).
+* `calls_of` — the calls an AIMessage asks to be answered: its `tool_calls` and then its
+  `invalid_tool_calls` (OpenAI receives both as `tool_calls`, so both need a result).
 * `fingerprint` / `digest` — the model-visible content of a message (role, content, name,
   tool calls, tool_call_id, status). Two messages with one id are a *replay* when their
   digests match and a *conflict* otherwise. Metadata, artifacts and ids are not part of it.
@@ -23,22 +27,26 @@ from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     BaseMessage,
     BaseMessageChunk,
     HumanMessage,
+    InvalidToolCall,
     RemoveMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     convert_to_messages,
     message_chunk_to_message,
 )
+from langgraph.channels.binop import _get_overwrite
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from threadlog.errors import AppendOnlyError, InvalidMessageError
 
 __all__ = [
     "ROLES",
     "Role",
+    "calls_of",
     "coerce_message",
     "derive_id",
     "digest",
@@ -72,6 +80,7 @@ _REMOVE_HINT = (
 
 
 def is_developer(message: BaseMessage) -> bool:
+    """Whether `message` is a developer message (a marked `SystemMessage`)."""
     return (
         isinstance(message, SystemMessage)
         and message.additional_kwargs.get(DEVELOPER_KWARG) == "developer"
@@ -99,13 +108,13 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
     """Turn one message-like input into a checked LangChain message.
 
     Raises `InvalidMessageError` naming the field for anything the log cannot store,
-    and `AppendOnlyError` for `RemoveMessage`.
+    and `AppendOnlyError` for `RemoveMessage` and `Overwrite` (objects or their dicts).
     """
     if isinstance(value, RemoveMessage):
+        _refuse_remove(value.id, position)
+    if _get_overwrite(value)[0]:
         raise AppendOnlyError(
-            "RemoveMessage would delete history",
-            message_id=value.id,
-            role="remove",
+            "Overwrite would replace the whole message history",
             position=position,
             fix=_REMOVE_HINT,
         )
@@ -116,7 +125,7 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
         message = value
     elif isinstance(value, str):
         message = HumanMessage(content=value)
-    elif is_pair(value) or isinstance(value, tuple):
+    elif isinstance(value, (tuple, list)):  # a pair; a list after a checkpoint
         message = _from_tuple(tuple(value), position)
     elif isinstance(value, Mapping):
         message = _from_dict(value, position)
@@ -139,6 +148,28 @@ def is_pair(value: Any) -> bool:
         and isinstance(value[0], str)
         and value[0] in _ROLE_ALIASES
     )
+
+
+def _refuse_remove(message_id: Any, position: int | None) -> None:
+    what = (
+        "RemoveMessage(id=REMOVE_ALL_MESSAGES) would delete the whole history"
+        if message_id == REMOVE_ALL_MESSAGES
+        else "RemoveMessage would delete history"
+    )
+    raise AppendOnlyError(
+        what, message_id=message_id, role="remove", position=position, fix=_REMOVE_HINT
+    )
+
+
+# LangChain's own dict form (`message.model_dump()`), rebuilt by the message class so
+# that fields convert_to_messages does not know (invalid_tool_calls, usage_metadata,
+# artifact…) survive instead of landing in additional_kwargs.
+_LC_TYPES: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
 
 
 def _role_from(raw: Any, *, field: str, message_id: Any, position: int | None) -> Role:
@@ -175,6 +206,12 @@ def _from_tuple(value: tuple[Any, ...], position: int | None) -> BaseMessage:
 
 def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
     mid = value.get("id")
+    kind = value.get("role", value.get("type"))
+    if kind == "remove":
+        _refuse_remove(mid, position)
+    if value.get("type") == "constructor" and "role" not in value:
+        # langchain's serialized envelope {"lc": 1, "type": "constructor", ...}
+        return _convert(value, position)
     if "role" in value:
         role = _role_from(value["role"], field="role", message_id=mid, position=position)
     elif "type" in value:
@@ -202,10 +239,61 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
             position=position,
             fix="set tool_call_id to the id of the AIMessage tool call it answers",
         )
+    _check_calls(value, mid, role, position)
+    if "role" not in value and value["type"] in _LC_TYPES and "content" in value:
+        try:
+            return _LC_TYPES[value["type"]].model_validate(dict(value))
+        except (ValueError, TypeError):  # not quite model_dump(); convert_to_messages may cope
+            pass
     data = {k: v for k, v in value.items() if k not in ("type",)}
     data["role"] = role
     data.setdefault("content", "")
     return _convert(data, position)
+
+
+def _check_calls(
+    value: Mapping[str, Any], mid: Any, role: Role, position: int | None
+) -> None:
+    # convert_to_messages and the message classes fail on these with a bare
+    # KeyError / TypeError / JSON error that names no field.
+    calls = value.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise InvalidMessageError(
+            f"'tool_calls' must be a list, got {type(calls).__name__}",
+            message_id=mid,
+            role=role,
+            position=position,
+        )
+    for i, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise InvalidMessageError(
+                f"tool_calls[{i}] must be a dict, got {type(call).__name__}",
+                message_id=mid,
+                role=role,
+                position=position,
+            )
+        fn = call.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else call.get("name")
+        if not call.get("id"):
+            raise InvalidMessageError(
+                f"tool_calls[{i}] ({name!r}) has no id",
+                message_id=mid,
+                role=role,
+                position=position,
+                fix="every tool call needs an id so its result can be paired",
+            )
+        if isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
+            try:
+                json.loads(fn["arguments"], strict=False)
+            except ValueError as exc:
+                raise InvalidMessageError(
+                    f"tool_calls[{i}].function.arguments ({name!r}) is not JSON: {exc}",
+                    message_id=mid,
+                    role=role,
+                    position=position,
+                    fix="send arguments as a JSON object string, or store the call "
+                    "as an AIMessage with invalid_tool_calls",
+                ) from exc
 
 
 def _convert(data: Mapping[str, Any], position: int | None) -> BaseMessage:
@@ -238,11 +326,12 @@ def _check_fields(message: BaseMessage, position: int | None) -> None:
         )
     if isinstance(message, AIMessage):
         seen: set[str] = set()
-        for i, call in enumerate(message.tool_calls):
+        for i, call in enumerate(calls_of(message)):
             cid = call.get("id")
+            field = _call_field(message, i)
             if not cid:
                 raise InvalidMessageError(
-                    f"tool_calls[{i}] ({call.get('name')!r}) has no id",
+                    f"{field} ({call.get('name')!r}) has no id",
                     message_id=message.id,
                     role=role,
                     position=position,
@@ -250,13 +339,31 @@ def _check_fields(message: BaseMessage, position: int | None) -> None:
                 )
             if cid in seen:
                 raise InvalidMessageError(
-                    f"tool_calls[{i}] repeats the call id {cid!r}",
+                    f"{field} repeats the call id {cid!r}",
                     message_id=message.id,
                     role=role,
                     position=position,
                     fix="give each call of one AIMessage its own id",
                 )
             seen.add(cid)
+
+
+def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:
+    """The calls of an AIMessage that each need one result, in the order they are sent.
+
+    `invalid_tool_calls` (arguments the model produced but that did not parse) count:
+    langchain-openai sends them as `tool_calls` too, so the provider expects a result.
+    """
+    if not isinstance(message, AIMessage):
+        return []
+    if not message.invalid_tool_calls:
+        return list(message.tool_calls)
+    return [*message.tool_calls, *message.invalid_tool_calls]
+
+
+def _call_field(message: AIMessage, i: int) -> str:
+    n = len(message.tool_calls)
+    return f"tool_calls[{i}]" if i < n else f"invalid_tool_calls[{i - n}]"
 
 
 def fingerprint(message: BaseMessage) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import InvalidMessageError, ToolPairingError
-from threadlog.messages import coerce_message, role_of
+from threadlog.messages import calls_of, coerce_message, role_of
 
 __all__ = ["PROFILES", "Profile", "get_profile", "validate"]
 
@@ -194,7 +194,7 @@ def validate(
                         fix="keep the turn's user message when trimming",
                     )
         if isinstance(msg, AIMessage):
-            for call in msg.tool_calls:
+            for call in calls_of(msg):  # invalid_tool_calls need results too
                 cid = call["id"] or ""
                 if cid in answered or cid in open_calls:
                     raise ToolPairingError(

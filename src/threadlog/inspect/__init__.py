@@ -1,1 +1,40 @@
-"""Inspecting checkpoints: timelines, what the model saw, tool pairs, diffs, fork trees."""
+"""Inspecting checkpoints: timelines, what the model saw, tool pairs, diffs, fork trees.
+
+    from threadlog import inspect
+
+    t = inspect.thread(graph, config)                  # a compiled graph + config
+    t = inspect.thread("sqlite:///threads.db", "t1")  # or a checkpointer URL + thread id
+    t.timeline()          # one row per checkpoint
+    t.pairs()             # each tool call with its result, status, duration
+    t.context(-1)         # what the model saw for its last call, next to the full log
+    t.diff(a, b)          # what changed between two checkpoints
+    t.forks()             # the branches made by update_state / time travel
+
+Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
+to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
+by LangGraph's own loader through threadlog's channels; nothing is decoded by hand.
+`threadlog inspect --db URL --thread ID` shows the same in a terminal.
+"""
+
+from threadlog.inspect.context_seen import ContextSeen
+from threadlog.inspect.diff import CheckpointDiff
+from threadlog.inspect.forks import Branch, ForkTree
+from threadlog.inspect.pairs import ToolPairs
+from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.table import Table
+from threadlog.inspect.thread import Thread, thread
+from threadlog.inspect.timeline import Timeline
+
+__all__ = [
+    "Branch",
+    "CheckpointDiff",
+    "CheckpointRecord",
+    "ContextSeen",
+    "ForkTree",
+    "Table",
+    "TaskError",
+    "Thread",
+    "Timeline",
+    "ToolPairs",
+    "thread",
+]

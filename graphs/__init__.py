@@ -1,0 +1,1 @@
+"""LangGraph apps served by `langgraph dev` (see langgraph.json at the repository root)."""

@@ -1,0 +1,79 @@
+"""`create_agent`: a tool-calling agent graph in one call — threadlog's `create_react_agent`.
+
+Contract:
+
+* The graph runs over `AgentState` (the message log plus compaction events):
+
+      START → [context] → model ─┬─ tool calls ─→ tools → [context] → model …
+                                 └─ no calls ───→ END
+
+  `model` is a `ModelNode` (builds what the model sees, repairs open calls, validates,
+  calls the model, appends its whole `AIMessage`); `tools` is a `ToolNode` (one result
+  per call, in call order); `context` is a `ContextNode` that records compaction events
+  for the policy, present only when `context` is given.
+* `per_call_branches=True` routes each tool call to its own `Send` task (finished calls
+  survive a failing or interrupted sibling); otherwise one `tools` task runs the calls
+  of a step in parallel. Either way the log lists the results in call order.
+* `requires_approval` names tools that pause the run (LangGraph `interrupt`) until a
+  human approves each call (see `threadlog.ToolNode`).
+* The result is an ordinary compiled LangGraph graph: `invoke`, `stream`, checkpoints,
+  `langgraph dev` all work as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Send
+
+from threadlog.nodes.compaction import ContextNode
+from threadlog.nodes.context import AgentState, ContextPolicy
+from threadlog.nodes.model import ModelNode
+from threadlog.nodes.tools import ToolNode
+from threadlog.nodes.tools_dispatch import send_tool_calls, tools_condition
+
+__all__ = ["create_agent"]
+
+
+def create_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool | Callable[..., Any]],
+    *,
+    system_prompt: str | None = None,
+    context: ContextPolicy | None = None,
+    checkpointer: Checkpointer = None,
+    per_call_branches: bool = False,
+    requires_approval: Sequence[str] = (),
+    name: str | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile a model ⇄ tools agent over `AgentState` (see the module docstring)."""
+    tools = list(tools)
+    builder = StateGraph(AgentState)
+    builder.add_node(
+        "model", ModelNode(model, tools, system_prompt=system_prompt, context=context)
+    )
+    builder.add_node("tools", ToolNode(tools, requires_approval=requires_approval))
+
+    # The model always reads through the context step when there is a policy.
+    entry = "model"
+    if context is not None:
+        builder.add_node("context", ContextNode(context))
+        builder.add_edge("context", "model")
+        entry = "context"
+    builder.add_edge(START, entry)
+    builder.add_edge("tools", entry)
+
+    if per_call_branches:
+        builder.add_conditional_edges("model", _one_task_per_call, ["tools", END])
+    else:
+        builder.add_conditional_edges("model", tools_condition, ["tools", END])
+    return builder.compile(checkpointer=checkpointer, name=name)
+
+
+def _one_task_per_call(state: AgentState) -> list[Send] | str:
+    return send_tool_calls(state, node="tools") or END

@@ -1,0 +1,121 @@
+"""Input checks at the storage edge: a bad turn input is refused before anything is stored.
+
+Why here. LangGraph stores a turn's input twice before any reducer sees it: in the
+*input checkpoint* (the raw value of the `__start__` channel) and as the `__start__`
+task's writes on it. The message log's own checks run only afterwards, when the writes
+are applied — so a malformed message, an unknown role or a forged `ToolMessage` used to
+leave a stored checkpoint whose pending writes fail on every later read (the thread
+could not even be shown). `InputCheck` runs the same checks first: it rebuilds the
+thread's log at the checkpoint the input lands on (through LangGraph's own loader and
+`MessageLogChannel`), dry-runs the append, and raises the log's own error — naming the
+message, role and field — so the saver stores nothing.
+
+Checked: the keys in `message_keys` of a `source="input"` checkpoint's `__start__`
+value, and of the `__start__` task's writes; each message's text is at most
+`max_chars` characters when that is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel._checkpoint import channels_from_checkpoint
+
+from threadlog.channel import MessageLogChannel
+from threadlog.errors import InvalidMessageError
+from threadlog.log import MessageLog, flatten_write
+from threadlog.messages import coerce_message, role_of
+
+__all__ = ["InputCheck"]
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    message_keys: tuple[str, ...] = ("messages",)
+    max_chars: int | None = None
+
+    def check_input_checkpoint(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        parent: RunnableConfig | None,
+        start_value: Any,
+    ) -> None:
+        """`start_value`: the `__start__` channel value of a new input checkpoint."""
+        if not isinstance(start_value, Mapping):
+            return
+        picked = {k: start_value[k] for k in self.message_keys if k in start_value}
+        self._check(saver, parent, picked)
+
+    def check_start_writes(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        at: RunnableConfig | None,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        """`writes`: the `__start__` task's writes, stored on checkpoint `at`."""
+        self._check(saver, at, {c: v for c, v in writes if c in self.message_keys})
+
+    def _check(
+        self, saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, values: dict[str, Any]
+    ) -> None:
+        if not values:
+            return
+        logs = _logs_at(saver, at, list(values))
+        for key, value in values.items():
+            if key not in logs:
+                continue  # stored as a plain list: not a threadlog log (add_messages)
+            log = logs[key].copy()
+            items = flatten_write(value)
+            if self.max_chars is not None:
+                for i, raw in enumerate(items):
+                    self._check_size(coerce_message(raw, position=len(log) + i), len(log) + i)
+            log.extend(items)  # raises the log's own error; `log` is a throwaway copy
+
+    def _check_size(self, msg: BaseMessage, position: int) -> None:
+        assert self.max_chars is not None
+        size = len(msg.text) if isinstance(msg.content, list) else len(str(msg.content))
+        if size > self.max_chars:
+            raise InvalidMessageError(
+                f"content is {size} characters, over the limit of {self.max_chars}",
+                message_id=msg.id,
+                role=role_of(msg),
+                position=position,
+                fix="send a shorter message, or raise max_input_chars of "
+                "threadlog.checkpointer()",
+            )
+
+
+def _logs_at(
+    saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
+) -> dict[str, MessageLog]:
+    """The message logs of checkpoint `at` as LangGraph reads them (empty on a new thread).
+
+    A key whose checkpoint holds a plain list is some other reducer's (`add_messages`
+    stores the whole list); it is left out, and its input is not checked here.
+    """
+    saved = saver.get_tuple(at) if at is not None else None
+    if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
+        # The `__start__` writes can reach the saver before their checkpoint does
+        # (LangGraph saves both in the background); that checkpoint holds the same log
+        # as the thread's head, so read the head.
+        latest = {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}
+        saved = saver.get_tuple({"configurable": latest})
+    if saved is None:
+        return {k: MessageLog() for k in keys}
+    stored = saved.checkpoint["channel_values"]
+    ours = [k for k in keys if not isinstance(stored.get(k), list)]
+    specs = {k: MessageLogChannel() for k in ours}
+    channels, _ = channels_from_checkpoint(
+        specs, saved.checkpoint, saver=saver, config=saved.config
+    )
+    out: dict[str, MessageLog] = {}
+    for k in ours:
+        ch = channels[k]
+        assert isinstance(ch, MessageLogChannel)
+        out[k] = ch.log if ch.is_available() else MessageLog()
+    return out

@@ -1,0 +1,398 @@
+"""A warm-process cache of rebuilt message logs, so a turn does not re-read its thread.
+
+Contract:
+
+* `with_history_cache(saver)` returns the *same* saver object with its class swapped
+  for a subclass whose `get_delta_channel_history` / `aget_delta_channel_history`
+  consult a `HistoryCache` first. Everything else (put, list, writes, setup,
+  connections) is the saver's own.
+* The cache maps `(thread_id, checkpoint_ns, channel)` to the log rebuilt at one
+  checkpoint id — the last one loaded there. Checkpoints are immutable, so the log
+  of a checkpoint id never goes stale. Loading checkpoint `C` walks `C`'s parent
+  chain (ids and this channel's writes only) until it meets the cached id `K`; the
+  channel then gets the cached log of `K` plus the writes between `K` and `C`, so a
+  turn costs O(new writes), not O(history).
+* Anything the cache cannot prove is exactly right goes to the saver's own
+  `get_delta_channel_history`: no entry, a walk that does not reach `K` within
+  `max_walk` ancestors (a fork from older history, another branch), a thread
+  deleted and rewritten. A second process simply starts with an empty cache.
+* Only `MessageLogChannel` takes part: the channel registers the log it rebuilt
+  (see `KeyedWrites`) and treats a cached log as shared and read-only — it copies
+  it before its first write. Other delta channels get their normal history.
+* Bounded: at most `max_messages` messages in total across entries (least recently
+  used threads evicted first). Cached logs share message objects with the live
+  channel, so an entry costs its index containers, not a second copy of the thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_checkpoint_id,
+)
+
+if TYPE_CHECKING:
+    from threadlog.log import MessageLog
+
+__all__ = [
+    "CachedSeed",
+    "HistoryCache",
+    "KeyedWrites",
+    "history_cache_of",
+    "with_history_cache",
+]
+
+DEFAULT_MAX_MESSAGES = 200_000
+DEFAULT_MAX_WALK = 64
+
+_Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
+_Entry = tuple[str, "MessageLog", int]  # checkpoint id, log, the log's version there
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
+
+
+class CachedSeed:
+    """A seed handed from the cache to `MessageLogChannel`: `log` at `version`.
+
+    Only channel slots a `MessageLogChannel` registered are ever answered with one.
+    """
+
+    __slots__ = ("log", "version")
+
+    def __init__(self, log: MessageLog, version: int) -> None:
+        self.log = log
+        self.version = version
+
+
+class KeyedWrites(list[PendingWrite]):
+    """The writes of one channel's history, carrying where to register the result.
+
+    A plain list to every reader; `MessageLogChannel.replay_writes` calls `register`
+    with the log it rebuilt, which is then the log at `checkpoint_id`.
+    """
+
+    __slots__ = ("cache", "checkpoint_id", "slot")
+
+    def __init__(
+        self, writes: Sequence[PendingWrite], cache: HistoryCache, slot: _Slot, checkpoint_id: str
+    ) -> None:
+        super().__init__(writes)
+        self.cache = cache
+        self.slot = slot
+        self.checkpoint_id = checkpoint_id
+
+    def register(self, log: MessageLog, version: int) -> None:
+        self.cache.put(self.slot, self.checkpoint_id, log, version)
+
+
+class HistoryCache:
+    """Per (thread, namespace, channel): the log at the last checkpoint loaded there."""
+
+    def __init__(
+        self, *, max_messages: int = DEFAULT_MAX_MESSAGES, max_walk: int = DEFAULT_MAX_WALK
+    ) -> None:
+        self.max_messages = max_messages
+        self.max_walk = max_walk
+        self._entries: OrderedDict[_Slot, _Entry] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """Messages held across all entries."""
+        return self._size
+
+    def get(self, slot: _Slot) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is not None:
+                self._entries.move_to_end(slot)
+            return entry
+
+    def put(self, slot: _Slot, checkpoint_id: str, log: MessageLog, version: int) -> None:
+        with self._lock:
+            old = self._entries.pop(slot, None)
+            if old is not None:
+                self._size -= old[2]
+            if version > self.max_messages:
+                return  # one thread larger than the whole budget: not cached
+            self._entries[slot] = (checkpoint_id, log, version)
+            self._size += version
+            while self._size > self.max_messages:
+                _, evicted = self._entries.popitem(last=False)
+                self._size -= evicted[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._size = 0
+
+
+class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
+    """Overrides the delta-history reads of any saver class it is mixed into."""
+
+    _threadlog_history_cache: HistoryCache
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        cache = self._threadlog_history_cache
+        thread_id, ns, target = _address(config)
+        if target is None:
+            tup = self.get_tuple(config)
+            if tup is None:
+                return super().get_delta_channel_history(config=config, channels=channels)
+            target = str(tup.config["configurable"]["checkpoint_id"])
+            config = tup.config
+        out: dict[str, DeltaChannelHistory] = {}
+        rest: list[str] = []
+        for ch in channels:
+            slot = (thread_id, ns, ch)
+            hit = self._walk_to_cached(slot, config, target)
+            if hit is None:
+                rest.append(ch)
+            else:
+                out[ch] = hit
+        if rest:
+            cache.misses += 1
+            read = super().get_delta_channel_history(config=config, channels=rest)
+            for ch in rest:
+                out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
+        return out
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        cache = self._threadlog_history_cache
+        thread_id, ns, target = _address(config)
+        if target is None:
+            tup = await self.aget_tuple(config)
+            if tup is None:
+                return await super().aget_delta_channel_history(config=config, channels=channels)
+            target = str(tup.config["configurable"]["checkpoint_id"])
+            config = tup.config
+        out: dict[str, DeltaChannelHistory] = {}
+        rest: list[str] = []
+        for ch in channels:
+            slot = (thread_id, ns, ch)
+            hit = await self._awalk_to_cached(slot, config, target)
+            if hit is None:
+                rest.append(ch)
+            else:
+                out[ch] = hit
+        if rest:
+            cache.misses += 1
+            read = await super().aget_delta_channel_history(config=config, channels=rest)
+            for ch in rest:
+                out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
+        return out
+
+    # The walk: follow parent ids from the target, collecting this channel's pending
+    # writes, until the cached checkpoint id. Same order rule as the base saver's
+    # walk: each checkpoint's writes in `get_tuple` order, oldest checkpoint first.
+
+    def _walk_to_cached(
+        self, slot: _Slot, config: RunnableConfig, target: str
+    ) -> DeltaChannelHistory | None:
+        cache = self._threadlog_history_cache
+        entry = cache.get(slot)
+        if entry is None:
+            return None
+        cached_id, log, version = entry
+        if target == cached_id:
+            return _hit(log, version, [], cache, slot, target)
+        sqlite = _underlying_sqlite(self)
+        if sqlite is not None:
+            found = _sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
+            return None if found is None else _hit(log, version, [found], cache, slot, target)
+        tup = self.get_tuple(config)
+        collected: list[list[PendingWrite]] = []
+        for _ in range(cache.max_walk):
+            cursor = None if tup is None else tup.parent_config
+            if cursor is None:
+                return None
+            tup = self.get_tuple(cursor)
+            if tup is None:
+                return None
+            # The cached checkpoint's own writes lead to its child: they belong too.
+            collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
+            if tup.checkpoint["id"] == cached_id:
+                return _hit(log, version, collected, cache, slot, target)
+            if slot[2] in tup.checkpoint["channel_values"]:
+                # A stored snapshot between the cache and the target: LangGraph writes
+                # one where the ancestor's pending writes may belong to another
+                # branch (a fork), so the saver's own read is the right one.
+                return None
+        return None
+
+    async def _awalk_to_cached(
+        self, slot: _Slot, config: RunnableConfig, target: str
+    ) -> DeltaChannelHistory | None:
+        cache = self._threadlog_history_cache
+        entry = cache.get(slot)
+        if entry is None:
+            return None
+        cached_id, log, version = entry
+        if target == cached_id:
+            return _hit(log, version, [], cache, slot, target)
+        tup = await self.aget_tuple(config)
+        collected: list[list[PendingWrite]] = []
+        for _ in range(cache.max_walk):
+            cursor = None if tup is None else tup.parent_config
+            if cursor is None:
+                return None
+            tup = await self.aget_tuple(cursor)
+            if tup is None:
+                return None
+            collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
+            if tup.checkpoint["id"] == cached_id:
+                return _hit(log, version, collected, cache, slot, target)
+            if slot[2] in tup.checkpoint["channel_values"]:
+                # A stored snapshot between the cache and the target: LangGraph writes
+                # one where the ancestor's pending writes may belong to another
+                # branch (a fork), so the saver's own read is the right one.
+                return None
+        return None
+
+
+try:  # SqliteSaver: walk ids with the saver's own SQL, fetch only this channel's writes
+    from langgraph.checkpoint.sqlite import SqliteSaver as _sqlite_saver
+    from langgraph.checkpoint.sqlite._delta import (
+        DELTA_STAGE1_SQL,
+        build_delta_channels_writes_history,
+        build_delta_stage2_sql,
+    )
+except ImportError:  # pragma: no cover - sqlite saver not installed
+    _sqlite_saver = None  # type: ignore[assignment,misc]
+
+
+def _underlying_sqlite(saver: Any) -> Any:
+    """The SqliteSaver under `saver` and its wrappers' `.inner` chain, if that is one."""
+    for _ in range(8):
+        if _sqlite_saver is not None and isinstance(saver, _sqlite_saver):
+            return saver
+        saver = saver.__dict__.get("inner")
+        if saver is None:
+            return None
+    return None
+
+
+def _sqlite_walk(
+    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
+) -> list[PendingWrite] | None:
+    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached).
+
+    Same walk as `SqliteSaver.get_delta_channel_history`, stopped at the cached id
+    instead of at a stored snapshot; a snapshot on the way means a fork (None).
+    """
+    thread_id, ns, ch = slot
+    chain: list[str] = []
+    with saver.cursor(transaction=False) as cur:
+        cur.execute(DELTA_STAGE1_SQL, (thread_id, ns, target, thread_id, ns))
+        found = False
+        for cid, type_tag, blob in cur:
+            if cid == target and not chain:
+                continue
+            if cid in chain or len(chain) >= max_walk:
+                return None
+            chain.append(cid)
+            if cid == cached_id:
+                found = True
+                break
+            if ch in (saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}):
+                return None
+        if not found:
+            return None
+        cur.execute(
+            build_delta_stage2_sql(has_task_path=saver._has_task_path, chain_lens=[len(chain)]),
+            [thread_id, ns, ch, *chain],
+        )
+        rows = cur.fetchall()
+    history = build_delta_channels_writes_history(
+        channels=[ch],
+        chain_by_ch={ch: chain},
+        seed_val_by_ch={},
+        seeded=set(),
+        stage2_rows=rows,
+        serde=saver.serde,
+    )
+    return list(history[ch]["writes"])
+
+
+def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
+    conf = config.get("configurable") or {}
+    return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", "")), get_checkpoint_id(config)
+
+
+def _hit(
+    log: MessageLog,
+    version: int,
+    collected: list[list[PendingWrite]],
+    cache: HistoryCache,
+    slot: _Slot,
+    target: str,
+) -> DeltaChannelHistory:
+    cache.hits += 1
+    writes = [w for ws in reversed(collected) for w in ws]
+    return {"seed": CachedSeed(log, version), "writes": KeyedWrites(writes, cache, slot, target)}
+
+
+def _keyed(
+    history: DeltaChannelHistory, cache: HistoryCache, slot: _Slot, target: str
+) -> DeltaChannelHistory:
+    out: DeltaChannelHistory = {"writes": KeyedWrites(history["writes"], cache, slot, target)}
+    if "seed" in history:
+        out["seed"] = history["seed"]
+    return out
+
+
+_classes: dict[type[Any], type[Any]] = {}
+_classes_lock = threading.Lock()
+
+
+def with_history_cache(
+    saver: S,
+    *,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    max_walk: int = DEFAULT_MAX_WALK,
+) -> S:
+    """Give `saver` a warm-process history cache; returns the same object.
+
+    Safe on any `BaseCheckpointSaver` (sqlite, postgres, memory, their async forms).
+    Calling it twice keeps the first cache.
+    """
+    if isinstance(saver, _HistoryCacheMixin):
+        return saver
+    cls = type(saver)
+    with _classes_lock:
+        sub = _classes.get(cls)
+        if sub is None:
+            sub = type(f"HistoryCached{cls.__name__}", (_HistoryCacheMixin, cls), {})
+            sub.__module__ = cls.__module__
+            _classes[cls] = sub
+    saver.__class__ = sub
+    saver._threadlog_history_cache = HistoryCache(  # type: ignore[attr-defined]
+        max_messages=max_messages, max_walk=max_walk
+    )
+    return saver
+
+
+def history_cache_of(saver: BaseCheckpointSaver[Any]) -> HistoryCache | None:
+    """The cache `with_history_cache` attached to `saver`, if any (stats, `clear()`)."""
+    return getattr(saver, "_threadlog_history_cache", None)

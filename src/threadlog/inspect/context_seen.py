@@ -1,0 +1,178 @@
+"""`ContextSeen`: for one model call, the exact context it was given, next to the full log.
+
+Contract: the call is an AIMessage of the log (its id, or an index among the log's
+AIMessages, default the last). The log the model node had is the log of the checkpoint
+where that AIMessage first appears, up to the message itself (so results a model node
+repaired in the same step are included); the compaction events are those of that
+checkpoint. The context is rebuilt by `threadlog.nodes.context.plan_context` with the
+policy and system prompt the model node used — read from the graph's model node when the
+thread was loaded from a graph, else passed in (`policy=`, `system_prompt=`). Rows are one
+per log message (kept, hidden by a cut, or hidden inside the newest turn) plus one per
+context message that is not in the log (the system prompt, a summary).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.steps import message_line, message_row
+from threadlog.inspect.table import Cell, Column, Table
+from threadlog.messages import digest
+
+if TYPE_CHECKING:
+    from threadlog.inspect.thread import Thread
+
+__all__ = ["ContextSeen"]
+
+_SYSTEM_ID = "tl-system-prompt"  # the id ModelNode gives its system prompt
+
+
+def _find_call(thread: Thread, call: str | int, checkpoint: str | None) -> AIMessage:
+    head = thread.get(checkpoint)
+    calls = [m for m in head.messages if isinstance(m, AIMessage)]
+    if isinstance(call, int):
+        if not calls:
+            raise LookupError(f"thread {thread.thread_id!r} has no model call to inspect yet")
+        try:
+            return calls[call]
+        except IndexError:
+            raise IndexError(
+                f"model call {call} out of range: the log has {len(calls)} AIMessages"
+            ) from None
+    for m in calls:
+        if m.id == call:
+            return m
+    raise LookupError(
+        f"no AIMessage with id {call!r} in the log at {short(head.checkpoint_id)}; "
+        f"model calls: {[m.id for m in calls]}"
+    )
+
+
+class ContextSeen(Table):
+    columns = (
+        Column("pos", "#", 4, ">"),
+        Column("seen", "seen", 8),
+        Column("ctx", "ctx#", 4, ">"),
+        Column("message", "message (full log, in order; context-only messages first)"),
+    )
+
+    def __init__(
+        self,
+        thread: Thread,
+        call: str | int = -1,
+        *,
+        policy: Any = None,
+        system_prompt: str | None = None,
+        checkpoint: str | None = None,
+    ) -> None:
+        from threadlog.nodes.context import plan_context
+
+        self.thread = thread
+        self.call = _find_call(thread, call, checkpoint)
+        self.at = self._made_at(thread, checkpoint)
+        found_policy, found_prompt = thread.model_settings()
+        policy = policy if policy is not None else found_policy
+        system_prompt = system_prompt if system_prompt is not None else found_prompt
+        log = self.at.messages
+        idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
+        self.log: list[BaseMessage] = log[:idx]
+        prompt = [SystemMessage(system_prompt, id=_SYSTEM_ID)] if system_prompt else []
+        reserve = count_tokens_approximately(prompt) if prompt else 0
+        self.view = plan_context(self.log, self.at.compactions, policy, reserve_tokens=reserve)
+        self.context: list[BaseMessage] = [*prompt, *self.view.messages]
+        self.context_tokens = count_tokens_approximately(self.context)
+        self.log_tokens = count_tokens_approximately(self.log)
+        self._rows = self._build()
+        self.title = (
+            f"thread {thread.thread_id} · what the model saw for {self.call.id} "
+            f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
+        )
+
+    def _made_at(self, thread: Thread, checkpoint: str | None) -> CheckpointRecord:
+        for rec in thread.path(checkpoint):
+            if any(m.id == self.call.id for m in rec.messages):
+                return rec
+        raise LookupError(f"AIMessage {self.call.id!r} not found on the path")  # unreachable
+
+    def _build(self) -> list[dict[str, Any]]:
+        in_ctx = {m.id: (i, m) for i, m in enumerate(self.context)}
+        log_ids = {m.id for m in self.log}
+        hidden = set(self.view.hidden)
+        rows: list[dict[str, Any]] = []
+        for i, m in enumerate(self.context):
+            if m.id not in log_ids:
+                rows.append(
+                    {
+                        "part": "context-only",
+                        "log_index": None,
+                        "context_index": i,
+                        "seen": "added",
+                        **message_row(m, 80),
+                    }
+                )
+        for pos, m in enumerate(self.log):
+            hit = in_ctx.get(m.id)
+            if hit is not None:
+                seen = "kept" if digest(hit[1]) == digest(m) else "changed"
+            elif m.id in hidden:
+                seen = "hidden"
+            else:
+                seen = "cut"
+            rows.append(
+                {
+                    "part": "log",
+                    "log_index": pos,
+                    "context_index": hit[0] if hit else None,
+                    "seen": seen,
+                    **message_row(m, 80),
+                }
+            )
+        return rows
+
+    @property
+    def seen_ids(self) -> list[str | None]:
+        return [m.id for m in self.context]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._rows]
+
+    def summary(self) -> list[str]:
+        events = len(self.at.compactions)
+        return [
+            f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
+            f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
+            f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}"
+        ]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        by_id = {m.id: m for m in [*self.context, *self.log]}
+        out: list[dict[str, Cell]] = []
+        for r in self._rows:
+            mark = {
+                "kept": "✓ kept",
+                "changed": "✓ changed",
+                "added": "+ added",
+                "hidden": "✂ hidden",
+                "cut": "✂ cut",
+            }[r["seen"]]
+            ctx = r["context_index"]
+            out.append(
+                {
+                    "pos": "-" if r["log_index"] is None else str(r["log_index"]),
+                    "seen": mark,
+                    "ctx": "-" if ctx is None else str(ctx),
+                    "message": message_line(by_id[r["id"]], 80),
+                }
+            )
+        return out
+
+    def notes(self) -> list[str]:
+        return [
+            "kept: sent as logged · cut: before the compaction cut or the policy's turn "
+            "limit · hidden: an older unit of the newest turn over the token budget · "
+            "added: in the context only (system prompt, summary)"
+        ]

@@ -1,0 +1,178 @@
+"""`ToolPairs`: each tool call in the log with its result, status and duration.
+
+Contract: for the log at one checkpoint (default: the head), one row per call of every
+AIMessage (`tool_calls`, then `invalid_tool_calls` that carry an id), in log order: the call
+(id, name, args), the checkpoint and step where it was requested, its result (id, status,
+short content, the error kind a ToolNode recorded) and the checkpoint where the result
+landed, or status "open" when there is none.
+
+Duration: when the result carries one in `response_metadata` (`duration_ms` or
+`threadlog_duration_ms`), that figure, marked "recorded"; otherwise the time between the
+checkpoint that requested the call and the one that holds its result, marked "derived"
+— an upper bound that includes the step's own overhead, and any wait before a resume.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.render_text import fit
+from threadlog.inspect.steps import short_id
+from threadlog.inspect.table import Cell, Column, Table
+from threadlog.messages import preview
+
+if TYPE_CHECKING:
+    from threadlog.inspect.thread import Thread
+
+__all__ = ["ToolPairs"]
+
+_DURATION_KEYS = ("duration_ms", "threadlog_duration_ms")
+_ERROR_KEY = "threadlog_error"
+
+
+def _ts(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+class ToolPairs(Table):
+    columns = (
+        Column("call", "call", 14),
+        Column("tool", "tool · args", 24),
+        Column("asked", "asked", 5, ">"),
+        Column("status", "status", 7),
+        Column("answered", "answd", 5, ">"),
+        Column("duration", "duration", 10, ">"),
+        Column("result", "result"),
+    )
+
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
+        self.thread = thread
+        path = thread.path(checkpoint)
+        self.at = path[-1]
+        first_seen: dict[str, CheckpointRecord] = {}
+        for rec in path:
+            for m in rec.messages:
+                if m.id and m.id not in first_seen:
+                    first_seen[m.id] = rec
+        results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
+        self._rows: list[dict[str, Any]] = []
+        for m in self.at.messages:
+            if not isinstance(m, AIMessage):
+                continue
+            calls: list[tuple[Any, Any, Any, bool]] = [
+                (c.get("id"), c.get("name"), c.get("args"), True) for c in m.tool_calls
+            ]
+            calls += [
+                (c.get("id"), c.get("name"), c.get("args"), False)
+                for c in m.invalid_tool_calls
+                if c.get("id")
+            ]
+            for cid, name, args, valid in calls:
+                asked = first_seen.get(m.id or "")
+                self._rows.append(self._row(cid, name, args, valid, m, asked, results, first_seen))
+        self.title = f"thread {thread.thread_id} · tool calls at {short(self.at.checkpoint_id)}"
+
+    def _row(
+        self,
+        cid: Any,
+        name: Any,
+        args: Any,
+        valid: bool,
+        ai: AIMessage,
+        asked: CheckpointRecord | None,
+        results: dict[str, ToolMessage],
+        first_seen: dict[str, CheckpointRecord],
+    ) -> dict[str, Any]:
+        result = results.get(str(cid))
+        answered = first_seen.get(result.id or "") if result is not None else None
+        duration, how = None, None
+        if result is not None:
+            for key in _DURATION_KEYS:
+                if key in result.response_metadata:
+                    duration, how = float(result.response_metadata[key]) / 1000, "recorded"
+                    break
+            if duration is None and asked and answered:
+                t0, t1 = _ts(asked.created_at), _ts(answered.created_at)
+                if t0 and t1:
+                    duration, how = (t1 - t0).total_seconds(), "derived"
+        return {
+            "call_id": cid,
+            "tool": name,
+            "args": args,
+            "valid": valid,
+            "request_id": ai.id,
+            "requested_step": asked.step if asked else None,
+            "requested_checkpoint": asked.checkpoint_id if asked else None,
+            "result_id": result.id if result is not None else None,
+            "status": result.status if result is not None else "open",
+            "error_kind": result.response_metadata.get(_ERROR_KEY) if result is not None else None,
+            "result": preview(result, 80) if result is not None else None,
+            "answered_step": answered.step if answered else None,
+            "answered_checkpoint": answered.checkpoint_id if answered else None,
+            "duration_s": duration,
+            "duration_source": how,
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._rows]
+
+    def summary(self) -> list[str]:
+        n = len(self._rows)
+        by: dict[str, int] = {}
+        for r in self._rows:
+            by[r["status"]] = by.get(r["status"], 0) + 1
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(by.items()))
+        return [f"{n} calls" + (f": {parts}" if parts else "")]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        out: list[dict[str, Cell]] = []
+        for r in self._rows:
+            args = r["args"] if isinstance(r["args"], str) else _args(r["args"])
+            status = r["status"] if r["valid"] else f"{r['status']}*"
+            result = r["result"] or "-"
+            if r["error_kind"]:
+                result = f"⚠ {r['error_kind']}: {result}"
+            dur = "-"
+            if r["duration_s"] is not None:
+                mark = "" if r["duration_source"] == "recorded" else "≈"
+                dur = f"{mark}{r['duration_s'] * 1000:.0f} ms"
+            out.append(
+                {
+                    "call": short_id(str(r["call_id"]), 14),
+                    "tool": [str(r["tool"]), fit(args, 24)],
+                    "asked": _step(r["requested_step"]),
+                    "status": status,
+                    "answered": _step(r["answered_step"]),
+                    "duration": dur,
+                    "result": result,
+                }
+            )
+        return out
+
+    def notes(self) -> list[str]:
+        notes = []
+        if any(r["duration_source"] == "derived" for r in self._rows):
+            notes.append(
+                "≈ derived from checkpoint timestamps (the step's whole time, and any wait "
+                "before a resume); the tool did not record its own duration"
+            )
+        if any(not r["valid"] for r in self._rows):
+            notes.append("* an invalid tool call (its arguments did not parse)")
+        return notes
+
+
+def _args(args: Any) -> str:
+    if isinstance(args, dict):
+        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return repr(args)
+
+
+def _step(step: int | None) -> str:
+    return "-" if step is None else str(step)

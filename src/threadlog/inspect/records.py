@@ -1,0 +1,188 @@
+"""Reading a thread's checkpoints into plain `CheckpointRecord`s.
+
+Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (root
+namespace), oldest first, each with its state *as LangGraph rebuilds it* — values come from
+`graph.get_state_history`, so a `DeltaChannel` message log is replayed through
+`MessageLogChannel` exactly as a run would read it. No blob is decoded here: the raw side
+(`versions_seen`, pending writes) comes from `saver.list`, whose serializer does the decoding.
+
+`graph` is the user's compiled graph, or a stand-in compiled from the threadlog state schema
+(see `threadlog.inspect.thread`) when only a database and a thread id are known.
+
+Which nodes wrote a checkpoint is read from the checkpoint itself: a pull task that ran bumps
+its entry in `versions_seen`; a pushed task (`Send`) is named by the `Send` its parent step
+wrote. Failed tasks are the `__error__` writes saved against a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.pregel import Pregel
+from langgraph.types import Send
+
+__all__ = ["CheckpointRecord", "Graph", "TaskError", "load_records"]
+
+Graph = Pregel[Any, Any, Any, Any]
+
+_ERROR = "__error__"
+_INTERRUPT = "__interrupt__"
+_TASKS = "__pregel_tasks"
+_INTERNAL_NODES = ("__input__", "__interrupt__")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskError:
+    """A task that failed while running from a checkpoint (its `__error__` write)."""
+
+    task: str  # node name when known, else "task <id prefix>"
+    error: str
+
+
+@dataclass(slots=True)
+class CheckpointRecord:
+    """One checkpoint of a thread, rebuilt: ids, provenance, state, writes saved against it."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    source: str
+    created_at: str
+    config: RunnableConfig
+    values: dict[str, Any]
+    writers: tuple[str, ...]
+    next: tuple[str, ...]
+    pending_channels: tuple[str, ...]
+    errors: tuple[TaskError, ...]
+    interrupts: tuple[str, ...]
+    stored_bytes: int | None = None
+    children: list[str] = field(default_factory=list)
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        msgs = self.values.get("messages") or []
+        return [m for m in msgs if isinstance(m, BaseMessage)]
+
+    @property
+    def compactions(self) -> list[dict[str, Any]]:
+        events = self.values.get("compactions") or []
+        return [dict(e) for e in events if isinstance(e, Mapping)]
+
+    @property
+    def short_id(self) -> str:
+        return short(self.checkpoint_id)
+
+
+def short(checkpoint_id: str | None) -> str:
+    """The last 8 characters of a checkpoint id: the part that differs between steps."""
+    return "-" if not checkpoint_id else checkpoint_id[-8:]
+
+
+def load_records(
+    graph: Graph, saver: BaseCheckpointSaver[Any], config: RunnableConfig, *, real_graph: bool
+) -> list[CheckpointRecord]:
+    """All checkpoints of `config`'s thread, oldest first (see module docstring)."""
+    conf = dict(config.get("configurable") or {})
+    if "thread_id" not in conf:
+        raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
+    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ""}}
+    tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base)}
+    if not tuples:
+        raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
+    snapshots = {
+        s.config["configurable"]["checkpoint_id"]: s for s in graph.get_state_history(base)
+    }
+    records: list[CheckpointRecord] = []
+    for cid, tup in tuples.items():
+        snap = snapshots[cid]
+        meta: Mapping[str, Any] = tup.metadata or {}
+        parent = _parent_id(tup)
+        task_names: dict[str, str] = {}
+        if real_graph:
+            # The real graph knows which task ran from here; a stand-in graph does not.
+            task_names = {t.id: t.name for t in snap.tasks}
+        records.append(
+            CheckpointRecord(
+                checkpoint_id=cid,
+                parent_id=parent,
+                step=int(meta.get("step", -1)),
+                source=str(meta.get("source", "?")),
+                created_at=str(tup.checkpoint.get("ts") or snap.created_at or ""),
+                config=tup.config,
+                values=dict(snap.values) if isinstance(snap.values, Mapping) else {},
+                writers=(),
+                next=tuple(snap.next) if real_graph else (),
+                pending_channels=tuple(sorted({w[1] for w in tup.pending_writes or ()})),
+                errors=_errors(tup, task_names),
+                interrupts=tuple(
+                    str(getattr(v, "value", v))
+                    for _, ch, v in tup.pending_writes or ()
+                    if ch == _INTERRUPT
+                ),
+            )
+        )
+    by_id = {r.checkpoint_id: r for r in records}
+    for r in records:
+        if r.parent_id in by_id:
+            by_id[r.parent_id].children.append(r.checkpoint_id)
+    for r in records:
+        r.writers = _writers(r, tuples, by_id)
+    # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
+    records.sort(key=lambda r: r.checkpoint_id)
+    for r in records:
+        r.children.sort()
+    return records
+
+
+def _parent_id(tup: CheckpointTuple) -> str | None:
+    if tup.parent_config is None:
+        return None
+    pid = tup.parent_config.get("configurable", {}).get("checkpoint_id")
+    return str(pid) if pid else None
+
+
+def _errors(tup: CheckpointTuple, names: Mapping[str, str]) -> tuple[TaskError, ...]:
+    out = []
+    for task_id, channel, value in tup.pending_writes or ():
+        if channel == _ERROR:
+            name = names.get(task_id) or f"task {task_id[:8]}"
+            out.append(TaskError(name, f"{type(value).__name__}: {value}"))
+    return tuple(out)
+
+
+def _writers(
+    rec: CheckpointRecord,
+    tuples: Mapping[str, CheckpointTuple],
+    by_id: Mapping[str, CheckpointRecord],
+) -> tuple[str, ...]:
+    tup = tuples[rec.checkpoint_id]
+    seen: Mapping[str, Any] = tup.checkpoint.get("versions_seen") or {}
+    parent_seen: Mapping[str, Any] = {}
+    grand: CheckpointTuple | None = None
+    pid = rec.parent_id
+    if pid is not None and pid in tuples:
+        parent_seen = tuples[pid].checkpoint.get("versions_seen") or {}
+        gp = by_id[pid].parent_id
+        grand = tuples.get(gp) if gp else None
+    names = [
+        n for n, v in seen.items() if n not in _INTERNAL_NODES and v and parent_seen.get(n) != v
+    ]
+    if rec.source == "update":
+        # update_state applies the writes "as" a node without running it; the checkpoint
+        # does not always say which, so name the call itself.
+        names = names or [n for n in seen if n not in parent_seen and n not in _INTERNAL_NODES]
+        names = names or ["update_state"]
+    elif grand is not None and rec.source == "loop":
+        # Tasks pushed by the previous step (Send) ran in this one: a Send written in
+        # step k is saved against checkpoint k-1 and runs in step k+1.
+        names += [
+            v.node
+            for _, ch, v in grand.pending_writes or ()
+            if ch == _TASKS and isinstance(v, Send)
+        ]
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,137 @@
+"""`Timeline`: one row per checkpoint of a thread.
+
+Contract: for each checkpoint (all branches, oldest first, or one branch's path) a row with
+step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
+writes made it, the messages appended (role, id, short content), calls still open after the
+step, compaction events added, tasks that failed from it, cumulative token usage of the
+log, stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
+bytes along its path from the root.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.steps import (
+    appended,
+    compactions_added,
+    describe_compaction,
+    message_line,
+    message_row,
+    open_calls,
+    usage,
+)
+from threadlog.inspect.table import Cell, Column, Table
+
+if TYPE_CHECKING:
+    from threadlog.inspect.thread import Thread
+
+__all__ = ["Timeline", "human_bytes"]
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} kB"
+    return f"{n / 1024 / 1024:.1f} MB"
+
+
+class Timeline(Table):
+    columns = (
+        Column("step", "step", 4, ">"),
+        Column("checkpoint", "ckpt", 8),
+        Column("parent", "parent", 8),
+        Column("source", "source", 6),
+        Column("writers", "wrote", 9),
+        Column("open", "open", 4, ">"),
+        Column("tokens", "tokens", 6, ">"),
+        Column("bytes", "bytes", 7, ">"),
+        Column("events", "messages appended · events"),
+    )
+
+    def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
+        self.thread = thread
+        self.records = records
+        self._rows = [self._row(r) for r in records]
+        heads = sum(1 for r in thread.records if not r.children)
+        self.title = f"thread {thread.thread_id} · timeline"
+        self._summary = (
+            f"{len(records)} checkpoints · {len(thread.head.messages)} messages at head "
+            f"{short(thread.head.checkpoint_id)} · {heads} branch head(s) · "
+            f"{human_bytes(self.total_bytes) if thread.bytes_known else '? B'} stored"
+        )
+
+    @property
+    def total_bytes(self) -> int | None:
+        if not self.thread.bytes_known:
+            return None
+        return sum(r.stored_bytes or 0 for r in self.records)
+
+    def _row(self, rec: CheckpointRecord) -> dict[str, Any]:
+        parent = self.thread.parent(rec)
+        new = appended(rec, parent)
+        cum = 0
+        node: CheckpointRecord | None = rec
+        while node is not None:  # bytes along the path: what rebuilding this state reads
+            cum += node.stored_bytes or 0
+            node = self.thread.parent(node)
+        return {
+            "step": rec.step,
+            "checkpoint_id": rec.checkpoint_id,
+            "parent_id": rec.parent_id,
+            "source": rec.source,
+            "created_at": rec.created_at,
+            "writers": list(rec.writers),
+            "appended": [message_row(m) for m in new],
+            "messages": len(rec.messages),
+            "open_calls": open_calls(rec.messages),
+            "compactions": compactions_added(rec, parent),
+            "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
+            "interrupts": list(rec.interrupts),
+            "next": list(rec.next),
+            **{f"cum_{k}": v for k, v in usage(rec.messages).items()},
+            "stored_bytes": rec.stored_bytes,
+            "path_bytes": cum if self.thread.bytes_known else None,
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._rows]
+
+    def summary(self) -> list[str]:
+        return [self._summary]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        out: list[dict[str, Cell]] = []
+        for rec, row in zip(self.records, self._rows, strict=True):
+            parent = self.thread.parent(rec)
+            events: list[str] = [message_line(m) for m in appended(rec, parent)]
+            events += [describe_compaction(e) for e in row["compactions"]]
+            events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
+            events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
+            if rec.source == "input" and not events:
+                events = ["(the input; appended by the next step)"]
+            out.append(
+                {
+                    "step": str(rec.step),
+                    "checkpoint": short(rec.checkpoint_id),
+                    "parent": short(rec.parent_id),
+                    "source": rec.source,
+                    "writers": list(rec.writers) or ["-"],
+                    "open": str(len(row["open_calls"])),
+                    "tokens": str(row["cum_total_tokens"]),
+                    "bytes": human_bytes(rec.stored_bytes) if self.thread.bytes_known else "?",
+                    "events": events or ["-"],
+                }
+            )
+        return out
+
+    def notes(self) -> list[str]:
+        return [
+            "open: tool calls without a result after the step · tokens: cumulative "
+            "usage_metadata of the log · bytes: the checkpoint's rows (checkpoint, new blobs, "
+            "writes saved against it)"
+        ]

@@ -1,0 +1,199 @@
+"""`ModelNode`: context → repair → validate → call → append, as one LangGraph node.
+
+Contract, in the order a call happens:
+
+1. **Context.** `build_context` of the log, the `compactions` events and the node's
+   `ContextPolicy` (default: everything). New compaction events (a cut that moved, a
+   summary) are written to `compactions` when the state has that key
+   (`threadlog.AgentState`); a summarizing policy requires it.
+2. **Repair.** A call in the context with no result (a run that died mid-tool, a new
+   user message sent to a thread paused at `interrupt()`) is repaired by the stated
+   policy: `repair="error-result"` (default) appends an explicit
+   `ToolMessage(status="error")` saying the call was not completed — logged like any
+   result, never faked as success; `repair="refuse"` raises `ToolPairingError` naming it.
+3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
+   history the provider would reject is never sent.
+4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
+   only what the provider needs, nothing of our bookkeeping.
+5. **Append.** The whole `AIMessage` — tool_calls, invalid_tool_calls, usage_metadata,
+   response_metadata, id — goes to the log, after any repair results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    SystemMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph._internal._runnable import RunnableCallable
+
+from threadlog.errors import InvalidMessageError, ToolPairingError
+from threadlog.messages import calls_of
+from threadlog.nodes.compaction import acompact, compact
+from threadlog.nodes.context import ContextPolicy, ContextView
+from threadlog.profiles import Profile, get_profile, validate
+from threadlog.wire import profile_for, to_wire
+
+__all__ = ["NOT_COMPLETED", "ModelNode", "repair_open_calls"]
+
+NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
+
+Repair = Literal["error-result", "refuse"]
+
+
+def repair_open_calls(
+    context: Sequence[BaseMessage], *, repair: Repair = "error-result"
+) -> tuple[list[BaseMessage], list[ToolMessage]]:
+    """Answer every call of `context` that has no result, by the `repair` policy.
+
+    Returns the repaired context and the new results. Each result is placed where the
+    log places it — after its request and that request's earlier results — so the
+    context sent equals what the log holds after the write.
+    """
+    answered = {m.tool_call_id for m in context if isinstance(m, ToolMessage)}
+    out = list(context)
+    new: list[ToolMessage] = []
+    for msg in context:
+        if not isinstance(msg, AIMessage):
+            continue
+        for index, call in enumerate(calls_of(msg)):
+            cid = call["id"] or ""
+            if cid in answered:
+                continue
+            if repair == "refuse":
+                raise ToolPairingError(
+                    f"call {cid!r} ({call.get('name')}) has no result; the model call "
+                    "was refused (repair='refuse')",
+                    message_id=msg.id,
+                    role="assistant",
+                    fix="run the tools first, or use ModelNode(repair='error-result') to "
+                    "record an explicit error result for it",
+                )
+            result = ToolMessage(
+                content=NOT_COMPLETED,
+                tool_call_id=cid,
+                name=call.get("name") or None,
+                status="error",
+                id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
+            )
+            out.insert(_slot(out, msg, index), result)
+            new.append(result)
+            answered.add(cid)
+    return out, new
+
+
+def _slot(messages: list[BaseMessage], ai: AIMessage, index: int) -> int:
+    own = {c["id"]: i for i, c in enumerate(calls_of(ai))}
+    for j in range(len(messages) - 1, -1, -1):
+        m = messages[j]
+        if m is ai:
+            return j + 1
+        if isinstance(m, ToolMessage) and own.get(m.tool_call_id, index) < index:
+            return j + 1
+    return len(messages)
+
+
+class ModelNode(RunnableCallable):
+    """A LangGraph node that calls a chat model on a pairing-safe context.
+
+    model: any LangChain chat model (e.g. `ChatOpenAI(base_url=...)`).
+    tools: bound with `model.bind_tools(tools)` when given.
+    system_prompt: sent first on every call; not written to the log.
+    context: a `ContextPolicy` (default: the whole log).
+    profile: provider profile name or `Profile`; default inferred from the model.
+    repair: `"error-result"` (default) or `"refuse"` for calls without a result.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tools: Sequence[Any] = (),
+        *,
+        system_prompt: str | None = None,
+        context: ContextPolicy | None = None,
+        profile: str | Profile | None = None,
+        repair: Repair = "error-result",
+        name: str = "model",
+    ) -> None:
+        super().__init__(self._run, self._arun, name=name, trace=False)
+        if repair not in ("error-result", "refuse"):
+            raise ValueError(f"repair must be 'error-result' or 'refuse', got {repair!r}")
+        self.model = model
+        self.tools = list(tools)
+        self.bound: Runnable[Any, Any] = model.bind_tools(self.tools) if self.tools else model
+        self.system_prompt = system_prompt
+        self.policy = context or ContextPolicy()
+        self.profile = get_profile(profile) if profile is not None else profile_for(model)
+        self.repair: Repair = repair
+        self._system = (
+            SystemMessage(content=system_prompt, id="tl-system-prompt") if system_prompt else None
+        )
+
+    # -- the steps ---------------------------------------------------------------
+
+    def _inputs(self, state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]], bool]:
+        if not isinstance(state, Mapping) or "messages" not in state:
+            raise InvalidMessageError(
+                "the model node needs a state with a 'messages' key",
+                fix="use threadlog.AgentState or threadlog.MessagesState",
+            )
+        has_events = "compactions" in state
+        if self.policy.summarizer is not None and not has_events:
+            raise InvalidMessageError(
+                "ContextPolicy(summarizer=...) records its summaries in a 'compactions' "
+                "state key, which this graph's state does not have",
+                fix="use threadlog.AgentState, or add `compactions: threadlog.Compactions`",
+            )
+        return list(state["messages"]), list(state.get("compactions") or []), has_events
+
+    def _reserve(self) -> int:
+        return self.policy.count(self._system) if self._system else 0
+
+    def _prepare(self, view: ContextView) -> tuple[list[BaseMessage], list[ToolMessage]]:
+        context, repairs = repair_open_calls(view.messages, repair=self.repair)
+        if self._system is not None:
+            context = [self._system, *context]
+        validate(context, self.profile, allow_pending_calls=False)
+        return to_wire(context, self.profile), repairs
+
+    @staticmethod
+    def _update(
+        ai: Any, repairs: list[ToolMessage], events: list[dict[str, Any]], has_events: bool
+    ) -> dict[str, Any]:
+        if isinstance(ai, BaseMessageChunk):
+            ai = message_chunk_to_message(ai)
+        if not isinstance(ai, AIMessage):
+            raise InvalidMessageError(
+                f"the model returned {type(ai).__name__}, not an AIMessage",
+                fix="pass a chat model (BaseChatModel), optionally with tools bound",
+            )
+        update: dict[str, Any] = {"messages": [*repairs, ai]}
+        if events and has_events:
+            update["compactions"] = events
+        return update
+
+    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, events_in, has_events = self._inputs(state)
+        view, events = compact(
+            messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
+        )
+        wire, repairs = self._prepare(view)
+        return self._update(self.bound.invoke(wire, config), repairs, events, has_events)
+
+    async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, events_in, has_events = self._inputs(state)
+        view, events = await acompact(
+            messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
+        )
+        wire, repairs = self._prepare(view)
+        ai = await self.bound.ainvoke(wire, config)
+        return self._update(ai, repairs, events, has_events)

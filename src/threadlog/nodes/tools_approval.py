@@ -1,0 +1,86 @@
+"""Approval before execution: pause with `interrupt()`, resume with a decision.
+
+Contract:
+
+* For each call of a tool listed in `requires_approval`, the tool node calls LangGraph's
+  `interrupt(payload)` **before any tool of the step runs**. The payload is a plain dict:
+  `{"type": "tool_approval", "tool_call": {"name", "args", "id"}, "actions": [...]}`.
+* Resume with `Command(resume=decision)` where decision is
+  `{"action": "approve"}`, `{"action": "edit", "args": {...}}` or
+  `{"action": "reject", "reason": "..."}` (reason optional). An edited call runs with the
+  new arguments (still checked against the tool's schema); a rejected call becomes an
+  error result saying a reviewer rejected it. Any other value raises `ApprovalError`
+  and is not saved (LangGraph's `response_schema` check), so the same approval can
+  simply be answered again.
+* Why nothing runs twice: in the one-node mode all approvals are asked, one interrupt
+  per call in call order, before any tool starts, so a resume re-enters a node that has
+  executed nothing yet. With per-call branches (`send_tool_calls`) each call is its own
+  task: the paused branch re-runs alone and its finished siblings are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import ToolCall
+from langgraph.types import interrupt
+from pydantic import BaseModel, ValidationError, model_validator
+
+__all__ = ["ApprovalError", "Decision", "approval_payload", "ask_approval"]
+
+ACTIONS = ("approve", "edit", "reject")
+_HINT = (
+    'resume with Command(resume={"action": "approve"}), '
+    '{"action": "edit", "args": {...}} or {"action": "reject", "reason": "..."}'
+)
+
+
+class ApprovalError(ValueError):
+    """A resume value for a tool approval that is not one of the accepted decisions.
+
+    Nothing is saved for such a value, so the same approval can be answered again.
+    """
+
+
+class Decision(BaseModel):
+    """A reviewer's decision; also the interrupt's `response_schema` clients are shown."""
+
+    action: Literal["approve", "edit", "reject"]
+    args: dict[str, Any] | None = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _edit_needs_args(self) -> Decision:
+        if self.action == "edit" and self.args is None:
+            raise ValueError("an 'edit' decision needs 'args': the new arguments as a dict")
+        return self
+
+
+def approval_payload(call: ToolCall) -> dict[str, Any]:
+    return {
+        "type": "tool_approval",
+        "tool_call": {"name": call["name"], "args": call["args"], "id": call["id"]},
+        "actions": list(ACTIONS),
+        "description": f"Approve running tool {call['name']!r} with these arguments?",
+    }
+
+
+def ask_approval(call: ToolCall) -> Decision:
+    """Pause for a reviewer's decision on `call` (returns on resume)."""
+    try:
+        decision: Decision = interrupt(approval_payload(call), response_schema=Decision)
+    except ValidationError as e:
+        # LangGraph saved nothing for the bad value: the interrupt stays answerable.
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
+        )
+        raise ApprovalError(
+            f"the approval of tool call {call['id']!r} of {call['name']!r} got "
+            f"{_input_of(e)!r} ({problems}); {_HINT}"
+        ) from e
+    return decision
+
+
+def _input_of(e: ValidationError) -> Any:
+    errors = e.errors()
+    return errors[0].get("input") if errors else None

@@ -1,0 +1,97 @@
+"""Which calls the tool step answers, how to route to it, and per-call `Send` branches.
+
+Contract:
+
+* The calls of a step are the **open** calls of the last `AIMessage`: its `tool_calls`
+  then its `invalid_tool_calls` (the order langchain-openai sends them in, and the order
+  the log places their results in), minus any call that already has a result after it.
+  So a tool step never produces a second result for a call.
+* `tools_condition(state)` routes to `"tools"` when the last message is an `AIMessage`
+  with `tool_calls` *or* `invalid_tool_calls` (a malformed call still needs an answer
+  telling the model what to fix), and to `END` otherwise.
+* `send_tool_calls(state, node="tools")` returns one `Send(node, [call])` per open call,
+  for `add_conditional_edges`: each call is then its own LangGraph task, checkpointed on
+  its own, so a failing or interrupted call does not re-run its finished siblings. An
+  empty list (no open calls) ends that path. The payload is LangGraph's own per-call
+  format (a list holding one tool-call dict), which `threadlog.ToolNode` and
+  `langgraph.prebuilt.ToolNode` both accept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeAlias, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, InvalidToolCall, ToolCall, ToolMessage
+from langgraph.types import Send
+from pydantic import BaseModel
+
+from threadlog.messages import calls_of
+
+__all__ = [
+    "AnyCall",
+    "last_request",
+    "messages_of",
+    "open_calls",
+    "send_tool_calls",
+    "tools_condition",
+]
+
+AnyCall: TypeAlias = ToolCall | InvalidToolCall
+
+
+def messages_of(state: Any, messages_key: str = "messages") -> Sequence[AnyMessage]:
+    """The message list of a graph state (dict, object with an attribute, or list)."""
+    if isinstance(state, list):
+        return state
+    if isinstance(state, Mapping):
+        found = state.get(messages_key)
+    elif isinstance(state, BaseModel) or hasattr(state, messages_key):
+        found = getattr(state, messages_key, None)
+    else:
+        found = None
+    if found is None:
+        raise ValueError(
+            f"the tool step found no {messages_key!r} key in its input "
+            f"({type(state).__name__}); give the graph state a "
+            f"`{messages_key}: threadlog.Messages` key"
+        )
+    return cast(Sequence[AnyMessage], found)
+
+
+def last_request(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage] | None:
+    """The last AIMessage and its position, or None."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AIMessage):
+            return i, m
+    return None
+
+
+def open_calls(messages: Sequence[AnyMessage]) -> list[AnyCall]:
+    """The calls of the last AIMessage that have no result yet, in call order."""
+    found = last_request(messages)
+    if found is None:
+        return []
+    pos, ai = found
+    answered = {m.tool_call_id for m in messages[pos + 1 :] if isinstance(m, ToolMessage)}
+    return [c for c in calls_of(ai) if c.get("id") and c.get("id") not in answered]
+
+
+def tools_condition(state: Any, messages_key: str = "messages") -> Literal["tools", "__end__"]:
+    """Route to `"tools"` if the last message asks for tools (valid or malformed)."""
+    messages = messages_of(state, messages_key)
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
+        return "tools"
+    return "__end__"
+
+
+def send_tool_calls(
+    state: Any, node: str = "tools", *, messages_key: str = "messages"
+) -> list[Send]:
+    """One `Send(node, [call])` per open call of the last AIMessage (see module doc)."""
+    messages = messages_of(state, messages_key)
+    if not messages or not isinstance(messages[-1], AIMessage):
+        return []
+    return [Send(node, [dict(call)]) for call in open_calls(messages)]

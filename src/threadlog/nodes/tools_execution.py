@@ -1,0 +1,264 @@
+"""From what happened to a call to the result the log gets: `Outcome` and `classify`.
+
+Contract: `classify` turns one call's `Outcome` (a return value, a raised exception, or a
+ready error) into that call's output — exactly one `ToolMessage` for the call (inside a
+`Command` when the tool returned one) — or raises:
+
+* always: LangGraph's interrupts (`GraphBubbleUp`) and invalid resume values;
+* with `handle_errors=False`: the tool's own exception ("raised", schema failures) or a
+  `ToolCallError` (every other kind).
+
+On the way it checks the return value (`tools_results.normalize_response`), asks the
+checkpointer's serializer whether each result can be stored (`tools_artifacts`), cuts
+oversized content, and records in `response_metadata` (never model-visible) how long
+the tool ran (`threadlog_duration_ms`) and a reviewer's edit (`threadlog_approval`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import _filter_validation_errors, _InjectedArgs
+from langgraph.types import Command
+from pydantic import ValidationError
+
+from threadlog.nodes.tools_approval import Decision
+from threadlog.nodes.tools_artifacts import serializer_for, storage_problem
+from threadlog.nodes.tools_results import (
+    ErrorKind,
+    Refused,
+    ToolCallError,
+    cut_content,
+    error_result,
+    normalize_response,
+)
+
+try:
+    from langgraph.errors import is_invalid_resume
+except ImportError:  # older langgraph never marks resume errors
+
+    def is_invalid_resume(error: BaseException) -> bool:
+        return False
+
+
+__all__ = ["Outcome", "classify", "refuse_or_raise"]
+
+DURATION_KEY = "threadlog_duration_ms"
+APPROVAL_KEY = "threadlog_approval"
+_MAX_DETAIL = 300  # characters of an exception's text shown to the model
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one call: a return value, an exception, or a ready error result."""
+
+    response: Any = None
+    error: Exception | None = None
+    message: ToolMessage | None = None
+    kind: ErrorKind | None = None
+    duration_ms: float | None = None  # how long the tool ran, for `threadlog inspect`
+
+    @classmethod
+    def returned(cls, response: Any) -> Outcome:
+        return cls(response=response)
+
+    @classmethod
+    def failed(cls, error: Exception) -> Outcome:
+        return cls(error=error)
+
+    @classmethod
+    def ready(cls, call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> Outcome:
+        return cls(message=error_result(call, kind, text), kind=kind)
+
+    @classmethod
+    def timed_out(cls, call: ToolCall, seconds: float) -> Outcome:
+        return cls.ready(
+            call,
+            "timeout",
+            f"Error: {call['name']} did not finish within {seconds:g} s and was stopped. "
+            "Try a smaller request, or go on without this result.",
+        )
+
+    @classmethod
+    def unknown(cls, call: ToolCall, names: list[str]) -> Outcome:
+        return cls.ready(
+            call,
+            "unknown_tool",
+            f"Error: there is no tool named {call['name']!r}. Available tools: "
+            f"{', '.join(names) or 'none'}. Call one of these instead.",
+        )
+
+    @classmethod
+    def malformed(cls, call: InvalidToolCall) -> Outcome:
+        name = call.get("name") or "the tool"
+        raw = str(call.get("args") or "")
+        shown = raw if len(raw) <= 80 else raw[:80] + "…"
+        why = f" ({call['error']})" if call.get("error") else ""
+        return cls.ready(
+            call,
+            "malformed_args",
+            f"Error: the arguments of this {name} call are not valid JSON{why}: "
+            f"{shown!r}. Call {name} again with a JSON object as its arguments.",
+        )
+
+    @classmethod
+    def rejected(cls, call: ToolCall, reason: str | None) -> Outcome:
+        because = f": {reason}" if reason else ""
+        return cls.ready(
+            call,
+            "rejected",
+            f"Error: a reviewer rejected this call of {call['name']}{because}. It was not "
+            "run. Do not repeat it unchanged; ask the user how to proceed.",
+        )
+
+
+def refuse_or_raise(outcome: Outcome, handle_errors: bool) -> ToolMessage:
+    """A ready error result, or (handle_errors=False) the matching `ToolCallError`."""
+    message = outcome.message
+    assert message is not None and outcome.kind is not None
+    if not handle_errors and outcome.kind != "rejected":
+        raise ToolCallError(
+            outcome.kind,
+            str(message.content),
+            call_id=message.tool_call_id,
+            tool=message.name or "",
+        )
+    return message
+
+
+def classify(
+    outcome: Outcome,
+    call: ToolCall,
+    *,
+    tool: BaseTool,
+    injected: _InjectedArgs | None,
+    decision: Decision | None,
+    messages_key: str,
+    handle_errors: bool,
+    max_content_chars: int | None,
+    config: RunnableConfig,
+) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+    """The output for `call` (see module doc)."""
+    output = _classify(
+        outcome, call, injected, decision, messages_key, handle_errors, max_content_chars, config
+    )
+    if outcome.duration_ms is None:
+        return output
+    ms = round(outcome.duration_ms, 3)
+    return _each_result(output, call, messages_key, lambda m: _with_meta(m, DURATION_KEY, ms))
+
+
+def _classify(
+    outcome: Outcome,
+    call: ToolCall,
+    injected: _InjectedArgs | None,
+    decision: Decision | None,
+    messages_key: str,
+    handle_errors: bool,
+    max_content_chars: int | None,
+    config: RunnableConfig,
+) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+    if outcome.message is not None:
+        return refuse_or_raise(outcome, handle_errors)
+    if outcome.error is not None:
+        return _from_error(outcome.error, call, injected, handle_errors)
+    try:
+        output = normalize_response(outcome.response, call, messages_key)
+        return _each_result(
+            output,
+            call,
+            messages_key,
+            lambda m: _finish_result(m, call, decision, max_content_chars, config),
+        )
+    except Refused as r:
+        if not handle_errors:
+            raise ToolCallError(r.kind, r.text, call_id=call["id"] or "", tool=call["name"]) from r
+        return error_result(call, r.kind, r.text)
+
+
+def _from_error(
+    e: Exception, call: ToolCall, injected: _InjectedArgs | None, handle_errors: bool
+) -> ToolMessage:
+    if isinstance(e, GraphBubbleUp) or is_invalid_resume(e) or not handle_errors:
+        raise e
+    name = call["name"]
+    if isinstance(e, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err.get('loc', ())) or 'arguments'}: {err.get('msg')}"
+            for err in _filter_validation_errors(e, injected)
+        )
+        return error_result(
+            call,
+            "invalid_args",
+            f"Error: the arguments for {name} do not fit its parameters ({problems}). "
+            f"Call {name} again with arguments that match its schema.",
+        )
+    detail = str(e)
+    if len(detail) > _MAX_DETAIL:
+        detail = detail[:_MAX_DETAIL] + "…"
+    return error_result(
+        call,
+        "raised",
+        f"Error: {name} failed with {type(e).__name__}: {detail}. Check the arguments "
+        "and try again, or go on without this result.",
+    )
+
+
+def _finish_result(
+    message: ToolMessage,
+    call: ToolCall,
+    decision: Decision | None,
+    max_content_chars: int | None,
+    config: RunnableConfig,
+) -> ToolMessage:
+    problem = storage_problem(message, serializer_for(config))
+    if problem is not None:
+        raise Refused(
+            "artifact",
+            f"Error: tool {call['name']!r} returned a result the checkpointer cannot "
+            f"store: {problem}. The result was discarded; the tool must return plain "
+            "data (str, numbers, lists, dicts) as content and artifact.",
+        )
+    message = cut_content(message, max_content_chars)
+    if decision is not None and decision.action == "edit":
+        edit = {"action": "edit", "args": decision.args}
+        message = _with_meta(message, APPROVAL_KEY, edit)
+    return message
+
+
+def _with_meta(message: ToolMessage, key: str, value: Any) -> ToolMessage:
+    meta = {**message.response_metadata, key: value}
+    return message.model_copy(update={"response_metadata": meta})
+
+
+def _each_result(
+    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]],
+    call: ToolCall,
+    messages_key: str,
+    fn: Any,
+) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+    """Apply `fn` to each of this call's results, wherever the tool put it."""
+    if isinstance(output, list):
+        return [_one(o, call, messages_key, fn) for o in output]
+    return _one(output, call, messages_key, fn)
+
+
+def _one(
+    item: ToolMessage | Command[Any], call: ToolCall, messages_key: str, fn: Any
+) -> ToolMessage | Command[Any]:
+    if isinstance(item, ToolMessage):
+        out: ToolMessage = fn(item)
+        return out
+    update = item.update
+    if not isinstance(update, dict) or messages_key not in update:
+        return item
+    msgs = [
+        fn(m) if isinstance(m, ToolMessage) and m.tool_call_id == call["id"] else m
+        for m in update[messages_key]
+    ]
+    return replace(item, update={**update, messages_key: msgs})

@@ -1,0 +1,282 @@
+"""What a tool call turns into: exactly one result for its own call, as data.
+
+Contract:
+
+* Every failure is an **error result** — a `ToolMessage` with the call's id, the tool's
+  name, `status="error"` and a short text that says what to fix — or, with
+  `handle_errors=False`, a raised `ToolCallError` carrying that same text.
+  `response_metadata["threadlog_error"]` names the kind (`ErrorKind`) for programs.
+* A tool's return value is checked before it can reach the log (`normalize_response`):
+  a `ToolMessage` or `Command` that answers another call's id is refused (no forging),
+  a `Command` that would write a system or developer message is refused (tool output
+  is data, never instructions), and a `Command` for this graph must carry this call's
+  result. The accepted result always carries the call's id and tool name.
+* `cut_content` shortens oversized text content with a visible marker and keeps the
+  full output as the message's artifact, which stays in the log but is never sent to
+  a model (only `content` is model-visible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal, cast
+
+from langchain_core.messages import (
+    BaseMessage,
+    InvalidToolCall,
+    ToolCall,
+    ToolMessage,
+    convert_to_messages,
+)
+from langgraph.prebuilt.tool_node import msg_content_output
+from langgraph.types import Command
+
+from threadlog.messages import role_of
+
+__all__ = [
+    "ErrorKind",
+    "ToolCallError",
+    "cut_content",
+    "error_result",
+    "normalize_response",
+]
+
+ErrorKind = Literal[
+    "raised",
+    "timeout",
+    "unknown_tool",
+    "invalid_args",
+    "malformed_args",
+    "forged",
+    "instruction",
+    "bad_return",
+    "artifact",
+    "rejected",
+]
+
+ERROR_KEY = "threadlog_error"
+
+
+class ToolCallError(RuntimeError):
+    """A tool call that failed, raised instead of returned when `handle_errors=False`.
+
+    `kind` is the `ErrorKind`; `call_id`/`tool` name the call; the message is the same
+    text an error result would carry. The original exception, if any, is `__cause__`.
+    """
+
+    def __init__(self, kind: ErrorKind, text: str, *, call_id: str, tool: str) -> None:
+        self.kind = kind
+        self.call_id = call_id
+        self.tool = tool
+        super().__init__(f"{text} [tool call {call_id!r} of {tool!r}]")
+
+
+def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:
+    """The error `ToolMessage` answering `call`."""
+    return ToolMessage(
+        content=text,
+        name=call.get("name") or "unknown",
+        tool_call_id=call.get("id") or "",
+        status="error",
+        response_metadata={ERROR_KEY: kind},
+    )
+
+
+def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
+    """`message` with text content above `limit` characters cut, full output in artifact.
+
+    The artifact becomes the full content (or `{"content": full, "artifact": previous}`
+    when the tool already returned one), so nothing the tool produced is lost.
+    """
+    if limit is None:
+        return message
+    content = message.content
+    total = _text_length(content)
+    if total <= limit:
+        return message
+    marker = (
+        f"\n[threadlog: output cut at {limit} of {total} characters; "
+        "the full output is kept in this result's artifact]"
+    )
+    if isinstance(content, str):
+        cut: str | list[str | dict[Any, Any]] = content[:limit] + marker
+    else:
+        cut = _cut_blocks(content, limit, marker)
+    full = (
+        content
+        if message.artifact is None
+        else {
+            "content": content,
+            "artifact": message.artifact,
+        }
+    )
+    return message.model_copy(update={"content": cut, "artifact": full})
+
+
+def _text_length(content: str | list[str | dict[Any, Any]]) -> int:
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(_block_text(b) or "") for b in content)
+
+
+def _block_text(block: str | dict[Any, Any]) -> str | None:
+    if isinstance(block, str):
+        return block
+    if block.get("type") == "text" and isinstance(block.get("text"), str):
+        return cast(str, block["text"])
+    return None
+
+
+def _cut_blocks(
+    blocks: list[str | dict[Any, Any]], limit: int, marker: str
+) -> list[str | dict[Any, Any]]:
+    # Text blocks share the budget in order; non-text blocks (images…) are kept as is.
+    out: list[str | dict[Any, Any]] = []
+    left = limit
+    for b in blocks:
+        text = _block_text(b)
+        if text is None:
+            out.append(b)
+            continue
+        if left <= 0:
+            continue
+        piece = text[:left]
+        left -= len(piece)
+        out.append(piece if isinstance(b, str) else {**b, "text": piece})
+    out.append({"type": "text", "text": marker})
+    return out
+
+
+# -- checking what a tool returned --------------------------------------------------
+
+
+def normalize_response(
+    response: Any, call: ToolCall, messages_key: str
+) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+    """Check a tool's return value for `call`; raise `_Refused` when it must be refused."""
+    if isinstance(response, ToolMessage):
+        return _own_result(response, call)
+    if isinstance(response, Command):
+        return _checked_command(response, call, messages_key, require_result=True)
+    if (
+        isinstance(response, list)
+        and response
+        and all(isinstance(r, (ToolMessage, Command)) for r in response)
+    ):
+        return _checked_list(response, call, messages_key)
+    raise Refused(
+        "bad_return",
+        f"Error: tool {call['name']!r} returned a {type(response).__name__}; a tool "
+        "returns content, a ToolMessage or a Command. This is a bug in the tool.",
+    )
+
+
+class Refused(Exception):
+    """Internal: a tool's return value that must become an error result."""
+
+    def __init__(self, kind: ErrorKind, text: str) -> None:
+        self.kind = kind
+        self.text = text
+        super().__init__(text)
+
+
+def _own_result(message: ToolMessage, call: ToolCall) -> ToolMessage:
+    if message.tool_call_id != call["id"]:
+        raise Refused(
+            "forged",
+            f"Error: tool {call['name']!r} returned a result for call "
+            f"{message.tool_call_id!r}, not for its own call {call['id']!r}; the "
+            "result was discarded. A tool may only answer its own call.",
+        )
+    content = msg_content_output(message.content)
+    if content is not message.content or message.name != call["name"]:
+        message = message.model_copy(update={"content": content, "name": call["name"]})
+    return message
+
+
+def _checked_list(
+    items: list[ToolMessage | Command[Any]], call: ToolCall, messages_key: str
+) -> list[ToolMessage | Command[Any]]:
+    out: list[ToolMessage | Command[Any]] = []
+    own = 0
+    for item in items:
+        if isinstance(item, ToolMessage):
+            out.append(_own_result(item, call))
+            own += 1
+        else:
+            checked = _checked_command(item, call, messages_key, require_result=False)
+            own += _own_results_in(checked, call, messages_key)
+            out.append(checked)
+    if own != 1:
+        raise Refused(
+            "bad_return",
+            f"Error: tool {call['name']!r} returned {own} results for its call; it "
+            "must return exactly one. This is a bug in the tool.",
+        )
+    return out
+
+
+def _own_results_in(command: Command[Any], call: ToolCall, messages_key: str) -> int:
+    if command.graph is not None or not isinstance(command.update, Mapping):
+        return 0
+    return sum(
+        isinstance(m, ToolMessage) and m.tool_call_id == call["id"]
+        for m in command.update.get(messages_key, ())
+    )
+
+
+def _checked_command(
+    command: Command[Any], call: ToolCall, messages_key: str, *, require_result: bool
+) -> Command[Any]:
+    update = command.update
+    if update is None:
+        raw: Sequence[Any] = ()
+    elif isinstance(update, Mapping):
+        value = update.get(messages_key, ())
+        raw = value if isinstance(value, (list, tuple)) else [value]
+    elif isinstance(update, (list, tuple)) and all(
+        isinstance(u, tuple) and len(u) == 2 for u in update
+    ):
+        raw = [v for k, v in update if k == messages_key]
+    else:
+        raise Refused(
+            "bad_return",
+            f"Error: tool {call['name']!r} returned a Command whose update is a "
+            f"{type(update).__name__}; use a dict such as "
+            '{"messages": [ToolMessage(..., tool_call_id=<own id>)]}.',
+        )
+    try:
+        messages: list[BaseMessage] = convert_to_messages(list(raw))
+    except Exception as e:
+        raise Refused(
+            "bad_return",
+            f"Error: tool {call['name']!r} returned a Command with messages that are not "
+            f"messages ({e}).",
+        ) from e
+    own = 0
+    fixed: list[BaseMessage] = []
+    for m in messages:
+        role = role_of(m)
+        if role in ("system", "developer"):
+            raise Refused(
+                "instruction",
+                f"Error: tool {call['name']!r} tried to add a {role} message; tool output "
+                "is data and cannot become instructions. The update was discarded.",
+            )
+        if isinstance(m, ToolMessage):
+            m = _own_result(m, call)
+            own += 1
+        fixed.append(m)
+    if require_result and command.graph is None and own != 1:
+        raise Refused(
+            "bad_return",
+            f"Error: tool {call['name']!r} returned a Command with {own} results for its "
+            f"call {call['id']!r}; it needs exactly one ToolMessage with that "
+            "tool_call_id in update['messages']. This is a bug in the tool.",
+        )
+    if not messages:
+        return command
+    if isinstance(update, Mapping):
+        return replace(command, update={**update, messages_key: fixed})
+    return command

@@ -1,0 +1,112 @@
+"""Running one tool call, sync or async, under a timeout: `Job` in, `Outcome` out.
+
+Contract: `run_sync` / `run_async` never raise (short of `BaseException`s such as
+cancellation): whatever happens — a return value, an exception (interrupts included),
+the timeout — comes back as an `Outcome` with the time the call took, and the node
+decides what it means (`tools_execution.classify`).
+
+* `run_sync` runs in one of the node's worker threads. With a timeout, the tool runs in
+  a thread of its own that the worker waits on; on timeout that thread is abandoned
+  (Python cannot stop a thread) and finishes in the background, its result discarded.
+  An async-only tool runs on a private event loop in that thread.
+* `run_async` awaits async tools on the running loop and sends sync tools to the node's
+  thread pool, not the loop's default executor (a few threads on a small machine, which
+  would serialize a wide step). A timed-out async tool is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import ToolCall
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ContextThreadPoolExecutor, run_in_executor
+from langchain_core.tools import BaseTool, StructuredTool
+
+from threadlog.nodes.tools_approval import Decision
+from threadlog.nodes.tools_execution import Outcome
+
+__all__ = ["Job", "run_async", "run_sync"]
+
+
+@dataclass(slots=True)
+class Job:
+    """A call that will run: its tool, the (possibly edited, injected) input, config."""
+
+    call: ToolCall
+    tool: BaseTool
+    tool_input: dict[str, Any]
+    config: RunnableConfig
+    decision: Decision | None
+    timeout: float | None
+
+
+def run_sync(job: Job) -> Outcome:
+    started = time.perf_counter()
+    outcome = _run_sync(job)
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    return outcome
+
+
+async def run_async(
+    job: Job, gate: asyncio.Semaphore, pool: ContextThreadPoolExecutor
+) -> Outcome:
+    async with gate:
+        started = time.perf_counter()
+        outcome = await _run_async(job, pool)
+        outcome.duration_ms = (time.perf_counter() - started) * 1000
+        return outcome
+
+
+def _run_sync(job: Job) -> Outcome:
+    try:
+        if job.timeout is None:
+            return Outcome.returned(_invoke(job))
+        own_thread = ContextThreadPoolExecutor(max_workers=1)
+        try:
+            return Outcome.returned(own_thread.submit(_invoke, job).result(job.timeout))
+        except concurrent.futures.TimeoutError:
+            return Outcome.timed_out(job.call, job.timeout)
+        finally:
+            own_thread.shutdown(wait=False)
+    except Exception as e:
+        return Outcome.failed(e)
+
+
+async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
+    try:
+        if _sync_only(job.tool):
+            run = run_in_executor(pool, job.tool.invoke, job.tool_input, job.config)
+        else:
+            run = job.tool.ainvoke(job.tool_input, job.config)
+        if job.timeout is None:
+            return Outcome.returned(await run)
+        scope = asyncio.timeout(job.timeout)
+        try:
+            async with scope:
+                result = await run
+        except TimeoutError as e:
+            if scope.expired():  # ours, not a TimeoutError the tool raised
+                return Outcome.timed_out(job.call, job.timeout)
+            return Outcome.failed(e)
+        return Outcome.returned(result)
+    except Exception as e:
+        return Outcome.failed(e)
+
+
+def _invoke(job: Job) -> Any:
+    tool = job.tool
+    if isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None:
+        # An async-only tool under `invoke`: this worker thread has no event loop.
+        return asyncio.run(tool.ainvoke(job.tool_input, job.config))
+    return tool.invoke(job.tool_input, job.config)
+
+
+def _sync_only(tool: BaseTool) -> bool:
+    if isinstance(tool, StructuredTool):
+        return tool.coroutine is None
+    return type(tool)._arun is BaseTool._arun

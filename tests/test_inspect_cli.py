@@ -1,0 +1,127 @@
+"""`threadlog inspect --db URL --thread ID`: the terminal view, on SQLite and Postgres."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tests.helpers_inspect import CONFIG, ScriptedAgent, run_two_turns
+from threadlog.cli import main
+from threadlog.inspect.render_text import display_width
+
+
+@contextlib.contextmanager
+def raw_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """LangGraph's own saver for `url`: the thread is written the way any app would."""
+    if url.startswith("sqlite:///"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(url[len("sqlite:///") :]) as saver:
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(url) as pg:
+            pg.setup()
+            yield pg
+
+
+def write_thread(url: str) -> str:
+    """Thread t-1 in `url`: two turns, then a fork made by update_state."""
+    with raw_saver(url) as saver:
+        graph = ScriptedAgent().build(saver)
+        run_two_turns(graph)
+        turn1 = next(
+            s for s in graph.get_state_history(CONFIG) if s.values["messages"][-1].id == "ai-2"
+        )
+        graph.update_state(turn1.config, {"messages": [("user", "and Berlin?")]})
+    return url
+
+
+@pytest.fixture
+def db(backend: str) -> str:
+    return write_thread(backend)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["inspect", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prints_timeline_pairs_and_forks_within_100_columns(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1")
+
+    assert code == 0
+    assert all(display_width(line) <= 100 for line in out.splitlines())
+    assert "thread t-1 · timeline" in out and "thread t-1 · fork tree" in out
+    assert "tool r-c-paris: Paris: fine" in out
+    assert "c-rome" in out and "2 calls: 2 success" in out
+    assert "2 branches · 1 fork point(s)" in out
+    assert " kB stored" in out or " B stored" in out
+
+
+def test_json_holds_the_rows_of_each_view(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--json")
+
+    doc = json.loads(out)
+    assert code == 0 and doc["thread"] == "t-1"
+    assert [p["call_id"] for p in doc["pairs"]] == ["c-paris", "c-rome"]
+    assert doc["timeline"][0]["source"] == "input"
+    assert all(r["stored_bytes"] > 0 for r in doc["timeline"])
+    assert sum(r["is_fork_point"] for r in doc["forks"]) == 1
+
+
+def test_checkpoint_narrows_to_one_branch_and_shows_its_diff(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--json")
+    timeline = json.loads(out)["timeline"]
+    update = next(r for r in timeline if r["source"] == "update")
+
+    code, out, _ = run_cli(
+        capsys, "--db", db, "--thread", "t-1", "--checkpoint", update["checkpoint_id"][-8:]
+    )
+
+    timeline = out.split("· tool calls at")[0]
+    assert code == 0
+    assert "and Berlin?" in timeline
+    assert "You're welcome." not in timeline  # the other branch's last answer
+    assert "+ message    user" in out.split("· fork tree")[1]  # the diff from its parent
+
+
+def test_unknown_thread_or_database_exits_1_with_the_reason(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(capsys, "--db", db, "--thread", "nope")
+    assert code == 1 and "thread 'nope' has no checkpoints" in err
+
+    code, _, err = run_cli(capsys, "--db", f"sqlite:///{tmp_path / 'missing.db'}", "--thread", "x")
+    assert code == 1 and "no database at" in err
+    assert not (tmp_path / "missing.db").exists()
+
+    code, _, err = run_cli(capsys, "--db", db, "--thread", "t-1", "--checkpoint", "zzzz")
+    assert code == 1 and "matches no checkpoint" in err
+
+
+def test_runs_as_a_command(sqlite_url: str) -> None:
+    db = write_thread(sqlite_url)
+    proc = subprocess.run(
+        [sys.executable, "-m", "threadlog.cli", "inspect", "--db", db, "--thread", "t-1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "thread t-1 · tool calls at" in proc.stdout
