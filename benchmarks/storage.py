@@ -38,7 +38,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from operator import add
 from pathlib import Path
 from typing import Annotated, Any
@@ -264,16 +264,31 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_one(variant: str, backend: str, target: str, turns: int) -> dict[str, Any]:
+def run_one(
+    variant: str, backend: str, target: str, turns: int, pair: str | None = None
+) -> dict[str, Any]:
+    """`turns` turns of `variant`; with `pair`, the floor graph runs interleaved turn by
+    turn in the same process (its own database), so both see the same machine load."""
     config = {"configurable": {"thread_id": "bench"}}
-    times: list[float] = []
-    with open_saver(backend, target, variant) as saver:
+    wall: list[float] = []
+    cpu: list[float] = []
+    fwall: list[float] = []
+    fcpu: list[float] = []
+    with ExitStack() as stack:
+        saver = stack.enter_context(open_saver(backend, target, variant))
         graph = build_graph(variant, saver)
+        floor = None
+        if pair:
+            floor = build_graph("floor", stack.enter_context(open_saver(backend, pair, "floor")))
         for t in range(turns):
-            inp = turn_input(variant, t)
-            t0 = time.perf_counter()
-            graph.invoke(inp, config)
-            times.append(time.perf_counter() - t0)
+            for g, v, ws, cs in ((graph, variant, wall, cpu), (floor, "floor", fwall, fcpu)):
+                if g is None:
+                    continue
+                inp = turn_input(v, t)
+                w0, c0 = time.perf_counter(), time.process_time()
+                g.invoke(inp, config)
+                ws.append(time.perf_counter() - w0)
+                cs.append(time.process_time() - c0)
         gs = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -281,20 +296,25 @@ def run_one(variant: str, backend: str, target: str, turns: int) -> dict[str, An
             gs.append(time.perf_counter() - t0)
         n_msgs = len(snap.values.get("messages", ()))
         raw = raw_bytes(snap.values.get("messages", ()), saver)
-    tail = times[-max(1, turns // 10) :]
-    first = times[: max(1, turns // 10)]
-    return {
+    k = max(1, turns // 10)
+    out = {
         "variant": variant,
         "backend": backend,
         "turns": turns,
         "messages": n_msgs,
         "db_bytes": db_bytes(backend, target),
         "raw_bytes": raw,
-        "ms_turn_tail": 1000 * statistics.fmean(tail),
-        "ms_turn_head": 1000 * statistics.fmean(first),
+        # Medians: the machine is shared, and a mean is one stall away from noise.
+        "ms_turn_tail": 1000 * statistics.median(wall[-k:]),
+        "ms_turn_head": 1000 * statistics.median(wall[:k]),
+        "cpu_ms_turn_tail": 1000 * statistics.median(cpu[-k:]),
         "get_state_ms": 1000 * statistics.median(gs),
         "peak_rss_mb": peak_rss_mb(),
     }
+    if fwall:
+        out["paired_floor_ms_tail"] = 1000 * statistics.median(fwall[-k:])
+        out["paired_floor_cpu_ms_tail"] = 1000 * statistics.median(fcpu[-k:])
+    return out
 
 
 def raw_bytes(messages: Any, saver: Any) -> int:
@@ -303,22 +323,34 @@ def raw_bytes(messages: Any, saver: Any) -> int:
 
 
 def cold_start(variant: str, backend: str, target: str) -> dict[str, Any]:
-    """New process: load the thread's state vs. deserializing its messages once."""
+    """A new worker process takes over the thread: load it, then run one turn.
+
+    `variant` is the channel the worker's graph uses; both variants read the same
+    database (threadlog's run), whose stored writes are plain message lists.
+    """
     config = {"configurable": {"thread_id": "bench"}}
+    if variant == "decode":
+        # The floor of any loader: read the channel's stored writes, decode them once.
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        serde = JsonPlusSerializer()
+        t0 = time.perf_counter()
+        decoded = [serde.loads_typed(b) for b in stored_message_blobs(backend, target)]
+        ms = 1000 * (time.perf_counter() - t0)
+        n = sum(len(d) if isinstance(d, list) else 1 for d in decoded)
+        return {"messages": n, "ms": ms, "peak_rss_mb": peak_rss_mb()}
     with open_saver(backend, target, variant) as saver:
         graph = build_graph(variant, saver)
         t0 = time.perf_counter()
         snap = graph.get_state(config)
         load = time.perf_counter() - t0
         n = len(snap.values["messages"])
-        rss_after_load = peak_rss_mb()
-        blobs = stored_message_blobs(backend, target)
+        del snap
         t0 = time.perf_counter()
-        decoded = [saver.serde.loads_typed(b) for b in blobs]
-        once = time.perf_counter() - t0
-        del decoded
-    return {"messages": n, "load_ms": 1000 * load, "decode_ms": 1000 * once,
-            "peak_rss_mb": rss_after_load}
+        graph.invoke(turn_input(variant, 0), config)
+        first_turn = time.perf_counter() - t0
+    return {"messages": n, "ms": 1000 * load, "first_turn_ms": 1000 * first_turn,
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def stored_message_blobs(backend: str, target: str) -> list[tuple[str, bytes]]:
@@ -327,7 +359,7 @@ def stored_message_blobs(backend: str, target: str) -> list[tuple[str, bytes]]:
 
         conn = sqlite3.connect(target)
         rows = conn.execute(
-            "SELECT type, value FROM writes WHERE channel = 'messages'"
+            "SELECT type, value FROM writes WHERE thread_id = 'bench' AND channel = 'messages'"
         ).fetchall()
         conn.close()
         return [(t, bytes(v)) for t, v in rows]
@@ -335,9 +367,23 @@ def stored_message_blobs(backend: str, target: str) -> list[tuple[str, bytes]]:
 
     with psycopg.connect(target) as conn:
         rows = conn.execute(
-            "SELECT type, blob FROM checkpoint_writes WHERE channel = 'messages'"
+            "SELECT type, blob FROM checkpoint_writes "
+            "WHERE thread_id = 'bench' AND channel = 'messages'"
         ).fetchall()
     return [(t, bytes(v)) for t, v in rows]
+
+
+def cold_runs(backend: str, target: str, repeat: int) -> dict[str, Any]:
+    """Each of decode / threadlog / delta in `repeat` fresh processes; medians."""
+    out: dict[str, Any] = {}
+    for what in ("decode", "threadlog", "delta"):
+        runs = [spawn(["--cold", what, backend, target]) for _ in range(repeat)]
+        out[what] = {
+            "messages": runs[0]["messages"],
+            "ms": statistics.median(r["ms"] for r in runs),
+            "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+        }
+    return out
 
 
 def context_building(target: str) -> dict[str, Any]:
@@ -390,19 +436,22 @@ def main() -> None:
     p.add_argument("--turns", type=int, nargs="+", default=[100, 400, 2000])
     p.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
     p.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    p.add_argument("--add-messages-2000", action="store_true",
-                   help="also run add_messages above 400 turns (quadratic: GBs, hours)")
+    p.add_argument("--slow-max-turns", type=int, default=400,
+                   help="run add_messages and DeltaChannel only up to this many turns: "
+                   "their turn cost grows with history (400 -> 2000 turns takes hours)")
+    p.add_argument("--cold-repeat", type=int, default=3)
     p.add_argument("--workdir", default=None)
     p.add_argument("--json", default=None, help="also write all results to this file")
     # internal: one measurement in this process
     p.add_argument("--one", nargs=4, metavar=("VARIANT", "BACKEND", "TARGET", "TURNS"))
+    p.add_argument("--pair", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cold", nargs=3, metavar=("VARIANT", "BACKEND", "TARGET"))
     p.add_argument("--context", action="store_true")
     a = p.parse_args()
 
     if a.one:
         v, b, tgt, n = a.one
-        print(json.dumps(run_one(v, b, tgt, int(n))))
+        print(json.dumps(run_one(v, b, tgt, int(n), a.pair)))
         return
     if a.cold:
         print(json.dumps(cold_start(*a.cold)))
@@ -421,25 +470,27 @@ def main() -> None:
         for backend in a.backends:
             for turns in a.turns:
                 for v in a.variants:
-                    if v == "add_messages" and turns > 400 and not a.add_messages_2000:
+                    if v in ("add_messages", "delta") and turns > a.slow_max_turns:
                         results.append({"variant": v, "backend": backend, "turns": turns,
                                         "skipped": True})
                         continue
                     name = f"b_{v}_{backend}_{turns}"
                     tgt = fresh_target(backend, pg_base or "", workdir, name)
                     t0 = time.time()
-                    r = spawn(["--one", v, backend, tgt, str(turns)])
+                    args = ["--one", v, backend, tgt, str(turns)]
+                    if v == "threadlog":  # the floor interleaved, for the time ratio
+                        args += ["--pair", fresh_target(backend, pg_base or "", workdir,
+                                                        name + "_pairfloor")]
+                    r = spawn(args)
                     r["target"] = tgt
                     results.append(r)
                     print(f"  {backend:8} {turns:5} {v:12} done in {time.time() - t0:6.1f}s",
                           file=sys.stderr)
-            big = max(a.turns)
-            for v in ("threadlog", "delta"):
-                tgt = next((r["target"] for r in results if r.get("target")
-                            and r["variant"] == v and r["backend"] == backend
-                            and r["turns"] == big), None)
-                if tgt:
-                    cold[f"{backend}/{v}"] = spawn(["--cold", v, backend, tgt])
+            tgt = next((r["target"] for r in results if r.get("target")
+                        and r["variant"] == "threadlog" and r["backend"] == backend
+                        and r["turns"] == max(a.turns)), None)
+            if tgt:
+                cold[backend] = cold_runs(backend, tgt, a.cold_repeat)
         ctx = spawn(["--context"])
         print_report(results, cold, ctx)
     if a.json:
@@ -461,22 +512,21 @@ def print_report(results: list[dict[str, Any]], cold: dict[str, Any], ctx: dict[
                      and r["turns"] == n and not r.get("skipped")), None)
 
     print()
-    print(f"machine: {os.cpu_count()} cpus, {_ram_gb():.1f} GB RAM, Python "
-          f"{platform.python_version()}, {_versions()}")
+    print(f"machine: {os.cpu_count()} cpus, {_ram_gb():.1f} GB RAM, {platform.platform()}, "
+          f"Python {platform.python_version()}, {_versions()}")
     print()
-    hdr = ("| backend | turns (msgs) | variant | DB MB | raw MB | ms/turn (last 10%) | "
-           "ms/turn (first 10%) | get_state ms | peak RSS MB |")
-    print(hdr)
-    print("|" + "---|" * 9)
+    print("| backend | turns (msgs) | variant | DB MB | raw MB | ms/turn last 10% | "
+          "CPU ms/turn last 10% | ms/turn first 10% | get_state ms | peak RSS MB |")
+    print("|" + "---|" * 10)
     for r in results:
         if r.get("skipped"):
-            print(f"| {r['backend']} | {r['turns']} | {r['variant']} | skipped (quadratic; "
-                  f"--add-messages-2000) | | | | | |")
+            print(f"| {r['backend']} | {r['turns']} | {r['variant']} | skipped "
+                  f"(--slow-max-turns) | | | | | | |")
             continue
         print(f"| {r['backend']} | {r['turns']} ({r['messages']}) | {r['variant']} | "
               f"{r['db_bytes'] / 1e6:.2f} | {r['raw_bytes'] / 1e6:.2f} | "
-              f"{r['ms_turn_tail']:.2f} | {r['ms_turn_head']:.2f} | {r['get_state_ms']:.2f} | "
-              f"{r['peak_rss_mb']:.0f} |")
+              f"{r['ms_turn_tail']:.2f} | {r['cpu_ms_turn_tail']:.2f} | "
+              f"{r['ms_turn_head']:.2f} | {r['get_state_ms']:.2f} | {r['peak_rss_mb']:.0f} |")
     print()
     print("| target | backend | measured | limit | met |")
     print("|---|---|---|---|---|")
@@ -489,34 +539,37 @@ def print_report(results: list[dict[str, Any]], cold: dict[str, Any], ctx: dict[
             if tl and fl:
                 ratio = tl["db_bytes"] / (fl["db_bytes"] + tl["raw_bytes"])
                 _row(f"storage @{n} turns: DB / (floor DB + raw)", b, ratio, 1.5)
-        tl, fl = find("threadlog", b, mid), find("floor", b, mid)
-        if tl and fl:
-            _row(f"ms/turn last 10% @{mid}: threadlog / floor", b,
-                 tl["ms_turn_tail"] / fl["ms_turn_tail"], 1.3)
+        tl = find("threadlog", b, mid)
+        if tl and "paired_floor_ms_tail" in tl:
+            _row(f"ms/turn, last 10% of {mid} turns: threadlog / floor, interleaved "
+                 f"({tl['ms_turn_tail']:.1f} / {tl['paired_floor_ms_tail']:.1f} ms; CPU "
+                 f"{tl['cpu_ms_turn_tail'] / tl['paired_floor_cpu_ms_tail']:.2f}x)", b,
+                 tl["ms_turn_tail"] / tl["paired_floor_ms_tail"], 1.3)
         lo, hi = find("threadlog", b, min(turns)), find("threadlog", b, max(turns))
         if lo and hi and lo is not hi:
-            _row(f"ms/turn @{max(turns)} / ms/turn @{min(turns)} (threadlog, last 10%)", b,
+            _row(f"ms/turn @{max(turns)} / @{min(turns)} turns, threadlog "
+                 f"(CPU: {hi['cpu_ms_turn_tail'] / lo['cpu_ms_turn_tail']:.2f}x)", b,
                  hi["ms_turn_tail"] / lo["ms_turn_tail"], 1.15)
-        c = cold.get(f"{b}/threadlog")
+        c = cold.get(b)
         if c:
-            _row(f"cold start ({c['messages']} msgs): load / decode once "
-                 f"({c['load_ms']:.0f} / {c['decode_ms']:.0f} ms)", b,
-                 c["load_ms"] / c["decode_ms"], 1.5)
-        d = cold.get(f"{b}/delta")
-        if c and d:
-            _row(f"peak RSS holding {c['messages']} msgs: threadlog / DeltaChannel "
-                 f"({c['peak_rss_mb']:.0f} / {d['peak_rss_mb']:.0f} MB)", b,
-                 c["peak_rss_mb"] / d["peak_rss_mb"], 1.0)
+            tl, dl, dec = c["threadlog"], c["delta"], c["decode"]
+            _row(f"cold start, {tl['messages']} msgs: load / read+decode once "
+                 f"({tl['ms']:.0f} / {dec['ms']:.0f} ms; DeltaChannel {dl['ms']:.0f} ms)", b,
+                 tl["ms"] / dec["ms"], 1.5)
+            _row(f"peak RSS, worker holding {tl['messages']} msgs: threadlog / DeltaChannel "
+                 f"({tl['peak_rss_mb']:.0f} / {dl['peak_rss_mb']:.0f} MB)", b,
+                 tl["peak_rss_mb"] / dl["peak_rss_mb"], 1.0)
     if ctx.get("status") == "ok":
-        print(f"| context building, {ctx['messages']} msgs, budget: ms after first "
-              f"(first {ctx['first_ms']:.1f}) | - | {ctx['after_first_ms']:.2f} ms | 2 ms | "
-              f"{'yes' if ctx['after_first_ms'] <= 2 else 'NO'} |")
+        print(f"| context building, {ctx['messages']} msgs, token budget: ms per turn after "
+              f"the first (first {ctx['first_ms']:.1f} ms) | - | {ctx['after_first_ms']:.2f} ms "
+              f"| 2 ms | {'yes' if ctx['after_first_ms'] <= 2 else 'NO'} |")
     else:
         print(f"| context building | - | {ctx.get('status')} | 2 ms | - |")
 
 
 def _row(name: str, backend: str, value: float, limit: float) -> None:
-    print(f"| {name} | {backend} | {value:.2f}x | {limit}x | {'yes' if value <= limit else 'NO'} |")
+    met = "yes" if round(value, 2) <= limit else "NO"
+    print(f"| {name} | {backend} | {value:.2f}x | {limit}x | {met} |")
 
 
 def _ram_gb() -> float:

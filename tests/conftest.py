@@ -13,24 +13,29 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_url() -> Iterator[str]:
     env = os.environ.get("THREADLOG_TEST_POSTGRES_URL")
     if env:
         yield env
         return
     import pgserver
 
-    # A short path: the server's unix socket must fit in ~100 characters.
-    pgdata = tmp_path_factory.mktemp("pg", numbered=True)
+    # Not under pytest's basetemp: another pytest session resets that tree to mode
+    # 0700, which locks out the server's own user when the tests run as root. Short,
+    # too: the server's unix socket path must fit in ~100 characters.
+    pgdata = tempfile.mkdtemp(prefix="threadlog-pg-")
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
         yield server.get_uri()
@@ -68,3 +73,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'checkpoints.sqlite'}"
     return fresh_database(request.getfixturevalue("postgres_url"))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the figures the durability scenarios gathered (kill points, races…)."""
+    counts = sys.modules.get("helpers_durability")
+    if counts is not None and counts.COUNTS:
+        line = ", ".join(f"{k}: {v}" for k, v in sorted(counts.COUNTS.items()))
+        terminalreporter.write_line(f"durability counts — {line}")

@@ -25,9 +25,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
 
 import threadlog
+
+COUNTS: Counter[str] = Counter()
+"""Figures the scenarios gather (kill points, concurrent turns…); conftest prints them."""
 
 Hook = Callable[[str, str], None]
 """hook(city, call_id), called inside the tool before its effect."""
@@ -101,6 +103,21 @@ def kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def wait_for_calls(graph: Any, thread_id: str, limit: float = 30) -> list[str]:
+    """Block until the thread's stored state ends with an AIMessage with tool calls;
+    return their ids (polls the DB)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        msgs = graph.get_state({"configurable": {"thread_id": thread_id}}).values.get(
+            "messages", []
+        )
+        ai = [m for m in msgs if isinstance(m, AIMessage)]
+        if ai and ai[-1].tool_calls:
+            return [c["id"] for c in ai[-1].tool_calls]
+        time.sleep(0.02)
+    raise AssertionError("the model's tool calls were never stored")
+
+
 def wait_for_results(
     saver: BaseCheckpointSaver[Any], thread_id: str, call_ids: Iterable[str], limit: float = 30
 ) -> None:
@@ -146,21 +163,43 @@ def check_messages(messages: list[BaseMessage], *, final: bool) -> None:
         assert not missing, f"calls without a result at the end: {missing}"
 
 
-def check_thread(graph: Any, config: dict[str, Any], *, linear: bool = True) -> list[BaseMessage]:
+def check_thread(
+    graph: Any,
+    config: dict[str, Any],
+    *,
+    linear: bool = True,
+    complete: bool = True,
+    repaired_input_ok: bool = False,
+) -> list[BaseMessage]:
     """Every checkpoint of the thread validates; the head is complete; with `linear`, no
-    checkpoint has two children (no silent fork). Returns the head's messages."""
+    checkpoint has two children (no silent fork); `complete=False` for a thread paused
+    with open calls. Returns the head's messages.
+
+    `repaired_input_ok`: a new message sent to a thread paused with open calls is stored
+    by LangGraph's input step *before* the model node repairs those calls; such a
+    checkpoint must be one the model node is about to run on, and must validate once
+    the model node's repair policy is applied to it.
+    """
+    from threadlog.nodes.model import repair_open_calls
+
     history = list(graph.get_state_history(config))
     assert history, "the thread has no checkpoints"
     children: Counter[str] = Counter()
     for snap in history:
-        check_messages(list(snap.values.get("messages", [])), final=False)
+        messages = list(snap.values.get("messages", []))
+        try:
+            check_messages(messages, final=False)
+        except threadlog.ToolPairingError:
+            if not (repaired_input_ok and snap.next == ("model",)):
+                raise
+            check_messages(repair_open_calls(messages)[0], final=True)
         if snap.parent_config is not None:
             children[snap.parent_config["configurable"]["checkpoint_id"]] += 1
     if linear:
         forks = {cid: n for cid, n in children.items() if n > 1}
         assert not forks, f"the thread forked at {forks}"
     head = list(graph.get_state(config).values["messages"])
-    check_messages(head, final=True)
+    check_messages(head, final=complete)
     return head
 
 

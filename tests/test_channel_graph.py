@@ -40,6 +40,7 @@ from threadlog import (
     MessagesState,
     ParallelWriteError,
 )
+from threadlog.messages import role_of
 
 
 @pytest.fixture
@@ -89,13 +90,18 @@ def echo_graph(state_type: Any = MessagesState) -> StateGraph[Any]:
 def test_resending_messages_read_back_from_sqlite_is_a_replay(db: Path, saver: SqliteSaver) -> None:
     g = echo_graph()
     app = g.compile(checkpointer=saver)
-    app.invoke({"messages": [{"role": "user", "content": "hi"}, ("user", "there")]}, cfg("t"))
+    first = [
+        {"role": "developer", "content": "Answer briefly."},
+        {"role": "user", "content": "hi"},
+        ("user", "there"),
+    ]
+    app.invoke({"messages": first}, cfg("t"))
     stored = read_back(db, g, "t")
-    assert [m.type for m in stored] == ["human", "human", "ai"]
+    assert [role_of(m) for m in stored] == ["developer", "user", "user", "assistant"]
     # A client that re-sends the whole history it read back, plus one new message:
     out = app.invoke({"messages": [*stored, "and now?"]}, cfg("t"))
-    assert shape(out["messages"][:3]) == shape(stored)
-    assert [m.text for m in out["messages"][3:]] == ["and now?", "you said: and now?"]
+    assert shape(out["messages"][:4]) == shape(stored)
+    assert [m.text for m in out["messages"][4:]] == ["and now?", "you said: and now?"]
     assert shape(read_back(db, g, "t")) == shape(out["messages"])
 
 

@@ -166,3 +166,15 @@ def test_missing_postgres_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ImportError, match=r"threadlog\[postgres\]"):
         with threadlog.checkpointer("postgresql://nobody@localhost/none"):
             pass
+
+
+def test_wrap_hook_wraps_the_backend_saver_inside_the_guard() -> None:
+    seen: list[object] = []
+
+    def wrapper(saver: object) -> object:
+        seen.append(saver)
+        return saver
+
+    with threadlog.checkpointer("memory://", wrap=wrapper) as saver:  # type: ignore[arg-type]
+        assert isinstance(saver, GuardedSaver)
+        assert seen == [saver.inner] and isinstance(saver.inner, InMemorySaver)

@@ -18,7 +18,7 @@ from tests.openai_server import OpenAIServer
 from threadlog.cli import build_parser, main
 
 CALL_LINE = re.compile(r"^assistant\s+→ get_weather\(city=\"(.+?)\"\)\s+\[(\S+)\]$", re.M)
-RESULT_LINE = re.compile(r"^tool\s+← \[(\S+)\] (.+)$", re.M)
+RESULT_LINE = re.compile(r"^tool\s+← \[(\S+)\] (.+?)  \d+ ms$", re.M)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -150,6 +150,7 @@ def test_openai_base_url_can_come_from_the_environment(
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         code, out, _ = run(capsys, "Paris?", "--model", "openai:m")
     assert code == 0 and len(server.requests) == 2
+    assert "Paris: cloudy, 30% chance of precipitation, 17°C." in out
 
 
 def one_line_error(code: int, out: str, err: str) -> str:

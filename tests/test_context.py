@@ -199,3 +199,51 @@ def test_deleting_summaries_are_refused_by_the_log() -> None:
 def test_policy_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="max_tokens must be a positive int"):
         ContextPolicy(max_tokens=0)
+
+
+def test_a_late_result_inserted_into_an_old_turn_is_seen_despite_the_caches() -> None:
+    # A repaired call's result lands inside an old turn and shifts every later index.
+    log = [m for i in range(8) for m in (user(f"h{i}"), ai(f"a{i}", content="ok"))]
+    log[3:3] = [ai("open", "late")]  # turn h1 gets a call that has no result yet
+    log = append_messages([], log)
+    warm = ContextPolicy(max_tokens=120)
+    for k in range(4, len(log) + 1):
+        build_context(log[:k], [], warm)  # fills the caches turn by turn
+    grown = append_messages(log, [result("late", "x" * 200)])
+    assert ids(grown)[4] == "t-late"
+    cold = ContextPolicy(max_tokens=120)
+    assert ids(build_context(grown, [], warm)) == ids(build_context(grown, [], cold))
+    assert ids(build_context(grown, [], ContextPolicy())) == ids(grown)
+
+
+def _grow(policy: ContextPolicy, turns: int = 40) -> tuple[list[dict[str, object]], list[int]]:
+    from threadlog.nodes.compaction import compact
+
+    log: list[object] = [system("s")]
+    events: list[dict[str, object]] = []
+    sizes = []
+    for i in range(turns):
+        log += [user(f"h{i}", f"question {i} " * 5), ai(f"a{i}", content=f"answer {i} " * 5)]
+        view, new = compact(log, events, policy)  # type: ignore[arg-type]
+        events += new
+        sizes.append(view.tokens)
+        assert ids(view.messages) == ids(build_context(log, events, policy))  # type: ignore[arg-type]
+    return events, sizes
+
+
+def test_trim_to_cuts_deeper_so_the_cut_moves_rarely() -> None:
+    eager, eager_sizes = _grow(ContextPolicy(max_tokens=300, trim_to=1))
+    lazy, lazy_sizes = _grow(ContextPolicy(max_tokens=300, trim_to=0.5))
+    assert len(eager) > 2 * len(lazy) > 0
+    assert max(eager_sizes) <= 300 and max(lazy_sizes) <= 300
+    assert min(lazy_sizes[10:]) <= 170  # right after a deep cut: about half the budget
+
+
+def test_a_summarizing_policy_summarizes_once_per_half_budget_not_every_turn() -> None:
+    from threadlog import OfflineChatModel
+
+    events, _ = _grow(ContextPolicy(max_tokens=300, summarizer=OfflineChatModel()))
+    eager, _ = _grow(ContextPolicy(max_tokens=300, summarizer=OfflineChatModel(), trim_to=1))
+    summaries = [e for e in events if e["kind"] == "summary"]
+    assert 0 < 2 * len(summaries) < len([e for e in eager if e["kind"] == "summary"])
+    assert "question 0" in str(summaries[0]["summary"])

@@ -18,7 +18,14 @@ from langchain_openai import ChatOpenAI
 
 from tests.helpers_model import one_token_each
 from tests.openai_server import OpenAIServer, check_messages
-from threadlog import ContextPolicy, append_messages, build_context, openai_payload, validate
+from threadlog import (
+    ContextPolicy,
+    append_messages,
+    build_context,
+    openai_payload,
+    plan_context,
+    validate,
+)
 from threadlog.nodes.compaction import compact
 from threadlog.nodes.model import repair_open_calls
 
@@ -120,6 +127,9 @@ def test_every_model_call_of_a_growing_thread_is_accepted(seed: int, budget: int
         view, new = compact(log[:k], events, policy)
         events += new
         sent_context(view.messages)
+        # The warm caches (token counts, closed turns, cut positions) change nothing.
+        cold = plan_context(log[:k], events, ContextPolicy(max_tokens=budget))
+        assert [m.id for m in cold.messages] == [m.id for m in view.messages]
         if events and events[-1]["cut_to"] is not None:
             cuts.append(index[events[-1]["cut_to"]])
     assert cuts == sorted(cuts)  # a cut only moves forward

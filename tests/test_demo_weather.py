@@ -77,9 +77,9 @@ async def test_get_weather_has_an_async_body_for_event_loops() -> None:
 
 
 def test_every_city_the_offline_model_recognises_has_a_forecast() -> None:
-    for english, chinese in CITIES.items():
-        assert get_weather.invoke({"city": english})
-        assert get_weather.invoke({"city": chinese})
+    names = [name for pair in CITIES.items() for name in pair]
+    reports = get_weather.batch([{"city": name} for name in names])  # in parallel: quick
+    assert all("°C" in report for report in reports)
 
 
 def test_the_first_of_beijing_and_shanghai_is_the_slower_one() -> None:
@@ -143,16 +143,22 @@ async def test_the_branching_graph_runs_under_ainvoke_with_the_async_tool() -> N
 
 
 def test_a_second_question_on_a_thread_sees_the_first(tmp_path: Any) -> None:
+    # durability="sync", as `threadlog demo` runs: under LangGraph's default ("async") the
+    # run guard of threadlog.checkpointer still refuses some late task writes (reported).
     with threadlog.checkpointer(f"sqlite:///{tmp_path / 'demo.db'}") as saver:
         graph = build_graph(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": "t"}}
-        graph.invoke({"messages": [HumanMessage("北京今天适合带伞吗？")]}, config)
+        graph.invoke(
+            {"messages": [HumanMessage("北京今天适合带伞吗？")]}, config, durability="sync"
+        )
     # A new process would reopen the file: so does this.
     with threadlog.checkpointer(f"sqlite:///{tmp_path / 'demo.db'}") as saver:
         graph = build_graph(checkpointer=saver)
         recorder = Recorder()
         out = graph.invoke(
-            {"messages": [HumanMessage("那上海呢？")]}, {**config, "callbacks": [recorder]}
+            {"messages": [HumanMessage("那上海呢？")]},
+            {**config, "callbacks": [recorder]},
+            durability="sync",
         )
     seen = [m.text for m in recorder.model_inputs[0]]
     assert "北京今天适合带伞吗？" in seen and "那上海呢？" in seen

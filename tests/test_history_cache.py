@@ -227,3 +227,89 @@ def test_postgres_resumes_forks_and_updates_read_the_same_as_an_uncached_saver(
         assert read(graph, old.config) == read(reference, old.config)
         cache = history_cache_of(saver)
         assert cache is not None and cache.hits >= 3
+
+
+def test_the_cold_sqlite_read_returns_what_the_savers_own_walk_returns(
+    cached: SqliteSaver, db: str
+) -> None:
+    from threadlog.history_cache import _sqlite_read
+
+    graph = build_loop(cached)
+    for i in range(3):
+        graph.invoke(say(f"turn {i}"), CFG)
+    old = next(s for s in graph.get_state_history(CFG) if len(s.values.get("messages", ())) == 5)
+    graph.invoke(say("fork"), old.config)  # the fork's first checkpoint holds a snapshot
+    graph.invoke(say("more"), CFG)
+    plain = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+    checked = 0
+    for snap in list(plain.list(CFG)):
+        cfg = snap.config
+        cid = cfg["configurable"]["checkpoint_id"]
+        ours = _sqlite_read(plain, "t1", "", ["messages", "branch:to:agent"], cid)
+        theirs = plain.get_delta_channel_history(
+            config=cfg, channels=["messages", "branch:to:agent"]
+        )
+        assert ours is not None
+        assert ours == theirs
+        checked += "seed" in theirs["messages"]
+    assert checked > 0  # some reads stopped at the fork's snapshot
+
+
+# -- the channel's shared-log views (what makes copies and cached loads O(1)) ---------
+
+
+def _channel_with(*messages: Any) -> Any:
+    from threadlog.channel import MessageLogChannel
+
+    ch = MessageLogChannel().from_checkpoint(None)
+    ch.update([list(messages)])
+    return ch
+
+
+def test_a_copy_and_its_original_never_see_each_others_writes() -> None:
+    from threadlog.errors import ToolPairingError
+
+    original = _channel_with(HumanMessage("hi", id="h1"))
+    copy = original.copy()
+    copy.update([[AIMessage("from copy", id="c1")]])
+    original.update([[AIMessage("from original", id="o1")]])
+    assert [m.id for m in copy.get()] == ["h1", "c1"]
+    assert [m.id for m in original.get()] == ["h1", "o1"]
+    # A refused write on a shared log changes neither view.
+    third = original.copy()
+    bad = {"role": "tool", "content": "x", "tool_call_id": "nope", "id": "t1"}
+    with pytest.raises(ToolPairingError):
+        third.update([[bad]])
+    assert [m.id for m in third.get()] == ["h1", "o1"]
+    assert [m.id for m in original.get()] == ["h1", "o1"]
+
+
+def test_a_view_behind_the_log_reads_and_writes_the_log_as_it_was() -> None:
+    calls = [{"name": "f", "args": {}, "id": "k1"}, {"name": "f", "args": {}, "id": "k2"}]
+    ch = _channel_with(HumanMessage("q", id="h1"), AIMessage("", id="a1", tool_calls=calls))
+    behind = ch.copy()
+    ch.update([[{"role": "tool", "content": "2", "tool_call_id": "k2", "id": "r2"}]])
+    ch.update([[{"role": "tool", "content": "1", "tool_call_id": "k1", "id": "r1"}]])
+    assert [m.id for m in ch.get()] == ["h1", "a1", "r1", "r2"]  # placed in call order
+    assert [m.id for m in behind.get()] == ["h1", "a1"]
+    assert [c["id"] for _, c in behind.log.open_calls()] == ["k1", "k2"]
+    behind.update([[{"role": "tool", "content": "1b", "tool_call_id": "k1", "id": "r1b"}]])
+    assert [m.id for m in behind.get()] == ["h1", "a1", "r1b"]
+    assert [m.id for m in ch.get()] == ["h1", "a1", "r1", "r2"]
+
+
+def test_a_view_that_receives_the_writes_the_log_already_holds_moves_up_to_them() -> None:
+    ch = _channel_with(HumanMessage("q", id="h1"))
+    follower = ch.copy()
+    answer = AIMessage("a", id="a1")
+    ch.update([[answer]])
+    follower.update([[answer]])  # the same write, e.g. LangGraph's fresh read
+    assert follower.log is ch.log  # no copy was made
+    assert [m.id for m in follower.get()] == ["h1", "a1"]
+    # A different write at the same place gets a log of its own.
+    other = _channel_with(HumanMessage("q", id="h1"))
+    fork = other.copy()
+    other.update([[AIMessage("x", id="x1")]])
+    fork.update([[AIMessage("y", id="y1")]])
+    assert fork.log is not other.log
+    assert [m.id for m in fork.get()] == ["h1", "y1"]

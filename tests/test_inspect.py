@@ -15,7 +15,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
 from tests.helpers_inspect import CONFIG, ScriptedAgent, run_two_turns
 from threadlog import (
@@ -23,8 +24,10 @@ from threadlog import (
     ContextPolicy,
     MessagesState,
     OfflineChatModel,
+    ToolNode,
     create_agent,
     inspect,
+    tools_condition,
 )
 from threadlog.inspect.render_text import display_width
 
@@ -100,6 +103,27 @@ def test_stored_bytes_add_up_to_the_sqlite_tables(sqlite_db: tuple[SqliteSaver, 
     assert head_row["path_bytes"] == sum(r.stored_bytes or 0 for r in t.path())
 
 
+def test_last_n_loads_only_the_newest_checkpoints(sqlite_db: tuple[SqliteSaver, str]) -> None:
+    saver, url = sqlite_db
+    graph = ScriptedAgent().build(saver)
+    run_two_turns(graph)
+    full = inspect.thread(url, "t-1")
+
+    t = inspect.thread(url, "t-1", last=3)
+
+    assert [r.checkpoint_id for r in t.records] == [r.checkpoint_id for r in full.records[-3:]]
+    rows = t.timeline().rows()
+    assert rows[0]["parent_loaded"] is False and rows[0]["appended"] == []
+    assert rows[0]["writers"] == [] and rows[0]["path_bytes"] is None
+    assert rows[1:] == [
+        {**r, "path_bytes": None} if r["path_bytes"] is not None else r
+        for r in full.timeline().rows()[-2:]
+    ]
+    assert "(parent not loaded: " in str(t.timeline())
+    with pytest.raises(ValueError, match="last must be a positive number"):
+        inspect.thread(url, "t-1", last=0)
+
+
 def test_in_memory_checkpointer_reports_bytes_too() -> None:
     graph = ScriptedAgent().build(InMemorySaver())
     run_two_turns(graph)
@@ -139,11 +163,10 @@ def test_a_failed_branch_and_its_resume_show_in_timeline_and_pairs(
     ]
     assert all(p["duration_source"] == "derived" and p["duration_s"] >= 0 for p in pairs)
     assert "≈ derived from checkpoint timestamps" in str(t.pairs())
-    # Without the graph, the failed task is still shown, by its task id.
+    # Without the graph the failed task is known by id; the resumed step names its node.
     bare = inspect.thread(url, "t-1").timeline().rows()
-    assert [r["errors"][0]["error"] for r in bare if r["errors"]] == [
-        errored[0]["errors"][0]["error"]
-    ]
+    assert [r["errors"] for r in bare if r["errors"]] == [errored[0]["errors"]]
+    assert errored[0]["errors"][0]["task"] == "tools"
 
 
 def test_fork_tree_and_diff_after_update_state_on_an_old_checkpoint(
@@ -344,3 +367,70 @@ def test_thread_reads_a_state_schema_with_more_keys(sqlite_db: tuple[SqliteSaver
     diff = t.diff(first_with_city.checkpoint_id).rows()
     changed = [(r["key"], r["before"], r["after"]) for r in diff if r["kind"] == "value"]
     assert changed == [("city", "'Rome'", "'Paris'")]
+
+
+def test_pairs_show_invalid_calls_and_error_results_from_the_tool_node(
+    sqlite_db: tuple[SqliteSaver, str],
+) -> None:
+    saver, _ = sqlite_db
+    bad = {
+        "name": "get_weather",
+        "args": "{city: Paris",
+        "id": "c-bad",
+        "error": "bad json",
+        "type": "invalid_tool_call",
+    }
+    script = [
+        AIMessage(
+            "",
+            id="ai-1",
+            invalid_tool_calls=[bad],  # type: ignore[list-item]
+            tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "c-ok"}],
+        ),
+        AIMessage("done", id="ai-2"),
+    ]
+
+    def model(state: AgentState) -> dict[str, Any]:
+        return {"messages": [script[sum(isinstance(m, AIMessage) for m in state["messages"])]]}
+
+    b: StateGraph[Any, Any, Any, Any] = StateGraph(AgentState)
+    b.add_node("model", model)
+    b.add_node("tools", ToolNode([get_weather]))
+    b.add_edge(START, "model")
+    b.add_conditional_edges("model", tools_condition, ["tools", END])
+    b.add_edge("tools", "model")
+    graph = b.compile(checkpointer=saver)
+    graph.invoke({"messages": [("user", "weather?")]}, CONFIG)  # type: ignore[arg-type]
+
+    pairs = inspect.thread(graph, CONFIG).pairs()
+
+    rows = {r["call_id"]: r for r in pairs.rows()}
+    assert rows["c-ok"]["status"] == "success" and rows["c-ok"]["valid"]
+    assert rows["c-bad"]["status"] == "error" and not rows["c-bad"]["valid"]
+    assert rows["c-ok"]["duration_source"] == "recorded"
+    assert rows["c-bad"]["error_kind"] is not None
+    text = str(pairs)
+    assert "error*" in text and "* an invalid tool call" in text
+
+
+def test_an_interrupt_shows_in_the_timeline(sqlite_db: tuple[SqliteSaver, str]) -> None:
+    saver, _ = sqlite_db
+
+    def ask(state: AgentState) -> dict[str, Any]:
+        answer = interrupt("approve sending the email?")
+        return {"messages": [("assistant", f"approved: {answer}")]}
+
+    b: StateGraph[Any, Any, Any, Any] = StateGraph(AgentState)
+    b.add_node("ask", ask)
+    b.add_edge(START, "ask")
+    graph = b.compile(checkpointer=saver)
+    graph.invoke({"messages": [("user", "send it")]}, CONFIG)  # type: ignore[arg-type]
+
+    waiting = inspect.thread(graph, CONFIG)
+    assert waiting.head.interrupts == ("approve sending the email?",)
+    assert "⚠ interrupt: approve sending the email?" in str(waiting.timeline())
+
+    graph.invoke(Command(resume="yes"), CONFIG)  # type: ignore[arg-type]
+    done = inspect.thread(graph, CONFIG)
+    assert done.head.messages[-1].content == "approved: yes"
+    assert [r.checkpoint_id for r in done.records if r.interrupts] == [waiting.head.checkpoint_id]

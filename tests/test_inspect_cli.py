@@ -82,6 +82,33 @@ def test_json_holds_the_rows_of_each_view(db: str, capsys: pytest.CaptureFixture
     assert sum(r["is_fork_point"] for r in doc["forks"]) == 1
 
 
+def table_bytes(url: str) -> int:
+    """Every byte of thread t-1 in the saver's tables, summed by the database itself."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(url[len("sqlite:///") :])) as conn:
+            a = conn.execute("SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints")
+            b = conn.execute("SELECT sum(length(value)) FROM writes")
+            return int(a.fetchone()[0]) + int(b.fetchone()[0])
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT sum(octet_length(checkpoint::text) + octet_length(metadata::text))"
+            " FROM checkpoints) + (SELECT coalesce(sum(octet_length(blob)), 0) FROM"
+            " checkpoint_blobs) + (SELECT sum(octet_length(blob)) FROM checkpoint_writes)"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_stored_bytes_add_up_to_the_tables(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--json")
+
+    assert sum(r["stored_bytes"] for r in json.loads(out)["timeline"]) == table_bytes(db)
+
+
 def test_checkpoint_narrows_to_one_branch_and_shows_its_diff(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -98,6 +125,31 @@ def test_checkpoint_narrows_to_one_branch_and_shows_its_diff(
     assert "and Berlin?" in timeline
     assert "You're welcome." not in timeline  # the other branch's last answer
     assert "+ message    user" in out.split("· fork tree")[1]  # the diff from its parent
+
+
+def test_last_reads_only_the_newest_checkpoints(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--json")
+    everything = json.loads(out)["timeline"]
+
+    code, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--last", "2", "--json")
+
+    newest = [r["checkpoint_id"] for r in json.loads(out)["timeline"]]
+    assert code == 0 and newest == [r["checkpoint_id"] for r in everything[-2:]]
+
+
+def test_html_option_writes_a_page_with_every_view(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "t-1.html"
+
+    code, out, _ = run_cli(capsys, "--db", db, "--thread", "t-1", "--html", str(page))
+
+    html = page.read_text(encoding="utf-8")
+    assert code == 0 and "thread t-1 · timeline" in out
+    assert html.startswith("<!DOCTYPE html>") and html.count("<table>") == 3
+    assert "tool r-c-paris: Paris: fine" in html and "fork tree" in html
 
 
 def test_unknown_thread_or_database_exits_1_with_the_reason(

@@ -102,8 +102,10 @@ def test_conflict_error_names_the_id_role_position_and_differing_fields() -> Non
     with pytest.raises(ConflictingIdError) as info:
         log.extend([AIMessage("second answer", id="a1")])
     err = info.value
-    assert (err.message_id, err.role, err.position) == ("a1", "assistant", 1)
-    assert "different content" in str(err) and "new id" in str(err)
+    # position: where the offending message was written; the text names the stored one.
+    assert (err.message_id, err.role, err.position) == ("a1", "assistant", 2)
+    assert "the assistant message at position 1, with different content" in str(err)
+    assert "new id" in str(err)
 
 
 def test_remove_and_overwrite_objects_are_refused_and_change_nothing() -> None:

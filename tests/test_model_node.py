@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar
 
 import pytest
@@ -11,13 +12,16 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from pydantic import BaseModel
 
 from tests.helpers_model import ai, get_weather, result, system, user
 from threadlog import (
     AgentState,
+    Compactions,
     ContextNode,
     ContextPolicy,
     InvalidMessageError,
+    Messages,
     MessagesState,
     ModelNode,
     OfflineChatModel,
@@ -257,7 +261,7 @@ def test_context_node_records_events_and_the_model_node_then_adds_none() -> None
     cuts = [e["cut_to"] for e in out["compactions"]]
     assert len(cuts) == 2 and len(set(cuts)) == 2  # one event per moved cut
     history = [s.values.get("compactions", []) for s in app.get_state_history(cfg())]
-    assert all(len(a) >= len(b) for a, b in zip(history, history[1:]))  # append-only
+    assert all(len(a) >= len(b) for a, b in itertools.pairwise(history))  # append-only
 
 
 async def test_async_graph_matches_sync() -> None:
@@ -281,3 +285,43 @@ def test_resume_with_command_still_works_after_repair_policy_is_set() -> None:
     # The approval node answers nothing, so the model repairs the call it left open.
     assert out["messages"][2].status == "error"
     assert out["messages"][-1].type == "ai"
+
+
+def test_summary_tokens_stay_out_of_the_messages_stream() -> None:
+    policy = ContextPolicy(max_turns=1, summarizer=OfflineChatModel())
+    app = weather_graph(OfflineChatModel(), policy=policy)
+    app.invoke({"messages": [("user", "Beijing?")]}, cfg())
+    streamed = [
+        chunk.text
+        for chunk, _ in app.stream({"messages": [("user", "Tokyo?")]}, cfg(),
+                                   stream_mode="messages")
+    ]
+    assert app.get_state(cfg()).values["compactions"][-1]["kind"] == "summary"
+    assert "Tokyo" in "".join(streamed)
+    assert "Earlier the user asked" not in "".join(streamed)
+
+
+def test_a_model_without_tool_calling_is_a_clear_error() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    with pytest.raises(TypeError, match="FakeListChatModel cannot bind tools"):
+        ModelNode(FakeListChatModel(responses=["hi"]), [get_weather])
+
+
+class PydanticState(BaseModel):
+    messages: Messages
+    compactions: Compactions = []
+
+
+def test_pydantic_states_are_read_by_attribute() -> None:
+    g = StateGraph(PydanticState)
+    g.add_node("model", ModelNode(OfflineChatModel(), [get_weather],
+                                  context=ContextPolicy(max_turns=1)))
+    g.add_node("tools", ToolNode([get_weather]))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    app = g.compile(checkpointer=InMemorySaver())
+    for q in ["Beijing?", "Tokyo?"]:
+        out = app.invoke({"messages": [("user", q)]}, cfg())
+    assert len(out["messages"]) == 8 and len(out["compactions"]) == 1

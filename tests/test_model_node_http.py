@@ -150,3 +150,70 @@ def test_streaming_over_http_assembles_the_same_calls(server: OpenAIServer) -> N
     assert state["messages"][1].tool_calls[0]["args"] == {"city": "北京"}
     assert "带伞" in state["messages"][-1].text
     assert "".join(t.text for t in tokens).endswith(state["messages"][-1].text)
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """No network except 127.0.0.1, and no tiktoken cache: a machine with no internet."""
+    import socket
+
+    local = ("127.0.0.1", "::1", "localhost")
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        if isinstance(address, tuple) and address[0] not in local:
+            raise OSError(f"network blocked in this test: {address}")
+        connect(self, address)
+
+    def guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in local:
+            raise socket.gaierror(f"network blocked in this test: {host}")
+        return getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+
+
+@pytest.mark.usefixtures("offline")
+def test_token_budgets_work_offline_where_chatopenai_counting_fails(
+    server: OpenAIServer,
+) -> None:
+    model = chat(server)
+    with pytest.raises(Exception, match=r"openaipublic|tiktoken|blocked"):
+        model.get_num_tokens_from_messages([HumanMessage("hi")])  # downloads tiktoken
+    app = graph(model, ContextPolicy(max_tokens=200))
+    for q in ["Beijing?", "Shanghai?", "Tokyo?", "Paris?"]:
+        app.invoke({"messages": [("user", q)]}, cfg())
+    assert server.errors == [] and len(server.requests) == 8
+    sent = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert "Beijing?" not in sent and sent[-1] == "Paris?"
+
+
+def test_a_run_that_died_mid_tool_is_repaired_on_the_next_turn(server: OpenAIServer) -> None:
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        raise RuntimeError("worker died")
+
+    g = StateGraph(AgentState)
+    g.add_node("model", ModelNode(chat(server), [get_weather]))
+    g.add_node("tools", ToolNode([get_weather], handle_errors=False))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    app = g.compile(checkpointer=InMemorySaver())
+    with pytest.raises(Exception, match="worker died"):
+        app.invoke({"messages": [("user", "Berlin?")]}, cfg())
+    # Sent as it is, this thread's next request is OpenAI's 400 (a dangling call).
+    crashed = app.get_state(cfg()).values["messages"]
+    with pytest.raises(openai.BadRequestError, match="did not have response messages"):
+        chat(server).invoke([*crashed, HumanMessage("hello again")])
+    errors_before = len(server.errors)
+    out = app.invoke({"messages": [("user", "hello again")]}, cfg())
+    assert len(server.errors) == errors_before
+    body = server.requests[-1]["messages"]
+    assert [m["role"] for m in body] == ["user", "assistant", "tool", "user"]
+    assert out["messages"][2].status == "error"

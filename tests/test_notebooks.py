@@ -8,6 +8,7 @@ wrote (THREADLOG_NOTEBOOK_DIR points the notebook at a temp dir), not only that 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import sys
@@ -65,9 +66,7 @@ class Run:
         return f"sqlite:///{self.workdir / name}"
 
 
-def execute(
-    name: str, kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Run:
+def execute(name: str, kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
     path = NOTEBOOKS / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:  # stored clean: nothing to trust from a previous run
@@ -116,8 +115,8 @@ def test_branches_notebook_shows_the_failure_and_the_resume(
     assert "tools" in run.value("failed at step")
     assert run.value("errors in timeline") == "1"
     runs = run.stdout.strip().split("tool runs: ")[-1].splitlines()[0]
-    assert eval(runs) == {"Beijing": 1, "Shanghai": 2, "Guangzhou": 1}  # noqa: S307
-    pairs = re.findall(r"^pair: (\w+) (\w+) asked@(\d+) answered@(\d+)", run.stdout, re.M)
+    assert ast.literal_eval(runs) == {"Beijing": 1, "Shanghai": 2, "Guangzhou": 1}
+    pairs = re.findall(r"^pair: (\w+) (\w+) asked@(\d+) answered@(\d+) recorded$", run.stdout, re.M)
     assert [(c, s) for c, s, _, _ in pairs] == [
         ("Beijing", "success"),
         ("Shanghai", "success"),
@@ -127,6 +126,7 @@ def test_branches_notebook_shows_the_failure_and_the_resume(
     t = inspect.thread(run.db("branches.sqlite"), "branches-1")
     failed = [r for r in t.records if r.errors]
     assert len(failed) == 1 and "Shanghai" in failed[0].errors[0].error
+    assert run.value("error").startswith("ConnectionError('weather service for Shanghai")
 
 
 def test_fork_notebook_draws_the_fork_tree(

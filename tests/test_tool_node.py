@@ -132,6 +132,25 @@ async def test_max_concurrency_caps_the_calls_running_at_once(mode: str) -> None
     assert peak == 2
 
 
+async def test_max_concurrency_caps_async_tools_too() -> None:
+    running = peak = 0
+
+    @tool
+    async def abusy(i: int) -> str:
+        """Count how many calls run at once."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)  # yields, so every admitted call is running here
+        running -= 1
+        return str(i)
+
+    ai = request(*(call("abusy", {"i": i}, f"c{i}") for i in range(6)))
+    out = await ToolNode([abusy], max_concurrency=2).ainvoke({"messages": [ai]})
+    assert [m.content for m in out["messages"]] == [str(i) for i in range(6)]
+    assert peak == 2
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_every_kind_of_failure_becomes_an_error_result_and_the_run_goes_on(
     mode: str,
@@ -216,6 +235,20 @@ async def test_handle_errors_false_raises_on_timeout(mode: str) -> None:
     assert e.value.kind == "timeout"
 
 
+def test_a_timeout_per_tool_applies_only_to_that_tool() -> None:
+    @tool
+    def quick_but_slow(ms: int) -> str:
+        """Allowed to take its time (no timeout of its own)."""
+        time.sleep(ms / 1000)
+        return "finished"
+
+    ai = request(call("nap", {"ms": 400}, "c1"), call("quick_but_slow", {"ms": 400}, "c2"))
+    node = ToolNode([nap, quick_but_slow], timeout={"nap": 0.1})
+    res = by_call(node.invoke({"messages": [ai]})["messages"])
+    assert res["c1"].response_metadata["threadlog_error"] == "timeout"
+    assert res["c2"].content == "finished" and res["c2"].status == "success"
+
+
 def test_a_list_of_messages_in_gives_a_list_of_results_out() -> None:
     ai = request(call("nap", {"ms": 0}, "c1"), call("nap", {"ms": 0}, "c2"))
     out = ToolNode([nap]).invoke([HumanMessage("go"), ai])
@@ -228,6 +261,20 @@ def test_tools_condition_routes_malformed_calls_to_the_tool_node() -> None:
     assert tools_condition({"messages": [request(call("nap", {"ms": 1}, "c1"))]}) == "tools"
     assert tools_condition({"messages": [AIMessage("hi")]}) == END
     assert tools_condition({"messages": [only_bad, ToolMessage("x", tool_call_id="c1")]}) == END
+
+
+def test_a_reply_with_only_malformed_calls_is_answered_and_the_model_goes_again() -> None:
+    ai = request(bad_call("nap", '{"ms": ', "c1"))
+    msgs = scripted_graph(ToolNode([nap]), [ai]).invoke(start())["messages"]
+    assert [type(m).__name__ for m in msgs] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ]
+    assert msgs[2].tool_call_id == "c1" and msgs[2].status == "error"
+    assert msgs[-1] == FINAL
+    validate(msgs, allow_pending_calls=False)
 
 
 def test_send_tool_calls_makes_one_send_per_open_call() -> None:
@@ -259,6 +306,15 @@ def test_bad_settings_are_refused_with_the_setting_named() -> None:
         ToolNode([nap], max_concurrency=0)
     with pytest.raises(ValueError, match=r"requires_approval names \['fly'\]"):
         ToolNode([nap], requires_approval=["fly"])
+    with pytest.raises(ValueError, match=r"timeout names \['fly'\]"):
+        ToolNode([nap], timeout={"fly": 1})
+    with pytest.raises(ValueError, match=r"timeout\['nap'\]=-1"):
+        ToolNode([nap], timeout={"nap": -1})
+
+
+def test_results_record_how_long_the_tool_ran() -> None:
+    out = ToolNode([nap]).invoke({"messages": [request(call("nap", {"ms": 30}, "c1"))]})
+    assert out["messages"][0].response_metadata["threadlog_duration_ms"] >= 30
 
 
 def test_a_step_without_open_calls_writes_nothing() -> None:

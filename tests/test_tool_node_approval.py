@@ -144,6 +144,27 @@ def test_two_approvals_in_one_step_are_asked_in_call_order_before_anything_runs(
     ]
 
 
+def test_branches_ask_all_approvals_at_once_and_resume_by_interrupt_id(
+    saver: SqliteSaver,
+) -> None:
+    ai = request(
+        call("delete_file", {"path": "/x"}, "c1"),
+        call("lookup", {"path": "/y"}, "c2"),
+        call("delete_file", {"path": "/z"}, "c3"),
+    )
+    node = ToolNode([lookup, delete_file], requires_approval=["delete_file"])
+    graph = scripted_graph(node, [ai], checkpointer=saver, per_call_branches=True)
+    first = graph.invoke(start(), CFG)
+    pending = {i.value["tool_call"]["id"]: i.id for i in first["__interrupt__"]}
+    assert set(pending) == {"c1", "c3"}
+    assert effects.counts == {"lookup:/y": 1}  # the branch needing no approval is done
+    decisions = {pending["c1"]: {"action": "approve"}, pending["c3"]: {"action": "reject"}}
+    out = graph.invoke(Command(resume=decisions), CFG)
+    assert effects.counts == {"lookup:/y": 1, "delete:/x": 1}
+    res = by_call(out["messages"])
+    assert [res[c].status for c in ("c1", "c2", "c3")] == ["success", "success", "error"]
+
+
 def test_a_bad_decision_is_a_clear_error_and_the_approval_can_be_answered_again(
     saver: SqliteSaver,
 ) -> None:

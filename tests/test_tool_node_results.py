@@ -171,6 +171,27 @@ def returns_system_message() -> SystemMessage:
     return SystemMessage(INJECTION)
 
 
+@tool
+def wipe_history(tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+    """Tries to delete the conversation through a Command."""
+    from langchain_core.messages import RemoveMessage
+
+    return Command(
+        update={
+            "messages": [RemoveMessage(id="h-1"), ToolMessage("wiped", tool_call_id=tool_call_id)]
+        }
+    )
+
+
+def test_a_command_the_log_would_refuse_is_an_error_result_not_a_crash() -> None:
+    ai = request(call("wipe_history", {}, "c1"), call("fetch_page", {"url": "u"}, "c2"))
+    msgs = scripted_graph(ToolNode([wipe_history, fetch_page]), [ai]).invoke(start())["messages"]
+    res = by_call(msgs)
+    assert res["c1"].status == "error" and "RemoveMessage" in res["c1"].content
+    assert res["c2"].status == "success"
+    assert isinstance(msgs[0], HumanMessage) and msgs[0].id == "h-1"
+
+
 def test_nothing_a_tool_returns_becomes_a_system_or_developer_message() -> None:
     ai = request(
         call("fetch_page", {"url": "http://x"}, "c1"),
@@ -274,6 +295,21 @@ def test_a_strict_msgpack_allowlist_is_honoured_for_artifacts(tmp_path: Path) ->
         "value": 21.5,
         "unit": Unit.CELSIUS,
     }
+
+
+def test_threadlogs_own_strict_checkpointer_is_asked_too(tmp_path: Path) -> None:
+    import threadlog
+
+    ai = request(call("read_sensor", {}, "c1"), call("query_rows", {"sql": "q"}, "c2"))
+    url = f"sqlite:///{tmp_path / 'strict.sqlite'}"
+    cfg = {"configurable": {"thread_id": "t"}}
+    with threadlog.checkpointer(url) as saver:
+        graph = scripted_graph(ToolNode([read_sensor, query_rows]), [ai], checkpointer=saver)
+        graph.invoke(start(), cfg)
+        res = by_call(graph.get_state(cfg).values["messages"])
+    assert res["c1"].response_metadata["threadlog_error"] == "artifact"
+    assert f"{__name__}.Unit" in res["c1"].content
+    assert res["c2"].artifact == {"rows": [[1, "a"], [2, "b"], [3, "c"]], "sql": "q"}
 
 
 # -- large outputs --------------------------------------------------------------------

@@ -171,3 +171,11 @@ def test_profile_is_inferred_from_the_model() -> None:
     assert profile_for(responses).name == "openai-responses"
     assert profile_for(OfflineChatModel()).name == "openai-chat"
     assert profile_for(object()).name == "openai-chat"
+
+
+def test_the_profile_table_documents_every_profile() -> None:
+    from pathlib import Path
+
+    table = Path(__file__).parent.parent.joinpath("docs", "profiles.md").read_text()
+    for name, prof in PROFILES.items():
+        assert f"| `{name}` | {prof.description} |" in table

@@ -10,6 +10,18 @@ thread is rebuilt by replaying them, so storage grows with the messages, not wit
 messages times steps. Our writes are batching-invariant (see `threadlog.log`), which is the
 one property `DeltaChannel` requires. Periodic full snapshots are off by default
 (`snapshot_frequency`), because they rewrite the whole history into the database.
+
+A step whose writes break a rule raises the `MessageLogError` from the run and changes
+nothing. LangGraph has already saved the finished tasks' writes as pending writes of the
+last checkpoint, so resuming that checkpoint (`invoke(None)`) or `get_state(config)`
+(which previews pending writes) report the same error; the stored log is intact
+(`get_state_history`, or `get_state` with a `checkpoint_id`), and new input continues
+the thread from it.
+
+Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
+view at the log's latest version writes in place, any other copies first — so no
+reader sees another's writes, and LangGraph's per-step copies cost nothing. With
+`threadlog.with_history_cache` on the saver, loading a thread costs O(new writes).
 """
 
 from __future__ import annotations
@@ -91,17 +103,19 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         self._ver = 0 if log is None else log.version if version is None else version
         self.value = MISSING if log is None else log.messages
 
-    def _write(self, writes: list[list[Any]], *, single_writer: bool) -> None:
+    def _write(
+        self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
+    ) -> None:
         """Append one superstep's writes: in place at the log's tip, else on a copy."""
         log = self._log
         if log is None:
             log = MessageLog()
-            log.extend_writes(writes, single_writer=single_writer)
+            log.extend_writes(writes, single_writer=single_writer, stored=stored)
             self._set(log)
             return
         with _WRITE_LOCK:
             if self._ver == log.version:
-                log.extend_writes(writes, single_writer=single_writer)
+                log.extend_writes(writes, single_writer=single_writer, stored=stored)
                 self._ver = log.version
                 return
             # Someone sharing this log wrote first. If it wrote exactly these
@@ -113,7 +127,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
                     self._ver = ver
                     return
         own = log.at(self._ver)
-        own.extend_writes(writes, single_writer=single_writer)
+        own.extend_writes(writes, single_writer=single_writer, stored=stored)
         self._set(own)
 
     def copy(self) -> Self:
@@ -141,7 +155,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
             _refuse_overwrite(value)
             # One write at a time: each was accepted when it was made, and batching
             # invariance makes one-by-one equal to all-at-once.
-            self._write([flatten_write(value)], single_writer=False)
+            self._write([flatten_write(value)], single_writer=False, stored=True)
         if isinstance(writes, KeyedWrites) and self._log is not None:
             # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)

@@ -168,17 +168,16 @@ def _finish(
     wrap: SaverWrapper | None,
     max_input_chars: int | None,
 ) -> BaseCheckpointSaver[Any]:
-    """The one place a ready saver gets wrapped: the guard first, then `wrap`.
+    """The one place a ready saver gets wrapped: first `wrap`, then the guard.
 
-    HOOK for `threadlog.history_cache` (owner "perf"): a read cache goes *outside* the
-    guard (pass it as `wrap=`, or apply it here), so cached reads never skip a guarded
-    write and every write still passes the head check.
+    HOOK for `threadlog.history_cache` (owner "perf"): a read cache wraps the backend
+    saver *inside* the guard (pass `wrap=with_history_cache`, or apply it here), so
+    both the graph's reads and the guard's input check read through it, and every
+    write still passes the guard.
     """
-    out: BaseCheckpointSaver[Any] = saver
+    out: BaseCheckpointSaver[Any] = wrap(saver) if wrap is not None else saver
     if guard:
-        out = GuardedSaver(saver, store, InputCheck(max_chars=max_input_chars))
-    if wrap is not None:
-        out = wrap(out)
+        out = GuardedSaver(out, store, InputCheck(max_chars=max_input_chars))
     return out
 
 

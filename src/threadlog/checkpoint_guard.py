@@ -301,7 +301,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             return
         raise ConcurrentRunError(
             f"this run started from checkpoint {parent!r} but the thread's head is now "
-            f"{head!r}",
+            f"{head!r} (if you addressed that older checkpoint on purpose, branch from it "
+            "with graph.update_state(<its config>, ...) and invoke the config it returns)",
             thread_id=thread_id,
             checkpoint_id=parent,
             head=head,

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel._checkpoint import channels_from_checkpoint
 
 from threadlog.channel import MessageLogChannel
-from threadlog.errors import InvalidMessageError
+from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import coerce_message, role_of
 
@@ -71,9 +71,10 @@ class InputCheck:
                 continue  # stored as a plain list: not a threadlog log (add_messages)
             log = logs[key].copy()
             items = flatten_write(value)
-            if self.max_chars is not None:
-                for i, raw in enumerate(items):
-                    self._check_size(coerce_message(raw, position=len(log) + i), len(log) + i)
+            for i, raw in enumerate(items):
+                msg = _coerce(raw, len(log) + i)
+                if self.max_chars is not None:
+                    self._check_size(msg, len(log) + i)
             log.extend(items)  # raises the log's own error; `log` is a throwaway copy
 
     def _check_size(self, msg: BaseMessage, position: int) -> None:
@@ -88,6 +89,23 @@ class InputCheck:
                 fix="send a shorter message, or raise max_input_chars of "
                 "threadlog.checkpointer()",
             )
+
+
+def _coerce(raw: Any, position: int) -> BaseMessage:
+    try:
+        return coerce_message(raw, position=position)
+    except MessageLogError:
+        raise
+    except (ValueError, TypeError) as exc:
+        # e.g. pydantic's ValidationError for content=42: name the message and field.
+        first = str(exc).strip().splitlines()
+        detail = " ".join(line.strip() for line in first[:3])
+        raise InvalidMessageError(
+            f"malformed message: {detail}",
+            message_id=raw.get("id") if isinstance(raw, Mapping) else None,
+            position=position,
+            fix="content is a string or a list of content blocks",
+        ) from exc
 
 
 def _logs_at(

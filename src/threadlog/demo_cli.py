@@ -26,7 +26,7 @@ import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -42,6 +42,9 @@ __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
 DEFAULT_QUESTION = "北京今天适合带伞吗？"
 DEFAULT_DB = "sqlite:///threadlog-demo.db"
+# Each step is stored before the next starts: a demo stopped mid-turn (Ctrl-C) keeps
+# every finished step, and the checkpoint id printed at the end is already on disk.
+DURABILITY: Literal["sync"] = "sync"
 
 _EPILOG = """\
 examples:
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
             turn = HumanMessage(content=question)
             if args.json:
-                graph.invoke({"messages": [turn]}, config)
+                graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
                 _print_json(graph, config, args.db, out)
             else:
                 _print_turn(graph, config, turn, args, out)
@@ -172,7 +175,7 @@ def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
 
     return ChatOpenAI(
         model=name,
-        api_key=api_key,  # type: ignore[arg-type]  # pydantic coerces str to SecretStr
+        api_key=api_key,
         base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
         max_retries=1,
         timeout=60,
@@ -218,38 +221,32 @@ def _module_root(e: BaseException) -> str:
 @contextmanager
 def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
     """Turn provider failures into one line that says what to set."""
+    import openai
+
     from threadlog import ConcurrentRunError, MessageLogError
 
+    endpoint = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     try:
         yield
     except (ConcurrentRunError, MessageLogError) as e:
         # Already a sentence naming the thread or the message and the fix.
         raise DemoError(_one_line(e)) from None
-    except ImportError:
-        raise
-    except Exception as e:
-        try:
-            import openai
-        except ImportError:  # pragma: no cover - langchain-openai depends on it
-            raise e from None
-        endpoint = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        if isinstance(e, openai.APIConnectionError):
-            raise DemoError(
-                f"cannot reach the model endpoint {endpoint} ({_one_line(e)}); set --base-url "
-                "or OPENAI_BASE_URL to a running OpenAI-compatible server"
-            ) from None
-        if isinstance(e, openai.AuthenticationError):
-            raise DemoError(
-                f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
-            ) from None
-        if isinstance(e, openai.NotFoundError):
-            raise DemoError(
-                f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
-                "check --model and --base-url"
-            ) from None
-        if isinstance(e, openai.APIStatusError):
-            raise DemoError(f"{endpoint} answered HTTP {e.status_code}: {_one_line(e)}") from None
-        raise
+    except openai.APIConnectionError as e:
+        raise DemoError(
+            f"cannot reach the model endpoint {endpoint} ({_one_line(e)}); set --base-url "
+            "or OPENAI_BASE_URL to a running OpenAI-compatible server"
+        ) from None
+    except openai.AuthenticationError:
+        raise DemoError(
+            f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
+        ) from None
+    except openai.NotFoundError:
+        raise DemoError(
+            f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
+            "check --model and --base-url"
+        ) from None
+    except openai.APIStatusError as e:
+        raise DemoError(f"{endpoint} answered HTTP {e.status_code}: {_one_line(e)}") from None
 
 
 def _one_line(e: BaseException) -> str:
@@ -273,7 +270,7 @@ def _print_turn(
     transcript = Transcript(out)
     transcript.message(turn)
     for mode, payload in graph.stream(
-        {"messages": [turn]}, config, stream_mode=["messages", "updates"]
+        {"messages": [turn]}, config, stream_mode=["messages", "updates"], durability=DURABILITY
     ):
         if mode == "messages":
             chunk, meta = payload
@@ -332,8 +329,10 @@ class Transcript:
         self.end_stream()
         if isinstance(m, AIMessage):
             self.model_calls += 1
-            for key in self.usage:
-                self.usage[key] += int((m.usage_metadata or {}).get(key, 0))  # type: ignore[misc]
+            if m.usage_metadata:
+                self.usage["input_tokens"] += m.usage_metadata["input_tokens"]
+                self.usage["output_tokens"] += m.usage_metadata["output_tokens"]
+                self.usage["total_tokens"] += m.usage_metadata["total_tokens"]
             if m.text and not self._streamed:
                 self.line("assistant", m.text)
             for call in [*m.tool_calls, *m.invalid_tool_calls]:
@@ -347,7 +346,11 @@ class Transcript:
             self._streamed = False
         elif isinstance(m, ToolMessage):
             status = "  (error)" if m.status == "error" else ""
-            self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}")
+            # How long the tool ran (ToolNode records it): shows parallel calls finishing
+            # out of order while their results are listed in call order.
+            ms = m.response_metadata.get("threadlog_duration_ms")
+            took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
+            self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")
         else:
             from threadlog import role_of
 

@@ -5,23 +5,30 @@ Contract:
 * `with_history_cache(saver)` returns the *same* saver object with its class swapped
   for a subclass whose `get_delta_channel_history` / `aget_delta_channel_history`
   consult a `HistoryCache` first. Everything else (put, list, writes, setup,
-  connections) is the saver's own.
-* The cache maps `(thread_id, checkpoint_ns, channel)` to the log rebuilt at one
-  checkpoint id — the last one loaded there. Checkpoints are immutable, so the log
-  of a checkpoint id never goes stale. Loading checkpoint `C` walks `C`'s parent
-  chain (ids and this channel's writes only) until it meets the cached id `K`; the
-  channel then gets the cached log of `K` plus the writes between `K` and `C`, so a
-  turn costs O(new writes), not O(history).
-* Anything the cache cannot prove is exactly right goes to the saver's own
-  `get_delta_channel_history`: no entry, a walk that does not reach `K` within
-  `max_walk` ancestors (a fork from older history, another branch), a thread
-  deleted and rewritten. A second process simply starts with an empty cache.
-* Only `MessageLogChannel` takes part: the channel registers the log it rebuilt
-  (see `KeyedWrites`) and treats a cached log as shared and read-only — it copies
-  it before its first write. Other delta channels get their normal history.
-* Bounded: at most `max_messages` messages in total across entries (least recently
-  used threads evicted first). Cached logs share message objects with the live
-  channel, so an entry costs its index containers, not a second copy of the thread.
+  connections, wrappers' own methods) is the saver's own.
+* The cache maps `(thread_id, checkpoint_ns, channel)` to the log at one checkpoint
+  id — the last one loaded there — as a `(MessageLog, version)` pair (see
+  `MessageLog.messages_at`). Checkpoints are immutable, so what a checkpoint id names
+  never changes. Loading checkpoint `C` walks `C`'s parent chain until the cached id
+  `K` and hands the channel the log of `K` plus this channel's writes from `K` to `C`.
+  When the live log already holds exactly those writes (the previous turn of this
+  thread in this process), the channel just moves up to them: a turn costs O(new
+  writes), with no copy and no re-check of old messages.
+* Anything the cache cannot prove exactly right is read by the saver itself: no
+  entry, a walk that does not reach `K` within `max_walk` ancestors, or that meets a
+  stored snapshot first (LangGraph stores one where a fork starts). A second process
+  starts with an empty cache; other processes' new checkpoints are read from the
+  database, because the walk follows the stored parent chain.
+* On a SQLite saver (also under wrappers exposing `.inner`), reads go through
+  `_sqlite_walk` / `_sqlite_read`: the same results as the saver's own method (a test
+  compares them) without deserializing every ancestor checkpoint.
+* Only `MessageLogChannel` takes part: it registers what it rebuilt (`KeyedWrites`)
+  and is the only channel handed a `CachedSeed`. Other delta channels get the saver's
+  normal history.
+* Bounded: at most `max_messages` messages across entries (least recently used
+  threads go first; a thread larger than the bound is not cached). An entry shares
+  its message objects with the live channel, so it costs index containers, not a
+  second copy of the thread.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -169,7 +177,13 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 out[ch] = hit
         if rest:
             cache.misses += 1
-            read = super().get_delta_channel_history(config=config, channels=rest)
+            sqlite = _underlying_sqlite(self)
+            fast = None if sqlite is None else _sqlite_read(sqlite, thread_id, ns, rest, target)
+            read = (
+                fast
+                if fast is not None
+                else super().get_delta_channel_history(config=config, channels=rest)
+            )
             for ch in rest:
                 out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
         return out
@@ -333,6 +347,91 @@ def _sqlite_walk(
         serde=saver.serde,
     )
     return list(history[ch]["writes"])
+
+
+def _sqlite_read(
+    saver: Any, thread_id: str, ns: str, channels: list[str], target: str
+) -> dict[str, DeltaChannelHistory] | None:
+    """`SqliteSaver.get_delta_channel_history`, for a cold read of a long thread.
+
+    Same result; it differs in cost only. The saver's walk runs a recursive query and
+    fully deserializes every ancestor checkpoint to look for a snapshot, which costs
+    several times the messages' own decoding. Here: one scan of the thread's
+    checkpoint rows, a structural msgpack read (no object construction) to see which
+    hold a snapshot, and one query for the channels' writes. None: not found here.
+    """
+    wanted = set(channels)
+    with saver.cursor(transaction=False) as cur:
+        cur.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        )
+        # Per checkpoint: its parent and which wanted channels it holds a value for.
+        # Blobs are not kept: a long thread's checkpoints would cost memory.
+        rows: dict[str, tuple[str | None, list[str]]] = {
+            cid: (parent, [ch for ch in _value_keys(saver.serde, t, blob) if ch in wanted])
+            for cid, parent, t, blob in cur
+        }
+        if target not in rows:
+            return None
+        chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        active = set(channels)
+        walked = {target}
+        cid = rows[target][0]
+        while cid is not None and active and cid in rows and cid not in walked:
+            walked.add(cid)
+            parent, holds = rows[cid]
+            for ch in active:
+                chain_by_ch[ch].append(cid)
+            held = [ch for ch in holds if ch in active]
+            if held:
+                cur.execute(
+                    "SELECT type, checkpoint FROM checkpoints "
+                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    (thread_id, ns, cid),
+                )
+                t, blob = cur.fetchone()
+                values = saver.serde.loads_typed((t, blob)).get("channel_values") or {}
+                for ch in held:
+                    seeds[ch] = values[ch]
+                    active.discard(ch)
+            cid = parent
+        del rows
+        marks = ",".join("?" * len(channels))
+        task_path = "task_path" if saver._has_task_path else "''"
+        cur.execute(
+            f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} "
+            f"FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({marks})",
+            (thread_id, ns, *channels),
+        )
+        on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
+        writes = [r for r in cur if r[0] in on_chain[r[1]]]
+    return build_delta_channels_writes_history(
+        channels=channels,
+        chain_by_ch=chain_by_ch,
+        seed_val_by_ch=seeds,
+        seeded=set(seeds),
+        stage2_rows=writes,
+        serde=saver.serde,
+    )
+
+
+def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
+    """The keys of a stored checkpoint's `channel_values`, cheaply when it is msgpack."""
+    if type_tag == "msgpack":
+        try:
+            ckpt = ormsgpack.unpackb(blob, ext_hook=_skip_ext)
+        except ormsgpack.MsgpackDecodeError:
+            ckpt = None
+        if isinstance(ckpt, dict):
+            return ckpt.get("channel_values") or {}
+    return serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+
+
+def _skip_ext(code: int, data: bytes) -> None:
+    return None  # values are not needed, only which channels have one
 
 
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:

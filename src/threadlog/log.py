@@ -33,7 +33,9 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    HumanMessage,
     InvalidToolCall,
+    SystemMessage,
     ToolCall,
     ToolMessage,
 )
@@ -51,6 +53,10 @@ from threadlog.messages import (
 )
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
+
+
+# Exact types coerce_message returns unchanged once checked; see extend_writes(stored=).
+_STORED_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 
 
 @dataclass(slots=True)
@@ -183,13 +189,20 @@ class MessageLog:
         return self.extend_writes([list(items)])
 
     def extend_writes(
-        self, writes: Sequence[Sequence[Any]], *, single_writer: bool = False
+        self,
+        writes: Sequence[Sequence[Any]],
+        *,
+        single_writer: bool = False,
+        stored: bool = False,
     ) -> list[BaseMessage]:
         """Append the writes of one superstep, all or nothing.
 
         `writes` holds one sequence per writer (task). With `single_writer=True` it is
         an error for more than one writer to add conversation (non-tool) messages:
-        two branches' turns must not silently merge into one.
+        two branches' turns must not silently merge into one. `stored=True` (replaying
+        a checkpoint's writes) skips re-checking the fields of plain messages that
+        already carry an id — they were checked when written; every log rule (ids,
+        pairing, placement) still applies.
         """
         staged: list[BaseMessage] = []
         new_by_id: dict[str, BaseMessage] = {}
@@ -202,7 +215,10 @@ class MessageLog:
             added_here: list[BaseMessage] = []
             for raw in write:
                 pos = count + len(staged)
-                msg = coerce_message(raw, position=pos)
+                if stored and type(raw) in _STORED_TYPES and raw.id:
+                    msg = raw
+                else:
+                    msg = coerce_message(raw, position=pos)
                 if msg.id is None:
                     # Never mutate the caller's object: ids live on our copy.
                     msg = msg.model_copy(update={"id": derive_id(pos, anchor, msg)})
@@ -218,11 +234,12 @@ class MessageLog:
                     if known == digest(msg):
                         continue  # a replay of what is already logged
                     raise ConflictingIdError(
-                        f"id {mid!r} is already used by a {role_of(existing)} message "
-                        f"with different {_differing(existing, msg)}",
+                        f"id {mid!r} is already used by the {role_of(existing)} message at "
+                        f"position {self._position_hint(existing, staged)}, with different "
+                        f"{_differing(existing, msg)}",
                         message_id=mid,
                         role=role_of(msg),
-                        position=self._position_hint(existing, staged),
+                        position=pos,
                         fix="give a new message a new id; re-send a stored message "
                         "unchanged, or not at all",
                     )

@@ -180,8 +180,7 @@ def _role_from(raw: Any, *, field: str, message_id: Any, position: int | None) -
             message_id=message_id,
             role=str(raw),
             position=position,
-            fix="use one of system, developer, user, assistant, tool "
-            "(or LangChain's human, ai)",
+            fix="use one of system, developer, user, assistant, tool (or LangChain's human, ai)",
         )
     return role
 
@@ -251,9 +250,7 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
     return _convert(data, position)
 
 
-def _check_calls(
-    value: Mapping[str, Any], mid: Any, role: Role, position: int | None
-) -> None:
+def _check_calls(value: Mapping[str, Any], mid: Any, role: Role, position: int | None) -> None:
     # convert_to_messages and the message classes fail on these with a bare
     # KeyError / TypeError / JSON error that names no field.
     calls = value.get("tool_calls") or []
@@ -378,8 +375,7 @@ def fingerprint(message: BaseMessage) -> dict[str, Any]:
             ]
         if message.invalid_tool_calls:
             fp["invalid_tool_calls"] = [
-                [c.get("id"), c.get("name"), c.get("args")]
-                for c in message.invalid_tool_calls
+                [c.get("id"), c.get("name"), c.get("args")] for c in message.invalid_tool_calls
             ]
     if isinstance(message, ToolMessage):
         fp["tool_call_id"] = message.tool_call_id
@@ -389,9 +385,7 @@ def fingerprint(message: BaseMessage) -> dict[str, Any]:
 
 def digest(message: BaseMessage) -> str:
     """A short stable hash of `fingerprint` (survives a checkpoint round-trip)."""
-    blob = json.dumps(
-        fingerprint(message), sort_keys=True, ensure_ascii=False, default=repr
-    )
+    blob = json.dumps(fingerprint(message), sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
 
 
@@ -411,7 +405,5 @@ def preview(message: BaseMessage, width: int = 60) -> str:
     text = message.text if isinstance(message.content, list) else str(message.content)
     text = " ".join(text.split())
     if isinstance(message, AIMessage) and message.tool_calls and not text:
-        text = "calls " + ", ".join(
-            f"{c['name']}({c.get('id')})" for c in message.tool_calls
-        )
+        text = "calls " + ", ".join(f"{c['name']}({c.get('id')})" for c in message.tool_calls)
     return text if len(text) <= width else text[: width - 1] + "…"

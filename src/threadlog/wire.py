@@ -84,10 +84,29 @@ def _one(message: BaseMessage, profile: Profile) -> BaseMessage:
     raise AssertionError("unreachable")
 
 
-def to_wire(messages: Sequence[Any], profile: str | Profile = "openai-chat") -> list[BaseMessage]:
-    """The provider-bound copies of `messages` (see the module docstring)."""
+def to_wire(
+    messages: Sequence[Any],
+    profile: str | Profile = "openai-chat",
+    *,
+    cache: dict[tuple[str, str], BaseMessage] | None = None,
+) -> list[BaseMessage]:
+    """The provider-bound copies of `messages` (see the module docstring).
+
+    `cache` (optional, owned by the caller) maps (message id, profile) to its copy:
+    a log message never changes under its id, so a node reuses last turn's copies
+    instead of rebuilding the whole context every call.
+    """
     prof = get_profile(profile)
-    out = [_one(coerce_message(m, position=i), prof) for i, m in enumerate(messages)]
+    out: list[BaseMessage] = []
+    for i, raw in enumerate(messages):
+        mid = getattr(raw, "id", None)
+        key = (mid, prof.name) if cache is not None and isinstance(mid, str) else None
+        wire = cache.get(key) if key is not None and cache is not None else None
+        if wire is None:
+            wire = _one(coerce_message(raw, position=i), prof)
+            if key is not None and cache is not None:
+                cache[key] = wire
+        out.append(wire)
     if prof.system == "top-level":
         lead = 0
         while lead < len(out) and isinstance(out[lead], SystemMessage):

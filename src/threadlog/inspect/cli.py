@@ -4,7 +4,8 @@ Contract: prints the thread's timeline and its tool pairs (and the fork tree whe
 has branches) as plain text that fits in 100 columns, for any checkpointer URL that
 `threadlog.inspect.thread` reads (SQLite, Postgres). `--checkpoint` narrows to one branch:
 the path from the root to that checkpoint, the pairs at it, and the diff from its parent.
-`--json` prints the same views as `.rows()` in one JSON object instead. Exit status 0 on
+`--json` prints the same views as `.rows()` in one JSON object instead; `--html FILE` also
+writes them as one HTML page (what Jupyter shows), to share or screenshot. Exit status 0 on
 success, 1 when the database or thread cannot be read (the error says which).
 """
 
@@ -29,6 +30,10 @@ def register(sub: Any) -> None:
     p.add_argument("--thread", required=True, help="thread id")
     p.add_argument("--checkpoint", help="a checkpoint id (or a unique suffix): show its branch")
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
+    p.add_argument("--html", metavar="FILE", help="also write the views as an HTML page")
+    p.add_argument(
+        "--last", type=int, metavar="N", help="read only the newest N checkpoints (long threads)"
+    )
     p.set_defaults(func=run)
 
 
@@ -42,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"threadlog inspect: no database at {path!r}", file=sys.stderr)
             return 1
     try:
-        t = thread(url, args.thread)
+        t = thread(url, args.thread, last=args.last)
         at = t.get(args.checkpoint) if args.checkpoint else None
     except (LookupError, ValueError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
@@ -58,9 +63,19 @@ def run(args: argparse.Namespace) -> int:
         views["forks"] = forks
     if at is not None and at.parent_id:
         views["diff"] = t.diff(at.parent_id, at.checkpoint_id)
+    if args.html:
+        from threadlog.inspect.render_html import render_page
+
+        page = render_page(list(views.values()), f"thread {t.thread_id}")
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(page)
     if args.json:
         doc = {"thread": t.thread_id, **{k: v.rows() for k, v in views.items()}}
-        print(json.dumps(doc, ensure_ascii=False, indent=1, default=str))
+        text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)
     else:
-        print("\n\n".join(str(v) for v in views.values()))
+        text = "\n\n".join(str(v) for v in views.values())
+    try:
+        print(text)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")
     return 0

@@ -22,6 +22,7 @@ from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.messages import digest
+from threadlog.nodes.context import ContextPolicy, plan_context
 
 if TYPE_CHECKING:
     from threadlog.inspect.thread import Thread
@@ -65,12 +66,10 @@ class ContextSeen(Table):
         thread: Thread,
         call: str | int = -1,
         *,
-        policy: Any = None,
+        policy: ContextPolicy | None = None,
         system_prompt: str | None = None,
         checkpoint: str | None = None,
     ) -> None:
-        from threadlog.nodes.context import plan_context
-
         self.thread = thread
         self.call = _find_call(thread, call, checkpoint)
         self.at = self._made_at(thread, checkpoint)

@@ -44,7 +44,7 @@ class ForkTree(Table):
         Column("steps", "steps", 9),
         Column("n", "ckpts", 5, ">"),
         Column("head", "head", 8),
-        Column("last", "last message at head"),
+        Column("last", "[how it starts] last message at head"),
     )
 
     def __init__(self, thread: Thread) -> None:

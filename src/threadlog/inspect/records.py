@@ -84,18 +84,26 @@ def short(checkpoint_id: str | None) -> str:
 
 
 def load_records(
-    graph: Graph, saver: BaseCheckpointSaver[Any], config: RunnableConfig, *, real_graph: bool
+    graph: Graph,
+    saver: BaseCheckpointSaver[Any],
+    config: RunnableConfig,
+    *,
+    real_graph: bool,
+    last: int | None = None,
 ) -> list[CheckpointRecord]:
-    """All checkpoints of `config`'s thread, oldest first (see module docstring)."""
+    """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
     base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ""}}
-    tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base)}
+    if last is not None and last < 1:
+        raise ValueError(f"last must be a positive number of checkpoints, got {last!r}")
+    tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base, limit=last)}
     if not tuples:
         raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
     snapshots = {
-        s.config["configurable"]["checkpoint_id"]: s for s in graph.get_state_history(base)
+        s.config["configurable"]["checkpoint_id"]: s
+        for s in graph.get_state_history(base, limit=last)
     }
     records: list[CheckpointRecord] = []
     for cid, tup in tuples.items():
@@ -119,11 +127,7 @@ def load_records(
                 next=tuple(snap.next) if real_graph else (),
                 pending_channels=tuple(sorted({w[1] for w in tup.pending_writes or ()})),
                 errors=_errors(tup, task_names),
-                interrupts=tuple(
-                    str(getattr(v, "value", v))
-                    for _, ch, v in tup.pending_writes or ()
-                    if ch == _INTERRUPT
-                ),
+                interrupts=_interrupts(tup),
             )
         )
     by_id = {r.checkpoint_id: r for r in records}
@@ -132,6 +136,8 @@ def load_records(
             by_id[r.parent_id].children.append(r.checkpoint_id)
     for r in records:
         r.writers = _writers(r, tuples, by_id)
+    for r in records:
+        r.errors = _name_errors(r, tuples, by_id)
     # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
     records.sort(key=lambda r: r.checkpoint_id)
     for r in records:
@@ -146,13 +152,49 @@ def _parent_id(tup: CheckpointTuple) -> str | None:
     return str(pid) if pid else None
 
 
+def _interrupts(tup: CheckpointTuple) -> tuple[str, ...]:
+    # An `__interrupt__` write holds a list of `Interrupt`s (one per interrupt() call).
+    out: list[str] = []
+    for _, channel, value in tup.pending_writes or ():
+        if channel == _INTERRUPT:
+            items = value if isinstance(value, (list, tuple)) else [value]
+            out.extend(str(getattr(v, "value", v)) for v in items)
+    return tuple(out)
+
+
 def _errors(tup: CheckpointTuple, names: Mapping[str, str]) -> tuple[TaskError, ...]:
     out = []
     for task_id, channel, value in tup.pending_writes or ():
         if channel == _ERROR:
             name = names.get(task_id) or f"task {task_id[:8]}"
-            out.append(TaskError(name, f"{type(value).__name__}: {value}"))
+            # Savers store the error as its repr (a str) or as the exception itself.
+            text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
+            out.append(TaskError(name, text))
     return tuple(out)
+
+
+def _name_errors(
+    rec: CheckpointRecord,
+    tuples: Mapping[str, CheckpointTuple],
+    by_id: Mapping[str, CheckpointRecord],
+) -> tuple[TaskError, ...]:
+    # Without the graph a failed task is known by id only. The tasks that ran from this
+    # checkpoint are those the resumed step names, or those its parent step sent; when
+    # that is a single node, it is the failed task's node.
+    if not any(e.task.startswith("task ") for e in rec.errors):
+        return rec.errors
+    names: set[str] = set()
+    for child in rec.children:
+        names.update(by_id[child].writers)
+    if not names and rec.parent_id in tuples:
+        ptup = tuples[rec.parent_id or ""]
+        names = {
+            v.node for _, ch, v in ptup.pending_writes or () if ch == _TASKS and isinstance(v, Send)
+        }
+    if len(names) != 1:
+        return rec.errors
+    (name,) = names
+    return tuple(TaskError(name, e.error) if e.task.startswith("task ") else e for e in rec.errors)
 
 
 def _writers(
@@ -160,6 +202,8 @@ def _writers(
     tuples: Mapping[str, CheckpointTuple],
     by_id: Mapping[str, CheckpointRecord],
 ) -> tuple[str, ...]:
+    if rec.parent_id is not None and rec.parent_id not in tuples:
+        return ()  # the parent was not loaded (`last=N`): nothing to compare with
     tup = tuples[rec.checkpoint_id]
     seen: Mapping[str, Any] = tup.checkpoint.get("versions_seen") or {}
     parent_seen: Mapping[str, Any] = {}

@@ -12,7 +12,7 @@ from html import escape
 
 from threadlog.inspect.table import Cell, Table
 
-__all__ = ["render_html"]
+__all__ = ["render_html", "render_page"]
 
 _STYLE = """<style>
 .threadlog-inspect{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
@@ -77,3 +77,14 @@ def render_html(table: Table) -> str:
         parts.append(f'<div class="tl-notes">{escape(n)}</div>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def render_page(tables: list[Table], title: str = "threadlog inspect") -> str:
+    """A standalone HTML document holding `tables`, one after another (for a file)."""
+    body = "<br>".join(render_html(t) for t in tables)
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        # A page is read on its own, not inside a notebook: a larger type size.
+        "<style>body .threadlog-inspect{font-size:15px}</style>"
+        f'</head><body style="background:#fff;margin:16px">{body}</body></html>'
+    )

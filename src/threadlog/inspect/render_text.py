@@ -4,7 +4,8 @@ Contract: every output line is at most `width` terminal columns wide (default 10
 East Asian wide characters (Chinese text) as two columns, as terminals draw them.
 Fixed-width columns keep their width; the one column of width 0 takes what is left. A cell
 is a list of lines; a line longer than its column is cut with "…", never wrapped into the
-next column.
+next column. A column marked `below` is not a column in text: its lines follow the row,
+indented, with nearly the whole width to themselves.
 """
 
 from __future__ import annotations
@@ -63,8 +64,12 @@ def _lines(cell: Cell) -> list[str]:
     return list(cell) if isinstance(cell, list) else [cell]
 
 
+INDENT = 6
+
+
 def render_text(table: Table, width: int = WIDTH) -> str:
-    cols = table.columns
+    cols = tuple(c for c in table.columns if not c.below)
+    below = [c for c in table.columns if c.below]
     widths = _widths(cols, width)
     out = [fit(line, width) for line in [table.title, *table.summary()] if line]
 
@@ -75,13 +80,17 @@ def render_text(table: Table, width: int = WIDTH) -> str:
         return " ".join(parts).rstrip()
 
     out.append(line([c.header for c in cols]))
-    out.append("─" * min(width, sum(widths) + len(widths) - 1))
+    for c in below:
+        out.append(" " * INDENT + c.header)
+    out.append("─" * width)
     rows = table.display_rows()
     for row in rows:
         cells = [_lines(row.get(c.key, "")) for c in cols]
         height = max(len(c) for c in cells) or 1
         for i in range(height):
             out.append(line([c[i] if i < len(c) else "" for c in cells]))
+        for c in below:
+            out.extend(" " * INDENT + fit(x, width - INDENT) for x in _lines(row.get(c.key, "")))
     if not rows:
         out.append("(nothing to show)")
     for note in table.notes():  # notes are prose: wrapped, not cut

@@ -69,11 +69,22 @@ def message_row(m: BaseMessage, width: int = 60) -> dict[str, Any]:
     }
 
 
-def message_line(m: BaseMessage, width: int = 60) -> str:
-    """`role id: content` — the role first, so renderers can colour the line."""
+def message_line(m: BaseMessage, width: int = 120) -> str:
+    """`role id: content` — the role first, so renderers can colour the line.
+
+    A request without text reads as its calls with their argument values
+    (`calls get_weather(Beijing), get_weather(Shanghai)`): which city was asked matters
+    more in a timeline than the call ids, which the pairs view lists.
+    """
     role = role_of(m)
     status = " ⚠error" if isinstance(m, ToolMessage) and m.status == "error" else ""
-    return f"{role} {short_id(m.id)}{status}: {preview(m, width)}"
+    text = preview(m, width)
+    if isinstance(m, AIMessage) and m.tool_calls and not m.text.strip():
+        text = "calls " + ", ".join(
+            f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})"
+            for c in m.tool_calls
+        )
+    return f"{role} {short_id(m.id)}{status}: {text}"
 
 
 def describe_compaction(event: dict[str, Any]) -> str:
@@ -81,11 +92,12 @@ def describe_compaction(event: dict[str, Any]) -> str:
     kind = event.get("kind") or event.get("type") or "compaction"
     parts = [f"✂ {kind}"]
     for key in ("cut_to", "summary_id", "hidden", "tokens_before", "tokens_after", "reason"):
-        if key in event:
-            value = event[key]
-            if isinstance(value, (list, tuple)):
-                value = f"{len(value)} messages"
-            parts.append(f"{key}={value}")
+        value = event.get(key)
+        if value is None or value == [] or value == ():
+            continue
+        if isinstance(value, (list, tuple)):
+            value = f"{len(value)} messages"
+        parts.append(f"{key}={value}")
     return " ".join(str(p) for p in parts)
 
 

@@ -26,6 +26,7 @@ class Column:
     header: str
     width: int = 0  # 0: take the width the other columns leave
     align: str = "<"  # "<" left, ">" right
+    below: bool = False  # in text: printed on its own indented lines under the row
 
 
 class Table:

@@ -8,8 +8,8 @@ Contract: `thread(source, thread_or_config)` reads a whole thread into memory an
 * a checkpointer (`BaseCheckpointSaver`), or a checkpointer URL (`sqlite:///path`,
   `postgresql://…`, `memory://`), and a thread id — the state is rebuilt by a stand-in graph
   compiled from threadlog's state schema (`threadlog.AgentState` when available, else
-  `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened and closed
-  here; nothing is written.
+  `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened through
+  `threadlog.checkpointer` and closed here; reading stores no checkpoint or write.
 
 Either way each checkpoint is read through LangGraph's loader, so a `DeltaChannel` log is
 replayed through `MessageLogChannel`; no blob is decoded by hand. The views — `timeline()`,
@@ -18,21 +18,24 @@ replayed through `MessageLogChannel`; no blob is decoded by hand. The views — 
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
 from langgraph.pregel import Pregel
 
+from threadlog.inspect.context_seen import ContextSeen
+from threadlog.inspect.diff import CheckpointDiff
+from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, Graph, load_records
+from threadlog.inspect.source import open_saver, quiet_stand_in, stand_in
 from threadlog.inspect.storage import stored_bytes
+from threadlog.inspect.timeline import Timeline
+from threadlog.nodes.context import ContextPolicy
 from threadlog.nodes.model import ModelNode
 
-__all__ = ["Thread", "open_saver", "thread"]
+__all__ = ["Thread", "thread"]
 
 
 class Thread:
@@ -47,6 +50,9 @@ class Thread:
         graph: Graph | None = None,
     ) -> None:
         self.thread_id = thread_id
+        # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
+        loaded = {r.checkpoint_id for r in records}
+        self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)
         self.graph = graph
         self.records = records
         self.bytes_known = bytes_known
@@ -94,7 +100,7 @@ class Thread:
             rec = self.parent(rec)
         return out[::-1]
 
-    def model_settings(self) -> tuple[Any, str | None]:
+    def model_settings(self) -> tuple[ContextPolicy | None, str | None]:
         """(context policy, system prompt) of the graph's model node, when it has one."""
         if self.graph is None:
             return None, None
@@ -106,43 +112,33 @@ class Thread:
 
     # -- views ---------------------------------------------------------------
 
-    def timeline(self, branch: str | None = None) -> Any:
+    def timeline(self, branch: str | None = None) -> Timeline:
         """One row per checkpoint (all branches; `branch=` limits to root → that one)."""
-        from threadlog.inspect.timeline import Timeline
-
         return Timeline(self, self.path(branch) if branch else self.records)
 
-    def pairs(self, checkpoint: str | None = None) -> Any:
+    def pairs(self, checkpoint: str | None = None) -> ToolPairs:
         """Each tool call in the log at `checkpoint` (default head) with its result."""
-        from threadlog.inspect.pairs import ToolPairs
-
         return ToolPairs(self, checkpoint)
 
     def context(
         self,
         call: str | int = -1,
         *,
-        policy: Any = None,
+        policy: ContextPolicy | None = None,
         system_prompt: str | None = None,
         checkpoint: str | None = None,
-    ) -> Any:
+    ) -> ContextSeen:
         """What the model saw for one call (an AIMessage id or index among model calls)."""
-        from threadlog.inspect.context_seen import ContextSeen
-
         return ContextSeen(
             self, call, policy=policy, system_prompt=system_prompt, checkpoint=checkpoint
         )
 
-    def diff(self, a: str, b: str | None = None) -> Any:
+    def diff(self, a: str, b: str | None = None) -> CheckpointDiff:
         """What changed from checkpoint `a` to `b` (default: the head)."""
-        from threadlog.inspect.diff import CheckpointDiff
-
         return CheckpointDiff(self.get(a), self.get(b))
 
-    def forks(self) -> Any:
+    def forks(self) -> ForkTree:
         """The thread's checkpoints as a tree of branches (update_state / time travel)."""
-        from threadlog.inspect.forks import ForkTree
-
         return ForkTree(self)
 
 
@@ -151,8 +147,14 @@ def thread(
     thread: str | RunnableConfig,
     *,
     schema: type[Any] | None = None,
+    last: int | None = None,
 ) -> Thread:
-    """Load one thread for inspection (see the module docstring for `source`)."""
+    """Load one thread for inspection (see the module docstring for `source`).
+
+    `last=N` loads only the newest N checkpoints: LangGraph rebuilds each checkpoint of a
+    delta channel from its nearest snapshot, so reading a whole long thread costs time
+    that grows faster than the thread does.
+    """
     config: RunnableConfig = (
         {"configurable": {"thread_id": thread}} if isinstance(thread, str) else thread
     )
@@ -169,12 +171,14 @@ def thread(
                 "this graph was compiled without a checkpointer, so it has no checkpoints "
                 "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
             )
-        return _load(source, saver, config, str(thread_id), real_graph=True)
+        return _load(source, saver, config, str(thread_id), real_graph=True, last=last)
     if isinstance(source, BaseCheckpointSaver):
-        return _load(_stand_in(source, schema), source, config, str(thread_id), real_graph=False)
+        graph = stand_in(source, schema)
+        return _load(graph, source, config, str(thread_id), real_graph=False, last=last)
     if isinstance(source, str):
         with open_saver(source) as saver:
-            return _load(_stand_in(saver, schema), saver, config, str(thread_id), real_graph=False)
+            graph = stand_in(saver, schema)
+            return _load(graph, saver, config, str(thread_id), real_graph=False, last=last)
     raise TypeError(
         f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
         "or a checkpointer URL such as 'sqlite:///threads.db'"
@@ -188,9 +192,10 @@ def _load(
     thread_id: str,
     *,
     real_graph: bool,
+    last: int | None,
 ) -> Thread:
-    with _quiet_stand_in(not real_graph):
-        records = load_records(graph, saver, config, real_graph=real_graph)
+    with quiet_stand_in(not real_graph):
+        records = load_records(graph, saver, config, real_graph=real_graph, last=last)
     sizes = stored_bytes(saver, thread_id)
     if sizes is not None:
         for r in records:
@@ -198,72 +203,3 @@ def _load(
     return Thread(
         thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None
     )
-
-
-class _UnknownNodeFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Ignoring unknown node name")
-
-
-@contextlib.contextmanager
-def _quiet_stand_in(active: bool) -> Iterator[None]:
-    # The stand-in graph lacks the real nodes, so LangGraph warns about Sends addressed
-    # to them while reading; the reader runs no task, so the warning is noise here.
-    if not active:
-        yield
-        return
-    log, flt = logging.getLogger("langgraph"), _UnknownNodeFilter()
-    log.addFilter(flt)
-    try:
-        yield
-    finally:
-        log.removeFilter(flt)
-
-
-def _default_schema() -> type[Any]:
-    import threadlog
-
-    schema: type[Any] = getattr(threadlog, "AgentState", None) or threadlog.MessagesState
-    return schema
-
-
-def _stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph:
-    # A graph whose only job is to own the right channels: LangGraph's loader then
-    # rebuilds each checkpoint exactly as the original graph would read it.
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(schema or _default_schema())
-    builder.add_node("threadlog_inspect", lambda state: None)
-    builder.add_edge(START, "threadlog_inspect")
-    return builder.compile(checkpointer=saver)
-
-
-@contextlib.contextmanager
-def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A checkpointer for `url`, through `threadlog.checkpointer` when it is available."""
-    import threadlog
-
-    opener = getattr(threadlog, "checkpointer", None)
-    if opener is not None:
-        with opener(url) as saver:
-            yield saver
-        return
-    with _fallback_saver(url) as saver:
-        yield saver
-
-
-@contextlib.contextmanager
-def _fallback_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    # Only until threadlog.checkpointer lands: the same URL forms, read-only use.
-    if url.startswith("sqlite:///"):
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        with SqliteSaver.from_conn_string(url[len("sqlite:///") :]) as saver:
-            yield saver
-    elif url.startswith(("postgresql://", "postgres://")):
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(url) as pg:
-            yield pg
-    else:
-        raise ValueError(
-            f"unsupported checkpointer URL {url!r}: use sqlite:///path or postgresql://..."
-        )

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import BaseMessage
+
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import (
     appended,
@@ -50,7 +52,7 @@ class Timeline(Table):
         Column("open", "open", 4, ">"),
         Column("tokens", "tokens", 6, ">"),
         Column("bytes", "bytes", 7, ">"),
-        Column("events", "messages appended · events"),
+        Column("events", "messages appended · events", below=True),
     )
 
     def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
@@ -59,10 +61,12 @@ class Timeline(Table):
         self._rows = [self._row(r) for r in records]
         heads = sum(1 for r in thread.records if not r.children)
         self.title = f"thread {thread.thread_id} · timeline"
+        last = records[-1]
         self._summary = (
-            f"{len(records)} checkpoints · {len(thread.head.messages)} messages at head "
-            f"{short(thread.head.checkpoint_id)} · {heads} branch head(s) · "
+            f"{len(records)} checkpoints · {len(last.messages)} messages at "
+            f"{short(last.checkpoint_id)} · {heads} branch head(s) · "
             f"{human_bytes(self.total_bytes) if thread.bytes_known else '? B'} stored"
+            + (" · only the newest checkpoints were loaded" if thread.partial else "")
         )
 
     @property
@@ -71,13 +75,23 @@ class Timeline(Table):
             return None
         return sum(r.stored_bytes or 0 for r in self.records)
 
+    def _unloaded_parent(self, rec: CheckpointRecord) -> bool:
+        return rec.parent_id is not None and self.thread.parent(rec) is None
+
+    def _appended(self, rec: CheckpointRecord) -> list[BaseMessage]:
+        # A parent that was not loaded (`last=N`) leaves what this step added unknown.
+        return [] if self._unloaded_parent(rec) else appended(rec, self.thread.parent(rec))
+
     def _row(self, rec: CheckpointRecord) -> dict[str, Any]:
         parent = self.thread.parent(rec)
-        new = appended(rec, parent)
-        cum = 0
+        new = self._appended(rec)
+        cum: int | None = 0
         node: CheckpointRecord | None = rec
         while node is not None:  # bytes along the path: what rebuilding this state reads
-            cum += node.stored_bytes or 0
+            cum = (cum or 0) + (node.stored_bytes or 0)
+            if self._unloaded_parent(node):
+                cum = None  # the path runs into checkpoints that were not loaded
+                break
             node = self.thread.parent(node)
         return {
             "step": rec.step,
@@ -89,13 +103,14 @@ class Timeline(Table):
             "appended": [message_row(m) for m in new],
             "messages": len(rec.messages),
             "open_calls": open_calls(rec.messages),
-            "compactions": compactions_added(rec, parent),
+            "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
             "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
             "interrupts": list(rec.interrupts),
             "next": list(rec.next),
             **{f"cum_{k}": v for k, v in usage(rec.messages).items()},
             "stored_bytes": rec.stored_bytes,
             "path_bytes": cum if self.thread.bytes_known else None,
+            "parent_loaded": not self._unloaded_parent(rec),
         }
 
     def rows(self) -> list[dict[str, Any]]:
@@ -107,8 +122,9 @@ class Timeline(Table):
     def display_rows(self) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for rec, row in zip(self.records, self._rows, strict=True):
-            parent = self.thread.parent(rec)
-            events: list[str] = [message_line(m) for m in appended(rec, parent)]
+            events: list[str] = [message_line(m) for m in self._appended(rec)]
+            if not row["parent_loaded"]:
+                events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]

@@ -44,7 +44,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_core.utils.utils import secret_from_env
-from pydantic import Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
 __all__ = ["CITIES", "OfflineChatModel", "find_cities"]
 
@@ -144,7 +144,7 @@ class OfflineChatModel(BaseChatModel):
     chunk_chars: int = 8
     """Size of the text pieces `stream` yields."""
 
-    model_config = {"populate_by_name": True}
+    model_config = ConfigDict(populate_by_name=True)
 
     @property
     def _llm_type(self) -> str:

@@ -9,7 +9,8 @@ Contract:
       {"id": "cmp-…", "kind": "trim" | "summary", "cut_to": <id of the last hidden
        message>, "hidden": [ids hidden inside the newest turn], "dropped": <messages newly
        hidden>, "summary": <text> | None, "summary_id": <id> | None,
-       "policy": {...}, "reason": "...", "tokens": <context tokens>, "ts": "<UTC ISO>"}
+       "policy": {...}, "reason": "...", "tokens": <context tokens after>,
+       "ts": "<UTC ISO>"}
 
   The context is then `build_context(log, events, policy)`: deterministic, so a notebook
   can show what the model saw at any checkpoint.
@@ -17,6 +18,9 @@ Contract:
   by `policy.summarizer` (any chat model). If the summary itself pushes the cut further,
   that part is folded too (up to three rounds), so no message is hidden unsummarized
   except units dropped inside the newest turn.
+* With a token budget, a new cut goes down to `policy.trim_to` of the budget (default
+  0.5 with a summarizer), so cuts and summarizer calls are rare, not one per turn.
+* The summarizer's tokens are kept out of LangGraph's `stream_mode="messages"`.
 * Event ids are derived from the event's content and position, so a replayed node
   writes the same id and the reducer drops it as a replay.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,12 +42,13 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.constants import TAG_NOSTREAM
 
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import role_of
 from threadlog.nodes.context import ContextPolicy, ContextView, plan_context
 
-__all__ = ["ContextNode", "acompact", "compact", "transcript"]
+__all__ = ["ContextNode", "acompact", "compact", "read_state", "transcript"]
 
 _ROUNDS = 3
 
@@ -84,7 +89,7 @@ def _event_id(compactions: Sequence[Mapping[str, Any]], payload: Mapping[str, An
 
 
 class _Step:
-    """One planning round: the view, and what it newly hides (for events/summaries)."""
+    """One planning round: the view, the cut to record, and what it newly hides."""
 
     def __init__(
         self,
@@ -97,20 +102,29 @@ class _Step:
             messages, compactions, policy, reserve_tokens=reserve_tokens
         )
         last = compactions[-1] if compactions else None
-        self.old_cut = last.get("cut_to") if last else None
-        self.old_hidden = tuple(last.get("hidden", ())) if last else ()
-        self.moved = self.view.cut_to != self.old_cut
-        self.changed = self.moved or self.view.hidden != self.old_hidden
+        old_cut = last.get("cut_to") if last else None
+        old_hidden = tuple(last.get("hidden", ())) if last else ()
+        self.moved = self.view.cut_to != old_cut
+        self.changed = self.moved or self.view.hidden != old_hidden
+        self.cut_to, self.cut_index = self.view.cut_to, self.view.cut_index
+        target = policy.effective_trim_to()
+        if self.moved and target is not None and policy.max_tokens is not None:
+            # Cut deeper than needed (down to trim_to of the budget), so the cut — and
+            # the summarizer call — moves rarely and the prompt prefix stays cacheable.
+            extra = int(policy.max_tokens * (1 - target))
+            deep = plan_context(
+                messages, compactions, policy, reserve_tokens=reserve_tokens + extra
+            )
+            if deep.cut_index > self.cut_index:
+                self.cut_to, self.cut_index = deep.cut_to, deep.cut_index
         self.dropped: list[BaseMessage] = []
         if self.moved:
-            if self.view.cut_to is None:
+            if self.cut_to is None:
                 raise InvalidMessageError(
                     "cannot record a compaction: the last hidden message has no id",
                     fix="give every message an id (a threadlog message log does)",
                 )
-            self.dropped = _newly_hidden(
-                messages, self.view.cut_index, self.old_cut, len(self.view.head)
-            )
+            self.dropped = _newly_hidden(messages, self.cut_index, old_cut, len(self.view.head))
 
 
 def _newly_hidden(
@@ -130,21 +144,12 @@ def _event(
     step: _Step,
     compactions: Sequence[Mapping[str, Any]],
     policy: ContextPolicy,
-    *,
     summary: str | None,
-    dropped: int,
 ) -> dict[str, Any]:
-    view = step.view
-    kind = "summary" if summary is not None else "trim"
-    reasons = []
-    if policy.max_turns is not None:
-        reasons.append(f"max_turns={policy.max_turns}")
-    if policy.max_tokens is not None:
-        reasons.append(f"max_tokens={policy.max_tokens}")
     payload: dict[str, Any] = {
-        "kind": kind,
-        "cut_to": view.cut_to,
-        "hidden": list(view.hidden),
+        "kind": "summary" if summary is not None else "trim",
+        "cut_to": step.cut_to,
+        "hidden": list(step.view.hidden),
         "summary": summary,
     }
     eid = _event_id(compactions, payload)
@@ -152,19 +157,74 @@ def _event(
         "id": eid,
         **payload,
         "summary_id": f"{eid}-summary" if summary is not None else None,
-        "dropped": dropped,
+        "dropped": len(step.dropped),
         "policy": policy.describe(),
-        "reason": f"{' and '.join(reasons) or 'policy'}: kept {view.turns} turn(s), "
-        f"{view.tokens} tokens; {dropped} more message(s) hidden"
-        + (f", {len(view.hidden)} inside the newest turn" if view.hidden else ""),
-        "tokens": view.tokens,
         "ts": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+def _explain(event: dict[str, Any], view: ContextView, policy: ContextPolicy) -> None:
+    """Fill `tokens` and `reason` from the context the event produced."""
+    limits = [
+        f"{k}={v}" for k, v in (("max_turns", policy.max_turns),
+                                ("max_tokens", policy.max_tokens)) if v is not None
+    ]
+    event["tokens"] = view.tokens
+    event["reason"] = (
+        f"{' and '.join(limits) or 'policy'}: {event['dropped']} more message(s) hidden"
+        + (f", {len(view.hidden)} inside the newest turn" if view.hidden else "")
+        + f"; the context keeps {view.turns} turn(s), {view.tokens} tokens"
+    )
+
+
+def _quiet(config: RunnableConfig | None) -> RunnableConfig:
+    # The summarizer's tokens are bookkeeping, not the answer: keep them out of
+    # LangGraph's stream_mode="messages" (TAG_NOSTREAM), and name the run in traces.
+    tags = [*((config or {}).get("tags") or []), TAG_NOSTREAM, "threadlog:summary"]
+    return {**(config or {}), "tags": tags, "run_name": "threadlog_summary"}
 
 
 def _previous_summary(compactions: Sequence[Mapping[str, Any]]) -> str | None:
     ev = next((e for e in reversed(compactions) if e.get("kind") == "summary"), None)
     return None if ev is None else str(ev["summary"])
+
+
+_Result = tuple[ContextView, list[dict[str, Any]]]
+
+
+def _rounds(
+    messages: Sequence[BaseMessage],
+    compactions: Sequence[Mapping[str, Any]],
+    policy: ContextPolicy,
+    reserve_tokens: int,
+) -> Generator[list[BaseMessage], str, _Result]:
+    """The compaction logic; yields each summarizer request and receives its text
+    (so `compact` and `acompact` share it and differ only in how they call the model)."""
+    events: list[dict[str, Any]] = []
+    all_events = list(compactions)
+    view: ContextView | None = None
+    for _ in range(_ROUNDS):
+        step = _Step(messages, all_events, policy, reserve_tokens)
+        view = step.view
+        if not step.changed:
+            break
+        summary = None
+        if policy.summarizer is not None:
+            previous = _previous_summary(all_events)
+            summary = (
+                (yield _summary_request(policy, previous, step.dropped))
+                if step.moved
+                else previous
+            )
+        event = _event(step, all_events, policy, summary)
+        events.append(event)
+        all_events.append(event)
+        view = plan_context(messages, all_events, policy, reserve_tokens=reserve_tokens)
+        _explain(event, view, policy)
+        if summary is None:
+            break
+    assert view is not None
+    return view, events
 
 
 def compact(
@@ -174,27 +234,18 @@ def compact(
     *,
     reserve_tokens: int = 0,
     config: RunnableConfig | None = None,
-) -> tuple[ContextView, list[dict[str, Any]]]:
+) -> _Result:
     """The context for this log and the new events to record (empty when nothing new
     is hidden). Calls `policy.summarizer` when it is set and the cut moved."""
-    events: list[dict[str, Any]] = []
-    all_events = list(compactions)
-    for _ in range(_ROUNDS):
-        step = _Step(messages, all_events, policy, reserve_tokens)
-        if not step.changed:
-            break
-        summary = None
-        if policy.summarizer is not None and step.moved:
-            request = _summary_request(policy, _previous_summary(all_events), step.dropped)
-            summary = _text_of(policy.summarizer.invoke(request, config))
-        elif policy.summarizer is not None:
-            summary = _previous_summary(all_events)
-        event = _event(step, all_events, policy, summary=summary, dropped=len(step.dropped))
-        events.append(event)
-        all_events.append(event)
-        if summary is None:
-            break
-    return plan_context(messages, all_events, policy, reserve_tokens=reserve_tokens), events
+    rounds = _rounds(messages, compactions, policy, reserve_tokens)
+    try:
+        request = next(rounds)
+        while True:
+            reply = policy.summarizer.invoke(request, _quiet(config))
+            request = rounds.send(_text_of(reply))
+    except StopIteration as done:
+        result: _Result = done.value
+        return result
 
 
 async def acompact(
@@ -204,41 +255,45 @@ async def acompact(
     *,
     reserve_tokens: int = 0,
     config: RunnableConfig | None = None,
-) -> tuple[ContextView, list[dict[str, Any]]]:
+) -> _Result:
     """`compact` with the summarizer awaited."""
-    events: list[dict[str, Any]] = []
-    all_events = list(compactions)
-    for _ in range(_ROUNDS):
-        step = _Step(messages, all_events, policy, reserve_tokens)
-        if not step.changed:
-            break
-        summary = None
-        if policy.summarizer is not None and step.moved:
-            request = _summary_request(policy, _previous_summary(all_events), step.dropped)
-            summary = _text_of(await policy.summarizer.ainvoke(request, config))
-        elif policy.summarizer is not None:
-            summary = _previous_summary(all_events)
-        event = _event(step, all_events, policy, summary=summary, dropped=len(step.dropped))
-        events.append(event)
-        all_events.append(event)
-        if summary is None:
-            break
-    return plan_context(messages, all_events, policy, reserve_tokens=reserve_tokens), events
+    rounds = _rounds(messages, compactions, policy, reserve_tokens)
+    try:
+        request = next(rounds)
+        while True:
+            reply = await policy.summarizer.ainvoke(request, _quiet(config))
+            request = rounds.send(_text_of(reply))
+    except StopIteration as done:
+        result: _Result = done.value
+        return result
+
+
+def read_state(state: Any, node: str) -> tuple[list[BaseMessage], list[dict[str, Any]] | None]:
+    """`messages` and `compactions` (None when the state has no such key) of a node's
+    input: a dict (TypedDict states) or an object with attributes (pydantic states)."""
+    if isinstance(state, Mapping):
+        if "messages" in state:
+            events = state["compactions"] if "compactions" in state else None
+            return list(state["messages"]), None if events is None else list(events)
+    elif hasattr(state, "messages"):
+        events = getattr(state, "compactions", None)
+        has = hasattr(state, "compactions")
+        return list(state.messages), (list(events or []) if has else None)
+    raise InvalidMessageError(
+        f"the {node} node needs a state with a 'messages' key, got {type(state).__name__}",
+        fix="use threadlog.AgentState (messages + compactions) as the graph state",
+    )
 
 
 def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
-    if not isinstance(state, Mapping) or "messages" not in state:
-        raise InvalidMessageError(
-            "the context node needs a state with a 'messages' key",
-            fix="use threadlog.AgentState (messages + compactions) as the graph state",
-        )
-    if "compactions" not in state:
+    messages, events = read_state(state, "context")
+    if events is None:
         raise InvalidMessageError(
             "the context node records events in the 'compactions' state key, which "
             "this graph's state does not have",
             fix="use threadlog.AgentState, or add `compactions: threadlog.Compactions`",
         )
-    return list(state["messages"]), list(state["compactions"] or [])
+    return messages, events
 
 
 class ContextNode(RunnableCallable):

@@ -21,9 +21,11 @@ Contract:
   never cut.
 * Everything up to the latest event's `cut_to` message stays hidden (a cut only moves
   forward), whatever the policy would now allow.
-* Cost is proportional to what is kept (plus one turn), not to the log: the walk goes
-  backwards from the newest message and stops at the budget; per-message token counts
-  are cached by message id on the policy.
+* Cost is proportional to the kept *turns*, not to the log: the walk goes backwards from
+  the newest message and stops at the budget; the policy caches per-message token counts
+  (by id), each closed turn's total (checked by position before use, since a late result
+  can be inserted into an old turn) and where event cuts lie. A warm policy gives exactly
+  the context a fresh one does.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ __all__ = [
     "summary_message",
 ]
 
+_MAX_CACHED = 500_000  # per policy: ids of messages whose token count is remembered
+
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 
@@ -68,6 +72,10 @@ class ContextPolicy:
     max_tokens: token budget for the whole context (pinned system text included).
     token_counter: `f(messages) -> int`; default `count_tokens_approximately` (offline).
     summarizer: a chat model; when set, what a cut hides is folded into a summary.
+    trim_to: when the token budget forces a new cut, cut down to this fraction of
+        `max_tokens` (0 < trim_to <= 1), so cuts — and summarizer calls — happen rarely
+        and the prompt prefix stays stable for provider caching. Default: 0.5 with a
+        summarizer (one summary per half budget, not one per turn), else 1 (just enough).
     summary_prompt: the system text given to the summarizer.
     """
 
@@ -75,17 +83,29 @@ class ContextPolicy:
     max_tokens: int | None = None
     token_counter: TokenCounter | None = None
     summarizer: Any = None
+    trim_to: float | None = None
     summary_prompt: str = (
         "Summarize the earlier part of this conversation for the assistant's memory: "
         "keep facts, names, numbers, decisions and open questions; be brief."
     )
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    # Caches that make a turn cost O(kept turns), not O(kept messages); see plan_context.
+    _turns: dict[str, tuple[str, int, int]] = field(default_factory=dict, repr=False)
+    _where: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"ContextPolicy.{name} must be a positive int, got {value!r}")
+        if self.trim_to is not None and not 0 < self.trim_to <= 1:
+            raise ValueError(f"ContextPolicy.trim_to must be in (0, 1], got {self.trim_to!r}")
+
+    def effective_trim_to(self) -> float | None:
+        """`trim_to`, with its default filled in (None: cut just enough)."""
+        if self.trim_to is not None:
+            return self.trim_to if self.trim_to < 1 else None
+        return 0.5 if self.summarizer is not None else None
 
     def count(self, message: BaseMessage) -> int:
         """Tokens of one message, cached by id (ids in a log never change content)."""
@@ -96,6 +116,10 @@ class ContextPolicy:
                 return n
         n = (self.token_counter or count_tokens_approximately)([message])
         if mid is not None:
+            if len(self._counts) >= _MAX_CACHED:  # a long-lived server: stay bounded
+                self._counts.clear()
+                self._turns.clear()
+                self._where.clear()
             self._counts[mid] = n
         return n
 
@@ -109,6 +133,7 @@ class ContextPolicy:
             "token_counter": getattr(counter, "__name__", repr(counter))
             if counter
             else "count_tokens_approximately",
+            "trim_to": self.effective_trim_to(),
             "summarizer": None
             if model is None
             else str(
@@ -160,6 +185,29 @@ def _latest(compactions: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:
     return last, summary
 
 
+def _locate(
+    messages: Sequence[BaseMessage],
+    stop_id: str,
+    head: int,
+    policy: ContextPolicy,
+    event: Mapping[str, Any],
+) -> int:
+    """Index of the event's `cut_to` message: remembered, else searched once."""
+    k = policy._where.get(stop_id)
+    if k is not None and k < len(messages) and messages[k].id == stop_id:
+        return k
+    for k in range(len(messages) - 1, head - 1, -1):
+        if messages[k].id == stop_id:
+            policy._where[stop_id] = k
+            return k
+    raise InvalidMessageError(
+        f"compaction event {event.get('id')!r} cuts up to message {stop_id!r}, "
+        "which is not in the log",
+        message_id=stop_id,
+        fix="compaction events must name a message of this thread's log",
+    )
+
+
 def plan_context(
     messages: Sequence[BaseMessage],
     compactions: Sequence[Mapping[str, Any]] = (),
@@ -184,37 +232,42 @@ def plan_context(
     )
     max_turns = policy.max_turns or math.inf
 
+    lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
     walk = _Walk(messages, policy, budget, max_turns)
+    turns = policy._turns
     j = n - 1
-    reached_cut = stop_id is None
-    while j >= h and not walk.done:
-        m = messages[j]
-        if stop_id is not None and m.id == stop_id:
-            reached_cut = True
-            break
-        walk.step(j, m)
+    while j >= lo and not walk.done:
+        if walk.turns and walk.turn_end == j + 1:
+            # At a turn boundary: a closed turn seen before is decided from its cached
+            # total without walking it (checked by position, since a late result can
+            # be inserted into an old turn and shift everything after it).
+            key = messages[j + 1].id
+            hit = turns.get(key) if key is not None else None
+            if hit is not None:
+                prev_id, length, tokens = hit
+                start = j + 1 - length
+                if start >= lo and messages[start].id == prev_id:
+                    walk.decide(start, tokens)
+                    j = start - 1
+                    continue
+        walk.step(j, messages[j])
         j -= 1
     if not walk.done:
-        if not reached_cut:
-            raise InvalidMessageError(
-                f"compaction event {last.get('id')!r} cuts up to message {stop_id!r}, "
-                "which is not in the log",
-                message_id=stop_id,
-                fix="compaction events must name a message of this thread's log",
-            )
         walk.flush_turn()  # the oldest turn: no user message before the limit
     keep_from = walk.kept_start
     prev = keep_from - 1
-    if prev >= h and messages[prev].id != stop_id and (walk.done or prev > j):
+    if prev >= lo:
         cut_index, cut_id = prev, messages[prev].id  # the policy moved the cut
-    elif prev >= h and messages[prev].id == stop_id:
-        cut_index, cut_id = prev, stop_id
+        if cut_id is not None:
+            policy._where[cut_id] = prev
     elif stop_id is not None:
-        cut_index, cut_id = (j if reached_cut else -1), stop_id
+        cut_index, cut_id = lo - 1, stop_id
     else:
         cut_index, cut_id = -1, None
     hidden = walk.hidden_at
-    body = [m for k, m in enumerate(messages[keep_from:], keep_from) if k not in hidden]
+    body = list(messages[keep_from:])
+    if hidden:
+        body = [m for k, m in enumerate(body, keep_from) if k not in hidden]
     return ContextView(
         head=head,
         summary=summary,
@@ -250,6 +303,7 @@ class _Walk:
         self.turns = 0
         self.hidden_at: set[int] = set()
         self.done = False
+        self.turn_end = len(messages)  # start of the newer turn last decided
 
     def step(self, j: int, m: BaseMessage) -> None:
         if isinstance(m, ToolMessage):
@@ -276,14 +330,25 @@ class _Walk:
         if not units:
             return
         start = units[-1][0]
-        total = sum(u[2] for u in units)
         if self.turns == 0:
             self._keep_newest(units)
+            self.turn_end = start
             return
+        total = sum(u[2] for u in units)
+        msgs, end = self.messages, self.turn_end
+        if end < len(msgs) and isinstance(msgs[end], HumanMessage):
+            later, first = msgs[end].id, msgs[start].id
+            if later and first and isinstance(msgs[start], HumanMessage):
+                # A closed turn (user message to the next one) never changes: remember it.
+                self.policy._turns[later] = (first, end - start, total)
+        self.decide(start, total)
+
+    def decide(self, start: int, total: int) -> None:
+        """Keep the older turn starting at `start` whole, or end the context before it."""
         if self.turns < self.max_turns and self.used + total <= self.budget:
             self.used += total
             self.turns += 1
-            self.kept_start = start
+            self.kept_start = self.turn_end = self.unit_end = start
         else:
             self.done = True
 

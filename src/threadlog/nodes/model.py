@@ -22,7 +22,7 @@ Contract, in the order a call happens:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -38,7 +38,7 @@ from langgraph._internal._runnable import RunnableCallable
 
 from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.messages import calls_of
-from threadlog.nodes.compaction import acompact, compact
+from threadlog.nodes.compaction import acompact, compact, read_state
 from threadlog.nodes.context import ContextPolicy, ContextView
 from threadlog.profiles import Profile, get_profile, validate
 from threadlog.wire import profile_for, to_wire
@@ -59,12 +59,16 @@ def repair_open_calls(
     log places it — after its request and that request's earlier results — so the
     context sent equals what the log holds after the write.
     """
-    answered = {m.tool_call_id for m in context if isinstance(m, ToolMessage)}
+    answered: set[str] = set()
+    requests: list[AIMessage] = []
+    for m in context:  # one pass; most contexts have nothing open
+        if isinstance(m, ToolMessage):
+            answered.add(m.tool_call_id)
+        elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
+            requests.append(m)
     out = list(context)
     new: list[ToolMessage] = []
-    for msg in context:
-        if not isinstance(msg, AIMessage):
-            continue
+    for msg in requests:
         for index, call in enumerate(calls_of(msg)):
             cid = call["id"] or ""
             if cid in answered:
@@ -102,6 +106,18 @@ def _slot(messages: list[BaseMessage], ai: AIMessage, index: int) -> int:
     return len(messages)
 
 
+def _bind(model: Any, tools: list[Any]) -> Runnable[Any, Any]:
+    try:
+        bound: Runnable[Any, Any] = model.bind_tools(tools)
+    except (AttributeError, NotImplementedError) as exc:
+        raise TypeError(
+            f"{type(model).__name__} cannot bind tools ({exc}); pass a chat model with "
+            "tool calling (e.g. ChatOpenAI, threadlog.OfflineChatModel), or bind the "
+            "tools yourself and pass tools=()"
+        ) from exc
+    return bound
+
+
 class ModelNode(RunnableCallable):
     """A LangGraph node that calls a chat model on a pairing-safe context.
 
@@ -129,31 +145,36 @@ class ModelNode(RunnableCallable):
             raise ValueError(f"repair must be 'error-result' or 'refuse', got {repair!r}")
         self.model = model
         self.tools = list(tools)
-        self.bound: Runnable[Any, Any] = model.bind_tools(self.tools) if self.tools else model
+        self.bound: Runnable[Any, Any] = _bind(model, self.tools) if self.tools else model
         self.system_prompt = system_prompt
         self.policy = context or ContextPolicy()
         self.profile = get_profile(profile) if profile is not None else profile_for(model)
         self.repair: Repair = repair
+        self._wire_cache: dict[tuple[str, str], BaseMessage] = {}
+        # The id names the text: token counts and wire copies are cached by id, and a
+        # policy may be shared by nodes with different prompts.
         self._system = (
-            SystemMessage(content=system_prompt, id="tl-system-prompt") if system_prompt else None
+            SystemMessage(
+                content=system_prompt,
+                id="tl-system-"
+                + hashlib.blake2b(system_prompt.encode(), digest_size=8).hexdigest(),
+            )
+            if system_prompt
+            else None
         )
 
     # -- the steps ---------------------------------------------------------------
 
     def _inputs(self, state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]], bool]:
-        if not isinstance(state, Mapping) or "messages" not in state:
-            raise InvalidMessageError(
-                "the model node needs a state with a 'messages' key",
-                fix="use threadlog.AgentState or threadlog.MessagesState",
-            )
-        has_events = "compactions" in state
+        messages, events = read_state(state, "model")
+        has_events = events is not None
         if self.policy.summarizer is not None and not has_events:
             raise InvalidMessageError(
                 "ContextPolicy(summarizer=...) records its summaries in a 'compactions' "
                 "state key, which this graph's state does not have",
                 fix="use threadlog.AgentState, or add `compactions: threadlog.Compactions`",
             )
-        return list(state["messages"]), list(state.get("compactions") or []), has_events
+        return messages, events or [], has_events
 
     def _reserve(self) -> int:
         return self.policy.count(self._system) if self._system else 0
@@ -163,7 +184,10 @@ class ModelNode(RunnableCallable):
         if self._system is not None:
             context = [self._system, *context]
         validate(context, self.profile, allow_pending_calls=False)
-        return to_wire(context, self.profile), repairs
+        cache = self._wire_cache
+        if len(cache) > 2 * len(context) + 64:  # keep only what recent contexts use
+            cache = self._wire_cache = {}
+        return to_wire(context, self.profile, cache=cache), repairs
 
     @staticmethod
     def _update(

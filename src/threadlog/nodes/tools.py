@@ -13,13 +13,13 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   (`ainvoke`); sync tools under `ainvoke` run in this node's threads, async-only tools
   under `invoke` on a private event loop in a worker thread. At most `max_concurrency`
   calls run at once (default: all of them).
-* **Errors are results** (see `tools_results`): the tool raised, ran past `timeout`
-  seconds, is unknown, got arguments that fail its schema or malformed JSON, answered
-  another call, tried to write instructions, or returned an artifact the checkpointer
-  cannot store. With `handle_errors=False` the node raises instead: the tool's own
-  exception for "raised" and schema failures, `ToolCallError` for the rest. A timed-out
-  async tool is cancelled; a timed-out sync tool's thread cannot be stopped by Python
-  and finishes in the background, its result discarded.
+* **Errors are results** (see `tools_results`): the tool raised, ran past its
+  `timeout` (seconds for every tool, or a `{tool_name: seconds}` mapping), is unknown,
+  got arguments that fail its schema or are malformed JSON, answered another call, tried
+  to write instructions, or returned something the checkpointer cannot store. With
+  `handle_errors=False` the node raises instead: the tool's own exception for "raised"
+  and schema failures, `ToolCallError` for the rest. See `tools_running` for what a
+  timeout does to a sync or an async tool.
 * **Interrupts** (`interrupt()`, approvals) always propagate, after every started call
   has finished. In this one-node mode a resume re-runs the node, so tools that call
   `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
@@ -36,29 +36,23 @@ is LangGraph's own (`_inject_tool_args`), so tools written for its node keep wor
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import (
-    ContextThreadPoolExecutor,
-    get_config_list,
-    run_in_executor,
-)
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.runnables.config import ContextThreadPoolExecutor, get_config_list
+from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode as _LangGraphToolNode
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
-from threadlog.nodes.tools_approval import Decision, ask_approval
+from threadlog.nodes.tools_approval import ask_approval
 from threadlog.nodes.tools_dispatch import AnyCall, messages_of, open_calls
 from threadlog.nodes.tools_execution import Outcome, classify, refuse_or_raise
+from threadlog.nodes.tools_running import Job, run_async, run_sync
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -67,17 +61,6 @@ __all__ = ["ToolNode"]
 
 _RUNTIME_KEY = "__pregel_runtime"  # langgraph._internal._constants.CONFIG_KEY_RUNTIME
 InputType = Literal["list", "dict", "tool_calls"]
-
-
-@dataclass(slots=True)
-class _Job:
-    """A call that will run: its tool, the (possibly edited, injected) input, config."""
-
-    call: ToolCall
-    tool: BaseTool
-    tool_input: dict[str, Any]
-    config: RunnableConfig
-    decision: Decision | None
 
 
 class ToolNode(_LangGraphToolNode):
@@ -89,7 +72,7 @@ class ToolNode(_LangGraphToolNode):
         *,
         name: str = "tools",
         max_concurrency: int | None = None,
-        timeout: float | None = None,
+        timeout: float | Mapping[str, float] | None = None,
         handle_errors: bool = True,
         requires_approval: Sequence[str] = (),
         max_content_chars: int | None = None,
@@ -98,16 +81,21 @@ class ToolNode(_LangGraphToolNode):
     ) -> None:
         super().__init__(tools, name=name, tags=tags, messages_key=messages_key)
         _check_positive("max_concurrency", max_concurrency)
-        _check_positive("timeout", timeout)
+        for tool_name, seconds in _timeouts(timeout).items():
+            _check_positive(f"timeout[{tool_name!r}]" if tool_name else "timeout", seconds)
         _check_positive("max_content_chars", max_content_chars)
         if isinstance(requires_approval, str):
             requires_approval = (requires_approval,)
-        unknown = [n for n in requires_approval if n not in self.tools_by_name]
-        if unknown:
-            raise ValueError(
-                f"requires_approval names {unknown} that are not tools of this node; "
-                f"its tools are {sorted(self.tools_by_name)}"
-            )
+        for setting, names in (
+            ("requires_approval", list(requires_approval)),
+            ("timeout", [n for n in _timeouts(timeout) if n]),
+        ):
+            unknown = [n for n in names if n not in self.tools_by_name]
+            if unknown:
+                raise ValueError(
+                    f"{setting} names {unknown} that are not tools of this node; "
+                    f"its tools are {sorted(self.tools_by_name)}"
+                )
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.handle_errors = handle_errors
@@ -128,7 +116,7 @@ class ToolNode(_LangGraphToolNode):
         workers = self._workers(config, len(jobs))
         pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
         try:
-            futures = [pool.submit(self._call_sync, job) for job in jobs]
+            futures = [pool.submit(run_sync, job) for job in jobs]
             outcomes = [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False)  # a timed-out sync tool may still be running
@@ -141,7 +129,7 @@ class ToolNode(_LangGraphToolNode):
         gate = asyncio.Semaphore(max(workers, 1))
         pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
         try:
-            outcomes = await asyncio.gather(*(self._call_async(j, gate, pool) for j in jobs))
+            outcomes = await asyncio.gather(*(run_async(j, gate, pool) for j in jobs))
         finally:
             pool.shutdown(wait=False)
         return self._finish(slots, jobs, list(outcomes), input_type, config)
@@ -171,9 +159,9 @@ class ToolNode(_LangGraphToolNode):
 
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> tuple[list[ToolMessage | _Job], list[_Job]]:
+    ) -> tuple[list[ToolMessage | Job], list[Job]]:
         """Each call becomes a ready result (an error) or a job; approvals are asked here."""
-        slots: list[ToolMessage | _Job] = []
+        slots: list[ToolMessage | Job] = []
         configs = get_config_list(config, len(calls))
         for call, cfg in zip(calls, configs, strict=True):
             ready = self._refusal(call)
@@ -200,8 +188,9 @@ class ToolNode(_LangGraphToolNode):
                 server_info=runtime.server_info,
             )
             injected = self._inject_tool_args(valid, tool_runtime, tool)
-            slots.append(_Job(valid, tool, {**injected, "type": "tool_call"}, cfg, decision))
-        return slots, [s for s in slots if isinstance(s, _Job)]
+            tool_input = {**injected, "type": "tool_call"}
+            slots.append(Job(valid, tool, tool_input, cfg, decision, self._timeout_for(tool)))
+        return slots, [s for s in slots if isinstance(s, Job)]
 
     def _refusal(self, call: AnyCall) -> ToolMessage | None:
         """The error result for a call that cannot run at all, or None."""
@@ -213,67 +202,21 @@ class ToolNode(_LangGraphToolNode):
             return None
         return refuse_or_raise(outcome, self.handle_errors)
 
+    def _timeout_for(self, tool: BaseTool) -> float | None:
+        if isinstance(self.timeout, Mapping):
+            return self.timeout.get(tool.name)
+        return self.timeout
+
     def _workers(self, config: RunnableConfig, n: int) -> int:
         limit = self.max_concurrency or config.get("max_concurrency") or n
         return min(limit, n)
-
-    # -- running one call -------------------------------------------------------
-
-    def _call_sync(self, job: _Job) -> Outcome:
-        started = time.perf_counter()
-        outcome = self._call_sync_inner(job)
-        outcome.duration_ms = (time.perf_counter() - started) * 1000
-        return outcome
-
-    def _call_sync_inner(self, job: _Job) -> Outcome:
-        try:
-            if self.timeout is None:
-                return Outcome.returned(_invoke_sync(job))
-            inner = ContextThreadPoolExecutor(max_workers=1)
-            try:
-                return Outcome.returned(inner.submit(_invoke_sync, job).result(self.timeout))
-            except concurrent.futures.TimeoutError:
-                return Outcome.timed_out(job.call, self.timeout)
-            finally:
-                inner.shutdown(wait=False)
-        except Exception as e:
-            return Outcome.failed(e)
-
-    async def _call_async(
-        self, job: _Job, gate: asyncio.Semaphore, pool: ContextThreadPoolExecutor
-    ) -> Outcome:
-        async with gate:
-            started = time.perf_counter()
-            outcome = await self._call_async_inner(job, pool)
-            outcome.duration_ms = (time.perf_counter() - started) * 1000
-            return outcome
-
-    async def _call_async_inner(self, job: _Job, pool: ContextThreadPoolExecutor) -> Outcome:
-        try:
-            if _sync_only(job.tool):
-                run = run_in_executor(pool, job.tool.invoke, job.tool_input, job.config)
-            else:
-                run = job.tool.ainvoke(job.tool_input, job.config)
-            if self.timeout is None:
-                return Outcome.returned(await run)
-            scope = asyncio.timeout(self.timeout)
-            try:
-                async with scope:
-                    result = await run
-            except TimeoutError as e:
-                if scope.expired():  # ours, not a TimeoutError the tool raised
-                    return Outcome.timed_out(job.call, self.timeout)
-                return Outcome.failed(e)
-            return Outcome.returned(result)
-        except Exception as e:
-            return Outcome.failed(e)
 
     # -- output -----------------------------------------------------------------
 
     def _finish(
         self,
-        slots: list[ToolMessage | _Job],
-        jobs: list[_Job],
+        slots: list[ToolMessage | Job],
+        jobs: list[Job],
         outcomes: list[Outcome],
         input_type: InputType,
         config: RunnableConfig,
@@ -291,7 +234,6 @@ class ToolNode(_LangGraphToolNode):
                 classify(
                     by_job[id(slot)],
                     slot.call,
-                    tool=slot.tool,
                     injected=self._injected_args.get(slot.call["name"]),
                     decision=slot.decision,
                     messages_key=self._messages_key,
@@ -303,20 +245,6 @@ class ToolNode(_LangGraphToolNode):
         return self._combine_tool_outputs(outputs, input_type)
 
 
-def _invoke_sync(job: _Job) -> Any:
-    tool = job.tool
-    if isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None:
-        # An async-only tool under `invoke`: we are in a worker thread with no loop.
-        return asyncio.run(tool.ainvoke(job.tool_input, job.config))
-    return tool.invoke(job.tool_input, job.config)
-
-
-def _sync_only(tool: BaseTool) -> bool:
-    if isinstance(tool, StructuredTool):
-        return tool.coroutine is None
-    return type(tool)._arun is BaseTool._arun
-
-
 def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
     # Outside a graph there is no Runtime; upstream's node then fails with "Missing
     # required config key 'N/A'". Calling the node directly (tests, scripts) should work.
@@ -324,6 +252,11 @@ def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
     if _RUNTIME_KEY in conf:
         return config or {}
     return {**(config or {}), "configurable": {**conf, _RUNTIME_KEY: DEFAULT_RUNTIME}}
+
+
+def _timeouts(timeout: float | Mapping[str, float] | None) -> dict[str, float | None]:
+    # "" stands for the one timeout of all tools.
+    return dict(timeout) if isinstance(timeout, Mapping) else {"": timeout}
 
 
 def _check_positive(name: str, value: float | None) -> None:

@@ -21,7 +21,6 @@ from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import _filter_validation_errors, _InjectedArgs
 from langgraph.types import Command
@@ -135,7 +134,6 @@ def classify(
     outcome: Outcome,
     call: ToolCall,
     *,
-    tool: BaseTool,
     injected: _InjectedArgs | None,
     decision: Decision | None,
     messages_key: str,

@@ -32,6 +32,7 @@ from langchain_core.messages import (
 from langgraph.prebuilt.tool_node import msg_content_output
 from langgraph.types import Command
 
+from threadlog.errors import MessageLogError
 from threadlog.messages import role_of
 
 __all__ = [
@@ -154,7 +155,7 @@ def _cut_blocks(
 def normalize_response(
     response: Any, call: ToolCall, messages_key: str
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Check a tool's return value for `call`; raise `_Refused` when it must be refused."""
+    """Check a tool's return value for `call`; raise `Refused` when it must be refused."""
     if isinstance(response, ToolMessage):
         return _own_result(response, call)
     if isinstance(response, Command):
@@ -257,7 +258,14 @@ def _checked_command(
     own = 0
     fixed: list[BaseMessage] = []
     for m in messages:
-        role = role_of(m)
+        try:
+            role = role_of(m)
+        except MessageLogError as e:  # RemoveMessage and the like: the log would refuse it
+            raise Refused(
+                "bad_return",
+                f"Error: tool {call['name']!r} returned a Command the message log refuses "
+                f"({e.problem}). The update was discarded.",
+            ) from e
         if role in ("system", "developer"):
             raise Refused(
                 "instruction",

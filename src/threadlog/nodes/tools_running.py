@@ -52,9 +52,7 @@ def run_sync(job: Job) -> Outcome:
     return outcome
 
 
-async def run_async(
-    job: Job, gate: asyncio.Semaphore, pool: ContextThreadPoolExecutor
-) -> Outcome:
+async def run_async(job: Job, gate: asyncio.Semaphore, pool: ContextThreadPoolExecutor) -> Outcome:
     async with gate:
         started = time.perf_counter()
         outcome = await _run_async(job, pool)

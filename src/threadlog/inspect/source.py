@@ -1,0 +1,69 @@
+"""Where a thread is read from when there is no graph: a URL's saver and a stand-in graph.
+
+Contract: `open_saver(url)` opens the checkpointer for a URL with `threadlog.checkpointer`
+(without its run guard: reading writes nothing). `stand_in(saver, schema)` compiles a graph
+whose only job is to own threadlog's channels (`threadlog.AgentState` unless `schema` is
+given), so LangGraph's loader rebuilds each checkpoint exactly as the original graph would
+read it. `quiet_stand_in()` silences LangGraph's warning about `Send`s addressed to nodes the
+stand-in does not have — while reading, no task runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
+
+from threadlog.inspect.records import Graph
+
+__all__ = ["open_saver", "quiet_stand_in", "stand_in"]
+
+
+class _UnknownNodeFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Ignoring unknown node name")
+
+
+@contextlib.contextmanager
+def quiet_stand_in(active: bool) -> Iterator[None]:
+    # The stand-in graph lacks the real nodes, so LangGraph warns about Sends addressed
+    # to them while reading; the reader runs no task, so the warning is noise here.
+    if not active:
+        yield
+        return
+    log, flt = logging.getLogger("langgraph"), _UnknownNodeFilter()
+    log.addFilter(flt)
+    try:
+        yield
+    finally:
+        log.removeFilter(flt)
+
+
+def _default_schema() -> type[Any]:
+    import threadlog
+
+    schema: type[Any] = getattr(threadlog, "AgentState", None) or threadlog.MessagesState
+    return schema
+
+
+def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph:
+    # A graph whose only job is to own the right channels: LangGraph's loader then
+    # rebuilds each checkpoint exactly as the original graph would read it.
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(schema or _default_schema())
+    builder.add_node("threadlog_inspect", lambda state: None)
+    builder.add_edge(START, "threadlog_inspect")
+    return builder.compile(checkpointer=saver)
+
+
+@contextlib.contextmanager
+def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A checkpointer for `url` (`threadlog.checkpointer`), for reading."""
+    import threadlog
+
+    # guard=False: a reader writes nothing, so it needs no run guard (nor its lock files).
+    with threadlog.checkpointer(url, guard=False) as saver:
+        yield saver

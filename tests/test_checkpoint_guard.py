@@ -1,0 +1,163 @@
+"""The per-thread run guard (`threadlog.checkpoint_guard`), piece by piece."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+import threadlog
+
+
+def _slow_echo(saver: Any, delay: float = 0.2) -> Any:
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(delay)
+        return {"messages": [("assistant", f"seen {len(state['messages'])}")]}
+
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("model", model)
+    g.add_edge(START, "model")
+    g.add_edge("model", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_concurrent_error_survives_pickling() -> None:
+    err = threadlog.ConcurrentRunError("x moved", thread_id="t", checkpoint_id="a", head="b")
+    back = pickle.loads(pickle.dumps(err))
+    assert isinstance(back, threadlog.ConcurrentRunError)
+    assert (back.thread_id, back.checkpoint_id, back.head) == ("t", "a", "b")
+    assert str(back) == str(err) and "retry" in str(err)
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_two_runs_started_from_one_head_store_one_and_refuse_the_other(
+    url: str, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'g.db'}" if url == "sqlite" else url
+    config = {"configurable": {"thread_id": "t"}}
+    with threadlog.checkpointer(url) as saver:
+        graph = _slow_echo(saver)
+        graph.invoke({"messages": [("user", "first")]}, config)
+        errors: list[BaseException] = []
+
+        def run(text: str) -> None:
+            try:
+                graph.invoke({"messages": [{"role": "user", "content": text, "id": text}]},
+                             config)
+            except threadlog.ConcurrentRunError as exc:
+                errors.append(exc)
+
+        barrier = threading.Barrier(2)
+
+        def go(text: str) -> None:
+            barrier.wait()
+            run(text)
+
+        threads = [threading.Thread(target=go, args=(t,)) for t in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ids = [m.id for m in graph.get_state(config).values["messages"]]
+        history = list(graph.get_state_history(config))
+    assert len(errors) == 1  # the head moved, or a step landed on a superseded checkpoint
+    assert ids.count("a") <= 1 and ids.count("b") <= 1
+    assert "a" in ids or "b" in ids
+    assert ids[-1] != "a" and ids[-1] != "b"  # the winner's turn was answered
+    parents = [s.parent_config["configurable"]["checkpoint_id"]
+               for s in history if s.parent_config]
+    assert len(parents) == len(set(parents))  # linear
+
+
+def test_update_state_fork_is_allowed_and_stale_writes_are_not(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "f"}}
+    with threadlog.checkpointer(f"sqlite:///{tmp_path / 'f.db'}") as saver:
+        graph = _slow_echo(saver, 0)
+        graph.invoke({"messages": [("user", "one")]}, config)
+        old = list(graph.get_state_history(config))[-2]  # after the first input
+        graph.invoke({"messages": [("user", "two")]}, config)
+        fork = graph.update_state(old.config, {"messages": []})  # source "update": allowed
+        assert fork["configurable"]["checkpoint_id"] != old.config["configurable"][
+            "checkpoint_id"]
+        # A task write landing on a checkpoint that already has children is refused.
+        stale = {"configurable": {**old.config["configurable"], "checkpoint_ns": ""}}
+        with pytest.raises(threadlog.ConcurrentRunError, match="newer checkpoint"):
+            saver.put_writes(stale, [("messages", [("user", "late")])], "some-task")
+
+
+def _hold(url: str, ready: Any, release: Any) -> None:
+    with threadlog.checkpointer(url) as saver:
+        with saver.exclusive("x"):
+            ready.set()
+            release.wait(30)
+
+
+def test_exclusive_refuses_a_second_holder_in_another_process(backend: str) -> None:
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(backend, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with threadlog.checkpointer(backend) as saver:
+            with pytest.raises(threadlog.ConcurrentRunError, match="holds this thread"):
+                with saver.exclusive("x"):
+                    pass
+            with saver.exclusive("another-thread"):
+                pass  # other threads are free
+    finally:
+        release.set()
+        holder.join(30)
+    with threadlog.checkpointer(backend) as saver:
+        with saver.exclusive("x"):  # released with its holder
+            pass
+
+
+def test_exclusive_lock_dies_with_a_killed_holder(backend: str) -> None:
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(backend, ready, release))
+    holder.start()
+    assert ready.wait(30)
+    holder.kill()  # SIGKILL: no cleanup code runs
+    holder.join(30)
+    with threadlog.checkpointer(backend) as saver:
+        with saver.exclusive("x", wait=True):
+            pass
+
+
+async def test_async_saver_guards_concurrent_runs_too(backend: str) -> None:
+    import asyncio
+
+    config = {"configurable": {"thread_id": "as"}}
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = _slow_echo(saver, 0)
+
+        async def turn(text: str) -> str:
+            try:
+                await graph.ainvoke(
+                    {"messages": [{"role": "user", "content": text, "id": text}]}, config
+                )
+            except threadlog.ConcurrentRunError:
+                return "refused"
+            return "ok"
+
+        await graph.ainvoke({"messages": [("user", "first")]}, config)
+        outcomes = await asyncio.gather(*(turn(f"m{i}") for i in range(4)))
+        state = await graph.aget_state(config)
+        history = [s async for s in graph.aget_state_history(config)]
+    assert "ok" in outcomes and "refused" in outcomes
+    ids = [m.id for m in state.values["messages"]]
+    assert len(ids) == len(set(ids))
+    for i, outcome in enumerate(outcomes):
+        if outcome == "ok":
+            assert f"m{i}" in ids
+    parents = [s.parent_config["configurable"]["checkpoint_id"]
+               for s in history if s.parent_config]
+    assert len(parents) == len(set(parents))  # linear

@@ -1,0 +1,91 @@
+"""`langgraph dev` serves the repository's langgraph.json; the official SDK drives it.
+
+The server runs in a temporary copy of `langgraph.json` and `graphs/` (so its
+`.langgraph_api/` state never lands in the checkout), offline, without reload.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from tests.helpers_demo import REPO, LangGraphDev
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncLangGraphClient]:
+    app = tmp_path_factory.mktemp("langgraph_app")
+    shutil.copy(REPO / "langgraph.json", app / "langgraph.json")
+    shutil.copytree(REPO / "graphs", app / "graphs", ignore=shutil.ignore_patterns("__pycache__"))
+    with LangGraphDev(app) as server:
+        yield get_sync_client(url=server.url)
+
+
+def ask(question: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": question}]}
+
+
+def assert_paired(messages: list[dict[str, Any]]) -> None:
+    """Each AI message with calls is followed by one result per call, in call order."""
+    for i, m in enumerate(messages):
+        if m["type"] == "ai" and m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            assert [r.get("tool_call_id") for r in messages[i + 1 : i + 1 + len(ids)]] == ids
+
+
+def test_langgraph_json_serves_both_demo_graphs(client: SyncLangGraphClient) -> None:
+    graph_ids = {a["graph_id"] for a in client.assistants.search()}
+    assert {"weather", "weather_branches"} <= graph_ids
+
+
+def test_two_turns_on_one_thread_keep_a_paired_history(client: SyncLangGraphClient) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+
+    pieces: list[str] = []
+    for part in client.runs.stream(
+        thread, "weather", input=ask("那上海呢？"), stream_mode="messages-tuple"
+    ):
+        if part.event == "messages":
+            chunk, meta = part.data
+            if chunk["type"] == "AIMessageChunk" and meta.get("langgraph_node") == "model":
+                pieces.append(chunk["content"])
+
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
+    assert [m["content"] for m in messages if m["type"] == "human"] == [
+        "北京今天适合带伞吗？",
+        "那上海呢？",
+    ]
+    assert_paired(messages)
+    assert messages[2]["content"] == "小雨，降水概率 70%，气温 22°C"
+    assert "北京建议带伞" in messages[3]["content"]
+    # The second answer streamed in pieces and is exactly what the log holds.
+    assert "".join(pieces) == messages[-1]["content"] == "上海：多云，降水概率 20%，气温 26°C。"
+    assert len([p for p in pieces if p]) > 1
+
+
+def test_per_call_branches_finish_out_of_order_and_land_in_call_order(
+    client: SyncLangGraphClient,
+) -> None:
+    thread = client.threads.create()["thread_id"]
+    finished: list[str] = []
+    for part in client.runs.stream(
+        thread, "weather_branches", input=ask("北京和上海今天要带伞吗？"), stream_mode="updates"
+    ):
+        if part.event == "updates" and "tools" in part.data:
+            finished += [m["tool_call_id"] for m in part.data["tools"]["messages"]]
+
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    request = messages[1]
+    first, second = (c["id"] for c in request["tool_calls"])
+    assert [c["args"]["city"] for c in request["tool_calls"]] == ["北京", "上海"]
+    assert finished == [second, first]  # Shanghai's branch finished first...
+    assert [m["tool_call_id"] for m in messages[2:4]] == [first, second]  # ...log: call order
+    assert_paired(messages)
+    assert "北京建议带伞" in messages[-1]["content"]
