@@ -17,6 +17,9 @@ only then lets the wrapped saver write:
   history. Writes identical to stored ones are replays and pass. LangGraph's own
   upsert channels (`__error__`, `__interrupt__`, `__resume__`, `__scheduled__`) are
   not compared: they are meant to be replaced.
+* **A turn's input** (the `source="input"` checkpoint and the `__start__` task's
+  writes) is first dry-run against the stored log (`threadlog.checkpoint_input`): bad
+  input raises the log's own error and nothing is stored.
 
 So two workers on one thread give one linear history: the first to store a step wins,
 the other gets `ConcurrentRunError` (before it stores anything of the step) and may
@@ -34,12 +37,14 @@ parent's checkpoints are).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -171,7 +176,10 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         return self.inner.config_specs
 
     def __getattr__(self, name: str) -> Any:
-        # setup(), conn, … of the concrete saver stay reachable.
+        # setup(), conn, … of the concrete saver stay reachable. ("inner" itself is
+        # missing only mid-construction or mid-copy: no recursion then.)
+        if name == "inner":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -206,6 +214,26 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
     async def adelete_thread(self, thread_id: str) -> None:
         await self.inner.adelete_thread(thread_id)
 
+    # Maintenance calls rewrite or drop whole threads; they are the operator's, not a
+    # run's, so they go straight to the wrapped saver.
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.inner.delete_for_runs(run_ids)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.inner.adelete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
+        self.inner.prune(thread_ids, **kwargs)
+
+    async def aprune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
+        await self.inner.aprune(thread_ids, **kwargs)
+
     def with_allowlist(self, extra_allowlist: Any) -> GuardedSaver:
         inner = self.inner.with_allowlist(extra_allowlist)
         if inner is self.inner:
@@ -239,7 +267,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         key = _guarded_key(config)
         if key is None:
             return await self.inner.aput(config, checkpoint, metadata, new_versions)
-        await _in_thread(self._check_input, config, checkpoint, metadata)
+        await self._acheck_input(config, checkpoint, metadata)
         async with _alock(self.store, key[0]):
             await _in_thread(self._check_put, key, config, metadata)
             return await self.inner.aput(config, checkpoint, metadata, new_versions)
@@ -269,27 +297,55 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         key = _guarded_key(config)
         if key is None:
             return await self.inner.aput_writes(config, writes, task_id, task_path)
-        await _in_thread(self._check_start_writes, config, writes, task_path)
+        await self._acheck_start_writes(config, writes, task_path)
         async with _alock(self.store, key[0]):
             await _in_thread(self._check_writes, key, config, writes, task_id)
             return await self.inner.aput_writes(config, writes, task_id, task_path)
 
+    def _input_values(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> tuple[RunnableConfig | None, dict[str, Any]]:
+        if self.input_check is None or metadata.get("source") != "input":
+            return None, {}
+        parent = config if config["configurable"].get("checkpoint_id") else None
+        start = checkpoint["channel_values"].get(START)
+        return parent, self.input_check.from_input_checkpoint(start)
+
+    def _start_values(
+        self, writes: Sequence[tuple[str, Any]], task_path: str
+    ) -> dict[str, Any]:
+        # task_path of a root pull task is "~__pregel_pull, <node>".
+        if self.input_check is None or task_path.rsplit(", ", 1)[-1] != START:
+            return {}
+        return self.input_check.from_start_writes(writes)
+
     def _check_input(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> None:
-        if self.input_check is None or metadata.get("source") != "input":
-            return
-        parent = config if config["configurable"].get("checkpoint_id") else None
-        start = checkpoint["channel_values"].get(START)
-        self.input_check.check_input_checkpoint(self.inner, parent, start)
+        at, values = self._input_values(config, checkpoint, metadata)
+        if values and self.input_check is not None:
+            self.input_check.check(self.inner, at, values)
+
+    async def _acheck_input(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> None:
+        at, values = self._input_values(config, checkpoint, metadata)
+        if values and self.input_check is not None:
+            await self.input_check.acheck(self.inner, at, values)
 
     def _check_start_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_path: str
     ) -> None:
-        # task_path of a root pull task is "~__pregel_pull, <node>".
-        if self.input_check is None or task_path.rsplit(", ", 1)[-1] != START:
-            return
-        self.input_check.check_start_writes(self.inner, config, writes)
+        values = self._start_values(writes, task_path)
+        if values and self.input_check is not None:
+            self.input_check.check(self.inner, config, values)
+
+    async def _acheck_start_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_path: str
+    ) -> None:
+        values = self._start_values(writes, task_path)
+        if values and self.input_check is not None:
+            await self.input_check.acheck(self.inner, config, values)
 
     def _check_put(
         self, key: tuple[str, str], config: RunnableConfig, metadata: CheckpointMetadata
@@ -359,23 +415,29 @@ def _guarded_key(config: RunnableConfig) -> tuple[str, str] | None:
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:
-    import asyncio
-
     return await asyncio.to_thread(fn, *args)
+
+
+_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 @contextlib.asynccontextmanager
 async def _alock(store: HeadStore, thread_id: str) -> AsyncIterator[None]:
-    # The locks are blocking (file locks, a psycopg session lock); take them in a worker
-    # thread so the event loop keeps running while another process holds the thread.
-    import asyncio
-
-    cm = store.lock(thread_id)
-    await asyncio.to_thread(cm.__enter__)
-    try:
-        yield
-    finally:
-        await asyncio.to_thread(cm.__exit__, None, None, None)
+    # The locks are blocking (file locks, a psycopg session lock), so they are taken in
+    # a worker thread. An asyncio gate per event loop lets only one coroutine at a
+    # time park a thread on them: parked threads could otherwise use up the default
+    # executor that the lock holder (and LangGraph's sync nodes) need to go on.
+    loop = asyncio.get_running_loop()
+    gate = _GATES.get(loop)
+    if gate is None:
+        gate = _GATES[loop] = asyncio.Lock()
+    async with gate:
+        cm = store.lock(thread_id)
+        await asyncio.to_thread(cm.__enter__)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(cm.__exit__, None, None, None)
 
 
 # -- head stores ---------------------------------------------------------------

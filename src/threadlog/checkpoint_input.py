@@ -23,8 +23,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.pregel._checkpoint import channels_from_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
 
 from threadlog.channel import MessageLogChannel
 from threadlog.errors import InvalidMessageError, MessageLogError
@@ -39,33 +39,30 @@ class InputCheck:
     message_keys: tuple[str, ...] = ("messages",)
     max_chars: int | None = None
 
-    def check_input_checkpoint(
-        self,
-        saver: BaseCheckpointSaver[Any],
-        parent: RunnableConfig | None,
-        start_value: Any,
-    ) -> None:
-        """`start_value`: the `__start__` channel value of a new input checkpoint."""
+    def from_input_checkpoint(self, start_value: Any) -> dict[str, Any]:
+        """The values to check in a new input checkpoint's `__start__` channel value."""
         if not isinstance(start_value, Mapping):
-            return
-        picked = {k: start_value[k] for k in self.message_keys if k in start_value}
-        self._check(saver, parent, picked)
+            return {}
+        return {k: start_value[k] for k in self.message_keys if k in start_value}
 
-    def check_start_writes(
-        self,
-        saver: BaseCheckpointSaver[Any],
-        at: RunnableConfig | None,
-        writes: Sequence[tuple[str, Any]],
-    ) -> None:
-        """`writes`: the `__start__` task's writes, stored on checkpoint `at`."""
-        self._check(saver, at, {c: v for c, v in writes if c in self.message_keys})
+    def from_start_writes(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        """The values to check in the `__start__` task's writes."""
+        return {c: v for c, v in writes if c in self.message_keys}
 
-    def _check(
+    def check(
         self, saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, values: dict[str, Any]
     ) -> None:
-        if not values:
-            return
-        logs = _logs_at(saver, at, list(values))
+        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error."""
+        if values:
+            self._check_against(_logs_at(saver, at, list(values)), values)
+
+    async def acheck(
+        self, saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, values: dict[str, Any]
+    ) -> None:
+        if values:
+            self._check_against(await _alogs_at(saver, at, list(values)), values)
+
+    def _check_against(self, logs: dict[str, MessageLog], values: dict[str, Any]) -> None:
         for key, value in values.items():
             if key not in logs:
                 continue  # stored as a plain list: not a threadlog log (add_messages)
@@ -118,21 +115,46 @@ def _logs_at(
     """
     saved = saver.get_tuple(at) if at is not None else None
     if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
-        # The `__start__` writes can reach the saver before their checkpoint does
-        # (LangGraph saves both in the background); that checkpoint holds the same log
-        # as the thread's head, so read the head.
-        latest = {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}
-        saved = saver.get_tuple({"configurable": latest})
+        saved = saver.get_tuple(_latest(at))
     if saved is None:
         return {k: MessageLog() for k in keys}
-    stored = saved.checkpoint["channel_values"]
-    ours = [k for k in keys if not isinstance(stored.get(k), list)]
-    specs = {k: MessageLogChannel() for k in ours}
+    ours = _ours(saved, keys)
     channels, _ = channels_from_checkpoint(
-        specs, saved.checkpoint, saver=saver, config=saved.config
+        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
     )
+    return _collect(channels, ours)
+
+
+async def _alogs_at(
+    saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
+) -> dict[str, MessageLog]:
+    saved = await saver.aget_tuple(at) if at is not None else None
+    if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
+        saved = await saver.aget_tuple(_latest(at))
+    if saved is None:
+        return {k: MessageLog() for k in keys}
+    ours = _ours(saved, keys)
+    channels, _ = await achannels_from_checkpoint(
+        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
+    )
+    return _collect(channels, ours)
+
+
+def _latest(at: RunnableConfig) -> RunnableConfig:
+    # The `__start__` writes can reach the saver before their checkpoint does
+    # (LangGraph saves both in the background); that checkpoint holds the same log as
+    # the thread's head, so read the head.
+    return {"configurable": {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}}
+
+
+def _ours(saved: CheckpointTuple, keys: list[str]) -> list[str]:
+    stored = saved.checkpoint["channel_values"]
+    return [k for k in keys if not isinstance(stored.get(k), list)]
+
+
+def _collect(channels: Mapping[str, Any], keys: list[str]) -> dict[str, MessageLog]:
     out: dict[str, MessageLog] = {}
-    for k in ours:
+    for k in keys:
         ch = channels[k]
         assert isinstance(ch, MessageLogChannel)
         out[k] = ch.log if ch.is_available() else MessageLog()

@@ -45,6 +45,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
+    writes_sort_key,
 )
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 out[ch] = hit
         if rest:
             cache.misses += 1
-            sqlite = _underlying_sqlite(self)
+            sqlite = _underlying(self, _sqlite_saver)
             fast = None if sqlite is None else _sqlite_read(sqlite, thread_id, ns, rest, target)
             read = (
                 fast
@@ -231,9 +232,13 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         cached_id, log, version = entry
         if target == cached_id:
             return _hit(log, version, [], cache, slot, target)
-        sqlite = _underlying_sqlite(self)
+        sqlite = _underlying(self, _sqlite_saver)
         if sqlite is not None:
             found = _sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
+            return None if found is None else _hit(log, version, [found], cache, slot, target)
+        postgres = _underlying(self, _postgres_saver)
+        if postgres is not None:
+            found = _postgres_walk(postgres, slot, target, cached_id, cache.max_walk)
             return None if found is None else _hit(log, version, [found], cache, slot, target)
         tup = self.get_tuple(config)
         collected: list[list[PendingWrite]] = []
@@ -296,15 +301,81 @@ except ImportError:  # pragma: no cover - sqlite saver not installed
     _sqlite_saver = None  # type: ignore[assignment,misc]
 
 
-def _underlying_sqlite(saver: Any) -> Any:
-    """The SqliteSaver under `saver` and its wrappers' `.inner` chain, if that is one."""
+try:  # PostgresSaver: one query for the chain, one for this channel's writes
+    from langgraph.checkpoint.postgres import PostgresSaver as _postgres_saver
+except ImportError:  # pragma: no cover - the postgres extra is not installed
+    _postgres_saver = None  # type: ignore[assignment,misc]
+
+
+def _underlying(saver: Any, cls: type[Any] | None) -> Any:
+    """The `cls` saver under `saver` and its wrappers' `.inner` chain, if there is one."""
     for _ in range(8):
-        if _sqlite_saver is not None and isinstance(saver, _sqlite_saver):
+        if cls is None or saver is None:
+            return None
+        if isinstance(saver, cls):
             return saver
         saver = saver.__dict__.get("inner")
-        if saver is None:
-            return None
     return None
+
+
+# Newest-first checkpoints from the target down to the cached id, each with whether it
+# stores a value for the channel (inline, or a blob at its version: the probe of
+# PostgresSaver's own walk). Ids only order checkpoints of one process; a parent
+# outside the window just ends the walk (then the saver reads).
+_PG_CHAIN_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, "
+    "(checkpoint -> 'channel_values') ? %s AS inline, "
+    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id "
+    "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
+    "AND b.version = c.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty') AS blob "
+    "FROM checkpoints c WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND checkpoint_id <= %s AND checkpoint_id >= %s "
+    "ORDER BY checkpoint_id DESC LIMIT %s"
+)
+_PG_WRITES_SQL = (
+    "SELECT checkpoint_id, task_id, task_path, idx, type, blob FROM checkpoint_writes "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s "
+    "AND checkpoint_id = ANY(%s)"
+)
+
+
+def _postgres_walk(
+    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
+) -> list[PendingWrite] | None:
+    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached)."""
+    thread_id, ns, ch = slot
+    with saver._cursor() as cur:
+        cur.execute(
+            _PG_CHAIN_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk)
+        )
+        rows = {r["checkpoint_id"]: r for r in cur.fetchall()}
+        if target not in rows:
+            return None
+        chain: list[str] = []
+        cid = rows[target]["parent_checkpoint_id"]
+        while True:
+            row = rows.get(cid) if cid is not None else None
+            if row is None or cid in chain or len(chain) >= max_walk:
+                return None
+            chain.append(cid)
+            if cid == cached_id:
+                break
+            if row["inline"] or row["blob"]:
+                return None  # a stored snapshot on the way: a fork; the saver reads
+            cid = row["parent_checkpoint_id"]
+        cur.execute(_PG_WRITES_SQL, (thread_id, ns, ch, chain))
+        found = cur.fetchall()
+    by_cid: dict[str, list[Any]] = {}
+    for r in found:
+        by_cid.setdefault(r["checkpoint_id"], []).append(r)
+    out: list[PendingWrite] = []
+    for cid in reversed(chain):  # oldest first, like the saver's own history
+        for r in sorted(
+            by_cid.get(cid, ()),
+            key=lambda r: writes_sort_key(r["task_path"] or "", r["task_id"], r["idx"]),
+        ):
+            out.append((str(r["task_id"]), ch, saver.serde.loads_typed((r["type"], r["blob"]))))
+    return out
 
 
 def _sqlite_walk(
