@@ -77,7 +77,8 @@ def test_two_runs_started_from_one_head_store_one_and_refuse_the_other(
 
 def test_update_state_fork_is_allowed_and_stale_writes_are_not(tmp_path: Path) -> None:
     config = {"configurable": {"thread_id": "f"}}
-    with threadlog.checkpointer(f"sqlite:///{tmp_path / 'f.db'}") as saver:
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    with threadlog.checkpointer(url) as saver:
         graph = _slow_echo(saver, 0)
         graph.invoke({"messages": [("user", "one")]}, config)
         old = list(graph.get_state_history(config))[-2]  # after the first input
@@ -85,10 +86,12 @@ def test_update_state_fork_is_allowed_and_stale_writes_are_not(tmp_path: Path) -
         fork = graph.update_state(old.config, {"messages": []})  # source "update": allowed
         assert fork["configurable"]["checkpoint_id"] != old.config["configurable"][
             "checkpoint_id"]
-        # A task write landing on a checkpoint that already has children is refused.
-        stale = {"configurable": {**old.config["configurable"], "checkpoint_ns": ""}}
+    # Another worker's task write landing on a checkpoint that already has children is
+    # refused (the saver that stored those children may still be finishing its own).
+    stale = {"configurable": {**old.config["configurable"], "checkpoint_ns": ""}}
+    with threadlog.checkpointer(url) as other_worker:
         with pytest.raises(threadlog.ConcurrentRunError, match="newer checkpoint"):
-            saver.put_writes(stale, [("messages", [("user", "late")])], "some-task")
+            other_worker.put_writes(stale, [("messages", [("user", "late")])], "some-task")
 
 
 def _hold(url: str, ready: Any, release: Any) -> None:

@@ -313,3 +313,23 @@ def test_a_view_that_receives_the_writes_the_log_already_holds_moves_up_to_them(
     fork.update([[AIMessage("y", id="y1")]])
     assert fork.log is not other.log
     assert [m.id for m in fork.get()] == ["h1", "y1"]
+
+
+def test_threadlog_checkpointer_with_the_cache_reads_what_it_reads_without(backend: str) -> None:
+    import threadlog
+
+    with threadlog.checkpointer(backend, wrap=with_history_cache) as saver:
+        graph = build_loop(saver)
+        for i in range(3):
+            graph.invoke(say(f"turn {i}"), CFG)
+        old = next(
+            s for s in graph.get_state_history(CFG) if len(s.values.get("messages", ())) == 5
+        )
+        graph.invoke(say("fork"), old.config)
+        graph.invoke(say("more"), CFG)
+        cached = shape(graph.get_state(CFG).values["messages"])
+        cache = history_cache_of(saver.__dict__.get("inner", saver))
+        assert cache is not None and cache.hits >= 2
+    with threadlog.checkpointer(backend) as plain:
+        assert cached == shape(build_loop(plain).get_state(CFG).values["messages"])
+    assert len(cached) == 15

@@ -12,10 +12,12 @@ only then lets the wrapped saver write:
   refused with `ConcurrentRunError` and nothing is stored.
 * **`put_writes`** (a task's results, stored on the checkpoint the task ran from) is
   refused when another run already stored a *different* result for the same task and
-  slot, or when the checkpoint already has a child and the writes are new: children
-  replay all of their parent's writes, so a late write would leak into another run's
-  history. Writes identical to stored ones are replays and pass. LangGraph's own
-  upsert channels (`__error__`, `__interrupt__`, `__resume__`, `__scheduled__`) are
+  slot, or when the checkpoint already has a child stored by another saver (another
+  worker) and the writes are new: children replay all of their parent's writes, so a
+  late write would leak into another run's history. (A run's own writes may land after
+  its own next checkpoint — LangGraph saves both concurrently — and are accepted.)
+  Writes identical to stored ones are replays and pass. LangGraph's own upsert
+  channels (`__error__`, `__interrupt__`, `__resume__`, `__scheduled__`) are
   not compared: they are meant to be replaced.
 * **A turn's input** (the `source="input"` checkpoint and the `__start__` task's
   writes) is first dry-run against the stored log (`threadlog.checkpoint_input`): bad
@@ -143,11 +145,16 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         inner: BaseCheckpointSaver[Any],
         store: HeadStore,
         input_check: InputCheck | None = None,
+        _own_parents: _Recent | None = None,
     ) -> None:
         super().__init__(serde=inner.serde)
         self.inner = inner
         self.store = store
         self.input_check = input_check
+        # Checkpoints this saver stored a child of. LangGraph saves a step's task
+        # writes and the next checkpoint concurrently ("async" durability), so a
+        # run's own writes may land after its own child: those are not strays.
+        self.own_parents = _own_parents or _Recent()
 
     # -- whole-run lock ---------------------------------------------------------
 
@@ -238,7 +245,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         inner = self.inner.with_allowlist(extra_allowlist)
         if inner is self.inner:
             return self
-        return GuardedSaver(inner, self.store, self.input_check)
+        return GuardedSaver(inner, self.store, self.input_check, self.own_parents)
 
     # -- guarded writes ---------------------------------------------------------
 
@@ -255,7 +262,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._check_input(config, checkpoint, metadata)
         with self.store.lock(key[0]):
             self._check_put(key, config, metadata)
-            return self.inner.put(config, checkpoint, metadata, new_versions)
+            out = self.inner.put(config, checkpoint, metadata, new_versions)
+        self.own_parents.add(config["configurable"].get("checkpoint_id"))
+        return out
 
     async def aput(
         self,
@@ -270,7 +279,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         await self._acheck_input(config, checkpoint, metadata)
         async with _alock(self.store, key[0]):
             await _in_thread(self._check_put, key, config, metadata)
-            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+            out = await self.inner.aput(config, checkpoint, metadata, new_versions)
+        self.own_parents.add(config["configurable"].get("checkpoint_id"))
+        return out
 
     def put_writes(
         self,
@@ -391,7 +402,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 checkpoint_id=cid,
                 head=self.store.head(thread_id, ns),
             )
-        if new and self.store.has_child(thread_id, ns, cid):
+        if new and cid not in self.own_parents and self.store.has_child(thread_id, ns, cid):
             raise ConcurrentRunError(
                 f"checkpoint {cid!r} already has a newer checkpoint after it, so new "
                 f"writes of task {task_id!r} there would leak into another run's history",
@@ -399,6 +410,26 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 checkpoint_id=cid,
                 head=self.store.head(thread_id, ns),
             )
+
+
+class _Recent:
+    """A bounded set of recent checkpoint ids (oldest forgotten first)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._ids: dict[str, None] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, checkpoint_id: str | None) -> None:
+        if checkpoint_id is None:
+            return
+        with self._lock:
+            self._ids[checkpoint_id] = None
+            while len(self._ids) > self._size:
+                del self._ids[next(iter(self._ids))]
+
+    def __contains__(self, checkpoint_id: object) -> bool:
+        return checkpoint_id in self._ids
 
 
 def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:

@@ -19,9 +19,10 @@ Contract:
   stored snapshot first (LangGraph stores one where a fork starts). A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
-* On a SQLite saver (also under wrappers exposing `.inner`), reads go through
-  `_sqlite_walk` / `_sqlite_read`: the same results as the saver's own method (a test
-  compares them) without deserializing every ancestor checkpoint.
+* Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
+  one or two queries (`_sqlite_walk`, `_postgres_walk`); other savers walk with
+  `get_tuple`. A cold SQLite read goes through `_sqlite_read`: the saver's own result (a
+  test compares them) without deserializing every ancestor checkpoint.
 * Only `MessageLogChannel` takes part: it registers what it rebuilt (`KeyedWrites`)
   and is the only channel handed a `CachedSeed`. Other delta channels get the saver's
   normal history.
@@ -320,22 +321,23 @@ def _underlying(saver: Any, cls: type[Any] | None) -> Any:
 
 # Newest-first checkpoints from the target down to the cached id, each with whether it
 # stores a value for the channel (inline, or a blob at its version: the probe of
-# PostgresSaver's own walk). Ids only order checkpoints of one process; a parent
-# outside the window just ends the walk (then the saver reads).
-_PG_CHAIN_SQL = (
-    "SELECT checkpoint_id, parent_checkpoint_id, "
+# PostgresSaver's own walk) and its writes to the channel — one round trip. Ids only
+# order checkpoints of one process; a parent outside the window just ends the walk
+# (then the saver reads).
+_PG_WALK_SQL = (
+    "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
+    "w.task_id, w.task_path, w.idx, w.type AS wtype, w.blob AS wblob FROM ("
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "(checkpoint -> 'channel_values') ? %s AS inline, "
-    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id "
-    "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
-    "AND b.version = c.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty') AS blob "
-    "FROM checkpoints c WHERE thread_id = %s AND checkpoint_ns = %s "
+    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = k.thread_id "
+    "AND b.checkpoint_ns = k.checkpoint_ns AND b.channel = %s "
+    "AND b.version = k.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty') AS blob "
+    "FROM checkpoints k WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id <= %s AND checkpoint_id >= %s "
-    "ORDER BY checkpoint_id DESC LIMIT %s"
-)
-_PG_WRITES_SQL = (
-    "SELECT checkpoint_id, task_id, task_path, idx, type, blob FROM checkpoint_writes "
-    "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s "
-    "AND checkpoint_id = ANY(%s)"
+    "ORDER BY checkpoint_id DESC LIMIT %s) c "
+    "LEFT JOIN checkpoint_writes w ON w.thread_id = c.thread_id "
+    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
+    "AND w.channel = %s"
 )
 
 
@@ -346,35 +348,36 @@ def _postgres_walk(
     thread_id, ns, ch = slot
     with saver._cursor() as cur:
         cur.execute(
-            _PG_CHAIN_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk)
+            _PG_WALK_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk, ch)
         )
-        rows = {r["checkpoint_id"]: r for r in cur.fetchall()}
-        if target not in rows:
-            return None
-        chain: list[str] = []
-        cid = rows[target]["parent_checkpoint_id"]
-        while True:
-            row = rows.get(cid) if cid is not None else None
-            if row is None or cid in chain or len(chain) >= max_walk:
-                return None
-            chain.append(cid)
-            if cid == cached_id:
-                break
-            if row["inline"] or row["blob"]:
-                return None  # a stored snapshot on the way: a fork; the saver reads
-            cid = row["parent_checkpoint_id"]
-        cur.execute(_PG_WRITES_SQL, (thread_id, ns, ch, chain))
         found = cur.fetchall()
-    by_cid: dict[str, list[Any]] = {}
+    rows: dict[str, Any] = {}
+    writes: dict[str, list[Any]] = {}
     for r in found:
-        by_cid.setdefault(r["checkpoint_id"], []).append(r)
+        rows.setdefault(r["checkpoint_id"], r)
+        if r["task_id"] is not None:
+            writes.setdefault(r["checkpoint_id"], []).append(r)
+    if target not in rows:
+        return None
+    chain: list[str] = []
+    cid = rows[target]["parent_checkpoint_id"]
+    while True:
+        row = rows.get(cid) if cid is not None else None
+        if row is None or cid in chain or len(chain) >= max_walk:
+            return None
+        chain.append(cid)
+        if cid == cached_id:
+            break
+        if row["inline"] or row["blob"]:
+            return None  # a stored snapshot on the way: a fork; the saver reads
+        cid = row["parent_checkpoint_id"]
     out: list[PendingWrite] = []
     for cid in reversed(chain):  # oldest first, like the saver's own history
         for r in sorted(
-            by_cid.get(cid, ()),
+            writes.get(cid, ()),
             key=lambda r: writes_sort_key(r["task_path"] or "", r["task_id"], r["idx"]),
         ):
-            out.append((str(r["task_id"]), ch, saver.serde.loads_typed((r["type"], r["blob"]))))
+            out.append((str(r["task_id"]), ch, saver.serde.loads_typed((r["wtype"], r["wblob"]))))
     return out
 
 
