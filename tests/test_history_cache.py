@@ -325,11 +325,11 @@ def test_threadlog_checkpointer_with_the_cache_reads_what_it_reads_without(backe
         old = next(
             s for s in graph.get_state_history(CFG) if len(s.values.get("messages", ())) == 5
         )
-        graph.invoke(say("fork"), old.config)
+        graph.update_state(old.config, {"messages": [HumanMessage("fork", id="h-fork")]})
         graph.invoke(say("more"), CFG)
         cached = shape(graph.get_state(CFG).values["messages"])
         cache = history_cache_of(saver.__dict__.get("inner", saver))
         assert cache is not None and cache.hits >= 2
     with threadlog.checkpointer(backend) as plain:
         assert cached == shape(build_loop(plain).get_state(CFG).values["messages"])
-    assert len(cached) == 15
+    assert len(cached) == 5 + 1 + 5 and cached[5][1] == "h-fork"

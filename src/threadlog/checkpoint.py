@@ -19,6 +19,9 @@ Contract:
   (`threadlog.checkpoint_guard`). A turn's input is checked against the stored log
   before it is stored (`threadlog.checkpoint_input`; `max_input_chars` caps a message's
   text), so bad input raises the log's own error and leaves the thread unchanged.
+* **History cache.** With `cache=True` (the default) the backend saver gets
+  `threadlog.with_history_cache`: a warm process rebuilds a thread's log from the new
+  writes only, instead of re-reading the whole thread every turn.
 * The saver and its connections are closed when the `with` block ends.
 """
 
@@ -43,6 +46,7 @@ from threadlog.checkpoint_guard import (
 )
 from threadlog.checkpoint_input import InputCheck
 from threadlog.checkpoint_serde import strict_serializer
+from threadlog.history_cache import with_history_cache
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
 
@@ -89,6 +93,7 @@ def checkpointer(
     allowed_types: Iterable[tuple[str, str] | type] = (),
     wrap: SaverWrapper | None = None,
     max_input_chars: int | None = None,
+    cache: bool = True,
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A sync saver for `url` (see module doc), closed when the block ends."""
     target = parse_url(url)
@@ -107,7 +112,9 @@ def checkpointer(
             saver = _postgres_saver(target.location, serde, stack)
             store = PostgresHeadStore(target.location)
         stack.callback(store.close)
-        yield _finish(saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars)
+        yield _finish(
+            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache
+        )
 
 
 @contextlib.asynccontextmanager
@@ -118,6 +125,7 @@ async def acheckpointer(
     allowed_types: Iterable[tuple[str, str] | type] = (),
     wrap: SaverWrapper | None = None,
     max_input_chars: int | None = None,
+    cache: bool = True,
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An async saver for `url` (see module doc), closed when the block ends."""
     target = parse_url(url)
@@ -157,7 +165,9 @@ async def acheckpointer(
                 _SET_UP.add(target.location)
             saver = pg
         stack.callback(store.close)
-        yield _finish(saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars)
+        yield _finish(
+            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache
+        )
 
 
 def _finish(
@@ -167,15 +177,17 @@ def _finish(
     guard: bool,
     wrap: SaverWrapper | None,
     max_input_chars: int | None,
+    cache: bool,
 ) -> BaseCheckpointSaver[Any]:
-    """The one place a ready saver gets wrapped: first `wrap`, then the guard.
+    """The one place a ready saver gets wrapped: the history cache, `wrap`, the guard.
 
-    HOOK for `threadlog.history_cache` (owner "perf"): a read cache wraps the backend
-    saver *inside* the guard (pass `wrap=with_history_cache`, or apply it here), so
-    both the graph's reads and the guard's input check read through it, and every
-    write still passes the guard.
+    The read cache (`threadlog.history_cache`) wraps the backend saver *inside* the
+    guard, so both the graph's reads and the guard's input check read through it, and
+    every write still passes the guard. It is on by default: without it every turn
+    re-reads and re-checks the thread's whole history (see BENCHMARKS.md).
     """
-    out: BaseCheckpointSaver[Any] = wrap(saver) if wrap is not None else saver
+    out: BaseCheckpointSaver[Any] = with_history_cache(saver) if cache else saver
+    out = wrap(out) if wrap is not None else out
     if guard:
         out = GuardedSaver(out, store, InputCheck(max_chars=max_input_chars))
     return out

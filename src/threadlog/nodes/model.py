@@ -7,10 +7,16 @@ Contract, in the order a call happens:
    summary) are written to `compactions` when the state has that key
    (`threadlog.AgentState`); a summarizing policy requires it.
 2. **Repair.** A call in the context with no result (a run that died mid-tool, a new
-   user message sent to a thread paused at `interrupt()`) is repaired by the stated
+   user message sent to a thread paused at `interrupt()`) first gets its *stored*
+   result, if the interrupted or failed step had saved one before new input made
+   LangGraph drop it: read through the run's checkpointer
+   (`threadlog.checkpoint_recover`) and appended as stored — same id, content and
+   status; the tool is never run again. The calls still open are repaired by the stated
    policy: `repair="error-result"` (default) appends an explicit
    `ToolMessage(status="error")` saying the call was not completed — logged like any
    result, never faked as success; `repair="refuse"` raises `ToolPairingError` naming it.
+   Without a checkpointer (the node called outside a checkpointed run) nothing is
+   recovered.
 3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
    history the provider would reject is never sent.
 4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
@@ -22,20 +28,23 @@ Contract, in the order a call happens:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     BaseMessageChunk,
+    InvalidToolCall,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     message_chunk_to_message,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
 
+from threadlog.checkpoint_recover import arecover_for_node, recover_for_node
 from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.messages import calls_of
 from threadlog.nodes.compaction import acompact, compact, read_state
@@ -43,22 +52,21 @@ from threadlog.nodes.context import ContextPolicy, ContextView
 from threadlog.profiles import Profile, get_profile, validate
 from threadlog.wire import profile_for, to_wire
 
-__all__ = ["NOT_COMPLETED", "ModelNode", "repair_open_calls"]
+__all__ = ["NOT_COMPLETED", "ModelNode", "open_calls", "repair_open_calls"]
 
 NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
 
 Repair = Literal["error-result", "refuse"]
 
 
-def repair_open_calls(
-    context: Sequence[BaseMessage], *, repair: Repair = "error-result"
-) -> tuple[list[BaseMessage], list[ToolMessage]]:
-    """Answer every call of `context` that has no result, by the `repair` policy.
+def open_calls(context: Sequence[BaseMessage]) -> dict[str, AIMessage]:
+    """The calls of `context` with no result, in order: call id -> its request."""
+    return {call["id"] or "": msg for msg, _, call in _open(context)}
 
-    Returns the repaired context and the new results. Each result is placed where the
-    log places it — after its request and that request's earlier results — so the
-    context sent equals what the log holds after the write.
-    """
+
+def _open(
+    context: Sequence[BaseMessage],
+) -> list[tuple[AIMessage, int, ToolCall | InvalidToolCall]]:
     answered: set[str] = set()
     requests: list[AIMessage] = []
     for m in context:  # one pass; most contexts have nothing open
@@ -66,13 +74,40 @@ def repair_open_calls(
             answered.add(m.tool_call_id)
         elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
             requests.append(m)
+    return [
+        (msg, index, call)
+        for msg in requests
+        for index, call in enumerate(calls_of(msg))
+        if (call["id"] or "") not in answered
+    ]
+
+
+def repair_open_calls(
+    context: Sequence[BaseMessage],
+    *,
+    repair: Repair = "error-result",
+    recovered: Mapping[str, ToolMessage] | None = None,
+) -> tuple[list[BaseMessage], list[ToolMessage]]:
+    """Answer every call of `context` that has no result.
+
+    A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
+    `threadlog.checkpoint_recover`) gets that result as it is; the others are repaired
+    by the `repair` policy. Returns the answered context and the new results, in call
+    order. Each result is placed where the log places it — after its request and that
+    request's earlier results — so the context sent equals what the log holds after the
+    write.
+    """
     out = list(context)
     new: list[ToolMessage] = []
-    for msg in requests:
-        for index, call in enumerate(calls_of(msg)):
-            cid = call["id"] or ""
-            if cid in answered:
-                continue
+    pending = _open(context)
+    if not pending:
+        return out, new
+    stored_results = recovered or {}
+    known = {m.id for m in context if m.id is not None}
+    for msg, index, call in pending:
+        cid = call["id"] or ""
+        result = stored_results.get(cid)
+        if result is None or result.id in known:
             if repair == "refuse":
                 raise ToolPairingError(
                     f"call {cid!r} ({call.get('name')}) has no result; the model call "
@@ -89,9 +124,9 @@ def repair_open_calls(
                 status="error",
                 id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
             )
-            out.insert(_slot(out, msg, index), result)
-            new.append(result)
-            answered.add(cid)
+        # else: a real result of a tool that ran, logged as stored; never re-run.
+        out.insert(_slot(out, msg, index), result)
+        new.append(result)
     return out, new
 
 
@@ -179,8 +214,12 @@ class ModelNode(RunnableCallable):
     def _reserve(self) -> int:
         return self.policy.count(self._system) if self._system else 0
 
-    def _prepare(self, view: ContextView) -> tuple[list[BaseMessage], list[ToolMessage]]:
-        context, repairs = repair_open_calls(view.messages, repair=self.repair)
+    def _prepare(
+        self, view: ContextView, recovered: Mapping[str, ToolMessage]
+    ) -> tuple[list[BaseMessage], list[ToolMessage]]:
+        context, repairs = repair_open_calls(
+            view.messages, repair=self.repair, recovered=recovered
+        )
         if self._system is not None:
             context = [self._system, *context]
         validate(context, self.profile, allow_pending_calls=False)
@@ -210,7 +249,8 @@ class ModelNode(RunnableCallable):
         view, events = compact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        wire, repairs = self._prepare(view)
+        recovered = recover_for_node(config, open_calls(view.messages))
+        wire, repairs = self._prepare(view, recovered)
         return self._update(self.bound.invoke(wire, config), repairs, events, has_events)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -218,6 +258,7 @@ class ModelNode(RunnableCallable):
         view, events = await acompact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        wire, repairs = self._prepare(view)
+        recovered = await arecover_for_node(config, open_calls(view.messages))
+        wire, repairs = self._prepare(view, recovered)
         ai = await self.bound.ainvoke(wire, config)
         return self._update(ai, repairs, events, has_events)

@@ -1,0 +1,242 @@
+"""`recover_results`: tool results an interrupted or failed step stored, found again.
+
+Why. A tool step with parallel calls stores each finished call's `ToolMessage` as a
+pending write on the checkpoint it ran from. When one call interrupts or raises (or the
+process dies) and the thread then gets *new input* instead of a resume, LangGraph
+discards that step's pending writes (`pregel/_loop.py`, `discard_tasks`): the log never
+receives those results, though they are still in storage. This module reads them back,
+so the model node can log a finished sibling's real result instead of repairing its
+call as "not completed".
+
+Contract:
+
+* `recover_results(saver, config, call_ids, *, requests=(), max_walk=16)` (and
+  `arecover_results`, through `aget_tuple` / `alist`) returns `{call_id: ToolMessage}`
+  for the calls of `call_ids` that have a stored result: the message as stored (same id,
+  content, status). It only reads; it never writes and never runs a tool.
+* `config` names `thread_id`, `checkpoint_ns` (default `""`) and optionally
+  `checkpoint_id`. The walk starts at that checkpoint — or, when it is not stored yet
+  (LangGraph saves a step's checkpoint in the background while its tasks run), at the
+  newest stored checkpoint before it — and at the thread's head without one. It then
+  follows `parent_config`: only this branch's ancestors are read, never a fork's.
+* Each visited checkpoint's pending writes are searched, on every channel, for
+  `ToolMessage`s (or message dicts with role `tool`) answering one of `call_ids`; the
+  newest result per call wins. The walk stops once every call is found, after the
+  checkpoint whose writes hold every AIMessage id in `requests` (a call is never
+  answered before it was made), at the thread's first checkpoint, or after `max_walk`
+  checkpoints.
+* Any `BaseCheckpointSaver` works, wrappers included (`GuardedSaver`, the history
+  cache): only `get_tuple` / `list` and their async forms are used. A saver that does
+  not implement the needed form (`NotImplementedError`) yields `{}`.
+* `recover_for_node(config, calls)` / `arecover_for_node`: the same from inside a
+  LangGraph node, for `calls` (call id -> the AIMessage that made it): through the
+  checkpointer LangGraph hands the node, starting at the checkpoint the node runs from.
+  `{}` without calls, or outside a checkpointed run (`node_checkpoint(config)` is then
+  `None`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_CHECKPOINTER,
+    NS_SEP,
+)
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
+
+from threadlog.errors import MessageLogError
+from threadlog.log import flatten_write
+from threadlog.messages import coerce_message
+
+__all__ = [
+    "DEFAULT_MAX_WALK",
+    "arecover_for_node",
+    "arecover_results",
+    "node_checkpoint",
+    "recover_for_node",
+    "recover_results",
+]
+
+DEFAULT_MAX_WALK = 16
+"""Checkpoints read at most: a tool step is a few checkpoints behind the model step."""
+
+
+def node_checkpoint(
+    config: RunnableConfig | None,
+) -> tuple[BaseCheckpointSaver[Any], RunnableConfig] | None:
+    """The run's checkpointer and the config of the checkpoint a node runs from."""
+    conf = (config or {}).get("configurable") or {}
+    saver = conf.get(CONFIG_KEY_CHECKPOINTER)
+    thread_id = conf.get("thread_id")
+    if not isinstance(saver, BaseCheckpointSaver) or thread_id is None:
+        return None
+    # A task's namespace is its graph's namespace plus "node:task_id"; the checkpoint
+    # map names the checkpoint each enclosing graph is at, keyed by its namespace.
+    task_ns = str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or "")
+    graph_ns = task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
+    at: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": graph_ns}
+    checkpoint_id = (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_ns)
+    if checkpoint_id:
+        at["checkpoint_id"] = checkpoint_id
+    return saver, {"configurable": at}
+
+
+def recover_for_node(
+    config: RunnableConfig | None, calls: Mapping[str, AIMessage]
+) -> dict[str, ToolMessage]:
+    """Stored results of `calls` (call id -> its request), read from inside a node."""
+    found = node_checkpoint(config) if calls else None
+    if found is None:
+        return {}
+    saver, at = found
+    return recover_results(saver, at, list(calls), requests=_request_ids(calls))
+
+
+async def arecover_for_node(
+    config: RunnableConfig | None, calls: Mapping[str, AIMessage]
+) -> dict[str, ToolMessage]:
+    """`recover_for_node` through the saver's async methods."""
+    found = node_checkpoint(config) if calls else None
+    if found is None:
+        return {}
+    saver, at = found
+    return await arecover_results(saver, at, list(calls), requests=_request_ids(calls))
+
+
+def _request_ids(calls: Mapping[str, AIMessage]) -> set[str]:
+    return {m.id for m in calls.values() if m.id is not None}
+
+
+def recover_results(
+    saver: BaseCheckpointSaver[Any],
+    config: RunnableConfig,
+    call_ids: Collection[str],
+    *,
+    requests: Collection[str] = (),
+    max_walk: int = DEFAULT_MAX_WALK,
+) -> dict[str, ToolMessage]:
+    """Stored results of `call_ids` on this branch's recent checkpoints (module doc)."""
+    search = _Search(call_ids, requests)
+    if not search.wanted:
+        return {}
+    try:
+        saved = _start(saver, config)
+        for _ in range(max_walk):
+            if saved is None or search.read(saved.pending_writes or ()):
+                break
+            saved = saver.get_tuple(saved.parent_config) if saved.parent_config else None
+    except NotImplementedError:  # e.g. an async-only saver read from sync code
+        return {}
+    return search.found
+
+
+async def arecover_results(
+    saver: BaseCheckpointSaver[Any],
+    config: RunnableConfig,
+    call_ids: Collection[str],
+    *,
+    requests: Collection[str] = (),
+    max_walk: int = DEFAULT_MAX_WALK,
+) -> dict[str, ToolMessage]:
+    """`recover_results` through the saver's async methods."""
+    search = _Search(call_ids, requests)
+    if not search.wanted:
+        return {}
+    try:
+        saved = await _astart(saver, config)
+        for _ in range(max_walk):
+            if saved is None or search.read(saved.pending_writes or ()):
+                break
+            saved = await saver.aget_tuple(saved.parent_config) if saved.parent_config else None
+    except NotImplementedError:  # e.g. a sync-only saver (SqliteSaver) in async code
+        return {}
+    return search.found
+
+
+def _thread(config: RunnableConfig) -> tuple[RunnableConfig, str | None]:
+    conf = config.get("configurable") or {}
+    thread: RunnableConfig = {
+        "configurable": {
+            "thread_id": conf["thread_id"],
+            "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        }
+    }
+    return thread, conf.get("checkpoint_id")
+
+
+def _start(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> CheckpointTuple | None:
+    thread, checkpoint_id = _thread(config)
+    if checkpoint_id is None:
+        return saver.get_tuple(thread)
+    saved = saver.get_tuple(config)
+    if saved is not None:
+        return saved
+    # Not stored yet: start from the newest stored one before it. Checkpoint ids grow
+    # with time, and LangGraph stores a run's checkpoints in order.
+    before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
+    return next(iter(saver.list(thread, before=before, limit=1)), None)
+
+
+async def _astart(
+    saver: BaseCheckpointSaver[Any], config: RunnableConfig
+) -> CheckpointTuple | None:
+    thread, checkpoint_id = _thread(config)
+    if checkpoint_id is None:
+        return await saver.aget_tuple(thread)
+    saved = await saver.aget_tuple(config)
+    if saved is not None:
+        return saved
+    before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
+    async for older in saver.alist(thread, before=before, limit=1):
+        return older
+    return None
+
+
+class _Search:
+    """What the walk looks for, and what it found so far."""
+
+    def __init__(self, call_ids: Iterable[str], requests: Iterable[str]) -> None:
+        self.wanted = set(call_ids)
+        self.requests = set(requests)
+        self.bounded = bool(self.requests)
+        self.found: dict[str, ToolMessage] = {}
+
+    def read(self, writes: Iterable[PendingWrite]) -> bool:
+        """Take the results in one checkpoint's writes; True when the walk may stop."""
+        for _task, _channel, value in writes:
+            for item in _items(value):
+                if isinstance(item, ToolMessage):
+                    cid = item.tool_call_id
+                    if cid in self.wanted and cid not in self.found:
+                        self.found[cid] = item  # walking back: the first is the newest
+                elif item.id is not None:
+                    self.requests.discard(item.id)
+        return len(self.found) == len(self.wanted) or (self.bounded and not self.requests)
+
+
+def _items(value: Any) -> list[ToolMessage | AIMessage]:
+    """The results and requests in one write; anything else (routing, errors) is skipped."""
+    if isinstance(value, (ToolMessage, AIMessage)):
+        return [value]
+    if isinstance(value, Mapping):
+        raws: list[Any] = [value]
+    elif isinstance(value, (list, tuple)):
+        raws = flatten_write(value)
+    else:
+        return []
+    out: list[ToolMessage | AIMessage] = []
+    for raw in raws:
+        if isinstance(raw, Mapping) and raw.get("role") in ("tool", "assistant", "ai"):
+            try:
+                raw = coerce_message(raw)
+            except (MessageLogError, ValueError, TypeError):
+                continue  # not a message the log could hold: nothing to recover
+        if isinstance(raw, (ToolMessage, AIMessage)):
+            out.append(raw)
+    return out

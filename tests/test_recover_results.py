@@ -1,0 +1,314 @@
+"""A new user message on an interrupted or failed parallel tool step keeps the saved results.
+
+The step runs one task per call (`send_tool_calls`). Beijing's call finishes and is
+stored as a pending write; Shanghai's call interrupts or raises. The user then sends a
+new message instead of resuming: LangGraph drops the step's pending writes, and the
+model node must log Beijing's *stored* result (same id and content, the tool not run
+again) and answer only Shanghai's call as not completed.
+
+Each scenario runs on SQLite and Postgres through `threadlog.checkpointer(url)`, sync
+and async, and on plain LangGraph savers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from durability_worker import start
+from helpers_durability import (
+    build_agent,
+    check_thread,
+    make_weather_tool,
+    read_effects,
+    user,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+import threadlog
+from threadlog.checkpoint_recover import arecover_results, recover_results
+from threadlog.nodes.model import NOT_COMPLETED
+
+TWO_CITIES = "What's the weather in Beijing and Shanghai?"
+INSTEAD = "Never mind. Weather in Guangzhou?"
+CONFIG: dict[str, Any] = {"configurable": {"thread_id": "t"}}
+
+
+Hook = Callable[[BaseCheckpointSaver[Any]], Callable[[str, str], None]]
+
+
+def ask_about_shanghai(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], None]:
+    def hook(city: str, call_id: str) -> None:
+        if city == "Shanghai":
+            interrupt({"confirm": city})
+
+    return hook
+
+
+def shanghai_is_down(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], None]:
+    """Shanghai raises once Beijing's result is stored: LangGraph cancels the tasks
+    still running when one fails, and this test is about a result that was saved."""
+
+    def hook(city: str, call_id: str) -> None:
+        if city == "Shanghai":
+            wait_for_a_stored_result(saver)
+            raise ConnectionError("weather service for Shanghai is down")
+
+    return hook
+
+
+def wait_for_a_stored_result(saver: BaseCheckpointSaver[Any], limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        saved = saver.get_tuple(CONFIG)
+        if saved is not None and any(
+            isinstance(m, ToolMessage)
+            for _, _, v in saved.pending_writes or ()
+            for m in (v if isinstance(v, list) else [v])
+        ):
+            return
+        time.sleep(0.01)
+    raise AssertionError("Beijing's result was never stored")
+
+
+STOPS: dict[str, tuple[Hook, type[Exception] | None]] = {
+    "interrupt": (ask_about_shanghai, None),
+    "raise": (shanghai_is_down, ConnectionError),
+}
+
+
+def agent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
+    """model ⇄ tools with the ModelNode itself as the node (sync and async paths)."""
+    weather = make_weather_tool(effects, hook(saver))
+    g = StateGraph(threadlog.AgentState)
+    g.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
+    g.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
+    g.add_edge(START, "model")
+    g.add_conditional_edges(
+        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
+    )
+    g.add_edge("tools", "model")
+    return g.compile(checkpointer=saver)
+
+
+def stored_results(saver: BaseCheckpointSaver[Any]) -> dict[str, ToolMessage]:
+    """The ToolMessages pending on the thread's head: the paused step's saved results."""
+    saved = saver.get_tuple(CONFIG)
+    assert saved is not None
+    return {
+        m.tool_call_id: m
+        for _, _, v in saved.pending_writes or ()
+        for m in (v if isinstance(v, list) else [v])
+        if isinstance(m, ToolMessage)
+    }
+
+
+def first_turn(graph: Any, stop: str) -> None:
+    error = STOPS[stop][1]
+    if error is None:
+        out = graph.invoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
+        assert out["__interrupt__"][0].value == {"confirm": "Shanghai"}
+    else:
+        with pytest.raises(error, match="Shanghai"):
+            graph.invoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
+
+
+async def afirst_turn(graph: Any, stop: str) -> None:
+    error = STOPS[stop][1]
+    if error is None:
+        out = await graph.ainvoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
+        assert out["__interrupt__"][0].value == {"confirm": "Shanghai"}
+    else:
+        with pytest.raises(error, match="Shanghai"):
+            await graph.ainvoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
+
+
+def assert_recovered(
+    final: list[BaseMessage], saved: dict[str, ToolMessage], effects: Path
+) -> None:
+    """Beijing's stored result, Shanghai's explicit error, u2 and the answer: once each."""
+    threadlog.validate(final, allow_pending_calls=False)
+    ids = [m.id for m in final]
+    assert len(ids) == len(set(ids)), f"message ids appear more than once: {ids}"
+    assert [m.id for m in final if isinstance(m, HumanMessage)] == ["u1", "u2"]
+    request = final[1]
+    assert isinstance(request, AIMessage)
+    beijing, shanghai = (c["id"] for c in request.tool_calls)
+    assert list(saved) == [beijing]  # only the finished sibling was stored
+    # Both calls are answered before the new message, in call order.
+    first, second = final[2], final[3]
+    assert isinstance(first, ToolMessage) and isinstance(second, ToolMessage)
+    assert final[4].id == "u2"
+    stored = saved[beijing]
+    assert (first.tool_call_id, first.id, first.content, first.status) == (
+        beijing, stored.id, stored.content, "success")
+    assert first.content == "Beijing: sunny, 21°C"
+    assert (second.tool_call_id, second.status, second.content) == (
+        shanghai, "error", NOT_COMPLETED)
+    answer = final[-1]
+    assert isinstance(answer, AIMessage) and not answer.tool_calls
+    assert "Guangzhou" in answer.text
+    # Beijing's tool ran once (not again for the recovery), Shanghai's never finished.
+    effects_by_call = Counter(read_effects(effects))
+    guangzhou = [m.tool_call_id for m in final[5:] if isinstance(m, ToolMessage)]
+    assert effects_by_call == Counter([beijing, *guangzhou])
+
+
+# -- threadlog.checkpointer on SQLite and Postgres ----------------------------------------
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_new_message_after_a_stopped_step_logs_the_saved_sibling_result(
+    backend: str, tmp_path: Path, stop: str
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    with threadlog.checkpointer(backend) as saver:
+        graph = agent(saver, effects, STOPS[stop][0])
+        first_turn(graph, stop)
+        saved = stored_results(saver)
+        out = graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        assert_recovered(out["messages"], saved, effects)
+        head = check_thread(graph, CONFIG, repaired_input_ok=True)
+    assert [m.id for m in head] == [m.id for m in out["messages"]]
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+async def test_new_message_after_a_stopped_step_logs_the_saved_result_async(
+    backend: str, tmp_path: Path, stop: str
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = agent(saver, effects, STOPS[stop][0])
+        await afirst_turn(graph, stop)
+        saved_tuple = await saver.aget_tuple(CONFIG)
+        assert saved_tuple is not None
+        saved = {
+            m.tool_call_id: m
+            for _, _, v in saved_tuple.pending_writes or ()
+            for m in (v if isinstance(v, list) else [v])
+            if isinstance(m, ToolMessage)
+        }
+        out = await graph.ainvoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        assert_recovered(out["messages"], saved, effects)
+        state = await graph.aget_state(CONFIG)
+    assert [m.id for m in state.values["messages"]] == [m.id for m in out["messages"]]
+
+
+def test_a_later_turn_after_recovery_keeps_one_linear_valid_history(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    with threadlog.checkpointer(backend) as saver:
+        graph = agent(saver, effects, ask_about_shanghai)
+        first_turn(graph, "interrupt")
+        graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        graph.invoke({"messages": [user("And in Wuhan?", "u3")]}, CONFIG)
+        head = check_thread(graph, CONFIG, repaired_input_ok=True)
+    results = [m for m in head if isinstance(m, ToolMessage)]
+    assert [r.status for r in results] == ["success", "error", "success", "success"]
+    assert Counter(read_effects(effects)) == Counter(
+        r.tool_call_id for r in results if r.status == "success")
+
+
+def test_new_message_after_a_worker_killed_mid_step_logs_the_saved_result(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    # SIGKILLed inside Shanghai's tool, once Beijing's result is stored.
+    worker = start("turn", backend, "t", str(effects), TWO_CITIES, "u1", "--kill", "between_tools")
+    worker.join(60)
+    assert worker.exitcode == -9, "the worker was not killed"
+    with threadlog.checkpointer(backend) as saver:
+        graph = build_agent(saver, effects)
+        saved = stored_results(saver)
+        out = graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        assert_recovered(out["messages"], saved, effects)
+        check_thread(graph, CONFIG, repaired_input_ok=True)
+
+
+# -- plain LangGraph savers ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_recovery_works_with_a_plain_sqlite_saver(tmp_path: Path, stop: str) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    effects = tmp_path / "effects.jsonl"
+    conn = sqlite3.connect(tmp_path / "plain.sqlite", check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        graph = agent(saver, effects, STOPS[stop][0])
+        first_turn(graph, stop)
+        saved = stored_results(saver)
+        out = graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        assert_recovered(out["messages"], saved, effects)
+        check_thread(graph, CONFIG, repaired_input_ok=True)
+    finally:
+        conn.close()
+
+
+async def test_recovery_works_with_a_plain_async_sqlite_saver(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    effects = tmp_path / "effects.jsonl"
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "plain.sqlite")) as saver:
+        graph = agent(saver, effects, ask_about_shanghai)
+        await afirst_turn(graph, "interrupt")
+        saved_tuple = await saver.aget_tuple(CONFIG)
+        assert saved_tuple is not None
+        saved = {
+            m.tool_call_id: m
+            for _, _, v in saved_tuple.pending_writes or ()
+            for m in (v if isinstance(v, list) else [v])
+            if isinstance(m, ToolMessage)
+        }
+        out = await graph.ainvoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+    assert_recovered(out["messages"], saved, effects)
+
+
+def test_recovery_works_behind_the_history_cache(tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    url = f"sqlite:///{tmp_path / 'cached.sqlite'}"
+    with threadlog.checkpointer(url, wrap=threadlog.with_history_cache) as saver:
+        graph = agent(saver, effects, ask_about_shanghai)
+        first_turn(graph, "interrupt")
+        saved = stored_results(saver)
+        out = graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+    assert_recovered(out["messages"], saved, effects)
+
+
+# -- the lookup itself ---------------------------------------------------------------------
+
+
+async def test_lookup_finds_only_the_asked_calls_on_this_thread(tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    url = f"sqlite:///{tmp_path / 'lookup.sqlite'}"
+    with threadlog.checkpointer(url) as saver:
+        graph = agent(saver, effects, ask_about_shanghai)
+        first_turn(graph, "interrupt")
+        saved = stored_results(saver)
+        request = graph.get_state(CONFIG).values["messages"][1]
+        beijing, shanghai = (c["id"] for c in request.tool_calls)
+        found = recover_results(saver, CONFIG, {beijing, shanghai}, requests={request.id})
+        assert list(found) == [beijing] and found[beijing].id == saved[beijing].id
+        assert recover_results(saver, CONFIG, {shanghai}, requests={request.id}) == {}
+        other = {"configurable": {"thread_id": "another"}}
+        assert recover_results(saver, other, {beijing}) == {}
+        # A walk too short to reach the tool step's checkpoint finds nothing.
+        graph.update_state(CONFIG, {"messages": []})
+        graph.update_state(CONFIG, {"messages": []})
+        assert recover_results(saver, CONFIG, {beijing}, max_walk=2) == {}
+        assert recover_results(saver, CONFIG, {beijing}, max_walk=3)[beijing].id == (
+            saved[beijing].id)
+    async with threadlog.acheckpointer(url) as asaver:
+        found = await arecover_results(asaver, CONFIG, {beijing}, requests={request.id})
+    assert found[beijing].id == saved[beijing].id
