@@ -5,7 +5,20 @@
     class State(MessagesState):
         ...
 
-See README.md for the quickstart and docs/ARCHITECTURE.md for the module map.
+The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the map):
+
+* The log: `Messages`, `MessagesState`, `MessageLogChannel`, `MessageLog`,
+  `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
+  and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
+  `AppendOnlyError`, `ParallelWriteError`.
+* Providers: `validate`, `PROFILES`, `Profile`, `get_profile`; the wire boundary
+  `to_wire`, `openai_payload`, `profile_for`.
+* Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
+  `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
+  `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
+* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`,
+  `with_history_cache`, `HistoryCache`.
+* Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
 
 from threadlog.agent import create_agent
