@@ -37,8 +37,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadlog.checkpoint_guard import (
-    GuardedSaver,
+from threadlog.checkpoint_guard import GuardedSaver
+from threadlog.checkpoint_heads import (
     HeadStore,
     MemoryHeadStore,
     PostgresHeadStore,

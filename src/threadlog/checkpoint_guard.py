@@ -41,14 +41,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import hashlib
-import os
-import sqlite3
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -59,18 +55,15 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import START
 
+from threadlog.checkpoint_heads import (
+    HeadStore,
+    StoredWrite,
+)
 from threadlog.checkpoint_input import InputCheck
 
-__all__ = [
-    "ConcurrentRunError",
-    "GuardedSaver",
-    "MemoryHeadStore",
-    "PostgresHeadStore",
-    "SqliteHeadStore",
-]
+__all__ = ["ConcurrentRunError", "GuardedSaver"]
 
 _FORK_SOURCES = frozenset({"update", "fork"})
 
@@ -108,33 +101,7 @@ class ConcurrentRunError(RuntimeError):
 def _rebuild(
     problem: str, thread_id: str, checkpoint_id: str | None, head: str | None
 ) -> ConcurrentRunError:
-    return ConcurrentRunError(
-        problem, thread_id=thread_id, checkpoint_id=checkpoint_id, head=head
-    )
-
-
-StoredWrite = tuple[str, bytes]
-"""(serializer type tag, blob) of one stored write."""
-
-
-class HeadStore(Protocol):
-    """What the guard needs to know about a thread, read under its lock."""
-
-    def lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]: ...
-
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool: ...
-
-    def run_unlock(self, thread_id: str) -> None: ...
-
-    def head(self, thread_id: str, ns: str) -> str | None: ...
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool: ...
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]: ...
-
-    def close(self) -> None: ...
+    return ConcurrentRunError(problem, thread_id=thread_id, checkpoint_id=checkpoint_id, head=head)
 
 
 class GuardedSaver(BaseCheckpointSaver[Any]):
@@ -322,9 +289,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         start = checkpoint["channel_values"].get(START)
         return parent, self.input_check.from_input_checkpoint(start)
 
-    def _start_values(
-        self, writes: Sequence[tuple[str, Any]], task_path: str
-    ) -> dict[str, Any]:
+    def _start_values(self, writes: Sequence[tuple[str, Any]], task_path: str) -> dict[str, Any]:
         # task_path of a root pull task is "~__pregel_pull, <node>".
         if self.input_check is None or task_path.rsplit(", ", 1)[-1] != START:
             return {}
@@ -469,256 +434,3 @@ async def _alock(store: HeadStore, thread_id: str) -> AsyncIterator[None]:
             yield
         finally:
             await asyncio.to_thread(cm.__exit__, None, None, None)
-
-
-# -- head stores ---------------------------------------------------------------
-
-
-class _LocalRuns:
-    """Which threads this process holds a run lock on (OS/database locks are per
-    process or per session, so they cannot keep two threads of one process apart)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._held: set[str] = set()
-
-    def acquire(self, thread_id: str, wait: bool) -> bool:
-        with self._cond:
-            while thread_id in self._held:
-                if not wait:
-                    return False
-                self._cond.wait()
-            self._held.add(thread_id)
-            return True
-
-    def release(self, thread_id: str) -> None:
-        with self._cond:
-            self._held.discard(thread_id)
-            self._cond.notify_all()
-
-
-class MemoryHeadStore:
-    """Reads an `InMemorySaver`'s dicts; one process, so a thread lock is the mutex."""
-
-    def __init__(self, saver: InMemorySaver) -> None:
-        self.saver = saver
-        self._lock = threading.Lock()
-        self._runs = _LocalRuns()
-
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        return self._runs.acquire(thread_id, wait)
-
-    def run_unlock(self, thread_id: str) -> None:
-        self._runs.release(thread_id)
-
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        with self._lock:
-            yield
-
-    def head(self, thread_id: str, ns: str) -> str | None:
-        ids = self.saver.storage.get(thread_id, {}).get(ns, {})
-        return max(ids) if ids else None
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        saved = self.saver.storage.get(thread_id, {}).get(ns, {})
-        return any(entry[2] == checkpoint_id for entry in saved.values())
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        stored = self.saver.writes.get((thread_id, ns, checkpoint_id), {})
-        return {idx: w[2] for (tid, idx), w in stored.items() if tid == task_id}
-
-    def close(self) -> None:
-        pass
-
-
-class SqliteHeadStore:
-    """Reads a SQLite checkpoint file through its own connection; `flock` across processes."""
-
-    def __init__(self, path: str, conn: sqlite3.Connection | None = None) -> None:
-        self.path = path
-        self._thread_lock = threading.Lock()
-        # ":memory:" is private to one connection, so that one is shared (`conn`).
-        self._own = conn is None
-        self._conn = conn or sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._lock_fd: int | None = None
-        if path != ":memory:":
-            self._lock_fd = os.open(path + ".threadlog-lock", os.O_RDWR | os.O_CREAT, 0o644)
-        self._runs = _LocalRuns()
-        self._run_fds: dict[str, int] = {}
-
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        if not self._runs.acquire(thread_id, wait):
-            return False
-        if self._lock_fd is None:
-            return True
-        # One lock file per thread in a directory next to the database.
-        folder = self.path + ".threadlog-runs"
-        os.makedirs(folder, exist_ok=True)
-        name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
-        fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            self._runs.release(thread_id)
-            return False
-        self._run_fds[thread_id] = fd
-        return True
-
-    def run_unlock(self, thread_id: str) -> None:
-        fd = self._run_fds.pop(thread_id, None)
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-        self._runs.release(thread_id)
-
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        # One lock for the whole file: SQLite serializes writers anyway, and a
-        # byte-range lock per thread would buy nothing but complexity.
-        with self._thread_lock:
-            if self._lock_fd is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                if self._lock_fd is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-
-    def _one(self, sql: str, args: tuple[Any, ...]) -> Any:
-        try:
-            row = self._conn.execute(sql, args).fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None  # nothing stored yet
-            raise
-        return row
-
-    def head(self, thread_id: str, ns: str) -> str | None:
-        row = self._one(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-            "ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id, ns),
-        )
-        return None if row is None else str(row[0])
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        row = self._one(
-            "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-            "AND parent_checkpoint_id = ? LIMIT 1",
-            (thread_id, ns, checkpoint_id),
-        )
-        return row is not None
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        try:
-            rows = self._conn.execute(
-                "SELECT idx, type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
-                "AND checkpoint_id = ? AND task_id = ?",
-                (thread_id, ns, checkpoint_id, task_id),
-            ).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return {}
-            raise
-        return {int(idx): (str(typ), bytes(val)) for idx, typ, val in rows}
-
-    def close(self) -> None:
-        if self._own:
-            self._conn.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-
-class PostgresHeadStore:
-    """Reads through its own connection; a session advisory lock per thread.
-
-    The lock lives on this store's connection, so it is released by Postgres itself
-    when the holder's process dies.
-    """
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        self._conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0)
-        self._thread_lock = threading.Lock()
-        self._url = url
-        self._runs = _LocalRuns()
-        self._run_conns: dict[str, Any] = {}
-
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        import psycopg
-
-        if not self._runs.acquire(thread_id, wait):
-            return False
-        # A connection per held run lock: a blocking wait must not hold up the
-        # write-guard queries of this process's other runs.
-        conn = psycopg.Connection.connect(self._url, autocommit=True, prepare_threshold=0)
-        key = self.lock_key("run:" + thread_id)
-        if wait:
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        else:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if not (row and row[0]):
-                conn.close()
-                self._runs.release(thread_id)
-                return False
-        self._run_conns[thread_id] = conn
-        return True
-
-    def run_unlock(self, thread_id: str) -> None:
-        conn = self._run_conns.pop(thread_id, None)
-        if conn is not None:
-            conn.close()  # closing the session releases its advisory locks
-        self._runs.release(thread_id)
-
-    @staticmethod
-    def lock_key(thread_id: str) -> int:
-        # A stable signed 64-bit key; "threadlog:" keeps us off other apps' lock keys.
-        digest = hashlib.blake2b(f"threadlog:{thread_id}".encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big", signed=True)
-
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        key = self.lock_key(thread_id)
-        with self._thread_lock:
-            self._conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            try:
-                yield
-            finally:
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-
-    def head(self, thread_id: str, ns: str) -> str | None:
-        row = self._conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-            "ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id, ns),
-        ).fetchone()
-        return None if row is None else str(row[0])
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        row = self._conn.execute(
-            "SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-            "AND parent_checkpoint_id = %s LIMIT 1",
-            (thread_id, ns, checkpoint_id),
-        ).fetchone()
-        return row is not None
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        rows = self._conn.execute(
-            "SELECT idx, type, blob FROM checkpoint_writes WHERE thread_id = %s "
-            "AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s",
-            (thread_id, ns, checkpoint_id, task_id),
-        ).fetchall()
-        return {int(idx): (str(typ), bytes(blob)) for idx, typ, blob in rows}
-
-    def close(self) -> None:
-        self._conn.close()
