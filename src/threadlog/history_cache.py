@@ -20,9 +20,9 @@ Contract:
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
 * Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
-  one or two queries (`_sqlite_walk`, `_postgres_walk`); other savers walk with
-  `get_tuple`. A cold SQLite read goes through `_sqlite_read`: the saver's own result (a
-  test compares them) without deserializing every ancestor checkpoint.
+  one or two queries (`threadlog.history_reads`); other savers walk with `get_tuple`.
+  A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
+  (a test compares them) without deserializing every ancestor checkpoint.
 * Only `MessageLogChannel` takes part: it registers what it rebuilt (`KeyedWrites`)
   and is the only channel handed a `CachedSeed`. Other delta channels get the saver's
   normal history.
@@ -39,15 +39,15 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
-    writes_sort_key,
 )
+
+from threadlog import history_reads
 
 if TYPE_CHECKING:
     from threadlog.log import MessageLog
@@ -179,8 +179,12 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 out[ch] = hit
         if rest:
             cache.misses += 1
-            sqlite = _underlying(self, _sqlite_saver)
-            fast = None if sqlite is None else _sqlite_read(sqlite, thread_id, ns, rest, target)
+            sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
+            fast = (
+                None
+                if sqlite is None
+                else history_reads.sqlite_read(sqlite, thread_id, ns, rest, target)
+            )
             read = (
                 fast
                 if fast is not None
@@ -233,13 +237,13 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         cached_id, log, version = entry
         if target == cached_id:
             return _hit(log, version, [], cache, slot, target)
-        sqlite = _underlying(self, _sqlite_saver)
+        sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
         if sqlite is not None:
-            found = _sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
+            found = history_reads.sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
             return None if found is None else _hit(log, version, [found], cache, slot, target)
-        postgres = _underlying(self, _postgres_saver)
+        postgres = history_reads.underlying(self, history_reads.postgres_saver_class)
         if postgres is not None:
-            found = _postgres_walk(postgres, slot, target, cached_id, cache.max_walk)
+            found = history_reads.postgres_walk(postgres, slot, target, cached_id, cache.max_walk)
             return None if found is None else _hit(log, version, [found], cache, slot, target)
         tup = self.get_tuple(config)
         collected: list[list[PendingWrite]] = []
@@ -289,223 +293,6 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 # branch (a fork), so the saver's own read is the right one.
                 return None
         return None
-
-
-try:  # SqliteSaver: walk ids with the saver's own SQL, fetch only this channel's writes
-    from langgraph.checkpoint.sqlite import SqliteSaver as _sqlite_saver
-    from langgraph.checkpoint.sqlite._delta import (
-        DELTA_STAGE1_SQL,
-        build_delta_channels_writes_history,
-        build_delta_stage2_sql,
-    )
-except ImportError:  # pragma: no cover - sqlite saver not installed
-    _sqlite_saver = None  # type: ignore[assignment,misc]
-
-
-try:  # PostgresSaver: one query for the chain, one for this channel's writes
-    from langgraph.checkpoint.postgres import PostgresSaver as _postgres_saver
-except ImportError:  # pragma: no cover - the postgres extra is not installed
-    _postgres_saver = None  # type: ignore[assignment,misc]
-
-
-def _underlying(saver: Any, cls: type[Any] | None) -> Any:
-    """The `cls` saver under `saver` and its wrappers' `.inner` chain, if there is one."""
-    for _ in range(8):
-        if cls is None or saver is None:
-            return None
-        if isinstance(saver, cls):
-            return saver
-        saver = saver.__dict__.get("inner")
-    return None
-
-
-# Newest-first checkpoints from the target down to the cached id, each with whether it
-# stores a value for the channel (inline, or a blob at its version: the probe of
-# PostgresSaver's own walk) and its writes to the channel — one round trip. Ids only
-# order checkpoints of one process; a parent outside the window just ends the walk
-# (then the saver reads).
-_PG_WALK_SQL = (
-    "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
-    "w.task_id, w.task_path, w.idx, w.type AS wtype, w.blob AS wblob FROM ("
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
-    "(checkpoint -> 'channel_values') ? %s AS inline, "
-    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = k.thread_id "
-    "AND b.checkpoint_ns = k.checkpoint_ns AND b.channel = %s "
-    "AND b.version = k.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty') AS blob "
-    "FROM checkpoints k WHERE thread_id = %s AND checkpoint_ns = %s "
-    "AND checkpoint_id <= %s AND checkpoint_id >= %s "
-    "ORDER BY checkpoint_id DESC LIMIT %s) c "
-    "LEFT JOIN checkpoint_writes w ON w.thread_id = c.thread_id "
-    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
-    "AND w.channel = %s"
-)
-
-
-def _postgres_walk(
-    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
-) -> list[PendingWrite] | None:
-    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached)."""
-    thread_id, ns, ch = slot
-    with saver._cursor() as cur:
-        cur.execute(
-            _PG_WALK_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk, ch)
-        )
-        found = cur.fetchall()
-    rows: dict[str, Any] = {}
-    writes: dict[str, list[Any]] = {}
-    for r in found:
-        rows.setdefault(r["checkpoint_id"], r)
-        if r["task_id"] is not None:
-            writes.setdefault(r["checkpoint_id"], []).append(r)
-    if target not in rows:
-        return None
-    chain: list[str] = []
-    cid = rows[target]["parent_checkpoint_id"]
-    while True:
-        row = rows.get(cid) if cid is not None else None
-        if row is None or cid in chain or len(chain) >= max_walk:
-            return None
-        chain.append(cid)
-        if cid == cached_id:
-            break
-        if row["inline"] or row["blob"]:
-            return None  # a stored snapshot on the way: a fork; the saver reads
-        cid = row["parent_checkpoint_id"]
-    out: list[PendingWrite] = []
-    for cid in reversed(chain):  # oldest first, like the saver's own history
-        for r in sorted(
-            writes.get(cid, ()),
-            key=lambda r: writes_sort_key(r["task_path"] or "", r["task_id"], r["idx"]),
-        ):
-            out.append((str(r["task_id"]), ch, saver.serde.loads_typed((r["wtype"], r["wblob"]))))
-    return out
-
-
-def _sqlite_walk(
-    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
-) -> list[PendingWrite] | None:
-    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached).
-
-    Same walk as `SqliteSaver.get_delta_channel_history`, stopped at the cached id
-    instead of at a stored snapshot; a snapshot on the way means a fork (None).
-    """
-    thread_id, ns, ch = slot
-    chain: list[str] = []
-    with saver.cursor(transaction=False) as cur:
-        cur.execute(DELTA_STAGE1_SQL, (thread_id, ns, target, thread_id, ns))
-        found = False
-        for cid, type_tag, blob in cur:
-            if cid == target and not chain:
-                continue
-            if cid in chain or len(chain) >= max_walk:
-                return None
-            chain.append(cid)
-            if cid == cached_id:
-                found = True
-                break
-            if ch in (saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}):
-                return None
-        if not found:
-            return None
-        cur.execute(
-            build_delta_stage2_sql(has_task_path=saver._has_task_path, chain_lens=[len(chain)]),
-            [thread_id, ns, ch, *chain],
-        )
-        rows = cur.fetchall()
-    history = build_delta_channels_writes_history(
-        channels=[ch],
-        chain_by_ch={ch: chain},
-        seed_val_by_ch={},
-        seeded=set(),
-        stage2_rows=rows,
-        serde=saver.serde,
-    )
-    return list(history[ch]["writes"])
-
-
-def _sqlite_read(
-    saver: Any, thread_id: str, ns: str, channels: list[str], target: str
-) -> dict[str, DeltaChannelHistory] | None:
-    """`SqliteSaver.get_delta_channel_history`, for a cold read of a long thread.
-
-    Same result; it differs in cost only. The saver's walk runs a recursive query and
-    fully deserializes every ancestor checkpoint to look for a snapshot, which costs
-    several times the messages' own decoding. Here: one scan of the thread's
-    checkpoint rows, a structural msgpack read (no object construction) to see which
-    hold a snapshot, and one query for the channels' writes. None: not found here.
-    """
-    wanted = set(channels)
-    with saver.cursor(transaction=False) as cur:
-        cur.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ?",
-            (thread_id, ns),
-        )
-        # Per checkpoint: its parent and which wanted channels it holds a value for.
-        # Blobs are not kept: a long thread's checkpoints would cost memory.
-        rows: dict[str, tuple[str | None, list[str]]] = {
-            cid: (parent, [ch for ch in _value_keys(saver.serde, t, blob) if ch in wanted])
-            for cid, parent, t, blob in cur
-        }
-        if target not in rows:
-            return None
-        chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
-        seeds: dict[str, Any] = {}
-        active = set(channels)
-        walked = {target}
-        cid = rows[target][0]
-        while cid is not None and active and cid in rows and cid not in walked:
-            walked.add(cid)
-            parent, holds = rows[cid]
-            for ch in active:
-                chain_by_ch[ch].append(cid)
-            held = [ch for ch in holds if ch in active]
-            if held:
-                cur.execute(
-                    "SELECT type, checkpoint FROM checkpoints "
-                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread_id, ns, cid),
-                )
-                t, blob = cur.fetchone()
-                values = saver.serde.loads_typed((t, blob)).get("channel_values") or {}
-                for ch in held:
-                    seeds[ch] = values[ch]
-                    active.discard(ch)
-            cid = parent
-        del rows
-        marks = ",".join("?" * len(channels))
-        task_path = "task_path" if saver._has_task_path else "''"
-        cur.execute(
-            f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} "
-            f"FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({marks})",
-            (thread_id, ns, *channels),
-        )
-        on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
-        writes = [r for r in cur if r[0] in on_chain[r[1]]]
-    return build_delta_channels_writes_history(
-        channels=channels,
-        chain_by_ch=chain_by_ch,
-        seed_val_by_ch=seeds,
-        seeded=set(seeds),
-        stage2_rows=writes,
-        serde=saver.serde,
-    )
-
-
-def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
-    """The keys of a stored checkpoint's `channel_values`, cheaply when it is msgpack."""
-    if type_tag == "msgpack":
-        try:
-            ckpt = ormsgpack.unpackb(blob, ext_hook=_skip_ext)
-        except ormsgpack.MsgpackDecodeError:
-            ckpt = None
-        if isinstance(ckpt, dict):
-            return ckpt.get("channel_values") or {}
-    return serde.loads_typed((type_tag, blob)).get("channel_values") or {}
-
-
-def _skip_ext(code: int, data: bytes) -> None:
-    return None  # values are not needed, only which channels have one
 
 
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
