@@ -189,8 +189,15 @@ def check_thread(
         messages = list(snap.values.get("messages", []))
         try:
             check_messages(messages, final=False)
-        except threadlog.ToolPairingError:
-            if not (repaired_input_ok and snap.next == ("model",)):
+        except threadlog.ToolPairingError as exc:
+            # The input checkpoint (next: __start__) and the one after it (next: model)
+            # both hold the new message before the model node has run on it.
+            if not (repaired_input_ok and snap.next in (("model",), ("__start__",))):
+                exc.add_note(
+                    f"checkpoint {snap.config['configurable']['checkpoint_id']}: "
+                    f"source={snap.metadata.get('source') if snap.metadata else None}, "
+                    f"next={snap.next}"
+                )
                 raise
             check_messages(repair_open_calls(messages)[0], final=True)
         if snap.parent_config is not None:

@@ -164,3 +164,37 @@ async def test_async_saver_guards_concurrent_runs_too(backend: str) -> None:
     parents = [s.parent_config["configurable"]["checkpoint_id"]
                for s in history if s.parent_config]
     assert len(parents) == len(set(parents))  # linear
+
+
+def test_new_input_is_refused_when_another_run_stored_results_after_it_read(
+    tmp_path: Path,
+) -> None:
+    # Worker B reads the head, worker A then stores a task result on it, and B's new
+    # input lands on that head. LangGraph drops the head's task writes from B's state
+    # but readers replay them into B's branch: B must be told to re-read, not stored.
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    config = {"configurable": {"thread_id": "t"}}
+    with threadlog.checkpointer(url) as saver_a, threadlog.checkpointer(url) as saver_b:
+        graph = _slow_echo(saver_a, delay=0)
+        graph.invoke({"messages": [("user", "first")]}, config)
+        head = saver_b.get_tuple(config)
+        assert head is not None
+        saver_a.put_writes(
+            head.config, [("messages", [("assistant", "late")])], "another-runs-task"
+        )
+        with pytest.raises(threadlog.ConcurrentRunError, match="after this run read it"):
+            saver_b.put(
+                head.config,
+                {**head.checkpoint, "id": "1f0-input"},
+                {"source": "input", "step": -1, "parents": {}},
+                {},
+            )
+        # Having read the writes, B may go on.
+        fresh = saver_b.get_tuple(config)
+        assert fresh is not None
+        saver_b.put(
+            fresh.config,
+            {**fresh.checkpoint, "id": "1f0-input-2"},
+            {"source": "input", "step": -1, "parents": {}},
+            {},
+        )

@@ -10,6 +10,10 @@ only then lets the wrapped saver write:
   deliberate fork (metadata `source` is `"update"` — `update_state` — or `"fork"`).
   Otherwise another run moved the thread on after this run read it: the write is
   refused with `ConcurrentRunError` and nothing is stored.
+* **New input** (a `source="input"` checkpoint) is also refused when another run stored
+  task results on its parent after this saver read that parent: LangGraph drops a
+  head's unfinished tasks' writes from the new run's state, but readers replay every
+  write stored there, so the stored branch would differ from what the run holds.
 * **`put_writes`** (a task's results, stored on the checkpoint the task ran from) is
   refused when another run already stored a *different* result for the same task and
   slot, or when the checkpoint already has a child stored by another saver (another
@@ -122,6 +126,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # writes and the next checkpoint concurrently ("async" durability), so a
         # run's own writes may land after its own child: those are not strays.
         self.own_parents = _own_parents or _Recent()
+        # The task writes this saver saw on each checkpoint it read, and the ones it
+        # wrote itself: new input on a checkpoint discards its unfinished tasks' writes
+        # in memory, but readers replay every write stored there, so another run's
+        # result landing in between would make the stored branch differ from this run's.
+        self._seen_writes: dict[str, frozenset[tuple[str, str]]] = {}
+        self._own_writes: dict[str, set[tuple[str, str]]] = {}
 
     # -- whole-run lock ---------------------------------------------------------
 
@@ -157,10 +167,33 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         return getattr(self.inner, name)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.inner.get_tuple(config)
+        return self._remember(self.inner.get_tuple(config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self.inner.aget_tuple(config)
+        return self._remember(await self.inner.aget_tuple(config))
+
+    def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
+        if tup is not None and _guarded_key(tup.config) is not None:
+            if len(self._seen_writes) > 4096:
+                self._seen_writes.pop(next(iter(self._seen_writes)))
+            self._seen_writes[tup.config["configurable"]["checkpoint_id"]] = _write_keys(tup)
+        return tup
+
+    def _check_unseen_writes(
+        self, key: tuple[str, str], parent: str | None, now: CheckpointTuple | None
+    ) -> None:
+        seen = self._seen_writes.get(parent or "")
+        if seen is None or now is None:
+            return
+        unseen = _write_keys(now) - seen - self._own_writes.get(parent or "", set())
+        if unseen:
+            raise ConcurrentRunError(
+                f"another run stored results on checkpoint {parent!r} after this run read "
+                f"it (tasks {sorted(t for t, _ in unseen)}); read the thread again and retry",
+                thread_id=key[0],
+                checkpoint_id=parent,
+                head=self.store.head(*key),
+            )
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
         return self.inner.list(config, **kwargs)
@@ -229,6 +262,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._check_input(config, checkpoint, metadata)
         with self.store.lock(key[0]):
             self._check_put(key, config, metadata)
+            if metadata.get("source") == "input" and config["configurable"].get("checkpoint_id"):
+                parent = config["configurable"]["checkpoint_id"]
+                self._check_unseen_writes(key, parent, self.inner.get_tuple(config))
             out = self.inner.put(config, checkpoint, metadata, new_versions)
         self.own_parents.add(config["configurable"].get("checkpoint_id"))
         return out
@@ -246,6 +282,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         await self._acheck_input(config, checkpoint, metadata)
         async with _alock(self.store, key[0]):
             await _in_thread(self._check_put, key, config, metadata)
+            if metadata.get("source") == "input" and config["configurable"].get("checkpoint_id"):
+                parent = config["configurable"]["checkpoint_id"]
+                self._check_unseen_writes(key, parent, await self.inner.aget_tuple(config))
             out = await self.inner.aput(config, checkpoint, metadata, new_versions)
         self.own_parents.add(config["configurable"].get("checkpoint_id"))
         return out
@@ -263,6 +302,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._check_start_writes(config, writes, task_path)
         with self.store.lock(key[0]):
             self._check_writes(key, config, writes, task_id)
+            self._note_own(config, writes, task_id)
             return self.inner.put_writes(config, writes, task_id, task_path)
 
     async def aput_writes(
@@ -278,7 +318,16 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         await self._acheck_start_writes(config, writes, task_path)
         async with _alock(self.store, key[0]):
             await _in_thread(self._check_writes, key, config, writes, task_id)
+            self._note_own(config, writes, task_id)
             return await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    def _note_own(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
+    ) -> None:
+        cid = config["configurable"]["checkpoint_id"]
+        if len(self._own_writes) > 4096:
+            self._own_writes.pop(next(iter(self._own_writes)))
+        self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
 
     def _input_values(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
@@ -395,6 +444,15 @@ class _Recent:
 
     def __contains__(self, checkpoint_id: object) -> bool:
         return checkpoint_id in self._ids
+
+
+def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
+    """(task id, channel) of a checkpoint's task writes, LangGraph's upsert channels aside."""
+    return frozenset(
+        (task_id, channel)
+        for task_id, channel, _ in tup.pending_writes or ()
+        if channel not in WRITES_IDX_MAP
+    )
 
 
 def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:
