@@ -249,20 +249,10 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         collected: list[list[PendingWrite]] = []
         for _ in range(cache.max_walk):
             cursor = None if tup is None else tup.parent_config
-            if cursor is None:
-                return None
-            tup = self.get_tuple(cursor)
-            if tup is None:
-                return None
-            # The cached checkpoint's own writes lead to its child: they belong too.
-            collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
-            if tup.checkpoint["id"] == cached_id:
-                return _hit(log, version, collected, cache, slot, target)
-            if slot[2] in tup.checkpoint["channel_values"]:
-                # A stored snapshot between the cache and the target: LangGraph writes
-                # one where the ancestor's pending writes may belong to another
-                # branch (a fork), so the saver's own read is the right one.
-                return None
+            tup = None if cursor is None else self.get_tuple(cursor)
+            step = _walk_step(tup, slot, cached_id, collected)
+            if step is not _GO:
+                return None if step is _STOP else _hit(log, version, collected, cache, slot, target)
         return None
 
     async def _awalk_to_cached(
@@ -279,20 +269,32 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         collected: list[list[PendingWrite]] = []
         for _ in range(cache.max_walk):
             cursor = None if tup is None else tup.parent_config
-            if cursor is None:
-                return None
-            tup = await self.aget_tuple(cursor)
-            if tup is None:
-                return None
-            collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
-            if tup.checkpoint["id"] == cached_id:
-                return _hit(log, version, collected, cache, slot, target)
-            if slot[2] in tup.checkpoint["channel_values"]:
-                # A stored snapshot between the cache and the target: LangGraph writes
-                # one where the ancestor's pending writes may belong to another
-                # branch (a fork), so the saver's own read is the right one.
-                return None
+            tup = None if cursor is None else await self.aget_tuple(cursor)
+            step = _walk_step(tup, slot, cached_id, collected)
+            if step is not _GO:
+                return None if step is _STOP else _hit(log, version, collected, cache, slot, target)
         return None
+
+
+_GO, _STOP, _FOUND = object(), object(), object()
+
+
+def _walk_step(
+    tup: Any, slot: _Slot, cached_id: str, collected: list[list[PendingWrite]]
+) -> object:
+    """One ancestor of the `get_tuple` walk: keep going, give up, or the cached id found."""
+    if tup is None:
+        return _STOP
+    # The cached checkpoint's own writes lead to its child: they belong too.
+    collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
+    if tup.checkpoint["id"] == cached_id:
+        return _FOUND
+    if slot[2] in tup.checkpoint["channel_values"]:
+        # A stored snapshot between the cache and the target: LangGraph writes one where
+        # the ancestor's pending writes may belong to another branch (a fork), so the
+        # saver's own read is the right one.
+        return _STOP
+    return _GO
 
 
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
