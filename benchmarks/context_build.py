@@ -36,7 +36,7 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately, trim_messages
 
 from threadlog import ContextPolicy, append_messages, to_wire, validate
-from threadlog.nodes.compaction import compact
+from threadlog.context.compaction import compact
 from threadlog.nodes.model import repair_open_calls
 
 

@@ -190,7 +190,7 @@ def wrap(saver: Any, variant: str) -> Any:
     if variant != "threadlog":
         return saver
     try:
-        from threadlog.history_cache import with_history_cache
+        from threadlog.checkpoint.cache import with_history_cache
     except ImportError:  # before the cache exists: measure the bare channel
         return saver
     return with_history_cache(saver)

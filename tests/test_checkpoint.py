@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 
 import threadlog
 from threadlog.checkpoint import parse_url
-from threadlog.checkpoint_guard import GuardedSaver
+from threadlog.checkpoint.guard import GuardedSaver
 
 CANARY_HITS: list[str] = []
 

@@ -1,4 +1,4 @@
-"""The per-thread run guard (`threadlog.checkpoint_guard`), piece by piece."""
+"""The per-thread run guard (`threadlog.checkpoint.guard`), piece by piece."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ def test_a_late_result_inserted_into_an_old_turn_is_seen_despite_the_caches() ->
 
 
 def _grow(policy: ContextPolicy, turns: int = 40) -> tuple[list[dict[str, object]], list[int]]:
-    from threadlog.nodes.compaction import compact
+    from threadlog.context.compaction import compact
 
     log: list[object] = [system("s")]
     events: list[dict[str, object]] = []

@@ -26,7 +26,7 @@ from threadlog import (
     plan_context,
     validate,
 )
-from threadlog.nodes.compaction import compact
+from threadlog.context.compaction import compact
 from threadlog.nodes.model import repair_open_calls
 
 

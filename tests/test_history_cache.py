@@ -23,7 +23,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from tests.helpers_perf import build_loop, say, shape
-from threadlog.history_cache import history_cache_of, with_history_cache
+from threadlog.checkpoint.cache import history_cache_of, with_history_cache
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}
 
@@ -109,7 +109,7 @@ def test_a_second_process_reads_exactly_the_history_the_first_wrote(
         import json, sqlite3
         from langgraph.checkpoint.sqlite import SqliteSaver
         from tests.helpers_perf import build_loop, say, shape
-        from threadlog.history_cache import with_history_cache
+        from threadlog.checkpoint.cache import with_history_cache
         saver = with_history_cache(SqliteSaver(sqlite3.connect({db!r}, check_same_thread=False)))
         g = build_loop(saver)
         cfg = {{"configurable": {{"thread_id": "t1"}}}}
@@ -232,7 +232,7 @@ def test_postgres_resumes_forks_and_updates_read_the_same_as_an_uncached_saver(
 def test_the_cold_sqlite_read_returns_what_the_savers_own_walk_returns(
     cached: SqliteSaver, db: str
 ) -> None:
-    from threadlog.history_reads import sqlite_read
+    from threadlog.checkpoint.cache_sql import sqlite_read
 
     graph = build_loop(cached)
     for i in range(3):

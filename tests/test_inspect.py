@@ -29,7 +29,7 @@ from threadlog import (
     inspect,
     tools_condition,
 )
-from threadlog.inspect.render_text import display_width
+from threadlog.inspect.table import display_width
 
 
 @pytest.fixture
@@ -275,6 +275,40 @@ def test_context_seen_takes_policy_and_prompt_when_read_without_the_graph(
 
     assert shown(seen.context) == RecordingModel.seen[-1]
     assert shown(bare.context(-1).context) != RecordingModel.seen[-1]  # no policy: whole log
+
+
+def _characters(messages: Any) -> int:
+    """A custom token counter (one token per character), far from the default estimate."""
+    return sum(len(m.text) for m in messages)
+
+
+def test_context_seen_matches_the_model_input_with_a_custom_token_counter(
+    sqlite_db: tuple[SqliteSaver, str],
+) -> None:
+    saver, url = sqlite_db
+    RecordingModel.seen = []
+    prompt = "Be brief and answer with the weather of the city asked about. " * 3
+    policy = ContextPolicy(max_tokens=400, token_counter=_characters)
+    graph = create_agent(
+        RecordingModel(), [get_weather], system_prompt=prompt, context=policy, checkpointer=saver
+    )
+    for q in ["Weather in Paris?", "And in Rome?", "And in Berlin?", "And Paris again?"]:
+        graph.invoke({"messages": [("user", q)]}, CONFIG)  # type: ignore[arg-type]
+
+    t = inspect.thread(graph, CONFIG)
+    calls = [m for m in t.head.messages if isinstance(m, AIMessage)]
+    assert len(calls) == len(RecordingModel.seen) >= 6
+    for ai, seen in zip(calls, RecordingModel.seen, strict=True):
+        assert shown(t.context(ai.id).context) == seen
+    assert len(RecordingModel.seen[-1]) < len(t.head.messages)  # the budget did cut
+
+    bare = inspect.thread(url, "t-1")  # from a URL: the same settings given explicitly
+    assert shown(bare.context(-1, policy=policy, system_prompt=prompt).context) == (
+        RecordingModel.seen[-1]
+    )
+    assumed = bare.context(-1)
+    assert any("assumed" in line for line in assumed.summary())
+    assert not any("assumed" in line for line in t.context(-1).summary())
 
 
 def _views(t: inspect.Thread) -> list[inspect.Table]:

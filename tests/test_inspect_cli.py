@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.helpers_inspect import CONFIG, ScriptedAgent, run_two_turns
 from threadlog.cli import main
-from threadlog.inspect.render_text import display_width
+from threadlog.inspect.table import display_width
 
 
 @contextlib.contextmanager

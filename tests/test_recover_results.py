@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 import threadlog
-from threadlog.checkpoint_recover import arecover_results, recover_results
+from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.nodes.model import NOT_COMPLETED
 
 TWO_CITIES = "What's the weather in Beijing and Shanghai?"

@@ -23,33 +23,28 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
 
 from threadlog.agent import create_agent
 from threadlog.channel import MessageLogChannel, Messages, MessagesState
-from threadlog.checkpoint import acheckpointer, checkpointer
-from threadlog.checkpoint_guard import ConcurrentRunError
+from threadlog.checkpoint.cache import HistoryCache, with_history_cache
+from threadlog.checkpoint.saver import acheckpointer, checkpointer
+from threadlog.context.compaction import AgentState, Compactions
+from threadlog.context.policy import ContextPolicy, build_context, plan_context
 from threadlog.errors import (
     AppendOnlyError,
+    ApprovalError,
+    ConcurrentRunError,
     ConflictingIdError,
     InvalidMessageError,
     MessageLogError,
     ParallelWriteError,
+    ThreadlogError,
+    ToolCallError,
     ToolPairingError,
 )
-from threadlog.history_cache import HistoryCache, with_history_cache
 from threadlog.log import MessageLog, append_messages
 from threadlog.messages import coerce_message, digest, role_of
 from threadlog.models.offline import OfflineChatModel
-from threadlog.nodes.compaction import ContextNode
-from threadlog.nodes.context import (
-    AgentState,
-    Compactions,
-    ContextPolicy,
-    build_context,
-    plan_context,
-)
-from threadlog.nodes.model import ModelNode
-from threadlog.nodes.tools import ToolNode
-from threadlog.nodes.tools_approval import ApprovalError
-from threadlog.nodes.tools_dispatch import send_tool_calls, tools_condition
-from threadlog.nodes.tools_results import ToolCallError
+from threadlog.nodes.model import ContextNode, ModelNode
+from threadlog.nodes.tools.node import ToolNode
+from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
 from threadlog.profiles import PROFILES, Profile, get_profile, validate
 from threadlog.wire import openai_payload, profile_for, to_wire
 
@@ -76,6 +71,7 @@ __all__ = [
     "OfflineChatModel",
     "ParallelWriteError",
     "Profile",
+    "ThreadlogError",
     "ToolCallError",
     "ToolNode",
     "ToolPairingError",

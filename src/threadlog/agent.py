@@ -31,11 +31,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Send
 
-from threadlog.nodes.compaction import ContextNode
-from threadlog.nodes.context import AgentState, ContextPolicy
-from threadlog.nodes.model import ModelNode
-from threadlog.nodes.tools import ToolNode
-from threadlog.nodes.tools_dispatch import send_tool_calls, tools_condition
+from threadlog.context.compaction import AgentState
+from threadlog.context.policy import ContextPolicy
+from threadlog.nodes.model import ContextNode, ModelNode
+from threadlog.nodes.tools.node import ToolNode
+from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
 
 __all__ = ["create_agent"]
 
@@ -51,7 +51,21 @@ def create_agent(
     requires_approval: Sequence[str] = (),
     name: str | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile a model ⇄ tools agent over `AgentState` (see the module docstring)."""
+    """Compile a model ⇄ tools agent over `AgentState` (see the module docstring).
+
+    Args:
+        model: any LangChain chat model (`ChatOpenAI(base_url=...)` for a real endpoint,
+            `threadlog.OfflineChatModel()` offline); the tools are bound to it.
+        tools: the tools the model may call (`BaseTool`s or plain functions).
+        system_prompt: sent first on every model call; not written to the log.
+        context: a `ContextPolicy` (turns / token budget / summarizer); with one, a
+            `context` step records compaction events before every model call.
+        checkpointer: any LangGraph saver, e.g. `threadlog.checkpointer(url)`.
+        per_call_branches: run each tool call as its own task (`Send`), so a failing or
+            interrupted call never re-runs its finished siblings.
+        requires_approval: tool names that pause for a reviewer before running.
+        name: the compiled graph's name.
+    """
     tools = list(tools)
     builder = StateGraph(AgentState)
     builder.add_node(

@@ -28,22 +28,69 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Protocol, Self
 
 from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
-from langgraph._internal._typing import MISSING
-from langgraph.channels.binop import _get_overwrite
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import PendingWrite
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import EmptyChannelError
 from typing_extensions import TypedDict
 
+from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
 from threadlog.errors import AppendOnlyError
-from threadlog.history_cache import CachedSeed, KeyedWrites
 from threadlog.log import MessageLog, append_messages, flatten_write
 
-__all__ = ["MessageLogChannel", "Messages", "MessagesState"]
+__all__ = [
+    "CachedSeed",
+    "KeyedWrites",
+    "MessageLogChannel",
+    "Messages",
+    "MessagesState",
+    "SeedRegistry",
+]
+
+_Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
+
+
+class SeedRegistry(Protocol):
+    """Where a channel registers the log it rebuilt (a history cache, for instance)."""
+
+    def put(self, slot: _Slot, checkpoint_id: str, log: MessageLog, version: int) -> None: ...
+
+
+class CachedSeed:
+    """A seed handed from a history cache to `MessageLogChannel`: `log` at `version`.
+
+    Only channel slots a `MessageLogChannel` registered are ever answered with one.
+    """
+
+    __slots__ = ("log", "version")
+
+    def __init__(self, log: MessageLog, version: int) -> None:
+        self.log = log
+        self.version = version
+
+
+class KeyedWrites(list[PendingWrite]):
+    """The writes of one channel's history, carrying where to register the result.
+
+    A plain list to every reader; `MessageLogChannel.replay_writes` calls `register`
+    with the log it rebuilt, which is then the log at `checkpoint_id`.
+    """
+
+    __slots__ = ("cache", "checkpoint_id", "slot")
+
+    def __init__(
+        self, writes: Sequence[PendingWrite], cache: SeedRegistry, slot: _Slot, checkpoint_id: str
+    ) -> None:
+        super().__init__(writes)
+        self.cache = cache
+        self.slot = slot
+        self.checkpoint_id = checkpoint_id
+
+    def register(self, log: MessageLog, version: int) -> None:
+        self.cache.put(self.slot, self.checkpoint_id, log, version)
+
 
 # Effectively "never by count": LangGraph still snapshots every 5000 supersteps
 # (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
@@ -142,7 +189,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
             new._set(MessageLog())
         elif isinstance(checkpoint, CachedSeed):
             new._set(checkpoint.log, checkpoint.version)
-        elif isinstance(checkpoint, _DeltaSnapshot):
+        elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(checkpoint.value or ()))
         else:  # a plain list stored by add_messages: migrate in place
             new._set(MessageLog(checkpoint))
@@ -187,7 +234,7 @@ def _conversational(items: list[Any]) -> bool:
 
 
 def _refuse_overwrite(value: Any) -> None:
-    if _get_overwrite(value)[0]:
+    if is_overwrite(value):
         raise AppendOnlyError(
             "Overwrite would replace the whole message history",
             fix="the message log is append-only; to change what the model sees, use "

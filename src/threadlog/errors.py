@@ -1,8 +1,20 @@
-"""The errors threadlog raises when a write or a history breaks the log's rules.
+"""Every public error threadlog raises, in one tree (httpx's `_exceptions.py` is the model).
 
-Every error is a `ValueError` (so code that already catches LangGraph's own
-`InvalidUpdateError`-style value errors keeps working) and names the offending
-message — its id, role and position — and says what to do instead.
+    ThreadlogError                      catch-all for threadlog's own errors
+    ├── MessageLogError (ValueError)    a write or history that breaks the log's rules;
+    │   │                               names the message (id, role, position) and the fix
+    │   ├── InvalidMessageError         not a message the log can store
+    │   ├── ConflictingIdError          a known id with different content
+    │   ├── ToolPairingError            a result with no open call, a second result, a reused id
+    │   ├── AppendOnlyError             delete / overwrite attempts (RemoveMessage, Overwrite)
+    │   └── ParallelWriteError          two tasks of one step both appended conversation
+    ├── ConcurrentRunError (RuntimeError)  another run wrote to the thread first; retry
+    ├── ToolCallError (RuntimeError)    a tool call failed and `handle_errors=False`
+    └── ApprovalError (ValueError)      a resume value that is no approval decision
+
+The builtin bases are kept so code that catches `ValueError` / `RuntimeError` (as for
+LangGraph's own errors) keeps working. Errors pickle with all their fields: they cross
+process boundaries (worker pools, `langgraph dev`).
 """
 
 from __future__ import annotations
@@ -11,15 +23,23 @@ from typing import Any
 
 __all__ = [
     "AppendOnlyError",
+    "ApprovalError",
+    "ConcurrentRunError",
     "ConflictingIdError",
     "InvalidMessageError",
     "MessageLogError",
     "ParallelWriteError",
+    "ThreadlogError",
+    "ToolCallError",
     "ToolPairingError",
 ]
 
 
-class MessageLogError(ValueError):
+class ThreadlogError(Exception):
+    """Base class of every error threadlog raises on purpose."""
+
+
+class MessageLogError(ThreadlogError, ValueError):
     """Base class: a write or history that would break the message log."""
 
     def __init__(
@@ -95,3 +115,69 @@ class AppendOnlyError(MessageLogError):
 
 class ParallelWriteError(MessageLogError):
     """Two tasks of one superstep both appended conversation (non-tool) messages."""
+
+
+class ConcurrentRunError(ThreadlogError, RuntimeError):
+    """Another run wrote to this thread first; retry from the thread's new head."""
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        thread_id: str,
+        checkpoint_id: str | None = None,
+        head: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.head = head
+        super().__init__(
+            f"thread {thread_id!r}: {problem}. Another run wrote to this thread first; "
+            "nothing of this step was stored — retry the call (it starts from the new "
+            "head), or fork on purpose with graph.update_state(<old config>, ...)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments do not survive the default pickling, and this error
+        # crosses process boundaries (worker pools, langgraph dev).
+        return (
+            _rebuild_concurrent,
+            (self.problem, self.thread_id, self.checkpoint_id, self.head),
+        )
+
+
+def _rebuild_concurrent(
+    problem: str, thread_id: str, checkpoint_id: str | None, head: str | None
+) -> ConcurrentRunError:
+    return ConcurrentRunError(problem, thread_id=thread_id, checkpoint_id=checkpoint_id, head=head)
+
+
+class ToolCallError(ThreadlogError, RuntimeError):
+    """A tool call that failed, raised instead of returned when `handle_errors=False`.
+
+    `kind` is the `ErrorKind` (`threadlog.nodes.tools.checks`); `call_id`/`tool` name the
+    call; the message is the same text an error result would carry. The original
+    exception, if any, is `__cause__`.
+    """
+
+    def __init__(self, kind: str, text: str, *, call_id: str, tool: str) -> None:
+        self.kind = kind
+        self.call_id = call_id
+        self.tool = tool
+        self.text = text
+        super().__init__(f"{text} [tool call {call_id!r} of {tool!r}]")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_tool_call, (self.kind, self.text, self.call_id, self.tool))
+
+
+def _rebuild_tool_call(kind: str, text: str, call_id: str, tool: str) -> ToolCallError:
+    return ToolCallError(kind, text, call_id=call_id, tool=tool)
+
+
+class ApprovalError(ThreadlogError, ValueError):
+    """A resume value for a tool approval that is not one of the accepted decisions.
+
+    Nothing is saved for such a value, so the same approval can be answered again.
+    """

@@ -33,9 +33,7 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
-    HumanMessage,
     InvalidToolCall,
-    SystemMessage,
     ToolCall,
     ToolMessage,
 )
@@ -48,6 +46,7 @@ from threadlog.messages import (
     digest,
     fingerprint,
     is_pair,
+    is_stored_form,
     preview,
     role_of,
 )
@@ -55,8 +54,6 @@ from threadlog.messages import (
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
 
 
-# Exact types coerce_message returns unchanged once checked; see extend_writes(stored=).
-_STORED_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 
 
 @dataclass(slots=True)
@@ -215,7 +212,7 @@ class MessageLog:
             added_here: list[BaseMessage] = []
             for raw in write:
                 pos = count + len(staged)
-                if stored and type(raw) in _STORED_TYPES and raw.id:
+                if stored and is_stored_form(raw):
                     msg = raw
                 else:
                     msg = coerce_message(raw, position=pos)

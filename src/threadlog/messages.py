@@ -38,9 +38,9 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
-from langgraph.channels.binop import _get_overwrite
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from threadlog._upstream import is_overwrite
 from threadlog.errors import AppendOnlyError, InvalidMessageError
 
 __all__ = [
@@ -112,7 +112,7 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
     """
     if isinstance(value, RemoveMessage):
         _refuse_remove(value.id, position)
-    if _get_overwrite(value)[0]:
+    if is_overwrite(value):
         raise AppendOnlyError(
             "Overwrite would replace the whole message history",
             position=position,
@@ -138,6 +138,16 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
         )
     _check_fields(message, position)
     return message
+
+
+# Exact types `coerce_message` returns unchanged once checked: a log's own messages.
+_STORED_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
+
+
+def is_stored_form(value: Any) -> bool:
+    """Whether `value` is in the form a log stores (an exact stored type with an id):
+    such a message read back from a log was checked when it was appended."""
+    return type(value) in _STORED_TYPES and bool(value.id)
 
 
 def is_pair(value: Any) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import InvalidMessageError, ToolPairingError
-from threadlog.messages import calls_of, coerce_message, role_of
+from threadlog.messages import calls_of, coerce_message, is_stored_form, role_of
 
 __all__ = ["PROFILES", "Profile", "get_profile", "validate"]
 
@@ -120,6 +120,7 @@ def validate(
     profile: str | Profile = "openai-chat",
     *,
     allow_pending_calls: bool = True,
+    checked: bool = False,
 ) -> None:
     """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`.
 
@@ -128,6 +129,11 @@ def validate(
     before any later non-tool message; plus the profile's placement rules. Calls still
     open at the very end are allowed unless `allow_pending_calls=False` (a history
     about to be *sent* must have none). Returns None when the history is acceptable.
+
+    `checked=True` says the messages come from a log, which checked each one when it was
+    appended: messages of the exact stored types with an id are then not re-coerced
+    (`ModelNode` validates every call's context; re-checking the whole history each
+    turn cost more than the rules themselves).
     """
     prof = get_profile(profile)
     open_calls: dict[str, tuple[int, str]] = {}  # call id -> (ai position, ai id)
@@ -135,7 +141,9 @@ def validate(
     seen_conversation = False
     first_non_system: str | None = None
     for pos, raw in enumerate(messages):
-        msg: BaseMessage = coerce_message(raw, position=pos)
+        msg: BaseMessage = (
+            raw if checked and is_stored_form(raw) else coerce_message(raw, position=pos)
+        )
         role = role_of(msg)
         if isinstance(msg, ToolMessage):
             cid = msg.tool_call_id

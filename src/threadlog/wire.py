@@ -31,6 +31,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from threadlog._upstream import ls_provider
 from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, role_of
 from threadlog.profiles import Profile, get_profile
 
@@ -155,10 +156,7 @@ def profile_for(model: Any) -> Profile:
     """
     while hasattr(model, "bound"):
         model = model.bound
-    try:
-        provider = model._get_ls_params().get("ls_provider")
-    except Exception:  # any object can be passed; no profile information then
-        provider = None
+    provider = ls_provider(model)  # any object can be passed; None then
     if provider in _PROVIDERS:
         return get_profile(_PROVIDERS[provider])
     if provider == "openai":

@@ -4,35 +4,35 @@ Contract: the call is an AIMessage of the log (its id, or an index among the log
 AIMessages, default the last). The log the model node had is the log of the checkpoint
 where that AIMessage first appears, up to the message itself (so results a model node
 repaired in the same step are included); the compaction events are those of that
-checkpoint. The context is rebuilt by `threadlog.nodes.context.plan_context` with the
-policy and system prompt the model node used — read from the graph's model node when the
-thread was loaded from a graph, else passed in (`policy=`, `system_prompt=`). Rows are one
-per log message (kept, hidden by a cut, or hidden inside the newest turn) plus one per
-context message that is not in the log (the system prompt, a summary).
+checkpoint. The context is `ModelNode.context_for` (the model node's own definition) with
+the policy and system prompt the model node used: read from the graph's model node when
+the thread was loaded from a graph, else passed in (`policy=`, `system_prompt=`); the
+summary says when they were assumed. Rows are one per log message (kept, hidden by a
+cut, or hidden inside the newest turn) plus one per context message that is not in the
+log (the system prompt, a summary).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from threadlog.context.policy import ContextPolicy
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.messages import digest
-from threadlog.nodes.context import ContextPolicy, plan_context
+from threadlog.nodes.model import ModelNode
 
 if TYPE_CHECKING:
-    from threadlog.inspect.thread import Thread
+    from threadlog.inspect.history import ThreadRecords
 
 __all__ = ["ContextSeen"]
 
-_SYSTEM_ID = "tl-system-prompt"  # the id ModelNode gives its system prompt
 
-
-def _find_call(thread: Thread, call: str | int, checkpoint: str | None) -> AIMessage:
+def _find_call(thread: ThreadRecords, call: str | int, checkpoint: str | None) -> AIMessage:
     head = thread.get(checkpoint)
     calls = [m for m in head.messages if isinstance(m, AIMessage)]
     if isinstance(call, int):
@@ -63,7 +63,7 @@ class ContextSeen(Table):
 
     def __init__(
         self,
-        thread: Thread,
+        thread: ThreadRecords,
         call: str | int = -1,
         *,
         policy: ContextPolicy | None = None,
@@ -73,16 +73,27 @@ class ContextSeen(Table):
         self.thread = thread
         self.call = _find_call(thread, call, checkpoint)
         self.at = self._made_at(thread, checkpoint)
-        found_policy, found_prompt = thread.model_settings()
-        policy = policy if policy is not None else found_policy
-        system_prompt = system_prompt if system_prompt is not None else found_prompt
+        # The same ModelNode that made the call (loaded from a graph), or one built from
+        # the given settings: the context comes from `ModelNode.context_for`, the node's
+        # own definition, so the inspector cannot drift from what was sent.
+        node = thread.model_node()
+        if node is None or policy is not None or system_prompt is not None:
+            node = ModelNode(
+                None,
+                system_prompt=system_prompt
+                if system_prompt is not None
+                else (node.system_prompt if node is not None else None),
+                context=policy if policy is not None else (node.policy if node else None),
+            )
+            self.assumed = thread.model_node() is None
+        else:
+            self.assumed = False
+        self.node = node
         log = self.at.messages
         idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
         self.log: list[BaseMessage] = log[:idx]
-        prompt = [SystemMessage(system_prompt, id=_SYSTEM_ID)] if system_prompt else []
-        reserve = count_tokens_approximately(prompt) if prompt else 0
-        self.view = plan_context(self.log, self.at.compactions, policy, reserve_tokens=reserve)
-        self.context: list[BaseMessage] = [*prompt, *self.view.messages]
+        self.view = node.plan_for(self.log, self.at.compactions)
+        self.context: list[BaseMessage] = node.context_for(self.log, self.at.compactions)
         self.context_tokens = count_tokens_approximately(self.context)
         self.log_tokens = count_tokens_approximately(self.log)
         self._rows = self._build()
@@ -91,7 +102,7 @@ class ContextSeen(Table):
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
 
-    def _made_at(self, thread: Thread, checkpoint: str | None) -> CheckpointRecord:
+    def _made_at(self, thread: ThreadRecords, checkpoint: str | None) -> CheckpointRecord:
         for rec in thread.path(checkpoint):
             if any(m.id == self.call.id for m in rec.messages):
                 return rec
@@ -145,7 +156,17 @@ class ContextSeen(Table):
             f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
             f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
             f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}"
-        ]
+        ] + (
+            [
+                "assumed (not read from a graph): "
+                f"system prompt {'given' if self.node.system_prompt else 'none'}, "
+                f"policy max_turns={self.node.policy.max_turns} "
+                f"max_tokens={self.node.policy.max_tokens} — pass policy=/system_prompt= "
+                "or open the thread through its compiled graph"
+            ]
+            if self.assumed
+            else []
+        )
 
     def display_rows(self) -> list[dict[str, Cell]]:
         by_id = {m.id: m for m in [*self.context, *self.log]}

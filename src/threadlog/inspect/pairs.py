@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.inspect.records import CheckpointRecord, short
-from threadlog.inspect.render_text import fit
 from threadlog.inspect.steps import short_id
-from threadlog.inspect.table import Cell, Column, Table
+from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.messages import preview
 
 if TYPE_CHECKING:
-    from threadlog.inspect.thread import Thread
+    from threadlog.inspect.history import ThreadRecords
 
 __all__ = ["ToolPairs"]
 
@@ -52,7 +51,7 @@ class ToolPairs(Table):
         Column("result", "result"),
     )
 
-    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
         self.thread = thread
         path = thread.path(checkpoint)
         self.at = path[-1]

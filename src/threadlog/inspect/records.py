@@ -26,13 +26,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
+from threadlog._upstream import TASKS
+
 __all__ = ["CheckpointRecord", "Graph", "TaskError", "load_records"]
 
 Graph = Pregel[Any, Any, Any, Any]
 
 _ERROR = "__error__"
 _INTERRUPT = "__interrupt__"
-_TASKS = "__pregel_tasks"
 _INTERNAL_NODES = ("__input__", "__interrupt__")
 
 
@@ -189,7 +190,7 @@ def _name_errors(
     if not names and rec.parent_id in tuples:
         ptup = tuples[rec.parent_id or ""]
         names = {
-            v.node for _, ch, v in ptup.pending_writes or () if ch == _TASKS and isinstance(v, Send)
+            v.node for _, ch, v in ptup.pending_writes or () if ch == TASKS and isinstance(v, Send)
         }
     if len(names) != 1:
         return rec.errors
@@ -227,6 +228,6 @@ def _writers(
         names += [
             v.node
             for _, ch, v in grand.pending_writes or ()
-            if ch == _TASKS and isinstance(v, Send)
+            if ch == TASKS and isinstance(v, Send)
         ]
     return tuple(dict.fromkeys(names))

@@ -19,6 +19,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from threadlog._upstream import postgres_cursor
+
 __all__ = ["stored_bytes"]
 
 
@@ -71,7 +73,7 @@ def _sqlite(conn: sqlite3.Connection, thread_id: str) -> dict[str, int]:
 
 def _postgres(saver: Any, thread_id: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    with saver._cursor() as cur:  # the saver's own connection handling (pool or conn)
+    with postgres_cursor(saver) as cur:  # the saver's own connection handling (pool or conn)
         cur.execute(
             "SELECT checkpoint_id, octet_length(checkpoint::text) + octet_length(metadata::text)"
             " AS n, checkpoint -> 'channel_versions' AS versions FROM checkpoints "

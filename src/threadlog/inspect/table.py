@@ -5,17 +5,43 @@ lists/dicts of those — JSON-ready, for users' own analysis) and `display_rows(
 rows as cells of text lines, for people). `str(table)` renders the display rows as plain text
 that fits in 100 columns; `table._repr_html_()` renders them as an HTML table in Jupyter;
 `table.to_dataframe()` is `pandas.DataFrame(table.rows())` when pandas is installed.
-"""
+
+Text (`render_text`, readable in a 100-column terminal): every output line is at most
+`width` terminal columns wide (default 100), counting East Asian wide characters (Chinese
+text) as two columns, as terminals draw them. Fixed-width columns keep their width; the one
+column of width 0 takes what is left. A cell is a list of lines; a line longer than its
+column is cut with "…", never wrapped into the next column. A column marked `below` is not a
+column in text: its lines follow the row, indented, with nearly the whole width to
+themselves.
+
+HTML (`render_html`, for Jupyter's `_repr_html_`; `render_page` for a file): one self-
+contained `<div class="threadlog-inspect">` with its own small style block (class-scoped, so
+it does not restyle the notebook), the title and summary above a table, notes below. All
+text is escaped. Lines that start with a role name, a compaction or an error marker get a
+colour, so a reader can follow the conversation down the rows."""
 
 from __future__ import annotations
 
+import textwrap
+import unicodedata
 from dataclasses import dataclass
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas  # type: ignore[import-untyped]
 
-__all__ = ["Cell", "Column", "Table"]
+__all__ = [
+    "WIDTH",
+    "Cell",
+    "Column",
+    "Table",
+    "display_width",
+    "fit",
+    "render_html",
+    "render_page",
+    "render_text",
+]
 
 Cell = str | list[str]
 
@@ -60,14 +86,171 @@ class Table:
         return pandas.DataFrame(self.rows())
 
     def __str__(self) -> str:
-        from threadlog.inspect.render_text import render_text
-
         return render_text(self)
 
     def _repr_html_(self) -> str:
-        from threadlog.inspect.render_html import render_html
-
         return render_html(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {self.title}>"
+
+
+# -- plain text ------------------------------------------------------------------
+
+WIDTH = 100
+
+
+def _char_width(ch: str) -> int:
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """Terminal columns `text` occupies (wide CJK characters count two)."""
+    return sum(_char_width(ch) for ch in text)
+
+
+def fit(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` terminal columns with an ellipsis."""
+    text = " ".join(str(text).split())
+    if width <= 0:
+        return ""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = _char_width(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def _pad(text: str, width: int, align: str) -> str:
+    gap = " " * max(0, width - display_width(text))
+    return gap + text if align == ">" else text + gap
+
+
+def _widths(columns: tuple[Column, ...], width: int) -> list[int]:
+    gaps = len(columns) - 1
+    fixed = sum(c.width for c in columns)
+    rest = max(8, width - fixed - gaps)
+    return [c.width or rest for c in columns]
+
+
+def _lines(cell: Cell) -> list[str]:
+    return list(cell) if isinstance(cell, list) else [cell]
+
+
+INDENT = 6
+
+
+def render_text(table: Table, width: int = WIDTH) -> str:
+    cols = tuple(c for c in table.columns if not c.below)
+    below = [c for c in table.columns if c.below]
+    widths = _widths(cols, width)
+    out = [fit(line, width) for line in [table.title, *table.summary()] if line]
+
+    def line(cells: list[str]) -> str:
+        parts = [
+            _pad(fit(text, w), w, c.align) for text, w, c in zip(cells, widths, cols, strict=True)
+        ]
+        return " ".join(parts).rstrip()
+
+    out.append(line([c.header for c in cols]))
+    for c in below:
+        out.append(" " * INDENT + c.header)
+    out.append("─" * width)
+    rows = table.display_rows()
+    for row in rows:
+        cells = [_lines(row.get(c.key, "")) for c in cols]
+        height = max(len(c) for c in cells) or 1
+        for i in range(height):
+            out.append(line([c[i] if i < len(c) else "" for c in cells]))
+        for c in below:
+            out.extend(" " * INDENT + fit(x, width - INDENT) for x in _lines(row.get(c.key, "")))
+    if not rows:
+        out.append("(nothing to show)")
+    for note in table.notes():  # notes are prose: wrapped, not cut
+        out.extend(fit(line, width) for line in textwrap.wrap(note, width))
+    return "\n".join(out)
+
+
+# -- HTML ------------------------------------------------------------------------
+
+_STYLE = """<style>
+.threadlog-inspect{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
+ font-size:12px;color:#1f2328}
+.threadlog-inspect .tl-title{font-weight:600;font-size:13px;margin:4px 0}
+.threadlog-inspect .tl-summary{color:#57606a;margin:0 0 6px 0}
+.threadlog-inspect table{border-collapse:collapse}
+.threadlog-inspect th{background:#f6f8fa;text-align:left;padding:3px 8px;
+ border-bottom:2px solid #d0d7de;white-space:nowrap}
+.threadlog-inspect td{padding:3px 8px;border-bottom:1px solid #eaeef2;vertical-align:top;
+ text-align:left}
+.threadlog-inspect td.num{text-align:right;white-space:nowrap}
+.threadlog-inspect .r-user{color:#0550ae}.threadlog-inspect .r-assistant{color:#116329}
+.threadlog-inspect .r-tool{color:#8250df}.threadlog-inspect .r-system{color:#6e7781}
+.threadlog-inspect .r-developer{color:#6e7781}.threadlog-inspect .r-compaction{color:#9a6700}
+.threadlog-inspect .r-error{color:#cf222e;font-weight:600}
+.threadlog-inspect .tl-notes{color:#57606a;margin-top:6px}
+</style>"""
+
+_MARKERS = {
+    "user": "r-user",
+    "assistant": "r-assistant",
+    "tool": "r-tool",
+    "system": "r-system",
+    "developer": "r-developer",
+    "✂": "r-compaction",
+    "compaction": "r-compaction",
+    "⚠": "r-error",
+    "error": "r-error",
+}
+
+
+def _line(text: str) -> str:
+    first = text.split(" ", 1)[0].lstrip("+-· ")
+    cls = _MARKERS.get(first) or _MARKERS.get(text[:1])
+    body = escape(text)
+    return f'<span class="{cls}">{body}</span>' if cls else body
+
+
+def _cell(cell: Cell) -> str:
+    lines = cell if isinstance(cell, list) else [cell]
+    return "<br>".join(_line(x) for x in lines)
+
+
+def render_html(table: Table) -> str:
+    parts = [_STYLE, '<div class="threadlog-inspect">']
+    if table.title:
+        parts.append(f'<div class="tl-title">{escape(table.title)}</div>')
+    for s in table.summary():
+        parts.append(f'<div class="tl-summary">{escape(s)}</div>')
+    parts.append("<table><thead><tr>")
+    parts.extend(f"<th>{escape(c.header)}</th>" for c in table.columns)
+    parts.append("</tr></thead><tbody>")
+    for row in table.display_rows():
+        parts.append("<tr>")
+        for c in table.columns:
+            cls = ' class="num"' if c.align == ">" else ""
+            parts.append(f"<td{cls}>{_cell(row.get(c.key, ''))}</td>")
+        parts.append("</tr>")
+    parts.append("</tbody></table>")
+    for n in table.notes():
+        parts.append(f'<div class="tl-notes">{escape(n)}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def render_page(tables: list[Table], title: str = "threadlog inspect") -> str:
+    """A standalone HTML document holding `tables`, one after another (for a file)."""
+    body = "<br>".join(render_html(t) for t in tables)
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        # A page is read on its own, not inside a notebook: a larger type size.
+        "<style>body .threadlog-inspect{font-size:15px}</style>"
+        f'</head><body style="background:#fff;margin:16px">{body}</body></html>'
+    )

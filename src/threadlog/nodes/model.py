@@ -10,7 +10,7 @@ Contract, in the order a call happens:
    user message sent to a thread paused at `interrupt()`) first gets its *stored*
    result, if the interrupted or failed step had saved one before new input made
    LangGraph drop it: read through the run's checkpointer
-   (`threadlog.checkpoint_recover`) and appended as stored — same id, content and
+   (`threadlog.checkpoint.recover`) and appended as stored — same id, content and
    status; the tool is never run again. The calls still open are repaired by the stated
    policy: `repair="error-result"` (default) appends an explicit
    `ToolMessage(status="error")` saying the call was not completed — logged like any
@@ -42,17 +42,19 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
 
-from threadlog.checkpoint_recover import arecover_for_node, recover_for_node
+from threadlog._upstream import RunnableCallable
+from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
+from threadlog.context.compaction import acompact, compact
+from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError, ToolPairingError
+from threadlog.log import MessageLog
 from threadlog.messages import calls_of
-from threadlog.nodes.compaction import acompact, compact, read_state
-from threadlog.nodes.context import ContextPolicy, ContextView
+from threadlog.nodes.state import read_state
 from threadlog.profiles import Profile, get_profile, validate
 from threadlog.wire import profile_for, to_wire
 
-__all__ = ["NOT_COMPLETED", "ModelNode", "open_calls", "repair_open_calls"]
+__all__ = ["NOT_COMPLETED", "ContextNode", "ModelNode", "open_calls", "repair_open_calls"]
 
 NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
 
@@ -91,20 +93,19 @@ def repair_open_calls(
     """Answer every call of `context` that has no result.
 
     A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
-    `threadlog.checkpoint_recover`) gets that result as it is; the others are repaired
+    `threadlog.checkpoint.recover`) gets that result as it is; the others are repaired
     by the `repair` policy. Returns the answered context and the new results, in call
     order. Each result is placed where the log places it — after its request and that
     request's earlier results — so the context sent equals what the log holds after the
     write.
     """
-    out = list(context)
     new: list[ToolMessage] = []
     pending = _open(context)
     if not pending:
-        return out, new
+        return list(context), new
     stored_results = recovered or {}
     known = {m.id for m in context if m.id is not None}
-    for msg, index, call in pending:
+    for msg, _index, call in pending:
         cid = call["id"] or ""
         result = stored_results.get(cid)
         if result is None or result.id in known:
@@ -125,20 +126,12 @@ def repair_open_calls(
                 id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
             )
         # else: a real result of a tool that ran, logged as stored; never re-run.
-        out.insert(_slot(out, msg, index), result)
         new.append(result)
-    return out, new
-
-
-def _slot(messages: list[BaseMessage], ai: AIMessage, index: int) -> int:
-    own = {c["id"]: i for i, c in enumerate(calls_of(ai))}
-    for j in range(len(messages) - 1, -1, -1):
-        m = messages[j]
-        if m is ai:
-            return j + 1
-        if isinstance(m, ToolMessage) and own.get(m.tool_call_id, index) < index:
-            return j + 1
-    return len(messages)
+    # The log places each result (after its request and that request's earlier results),
+    # exactly as the stored log will when the node's write lands.
+    log = MessageLog(context)
+    log.extend(new)
+    return log.messages, new
 
 
 def _bind(model: Any, tools: list[Any]) -> Runnable[Any, Any]:
@@ -198,6 +191,25 @@ class ModelNode(RunnableCallable):
             else None
         )
 
+    # -- what the model is sent: one definition, used by the node and the inspector ----
+
+    def plan_for(
+        self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
+    ) -> ContextView:
+        """The policy's view of `messages` (what is kept, cut, hidden) as this node plans
+        it: the system prompt's tokens reserved with the policy's own counter."""
+        return plan_context(messages, compactions, self.policy, reserve_tokens=self._reserve())
+
+    def context_for(
+        self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
+    ) -> list[BaseMessage]:
+        """The messages this node sends the model (before the wire conversion) for a log
+        and its compaction events: pure — no model call, no new events, nothing recovered
+        from storage; calls still open get the same error results the node would add.
+        `threadlog.inspect` shows "what the model saw" with this, so the two cannot drift.
+        """
+        return self._assemble(self.plan_for(messages, compactions).messages, {})[0]
+
     # -- the steps ---------------------------------------------------------------
 
     def _inputs(self, state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]], bool]:
@@ -214,15 +226,19 @@ class ModelNode(RunnableCallable):
     def _reserve(self) -> int:
         return self.policy.count(self._system) if self._system else 0
 
+    def _assemble(
+        self, kept: Sequence[BaseMessage], recovered: Mapping[str, ToolMessage]
+    ) -> tuple[list[BaseMessage], list[ToolMessage]]:
+        context, repairs = repair_open_calls(list(kept), repair=self.repair, recovered=recovered)
+        if self._system is not None:
+            context = [self._system, *context]
+        return context, repairs
+
     def _prepare(
         self, view: ContextView, recovered: Mapping[str, ToolMessage]
     ) -> tuple[list[BaseMessage], list[ToolMessage]]:
-        context, repairs = repair_open_calls(
-            view.messages, repair=self.repair, recovered=recovered
-        )
-        if self._system is not None:
-            context = [self._system, *context]
-        validate(context, self.profile, allow_pending_calls=False)
+        context, repairs = self._assemble(view.messages, recovered)
+        validate(context, self.profile, allow_pending_calls=False, checked=True)
         cache = self._wire_cache
         if len(cache) > 2 * len(context) + 64:  # keep only what recent contexts use
             cache = self._wire_cache = {}
@@ -262,3 +278,41 @@ class ModelNode(RunnableCallable):
         wire, repairs = self._prepare(view, recovered)
         ai = await self.bound.ainvoke(wire, config)
         return self._update(ai, repairs, events, has_events)
+
+
+# -- ContextNode: the same context policy as a node of its own ----------------------
+
+
+def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
+    messages, events = read_state(state, "context")
+    if events is None:
+        raise InvalidMessageError(
+            "the context node records events in the 'compactions' state key, which "
+            "this graph's state does not have",
+            fix="use threadlog.AgentState, or add `compactions: threadlog.Compactions`",
+        )
+    return messages, events
+
+
+class ContextNode(RunnableCallable):
+    """A LangGraph node that records compaction events for `policy` (no messages).
+
+    Args:
+        policy: the `ContextPolicy` whose trims and summaries are recorded, as events in
+            the state's `compactions` key (`threadlog.AgentState`).
+        name: the node's name in the graph.
+    """
+
+    def __init__(self, policy: ContextPolicy, *, name: str = "context") -> None:
+        super().__init__(self._run, self._arun, name=name, trace=False)
+        self.policy = policy
+
+    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, compactions = _inputs(state)
+        _, events = compact(messages, compactions, self.policy, config=config)
+        return {"compactions": events} if events else {}
+
+    async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, compactions = _inputs(state)
+        _, events = await acompact(messages, compactions, self.policy, config=config)
+        return {"compactions": events} if events else {}

@@ -26,6 +26,8 @@ from langchain_core.messages import ToolCall
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError, model_validator
 
+from threadlog.errors import ApprovalError
+
 __all__ = ["ApprovalError", "Decision", "approval_payload", "ask_approval"]
 
 ACTIONS = ("approve", "edit", "reject")
@@ -33,13 +35,6 @@ _HINT = (
     'resume with Command(resume={"action": "approve"}), '
     '{"action": "edit", "args": {...}} or {"action": "reject", "reason": "..."}'
 )
-
-
-class ApprovalError(ValueError):
-    """A resume value for a tool approval that is not one of the accepted decisions.
-
-    Nothing is saved for such a value, so the same approval can be answered again.
-    """
 
 
 class Decision(BaseModel):

@@ -42,14 +42,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import (
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
+
+from threadlog._upstream import (
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     NS_SEP,
 )
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
-
 from threadlog.errors import MessageLogError
 from threadlog.log import flatten_write
 from threadlog.messages import coerce_message

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if at is not None and at.parent_id:
         views["diff"] = t.diff(at.parent_id, at.checkpoint_id)
     if args.html:
-        from threadlog.inspect.render_html import render_page
+        from threadlog.inspect.table import render_page
 
         page = render_page(list(views.values()), f"thread {t.thread_id}")
         with open(args.html, "w", encoding="utf-8") as f:

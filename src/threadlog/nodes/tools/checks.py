@@ -32,7 +32,7 @@ from langchain_core.messages import (
 from langgraph.prebuilt.tool_node import msg_content_output
 from langgraph.types import Command
 
-from threadlog.errors import MessageLogError
+from threadlog.errors import MessageLogError, ToolCallError
 from threadlog.messages import role_of
 
 __all__ = [
@@ -57,20 +57,6 @@ ErrorKind = Literal[
 ]
 
 ERROR_KEY = "threadlog_error"
-
-
-class ToolCallError(RuntimeError):
-    """A tool call that failed, raised instead of returned when `handle_errors=False`.
-
-    `kind` is the `ErrorKind`; `call_id`/`tool` name the call; the message is the same
-    text an error result would carry. The original exception, if any, is `__cause__`.
-    """
-
-    def __init__(self, kind: ErrorKind, text: str, *, call_id: str, tool: str) -> None:
-        self.kind = kind
-        self.call_id = call_id
-        self.tool = tool
-        super().__init__(f"{text} [tool call {call_id!r} of {tool!r}]")
 
 
 def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:

@@ -20,7 +20,7 @@ Contract:
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
 * Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
-  one or two queries (`threadlog.history_reads`); other savers walk with `get_tuple`.
+  one or two queries (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
   A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only `MessageLogChannel` takes part: it registers what it rebuilt (`KeyedWrites`)
@@ -47,7 +47,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from threadlog import history_reads
+import threadlog.checkpoint.cache_sql as history_reads
+from threadlog.channel import CachedSeed, KeyedWrites
 
 if TYPE_CHECKING:
     from threadlog.log import MessageLog
@@ -66,40 +67,6 @@ DEFAULT_MAX_WALK = 64
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
 _Entry = tuple[str, "MessageLog", int]  # checkpoint id, log, the log's version there
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
-
-
-class CachedSeed:
-    """A seed handed from the cache to `MessageLogChannel`: `log` at `version`.
-
-    Only channel slots a `MessageLogChannel` registered are ever answered with one.
-    """
-
-    __slots__ = ("log", "version")
-
-    def __init__(self, log: MessageLog, version: int) -> None:
-        self.log = log
-        self.version = version
-
-
-class KeyedWrites(list[PendingWrite]):
-    """The writes of one channel's history, carrying where to register the result.
-
-    A plain list to every reader; `MessageLogChannel.replay_writes` calls `register`
-    with the log it rebuilt, which is then the log at `checkpoint_id`.
-    """
-
-    __slots__ = ("cache", "checkpoint_id", "slot")
-
-    def __init__(
-        self, writes: Sequence[PendingWrite], cache: HistoryCache, slot: _Slot, checkpoint_id: str
-    ) -> None:
-        super().__init__(writes)
-        self.cache = cache
-        self.slot = slot
-        self.checkpoint_id = checkpoint_id
-
-    def register(self, log: MessageLog, version: int) -> None:
-        self.cache.put(self.slot, self.checkpoint_id, log, version)
 
 
 class HistoryCache:
@@ -241,7 +208,7 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         if sqlite is not None:
             found = history_reads.sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
             return None if found is None else _hit(log, version, [found], cache, slot, target)
-        postgres = history_reads.underlying(self, history_reads.postgres_saver_class)
+        postgres = history_reads.underlying(self, history_reads.postgres_saver_class())
         if postgres is not None:
             found = history_reads.postgres_walk(postgres, slot, target, cached_id, cache.max_walk)
             return None if found is None else _hit(log, version, [found], cache, slot, target)

@@ -24,7 +24,7 @@ only then lets the wrapped saver write:
   channels (`__error__`, `__interrupt__`, `__resume__`, `__scheduled__`) are
   not compared: they are meant to be replaced.
 * **A turn's input** (the `source="input"` checkpoint and the `__start__` task's
-  writes) is first dry-run against the stored log (`threadlog.checkpoint_input`): bad
+  writes) is first dry-run against the stored log (`threadlog.checkpoint.input_check`): bad
   input raises the log's own error and nothing is stored.
 
 So two workers on one thread give one linear history: the first to store a step wins,
@@ -61,51 +61,16 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.constants import START
 
-from threadlog.checkpoint_heads import (
+from threadlog.checkpoint.heads import (
     HeadStore,
     StoredWrite,
 )
-from threadlog.checkpoint_input import InputCheck
+from threadlog.checkpoint.input_check import InputCheck
+from threadlog.errors import ConcurrentRunError
 
 __all__ = ["ConcurrentRunError", "GuardedSaver"]
 
 _FORK_SOURCES = frozenset({"update", "fork"})
-
-
-class ConcurrentRunError(RuntimeError):
-    """Another run wrote to this thread first; retry from the thread's new head."""
-
-    def __init__(
-        self,
-        problem: str,
-        *,
-        thread_id: str,
-        checkpoint_id: str | None = None,
-        head: str | None = None,
-    ) -> None:
-        self.problem = problem
-        self.thread_id = thread_id
-        self.checkpoint_id = checkpoint_id
-        self.head = head
-        super().__init__(
-            f"thread {thread_id!r}: {problem}. Another run wrote to this thread first; "
-            "nothing of this step was stored — retry the call (it starts from the new "
-            "head), or fork on purpose with graph.update_state(<old config>, ...)"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments do not survive the default pickling, and this error
-        # crosses process boundaries (worker pools, langgraph dev).
-        return (
-            _rebuild,
-            (self.problem, self.thread_id, self.checkpoint_id, self.head),
-        )
-
-
-def _rebuild(
-    problem: str, thread_id: str, checkpoint_id: str | None, head: str | None
-) -> ConcurrentRunError:
-    return ConcurrentRunError(problem, thread_id=thread_id, checkpoint_id=checkpoint_id, head=head)
 
 
 class GuardedSaver(BaseCheckpointSaver[Any]):
@@ -339,7 +304,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         return parent, self.input_check.from_input_checkpoint(start)
 
     def _start_values(self, writes: Sequence[tuple[str, Any]], task_path: str) -> dict[str, Any]:
-        # task_path of a root pull task is "~__pregel_pull, <node>".
+        # The task_path of a root pull task ends with ", <node name>".
         if self.input_check is None or task_path.rsplit(", ", 1)[-1] != START:
             return {}
         return self.input_check.from_start_writes(writes)

@@ -5,7 +5,7 @@ Contract:
 * The log is never shortened. What the model sees is *derived*:
   `build_context(messages, compactions, policy)` is a pure, deterministic function of the
   log, the recorded compaction events (state key `compactions`, see
-  `threadlog.nodes.compaction`) and the policy.
+  `threadlog.context.compaction`) and the policy.
 * Leading system/developer messages of the log are always kept, first. Then the latest
   summary (if an event recorded one) as a system message. Then the newest turns.
 * A **turn** is a user message and everything up to the next user message (messages
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -44,16 +44,12 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from threadlog.channel import MessagesState
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import calls_of
 
 __all__ = [
-    "AgentState",
-    "Compactions",
     "ContextPolicy",
     "ContextView",
-    "append_compactions",
     "build_context",
     "plan_context",
     "summary_message",
@@ -382,46 +378,3 @@ def build_context(
 ) -> list[BaseMessage]:
     """The messages the model sees for this log, events and policy (deterministic)."""
     return plan_context(messages, compactions, policy, reserve_tokens=reserve_tokens).messages
-
-
-# -- the compaction event list -------------------------------------------------------
-
-
-def append_compactions(
-    left: Sequence[Mapping[str, Any]] | None, right: Any
-) -> list[dict[str, Any]]:
-    """Reducer of the `compactions` key: append-only; an event already present (same
-    `id`) is a replay and is dropped. Each event is a plain dict with `id`, `kind`
-    (`trim` | `summary`) and `cut_to`."""
-    out = [dict(e) for e in (left or [])]
-    seen = {e.get("id") for e in out}
-    items = right if isinstance(right, (list, tuple)) else [right]
-    for i, event in enumerate(items):
-        if not isinstance(event, Mapping) or not {"id", "kind", "cut_to"} <= event.keys():
-            raise InvalidMessageError(
-                f"compactions[{i}] is not a compaction event: {event!r}",
-                position=i,
-                fix="write events made by threadlog.ContextNode / ModelNode "
-                "(dicts with id, kind, cut_to); the event list is append-only",
-            )
-        if event["kind"] not in ("trim", "summary"):
-            raise InvalidMessageError(
-                f"compactions[{i}] has unknown kind {event['kind']!r}",
-                position=i,
-                fix="kind is 'trim' or 'summary'",
-            )
-        if event["id"] in seen:
-            continue
-        seen.add(event["id"])
-        out.append(dict(event))
-    return out
-
-
-Compactions = Annotated[list[dict[str, Any]], append_compactions]
-"""Annotate a state key with this to record compaction events: `compactions: Compactions`."""
-
-
-class AgentState(MessagesState):
-    """`threadlog.MessagesState` plus the `compactions` event list."""
-
-    compactions: Compactions

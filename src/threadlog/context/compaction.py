@@ -31,7 +31,7 @@ import hashlib
 import json
 from collections.abc import Generator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -41,14 +41,21 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.constants import TAG_NOSTREAM
 
+from threadlog.channel import MessagesState
+from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import role_of
-from threadlog.nodes.context import ContextPolicy, ContextView, plan_context
 
-__all__ = ["ContextNode", "acompact", "compact", "read_state", "transcript"]
+__all__ = [
+    "AgentState",
+    "Compactions",
+    "acompact",
+    "append_compactions",
+    "compact",
+    "transcript",
+]
 
 _ROUNDS = 3
 
@@ -268,47 +275,44 @@ async def acompact(
         return result
 
 
-def read_state(state: Any, node: str) -> tuple[list[BaseMessage], list[dict[str, Any]] | None]:
-    """`messages` and `compactions` (None when the state has no such key) of a node's
-    input: a dict (TypedDict states) or an object with attributes (pydantic states)."""
-    if isinstance(state, Mapping):
-        if "messages" in state:
-            events = state["compactions"] if "compactions" in state else None
-            return list(state["messages"]), None if events is None else list(events)
-    elif hasattr(state, "messages"):
-        events = getattr(state, "compactions", None)
-        has = hasattr(state, "compactions")
-        return list(state.messages), (list(events or []) if has else None)
-    raise InvalidMessageError(
-        f"the {node} node needs a state with a 'messages' key, got {type(state).__name__}",
-        fix="use threadlog.AgentState (messages + compactions) as the graph state",
-    )
+# -- the compaction event list -------------------------------------------------------
 
 
-def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
-    messages, events = read_state(state, "context")
-    if events is None:
-        raise InvalidMessageError(
-            "the context node records events in the 'compactions' state key, which "
-            "this graph's state does not have",
-            fix="use threadlog.AgentState, or add `compactions: threadlog.Compactions`",
-        )
-    return messages, events
+def append_compactions(
+    left: Sequence[Mapping[str, Any]] | None, right: Any
+) -> list[dict[str, Any]]:
+    """Reducer of the `compactions` key: append-only; an event already present (same
+    `id`) is a replay and is dropped. Each event is a plain dict with `id`, `kind`
+    (`trim` | `summary`) and `cut_to`."""
+    out = [dict(e) for e in (left or [])]
+    seen = {e.get("id") for e in out}
+    items = right if isinstance(right, (list, tuple)) else [right]
+    for i, event in enumerate(items):
+        if not isinstance(event, Mapping) or not {"id", "kind", "cut_to"} <= event.keys():
+            raise InvalidMessageError(
+                f"compactions[{i}] is not a compaction event: {event!r}",
+                position=i,
+                fix="write events made by threadlog.ContextNode / ModelNode "
+                "(dicts with id, kind, cut_to); the event list is append-only",
+            )
+        if event["kind"] not in ("trim", "summary"):
+            raise InvalidMessageError(
+                f"compactions[{i}] has unknown kind {event['kind']!r}",
+                position=i,
+                fix="kind is 'trim' or 'summary'",
+            )
+        if event["id"] in seen:
+            continue
+        seen.add(event["id"])
+        out.append(dict(event))
+    return out
 
 
-class ContextNode(RunnableCallable):
-    """A LangGraph node that records compaction events for `policy` (no messages)."""
+Compactions = Annotated[list[dict[str, Any]], append_compactions]
+"""Annotate a state key with this to record compaction events: `compactions: Compactions`."""
 
-    def __init__(self, policy: ContextPolicy, *, name: str = "context") -> None:
-        super().__init__(self._run, self._arun, name=name, trace=False)
-        self.policy = policy
 
-    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        messages, compactions = _inputs(state)
-        _, events = compact(messages, compactions, self.policy, config=config)
-        return {"compactions": events} if events else {}
+class AgentState(MessagesState):
+    """`threadlog.MessagesState` plus the `compactions` event list."""
 
-    async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        messages, compactions = _inputs(state)
-        _, events = await acompact(messages, compactions, self.policy, config=config)
-        return {"compactions": events} if events else {}
+    compactions: Compactions

@@ -14,8 +14,8 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _subcommands() -> list[Register]:
-    from threadlog import demo_cli
-    from threadlog.inspect import cli as inspect_cli
+    from threadlog.cli import demo as demo_cli
+    from threadlog.cli import inspect as inspect_cli
 
     return [demo_cli.register, inspect_cli.register]
 

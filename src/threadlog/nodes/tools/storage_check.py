@@ -22,13 +22,13 @@ from typing import Any
 import ormsgpack
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from threadlog._upstream import CONFIG_KEY_CHECKPOINTER, allowed_msgpack_modules, msgpack_tables
+
 __all__ = ["serializer_for", "storage_problem"]
 
-_CHECKPOINTER_KEY = "__pregel_checkpointer"  # langgraph._internal._constants
 _DEFAULT = JsonPlusSerializer()
 # Ext codes whose payload starts with (module, name, ...) — see jsonplus._msgpack_default.
 _CONSTRUCTOR_CODES = {0, 1, 2, 4, 5}
@@ -38,7 +38,7 @@ _NESTED_CODES = {6, 7}  # numpy arrays and delta snapshots: no user type inside 
 
 def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
     """The serializer the running graph's checkpointer will use for this write."""
-    saver = (config or {}).get("configurable", {}).get(_CHECKPOINTER_KEY)
+    saver = (config or {}).get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
     serde = getattr(saver, "serde", None)
     return serde if serde is not None else _DEFAULT
 
@@ -53,7 +53,7 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
         return f"type {_unencodable_type(culprit, serde)} cannot be serialized"
     if kind != "msgpack":
         return None
-    allowed = getattr(serde, "_allowed_msgpack_modules", True)
+    allowed = allowed_msgpack_modules(serde)
     if allowed is True:
         return None
     blocked: list[str] = []
@@ -74,12 +74,12 @@ def _walk(data: bytes, allowed: Any, blocked: list[str]) -> None:
         key: tuple[str, ...]
         if code in _CONSTRUCTOR_CODES:
             key = (tup[0], tup[1])
-            ok = key in lg_msgpack.SAFE_MSGPACK_TYPES or (
+            ok = key in msgpack_tables.SAFE_MSGPACK_TYPES or (
                 isinstance(allowed, (set, frozenset)) and key in allowed
             )
         elif code == _METHOD_CODE:
             key = (tup[0], tup[1], tup[3])
-            ok = key in lg_msgpack.SAFE_MSGPACK_METHODS
+            ok = key in msgpack_tables.SAFE_MSGPACK_METHODS
         else:
             return None
         if not ok:

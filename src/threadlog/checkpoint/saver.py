@@ -12,12 +12,12 @@ Contract:
   first use; `memory://` → `InMemorySaver`. Anything else raises one `ValueError`
   naming the supported schemes.
 * **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
-  rebuild allowlisted types (`threadlog.checkpoint_serde`), whatever
+  rebuild allowlisted types (`threadlog.checkpoint.serde`), whatever
   `LANGGRAPH_STRICT_MSGPACK` says. Pass `allowed_types=` for your own state classes.
 * **Run guard.** With `guard=True` (the default) the saver is wrapped in `GuardedSaver`:
   two runs on one thread never fork it silently; the loser gets `ConcurrentRunError`
-  (`threadlog.checkpoint_guard`). A turn's input is checked against the stored log
-  before it is stored (`threadlog.checkpoint_input`; `max_input_chars` caps a message's
+  (`threadlog.checkpoint.guard`). A turn's input is checked against the stored log
+  before it is stored (`threadlog.checkpoint.input_check`; `max_input_chars` caps a message's
   text), so bad input raises the log's own error and leaves the thread unchanged.
 * **History cache.** With `cache=True` (the default) the backend saver gets
   `threadlog.with_history_cache`: a warm process rebuilds a thread's log from the new
@@ -37,16 +37,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadlog.checkpoint_guard import GuardedSaver
-from threadlog.checkpoint_heads import (
+from threadlog.checkpoint.cache import with_history_cache
+from threadlog.checkpoint.guard import GuardedSaver
+from threadlog.checkpoint.heads import (
     HeadStore,
     MemoryHeadStore,
     PostgresHeadStore,
     SqliteHeadStore,
 )
-from threadlog.checkpoint_input import InputCheck
-from threadlog.checkpoint_serde import strict_serializer
-from threadlog.history_cache import with_history_cache
+from threadlog.checkpoint.input_check import InputCheck
+from threadlog.checkpoint.serde import strict_serializer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
 
@@ -95,7 +95,17 @@ def checkpointer(
     max_input_chars: int | None = None,
     cache: bool = True,
 ) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A sync saver for `url` (see module doc), closed when the block ends."""
+    """A sync saver for `url` (see module doc), closed when the block ends.
+
+    Args:
+        url: `sqlite:///path.db`, `postgresql://...` (the `postgres` extra) or `memory://`.
+        guard: wrap the saver in the run guard (no silent forks, input checked first).
+        allowed_types: extra `(module, class)` pairs or classes the strict serializer may
+            rebuild from stored blobs (your own state classes).
+        wrap: a function applied to the backend saver before the guard (your own wrapper).
+        max_input_chars: refuse a turn's input message longer than this many characters.
+        cache: keep the warm-process history cache on (a turn reads only new writes).
+    """
     target = parse_url(url)
     serde = strict_serializer(allowed_types)
     with contextlib.ExitStack() as stack:
@@ -181,7 +191,7 @@ def _finish(
 ) -> BaseCheckpointSaver[Any]:
     """The one place a ready saver gets wrapped: the history cache, `wrap`, the guard.
 
-    The read cache (`threadlog.history_cache`) wraps the backend saver *inside* the
+    The read cache (`threadlog.checkpoint.cache`) wraps the backend saver *inside* the
     guard, so both the graph's reads and the guard's input check read through it, and
     every write still passes the guard. It is on by default: without it every turn
     re-reads and re-checks the thread's whole history (see BENCHMARKS.md).

@@ -27,8 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor, run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 
-from threadlog.nodes.tools_approval import Decision
-from threadlog.nodes.tools_execution import Outcome
+from threadlog.nodes.tools.approval import Decision
+from threadlog.nodes.tools.results import Outcome
 
 __all__ = ["Job", "run_async", "run_sync"]
 

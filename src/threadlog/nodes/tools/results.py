@@ -22,13 +22,12 @@ from typing import Any
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt.tool_node import _filter_validation_errors, _InjectedArgs
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from threadlog.nodes.tools_approval import Decision
-from threadlog.nodes.tools_artifacts import serializer_for, storage_problem
-from threadlog.nodes.tools_results import (
+from threadlog._upstream import InjectedArgs, filter_validation_errors
+from threadlog.nodes.tools.approval import Decision
+from threadlog.nodes.tools.checks import (
     ErrorKind,
     Refused,
     ToolCallError,
@@ -36,6 +35,7 @@ from threadlog.nodes.tools_results import (
     error_result,
     normalize_response,
 )
+from threadlog.nodes.tools.storage_check import serializer_for, storage_problem
 
 try:
     from langgraph.errors import is_invalid_resume
@@ -134,7 +134,7 @@ def classify(
     outcome: Outcome,
     call: ToolCall,
     *,
-    injected: _InjectedArgs | None,
+    injected: InjectedArgs | None,
     decision: Decision | None,
     messages_key: str,
     handle_errors: bool,
@@ -154,7 +154,7 @@ def classify(
 def _classify(
     outcome: Outcome,
     call: ToolCall,
-    injected: _InjectedArgs | None,
+    injected: InjectedArgs | None,
     decision: Decision | None,
     messages_key: str,
     handle_errors: bool,
@@ -180,7 +180,7 @@ def _classify(
 
 
 def _from_error(
-    e: Exception, call: ToolCall, injected: _InjectedArgs | None, handle_errors: bool
+    e: Exception, call: ToolCall, injected: InjectedArgs | None, handle_errors: bool
 ) -> ToolMessage:
     if isinstance(e, GraphBubbleUp) or is_invalid_resume(e) or not handle_errors:
         raise e
@@ -188,7 +188,7 @@ def _from_error(
     if isinstance(e, ValidationError):
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err.get('loc', ())) or 'arguments'}: {err.get('msg')}"
-            for err in _filter_validation_errors(e, injected)
+            for err in filter_validation_errors(e, injected)
         )
         return error_result(
             call,

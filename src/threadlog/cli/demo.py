@@ -24,19 +24,18 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, Literal, TextIO
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
-    AIMessage,
     AIMessageChunk,
-    BaseMessage,
     HumanMessage,
-    ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+
+from threadlog.cli.transcript import Transcript, history_json, messages_in
 
 __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
@@ -278,7 +277,7 @@ def _print_turn(
                 transcript.token(chunk.text)
         else:
             for update in payload.values():
-                for m in _messages_in(update):
+                for m in messages_in(update):
                     transcript.message(m)
     transcript.end_stream()
     state = graph.get_state(config)
@@ -286,89 +285,6 @@ def _print_turn(
     transcript.line("checkpoint", state.config["configurable"]["checkpoint_id"])
     again = f'threadlog demo "…" --thread {config["configurable"]["thread_id"]}'
     transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
-
-
-def _messages_in(update: Any) -> list[BaseMessage]:
-    if not isinstance(update, dict):
-        return []
-    found = update.get("messages") or []
-    return [
-        m for m in (found if isinstance(found, list) else [found]) if isinstance(m, BaseMessage)
-    ]
-
-
-class Transcript:
-    """Prints a turn line by line: `role  text`, streaming the answer token by token."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self._streaming = False
-        self._streamed = False
-        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        self.model_calls = 0
-
-    def line(self, label: str, text: str) -> None:
-        print(f"{label:<11}{text}", file=self.out, flush=True)
-
-    def token(self, text: str) -> None:
-        if not text:
-            return
-        if not self._streaming:
-            self.out.write(f"{'assistant':<11}")
-            self._streaming = self._streamed = True
-        self.out.write(text)
-        self.out.flush()
-
-    def end_stream(self) -> None:
-        if self._streaming:
-            self.out.write("\n")
-            self.out.flush()
-            self._streaming = False
-
-    def message(self, m: BaseMessage) -> None:
-        self.end_stream()
-        if isinstance(m, AIMessage):
-            self.model_calls += 1
-            if m.usage_metadata:
-                self.usage["input_tokens"] += m.usage_metadata["input_tokens"]
-                self.usage["output_tokens"] += m.usage_metadata["output_tokens"]
-                self.usage["total_tokens"] += m.usage_metadata["total_tokens"]
-            if m.text and not self._streamed:
-                self.line("assistant", m.text)
-            for call in [*m.tool_calls, *m.invalid_tool_calls]:
-                args = call.get("args")
-                shown = (
-                    ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-                    if isinstance(args, dict)
-                    else str(args)
-                )
-                self.line("assistant", f"→ {call.get('name')}({shown})  [{call.get('id')}]")
-            self._streamed = False
-        elif isinstance(m, ToolMessage):
-            status = "  (error)" if m.status == "error" else ""
-            # How long the tool ran (ToolNode records it): shows parallel calls finishing
-            # out of order while their results are listed in call order.
-            ms = m.response_metadata.get("threadlog_duration_ms")
-            took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
-            self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")
-        else:
-            from threadlog import role_of
-
-            self.line(role_of(m), m.text)
-
-    def usage_summary(self) -> str:
-        u = self.usage
-        return (
-            f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
-            f"({self.model_calls} model calls)"
-        )
-
-
-def history_json(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """Each message as `{"role": ..., **its LangChain fields}` (JSON-safe)."""
-    from threadlog import role_of
-
-    return [{"role": role_of(m), **m.model_dump(mode="json")} for m in messages]
 
 
 def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:

@@ -10,10 +10,19 @@ readers use only the savers' own SQL, tables and serializer; under any other sav
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
+
+from threadlog._upstream import (
+    DELTA_STAGE1_SQL,
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+    postgres_cursor,
+    saver_has_task_path,
+)
 
 __all__ = [
     "postgres_saver_class",
@@ -28,19 +37,15 @@ _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
 
 try:  # SqliteSaver: walk ids with the saver's own SQL, fetch only this channel's writes
     from langgraph.checkpoint.sqlite import SqliteSaver as sqlite_saver_class
-    from langgraph.checkpoint.sqlite._delta import (
-        DELTA_STAGE1_SQL,
-        build_delta_channels_writes_history,
-        build_delta_stage2_sql,
-    )
 except ImportError:  # pragma: no cover - sqlite saver not installed
     sqlite_saver_class = None  # type: ignore[assignment,misc]
 
 
-try:  # PostgresSaver: one query for the chain, one for this channel's writes
-    from langgraph.checkpoint.postgres import PostgresSaver as postgres_saver_class
-except ImportError:  # pragma: no cover - the postgres extra is not installed
-    postgres_saver_class = None  # type: ignore[assignment,misc]
+def postgres_saver_class() -> type[Any] | None:
+    """PostgresSaver, if its module is already loaded: a saver instance implies it is, and
+    SQLite users then never import psycopg (`import threadlog` stays light)."""
+    module = sys.modules.get("langgraph.checkpoint.postgres")
+    return getattr(module, "PostgresSaver", None)
 
 
 def underlying(saver: Any, cls: type[Any] | None) -> Any:
@@ -81,7 +86,7 @@ def postgres_walk(
 ) -> list[PendingWrite] | None:
     """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached)."""
     thread_id, ns, ch = slot
-    with saver._cursor() as cur:
+    with postgres_cursor(saver) as cur:
         cur.execute(_PG_WALK_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk, ch))
         found = cur.fetchall()
     rows: dict[str, Any] = {}
@@ -141,7 +146,9 @@ def sqlite_walk(
         if not found:
             return None
         cur.execute(
-            build_delta_stage2_sql(has_task_path=saver._has_task_path, chain_lens=[len(chain)]),
+            build_delta_stage2_sql(
+                has_task_path=saver_has_task_path(saver), chain_lens=[len(chain)]
+            ),
             [thread_id, ns, ch, *chain],
         )
         rows = cur.fetchall()
@@ -207,7 +214,7 @@ def sqlite_read(
             cid = parent
         del rows
         marks = ",".join("?" * len(channels))
-        task_path = "task_path" if saver._has_task_path else "''"
+        task_path = "task_path" if saver_has_task_path(saver) else "''"
         cur.execute(
             f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} "
             f"FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({marks})",

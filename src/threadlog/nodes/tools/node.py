@@ -49,22 +49,39 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
-from threadlog.nodes.tools_approval import ask_approval
-from threadlog.nodes.tools_dispatch import AnyCall, messages_of, open_calls
-from threadlog.nodes.tools_execution import Outcome, classify, refuse_or_raise
-from threadlog.nodes.tools_running import Job, run_async, run_sync
+from threadlog._upstream import CONFIG_KEY_RUNTIME
+from threadlog.nodes.tools.approval import ask_approval
+from threadlog.nodes.tools.results import Outcome, classify, refuse_or_raise
+from threadlog.nodes.tools.routing import AnyCall, messages_of, open_calls
+from threadlog.nodes.tools.running import Job, run_async, run_sync
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = ["ToolNode"]
 
-_RUNTIME_KEY = "__pregel_runtime"  # langgraph._internal._constants.CONFIG_KEY_RUNTIME
 InputType = Literal["list", "dict", "tool_calls"]
 
 
 class ToolNode(_LangGraphToolNode):
-    """Runs tool calls in parallel and answers every call exactly once (see module doc)."""
+    """Runs tool calls in parallel and answers every call exactly once (see module doc).
+
+    Args:
+        tools: the tools this node can call (`BaseTool`s or plain functions, which
+            LangChain turns into tools).
+        name: the node's name in the graph.
+        max_concurrency: at most this many calls run at once (default: all of a step).
+        timeout: seconds a call may run — one number for every tool, or a
+            `{tool_name: seconds}` mapping; a call past it becomes an error result.
+        handle_errors: `True` (default): every failure is an error `ToolMessage` the
+            model can read; `False`: raise (the tool's own exception, or `ToolCallError`).
+        requires_approval: tool names whose calls pause with `interrupt()` for a
+            reviewer's approve / edit / reject before any tool of the step runs.
+        max_content_chars: cut longer text results (the full output stays in the
+            message's `artifact`, never sent to a model).
+        messages_key: the state key holding the message log.
+        tags: tags for the node's runnable (tracing).
+    """
 
     def __init__(
         self,
@@ -249,9 +266,9 @@ def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
     # Outside a graph there is no Runtime; upstream's node then fails with "Missing
     # required config key 'N/A'". Calling the node directly (tests, scripts) should work.
     conf = (config or {}).get("configurable", {})
-    if _RUNTIME_KEY in conf:
+    if CONFIG_KEY_RUNTIME in conf:
         return config or {}
-    return {**(config or {}), "configurable": {**conf, _RUNTIME_KEY: DEFAULT_RUNTIME}}
+    return {**(config or {}), "configurable": {**conf, CONFIG_KEY_RUNTIME: DEFAULT_RUNTIME}}
 
 
 def _timeouts(timeout: float | Mapping[str, float] | None) -> dict[str, float | None]:

@@ -1,0 +1,118 @@
+"""Every private LangGraph / langchain name threadlog relies on, in one place.
+
+Upstream may rename or change any of these in a minor release. Keeping them here means one
+file to read when that happens, and `tests/test_upstream.py` checks that each one still
+exists and behaves as used, so a breaking release fails our suite instead of users' apps.
+Each name carries why we need it; "checked" is the version it was last verified against
+(langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
+langgraph-prebuilt 1.1.3, langchain-core 1.8.3). Prefer a public hook where one exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Config keys LangGraph puts in `config["configurable"]` for a running task.
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_RUNTIME,
+    NS_SEP,
+)
+
+# -- langgraph runtime ---------------------------------------------------------------------
+# `RunnableCallable` is the base of every LangGraph node (upstream's own ToolNode is one):
+# it injects `config`/`runtime` by signature and handles sync/async dispatch. No public
+# equivalent: a plain function node cannot carry the node's options and async twin.
+from langgraph._internal._runnable import RunnableCallable
+
+# `MISSING` is the sentinel `DeltaChannel.from_checkpoint` receives for "no value stored".
+from langgraph._internal._typing import MISSING
+
+# `_get_overwrite` recognises LangGraph's `Overwrite(...)` in every form it accepts
+# (object and dict), so the append-only log can refuse it with a clear error.
+from langgraph.channels.binop import _get_overwrite
+
+# The safe-type tables of LangGraph's msgpack loader: whether a strict serializer would
+# rebuild a type on load (asked before a tool result is stored).
+from langgraph.checkpoint.serde import _msgpack as msgpack_tables
+
+# The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
+from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
+
+# The channel LangGraph stores `Send` packets in, in a checkpoint's pending writes.
+from langgraph.constants import TASKS
+
+# How upstream's ToolNode filters injected arguments out of a validation error, and the
+# type of its injected-argument map: reused so schema errors read like upstream's.
+from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
+from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
+
+# -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
+try:
+    from langgraph.checkpoint.sqlite._delta import (
+        DELTA_STAGE1_SQL,
+        build_delta_channels_writes_history,
+        build_delta_stage2_sql,
+    )
+except ImportError:  # pragma: no cover - the sqlite saver is a dependency; kept defensive
+    DELTA_STAGE1_SQL = None  # type: ignore[assignment]
+    build_delta_channels_writes_history = None  # type: ignore[assignment]
+    build_delta_stage2_sql = None  # type: ignore[assignment]
+
+__all__ = [
+    "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_CHECKPOINT_MAP",
+    "CONFIG_KEY_CHECKPOINT_NS",
+    "CONFIG_KEY_RUNTIME",
+    "DELTA_STAGE1_SQL",
+    "MISSING",
+    "NS_SEP",
+    "TASKS",
+    "DeltaSnapshot",
+    "InjectedArgs",
+    "RunnableCallable",
+    "allowed_msgpack_modules",
+    "build_delta_channels_writes_history",
+    "build_delta_stage2_sql",
+    "filter_validation_errors",
+    "is_overwrite",
+    "ls_provider",
+    "msgpack_tables",
+    "postgres_cursor",
+    "saver_has_task_path",
+]
+
+
+def is_overwrite(value: Any) -> bool:
+    """Whether `value` is LangGraph's `Overwrite` (object or dict form)."""
+    return bool(_get_overwrite(value)[0])
+
+
+def postgres_cursor(saver: Any) -> Any:
+    """A PostgresSaver's own cursor context (its pool or connection handling, pipeline
+    mode): `_cursor()` is how the saver runs its queries, and our reads must share it."""
+    return saver._cursor()
+
+
+def saver_has_task_path(saver: Any) -> bool:
+    """Whether a SqliteSaver's writes table has the `task_path` column (newer schema);
+    the saver's delta SQL builder needs to know."""
+    return bool(saver._has_task_path)
+
+
+def allowed_msgpack_modules(serde: Any) -> Any:
+    """A serializer's strict-msgpack allowlist (`True` = not strict); no public accessor."""
+    return getattr(serde, "_allowed_msgpack_modules", True)
+
+
+def ls_provider(model: Any) -> str | None:
+    """The provider name LangSmith would record for a chat model (`_get_ls_params`): the
+    only place langchain states which provider a model object talks to."""
+    try:
+        params = model._get_ls_params()
+    except Exception:
+        return None
+    provider = params.get("ls_provider") if isinstance(params, dict) else None
+    return provider if isinstance(provider, str) else None

@@ -1,0 +1,7 @@
+"""`python -m threadlog.cli ...` runs the `threadlog` command."""
+
+import sys
+
+from threadlog.cli import main
+
+sys.exit(main())

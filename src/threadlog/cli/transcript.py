@@ -1,0 +1,94 @@
+"""A turn printed as a paired transcript: one line per message with its role, tool calls
+and results both showing the call id, the answer streamed token by token, then usage.
+Also the thread as JSON (`history_json`). Used by `threadlog demo`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from threadlog.messages import role_of
+
+__all__ = ["Transcript", "history_json", "messages_in"]
+
+
+def messages_in(update: Any) -> list[BaseMessage]:
+    if not isinstance(update, dict):
+        return []
+    found = update.get("messages") or []
+    return [
+        m for m in (found if isinstance(found, list) else [found]) if isinstance(m, BaseMessage)
+    ]
+
+
+class Transcript:
+    """Prints a turn line by line: `role  text`, streaming the answer token by token."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._streaming = False
+        self._streamed = False
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self.model_calls = 0
+
+    def line(self, label: str, text: str) -> None:
+        print(f"{label:<11}{text}", file=self.out, flush=True)
+
+    def token(self, text: str) -> None:
+        if not text:
+            return
+        if not self._streaming:
+            self.out.write(f"{'assistant':<11}")
+            self._streaming = self._streamed = True
+        self.out.write(text)
+        self.out.flush()
+
+    def end_stream(self) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self.out.flush()
+            self._streaming = False
+
+    def message(self, m: BaseMessage) -> None:
+        self.end_stream()
+        if isinstance(m, AIMessage):
+            self.model_calls += 1
+            if m.usage_metadata:
+                self.usage["input_tokens"] += m.usage_metadata["input_tokens"]
+                self.usage["output_tokens"] += m.usage_metadata["output_tokens"]
+                self.usage["total_tokens"] += m.usage_metadata["total_tokens"]
+            if m.text and not self._streamed:
+                self.line("assistant", m.text)
+            for call in [*m.tool_calls, *m.invalid_tool_calls]:
+                args = call.get("args")
+                shown = (
+                    ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+                    if isinstance(args, dict)
+                    else str(args)
+                )
+                self.line("assistant", f"→ {call.get('name')}({shown})  [{call.get('id')}]")
+            self._streamed = False
+        elif isinstance(m, ToolMessage):
+            status = "  (error)" if m.status == "error" else ""
+            # How long the tool ran (ToolNode records it): shows parallel calls finishing
+            # out of order while their results are listed in call order.
+            ms = m.response_metadata.get("threadlog_duration_ms")
+            took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
+            self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")
+        else:
+            self.line(role_of(m), m.text)
+
+    def usage_summary(self) -> str:
+        u = self.usage
+        return (
+            f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
+            f"({self.model_calls} model calls)"
+        )
+
+
+def history_json(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Each message as `{"role": ..., **its LangChain fields}` (JSON-safe)."""
+    return [{"role": role_of(m), **m.model_dump(mode="json")} for m in messages]

@@ -1,0 +1,83 @@
+"""`ThreadRecords`: the loaded checkpoints of one thread and how they link up (parents,
+paths, lookup by id), plus the model node's settings when loaded from a graph. The views
+(`timeline`, `pairs`, ...) take this; `Thread` adds the methods that build them."""
+
+from __future__ import annotations
+
+from threadlog.inspect.records import CheckpointRecord, Graph
+from threadlog.nodes.model import ModelNode
+
+__all__ = ["ThreadRecords"]
+
+
+class ThreadRecords:
+    """The loaded checkpoints of one thread, oldest first, and how they link up."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        records: list[CheckpointRecord],
+        *,
+        bytes_known: bool,
+        graph: Graph | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
+        loaded = {r.checkpoint_id for r in records}
+        self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)
+        self.graph = graph
+        self.records = records
+        self.bytes_known = bytes_known
+        self._by_id = {r.checkpoint_id: r for r in records}
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return f"<Thread {self.thread_id!r}: {len(self.records)} checkpoints>"
+
+    @property
+    def head(self) -> CheckpointRecord:
+        """The most recent checkpoint (what `graph.get_state(config)` returns)."""
+        return self.records[-1]
+
+    def get(self, checkpoint: str | None = None) -> CheckpointRecord:
+        """A checkpoint by full id or a unique suffix/prefix of it; `None` is the head."""
+        if checkpoint is None:
+            return self.head
+        if checkpoint in self._by_id:
+            return self._by_id[checkpoint]
+        found = [
+            r
+            for r in self.records
+            if r.checkpoint_id.endswith(checkpoint) or r.checkpoint_id.startswith(checkpoint)
+        ]
+        if len(found) == 1:
+            return found[0]
+        what = "matches no" if not found else f"matches {len(found)}"
+        raise KeyError(
+            f"checkpoint {checkpoint!r} {what} checkpoint of thread {self.thread_id!r}; "
+            "use a full id or a longer suffix (see .timeline())"
+        )
+
+    def parent(self, record: CheckpointRecord) -> CheckpointRecord | None:
+        return self._by_id.get(record.parent_id) if record.parent_id else None
+
+    def path(self, checkpoint: str | None = None) -> list[CheckpointRecord]:
+        """The checkpoints from the root to `checkpoint` (default: the head), oldest first."""
+        out: list[CheckpointRecord] = []
+        rec: CheckpointRecord | None = self.get(checkpoint)
+        while rec is not None:
+            out.append(rec)
+            rec = self.parent(rec)
+        return out[::-1]
+
+    def model_node(self) -> ModelNode | None:
+        """The graph's model node, when the thread was loaded from a graph that has one."""
+        if self.graph is None:
+            return None
+        for node in self.graph.nodes.values():
+            for obj in (node.bound, getattr(node.bound, "func", None)):
+                if isinstance(obj, ModelNode):
+                    return obj
+        return None

@@ -1,0 +1,158 @@
+"""Every private LangGraph / langchain name threadlog uses (`threadlog._upstream`) still
+exists and still behaves the way threadlog relies on. A minor upstream release that renames
+or changes one fails here, naming it, instead of in users' apps."""
+
+from __future__ import annotations
+
+import inspect
+import pathlib
+import re
+import sqlite3
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Overwrite
+from pydantic import BaseModel, ValidationError
+
+import threadlog
+from threadlog import _upstream
+
+
+def test_runnable_callable_injects_config_and_runs_sync_and_async() -> None:
+    seen = {}
+
+    def run(state: dict, config: RunnableConfig) -> dict:
+        seen["config"] = config
+        return {"n": state["n"] + 1}
+
+    async def arun(state: dict, config: dict) -> dict:
+        return {"n": state["n"] + 2}
+
+    node = _upstream.RunnableCallable(run, arun, name="x", trace=False)
+    assert node.invoke({"n": 1}, {"configurable": {"k": 1}}) == {"n": 2}
+    assert seen["config"]["configurable"]["k"] == 1
+
+
+async def test_runnable_callable_runs_its_async_twin() -> None:
+    node = _upstream.RunnableCallable(lambda s: s, _plus_two, name="x", trace=False)
+    assert await node.ainvoke({"n": 1}) == {"n": 3}
+
+
+async def _plus_two(state: dict) -> dict:
+    return {"n": state["n"] + 2}
+
+
+def test_overwrite_is_recognised_in_object_and_dict_form() -> None:
+    assert _upstream.is_overwrite(Overwrite([]))
+    assert _upstream.is_overwrite({"__overwrite__": []})
+    assert not _upstream.is_overwrite([HumanMessage("hi")])
+
+
+def test_missing_and_delta_snapshot_are_the_delta_channel_contract() -> None:
+    from langgraph.channels.delta import DeltaChannel
+
+    source = inspect.getsource(DeltaChannel)
+    assert "MISSING" in source and "_DeltaSnapshot" in source
+    snap = _upstream.DeltaSnapshot([1, 2])
+    assert snap.value == [1, 2]
+
+
+def test_tool_node_validation_filter_and_injected_args_exist() -> None:
+    class Args(BaseModel):
+        city: str
+
+    try:
+        Args.model_validate({})
+    except ValidationError as e:
+        assert _upstream.filter_validation_errors(e, None)
+    assert "tool_runtime" in inspect.signature(_upstream.InjectedArgs).parameters or hasattr(
+        _upstream.InjectedArgs, "__dataclass_fields__"
+    )
+
+
+def test_config_keys_are_the_ones_langgraph_sets_for_a_running_task() -> None:
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    seen: dict = {}
+
+    def node(state: S, config: RunnableConfig) -> S:
+        seen.update(config["configurable"])
+        return {"n": 1}
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    saver = threadlog.checkpointer("memory://")
+    with saver as s:
+        g.compile(checkpointer=s).invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    for key in (
+        _upstream.CONFIG_KEY_CHECKPOINTER,
+        _upstream.CONFIG_KEY_CHECKPOINT_MAP,
+        _upstream.CONFIG_KEY_CHECKPOINT_NS,
+        _upstream.CONFIG_KEY_RUNTIME,
+    ):
+        assert key in seen, key
+    assert _upstream.NS_SEP == "|"
+    assert _upstream.TASKS == "__pregel_tasks"
+
+
+def test_sqlite_saver_cursor_task_path_and_delta_sql_still_exist(tmp_path: pathlib.Path) -> None:
+    conn = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    assert isinstance(_upstream.saver_has_task_path(saver), bool)
+    assert isinstance(_upstream.DELTA_STAGE1_SQL, str)
+    assert callable(_upstream.build_delta_stage2_sql)
+    assert callable(_upstream.build_delta_channels_writes_history)
+
+
+def test_postgres_saver_runs_queries_through_its_cursor_context(postgres_url: str) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(postgres_url) as saver:
+        saver.setup()
+        with _upstream.postgres_cursor(saver) as cur:
+            cur.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = 'none'")
+            assert cur.fetchone()["n"] == 0
+
+
+def test_msgpack_tables_and_strict_allowlist_are_readable() -> None:
+    assert _upstream.msgpack_tables.SAFE_MSGPACK_TYPES
+    assert _upstream.msgpack_tables.SAFE_MSGPACK_METHODS is not None
+    from threadlog.checkpoint.serde import strict_serializer
+
+    assert _upstream.allowed_msgpack_modules(strict_serializer()) is not True
+
+
+def test_ls_provider_names_the_provider_of_a_chat_model() -> None:
+    from langchain_openai import ChatOpenAI
+
+    assert _upstream.ls_provider(ChatOpenAI(model="gpt-4o-mini", api_key="x")) == "openai"
+    assert _upstream.ls_provider(object()) is None
+
+
+def test_no_module_but_upstream_touches_private_upstream_names() -> None:
+    root = pathlib.Path(threadlog.__file__).parent
+    pattern = re.compile(
+        r"_internal|from langgraph[\w.]* import _|import _|__pregel_|\._cursor\(|"
+        r"_allowed_msgpack|_get_ls_params\(|\._has_task_path"
+    )
+    comment = re.compile(r"^\s*#")
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.name == "_upstream.py" or path.parent.name == "models":
+            continue  # models/offline.py *implements* _get_ls_params as a chat model must
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and not comment.match(line):
+                offenders.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_ai_message_still_carries_tool_calls_the_way_the_log_reads_them() -> None:
+    m = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    assert m.tool_calls[0]["id"] == "c1"
