@@ -37,7 +37,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -113,6 +113,35 @@ def _request_ids(calls: Mapping[str, AIMessage]) -> set[str]:
     return {m.id for m in calls.values() if m.id is not None}
 
 
+# -- one sans-IO walk, two thin drivers (httpx's auth_flow style) ----------------------
+# The walk yields the read it needs — ("get", config) or ("before", thread, checkpoint id):
+# the newest stored checkpoint older than that id — and is sent the `CheckpointTuple` (or
+# None). The drivers only perform reads, so the sync and async paths cannot drift.
+
+_Read = tuple[str, RunnableConfig] | tuple[str, RunnableConfig, str]
+_Walk = Generator[_Read, CheckpointTuple | None, None]
+
+
+def _walk(config: RunnableConfig, search: _Search, max_walk: int) -> _Walk:
+    conf = config.get("configurable") or {}
+    thread: RunnableConfig = {
+        "configurable": {
+            "thread_id": conf["thread_id"],
+            "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        }
+    }
+    checkpoint_id = conf.get("checkpoint_id")
+    saved = yield ("get", thread if checkpoint_id is None else config)
+    if saved is None and checkpoint_id is not None:
+        # Not stored yet: start from the newest stored one before it. Checkpoint ids
+        # grow with time, and LangGraph stores a run's checkpoints in order.
+        saved = yield ("before", thread, checkpoint_id)
+    for _ in range(max_walk):
+        if saved is None or search.read(saved.pending_writes or ()):
+            return
+        saved = (yield ("get", saved.parent_config)) if saved.parent_config else None
+
+
 def recover_results(
     saver: BaseCheckpointSaver[Any],
     config: RunnableConfig,
@@ -125,12 +154,18 @@ def recover_results(
     search = _Search(call_ids, requests)
     if not search.wanted:
         return {}
+    flow = _walk(config, search, max_walk)
     try:
-        saved = _start(saver, config)
-        for _ in range(max_walk):
-            if saved is None or search.read(saved.pending_writes or ()):
-                break
-            saved = saver.get_tuple(saved.parent_config) if saved.parent_config else None
+        read = next(flow)
+        while True:
+            if read[0] == "get":
+                answer = saver.get_tuple(read[1])
+            else:
+                before: RunnableConfig = {"configurable": {"checkpoint_id": read[2]}}  # type: ignore[misc]
+                answer = next(iter(saver.list(read[1], before=before, limit=1)), None)
+            read = flow.send(answer)
+    except StopIteration:
+        pass
     except NotImplementedError:  # e.g. an async-only saver read from sync code
         return {}
     return search.found
@@ -148,54 +183,23 @@ async def arecover_results(
     search = _Search(call_ids, requests)
     if not search.wanted:
         return {}
+    flow = _walk(config, search, max_walk)
     try:
-        saved = await _astart(saver, config)
-        for _ in range(max_walk):
-            if saved is None or search.read(saved.pending_writes or ()):
-                break
-            saved = await saver.aget_tuple(saved.parent_config) if saved.parent_config else None
+        read = next(flow)
+        while True:
+            if read[0] == "get":
+                answer = await saver.aget_tuple(read[1])
+            else:
+                before: RunnableConfig = {"configurable": {"checkpoint_id": read[2]}}  # type: ignore[misc]
+                answer = None
+                async for older in saver.alist(read[1], before=before, limit=1):
+                    answer = older
+            read = flow.send(answer)
+    except StopIteration:
+        pass
     except NotImplementedError:  # e.g. a sync-only saver (SqliteSaver) in async code
         return {}
     return search.found
-
-
-def _thread(config: RunnableConfig) -> tuple[RunnableConfig, str | None]:
-    conf = config.get("configurable") or {}
-    thread: RunnableConfig = {
-        "configurable": {
-            "thread_id": conf["thread_id"],
-            "checkpoint_ns": conf.get("checkpoint_ns", ""),
-        }
-    }
-    return thread, conf.get("checkpoint_id")
-
-
-def _start(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> CheckpointTuple | None:
-    thread, checkpoint_id = _thread(config)
-    if checkpoint_id is None:
-        return saver.get_tuple(thread)
-    saved = saver.get_tuple(config)
-    if saved is not None:
-        return saved
-    # Not stored yet: start from the newest stored one before it. Checkpoint ids grow
-    # with time, and LangGraph stores a run's checkpoints in order.
-    before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
-    return next(iter(saver.list(thread, before=before, limit=1)), None)
-
-
-async def _astart(
-    saver: BaseCheckpointSaver[Any], config: RunnableConfig
-) -> CheckpointTuple | None:
-    thread, checkpoint_id = _thread(config)
-    if checkpoint_id is None:
-        return await saver.aget_tuple(thread)
-    saved = await saver.aget_tuple(config)
-    if saved is not None:
-        return saved
-    before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
-    async for older in saver.alist(thread, before=before, limit=1):
-        return older
-    return None
 
 
 class _Search:
