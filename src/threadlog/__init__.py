@@ -21,32 +21,83 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
 * Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
 
-from threadlog.agent import create_agent
-from threadlog.channel import MessageLogChannel, Messages, MessagesState
-from threadlog.checkpoint.cache import HistoryCache, with_history_cache
-from threadlog.checkpoint.saver import acheckpointer, checkpointer
-from threadlog.context.compaction import AgentState, Compactions
-from threadlog.context.policy import ContextPolicy, build_context, plan_context
-from threadlog.errors import (
-    AppendOnlyError,
-    ApprovalError,
-    ConcurrentRunError,
-    ConflictingIdError,
-    InvalidMessageError,
-    MessageLogError,
-    ParallelWriteError,
-    ThreadlogError,
-    ToolCallError,
-    ToolPairingError,
-)
-from threadlog.log import MessageLog, append_messages
-from threadlog.messages import coerce_message, digest, role_of
-from threadlog.models.offline import OfflineChatModel
-from threadlog.nodes.model import ContextNode, ModelNode
-from threadlog.nodes.tools.node import ToolNode
-from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-from threadlog.profiles import PROFILES, Profile, get_profile, validate
-from threadlog.wire import openai_payload, profile_for, to_wire
+from typing import TYPE_CHECKING, Any
+
+# The names below load on first use (PEP 562), so `threadlog --help` and `import threadlog`
+# stay fast and load no LangGraph until something from it is needed.
+if TYPE_CHECKING:
+    from threadlog.agent import create_agent
+    from threadlog.channel import MessageLogChannel, Messages, MessagesState
+    from threadlog.checkpoint.cache import HistoryCache, with_history_cache
+    from threadlog.checkpoint.saver import acheckpointer, checkpointer
+    from threadlog.context.compaction import AgentState, Compactions
+    from threadlog.context.policy import ContextPolicy, build_context, plan_context
+    from threadlog.errors import (
+        AppendOnlyError,
+        ApprovalError,
+        ConcurrentRunError,
+        ConflictingIdError,
+        InvalidMessageError,
+        MessageLogError,
+        ParallelWriteError,
+        ThreadlogError,
+        ToolCallError,
+        ToolPairingError,
+    )
+    from threadlog.log import MessageLog, append_messages
+    from threadlog.messages import coerce_message, digest, role_of
+    from threadlog.models.offline import OfflineChatModel
+    from threadlog.nodes.model import ContextNode, ModelNode
+    from threadlog.nodes.tools.node import ToolNode
+    from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
+    from threadlog.profiles import PROFILES, Profile, get_profile, validate
+    from threadlog.wire import openai_payload, profile_for, to_wire
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "threadlog.agent": ("create_agent",),
+    "threadlog.channel": ("MessageLogChannel", "Messages", "MessagesState"),
+    "threadlog.checkpoint.cache": ("HistoryCache", "with_history_cache"),
+    "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
+    "threadlog.context.compaction": ("AgentState", "Compactions"),
+    "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
+    "threadlog.errors": (
+        "AppendOnlyError",
+        "ApprovalError",
+        "ConcurrentRunError",
+        "ConflictingIdError",
+        "InvalidMessageError",
+        "MessageLogError",
+        "ParallelWriteError",
+        "ThreadlogError",
+        "ToolCallError",
+        "ToolPairingError",
+    ),
+    "threadlog.log": ("MessageLog", "append_messages"),
+    "threadlog.messages": ("coerce_message", "digest", "role_of"),
+    "threadlog.models.offline": ("OfflineChatModel",),
+    "threadlog.nodes.model": ("ContextNode", "ModelNode"),
+    "threadlog.nodes.tools.node": ("ToolNode",),
+    "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
+    "threadlog.profiles": ("PROFILES", "Profile", "get_profile", "validate"),
+    "threadlog.wire": ("openai_payload", "profile_for", "to_wire"),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __version__ = "0.1.0"
 

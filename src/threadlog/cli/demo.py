@@ -26,16 +26,12 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessageChunk,
-    HumanMessage,
-)
-from langchain_core.runnables import RunnableConfig
-
-from threadlog.cli.transcript import Transcript, history_json, messages_in
+if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
@@ -50,7 +46,7 @@ examples:
   threadlog demo                                   # offline model, ./threadlog-demo.db
   threadlog demo "Beijing and Shanghai: umbrella today?"
   threadlog demo "那上海呢？" --thread demo-1a2b3c4d   # continue a conversation
-  threadlog demo --json --thread demo-1a2b3c4d     # the thread's history as JSON
+  threadlog demo --json --thread demo-1a2b3c4d     # the thread's history as JSON (no new turn)
   threadlog demo --db postgresql://user:pw@localhost/db
   OPENAI_API_KEY=sk-... threadlog demo --model openai:gpt-4o-mini
   OPENAI_API_KEY=sk-... threadlog demo --model openai:deepseek-chat \\
@@ -77,8 +73,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "question",
         nargs="?",
-        default=DEFAULT_QUESTION,
-        help=f"what to ask (default: {DEFAULT_QUESTION})",
+        help=f"what to ask (default: {DEFAULT_QUESTION}; with --json and --thread and no "
+        "question, nothing is asked)",
     )
     p.add_argument(
         "--thread",
@@ -95,7 +91,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print the thread's whole message history as JSON instead of the transcript",
+        help="print the thread's whole message history as JSON instead of the transcript; "
+        "without a question it only reads (--thread required)",
     )
     p.add_argument(
         "--model",
@@ -119,13 +116,24 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(out, io.TextIOWrapper):
         # A console that cannot show Chinese must not crash the demo.
         out.reconfigure(errors="backslashreplace")
-    question = args.question.strip()
+    read_only = args.json and args.question is None
+    question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
     thread_id = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
     try:
+        if read_only:
+            if not args.thread:
+                raise DemoError(
+                    "--json without a question prints a thread's history: give --thread ID "
+                    "(or a question to ask on a new thread)"
+                )
+            _print_stored_json(args.thread, args.db, out)
+            return 0
         if not question:
             raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
         model = chat_model(args.model, args.base_url)
         with _errors_explained(args), _open_db(args.db) as saver:
+            from langchain_core.messages import HumanMessage
+
             from threadlog.examples.weather import build_graph
 
             graph = build_graph(model, saver)
@@ -138,6 +146,26 @@ def run(args: argparse.Namespace) -> int:
                 _print_turn(graph, config, turn, args, out)
     except DemoError as e:
         print(f"threadlog demo: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        # A database that fails mid-turn (locked, disk full, connection lost) is one line
+        # too; anything else is a bug whose traceback THREADLOG_DEBUG=1 shows.
+        if os.environ.get("THREADLOG_DEBUG"):
+            raise
+        from threadlog.inspect.readonly import SourceError
+
+        if isinstance(e, (OSError, SourceError, LookupError)) or _module_root(e) in _DB_DRIVERS:
+            print(
+                f"threadlog demo: error: the checkpoint database {db_url(args.db)} failed: "
+                f"{_one_line(e)}",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"threadlog demo: error: {type(e).__name__}: {_one_line(e)} "
+                "(THREADLOG_DEBUG=1 shows the traceback)",
+                file=sys.stderr,
+            )
         return 1
     except KeyboardInterrupt:
         print("threadlog demo: interrupted", file=sys.stderr)
@@ -266,6 +294,10 @@ def _print_turn(
     )
     if earlier:
         print(f"(continuing: {earlier} earlier messages on this thread)", file=out)
+    from langchain_core.messages import AIMessageChunk
+
+    from threadlog.cli.transcript import Transcript, messages_in
+
     transcript = Transcript(out)
     transcript.message(turn)
     for mode, payload in graph.stream(
@@ -287,7 +319,25 @@ def _print_turn(
     transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
 
 
+def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
+    """The thread's history as stored, read-only: nothing is asked, nothing written."""
+    from threadlog.cli.transcript import history_json
+    from threadlog.inspect.export import messages_at
+
+    messages, checkpoint_id = messages_at(db_url(db), thread_id)
+    doc = {
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "db": db_url(db),
+        "messages": history_json(messages),
+    }
+    json.dump(doc, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
 def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    from threadlog.cli.transcript import history_json
+
     state = graph.get_state(config)
     doc = {
         "thread_id": config["configurable"]["thread_id"],

@@ -85,7 +85,7 @@ class Transcript:
         u = self.usage
         return (
             f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
-            f"({self.model_calls} model calls)"
+            f"({self.model_calls} model call{'' if self.model_calls == 1 else 's'})"
         )
 
 

@@ -16,13 +16,16 @@ by LangGraph's own loader through threadlog's channels; nothing is decoded by ha
 `threadlog inspect --db URL --thread ID` shows the same in a terminal.
 """
 
+from threadlog.inspect import export
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
 from threadlog.inspect.pairs import ToolPairs
+from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
+from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
 from threadlog.inspect.timeline import Timeline
 
 __all__ = [
@@ -31,10 +34,15 @@ __all__ = [
     "CheckpointRecord",
     "ContextSeen",
     "ForkTree",
+    "SourceError",
     "Table",
     "TaskError",
     "Thread",
+    "ThreadList",
+    "ThreadSummary",
     "Timeline",
     "ToolPairs",
+    "export",
     "thread",
+    "threads",
 ]

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Head", "checkpoint_ids", "head_errors", "id_time", "thread_heads"]
@@ -145,5 +146,5 @@ def checkpoint_ids(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[str]
                 (thread_id,),
             )
             return sorted(str(r["checkpoint_id"]) for r in cur.fetchall())
-    base = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    base: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     return sorted(str(t.config["configurable"]["checkpoint_id"]) for t in saver.list(base))

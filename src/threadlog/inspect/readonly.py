@@ -94,7 +94,7 @@ def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
 
 
 def _serde() -> Any:
-    from threadlog.checkpoint_serde import strict_serializer
+    from threadlog.checkpoint.serde import strict_serializer
 
     return strict_serializer()
 

@@ -16,7 +16,7 @@ wrote. Failed tasks are the `__error__` writes saved against a checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +28,11 @@ from langgraph.types import Send
 
 from threadlog._upstream import TASKS
 
-__all__ = ["CheckpointRecord", "Graph", "TaskError", "load_records"]
+__all__ = ["CheckpointRecord", "Graph", "Progress", "TaskError", "load_records"]
 
 Graph = Pregel[Any, Any, Any, Any]
+Progress = Callable[[int, int], None]
+"""Called with (checkpoints rebuilt, checkpoints to rebuild) while a thread loads."""
 
 _ERROR = "__error__"
 _INTERRUPT = "__interrupt__"
@@ -91,6 +93,7 @@ def load_records(
     *,
     real_graph: bool,
     last: int | None = None,
+    progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
     conf = dict(config.get("configurable") or {})
@@ -102,10 +105,11 @@ def load_records(
     tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base, limit=last)}
     if not tuples:
         raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
-    snapshots = {
-        s.config["configurable"]["checkpoint_id"]: s
-        for s in graph.get_state_history(base, limit=last)
-    }
+    snapshots = {}
+    for s in graph.get_state_history(base, limit=last):
+        snapshots[s.config["configurable"]["checkpoint_id"]] = s
+        if progress is not None:
+            progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
     for cid, tup in tuples.items():
         snap = snapshots[cid]

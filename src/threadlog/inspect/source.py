@@ -61,9 +61,8 @@ def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph
 
 @contextlib.contextmanager
 def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A checkpointer for `url` (`threadlog.checkpointer`), for reading."""
-    import threadlog
+    """LangGraph's saver for `url`, opened read-only (`threadlog.inspect.readonly`)."""
+    from threadlog.inspect.readonly import open_readonly
 
-    # guard=False: a reader writes nothing, so it needs no run guard (nor its lock files).
-    with threadlog.checkpointer(url, guard=False) as saver:
+    with open_readonly(url) as saver:
         yield saver

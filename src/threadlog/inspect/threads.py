@@ -3,9 +3,10 @@
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
-and the errors of tasks that failed from the head. `source` is a database URL or plain
-SQLite path (opened read-only, see `threadlog.inspect.readonly`), a checkpointer, or a
-LangGraph server URL (`http://host:port`, read through `langgraph-sdk`).
+and errors: tasks that failed from the head, then tool results with `status="error"`.
+`source` is a database URL or plain SQLite path (opened read-only, see
+`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL
+(`http://host:port`, read through `langgraph-sdk`).
 
 Threads are ordered by their newest checkpoint. `limit` (0 = no limit) bounds how many
 heads are rebuilt; `search` keeps threads whose id or any message text contains it,
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog.inspect.catalog import Head, head_errors, id_time, thread_heads
@@ -51,6 +52,11 @@ def summarize(
     from threadlog.log import MessageLog
 
     users = [m for m in messages if isinstance(m, HumanMessage)]
+    failed = [
+        f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
+        for m in messages
+        if isinstance(m, ToolMessage) and m.status == "error"
+    ]
     return ThreadSummary(
         thread_id=head.thread_id,
         created_at=id_time(head.first_id),
@@ -60,7 +66,7 @@ def summarize(
         messages=len(messages),
         last_user=(users[-1].text if users else ""),
         open_calls=[str(c.get("id")) for _, c in MessageLog(messages).open_calls()],
-        errors=errors,
+        errors=[*errors, *failed],
         head_checkpoint_id=head.head_id,
     )
 
@@ -153,7 +159,10 @@ class ThreadList(Table):
         return out
 
     def notes(self) -> list[str]:
-        notes = ["open: tool calls without a result at the head · err: tasks that failed there"]
+        notes = [
+            "open: tool calls without a result at the head · err: tasks that failed there "
+            "and tool results with status error"
+        ]
         if self.more:
             notes.append("more threads exist: raise --limit (0 = all) or narrow with --search")
         return notes
