@@ -22,12 +22,15 @@ Contract, in the order a call happens:
 4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
    only what the provider needs, nothing of our bookkeeping.
 5. **Append.** The whole `AIMessage` — tool_calls, invalid_tool_calls, usage_metadata,
-   response_metadata, id — goes to the log, after any repair results.
+   response_metadata, id — goes to the log, after any repair results, with what the node
+   measured under `response_metadata["threadlog"]` (call latency, step time, wall-clock
+   start, model name, context size; `threadlog.nodes.trace`) for the inspector.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -51,6 +54,7 @@ from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.log import MessageLog
 from threadlog.messages import calls_of
 from threadlog.nodes.state import read_state
+from threadlog.nodes.trace import timed
 from threadlog.profiles import Profile, get_profile, validate
 from threadlog.wire import profile_for, to_wire
 
@@ -260,23 +264,46 @@ class ModelNode(RunnableCallable):
             update["compactions"] = events
         return update
 
+    def _timed(self, ai: Any, wire: list[BaseMessage], step0: float, call0: float,
+               wall0: float) -> Any:
+        # Recorded at run time for the inspector (latency, model, wall clock); see trace.py.
+        if isinstance(ai, BaseMessageChunk):
+            ai = message_chunk_to_message(ai)
+        if not isinstance(ai, AIMessage):
+            return ai  # _update names the problem
+        done = time.perf_counter()
+        return timed(
+            ai,
+            model=self.model,
+            started=wall0,
+            latency_s=done - call0,
+            step_s=done - step0,
+            context_messages=len(wire),
+            system_prompt=self._system.id if self._system is not None else None,
+        )
+
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         view, events = compact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
         recovered = recover_for_node(config, open_calls(view.messages))
         wire, repairs = self._prepare(view, recovered)
-        return self._update(self.bound.invoke(wire, config), repairs, events, has_events)
+        wall0, call0 = time.time(), time.perf_counter()
+        ai = self._timed(self.bound.invoke(wire, config), wire, step0, call0, wall0)
+        return self._update(ai, repairs, events, has_events)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         view, events = await acompact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
         recovered = await arecover_for_node(config, open_calls(view.messages))
         wire, repairs = self._prepare(view, recovered)
-        ai = await self.bound.ainvoke(wire, config)
+        wall0, call0 = time.time(), time.perf_counter()
+        ai = self._timed(await self.bound.ainvoke(wire, config), wire, step0, call0, wall0)
         return self._update(ai, repairs, events, has_events)
 
 
