@@ -88,6 +88,36 @@ def execute(name: str, kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.Mon
     return Run(nb, tmp_path)
 
 
+def test_the_notebooks_extra_covers_every_import_of_the_notebooks() -> None:
+    """README: `pip install -e ".[notebooks]"` is all the notebooks need."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    def name(req: str) -> str:
+        return re.split(r"[<>=!\[; ]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+    project = tomllib.loads((NOTEBOOKS.parent / "pyproject.toml").read_text())["project"]
+    reqs = [*project["dependencies"], *project["optional-dependencies"]["notebooks"]]
+    allowed = {name(r) for r in reqs}
+    providers = packages_distributions()
+    imported: set[str] = set()
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                for node in ast.walk(ast.parse(cell.source)):
+                    if isinstance(node, ast.Import):
+                        imported.update(a.name.split(".")[0] for a in node.names)
+                    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                        imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names} - {"threadlog"}
+    missing = {
+        m: providers.get(m)
+        for m in third_party
+        if not {d.lower().replace("_", "-") for d in providers.get(m, [])} & allowed
+    }
+    assert third_party and not missing
+
+
 def test_weather_demo_notebook_walks_its_checkpoints(
     kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
