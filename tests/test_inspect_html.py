@@ -88,7 +88,8 @@ def test_jupyterlab_stylesheet_does_not_right_align_the_inspector_tables(
         return {ours: of('.threadlog-inspect td:not(.num), .threadlog-inspect th'),
                 numbers: of('.threadlog-inspect td.num'),
                 control: of('table.control td'),
-                inside_lab: document.querySelectorAll('.jp-RenderedHTMLCommon .threadlog-inspect').length};
+                inside_lab: document.querySelectorAll(
+                  '.jp-RenderedHTMLCommon .threadlog-inspect').length};
         """,
     )
     assert aligns["control"] == ["right"]  # JupyterLab right-aligns a plain table...

@@ -8,9 +8,11 @@ import inspect
 import pathlib
 import re
 import sqlite3
+from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Overwrite
 from pydantic import BaseModel, ValidationError
@@ -156,3 +158,30 @@ def test_no_module_but_upstream_touches_private_upstream_names() -> None:
 def test_ai_message_still_carries_tool_calls_the_way_the_log_reads_them() -> None:
     m = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     assert m.tool_calls[0]["id"] == "c1"
+
+
+def test_a_saver_told_it_has_no_task_path_reads_an_older_writes_table(
+    tmp_path: pathlib.Path,
+) -> None:
+    from threadlog.inspect.readonly import open_readonly
+
+    path = tmp_path / "old.db"
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        saver.put(
+            config,
+            empty_checkpoint(),
+            {"source": "input", "step": -1},
+            {},
+        )
+        head = saver.get_tuple(config)
+        assert head is not None
+        saver.put_writes(head.config, [("messages", "hi")], task_id="task-1")
+    with sqlite3.connect(path) as conn:  # the table as LangGraph stored it before task_path
+        conn.execute("ALTER TABLE writes DROP COLUMN task_path")
+    conn.close()
+
+    with open_readonly(str(path)) as ro:  # no setup(): it is told instead
+        assert _upstream.saver_has_task_path(ro) is False
+        tup = ro.get_tuple(config)
+    assert tup is not None and tup.pending_writes == [("task-1", "messages", "hi")]

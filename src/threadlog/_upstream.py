@@ -82,6 +82,7 @@ __all__ = [
     "msgpack_tables",
     "postgres_cursor",
     "saver_has_task_path",
+    "set_saver_has_task_path",
 ]
 
 
@@ -100,6 +101,12 @@ def saver_has_task_path(saver: Any) -> bool:
     """Whether a SqliteSaver's writes table has the `task_path` column (newer schema);
     the saver's delta SQL builder needs to know."""
     return bool(saver._has_task_path)
+
+
+def set_saver_has_task_path(saver: Any, value: bool) -> None:
+    """Tell a SqliteSaver opened read-only (its `setup()` migration never runs) whether
+    its writes table has `task_path`; `setup()` is what normally finds out."""
+    saver._has_task_path = value
 
 
 def allowed_msgpack_modules(serde: Any) -> Any:

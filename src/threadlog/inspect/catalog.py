@@ -23,6 +23,8 @@ from uuid import UUID
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from threadlog._upstream import postgres_cursor
+
 __all__ = ["Head", "checkpoint_ids", "head_errors", "id_time", "thread_heads"]
 
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
@@ -68,7 +70,7 @@ def thread_heads(saver: BaseCheckpointSaver[Any]) -> list[Head]:
             "FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
         ).fetchall()
     elif type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
-        with raw._cursor() as cur:  # the saver's own connection handling (pool or conn)
+        with postgres_cursor(raw) as cur:  # the saver's own connection handling
             cur.execute(
                 "SELECT thread_id, max(checkpoint_id) AS h, min(checkpoint_id) AS f, "
                 "count(*) AS n FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
@@ -104,7 +106,7 @@ def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str,
             if (tid, cid) in wanted:
                 found.append((tid, cid, raw.serde.loads_typed((typ, value))))
     elif type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
-        with raw._cursor() as cur:
+        with postgres_cursor(raw) as cur:
             cur.execute(
                 "SELECT thread_id, checkpoint_id, type, blob FROM checkpoint_writes "
                 "WHERE checkpoint_ns = '' AND channel = %s",
@@ -139,7 +141,7 @@ def checkpoint_ids(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[str]
         ).fetchall()
         return sorted(str(r[0]) for r in rows)
     if type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
-        with raw._cursor() as cur:
+        with postgres_cursor(raw) as cur:
             cur.execute(
                 "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s "
                 "AND checkpoint_ns = ''",

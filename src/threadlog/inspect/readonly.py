@@ -28,6 +28,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from threadlog._upstream import set_saver_has_task_path
+
 __all__ = ["SourceError", "describe", "is_server_url", "open_readonly", "sqlite_path"]
 
 # The columns LangGraph's savers read; `task_path` is newer and optional.
@@ -120,8 +122,8 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
             _check_table(path, table, columns.get(table), needed)
         saver = SqliteSaver(conn, serde=_serde())
         saver.is_setup = True  # setup() creates tables: a reader must not
-        if "task_path" not in (columns.get("writes") or set()):
-            saver._has_task_path = False  # an older LangGraph's table, read as such
+        # An older LangGraph's writes table has no task_path; read it as such.
+        set_saver_has_task_path(saver, "task_path" in (columns.get("writes") or set()))
         yield saver
     finally:
         conn.close()
