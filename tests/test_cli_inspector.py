@@ -305,3 +305,19 @@ def test_demo_on_a_locked_database_is_one_line_and_keeps_the_thread(
     assert "database is locked" in line
     after, _ = inspect.export.messages_at(db, "d-1")
     assert [m.id for m in after] == [m.id for m in before]
+
+
+def test_inspect_json_carries_whole_messages(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    three_turns(sqlite_url)
+    answer = inspect.export.messages_at(sqlite_url, "t-1")[0][-1].text
+    assert len(answer) > 100
+
+    code, out, _ = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1", "--json")
+
+    appended = [m for row in json.loads(out)["timeline"] for m in row["appended"]]
+    assert code == 0 and appended[-1]["content"] == answer
+    request = next(m for m in appended if m["calls"])
+    assert request["calls"][0] == {"id": "c-paris", "name": "get_weather",
+                                   "args": {"city": "Paris"}}

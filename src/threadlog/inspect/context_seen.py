@@ -121,7 +121,7 @@ class ContextSeen(Table):
                         "log_index": None,
                         "context_index": i,
                         "seen": "added",
-                        **message_row(m, 80),
+                        **message_row(m),
                     }
                 )
         for pos, m in enumerate(self.log):
@@ -138,7 +138,7 @@ class ContextSeen(Table):
                     "log_index": pos,
                     "context_index": hit[0] if hit else None,
                     "seen": seen,
-                    **message_row(m, 80),
+                    **message_row(m),
                 }
             )
         return rows
