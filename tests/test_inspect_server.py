@@ -87,3 +87,20 @@ def test_a_served_thread_exports_whole_and_at_an_earlier_checkpoint(served: Serv
     )
     assert cid == first_turn.checkpoint_id != head
     assert [m.id for m in earlier] == [m.id for m in messages[:4]]
+
+
+def test_the_commands_read_a_served_thread_through_its_url(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from threadlog.cli import main
+
+    assert main(["threads", "--db", served.url]) == 0
+    assert served.two_turns in capsys.readouterr().out
+
+    assert main(["inspect", "--db", served.url, "--thread", served.branches, "--context", "-1"]) == 0
+    out = capsys.readouterr().out
+    assert "tool calls at" in out and "what the model saw for" in out
+
+    assert main(["export", "--db", served.url, "--thread", served.two_turns]) == 0
+    exported = inspect.export.loads(capsys.readouterr().out)
+    assert [digest(m) for m in exported] == served_messages(served.url, served.two_turns)

@@ -120,7 +120,7 @@ def summaries(
 
 
 class ThreadList(Table):
-    columns = (
+    columns: tuple[Column, ...] = (
         Column("updated", "updated (UTC)", 16),
         Column("thread", "thread", 20),
         Column("turns", "turns", 5, ">"),
@@ -134,6 +134,11 @@ class ThreadList(Table):
         self.items = items
         self.title = f"threads in {source}"
         self.more = more
+        # Ids are what you pass to `inspect --thread`: shown whole (a uuid is 36 columns).
+        width = min(36, max([6, *(len(s.thread_id) for s in items)]))
+        self.columns = tuple(
+            Column(c.key, c.header, width) if c.key == "thread" else c for c in self.columns
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         return [asdict(s) for s in self.items]
