@@ -97,7 +97,8 @@ def test_the_commands_read_a_served_thread_through_its_url(
     assert main(["threads", "--db", served.url]) == 0
     assert served.two_turns in capsys.readouterr().out
 
-    assert main(["inspect", "--db", served.url, "--thread", served.branches, "--context", "-1"]) == 0
+    args = ["inspect", "--db", served.url, "--thread", served.branches, "--context", "-1"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "tool calls at" in out and "what the model saw for" in out
 
