@@ -41,3 +41,24 @@ def test_each_model_call_records_latency_model_and_context(tmp_path: Path) -> No
     assert f"{calls[0].response_metadata['threadlog']['latency_ms']:.0f} ms" in html
     assert html.count('class="tl-wf-bar model"') == 2  # both model calls in the waterfall
     assert html.count('class="tl-wf-bar tool"') == 2  # the two parallel tool calls
+
+
+def test_what_the_model_saw_is_checked_against_what_the_run_recorded(tmp_path: Path) -> None:
+    from threadlog.examples.weather import SYSTEM_PROMPT
+
+    db = f"sqlite:///{tmp_path / 'seen.db'}"
+    with threadlog.checkpointer(db) as saver:
+        graph = build_branching_graph(OfflineChatModel(), saver)
+        graph.invoke(
+            {"messages": [("user", "北京今天适合带伞吗？")]},  # type: ignore[arg-type]
+            {"configurable": {"thread_id": "w-2"}},
+        )
+    t = inspect.thread(db, "w-2")  # a database: the app's prompt is not known here
+
+    guessed = t.context(-1)
+    assert guessed.matches_record is False
+    assert any("⚠ the run recorded sending 5 messages" in s for s in guessed.summary())
+
+    given = t.context(-1, system_prompt=SYSTEM_PROMPT)
+    assert given.matches_record is True and len(given.context) == 5
+    assert any("the run recorded sending 5 messages: the same" in s for s in given.summary())
