@@ -57,8 +57,8 @@ def test_what_the_model_saw_is_checked_against_what_the_run_recorded(tmp_path: P
 
     guessed = t.context(-1)
     assert guessed.matches_record is False
-    assert any("⚠ the run recorded sending 5 messages" in s for s in guessed.summary())
+    assert any("⚠ the run recorded sending 4 messages" in s for s in guessed.summary())
 
     given = t.context(-1, system_prompt=SYSTEM_PROMPT)
-    assert given.matches_record is True and len(given.context) == 5
-    assert any("the run recorded sending 5 messages: the same" in s for s in given.summary())
+    assert given.matches_record is True and len(given.context) == 4
+    assert any("the run recorded sending 4 messages: the same" in s for s in given.summary())
