@@ -171,9 +171,9 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
     for kind, label, s, d in bars:
         left, width = 100 * max(s, 0) / span, max(100 * d / span, 0.3)
         rows.append(
-            f'<div class="tl-wf-row"><div class="tl-wf-bar {kind}" '
-            f'style="left:{left:.2f}%;width:{width:.2f}%"></div>'
-            f'<span class="tl-wf-label">{escape(label)} · {_ms(d)}</span></div>'
+            f'<div class="tl-wf-row"><span class="tl-wf-label">{escape(label)} · {_ms(d)}'
+            f'</span><div class="tl-wf-track"><div class="tl-wf-bar {kind}" '
+            f'style="left:{left:.2f}%;width:{width:.2f}%"></div></div></div>'
         )
     return (
         f'<div class="tl-wf" data-span-s="{span:.3f}"><div class="tl-meta">waterfall · '

@@ -214,13 +214,14 @@ STYLE = """<style>
 .threadlog-inspect .r-error{color:#cf222e;font-weight:600}
 .threadlog-inspect .tl-meta{color:#57606a}
 .threadlog-inspect a.tl-call{color:inherit;text-decoration:underline dotted}
-.threadlog-inspect .tl-wf{position:relative;margin:4px 0 8px 0;max-width:720px}
-.threadlog-inspect .tl-wf-row{position:relative;height:16px;margin:2px 0;background:#f6f8fa}
-.threadlog-inspect .tl-wf-bar{position:absolute;top:2px;height:12px;border-radius:2px;
+.threadlog-inspect .tl-wf{margin:4px 0 8px 0;max-width:900px}
+.threadlog-inspect .tl-wf-row{display:flex;align-items:center;margin:2px 0}
+.threadlog-inspect .tl-wf-label{flex:0 0 300px;font-size:11px;white-space:nowrap;
+ overflow:hidden;text-overflow:ellipsis;padding-right:8px}
+.threadlog-inspect .tl-wf-track{position:relative;flex:1 1 auto;height:12px;background:#f6f8fa}
+.threadlog-inspect .tl-wf-bar{position:absolute;top:1px;height:10px;border-radius:2px;
  background:#8250df;min-width:2px}
 .threadlog-inspect .tl-wf-bar.model{background:#116329}
-.threadlog-inspect .tl-wf-label{position:absolute;left:4px;top:0;font-size:11px;
- line-height:16px;color:#1f2328;white-space:nowrap}
 </style>"""
 
 _MARKERS = {
