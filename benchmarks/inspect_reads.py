@@ -94,8 +94,8 @@ print(n, "checkpoints")
 """
 
 
-def timed(label: str, argv: list[str]) -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def timed(label: str, argv: list[str], src: Path = SRC) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
@@ -113,6 +113,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=80)
     ap.add_argument("--only", choices=["list", "long"], help="run only one group")
+    ap.add_argument(
+        "--before", metavar="SRC",
+        help="another threadlog source tree (e.g. `git archive <old commit> src`) whose "
+        "`threadlog inspect` is timed too, as the before figure",
+    )
     args = ap.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -128,8 +133,19 @@ def main() -> None:
         timed("threadlog threads (all)", [*cli, "threads", "--db", str(db), "--limit", "0"])
         timed("threadlog threads --json (all)", [*cli, "threads", "--db", str(db), "--json",
                                                   "--limit", "0"])
+    if args.only in (None, "list"):
+        timed("threadlog --help", [*cli, "--help"])
+        if args.before:
+            timed("before: threadlog --help", [*cli, "--help"], Path(args.before))
     if args.only in (None, "long"):
         timed("langgraph: get_state_history(long)", [py, "-c", BASELINE_HISTORY, str(db), "long"])
+        if args.before:
+            before = Path(args.before)
+            timed("before: threadlog inspect --thread long",
+                  [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread", "long"], before)
+            timed("before: threadlog inspect --thread long --last 20",
+                  [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread", "long", "--last", "20"],
+                  before)
         timed("threadlog inspect --thread long", [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread",
                                                   "long"])
         timed("threadlog inspect --thread long --last 20",

@@ -154,3 +154,23 @@ def test_an_empty_postgres_database_is_refused_without_creating_tables(pg_backen
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
         ).fetchall()
     assert tables == []
+
+
+def test_a_thread_read_oldest_first_matches_langgraphs_own_history(backend: str) -> None:
+    from tests.test_inspect_cli import write_thread
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    write_thread(backend)  # two turns and a fork: the cached walk meets another branch
+    t = inspect.thread(backend, "t-1")
+
+    with raw_saver(backend) as saver, quiet_stand_in(True):
+        history = stand_in(saver, None).get_state_history({"configurable": {"thread_id": "t-1"}})
+        expected = {
+            s.config["configurable"]["checkpoint_id"]: [(m.id, m.content) for m in
+                                                        s.values["messages"]]
+            for s in history
+        }
+    assert {r.checkpoint_id: [(m.id, m.content) for m in r.messages] for r in t.records} == (
+        expected
+    )
+    assert len(t.forks().branches) == 2

@@ -105,9 +105,14 @@ def load_records(
     tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base, limit=last)}
     if not tuples:
         raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
+    # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
+    # the other order): under a history cache (`threadlog.checkpointer`'s default, and
+    # the reader's own saver) each log is its parent's plus one step's writes, instead of
+    # a replay from the thread's start for every checkpoint.
     snapshots = {}
-    for s in graph.get_state_history(base, limit=last):
-        snapshots[s.config["configurable"]["checkpoint_id"]] = s
+    for cid in sorted(tuples):
+        conf_at = {**base["configurable"], "checkpoint_id": cid}
+        snapshots[cid] = graph.get_state({"configurable": conf_at})
         if progress is not None:
             progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
