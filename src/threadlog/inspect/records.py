@@ -39,7 +39,7 @@ _INTERRUPT = "__interrupt__"
 _INTERNAL_NODES = ("__input__", "__interrupt__")
 
 
-def _internal(name: str) -> bool:
+def _bookkeeping(name: str) -> bool:
     # LangGraph's own bookkeeping entries in `versions_seen` (`__input__`, `__interrupt__`,
     # `__snapshot_bumps__`, …) are not nodes; `__start__` is (input and update_state).
     return name in _INTERNAL_NODES or (
@@ -232,12 +232,12 @@ def _writers(
         gp = by_id[pid].parent_id
         grand = tuples.get(gp) if gp else None
     names = [
-        n for n, v in seen.items() if not _internal(n) and v and parent_seen.get(n) != v
+        n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v
     ]
     if rec.source == "update":
         # update_state applies the writes "as" a node without running it; the checkpoint
         # does not always say which, so name the call itself.
-        names = names or [n for n in seen if n not in parent_seen and not _internal(n)]
+        names = names or [n for n in seen if n not in parent_seen and not _bookkeeping(n)]
         names = names or ["update_state"]
     elif grand is not None and rec.source == "loop":
         # Tasks pushed by the previous step (Send) ran in this one: a Send written in
