@@ -142,15 +142,20 @@ def test_one_model_call_is_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_inspect_context_shows_what_the_model_saw(
-    sqlite_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     three_turns(sqlite_url)
     monkeypatch.setenv("THREADLOG_PROGRESS_AFTER", "0")  # show progress at once
+    page = tmp_path / "t.html"
 
     code, out, err = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1",
-                         "--context", "ai-2")
+                         "--context", "ai-2", "--html", str(page))
 
     assert code == 0 and "what the model saw for ai-2" in out
+    assert "what the model saw for ai-2" in page.read_text(encoding="utf-8")
     assert "reading thread t-1" in err and "done in" in err
     code, out, _ = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1",
                        "--context", "-1", "--json")

@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         views["context"] = t.context(_call(args.context), checkpoint=cid)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:
-            f.write(t.html())
+            f.write(t.html(*[v for k, v in views.items() if k == "context"]))
     if args.json:
         doc = {"thread": t.thread_id, **{k: v.rows() for k, v in views.items()}}
         text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)

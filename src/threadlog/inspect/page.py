@@ -21,6 +21,7 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, describe_compaction, short_id
-from threadlog.inspect.table import STYLE, render_html
+from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.messages import role_of
 
 if TYPE_CHECKING:
@@ -234,7 +235,7 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
     )
 
 
-def thread_html(thread: Thread) -> str:
+def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     tree = thread.forks()
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
     parts.append(f'<div class="tl-title">thread {escape(thread.thread_id)}</div>')
@@ -257,15 +258,18 @@ def thread_html(thread: Thread) -> str:
             parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS))
         parts.append("</section>")
     parts.append(render_html(thread.pairs()))
+    parts.extend(render_html(t) for t in extra)  # e.g. what the model saw for one call
     parts.append("</div>")
     return "".join(parts)
 
 
-def thread_page(thread: Thread, title: str | None = None) -> str:
-    """A standalone HTML document for `thread` (see the module docstring)."""
+def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
+    """A standalone HTML document for `thread` (see the module docstring); `extra` views
+    (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or f"thread {thread.thread_id}"
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(name)}</title>'
         "<style>body .threadlog-inspect{font-size:14px}</style>"
-        f'</head><body style="background:#fff;margin:16px">{thread_html(thread)}</body></html>'
+        f'</head><body style="background:#fff;margin:16px">{thread_html(thread, extra)}'
+        "</body></html>"
     )

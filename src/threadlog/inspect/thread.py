@@ -38,6 +38,7 @@ from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.records import Graph, Progress, load_records
 from threadlog.inspect.source import open_saver, quiet_stand_in, stand_in
 from threadlog.inspect.storage import stored_bytes
+from threadlog.inspect.table import Table
 from threadlog.inspect.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -86,11 +87,12 @@ class Thread(ThreadRecords):
 
         return ThreadPlot(self)
 
-    def html(self) -> str:
-        """The thread as one standalone HTML page (turns, full content, waterfall)."""
+    def html(self, *extra: Table) -> str:
+        """The thread as one standalone HTML page (turns, full content, waterfall), then
+        any `extra` views (e.g. `self.context(call)`)."""
         from threadlog.inspect.page import thread_page
 
-        return thread_page(self)
+        return thread_page(self, extra=extra)
 
     def _repr_html_(self) -> str:
         from threadlog.inspect.page import thread_html
