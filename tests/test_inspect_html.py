@@ -1,6 +1,6 @@
 """The inspector's HTML: a thread page that groups turns and links calls, and styles that
-win inside JupyterLab (checked in headless Chromium with JupyterLab's own stylesheet, as
-nbconvert's `lab` template ships it)."""
+win inside JupyterLab and the classic Notebook (checked in headless Chromium with their own
+stylesheets, as nbconvert's `lab` and `classic` templates ship them)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,12 @@ def test_long_content_is_complete_in_the_page(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (apt install chromium)")
-def test_jupyterlab_stylesheet_does_not_right_align_the_inspector_tables(
-    forked: inspect.Thread,
+@pytest.mark.parametrize(
+    ("template", "output_class"),
+    [("lab", "jp-RenderedHTMLCommon"), ("classic", "rendered_html")],  # JupyterLab, Notebook 6
+)
+def test_notebook_stylesheets_do_not_right_align_the_inspector_tables(
+    forked: inspect.Thread, template: str, output_class: str
 ) -> None:
     from nbconvert import HTMLExporter
 
@@ -78,7 +82,7 @@ def test_jupyterlab_stylesheet_does_not_right_align_the_inspector_tables(
         )
     )
     nb.cells = [cell]
-    page, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    page, _ = HTMLExporter(template_name=template).from_notebook_node(nb)
 
     aligns = computed(
         page,
@@ -88,11 +92,10 @@ def test_jupyterlab_stylesheet_does_not_right_align_the_inspector_tables(
         return {ours: of('.threadlog-inspect td:not(.num), .threadlog-inspect th'),
                 numbers: of('.threadlog-inspect td.num'),
                 control: of('table.control td'),
-                inside_lab: document.querySelectorAll(
-                  '.jp-RenderedHTMLCommon .threadlog-inspect').length};
-        """,
+                inside: document.querySelectorAll('.OUTPUT .threadlog-inspect').length};
+        """.replace("OUTPUT", output_class),
     )
-    assert aligns["control"] == ["right"]  # JupyterLab right-aligns a plain table...
-    assert aligns["inside_lab"] >= 4
+    assert aligns["control"] == ["right"]  # the notebook right-aligns a plain table...
+    assert aligns["inside"] >= 4
     assert len(aligns["ours"]) > 20 and set(aligns["ours"]) == {"left"}  # ...but not ours
     assert set(aligns["numbers"]) == {"right"}
