@@ -99,3 +99,22 @@ def test_notebook_stylesheets_do_not_right_align_the_inspector_tables(
     assert aligns["inside"] >= 4
     assert len(aligns["ours"]) > 20 and set(aligns["ours"]) == {"left"}  # ...but not ours
     assert set(aligns["numbers"]) == {"right"}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (apt install chromium)")
+def test_the_page_of_a_forked_thread_screenshots_with_content(
+    forked: inspect.Thread, tmp_path: Path
+) -> None:
+    import matplotlib.image
+
+    from tests.helpers_browser import screenshot
+
+    png = screenshot(forked.html(), tmp_path / "page.png", width=1000, height=900)
+
+    pixels = matplotlib.image.imread(png)
+    assert pixels.shape[:2] == (900, 1000)
+    # Not a blank page: text, the waterfall's coloured bars, the turn boxes.
+    colours = {tuple(p) for p in (pixels[::7, ::7, :3] * 255).astype(int).reshape(-1, 3)}
+    assert len(colours) > 20
+    purple = ((pixels[..., 0] > 0.4) & (pixels[..., 1] < 0.45) & (pixels[..., 2] > 0.75)).sum()
+    assert purple > 1500  # the two parallel tool calls' bars (~3500; the text alone ~100)
