@@ -107,6 +107,10 @@ def timed(label: str, argv: list[str], src: Path = SRC) -> tuple[float, float]:
     return wall, cpu
 
 
+def ratio(label: str, ours: tuple[float, float], base: tuple[float, float]) -> None:
+    print(f"  ratio {label}: wall {ours[0] / base[0]:.2f}x  cpu {ours[1] / base[1]:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "threadlog-bench"))
@@ -129,8 +133,10 @@ def main() -> None:
     py = sys.executable
     cli = [py, "-m", "threadlog.cli"]
     if args.only in (None, "list"):
-        timed("langgraph: list + get_state per thread", [py, "-c", BASELINE_LIST, str(db)])
-        timed("threadlog threads (all)", [*cli, "threads", "--db", str(db), "--limit", "0"])
+        base = timed("langgraph: list + get_state per thread", [py, "-c", BASELINE_LIST, str(db)])
+        ours = timed("threadlog threads (all)", [*cli, "threads", "--db", str(db), "--limit", "0"])
+        ratio("threads (all) / langgraph's get_state loop", ours, base)
+        timed("threadlog threads (default --limit 20)", [*cli, "threads", "--db", str(db)])
         timed("threadlog threads --json (all)", [*cli, "threads", "--db", str(db), "--json",
                                                   "--limit", "0"])
     if args.only in (None, "list"):
@@ -138,7 +144,9 @@ def main() -> None:
         if args.before:
             timed("before: threadlog --help", [*cli, "--help"], Path(args.before))
     if args.only in (None, "long"):
-        timed("langgraph: get_state_history(long)", [py, "-c", BASELINE_HISTORY, str(db), "long"])
+        base = timed(
+            "langgraph: get_state_history(long)", [py, "-c", BASELINE_HISTORY, str(db), "long"]
+        )
         if args.before:
             before = Path(args.before)
             timed("before: threadlog inspect --thread long",
@@ -146,8 +154,9 @@ def main() -> None:
             timed("before: threadlog inspect --thread long --last 20",
                   [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread", "long", "--last", "20"],
                   before)
-        timed("threadlog inspect --thread long", [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread",
-                                                  "long"])
+        ours = timed("threadlog inspect --thread long",
+                     [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread", "long"])
+        ratio("inspect long / langgraph's get_state_history", ours, base)
         timed("threadlog inspect --thread long --last 20",
               [*cli, "inspect", "--db", f"sqlite:///{db}", "--thread", "long", "--last", "20"])
         timed("threadlog export --thread long",
