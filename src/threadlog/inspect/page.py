@@ -28,13 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, describe_compaction, short_id
 from threadlog.inspect.table import STYLE, Table, render_html
+from threadlog.inspect.timeline import Timeline
 from threadlog.messages import role_of
 
 if TYPE_CHECKING:
-    from threadlog.inspect.thread import Thread
+    from threadlog.inspect.history import ThreadRecords
 
 __all__ = ["model_timing", "thread_html", "thread_page"]
 
@@ -139,14 +142,14 @@ def _turns(records: list[CheckpointRecord]) -> list[list[CheckpointRecord]]:
     return turns
 
 
-def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
+def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     t0 = _ts(turn[0].created_at)
     if t0 is None:
         return ""
     bars: list[tuple[str, str, float, float]] = []  # kind, label, start s, duration s
     durations = {
         r["call_id"]: r["duration_s"]
-        for r in thread.pairs(turn[-1].checkpoint_id).rows()
+        for r in ToolPairs(thread, turn[-1].checkpoint_id).rows()
         if r["duration_s"] is not None
     }
     for rec in turn:
@@ -161,8 +164,12 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
             if isinstance(m, ToolMessage) and start and m.tool_call_id in durations:
                 name = m.name or "tool"
                 bars.append(
-                    ("tool", f"{name} [{short_id(m.tool_call_id, 14)}]",
-                     (start - t0).total_seconds(), float(durations[m.tool_call_id]))
+                    (
+                        "tool",
+                        f"{name} [{short_id(m.tool_call_id, 14)}]",
+                        (start - t0).total_seconds(),
+                        float(durations[m.tool_call_id]),
+                    )
                 )
     tools = sum(1 for b in bars if b[0] == "tool")
     if not bars or (tools < 2 and not any(b[0] == "model" for b in bars)):
@@ -182,7 +189,7 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
     )
 
 
-def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
+def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
     # With `last=N` the turn's parent may not be loaded: count only what is known.
@@ -218,7 +225,7 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
         rows.append(
             f'<tr id="ckpt-{cid}"><td class="num">{rec.step}</td>'
             f'<td title="{cid}">{escape(short(rec.checkpoint_id))}</td>'
-            f"<td>{_writers(rec)}</td><td class=\"num\">{_ms(_took(rec, parent))}</td>"
+            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(rec, parent))}</td>'
             f"<td>{''.join(events)}</td></tr>"
         )
     table = (
@@ -226,8 +233,7 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
         f"<th>messages · events</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
     summary = (
-        f"turn {number} · {escape(said)} · {len(turn)} checkpoints · "
-        f"{tokens} tokens · {_ms(took)}"
+        f"turn {number} · {escape(said)} · {len(turn)} checkpoints · {tokens} tokens · {_ms(took)}"
     )
     return (
         f'<details class="tl-turn"{" open" if open_ else ""}><summary>{summary}</summary>'
@@ -235,11 +241,14 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
     )
 
 
-def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
-    tree = thread.forks()
+def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
+    tree = ForkTree(thread)
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
     parts.append(f'<div class="tl-title">thread {escape(thread.thread_id)}</div>')
-    parts.extend(f'<div class="tl-summary">{escape(s)}</div>' for s in thread.timeline().summary())
+    parts.extend(
+        f'<div class="tl-summary">{escape(s)}</div>'
+        for s in Timeline(thread, thread.records).summary()
+    )
     for branch in tree._ordered():
         where = (
             "from the root"
@@ -257,13 +266,15 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
         for i, turn in enumerate(turns):
             parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS))
         parts.append("</section>")
-    parts.append(render_html(thread.pairs()))
+    parts.append(render_html(ToolPairs(thread)))
     parts.extend(render_html(t) for t in extra)  # e.g. what the model saw for one call
     parts.append("</div>")
     return "".join(parts)
 
 
-def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
+def thread_page(
+    thread: ThreadRecords, title: str | None = None, extra: Sequence[Table] = ()
+) -> str:
     """A standalone HTML document for `thread` (see the module docstring); `extra` views
     (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or f"thread {thread.thread_id}"

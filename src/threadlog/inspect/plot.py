@@ -23,14 +23,16 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from threadlog.inspect.pairs import ToolPairs
+
 if TYPE_CHECKING:
-    from threadlog.inspect.thread import Thread
+    from threadlog.inspect.history import ThreadRecords
 
 __all__ = ["ThreadPlot"]
 
 
 class ThreadPlot:
-    def __init__(self, thread: Thread) -> None:
+    def __init__(self, thread: ThreadRecords) -> None:
         self.thread = thread
         path = thread.path()
         self.series: dict[str, list[Any]] = {
@@ -48,7 +50,7 @@ class ThreadPlot:
             if isinstance(m, AIMessage) and m.usage_metadata:
                 self.series["context_tokens"].append(int(m.usage_metadata["input_tokens"]))
                 self.series["log_tokens"].append(count_tokens_approximately(log[:i]))
-        for row in thread.pairs().rows():
+        for row in ToolPairs(thread).rows():
             if row["duration_s"] is not None:
                 self.series["tool_ms"].append(round(row["duration_s"] * 1000, 1))
         self._figure: Any = None

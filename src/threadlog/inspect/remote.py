@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 from threadlog.inspect.catalog import Head
 from threadlog.inspect.readonly import SourceError, describe
 from threadlog.inspect.records import CheckpointRecord, TaskError
-from threadlog.inspect.threads import ThreadSummary, summarize
+from threadlog.inspect.summary import ThreadSummary, summarize
 
 __all__ = ["Server", "to_messages"]
 

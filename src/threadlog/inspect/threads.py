@@ -18,69 +18,19 @@ LangGraph (`add_messages`) lists as well as a threadlog one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from threadlog.inspect.catalog import Head, head_errors, id_time, thread_heads
+from threadlog.inspect.catalog import head_errors, thread_heads
+from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
 
-__all__ = ["ThreadList", "ThreadSummary", "summarize", "threads"]
+__all__ = ["ThreadList", "ThreadSummary", "summaries", "summarize", "threads"]
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadSummary:
-    thread_id: str
-    created_at: str
-    updated_at: str
-    checkpoints: int
-    turns: int
-    messages: int
-    last_user: str
-    open_calls: list[str]
-    errors: list[str]
-    head_checkpoint_id: str
-
-
-def summarize(
-    head: Head, messages: list[BaseMessage], errors: list[str], updated_at: str = ""
-) -> ThreadSummary:
-    from threadlog.log import MessageLog
-
-    users = [m for m in messages if isinstance(m, HumanMessage)]
-    failed = [
-        f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
-        for m in messages
-        if isinstance(m, ToolMessage) and m.status == "error"
-    ]
-    return ThreadSummary(
-        thread_id=head.thread_id,
-        created_at=id_time(head.first_id),
-        updated_at=updated_at or id_time(head.head_id),
-        checkpoints=head.checkpoints,
-        turns=len(users),
-        messages=len(messages),
-        last_user=(users[-1].text if users else ""),
-        open_calls=[str(c.get("id")) for _, c in MessageLog(messages).open_calls()],
-        errors=[*errors, *failed],
-        head_checkpoint_id=head.head_id,
-    )
-
-
-def _matches(needle: str, s: ThreadSummary, messages: list[BaseMessage]) -> bool:
-    if needle in s.thread_id.lower():
-        return True
-    return any(needle in _text(m).lower() for m in messages)
-
-
-def _text(m: BaseMessage) -> str:
-    text = m.text if isinstance(m.content, list) else str(m.content)
-    calls = getattr(m, "tool_calls", None) or []
-    return text + "".join(f" {c.get('name')} {c.get('args')}" for c in calls)
 
 
 def summaries(
@@ -109,7 +59,7 @@ def summaries(
             values = snap.values if isinstance(snap.values, dict) else {}
             messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
             s = summarize(head, messages, errors.get(head.thread_id, []), snap.created_at or "")
-            if needle and not _matches(needle, s, messages):
+            if needle and not matches(needle, s, messages):
                 continue
             yield s
             shown += 1
