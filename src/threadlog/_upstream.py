@@ -83,6 +83,7 @@ __all__ = [
     "postgres_cursor",
     "saver_has_task_path",
     "set_saver_has_task_path",
+    "with_request_payload_rewrite",
 ]
 
 
@@ -123,3 +124,41 @@ def ls_provider(model: Any) -> str | None:
         return None
     provider = params.get("ls_provider") if isinstance(params, dict) else None
     return provider if isinstance(provider, str) else None
+
+
+# -- langchain-openai: the request body, after conversion, before it is sent --------------
+# `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
+# every sync/async, streamed or not, request sends. langchain-openai has no public hook
+# between converting the messages and sending them, and its conversion cannot express some
+# servers' rules (it always turns "" beside tool calls into null), so a server profile's
+# rules are applied to the body here: a subclass per (model class, profile) overrides it.
+_REWRITING: dict[tuple[type, str], type] = {}
+
+
+def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
+    """A copy of a langchain-openai chat model whose request body goes through
+    `rewrite(body) -> body` before it is sent; `key` names the rewrite (one subclass each)."""
+    base = type(model)
+    if getattr(base, "_threadlog_rewrite_key", None) is not None:
+        base = base.__mro__[1]  # already rewritten: replace, never stack, the rule
+    sub = _REWRITING.get((base, key))
+    if sub is None:
+        original = base._get_request_payload
+
+        def _get_request_payload(self: Any, input_: Any, *, stop: Any = None, **kw: Any) -> Any:
+            return type(self)._threadlog_rewrite(original(self, input_, stop=stop, **kw))
+
+        sub = type(
+            base.__name__,
+            (base,),
+            {
+                "__module__": base.__module__,
+                "_get_request_payload": _get_request_payload,
+                "_threadlog_rewrite_key": key,
+                "_threadlog_rewrite": staticmethod(rewrite),
+            },
+        )
+        _REWRITING[(base, key)] = sub
+    copy = model.model_copy()
+    object.__setattr__(copy, "__class__", sub)
+    return copy
