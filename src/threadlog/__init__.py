@@ -11,8 +11,9 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
   `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
   and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
   `AppendOnlyError`, `ParallelWriteError`.
-* Providers: `validate`, `PROFILES`, `Profile`, `get_profile`; the wire boundary
-  `to_wire`, `openai_payload`, `profile_for`.
+* Providers and servers: `validate`, `PROFILES`, `SERVER_PROFILES`, `Profile`,
+  `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
+  `infer_profile`, `rewrite_payload`, `with_profile`.
 * Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
   `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
   `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
@@ -50,8 +51,15 @@ if TYPE_CHECKING:
     from threadlog.nodes.model import ContextNode, ModelNode
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-    from threadlog.profiles import PROFILES, Profile, get_profile, validate
-    from threadlog.wire import openai_payload, profile_for, to_wire
+    from threadlog.profiles import PROFILES, SERVER_PROFILES, Profile, get_profile, validate
+    from threadlog.wire import (
+        infer_profile,
+        openai_payload,
+        profile_for,
+        rewrite_payload,
+        to_wire,
+        with_profile,
+    )
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.agent": ("create_agent",),
@@ -78,8 +86,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.nodes.model": ("ContextNode", "ModelNode"),
     "threadlog.nodes.tools.node": ("ToolNode",),
     "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
-    "threadlog.profiles": ("PROFILES", "Profile", "get_profile", "validate"),
-    "threadlog.wire": ("openai_payload", "profile_for", "to_wire"),
+    "threadlog.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"),
+    "threadlog.wire": (
+        "infer_profile",
+        "openai_payload",
+        "profile_for",
+        "rewrite_payload",
+        "to_wire",
+        "with_profile",
+    ),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -103,6 +118,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PROFILES",
+    "SERVER_PROFILES",
     "AgentState",
     "AppendOnlyError",
     "ApprovalError",
@@ -134,13 +150,16 @@ __all__ = [
     "create_agent",
     "digest",
     "get_profile",
+    "infer_profile",
     "openai_payload",
     "plan_context",
     "profile_for",
+    "rewrite_payload",
     "role_of",
     "send_tool_calls",
     "to_wire",
     "tools_condition",
     "validate",
     "with_history_cache",
+    "with_profile",
 ]

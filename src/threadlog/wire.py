@@ -15,7 +15,8 @@ Contract (the seeds' rule: never send the whole message object):
   `threadlog.validate`'s question, asked by `ModelNode` before anything is sent.
 * `openai_payload(messages, profile)` is the JSON `messages` list that langchain-openai
   would send for them (its own `_convert_message_to_dict` / Responses input builder).
-  `profile_for(model)` infers a model's profile.
+  `profile_for(model)` infers a model's profile; `infer_profile(base_url, models)` a
+  server's, from its URL or its `/v1/models` answer.
 * `rewrite_payload(body, profile)` applies a server profile's wire rules to a Chat
   Completions request body where langchain-openai's conversion cannot express them:
   `""` instead of null content beside tool calls, call ids mapped to the profile's id
@@ -47,6 +48,7 @@ from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, ro
 from threadlog.profiles import Profile, get_profile
 
 __all__ = [
+    "infer_profile",
     "needs_rewrite",
     "openai_payload",
     "profile_for",
@@ -182,8 +184,25 @@ def profile_for(model: Any) -> Profile:
             return get_profile("openai-responses")
         base = getattr(model, "openai_api_base", None)
         if base and "api.openai.com" not in str(base):
-            return get_profile("openai-compatible")
+            return infer_profile(str(base))
     return get_profile("openai-chat")
+
+
+def infer_profile(base_url: str, models: Any = None) -> Profile:
+    """The server profile for an OpenAI-compatible `base_url`: by the `owned_by` of its
+    `/v1/models` answer (`models`, the parsed JSON, when given), else by the URL
+    (`Profile.base_url_hints`), else `openai-compatible`."""
+    from threadlog.profiles import SERVER_PROFILES
+
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = {m.get("owned_by") for m in data or [] if isinstance(m, dict)}
+    for prof in SERVER_PROFILES:
+        if owners & set(prof.owned_by):
+            return prof
+    for prof in SERVER_PROFILES:
+        if any(hint in base_url for hint in prof.base_url_hints):
+            return prof
+    return get_profile("openai-compatible")
 
 
 

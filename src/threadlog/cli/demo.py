@@ -14,6 +14,12 @@ Contract:
   as one JSON document (nothing else on stdout).
 * Misconfiguration (no API key, unreachable endpoint, unknown model spec, unusable
   database) is one line on stderr saying what to set, and exit status 1 — no traceback.
+  So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
+  the profile to try and whether the thread can continue
+  (`threadlog.models.servers.explain_failure`).
+* `--profile` picks the server's wire rules (default: detected from the endpoint's
+  `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
+  (default: the profile's); `--max-model-calls` caps a turn (default 6).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no Lang
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
+    from threadlog.profiles import Profile
+
 __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
 DEFAULT_QUESTION = "北京今天适合带伞吗？"
@@ -40,6 +48,8 @@ DEFAULT_DB = "sqlite:///threadlog-demo.db"
 # Each step is stored before the next starts: a demo stopped mid-turn (Ctrl-C) keeps
 # every finished step, and the checkpoint id printed at the end is already on disk.
 DURABILITY: Literal["sync"] = "sync"
+# A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
+DEMO_MAX_MODEL_CALLS = 6
 
 _EPILOG = """\
 examples:
@@ -107,6 +117,25 @@ def register(sub: Any) -> None:
         help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
         "(default: $OPENAI_BASE_URL, else OpenAI)",
     )
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="the server's wire rules, e.g. llama-cpp-python, llama-server, ollama, vllm "
+        "(default: detected from the endpoint's /v1/models, else its URL)",
+    )
+    p.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="tool_choice of the turn's first model call: auto, required, none or a tool "
+        "name (default: the profile's)",
+    )
+    p.add_argument(
+        "--max-model-calls",
+        metavar="N",
+        type=int,
+        default=DEMO_MAX_MODEL_CALLS,
+        help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
+    )
     p.set_defaults(func=run)
 
 
@@ -131,19 +160,26 @@ def run(args: argparse.Namespace) -> int:
         if not question:
             raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
         model = chat_model(args.model, args.base_url)
-        with _errors_explained(args), _open_db(args.db) as saver:
+        profile = server_profile(args)
+        with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
             from langchain_core.messages import HumanMessage
 
             from threadlog.examples.weather import build_graph
 
-            graph = build_graph(model, saver)
+            graph = build_graph(
+                model,
+                saver,
+                profile=profile,
+                tool_choice=args.tool_choice,
+                max_model_calls=args.max_model_calls,
+            )
             config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
             turn = HumanMessage(content=question)
             if args.json:
                 graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
                 _print_json(graph, config, args.db, out)
             else:
-                _print_turn(graph, config, turn, args, out)
+                _print_turn(graph, config, turn, args, out, profile)
     except DemoError as e:
         print(f"threadlog demo: error: {e}", file=sys.stderr)
         return 1
@@ -210,6 +246,25 @@ def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
     )
 
 
+def server_profile(args: argparse.Namespace) -> Profile | None:
+    """`--profile`, else the endpoint's (asked once, via `/v1/models`); None offline."""
+    from threadlog.profiles import get_profile
+
+    if args.profile:
+        try:
+            return get_profile(args.profile)
+        except ValueError as e:  # names the known profiles
+            raise DemoError(f"--profile: {e}") from None
+    if args.model == "offline":
+        return None
+    base = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base:
+        return get_profile("openai")
+    from threadlog.models.servers import detect_profile
+
+    return detect_profile(base, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
 def db_url(value: str) -> str:
     """`--db` as a checkpointer URL: a plain path means a SQLite file."""
     return value if "://" in value else f"sqlite:///{value}"
@@ -246,11 +301,14 @@ def _module_root(e: BaseException) -> str:
 
 
 @contextmanager
-def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
+def _errors_explained(
+    args: argparse.Namespace, profile: Profile | None = None, thread_id: str | None = None
+) -> Iterator[None]:
     """Turn provider failures into one line that says what to set."""
     import openai
 
     from threadlog import ConcurrentRunError, MessageLogError
+    from threadlog.models.servers import detect_profile, explain_failure
 
     endpoint = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     try:
@@ -258,11 +316,6 @@ def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
     except (ConcurrentRunError, MessageLogError) as e:
         # Already a sentence naming the thread or the message and the fix.
         raise DemoError(_one_line(e)) from None
-    except openai.APIConnectionError as e:
-        raise DemoError(
-            f"cannot reach the model endpoint {endpoint} ({_one_line(e)}); set --base-url "
-            "or OPENAI_BASE_URL to a running OpenAI-compatible server"
-        ) from None
     except openai.AuthenticationError:
         raise DemoError(
             f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
@@ -272,8 +325,18 @@ def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
             f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
             "check --model and --base-url"
         ) from None
-    except openai.APIStatusError as e:
-        raise DemoError(f"{endpoint} answered HTTP {e.status_code}: {_one_line(e)}") from None
+    except (openai.APIError, ValueError) as e:
+        if profile is None:
+            raise
+        looks_like = (
+            None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
+        )
+        line = explain_failure(
+            e, profile=profile, endpoint=endpoint, thread_id=thread_id, suggest=looks_like
+        )
+        if line is None:
+            raise
+        raise DemoError(line) from None
 
 
 def _one_line(e: BaseException) -> str:
@@ -284,10 +347,17 @@ def _one_line(e: BaseException) -> str:
 
 
 def _print_turn(
-    graph: Any, config: RunnableConfig, turn: HumanMessage, args: argparse.Namespace, out: TextIO
+    graph: Any,
+    config: RunnableConfig,
+    turn: HumanMessage,
+    args: argparse.Namespace,
+    out: TextIO,
+    profile: Profile | None = None,
 ) -> None:
     earlier = len(graph.get_state(config).values.get("messages", []))
     model_name = args.model if args.model != "offline" else "offline (OfflineChatModel)"
+    if profile is not None:
+        model_name += f" · profile {profile.name}"
     print(
         f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}",
         file=out,

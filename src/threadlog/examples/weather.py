@@ -161,8 +161,12 @@ def build_graph(
     *,
     context: ContextPolicy | None = None,
     per_call_branches: bool = False,
+    **agent_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent: `create_agent` with the weather tool and prompt."""
+    """The weather agent: `create_agent` with the weather tool and prompt.
+
+    `agent_options` go to `create_agent` as they are (`profile`, `tool_choice`,
+    `max_model_calls`, ...)."""
     return create_agent(
         model or OfflineChatModel(),
         [get_weather],
@@ -171,6 +175,7 @@ def build_graph(
         checkpointer=checkpointer,
         per_call_branches=per_call_branches,
         name="weather",
+        **agent_options,
     )
 
 
