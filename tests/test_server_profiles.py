@@ -130,7 +130,8 @@ def test_the_body_llama_cpp_python_accepted_is_what_the_wire_builds() -> None:
 
     bound = model.bind_tools(accepted["tools"], stream=False)
     body = bound.bound._get_request_payload(  # type: ignore[attr-defined]
-        convert_to_messages(history), **bound.kwargs  # type: ignore[attr-defined]
+        convert_to_messages(history),
+        **bound.kwargs,  # type: ignore[attr-defined]
     )
     assert body["messages"] == accepted["messages"]
 
@@ -146,8 +147,16 @@ def test_rewrite_maps_call_ids_consistently_for_a_profile_with_an_id_format() ->
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": "call_abc-1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-                    {"id": "abcdefghi", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    {
+                        "id": "call_abc-1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    },
+                    {
+                        "id": "abcdefghi",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    },
                 ],
             },
             {"role": "tool", "tool_call_id": "call_abc-1", "content": "1"},
@@ -165,7 +174,9 @@ def test_a_profile_is_inferred_from_models_answer_then_url() -> None:
     assert infer_profile("http://127.0.0.1:8000/v1", {"data": [{"owned_by": "me"}]}).name == (
         "llama-cpp-python"
     )
-    assert infer_profile("http://127.0.0.1:8000/v1", {"data": [{"owned_by": "vllm"}]}).name == "vllm"
+    assert (
+        infer_profile("http://127.0.0.1:8000/v1", {"data": [{"owned_by": "vllm"}]}).name == "vllm"
+    )
     assert infer_profile("http://h:8080/v1", {"data": [{"owned_by": "llamacpp"}]}).name == (
         "llama-server"
     )
