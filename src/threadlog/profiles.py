@@ -224,9 +224,8 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             name="openai-compatible",
-            description="OpenAI-compatible servers (the common subset; see the server "
-            "profiles for llama-cpp-python, llama-server, Ollama, vLLM, LM Studio, "
-            "DeepSeek, Qwen)",
+            description="OpenAI-compatible servers: the common subset (a server profile "
+            "below fits a known server)",
             system="messages",
             developer="as-system",
             system_anywhere=True,
