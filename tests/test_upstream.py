@@ -142,7 +142,8 @@ def test_no_module_but_upstream_touches_private_upstream_names() -> None:
     root = pathlib.Path(threadlog.__file__).parent
     pattern = re.compile(
         r"_internal|from langgraph[\w.]* import _|import _|__pregel_|\._cursor\(|"
-        r"_allowed_msgpack|_get_ls_params\(|\._has_task_path"
+        r"_allowed_msgpack|_get_ls_params\(|\._has_task_path|_get_request_payload|"
+        r"_convert_message_to_dict|_construct_responses_api_input"
     )
     comment = re.compile(r"^\s*#")
     offenders = []
@@ -185,3 +186,42 @@ def test_a_saver_told_it_has_no_task_path_reads_an_older_writes_table(
         assert _upstream.saver_has_task_path(ro) is False
         tup = ro.get_tuple(config)
     assert tup is not None and tup.pending_writes == [("task-1", "messages", "hi")]
+
+
+def test_request_payload_hook_rewrites_every_body_langchain_openai_sends() -> None:
+    import asyncio
+
+    from langchain_core.messages import ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    from tests.openai_server import OpenAIServer
+
+    history = [
+        HumanMessage("hi"),
+        AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        ToolMessage("r", tool_call_id="c1"),
+    ]
+    with OpenAIServer([{"role": "assistant", "content": "ok"}] * 4) as server:
+        model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0)  # type: ignore[arg-type]
+        body = model._get_request_payload(history)
+        assert body["messages"][1]["content"] is None  # what the hook exists to change
+
+        def mark(b: dict) -> dict:
+            return {**b, "messages": [*b["messages"], {"role": "user", "content": "marked"}]}
+
+        wired = _upstream.with_request_payload_rewrite(model, "mark", mark)
+        wired.invoke(history)
+        asyncio.run(wired.ainvoke(history))
+        list(wired.stream(history))
+        model.invoke(history)  # the caller's model is not changed
+    marked = [r["messages"][-1]["content"] == "marked" for r in server.requests]
+    assert marked == [True, True, True, False]
+
+
+def test_langchain_openai_message_converters_build_chat_and_responses_json() -> None:
+    assert _upstream.convert_message_to_dict(HumanMessage("hi")) == {
+        "content": "hi",
+        "role": "user",
+    }
+    items = list(_upstream.construct_responses_api_input([HumanMessage("hi")]))
+    assert items and items[0]["role"] == "user"

@@ -76,6 +76,8 @@ __all__ = [
     "allowed_msgpack_modules",
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",
+    "construct_responses_api_input",
+    "convert_message_to_dict",
     "filter_validation_errors",
     "is_overwrite",
     "ls_provider",
@@ -126,7 +128,17 @@ def ls_provider(model: Any) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
-# -- langchain-openai: the request body, after conversion, before it is sent --------------
+# -- langchain-openai ------------------------------------------------------------------------
+# Its own message → JSON converters (Chat Completions dicts, Responses API input items):
+# `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.
+from langchain_openai.chat_models.base import (  # noqa: E402
+    _construct_responses_api_input as construct_responses_api_input,
+)
+from langchain_openai.chat_models.base import (  # noqa: E402
+    _convert_message_to_dict as convert_message_to_dict,
+)
+
+# The request body, after conversion, before it is sent.
 # `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
 # every sync/async, streamed or not, request sends. langchain-openai has no public hook
 # between converting the messages and sending them, and its conversion cannot express some

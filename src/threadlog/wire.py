@@ -14,7 +14,7 @@ Contract (the seeds' rule: never send the whole message object):
 * `to_wire` is a pure transform; whether the provider would *accept* the history is
   `threadlog.validate`'s question, asked by `ModelNode` before anything is sent.
 * `openai_payload(messages, profile)` is the JSON `messages` list that langchain-openai
-  would send for them (its own `_convert_message_to_dict` / Responses input builder).
+  would send for them (its own converters, via `threadlog._upstream`).
   `profile_for(model)` infers a model's profile; `infer_profile(base_url, models)` a
   server's, from its URL or its `/v1/models` answer.
 * `rewrite_payload(body, profile)` applies a server profile's wire rules to a Chat
@@ -147,16 +147,13 @@ def openai_payload(
     Chat Completions profiles give the `messages` list; `openai-responses` gives the
     Responses API `input` items.
     """
-    from langchain_openai.chat_models.base import (
-        _construct_responses_api_input,
-        _convert_message_to_dict,
-    )
+    from threadlog._upstream import construct_responses_api_input, convert_message_to_dict
 
     prof = get_profile(profile)
     wire = to_wire(messages, prof)
     if prof.name == "openai-responses":
-        return list(_construct_responses_api_input(wire))
-    return [_convert_message_to_dict(m) for m in wire]
+        return list(construct_responses_api_input(wire))
+    return [convert_message_to_dict(m) for m in wire]
 
 
 _PROVIDERS = {
