@@ -80,7 +80,7 @@ def test_the_rules_each_profile_states_are_the_ones_its_bodies_show() -> None:
         first, second = json.loads((FIXTURES / f"{prof.name}.json").read_text())
         asked = next(m for m in second["messages"] if m.get("tool_calls"))
         assert asked["content"] == ("" if prof.tool_call_content == "empty" else None), prof.name
-        restated = [m for m in second["messages"] if str(m.get("content")).startswith("Tool res")]
+        restated = [m for m in second["messages"] if "tool returned" in str(m.get("content"))]
         assert bool(restated) == prof.tool_results_as_text, prof.name
         assert "tool_choice" not in second, prof.name  # only the turn's first call
         expected_choice = (

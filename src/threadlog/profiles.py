@@ -69,6 +69,9 @@ class Profile:
     """Whether the server reports token usage in streams (`stream_options`)."""
     parallel_calls: bool = True
     """Whether one assistant message may carry several calls."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    """The name the server reads the output-token limit under (langchain-openai sends
+    `max_completion_tokens`; older servers only know `max_tokens`)."""
     call_id_pattern: str | None = None
     """Regex every call id sent must match; other ids are mapped, consistently within
     one request, to ids that do. None: any id the log holds."""
@@ -123,11 +126,12 @@ SERVER_PROFILES: tuple[Profile, ...] = (
         stream_tool_calls=False,
         usage_in_stream=False,
         parallel_calls=False,
+        max_tokens_field="max_tokens",
         owned_by=("me",),
         source="recorded here: llama-cpp-python 0.3.36 answers HTTP 500 to content null, "
         "ignores tools without tool_choice, asserts on 'required', sends an empty stream "
         "for tool_choice 'auto' with stream, leaves tool messages out of its prompt, "
-        "HTML-escapes prompt text, sends no usage in streams",
+        "HTML-escapes prompt text, sends no usage in streams, ignores max_completion_tokens",
     ),
     _server(
         "llama-server",

@@ -23,7 +23,8 @@ Contract (the seeds' rule: never send the whole message object):
   format (the same mapping for the calls and their results, so each request stays
   self-consistent), tool results restated as user text for servers whose template drops
   them, `"required"` sent as the single tool's name, no `stream_options` where the server
-  reports no usage. `with_profile(model, profile)` returns a copy of a langchain-openai
+  reports no usage, `max_tokens` for servers that ignore `max_completion_tokens`.
+  `with_profile(model, profile)` returns a copy of a langchain-openai
   model whose every request body passes through it; `ModelNode` does this itself.
 """
 
@@ -215,6 +216,7 @@ def needs_rewrite(profile: str | Profile) -> bool:
         or p.named_for_required
         or not p.usage_in_stream
         or p.call_id_pattern is not None
+        or p.max_tokens_field != "max_completion_tokens"
     )
 
 
@@ -248,6 +250,8 @@ def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, A
         )
     if not prof.usage_in_stream:
         out.pop("stream_options", None)
+    if prof.max_tokens_field == "max_tokens" and "max_completion_tokens" in out:
+        out["max_tokens"] = out.pop("max_completion_tokens")
     return out
 
 
@@ -285,14 +289,19 @@ def _results_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     run: list[dict[str, Any]] = []
 
     def flush() -> None:
-        if run:
-            lines = [
-                f"- {names.get(str(m.get('tool_call_id')), 'tool')} "
-                f"[{m.get('tool_call_id')}]: {_text(m.get('content'))}"
-                for m in run
-            ]
-            out.append({"role": "user", "content": "Tool results:\n" + "\n".join(lines)})
-            run.clear()
+        if not run:
+            return
+        said = [
+            (names.get(str(m.get("tool_call_id")), "tool"), _text(m.get("content")))
+            for m in run
+        ]
+        if len(said) == 1:
+            text = f"The {said[0][0]} tool returned: {said[0][1]}\nUse it to answer my question."
+        else:
+            lines = "\n".join(f"- {name}: {result}" for name, result in said)
+            text = f"The tools returned:\n{lines}\nUse them to answer my question."
+        out.append({"role": "user", "content": text})
+        run.clear()
 
     for m in messages:
         if m.get("role") == "tool":

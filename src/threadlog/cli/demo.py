@@ -130,6 +130,13 @@ def register(sub: Any) -> None:
         "name (default: the profile's)",
     )
     p.add_argument(
+        "--temperature",
+        metavar="T",
+        type=float,
+        help="sampling temperature sent to the model (default: the server's); 0 makes a "
+        "small local model's calls repeatable",
+    )
+    p.add_argument(
         "--max-model-calls",
         metavar="N",
         type=int,
@@ -159,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not question:
             raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
-        model = chat_model(args.model, args.base_url)
+        model = chat_model(args.model, args.base_url, temperature=args.temperature)
         profile = server_profile(args)
         with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
             from langchain_core.messages import HumanMessage
@@ -216,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
 # -- model and database -----------------------------------------------------------
 
 
-def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
+def chat_model(
+    spec: str, base_url: str | None = None, *, temperature: float | None = None
+) -> BaseChatModel:
     """`offline` → `OfflineChatModel`; `openai:MODEL` → `ChatOpenAI` (key from the env)."""
     from threadlog import OfflineChatModel
 
@@ -243,6 +252,9 @@ def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
         max_retries=1,
         timeout=60,
         stream_usage=True,
+        # A small local model can ramble for thousands of tokens; an answer needs few.
+        max_tokens=512,
+        **({} if temperature is None else {"temperature": temperature}),
     )
 
 

@@ -25,8 +25,11 @@ EMPTY_STREAM = "No generations found in stream."
 """What langchain-core raises when a stream ends without a single chunk."""
 
 
-def models_answer(base_url: str, *, api_key: str | None = None, timeout: float = 3.0) -> Any:
-    """The parsed JSON of `GET {base_url}/models`, or None if the server gives none."""
+def models_answer(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> Any:
+    """The parsed JSON of `GET {base_url}/models`, or None if the server gives none.
+
+    A single-request server (llama-cpp-python) answers only after the generation it is
+    busy with, hence the generous timeout."""
     request = urllib.request.Request(
         base_url.rstrip("/") + "/models",
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
