@@ -15,7 +15,8 @@
 #
 # Environment: THREADLOG_PY (a python with threadlog importable; default python3),
 # WORK (default /tmp/threadlog-local), PORT (default 8391), SERVER (llama-cpp-python or
-# llama-server), LLAMA_CPP_PYTHON_VERSION (default 0.3.36).
+# llama-server), LLAMA_VENV (an existing venv with the server, to skip the build),
+# LLAMA_CPP_PYTHON_VERSION (default 0.3.36).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${THREADLOG_PY:-python3}
@@ -25,7 +26,7 @@ PROXY_PORT=$((PORT + 1))
 SERVER=${SERVER:-llama-cpp-python}
 LCP_VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 mkdir -p "$WORK"
-VENV="$WORK/venv-$SERVER"
+VENV=${LLAMA_VENV:-$WORK/venv-$SERVER}  # LLAMA_VENV: reuse a venv that has the server
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -73,7 +74,8 @@ THREAD="local-$(date +%s)"
 
 step "demo, turn 1"
 start=$(date +%s)
-"$PY" -m threadlog demo "Should I take an umbrella in Beijing today?" --model openai:smollm2 \
+# --temperature 0: a 135M model's arguments are repeatable then.
+"$PY" -m threadlog demo "What is the weather in Beijing?" --model openai:smollm2 --temperature 0 \
   --base-url "$BASE" --db "$DB" --thread "$THREAD" | tee "$WORK/turn1.txt"
 echo "(turn 1: $(( $(date +%s) - start )) s)"
 grep -q '^assistant  → get_weather(' "$WORK/turn1.txt" || { echo "FAIL: no tool call in turn 1"; exit 1; }
@@ -81,7 +83,7 @@ grep -q '^tool       ← \[' "$WORK/turn1.txt" || { echo "FAIL: no tool result i
 
 step "demo, turn 2 (same thread)"
 start=$(date +%s)
-"$PY" -m threadlog demo "And in Shanghai?" --model openai:smollm2 \
+"$PY" -m threadlog demo "And in Shanghai?" --model openai:smollm2 --temperature 0 \
   --base-url "$BASE" --db "$DB" --thread "$THREAD" | tee "$WORK/turn2.txt"
 echo "(turn 2: $(( $(date +%s) - start )) s)"
 grep -q 'continuing: ' "$WORK/turn2.txt" || { echo "FAIL: turn 2 did not continue the thread"; exit 1; }

@@ -53,6 +53,7 @@ def test_two_turns_with_a_real_server_keep_a_valid_paired_log(tmp_path: Path) ->
         max_retries=0,
         timeout=600,
         max_tokens=256,  # a small model may ramble; the test needs the loop, not prose
+        temperature=0,
     )
     db = f"sqlite:///{tmp_path / 'real.db'}"
     with threadlog.checkpointer(db) as saver:
@@ -66,7 +67,7 @@ def test_two_turns_with_a_real_server_keep_a_valid_paired_log(tmp_path: Path) ->
         )
         config: Any = {"configurable": {"thread_id": "real"}}
         first = app.invoke(
-            {"messages": [HumanMessage("Should I take an umbrella in Beijing today?")]}, config
+            {"messages": [HumanMessage("What is the weather in Beijing?")]}, config
         )["messages"]
         pairs = paired_calls(first)
         assert pairs, f"no paired tool call in turn 1 (profile {profile}): {first!r}"
