@@ -116,21 +116,26 @@ def test_llama_cpp_python_gets_empty_content_where_langchain_sends_null() -> Non
     assert len(server.errors) == 1  # only the null-content request was refused
 
 
-def test_the_body_llama_cpp_python_accepted_is_what_the_wire_builds() -> None:
-    """A body recorded from the real llama-cpp-python 0.3.36 server (HTTP 200) is
-    reproduced by `rewrite_payload` from langchain-openai's own body."""
-    recorded = json.loads((FIXTURES / "recorded" / "llama-cpp-python.json").read_text())
+@pytest.mark.parametrize("server", ["llama-cpp-python", "llama-server"])
+def test_the_body_a_real_server_accepted_is_what_the_wire_builds(server: str) -> None:
+    """Bodies recorded from the real servers (HTTP 200, see `server` and `note` in each
+    file) are reproduced from the same history by langchain-openai plus the profile."""
+    recorded = json.loads((FIXTURES / "recorded" / f"{server}.json").read_text())
     accepted = recorded["second_request"]
-    history = recorded["history"]
+    assert recorded["second_status"] == 200
     model = with_profile(
         ChatOpenAI(model=accepted["model"], api_key="k", base_url="http://127.0.0.1:9/v1"),  # type: ignore[arg-type]
-        "llama-cpp-python",
+        server,
     )
     from langchain_core.messages import convert_to_messages
 
-    bound = model.bind_tools(accepted["tools"], stream=False)
+    history = convert_to_messages(recorded["history"])
+    if accepted["messages"][0]["role"] == "system":
+        history = [*convert_to_messages([accepted["messages"][0]]), *history]
+        history = [m for i, m in enumerate(history) if not (i > 0 and m.type == "system")]
+    bound = model.bind_tools(accepted["tools"], stream=accepted["stream"])
     body = bound.bound._get_request_payload(  # type: ignore[attr-defined]
-        convert_to_messages(history),
+        history,
         **bound.kwargs,  # type: ignore[attr-defined]
     )
     assert body["messages"] == accepted["messages"]
