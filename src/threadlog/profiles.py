@@ -138,9 +138,10 @@ SERVER_PROFILES: tuple[Profile, ...] = (
         "llama.cpp's llama-server (--jinja), also embedded by xllamacpp",
         base_url_hints=(":8080",),
         owned_by=("llamacpp",),
-        source="recorded here: llama.cpp server b11549 (xllamacpp 2026.10.11549) accepts "
-        "content null, tool_choice auto/required, streams tool calls and usage; tools are "
-        "only seen when the chat template renders them (--jinja)",
+        source="recorded here: llama.cpp server build 11549 (xllamacpp 2026.10.11549) "
+        "accepts content null and tool_choice auto/required (HTTP 200) and reports usage in "
+        "streams; tools reach the model only if the chat template renders them (--jinja); "
+        "'required' still lets the model write text first, so SmolLM2-135M never called",
     ),
     _server(
         "ollama",
