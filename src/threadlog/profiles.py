@@ -130,7 +130,8 @@ SERVER_PROFILES: tuple[Profile, ...] = (
         owned_by=("me",),
         source="recorded here: llama-cpp-python 0.3.36 answers HTTP 500 to content null, "
         "ignores tools without tool_choice, asserts on 'required', sends an empty stream "
-        "for tool_choice 'auto' with stream, leaves tool messages out of its prompt, "
+        "for tool_choice 'auto' with stream, repeats a streamed call's name in every chunk "
+        "(langchain joins them: get_weatherget_weather…), leaves tool messages out of its prompt, "
         "HTML-escapes prompt text, sends no usage in streams, ignores max_completion_tokens",
     ),
     _server(
