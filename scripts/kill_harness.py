@@ -295,7 +295,7 @@ def _read_all(graph: Any, url: str, thread_id: str, out: Outcome, stage: str) ->
             view.timeline().rows()
             view.pairs().rows()
         return snap
-    except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
+    except Exception as exc:
         out.unreadable.append(f"{stage}: {type(exc).__name__}: {exc}"[:300])
         return None
 
@@ -361,7 +361,7 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
                 graph.invoke(None, config, durability="sync")
             graph.invoke({"messages": [_user(plan, 90)]}, config, durability="sync")
             graph.invoke({"messages": [_user(plan, 91)]}, config, durability="sync")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out.unreadable.append(f"resume: {type(exc).__name__}: {exc}"[:300])
         final = _read_all(graph, url, thread_id, out, "after the resume")
     if final is not None:
@@ -371,7 +371,7 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
         out.duplicated = sorted({i for i in ids if ids.count(i) > 1 and i is not None})
         try:
             threadlog.validate(head, allow_pending_calls=False)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out.unreadable.append(f"final log invalid: {type(exc).__name__}: {exc}"[:300])
         if not _answered(head):
             out.unreadable.append("the last user message is unanswered")
