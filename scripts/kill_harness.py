@@ -65,7 +65,7 @@ QUESTIONS = (
     "Weather in Hangzhou and Shenzhen?",
     "And Guangzhou?",
 )
-WRITE_SLOTS = 11
+WRITE_SLOTS = 9
 """Saver writes a turn makes at most (input, start, model, tools, model: puts and writes)."""
 
 

@@ -225,3 +225,37 @@ def test_langchain_openai_message_converters_build_chat_and_responses_json() -> 
     }
     items = list(_upstream.construct_responses_api_input([HumanMessage("hi")]))
     assert items and items[0]["role"] == "user"
+
+
+def test_task_status_channels_and_null_task_id_are_what_the_loop_uses() -> None:
+    # A finished task is one with writes and none on ERROR/INTERRUPT; NULL_TASK_ID writes
+    # are applied before anything else when a run starts (checkpoint/finished.py).
+    from langgraph.pregel import _loop
+    from langgraph.pregel._task_status import CONTROL_WRITES
+
+    assert {_upstream.ERROR, _upstream.INTERRUPT} <= CONTROL_WRITES
+    assert _upstream.NULL_TASK_ID == "00000000-0000-0000-0000-000000000000"
+    assert "w[0] == NULL_TASK_ID" in inspect.getsource(_loop.PregelLoop._first)
+
+
+def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    seen: list[dict] = []
+
+    class Spy(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig):  # type: ignore[no-untyped-def]
+            seen.append(dict(config["configurable"]))
+            return super().get_tuple(config)
+
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    graph = g.compile(checkpointer=Spy())
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [("user", "hi")]}, config)
+    assert _upstream.CONFIG_KEY_RUNTIME in seen[0]
+    seen.clear()
+    graph.get_state(config)
+    assert all(_upstream.CONFIG_KEY_RUNTIME not in c for c in seen)

@@ -13,12 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 # Config keys LangGraph puts in `config["configurable"]` for a running task.
+# A task's failure and interrupt channels in its pending writes (a task with either did
+# not finish), and the task id of writes that are input to a step rather than a task's
+# output: the loop applies them first, for resumes and new input alike. Used to carry
+# work a crash left without its checkpoint (`checkpoint/finished.py`).
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_RUNTIME,
+    ERROR,
+    INTERRUPT,
     NS_SEP,
+    NULL_TASK_ID,
 )
 
 # -- langgraph runtime ---------------------------------------------------------------------
@@ -67,8 +74,11 @@ __all__ = [
     "CONFIG_KEY_CHECKPOINT_NS",
     "CONFIG_KEY_RUNTIME",
     "DELTA_STAGE1_SQL",
+    "ERROR",
+    "INTERRUPT",
     "MISSING",
     "NS_SEP",
+    "NULL_TASK_ID",
     "TASKS",
     "DeltaSnapshot",
     "InjectedArgs",

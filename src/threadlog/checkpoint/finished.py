@@ -42,11 +42,10 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, NULL_TASK_ID
-from langgraph._internal._typing import MISSING
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
 from langgraph.constants import START
 
+from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, MISSING, NULL_TASK_ID
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
