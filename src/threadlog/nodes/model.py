@@ -6,8 +6,9 @@ Contract, in the order a call happens:
    `ContextPolicy` (default: everything). New compaction events (a cut that moved, a
    summary) are written to `compactions` when the state has that key
    (`threadlog.AgentState`); a summarizing policy requires it.
-2. **Repair.** A call in the context with no result (a run that died mid-tool, a new
-   user message sent to a thread paused at `interrupt()`) first gets its *stored*
+2. **Repair.** A call with no result (a run that died mid-tool, a new user message
+   sent to a thread paused at `interrupt()`) — in the context or trimmed out of it —
+   first gets its *stored*
    result, if the interrupted or failed step had saved one before new input made
    LangGraph drop it: read through the run's checkpointer
    (`threadlog.checkpoint.recover`) and appended as stored — same id, content and
@@ -58,13 +59,14 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from threadlog._upstream import RunnableCallable
+from threadlog._upstream import NS_SEP, RunnableCallable
 from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
 from threadlog.context.compaction import acompact, compact
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.log import MessageLog
 from threadlog.messages import calls_of
+from threadlog.nodes.open_calls import OpenCalls
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import timed
 from threadlog.nodes.turns import (
@@ -235,6 +237,7 @@ class ModelNode(RunnableCallable):
         self.policy = context or ContextPolicy()
         self.repair: Repair = repair
         self._wire_cache: dict[tuple[str, str], BaseMessage] = {}
+        self._open_calls = OpenCalls()
         # The id names the text: token counts and wire copies are cached by id, and a
         # policy may be shared by nodes with different prompts.
         self._system = (
@@ -340,14 +343,36 @@ class ModelNode(RunnableCallable):
             system_prompt=self._system.id if self._system is not None else None,
         )
 
+    def _open(
+        self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
+    ) -> tuple[dict[str, AIMessage], dict[str, AIMessage]]:
+        """Open calls inside the context, and those the policy left outside it."""
+        inside = open_calls(view.messages)
+        everywhere = self._open_calls.of(messages, _thread_key(config))
+        return inside, {c: m for c, m in everywhere.items() if c not in inside}
+
+    def _outside(
+        self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
+    ) -> list[ToolMessage]:
+        # Calls the context no longer shows are answered too — recovered or repaired by
+        # the same policy — so the stored log never keeps a call open forever. They are
+        # logged (right after their request), not sent: the model does not see them.
+        if not outside:
+            return []
+        requests = list({id(m): m for m in outside.values()}.values())
+        results = repair_open_calls(requests, repair=self.repair, recovered=recovered)[1]
+        return [r for r in results if r.tool_call_id in outside]
+
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         view, events = compact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        recovered = recover_for_node(config, open_calls(view.messages))
+        inside, outside = self._open(messages, view, config)
+        recovered = recover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
+        repairs = [*self._outside(outside, recovered), *repairs]
         capped = self._step_cap(messages)
         if capped is not None:
             return self._update(capped, repairs, events, has_events)
@@ -363,8 +388,10 @@ class ModelNode(RunnableCallable):
         view, events = await acompact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        recovered = await arecover_for_node(config, open_calls(view.messages))
+        inside, outside = self._open(messages, view, config)
+        recovered = await arecover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
+        repairs = [*self._outside(outside, recovered), *repairs]
         capped = self._step_cap(messages)
         if capped is not None:
             return self._update(capped, repairs, events, has_events)
@@ -393,6 +420,16 @@ class ModelNode(RunnableCallable):
             limit,
         )
         return step_cap_message(limit, f"{user.id if user else ''}:{len(log)}")
+
+
+def _thread_key(config: RunnableConfig | None) -> tuple[str, str] | None:
+    conf = (config or {}).get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    if thread_id is None:
+        return None
+    # A task's namespace is its graph's namespace plus "node:task_id" (new every step).
+    task_ns = str(conf.get("checkpoint_ns") or "")
+    return str(thread_id), task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
 
 
 # -- ContextNode: the same context policy as a node of its own ----------------------
