@@ -17,7 +17,7 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
 * Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
   `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
   `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
-* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`,
+* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
   `with_history_cache`, `HistoryCache`.
 * Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         InvalidMessageError,
         MessageLogError,
         ParallelWriteError,
+        StoredDataError,
         ThreadlogError,
         ToolCallError,
         ToolPairingError,
@@ -76,6 +77,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "InvalidMessageError",
         "MessageLogError",
         "ParallelWriteError",
+        "StoredDataError",
         "ThreadlogError",
         "ToolCallError",
         "ToolPairingError",
@@ -138,6 +140,7 @@ __all__ = [
     "OfflineChatModel",
     "ParallelWriteError",
     "Profile",
+    "StoredDataError",
     "ThreadlogError",
     "ToolCallError",
     "ToolNode",
