@@ -47,6 +47,7 @@ from threadlog.checkpoint.heads import (
     SqliteHeadStore,
 )
 from threadlog.checkpoint.input_check import InputCheck
+from threadlog.checkpoint.integrity import chain_writes
 from threadlog.checkpoint.serde import strict_serializer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
@@ -198,10 +199,11 @@ def _finish(
     every write still passes the guard. It is on by default: without it every turn
     re-reads and re-checks the thread's whole history (see BENCHMARKS.md). Head reads
     carry the work a crash left without its checkpoint (`threadlog.checkpoint.finished`),
-    so new input does not drop it.
+    so new input does not drop it; every checkpoint records a count and checksum of the
+    message writes it is rebuilt from, checked on read (`threadlog.checkpoint.integrity`).
     """
     out: BaseCheckpointSaver[Any] = with_history_cache(saver) if cache else saver
-    out = keep_finished_work(out)
+    out = keep_finished_work(chain_writes(out))
     out = wrap(out) if wrap is not None else out
     if guard:
         out = GuardedSaver(out, store, InputCheck(max_chars=max_input_chars))
