@@ -23,7 +23,8 @@ Contract:
   against that checkpoint's chain (known from a `get_tuple` / `list` of it in this
   process): a missing row lowers the count, a row whose value was swapped with another
   changes the sum. More rows than were written are not an error: a concurrent run may
-  store writes on an ancestor after the checkpoint was made (the run guard's concern). A mismatch raises `StoredDataError` naming the thread, the checkpoint
+  store writes on an ancestor after the checkpoint was made (the run guard's concern).
+  A mismatch raises `StoredDataError` naming the thread, the checkpoint
   and the channel. A checkpoint without a chain (written before this existed, or by a
   saver without it) is not checked; so is a read from a cached log whose chain this
   process has not seen. Rows swapped *within* one task's writes to the same channel
