@@ -15,6 +15,11 @@ by its seed and number (`--only N`):
 * `timer`: the parent kills the worker after a random delay (reproducible in
   distribution only: it depends on the machine's speed).
 
+`--fault pgterm` (Postgres) instead terminates the worker's database sessions
+(`pg_terminate_backend`) after a random delay into the turn; `--fault diskfull` (SQLite)
+lets the database file grow by a random number of bytes (0-1.5 KB) and then fails every
+write with EFBIG, as a full disk does. The worker's turn then fails with an error.
+
 The parent then reads the thread (`get_state`, `get_state_history`,
 `threadlog.inspect.thread`), resumes it the way a user would — `invoke(None)` or a new
 message, chosen by the RNG — sends one more message, and checks:
@@ -77,23 +82,27 @@ class Plan:
     seed: int
     prior_turns: int
     branches: bool
-    kind: str  # write | tool | timer
-    slot: int  # write: k-th write; tool: k-th tool call
+    kind: str  # write | tool | timer (SIGKILL) | pgterm | diskfull (other faults)
+    slot: int  # write: k-th write; tool: k-th tool call; diskfull: bytes the file may grow
     when: str  # before | after
     delay: float  # timer: seconds after the worker started
     resume: str  # none | input
 
     @classmethod
-    def draw(cls, seed: int, trial: int) -> Plan:
+    def draw(cls, seed: int, trial: int, fault: str = "kill") -> Plan:
         rng = random.Random(f"{seed}:{trial}")
         kind = rng.choices(("write", "tool", "timer"), weights=(7, 1, 2))[0]
+        if fault != "kill":
+            kind = fault
         return cls(
             trial=trial,
             seed=seed,
             prior_turns=rng.randint(0, 2),
             branches=rng.random() < 0.5,
             kind=kind,
-            slot=rng.randint(1, WRITE_SLOTS if kind == "write" else 2),
+            slot=rng.randint(1, WRITE_SLOTS if kind == "write" else 2)
+            if kind != "diskfull"
+            else rng.randint(0, 1_500),
             when=rng.choice(("before", "after")),
             delay=rng.uniform(0.0, 0.12),
             resume=rng.choice(("none", "input")),
@@ -270,6 +279,8 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
             for turn in range(plan.prior_turns + 1):
                 if turn == plan.prior_turns:
                     journal.armed, journal.count = True, 0
+                    if plan.kind == "diskfull":
+                        _disk_full_after(url, plan.slot)
                     _append(work / "progress.jsonl", {"kill_turn": turn})
                 graph.invoke(
                     {"messages": [_user(plan, turn)]}, _config(thread_id), durability="sync"
@@ -280,6 +291,27 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
     finally:
         sys.stderr.flush()
         os._exit(code)
+
+
+def _disk_full_after(url: str, extra: int) -> None:
+    """Let files grow by `extra` bytes past the SQLite database's size, then fail
+    writes with EFBIG ("database or disk is full"), as a full disk would."""
+    import resource
+
+    size = Path(url[len("sqlite:///") :]).stat().st_size
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + extra, resource.RLIM_INFINITY))
+
+
+def _terminate_backends(url: str) -> None:
+    """`pg_terminate_backend` every other session of the database: a torn connection."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 # -- checks --------------------------------------------------------------------------
@@ -325,7 +357,7 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
         target=_worker, args=(url, thread_id, plan, work)
     )
     proc.start()
-    if plan.kind == "timer":
+    if plan.kind in ("timer", "pgterm"):
         deadline = time.monotonic() + 60
         while not (work / "progress.jsonl").exists() and proc.is_alive():
             if time.monotonic() > deadline:
@@ -333,14 +365,18 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
             time.sleep(0.001)
         proc.join(plan.delay)
         if proc.is_alive() and proc.pid is not None:
-            os.kill(proc.pid, signal.SIGKILL)
+            if plan.kind == "pgterm":
+                _terminate_backends(url)
+            else:
+                os.kill(proc.pid, signal.SIGKILL)
     proc.join(120)
     if proc.is_alive() and proc.pid is not None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         out.unreadable.append("worker hung")
-    out.killed = proc.exitcode == -signal.SIGKILL
-    if proc.exitcode not in (0, -signal.SIGKILL):
+    faulted = plan.kind in ("pgterm", "diskfull")
+    out.killed = proc.exitcode == -signal.SIGKILL or (faulted and proc.exitcode == 1)
+    if proc.exitcode not in (0, -signal.SIGKILL) and not faulted:
         out.unreadable.append(f"worker failed with exit code {proc.exitcode}")
 
     stored = {mid: kind for rec in _read(work / "stored.jsonl") for mid, kind in rec["ids"]}
@@ -438,13 +474,16 @@ def run_trials(
     seed: int,
     only: int | None = None,
     root: Path | None = None,
+    fault: str = "kill",
 ) -> Summary:
-    summary = Summary(backend, seed, trials if only is None else 1)
+    summary = Summary(
+        backend if fault == "kill" else f"{backend} ({fault})", seed, trials if only is None else 1
+    )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="killharness-") as tmp:
         base = root or Path(tmp)
         for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial), base))
+            summary.add(run_trial(url, Plan.draw(seed, trial, fault), base))
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -466,7 +505,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--only", type=int, help="run this one trial (reproduce a failure)")
     p.add_argument("--pg-url", help="an existing Postgres server (default: a pgserver)")
     p.add_argument("--json", type=Path, help="write the summary and failures here")
+    p.add_argument(
+        "--fault",
+        choices=("kill", "pgterm", "diskfull"),
+        default="kill",
+        help="kill: SIGKILL (default); pgterm: pg_terminate_backend mid-turn (postgres); "
+        "diskfull: file size limit mid-turn (sqlite)",
+    )
     args = p.parse_args(argv)
+    if (args.fault, args.backend) in (("pgterm", "sqlite"), ("diskfull", "postgres")):
+        p.error(f"--fault {args.fault} does not apply to {args.backend}")
     server = None
     with tempfile.TemporaryDirectory(prefix="killharness-db-") as tmp:
         if args.backend == "sqlite":
@@ -475,7 +523,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             url, server = _postgres(args.pg_url)
         try:
             summary = run_trials(
-                url, args.backend, trials=args.trials, seed=args.seed, only=args.only
+                url,
+                args.backend,
+                trials=args.trials,
+                seed=args.seed,
+                only=args.only,
+                fault=args.fault,
             )
         finally:
             if server is not None:
