@@ -48,7 +48,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    PendingWrite,
 )
 
 from threadlog.checkpoint.cache import CachedSeed
@@ -98,12 +97,13 @@ def _read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
     return out
 
 
-def _fold(chain: Chain, writes: Iterable[PendingWrite], channels: set[str]) -> Chain:
+def _fold(chain: Chain, rows: Iterable[tuple[str, int, bool]], channels: set[str]) -> Chain:
+    """Add rows (channel, row hash, holds messages) to a chain."""
     out = dict(chain)
-    for task_id, ch, value in writes:
-        if ch in channels or (ch not in out and _has_messages(value)):
+    for ch, h, has_messages in rows:
+        if ch in channels or (ch not in out and has_messages):
             n, s = out.get(ch, (0, 0))
-            out[ch] = (n + 1, (s + row_hash(str(task_id), value)) & _MASK)
+            out[ch] = (n + 1, (s + h) & _MASK)
     return out
 
 
@@ -112,7 +112,8 @@ class _Seen:
 
     def __init__(self, size: int = 4096) -> None:
         self.chains: OrderedDict[str, Chain] = OrderedDict()
-        self.writes: OrderedDict[str, dict[tuple[str, str, int], Any]] = OrderedDict()
+        # Per checkpoint, its rows keyed as storage keys them: (hash, holds messages).
+        self.writes: OrderedDict[str, dict[tuple[str, str, int], tuple[int, bool]]] = OrderedDict()
         self.size = size
         self.lock = threading.Lock()
 
@@ -128,7 +129,8 @@ class _Seen:
             known = self.writes.setdefault(cid, {})
             self.writes.move_to_end(cid)
             for task_id, ch, idx, value in rows:
-                known.setdefault((task_id, ch, idx), value)  # storage keeps the first
+                if (task_id, ch, idx) not in known:  # storage keeps the first
+                    known[(task_id, ch, idx)] = (row_hash(task_id, value), _has_messages(value))
             while len(self.writes) > self.size:
                 self.writes.popitem(last=False)
 
@@ -249,8 +251,7 @@ class _ChainMixin(BaseCheckpointSaver[Any]):
             return metadata
         # A chain lists every channel with rows since its snapshot; one it does not list
         # has none. The parent's writes are folded in (their order does not matter).
-        ordered = ((t, c, v) for (t, c, _), v in sorted(rows.items(), key=_row_key))
-        chain = _fold(base, ordered, set(base))
+        chain = _fold(base, ((c, h, m) for (_, c, _), (h, m) in rows.items()), set(base))
         values = checkpoint.get("channel_values", {})
         for ch in list(chain):
             if ch in values:  # a snapshot (or a plain stored value): rebuilt from here
@@ -346,10 +347,6 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
         counts[(task_id, ch)] = i + 1
         out.append((task_id, ch, i, value))
     return out
-
-
-def _row_key(item: tuple[tuple[str, str, int], Any]) -> tuple[str, str, int]:
-    return item[0]
 
 
 _classes: dict[type[Any], type[Any]] = {}
