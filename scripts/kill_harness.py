@@ -17,8 +17,8 @@ by its seed and number (`--only N`):
 
 `--fault pgterm` (Postgres) instead terminates the worker's database sessions
 (`pg_terminate_backend`) after a random delay into the turn; `--fault diskfull` (SQLite)
-lets the database file grow by a random number of bytes (0-1.5 KB) and then fails every
-write with EFBIG, as a full disk does. The worker's turn then fails with an error.
+lets the database file (one per trial) grow by a random number of bytes (0-16 KB) and
+then fails every write with EFBIG, as a full disk does. The worker's turn then fails with an error.
 
 The parent then reads the thread (`get_state`, `get_state_history`,
 `threadlog.inspect.thread`), resumes it the way a user would — `invoke(None)` or a new
@@ -102,7 +102,7 @@ class Plan:
             kind=kind,
             slot=rng.randint(1, WRITE_SLOTS if kind == "write" else 2)
             if kind != "diskfull"
-            else rng.randint(0, 1_500),
+            else rng.randint(0, 16_000),
             when=rng.choice(("before", "after")),
             delay=rng.uniform(0.0, 0.12),
             resume=rng.choice(("none", "input")),
@@ -286,7 +286,8 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
                     {"messages": [_user(plan, turn)]}, _config(thread_id), durability="sync"
                 )
         code = 0
-    except BaseException:
+    except BaseException as exc:
+        (work / "error.txt").write_text(f"{type(exc).__name__}: {exc}"[:500])
         traceback.print_exc()
     finally:
         sys.stderr.flush()
@@ -353,6 +354,10 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
     thread_id = f"kill-{plan.seed}-{plan.trial}"
     effects = work / "effects.jsonl"
+    if plan.kind == "diskfull":
+        # A database of its own: it grows at its end as the turn writes, so the size
+        # limit lands at a random write (in a shared file, rows go into inner pages).
+        url = f"sqlite:///{work / 'db.sqlite'}"
     proc = multiprocessing.get_context("fork").Process(
         target=_worker, args=(url, thread_id, plan, work)
     )

@@ -65,3 +65,18 @@ def test_a_step_stored_without_its_checkpoint_survives_the_next_turn(
     assert out.lost == [], f"{what}: stored before the kill, gone after the next turn"
     assert not out.shown_finished, f"{what}: get_state showed the unfinished step as finished"
     assert (out.duplicated, out.repeated, out.unreadable) == ([], [], [])
+
+
+def test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing(
+    pg_backend: str, tmp_path: Path
+) -> None:
+    summary = run_trials(pg_backend, "test", trials=6, seed=SEED, root=tmp_path, fault="pgterm")
+    assert summary.failures == []
+    assert summary.killed >= 1, "the sessions must be cut mid-turn"
+
+
+def test_a_full_disk_mid_turn_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'unused.sqlite'}"  # each trial gets a database of its own
+    summary = run_trials(url, "test", trials=6, seed=SEED, root=tmp_path, fault="diskfull")
+    assert summary.failures == []
+    assert summary.killed == 6, "every trial's turn must hit the size limit"
