@@ -73,6 +73,19 @@ def _item_key(item: Any) -> str:
     return "v:" + repr(item)
 
 
+def _fast_keys(value: Any) -> list[str] | None:
+    # The common row, a list of messages with ids, without the general walk (a cold
+    # read of a long thread hashes every row); same keys as `_item_key`.
+    if type(value) is not list:
+        return None
+    keys = []
+    for m in value:
+        if not (isinstance(m, BaseMessage) and m.id):
+            return None
+        keys.append("id:" + m.id)
+    return keys
+
+
 def _has_messages(value: Any) -> bool:
     return any(
         isinstance(i, BaseMessage) or (isinstance(i, Mapping) and "role" in i)
@@ -82,7 +95,10 @@ def _has_messages(value: Any) -> bool:
 
 def row_hash(task_id: str, value: Any) -> int:
     """The 64-bit hash of one stored write: its task id and its messages' ids."""
-    text = task_id + "\x00" + "\x1f".join(_item_key(i) for i in flatten_write(value))
+    keys = _fast_keys(value)
+    if keys is None:
+        keys = [_item_key(i) for i in flatten_write(value)]
+    text = task_id + "\x00" + "\x1f".join(keys)
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest())
 
 
