@@ -21,7 +21,10 @@ the thread from it.
 Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
 view at the log's latest version writes in place, any other copies first — so no
 reader sees another's writes, and LangGraph's per-step copies cost nothing. With
-`threadlog.with_history_cache` on the saver, loading a thread costs O(new writes).
+`threadlog.with_history_cache` on the saver, loading a thread costs O(new writes). On a
+plain saver (LangGraph Server's, `langgraph dev`'s) the saver still reads and decodes
+the whole thread each load, but the process-wide replay memo (`threadlog.replay_memo`)
+skips re-applying the writes this process already replayed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing_extensions import TypedDict
 from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
 from threadlog.errors import AppendOnlyError
 from threadlog.log import MessageLog, append_messages, flatten_write
+from threadlog.replay_memo import replay_memo
 
 __all__ = [
     "CachedSeed",
@@ -55,18 +59,20 @@ _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
 class SeedRegistry(Protocol):
     """Where a channel registers the log it rebuilt (a history cache, for instance)."""
 
-    def put(self, slot: _Slot, checkpoint_id: str, log: MessageLog, version: int) -> None: ...
+    def put(self, slot: _Slot, checkpoint_id: str, log: Any, version: int) -> None: ...
 
 
 class CachedSeed:
-    """A seed handed from a history cache to `MessageLogChannel`: `log` at `version`.
+    """A seed handed from a history cache to a channel: `log` at `version`.
 
-    Only channel slots a `MessageLogChannel` registered are ever answered with one.
+    Only a slot a channel registered is answered with one, and with what that channel
+    registered: a `MessageLog` for `MessageLogChannel`, an `EventLog` for
+    `threadlog.context.events.CompactionsChannel`.
     """
 
     __slots__ = ("log", "version")
 
-    def __init__(self, log: MessageLog, version: int) -> None:
+    def __init__(self, log: Any, version: int) -> None:
         self.log = log
         self.version = version
 
@@ -74,8 +80,8 @@ class CachedSeed:
 class KeyedWrites(list[PendingWrite]):
     """The writes of one channel's history, carrying where to register the result.
 
-    A plain list to every reader; `MessageLogChannel.replay_writes` calls `register`
-    with the log it rebuilt, which is then the log at `checkpoint_id`.
+    A plain list to every reader; the channel's `replay_writes` calls `register` with
+    the log it rebuilt, which is then the log at `checkpoint_id`.
     """
 
     __slots__ = ("cache", "checkpoint_id", "slot")
@@ -88,7 +94,7 @@ class KeyedWrites(list[PendingWrite]):
         self.slot = slot
         self.checkpoint_id = checkpoint_id
 
-    def register(self, log: MessageLog, version: int) -> None:
+    def register(self, log: Any, version: int) -> None:
         self.cache.put(self.slot, self.checkpoint_id, log, version)
 
 
@@ -104,7 +110,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     handed cannot corrupt the log; the only way in is a write.
     """
 
-    __slots__ = ("_log", "_ver")
+    __slots__ = ("_log", "_seed_len", "_ver")
 
     def __init__(
         self,
@@ -122,6 +128,8 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         # O(new messages), and no reader ever sees another reader's writes.
         self._log: MessageLog | None = None
         self._ver = 0
+        # What the replay memo keys a plain saver's history by (None: not used).
+        self._seed_len: int | None = None
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -187,18 +195,31 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
+            new._seed_len = -1
         elif isinstance(checkpoint, CachedSeed):
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(checkpoint.value or ()))
+            new._seed_len = len(checkpoint.value or ())
         else:  # a plain list stored by add_messages: migrate in place
             new._set(MessageLog(checkpoint))
+            new._seed_len = len(checkpoint)
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
         if self._log is None:
             self._set(MessageLog())
-        for _, _, value in writes:
+        keyed = isinstance(writes, KeyedWrites)
+        # Without the history cache (a plain saver hands over the whole thread every
+        # load), the process-wide memo skips the writes this process already replayed.
+        seed_len = None if keyed else self._seed_len
+        start = 0
+        if seed_len is not None:
+            found = replay_memo.lookup(writes, seed_len)
+            if found is not None:
+                log, version, start = found
+                self._set(log, version)
+        for _, _, value in writes[start:]:
             _refuse_overwrite(value)
             # One write at a time: each was accepted when it was made, and batching
             # invariance makes one-by-one equal to all-at-once.
@@ -206,6 +227,8 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         if isinstance(writes, KeyedWrites) and self._log is not None:
             # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)
+        elif seed_len is not None and self._log is not None:
+            replay_memo.store(writes, seed_len, self._log, self._ver)
 
     def update(self, values: Sequence[Any]) -> bool:
         if not values:

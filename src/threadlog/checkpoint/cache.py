@@ -23,10 +23,12 @@ Contract:
   one or two queries (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
   A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
-* Only `MessageLogChannel` takes part: it registers what it rebuilt (`KeyedWrites`)
-  and is the only channel handed a `CachedSeed`. Other delta channels get the saver's
-  normal history.
-* Bounded: at most `max_messages` messages across entries (least recently used
+* Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
+  `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
+  answered with a `CachedSeed` only once its channel registered one. Other delta
+  channels get the saver's normal history. Channels cached at the same checkpoint (one
+  load registers them all) share one walk: one query per turn, however many there are.
+* Bounded: at most `max_messages` messages (or events) across entries (least recently used
   threads go first; a thread larger than the bound is not cached). An entry shares
   its message objects with the live channel, so it costs index containers, not a
   second copy of the thread.
@@ -37,7 +39,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -49,9 +51,6 @@ from langgraph.checkpoint.base import (
 
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog.channel import CachedSeed, KeyedWrites
-
-if TYPE_CHECKING:
-    from threadlog.log import MessageLog
 
 __all__ = [
     "CachedSeed",
@@ -65,7 +64,8 @@ DEFAULT_MAX_MESSAGES = 200_000
 DEFAULT_MAX_WALK = 64
 
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
-_Entry = tuple[str, "MessageLog", int]  # checkpoint id, log, the log's version there
+# checkpoint id, the log a channel registered (MessageLog, EventLog), its version there
+_Entry = tuple[str, Any, int]
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
 
@@ -98,7 +98,7 @@ class HistoryCache:
                 self._entries.move_to_end(slot)
             return entry
 
-    def put(self, slot: _Slot, checkpoint_id: str, log: MessageLog, version: int) -> None:
+    def put(self, slot: _Slot, checkpoint_id: str, log: Any, version: int) -> None:
         with self._lock:
             old = self._entries.pop(slot, None)
             if old is not None:
@@ -137,13 +137,12 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
-        for ch in channels:
-            slot = (thread_id, ns, ch)
-            hit = self._walk_to_cached(slot, config, target)
-            if hit is None:
-                rest.append(ch)
+        for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
+            found = self._walk_to_cached(thread_id, ns, list(group), config, target, cached_id)
+            if found is None:
+                rest.extend(group)
             else:
-                out[ch] = hit
+                out.update(_hits(found, group, cache, thread_id, ns, target))
         if rest:
             cache.misses += 1
             sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
@@ -176,13 +175,12 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
-        for ch in channels:
-            slot = (thread_id, ns, ch)
-            hit = await self._awalk_to_cached(slot, config, target)
-            if hit is None:
-                rest.append(ch)
+        for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
+            found = await self._awalk_to_cached(list(group), config, target, cached_id)
+            if found is None:
+                rest.extend(group)
             else:
-                out[ch] = hit
+                out.update(_hits(found, group, cache, thread_id, ns, target))
         if rest:
             cache.misses += 1
             read = await super().aget_delta_channel_history(config=config, channels=rest)
@@ -190,73 +188,89 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
         return out
 
-    # The walk: follow parent ids from the target, collecting this channel's pending
+    # The walk: follow parent ids from the target, collecting the channels' pending
     # writes, until the cached checkpoint id. Same order rule as the base saver's
     # walk: each checkpoint's writes in `get_tuple` order, oldest checkpoint first.
+    # Channels cached at the same checkpoint (the usual case: one load registers them
+    # all) share one walk.
 
     def _walk_to_cached(
-        self, slot: _Slot, config: RunnableConfig, target: str
-    ) -> DeltaChannelHistory | None:
-        cache = self._threadlog_history_cache
-        entry = cache.get(slot)
-        if entry is None:
-            return None
-        cached_id, log, version = entry
+        self,
+        thread_id: str,
+        ns: str,
+        channels: list[str],
+        config: RunnableConfig,
+        target: str,
+        cached_id: str,
+    ) -> dict[str, list[PendingWrite]] | None:
         if target == cached_id:
-            return _hit(log, version, [], cache, slot, target)
+            return {ch: [] for ch in channels}
+        max_walk = self._threadlog_history_cache.max_walk
         sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
         if sqlite is not None:
-            found = history_reads.sqlite_walk(sqlite, slot, target, cached_id, cache.max_walk)
-            return None if found is None else _hit(log, version, [found], cache, slot, target)
+            return history_reads.sqlite_walk(
+                sqlite, thread_id, ns, channels, target, cached_id, max_walk
+            )
         postgres = history_reads.underlying(self, history_reads.postgres_saver_class())
         if postgres is not None:
-            found = history_reads.postgres_walk(postgres, slot, target, cached_id, cache.max_walk)
-            return None if found is None else _hit(log, version, [found], cache, slot, target)
+            return history_reads.postgres_walk(
+                postgres, thread_id, ns, channels, target, cached_id, max_walk
+            )
         tup = self.get_tuple(config)
         collected: list[list[PendingWrite]] = []
-        for _ in range(cache.max_walk):
+        for _ in range(max_walk):
             cursor = None if tup is None else tup.parent_config
             tup = None if cursor is None else self.get_tuple(cursor)
-            step = _walk_step(tup, slot, cached_id, collected)
+            step = _walk_step(tup, channels, cached_id, collected)
             if step is not _GO:
-                return None if step is _STOP else _hit(log, version, collected, cache, slot, target)
+                return None if step is _STOP else _by_channel(collected, channels)
         return None
 
     async def _awalk_to_cached(
-        self, slot: _Slot, config: RunnableConfig, target: str
-    ) -> DeltaChannelHistory | None:
-        cache = self._threadlog_history_cache
-        entry = cache.get(slot)
-        if entry is None:
-            return None
-        cached_id, log, version = entry
+        self, channels: list[str], config: RunnableConfig, target: str, cached_id: str
+    ) -> dict[str, list[PendingWrite]] | None:
         if target == cached_id:
-            return _hit(log, version, [], cache, slot, target)
+            return {ch: [] for ch in channels}
         tup = await self.aget_tuple(config)
         collected: list[list[PendingWrite]] = []
-        for _ in range(cache.max_walk):
+        for _ in range(self._threadlog_history_cache.max_walk):
             cursor = None if tup is None else tup.parent_config
             tup = None if cursor is None else await self.aget_tuple(cursor)
-            step = _walk_step(tup, slot, cached_id, collected)
+            step = _walk_step(tup, channels, cached_id, collected)
             if step is not _GO:
-                return None if step is _STOP else _hit(log, version, collected, cache, slot, target)
+                return None if step is _STOP else _by_channel(collected, channels)
         return None
 
 
 _GO, _STOP, _FOUND = object(), object(), object()
+_Group = dict[str, _Entry]  # channel -> its cache entry (all at one checkpoint id)
+
+
+def _groups(
+    cache: HistoryCache, thread_id: str, ns: str, channels: Sequence[str], rest: list[str]
+) -> dict[str, _Group]:
+    """The channels' cache entries grouped by cached checkpoint id; misses go to `rest`."""
+    groups: dict[str, _Group] = {}
+    for ch in channels:
+        entry = cache.get((thread_id, ns, ch))
+        if entry is None:
+            rest.append(ch)
+        else:
+            groups.setdefault(entry[0], {})[ch] = entry
+    return groups
 
 
 def _walk_step(
-    tup: Any, slot: _Slot, cached_id: str, collected: list[list[PendingWrite]]
+    tup: Any, channels: list[str], cached_id: str, collected: list[list[PendingWrite]]
 ) -> object:
     """One ancestor of the `get_tuple` walk: keep going, give up, or the cached id found."""
     if tup is None:
         return _STOP
     # The cached checkpoint's own writes lead to its child: they belong too.
-    collected.append([w for w in tup.pending_writes or () if w[1] == slot[2]])
+    collected.append([w for w in tup.pending_writes or () if w[1] in channels])
     if tup.checkpoint["id"] == cached_id:
         return _FOUND
-    if slot[2] in tup.checkpoint["channel_values"]:
+    if any(ch in tup.checkpoint["channel_values"] for ch in channels):
         # A stored snapshot between the cache and the target: LangGraph writes one where
         # the ancestor's pending writes may belong to another branch (a fork), so the
         # saver's own read is the right one.
@@ -264,22 +278,36 @@ def _walk_step(
     return _GO
 
 
+def _by_channel(
+    collected: list[list[PendingWrite]], channels: list[str]
+) -> dict[str, list[PendingWrite]]:
+    """Newest-first per-checkpoint writes → each channel's writes, oldest first."""
+    flat = [w for ws in reversed(collected) for w in ws]
+    return {ch: [w for w in flat if w[1] == ch] for ch in channels}
+
+
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
     conf = config.get("configurable") or {}
     return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", "")), get_checkpoint_id(config)
 
 
-def _hit(
-    log: MessageLog,
-    version: int,
-    collected: list[list[PendingWrite]],
+def _hits(
+    found: dict[str, list[PendingWrite]],
+    group: _Group,
     cache: HistoryCache,
-    slot: _Slot,
+    thread_id: str,
+    ns: str,
     target: str,
-) -> DeltaChannelHistory:
-    cache.hits += 1
-    writes = [w for ws in reversed(collected) for w in ws]
-    return {"seed": CachedSeed(log, version), "writes": KeyedWrites(writes, cache, slot, target)}
+) -> dict[str, DeltaChannelHistory]:
+    out: dict[str, DeltaChannelHistory] = {}
+    for ch, (_, log, version) in group.items():
+        cache.hits += 1
+        slot = (thread_id, ns, ch)
+        out[ch] = {
+            "seed": CachedSeed(log, version),
+            "writes": KeyedWrites(found[ch], cache, slot, target),
+        }
+    return out
 
 
 def _keyed(

@@ -60,34 +60,43 @@ def underlying(saver: Any, cls: type[Any] | None) -> Any:
 
 
 # Newest-first checkpoints from the target down to the cached id, each with whether it
-# stores a value for the channel (inline, or a blob at its version: the probe of
-# PostgresSaver's own walk) and its writes to the channel — one round trip. Ids only
-# order checkpoints of one process; a parent outside the window just ends the walk
-# (then the saver reads).
+# stores a value for any of the channels (inline, or a blob at its version: the probe
+# of PostgresSaver's own walk) and its writes to them — one round trip. Ids only order
+# checkpoints of one process; a parent outside the window just ends the walk (then the
+# saver reads).
 _PG_WALK_SQL = (
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
-    "w.task_id, w.task_path, w.idx, w.type AS wtype, w.blob AS wblob FROM ("
+    "w.task_id, w.task_path, w.idx, w.channel, w.type AS wtype, w.blob AS wblob FROM ("
     "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
-    "(checkpoint -> 'channel_values') ? %s AS inline, "
+    "(checkpoint -> 'channel_values') ?| %s AS inline, "
     "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = k.thread_id "
-    "AND b.checkpoint_ns = k.checkpoint_ns AND b.channel = %s "
-    "AND b.version = k.checkpoint -> 'channel_versions' ->> %s AND b.type <> 'empty') AS blob "
+    "AND b.checkpoint_ns = k.checkpoint_ns AND b.channel = ANY(%s) "
+    "AND b.version = k.checkpoint -> 'channel_versions' ->> b.channel "
+    "AND b.type <> 'empty') AS blob "
     "FROM checkpoints k WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id <= %s AND checkpoint_id >= %s "
     "ORDER BY checkpoint_id DESC LIMIT %s) c "
     "LEFT JOIN checkpoint_writes w ON w.thread_id = c.thread_id "
     "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
-    "AND w.channel = %s"
+    "AND w.channel = ANY(%s)"
 )
 
 
 def postgres_walk(
-    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
-) -> list[PendingWrite] | None:
-    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached)."""
-    thread_id, ns, ch = slot
+    saver: Any,
+    thread_id: str,
+    ns: str,
+    channels: list[str],
+    target: str,
+    cached_id: str,
+    max_walk: int,
+) -> dict[str, list[PendingWrite]] | None:
+    """Each channel's writes from `cached_id` up to `target`, or None (not reached)."""
     with postgres_cursor(saver) as cur:
-        cur.execute(_PG_WALK_SQL, (ch, ch, ch, thread_id, ns, target, cached_id, 4 * max_walk, ch))
+        cur.execute(
+            _PG_WALK_SQL,
+            (channels, channels, thread_id, ns, target, cached_id, 4 * max_walk, channels),
+        )
         found = cur.fetchall()
     rows: dict[str, Any] = {}
     writes: dict[str, list[Any]] = {}
@@ -109,25 +118,31 @@ def postgres_walk(
         if row["inline"] or row["blob"]:
             return None  # a stored snapshot on the way: a fork; the saver reads
         cid = row["parent_checkpoint_id"]
-    out: list[PendingWrite] = []
+    out: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
     for cid in reversed(chain):  # oldest first, like the saver's own history
         for r in sorted(
             writes.get(cid, ()),
             key=lambda r: writes_sort_key(r["task_path"] or "", r["task_id"], r["idx"]),
         ):
-            out.append((str(r["task_id"]), ch, saver.serde.loads_typed((r["wtype"], r["wblob"]))))
+            value = saver.serde.loads_typed((r["wtype"], r["wblob"]))
+            out[r["channel"]].append((str(r["task_id"]), r["channel"], value))
     return out
 
 
 def sqlite_walk(
-    saver: Any, slot: _Slot, target: str, cached_id: str, max_walk: int
-) -> list[PendingWrite] | None:
-    """Writes of `slot`'s channel from `cached_id` up to `target`, or None (not reached).
+    saver: Any,
+    thread_id: str,
+    ns: str,
+    channels: list[str],
+    target: str,
+    cached_id: str,
+    max_walk: int,
+) -> dict[str, list[PendingWrite]] | None:
+    """Each channel's writes from `cached_id` up to `target`, or None (not reached).
 
     Same walk as `SqliteSaver.get_delta_channel_history`, stopped at the cached id
     instead of at a stored snapshot; a snapshot on the way means a fork (None).
     """
-    thread_id, ns, ch = slot
     chain: list[str] = []
     with saver.cursor(transaction=False) as cur:
         cur.execute(DELTA_STAGE1_SQL, (thread_id, ns, target, thread_id, ns))
@@ -141,26 +156,27 @@ def sqlite_walk(
             if cid == cached_id:
                 found = True
                 break
-            if ch in (saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}):
+            values = _value_keys(saver.serde, type_tag, blob)
+            if any(ch in values for ch in channels):
                 return None
         if not found:
             return None
         cur.execute(
             build_delta_stage2_sql(
-                has_task_path=saver_has_task_path(saver), chain_lens=[len(chain)]
+                has_task_path=saver_has_task_path(saver), chain_lens=[len(chain)] * len(channels)
             ),
-            [thread_id, ns, ch, *chain],
+            [p for ch in channels for p in (thread_id, ns, ch, *chain)],
         )
         rows = cur.fetchall()
     history = build_delta_channels_writes_history(
-        channels=[ch],
-        chain_by_ch={ch: chain},
+        channels=channels,
+        chain_by_ch={ch: chain for ch in channels},
         seed_val_by_ch={},
         seeded=set(),
         stage2_rows=rows,
         serde=saver.serde,
     )
-    return list(history[ch]["writes"])
+    return {ch: list(history[ch]["writes"]) for ch in channels}
 
 
 def sqlite_read(

@@ -44,6 +44,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from threadlog.channel import MessagesState
+from threadlog.context.events import CompactionsChannel, append_events
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import role_of
@@ -281,35 +282,19 @@ async def acompact(
 def append_compactions(
     left: Sequence[Mapping[str, Any]] | None, right: Any
 ) -> list[dict[str, Any]]:
-    """Reducer of the `compactions` key: append-only; an event already present (same
-    `id`) is a replay and is dropped. Each event is a plain dict with `id`, `kind`
+    """The pure reducer of the `compactions` key, with the rules `Compactions` stores by
+    (`threadlog.context.events`): append-only; an event already present with the same
+    content (its `ts` aside) is a replay and is dropped, the same `id` with other
+    content raises `ConflictingIdError`. Each event is a plain dict with `id`, `kind`
     (`trim` | `summary`) and `cut_to`."""
-    out = [dict(e) for e in (left or [])]
-    seen = {e.get("id") for e in out}
-    items = right if isinstance(right, (list, tuple)) else [right]
-    for i, event in enumerate(items):
-        if not isinstance(event, Mapping) or not {"id", "kind", "cut_to"} <= event.keys():
-            raise InvalidMessageError(
-                f"compactions[{i}] is not a compaction event: {event!r}",
-                position=i,
-                fix="write events made by threadlog.ContextNode / ModelNode "
-                "(dicts with id, kind, cut_to); the event list is append-only",
-            )
-        if event["kind"] not in ("trim", "summary"):
-            raise InvalidMessageError(
-                f"compactions[{i}] has unknown kind {event['kind']!r}",
-                position=i,
-                fix="kind is 'trim' or 'summary'",
-            )
-        if event["id"] in seen:
-            continue
-        seen.add(event["id"])
-        out.append(dict(event))
-    return out
+    return append_events(left, right)
 
 
-Compactions = Annotated[list[dict[str, Any]], append_compactions]
-"""Annotate a state key with this to record compaction events: `compactions: Compactions`."""
+Compactions = Annotated[list[dict[str, Any]], CompactionsChannel()]
+"""Annotate a state key with this to record compaction events: `compactions: Compactions`.
+
+Stored as each step's new events (a `DeltaChannel`, `threadlog.context.events`), so a
+thread's storage grows with its events, not with events x checkpoints."""
 
 
 class AgentState(MessagesState):

@@ -1,0 +1,263 @@
+"""The compaction event list as an append-only `DeltaChannel`: storage grows with the events.
+
+Why. A plain list channel stores the whole list again in every checkpoint that follows a
+new event (SQLite stores every channel value in every checkpoint row), so a thread with a
+context policy — one trim event per turn — grew quadratically. This channel stores only
+each step's new events, like `MessageLogChannel` stores only new messages; a thread is
+rebuilt by replaying them (or from `threadlog`'s history cache).
+
+Contract (same rules on every path: a node's write, a replay of stored writes, a
+migration from the old plain-list value):
+
+* An event is a dict with at least `id`, `kind` (`trim` | `summary`) and `cut_to`;
+  anything else raises `InvalidMessageError` naming its position.
+* Append-only. An event whose `id` is already in the list is a replay and is dropped
+  when its content is the same (`ts`, the wall-clock stamp of when it was made, is not
+  compared: a re-run node writes the same event at another time); with different
+  content it raises `ConflictingIdError`. `Overwrite` raises `AppendOnlyError`.
+* Batching-invariant (what `DeltaChannel` requires): events are appended in write
+  order, so `append(append(s, xs), ys) == append(s, xs + ys)`.
+* A failed batch changes nothing.
+
+Cost: the value is an `(EventLog, version)` view, shared like the message log's: the
+view at the tip appends in place, any other copies first; `copy()` is O(1).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
+
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import PendingWrite
+from langgraph.errors import EmptyChannelError
+
+from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
+from threadlog.channel import CachedSeed, KeyedWrites
+from threadlog.errors import AppendOnlyError, ConflictingIdError, InvalidMessageError
+
+__all__ = ["CompactionsChannel", "EventLog", "append_events"]
+
+KINDS = ("trim", "summary")
+_UNCOMPARED = frozenset({"ts"})
+# See MessageLogChannel: LangGraph still snapshots every 5000 supersteps.
+DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    keys = (a.keys() | b.keys()) - _UNCOMPARED
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _checked(event: Any, position: int) -> dict[str, Any]:
+    if not isinstance(event, Mapping) or not {"id", "kind", "cut_to"} <= event.keys():
+        raise InvalidMessageError(
+            f"compactions[{position}] is not a compaction event: {event!r}",
+            position=position,
+            fix="write events made by threadlog.ContextNode / ModelNode "
+            "(dicts with id, kind, cut_to); the event list is append-only",
+        )
+    if event["kind"] not in KINDS:
+        raise InvalidMessageError(
+            f"compactions[{position}] has unknown kind {event['kind']!r}",
+            position=position,
+            fix="kind is 'trim' or 'summary'",
+        )
+    return dict(event)  # our own copy: the writer's dict may change later
+
+
+class EventLog:
+    """Committed events in order and their index by id; `version` is how many."""
+
+    __slots__ = ("_by_id", "events")
+
+    def __init__(self, events: Sequence[Mapping[str, Any]] = ()) -> None:
+        # Stored events are trusted, like stored messages: refusing them now would
+        # make the thread unreadable. New writes go through `extend`.
+        self.events: list[dict[str, Any]] = []
+        self._by_id: dict[Any, int] = {}
+        for e in events:
+            d = dict(e)
+            self._by_id.setdefault(d.get("id"), len(self.events))
+            self.events.append(d)
+
+    @property
+    def version(self) -> int:
+        return len(self.events)
+
+    def at(self, version: int) -> EventLog:
+        return EventLog(self.events[:version])
+
+    def extend(self, items: Sequence[Any], start: int = 0) -> None:
+        """Append a batch, all or nothing; replays dropped, conflicts refused."""
+        staged: list[dict[str, Any]] = []
+        staged_ids: dict[Any, dict[str, Any]] = {}
+        for i, raw in enumerate(items):
+            event = _checked(raw, start + i)
+            eid = event["id"]
+            at = self._by_id.get(eid)
+            known = self.events[at] if at is not None else staged_ids.get(eid)
+            if known is not None:
+                if _same(known, event):
+                    continue
+                diff = sorted(
+                    k for k in (known.keys() | event.keys()) - _UNCOMPARED
+                    if known.get(k) != event.get(k)
+                )
+                raise ConflictingIdError(
+                    f"compaction event id {eid!r} is already recorded with different "
+                    f"{', '.join(diff)}",
+                    message_id=str(eid),
+                    position=start + i,
+                    fix="a compaction event is never rewritten; a new cut is a new event",
+                )
+            staged_ids[eid] = event
+            staged.append(event)
+        for event in staged:
+            self._by_id[event["id"]] = len(self.events)
+            self.events.append(event)
+
+    def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
+        """The version after `items` if they are exactly the next committed events."""
+        v = version
+        for item in items:
+            if v >= len(self.events) or not isinstance(item, Mapping):
+                return None
+            held = self.events[v]
+            if held.get("id") != item.get("id") or not _same(held, item):
+                return None
+            v += 1
+        return v
+
+
+def _items(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _refuse_overwrite(value: Any) -> None:
+    if is_overwrite(value):
+        raise AppendOnlyError(
+            "Overwrite would replace the compaction events",
+            fix="compaction events are append-only; a new cut is a new event",
+        )
+
+
+def append_events(
+    left: Sequence[Mapping[str, Any]] | None, right: Any
+) -> list[dict[str, Any]]:
+    """The pure reducer of the event list (same rules as the channel)."""
+    log = EventLog(left or ())
+    log.extend(_items(right), start=len(log.events))
+    return log.events
+
+
+_WRITE_LOCK = threading.Lock()
+
+
+class CompactionsChannel(DeltaChannel[list[dict[str, Any]]]):
+    """The `compactions` state key: append-only events, stored as each step's writes."""
+
+    __slots__ = ("_log", "_ver")
+
+    def __init__(
+        self,
+        reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
+        typ: Any = None,
+        *,
+        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    ) -> None:
+        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
+        # reducer is fixed, so what it passes back is ignored.
+        super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        self._log: EventLog | None = None
+        self._ver = 0
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, CompactionsChannel)
+            and other.snapshot_frequency == self.snapshot_frequency
+        )
+
+    def __hash__(self) -> int:
+        return hash((CompactionsChannel, self.snapshot_frequency))
+
+    def _new(self) -> Self:
+        new = self.__class__(snapshot_frequency=self.snapshot_frequency)
+        new.key = self.key
+        return new
+
+    def _set(self, log: EventLog | None, version: int | None = None) -> None:
+        self._log = log
+        self._ver = 0 if log is None else log.version if version is None else version
+        self.value = MISSING if log is None else log.events
+
+    def _write(self, items: list[Any]) -> None:
+        log = self._log
+        if log is None:
+            log = EventLog()
+            log.extend(items)
+            self._set(log)
+            return
+        with _WRITE_LOCK:
+            if self._ver == log.version:
+                log.extend(items, start=self._ver)
+                self._ver = log.version
+                return
+            ver = log.fast_forward(self._ver, items)
+            if ver is not None:  # another reader of this history wrote exactly these
+                self._ver = ver
+                return
+        own = log.at(self._ver)
+        own.extend(items, start=self._ver)
+        self._set(own)
+
+    def copy(self) -> Self:
+        new = self._new()
+        if self._log is not None:
+            new._set(self._log, self._ver)
+        return new
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        new = self._new()
+        if checkpoint is MISSING or checkpoint is None:
+            new._set(EventLog())
+        elif isinstance(checkpoint, CachedSeed):
+            new._set(checkpoint.log, checkpoint.version)
+        elif isinstance(checkpoint, DeltaSnapshot):
+            new._set(EventLog(checkpoint.value or ()))
+        else:  # the whole list, stored by the plain list channel of earlier versions
+            new._set(EventLog(checkpoint))
+        return new
+
+    def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
+        if self._log is None:
+            self._set(EventLog())
+        for _, _, value in writes:
+            _refuse_overwrite(value)
+            self._write(_items(value))
+        if isinstance(writes, KeyedWrites) and self._log is not None:
+            writes.register(self._log, self._ver)  # the history cache keeps it
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        for v in values:
+            _refuse_overwrite(v)
+        self._write([e for v in values for e in _items(v)])
+        return True
+
+    def get(self) -> list[dict[str, Any]]:
+        if self._log is None:
+            raise EmptyChannelError()
+        return self._log.events[: self._ver]
+
+    def is_available(self) -> bool:
+        return self._log is not None
+
+
+def _batch_reducer(state: list[dict[str, Any]], writes: Sequence[Any]) -> list[dict[str, Any]]:
+    out = state
+    for w in writes:
+        out = append_events(out, w)
+    return out
