@@ -4,13 +4,16 @@ Contract:
 
 * The graph runs over `AgentState` (the message log plus compaction events):
 
-      START → [context] → model ─┬─ tool calls ─→ tools → [context] → model …
-                                 └─ no calls ───→ END
+      START → model ─┬─ tool calls ─→ tools → model …
+                     └─ no calls ───→ END
 
-  `model` is a `ModelNode` (builds what the model sees, repairs open calls, validates,
-  calls the model, appends its whole `AIMessage`); `tools` is a `ToolNode` (one result
-  per call, in call order); `context` is a `ContextNode` that records compaction events
-  for the policy, present only when `context` is given.
+  `model` is a `ModelNode` (applies the context policy and records its compaction
+  events, repairs open calls, validates, calls the model, appends its whole
+  `AIMessage`); `tools` is a `ToolNode` (one result per call, in call order). The
+  events are written in the model's own step: a separate context step would add two
+  checkpoints to every turn, which cost more storage than the events themselves
+  (issue 12). Wire `threadlog.ContextNode` by hand for a separate step (then a summary
+  is stored even when the model call after it fails).
 * `per_call_branches=True` routes each tool call to its own `Send` task (finished calls
   survive a failing or interrupted sibling); otherwise one `tools` task runs the calls
   of a step in parallel. Either way the log lists the results in call order.
@@ -36,7 +39,7 @@ from langgraph.types import Checkpointer, Send
 
 from threadlog.context.compaction import AgentState
 from threadlog.context.policy import ContextPolicy
-from threadlog.nodes.model import DEFAULT_MAX_MODEL_CALLS, ContextNode, ModelNode
+from threadlog.nodes.model import DEFAULT_MAX_MODEL_CALLS, ModelNode
 from threadlog.nodes.tools.node import ToolNode
 from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
 from threadlog.profiles import Profile
@@ -65,8 +68,8 @@ def create_agent(
             `threadlog.OfflineChatModel()` offline); the tools are bound to it.
         tools: the tools the model may call (`BaseTool`s or plain functions).
         system_prompt: sent first on every model call; not written to the log.
-        context: a `ContextPolicy` (turns / token budget / summarizer); with one, a
-            `context` step records compaction events before every model call.
+        context: a `ContextPolicy` (turns / token budget / summarizer); the model step
+            records its compaction events.
         checkpointer: any LangGraph saver, e.g. `threadlog.checkpointer(url)`.
         per_call_branches: run each tool call as its own task (`Send`), so a failing or
             interrupted call never re-runs its finished siblings.
@@ -95,14 +98,8 @@ def create_agent(
     )
     builder.add_node("tools", ToolNode(tools, requires_approval=requires_approval))
 
-    # The model always reads through the context step when there is a policy.
-    entry = "model"
-    if context is not None:
-        builder.add_node("context", ContextNode(context))
-        builder.add_edge("context", "model")
-        entry = "context"
-    builder.add_edge(START, entry)
-    builder.add_edge("tools", entry)
+    builder.add_edge(START, "model")
+    builder.add_edge("tools", "model")
 
     if per_call_branches:
         builder.add_conditional_edges("model", _one_task_per_call, ["tools", END])
