@@ -142,11 +142,23 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
     @property
     def log(self) -> MessageLog:
+        """The log at this channel's version, possibly shared with other readers: use
+        `snapshot()` for a copy to change or to read from another thread."""
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
-            self._set(self._log.at(self._ver))
+            with _WRITE_LOCK:
+                self._set(self._log.at(self._ver))
         return self._log
+
+    def snapshot(self) -> MessageLog:
+        """A private copy of the log at this channel's version. Taken under the write
+        lock: another thread may be appending to a shared log at that moment (LangGraph
+        stores checkpoints from a background thread while the next step runs)."""
+        if self._log is None:
+            raise EmptyChannelError()
+        with _WRITE_LOCK:
+            return self._log.at(self._ver)
 
     def _new(self) -> Self:
         new = self.__class__(snapshot_frequency=self.snapshot_frequency)
@@ -181,7 +193,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
                 if ver is not None:
                     self._ver = ver
                     return
-        own = log.at(self._ver)
+            own = log.at(self._ver)  # under the lock: a consistent copy
         own.extend_writes(writes, single_writer=single_writer, stored=stored)
         self._set(own)
 
@@ -241,7 +253,8 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def get(self) -> list[AnyMessage]:
         if self._log is None:
             raise EmptyChannelError()
-        return self._log.messages_at(self._ver)  # type: ignore[return-value]
+        with _WRITE_LOCK:  # a shared log may be growing in another thread
+            return self._log.messages_at(self._ver)  # type: ignore[return-value]
 
     def is_available(self) -> bool:
         return self._log is not None

@@ -66,7 +66,7 @@ class InputCheck:
         for key, value in values.items():
             if key not in logs:
                 continue  # stored as a plain list: not a threadlog log (add_messages)
-            log = logs[key].copy()
+            log = logs[key]  # a private copy (see _collect): the dry run may change it
             items = flatten_write(value)
             for i, raw in enumerate(items):
                 msg = _coerce(raw, len(log) + i)
@@ -157,5 +157,7 @@ def _collect(channels: Mapping[str, Any], keys: list[str]) -> dict[str, MessageL
     for k in keys:
         ch = channels[k]
         assert isinstance(ch, MessageLogChannel)
-        out[k] = ch.log if ch.is_available() else MessageLog()
+        # A private copy, taken under the channel's write lock: the log may be shared
+        # with the run's own channel, which keeps appending while this check runs.
+        out[k] = ch.snapshot() if ch.is_available() else MessageLog()
     return out
