@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers_perf import build_loop, say
+from tests.helpers_perf import build_loop, say
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -24,7 +24,7 @@ CFG = {"configurable": {"thread_id": "shared"}}
 WORKER = """
 import sqlite3, sys
 sys.path.insert(0, {tests!r})
-from helpers_perf import build_loop, say
+from tests.helpers_perf import build_loop, say
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 conn = sqlite3.connect({db!r}, check_same_thread=False, timeout=30)

@@ -143,6 +143,17 @@ class MessageLog:
             return self.copy()
         return MessageLog(self.messages_at(version))
 
+    def rewind(self, version: int, items: Sequence[Any]) -> int | None:
+        """The version before `items` if they are exactly the last messages committed up
+        to `version`, in order — the inverse of `fast_forward`, so a reader can step
+        back to an older checkpoint of the same history without replaying it. None when
+        anything differs (an item without an id, a replayed message): read normally."""
+        ids = [getattr(item, "id", None) for item in items]
+        n = len(ids)
+        if n > version or self._journal[version - n : version] != ids:
+            return None
+        return version - n
+
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed messages.
 

@@ -139,10 +139,14 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         rest: list[str] = []
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
             found = self._walk_to_cached(thread_id, ns, list(group), config, target, cached_id)
-            if found is None:
+            if found is not None:
+                out.update(_hits(found, group, cache, thread_id, ns, target))
+                continue
+            back = self._back_from_cached(thread_id, ns, group, target, cached_id)
+            if back is None:
                 rest.extend(group)
             else:
-                out.update(_hits(found, group, cache, thread_id, ns, target))
+                out.update(back)
         if rest:
             cache.misses += 1
             sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
@@ -226,6 +230,39 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 return None if step is _STOP else _by_channel(collected, channels)
         return None
 
+    def _back_from_cached(
+        self, thread_id: str, ns: str, group: _Group, target: str, cached_id: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """The logs at `target` when it is an *ancestor* of the cached checkpoint (reading
+        history newest-first: `get_state_history`, the inspector): the cached log minus
+        the writes from `target` to it, checked message by message (`rewind`). Not
+        registered, so the cache stays at the newest checkpoint the thread runs from."""
+        max_walk = self._threadlog_history_cache.max_walk
+        sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
+        postgres = history_reads.underlying(self, history_reads.postgres_saver_class())
+        channels = list(group)
+        if sqlite is not None:
+            found = history_reads.sqlite_walk(
+                sqlite, thread_id, ns, channels, cached_id, target, max_walk
+            )
+        elif postgres is not None:
+            found = history_reads.postgres_walk(
+                postgres, thread_id, ns, channels, cached_id, target, max_walk
+            )
+        else:
+            return None
+        if found is None:
+            return None
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch, (_, log, version) in group.items():
+            items = [m for _, _, value in found[ch] for m in _items(value)]
+            before = log.rewind(version, items)
+            if before is None:
+                return None
+            out[ch] = {"seed": CachedSeed(log, before), "writes": []}
+        self._threadlog_history_cache.hits += len(out)
+        return out
+
     async def _awalk_to_cached(
         self, channels: list[str], config: RunnableConfig, target: str, cached_id: str
     ) -> dict[str, list[PendingWrite]] | None:
@@ -284,6 +321,12 @@ def _by_channel(
     """Newest-first per-checkpoint writes → each channel's writes, oldest first."""
     flat = [w for ws in reversed(collected) for w in ws]
     return {ch: [w for w in flat if w[1] == ch] for ch in channels}
+
+
+def _items(value: Any) -> list[Any]:
+    # One write's items, as the channels flatten them (a two-item `(role, content)`
+    # list has no id, so `rewind` refuses it either way).
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:

@@ -118,6 +118,15 @@ class EventLog:
             self._by_id[event["id"]] = len(self.events)
             self.events.append(event)
 
+    def rewind(self, version: int, items: Sequence[Any]) -> int | None:
+        """The version before `items` if they are exactly the last events up to
+        `version` (see `MessageLog.rewind`); None when anything differs."""
+        ids = [item.get("id") if isinstance(item, Mapping) else None for item in items]
+        n = len(ids)
+        if n > version or [e.get("id") for e in self.events[version - n : version]] != ids:
+            return None
+        return version - n
+
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed events."""
         v = version
