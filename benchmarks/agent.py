@@ -67,8 +67,10 @@ PARTS = ("storage", "turn", "dropin", "memory", "long")
 
 def _fast_sqlite(saver: Any) -> Any:
     """`wrap=` hook: the same WAL settings as every other variant (see module doc)."""
-    conn = getattr(saver, "conn", None)
-    if conn is not None and hasattr(conn, "execute"):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = saver.conn if isinstance(saver, SqliteSaver) else None
+    if conn is not None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     return saver

@@ -102,9 +102,23 @@ def test_the_memo_stays_within_its_message_bound() -> None:
     from threadlog.replay_memo import ReplayMemo
 
     memo = ReplayMemo(max_messages=10)
+    writes = {}
     for t in range(5):
         log = MessageLog([HumanMessage(str(i), id=f"{t}-{i}") for i in range(4)])
-        memo.store([(f"task-{t}", "messages", log.messages)], -1, log, 4)
+        writes[t] = [(f"task-{t}", "messages", list(log.messages))]
+        memo.store(writes[t], -1, log, 4)
     assert memo.size <= 10 and len(memo) == 2
-    assert memo.lookup([("task-4", "messages", [])], -1) is not None
-    assert memo.lookup([("task-0", "messages", [])], -1) is None  # evicted, oldest first
+    assert memo.lookup(writes[4], -1) is not None
+    assert memo.lookup(writes[0], -1) is None  # evicted, oldest first
+
+
+def test_writes_with_a_known_task_id_but_other_messages_are_replayed_not_reused() -> None:
+    from threadlog.log import MessageLog
+    from threadlog.replay_memo import ReplayMemo
+
+    memo = ReplayMemo()
+    log = MessageLog([HumanMessage("hi", id="u0")])
+    memo.store([("task-0", "messages", list(log.messages))], -1, log, 1)
+    assert memo.lookup([("task-0", "messages", [HumanMessage("hi", id="u0")])], -1)
+    for other in (HumanMessage("bye", id="u0"), HumanMessage("hi", id="u1")):
+        assert memo.lookup([("task-0", "messages", [other])], -1) is None

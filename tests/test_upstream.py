@@ -103,15 +103,6 @@ def test_config_keys_are_the_ones_langgraph_sets_for_a_running_task() -> None:
     assert _upstream.TASKS == "__pregel_tasks"
 
 
-def test_null_task_id_is_the_id_langgraphs_loop_stores_shared_writes_under() -> None:
-    from langgraph.pregel import _loop
-
-    # The loop stores writes that belong to no task (applied by readers as a
-    # checkpoint's own state) under this one id.
-    assert _loop.NULL_TASK_ID is _upstream.NULL_TASK_ID
-    assert _upstream.NULL_TASK_ID == "00000000-0000-0000-0000-000000000000"
-
-
 def test_sqlite_saver_cursor_task_path_and_delta_sql_still_exist(tmp_path: pathlib.Path) -> None:
     conn = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)
     saver = SqliteSaver(conn)

@@ -1,23 +1,25 @@
 """A process-wide memo of rebuilt message logs, for savers without threadlog's history cache.
 
-Why. A plain `SqliteSaver`/`PostgresSaver` (what LangGraph Server and `langgraph dev` bring)
-hands `MessageLogChannel.replay_writes` the whole thread's writes on every load. Decoding
-them is the saver's cost and cannot be avoided without wrapping it; re-indexing every
-message through the log's rules each turn is ours, and this memo removes it: a warm
-process re-applies only the writes it has not replayed before.
+Why. A plain `SqliteSaver`/`PostgresSaver` (what LangGraph Server and `langgraph dev`
+bring) hands `MessageLogChannel.replay_writes` the whole thread's writes on every load.
+Decoding them is the saver's cost and cannot be avoided without wrapping it; re-applying
+every message through the log's rules each turn is ours, and this memo removes most of
+it: a warm process checks the writes it has replayed before instead of re-applying them.
 
 Contract:
 
-* An entry maps the first write's task id (plus the seed it started from) to the task
-  ids of the writes it replayed, and the `(MessageLog, version)` it rebuilt from them.
+* An entry maps the first write's task id (plus the length of the seed it started from)
+  to what it replayed — per write, its task id and its messages' ids — and the
+  `(MessageLog, version)` it rebuilt from them.
 * A load reuses an entry only when the writes the saver returned *start with exactly
-  those task ids*, and every `NULL_TASK_ID` write among them (writes that belong to no
-  task share that one id) carries the same messages. A task's write row is never
-  replaced once stored (both savers insert them with "do nothing on conflict"), and a
-  task id names one task of one checkpoint, so equal ids mean equal writes. The remaining writes are
-  replayed normally. The memo never supplies a message the saver did not return, so
-  another process's writes, forks and edits are read exactly; it cannot be stale.
+  those writes*: the same task ids, the same message ids in the same order, and each
+  message equal (`==`) to the one the log holds under that id. Nothing is assumed about
+  ids being unique or rows immutable, so a history other than the one the saver
+  returned is never served: other processes' writes, forks and edits are read exactly.
+  The rest of the writes are replayed normally.
 * Bounded: at most `max_messages` messages across entries, least recently used first.
+* Cost: one comparison per stored message per load (a few µs), instead of re-applying it
+  through the log's indexes and rules.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import PendingWrite
 
-from threadlog._upstream import NULL_TASK_ID
 from threadlog.log import flatten_write
 
 if TYPE_CHECKING:
@@ -40,12 +41,12 @@ __all__ = ["ReplayMemo", "replay_memo"]
 DEFAULT_MAX_MESSAGES = 200_000
 
 _Key = tuple[str, int]  # first write's task id, length of the seed (-1: none)
-# task ids replayed, message ids of each NULL_TASK_ID write among them, log, version
-_Entry = tuple[list[str], dict[int, list[Any]], "MessageLog", int]
+_Write = tuple[str, tuple[Any, ...]]  # a replayed write: task id, its messages' ids
+_Entry = tuple[list[_Write], "MessageLog", int]
 
 
 class ReplayMemo:
-    """First task id → (task ids replayed, log, version); see the module docstring."""
+    """First task id → (writes replayed, log, version); see the module docstring."""
 
     def __init__(self, *, max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
         self.max_messages = max_messages
@@ -76,12 +77,10 @@ class ReplayMemo:
         if entry is None:
             self.misses += 1
             return None
-        ids, nulls, log, version = entry
-        n = len(ids)
-        if (
-            n > len(writes)
-            or any(writes[i][0] != ids[i] for i in range(n))
-            or any(not _same_write(log, ids_i, writes[i][2]) for i, ids_i in nulls.items())
+        done, log, version = entry
+        n = len(done)
+        if n > len(writes) or not all(
+            _same_write(log, done[i], writes[i]) for i in range(n)
         ):
             self.misses += 1
             return None
@@ -94,23 +93,18 @@ class ReplayMemo:
         if not writes:
             return
         key = (writes[0][0], seed_len)
-        ids = [w[0] for w in writes]
-        nulls = {
-            i: [getattr(m, "id", None) for m in flatten_write(w[2])]
-            for i, w in enumerate(writes)
-            if w[0] == NULL_TASK_ID
-        }
+        done = [(w[0], tuple(_ids(w[2]))) for w in writes]
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._size -= old[3]
+                self._size -= old[2]
             if version > self.max_messages:
                 return
-            self._entries[key] = (ids, nulls, log, version)
+            self._entries[key] = (done, log, version)
             self._size += version
             while self._size > self.max_messages:
                 _, evicted = self._entries.popitem(last=False)
-                self._size -= evicted[3]
+                self._size -= evicted[2]
 
     def clear(self) -> None:
         with self._lock:
@@ -118,15 +112,26 @@ class ReplayMemo:
             self._size = 0
 
 
-def _same_write(log: MessageLog, ids: list[Any], value: Any) -> bool:
-    """Whether a `NULL_TASK_ID` write (update_state's: they all share that task id) holds
-    the same messages as the one replayed at this position: same ids, same content."""
-    items = flatten_write(value)
-    if [getattr(m, "id", None) for m in items] != ids:
+def _ids(value: Any) -> list[Any]:
+    return [getattr(m, "id", None) for m in flatten_write(value)]
+
+
+def _same_write(log: MessageLog, done: _Write, write: PendingWrite) -> bool:
+    """Whether `write` is the write replayed as `done`: same task id, same message ids in
+    order, and each message equal to the one the log holds under its id (every id of a
+    replayed write is in the log: it was committed then, or was a replay of an earlier
+    message with the same id)."""
+    task_id, ids = done
+    if write[0] != task_id:
+        return False
+    items = flatten_write(write[2])
+    if len(items) != len(ids):
         return False
     for item, mid in zip(items, ids, strict=True):
         held = log.get(mid) if isinstance(mid, str) else None
-        if held is None or (held is not item and held != item):
+        if held is None or getattr(item, "id", None) != mid:
+            return False
+        if held is not item and held != item:
             return False
     return True
 
