@@ -377,9 +377,10 @@ def main() -> None:
                     res[f"storage_{pol}"] = r = spawn({"kind": "storage", "backend": backend,
                                                        "target": tgt(pol), "policy": pol,
                                                        "turns": a.turns})
-                    print(f"[{backend}] storage {pol}: {r['end_bytes'] / 1e6:.2f} MB, "
-                          f"{r['messages']} msgs, {r['events']} events, tail {_fmt(r['tail'])}",
-                          flush=True)
+                    print(f"[{backend}] storage {pol}: {r['end_bytes'] / 1e6:.2f} MB "
+                          f"({r['half_bytes'] / 1e6:.2f} MB at half), {r['messages']} msgs, "
+                          f"{r['events']} events, tail {_fmt(r['tail'])}, turns ~100 "
+                          f"{_fmt(r['at100'])}", flush=True)
                 none = res["storage_none"]
                 for pol, name in (("turns3", "ContextPolicy(max_turns=3)"),
                                   ("tokens", "ContextPolicy(max_tokens=2000, summarizer)")):

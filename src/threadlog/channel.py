@@ -22,9 +22,9 @@ Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); t
 view at the log's latest version writes in place, any other copies first — so no
 reader sees another's writes, and LangGraph's per-step copies cost nothing. With
 `threadlog.with_history_cache` on the saver, loading a thread costs O(new writes). On a
-plain saver (LangGraph Server's, `langgraph dev`'s) the saver still reads and decodes
-the whole thread each load, but the process-wide replay memo (`threadlog.replay_memo`)
-skips re-applying the writes this process already replayed.
+plain saver (LangGraph Server's, `langgraph dev`'s) the saver reads and decodes the
+whole thread on every load: with no periodic snapshots its walk is not bounded (see
+BENCHMARKS.md, issue 12 target 4); re-applying the stored writes is the small part.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from typing_extensions import TypedDict
 from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
 from threadlog.errors import AppendOnlyError
 from threadlog.log import MessageLog, append_messages, flatten_write
-from threadlog.replay_memo import replay_memo
 
 __all__ = [
     "CachedSeed",
@@ -110,7 +109,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     handed cannot corrupt the log; the only way in is a write.
     """
 
-    __slots__ = ("_log", "_seed_len", "_ver")
+    __slots__ = ("_log", "_ver")
 
     def __init__(
         self,
@@ -128,8 +127,6 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         # O(new messages), and no reader ever sees another reader's writes.
         self._log: MessageLog | None = None
         self._ver = 0
-        # What the replay memo keys a plain saver's history by (None: not used).
-        self._seed_len: int | None = None
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -207,31 +204,18 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
-            new._seed_len = -1
         elif isinstance(checkpoint, CachedSeed):
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(checkpoint.value or ()))
-            new._seed_len = len(checkpoint.value or ())
         else:  # a plain list stored by add_messages: migrate in place
             new._set(MessageLog(checkpoint))
-            new._seed_len = len(checkpoint)
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
         if self._log is None:
             self._set(MessageLog())
-        keyed = isinstance(writes, KeyedWrites)
-        # Without the history cache (a plain saver hands over the whole thread every
-        # load), the process-wide memo skips the writes this process already replayed.
-        seed_len = None if keyed else self._seed_len
-        start = 0
-        if seed_len is not None:
-            found = replay_memo.lookup(writes, seed_len)
-            if found is not None:
-                log, version, start = found
-                self._set(log, version)
-        for _, _, value in writes[start:]:
+        for _, _, value in writes:
             _refuse_overwrite(value)
             # One write at a time: each was accepted when it was made, and batching
             # invariance makes one-by-one equal to all-at-once.
@@ -239,8 +223,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         if isinstance(writes, KeyedWrites) and self._log is not None:
             # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)
-        elif seed_len is not None and self._log is not None:
-            replay_memo.store(writes, seed_len, self._log, self._ver)
+
 
     def update(self, values: Sequence[Any]) -> bool:
         if not values:
