@@ -464,10 +464,11 @@ def main() -> None:
                 rep.value(backend, f"L. get_state_history(limit=10), {h['messages']} messages "
                           f"(peak RSS {h['peak_rss_mb']:.0f} MB)", f"{h['ms']:.0f} ms",
                           "2000 ms, 300 MB", h["ms"] <= 2000 and h["peak_rss_mb"] <= 300)
-                rep.ratio(backend, f"L. slowest turn / median turn over {turns} turns "
-                          f"(turn {r['worst_turn']}: LangGraph's forced snapshot every 5000 "
-                          "supersteps)", r["worst_ms"] / r["median_ms"], 5.0,
-                          f"{r['worst_ms']:.0f} vs {r['median_ms']:.1f} ms")
+                # Reported, not judged: the issue asks that LangGraph's forced snapshot
+                # (every 5000 supersteps) not stall a turn, and names no limit.
+                rep.value(backend, f"L. slowest turn (turn {r['worst_turn']}) / median turn "
+                          f"over {turns} turns", f"{r['worst_ms']:.0f} / "
+                          f"{r['median_ms']:.1f} ms", "-", None)
                 rep.ratio(backend, f"L. ms/turn last 10% / turns ~100, {a.long_messages} msgs",
                           r["tail"]["ms"] / r["head"]["ms"], 1.2,
                           f"{_fmt(r['tail'])} vs {_fmt(r['head'])}")
