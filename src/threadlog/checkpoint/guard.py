@@ -79,6 +79,9 @@ MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
 
+# The threads each running Pregel loop holds (it may read its thread more than once).
+_LOOPS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
 # Threads this context holds with `exclusive()`: its runs must not wait for themselves.
 _HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
     "threadlog_held_threads", default=frozenset()
@@ -204,8 +207,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
-        if tid in _HELD.get():
-            return
+        held = _LOOPS.get(loop)
+        if tid in _HELD.get() or (held is not None and tid in held):
+            return  # an exclusive() block, or this loop's own second read
         strategy = self.strategy_for(config)
         if not (yield _RunLock(tid, strategy == "enqueue")):
             raise ConcurrentRunError(
@@ -214,6 +218,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 thread_id=tid,
             )
         release = _Release(self.store, tid)
+        _LOOPS.setdefault(loop, set()).add(tid)
         loop.stack.callback(release)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
