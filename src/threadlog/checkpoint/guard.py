@@ -166,6 +166,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
+        self._holding = _Holding()
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -217,7 +218,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 "nothing of this run was stored",
                 thread_id=tid,
             )
-        release = _Release(self.store, tid)
+        release = _Release(self.store, tid, self._holding)
         _LOOPS.setdefault(loop, set()).add(tid)
         loop.stack.callback(release)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
@@ -424,9 +425,11 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 now = yield _Store(self.store.write_keys, (*key, parent))
                 self._check_unseen_writes(key, parent, now)
             out: RunnableConfig = yield _Inner("put", args)
+            # Before the lock goes: this run's own late writes on `parent` (stored
+            # concurrently with this checkpoint) must not look like strays.
+            self.own_parents.add(parent)
         finally:
             yield _Store(lock.__exit__, (None, None, None))
-        self.own_parents.add(parent)
         return out
 
     def _put_writes_steps(
@@ -453,6 +456,11 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 values = self.input_check.from_start_writes(writes)
                 if values:
                     yield _Check(config, values, self._bases.get(key[0]))
+        if not is_update and key[0] in self._holding:
+            # This run holds the thread for its whole turn: no other run can have
+            # stored a result for its task, or a child of its checkpoint, meanwhile.
+            self._note_own(cid, writes, task_id)
+            return (yield _Inner("put_writes", args))
         lock = self.store.lock(key[0])
         yield _Store(lock.__enter__, ())
         try:
@@ -463,8 +471,13 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             else:
                 new = True
             if new and cid not in self.own_parents:
+                # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
+                # only a head newer than `cid` can be a child of it: the common case —
+                # `cid` is the head, or not stored yet — needs one indexed query.
                 head = yield _Store(self.store.head, key)
-                if head != cid and (yield _Store(self.store.has_child, (*key, cid))):
+                if head is not None and head > cid and (
+                    yield _Store(self.store.has_child, (*key, cid))
+                ):
                     raise ConcurrentRunError(
                         f"checkpoint {cid!r} already has a newer checkpoint after it, so "
                         f"new writes of task {task_id!r} there would leak into another "
@@ -601,18 +614,44 @@ async def _arun_lock(store: HeadStore, thread_id: str, wait: bool) -> bool:
 class _Release:
     """Releases a run lock once, whichever of the loop's exit or its collection comes first."""
 
-    def __init__(self, store: HeadStore, thread_id: str) -> None:
+    def __init__(self, store: HeadStore, thread_id: str, holding: _Holding) -> None:
         self.store = store
         self.thread_id = thread_id
+        self.holding = holding
         self._done = False
         self._lock = threading.Lock()
+        holding.add(thread_id)
 
     def __call__(self, *_: Any) -> None:
         with self._lock:
             if self._done:
                 return
             self._done = True
+        self.holding.discard(self.thread_id)
         self.store.run_unlock(self.thread_id)
+
+
+class _Holding:
+    """Threads a run of this saver holds right now (counted: one lock per run)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, thread_id: str) -> None:
+        with self._lock:
+            self._counts[thread_id] = self._counts.get(thread_id, 0) + 1
+
+    def discard(self, thread_id: str) -> None:
+        with self._lock:
+            left = self._counts.get(thread_id, 0) - 1
+            if left > 0:
+                self._counts[thread_id] = left
+            else:
+                self._counts.pop(thread_id, None)
+
+    def __contains__(self, thread_id: object) -> bool:
+        return thread_id in self._counts
 
 
 class _Recent:
