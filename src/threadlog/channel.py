@@ -13,10 +13,11 @@ one property `DeltaChannel` requires. Periodic full snapshots are off by default
 
 A step whose writes break a rule raises the `MessageLogError` from the run and changes
 nothing. LangGraph has already saved the finished tasks' writes as pending writes of the
-last checkpoint, so resuming that checkpoint (`invoke(None)`) or `get_state(config)`
-(which previews pending writes) report the same error; the stored log is intact
-(`get_state_history`, or `get_state` with a `checkpoint_id`), and new input continues
-the thread from it.
+last checkpoint, so resuming that checkpoint (`invoke(None)`) reports the same error;
+`get_state(config)`, which previews pending writes, skips writes the log refuses and
+shows the last good state (so `langgraph dev`'s state endpoint keeps answering); new
+input continues the thread from the intact log. Snapshots and plain lists read back as
+dicts (LangGraph Server's stores) are coerced to messages.
 
 Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
 view at the log's latest version writes in place, any other copies first — so no
