@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -204,3 +205,18 @@ def test_new_input_is_refused_when_another_run_stored_results_after_it_read(
             {"source": "input", "step": -1, "parents": {}},
             {},
         )
+
+
+def test_reading_a_thread_leaves_no_lock_files_next_to_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "read.db"
+    config = {"configurable": {"thread_id": "r"}}
+    with threadlog.checkpointer(f"sqlite:///{db}") as saver:
+        _slow_echo(saver, 0).invoke({"messages": [("user", "hi")]}, config)
+    for extra in tmp_path.glob("read.db.threadlog-*"):  # the writer's own lock files
+        shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    with threadlog.checkpointer(f"sqlite:///{db}") as saver:
+        graph = _slow_echo(saver, 0)
+        assert [m.content for m in graph.get_state(config).values["messages"]] == [
+            "hi", "seen 1"]
+        assert len(list(graph.get_state_history(config))) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["read.db"]
