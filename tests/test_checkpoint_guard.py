@@ -220,3 +220,25 @@ def test_reading_a_thread_leaves_no_lock_files_next_to_the_database(tmp_path: Pa
             "hi", "seen 1"]
         assert len(list(graph.get_state_history(config))) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["read.db"]
+
+
+def test_update_state_does_not_land_inside_a_running_turn(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "u"}}
+    with threadlog.checkpointer(f"sqlite:///{tmp_path / 'u.db'}",
+                                multitask_strategy="reject") as saver:
+        graph = _slow_echo(saver, 0.5)
+        graph.invoke({"messages": [("user", "first")]}, config)
+        run = threading.Thread(
+            target=graph.invoke, args=({"messages": [("user", "second")]}, config)
+        )
+        run.start()
+        deadline = time.monotonic() + 10
+        while graph.get_state(config).values["messages"][-1].content != "second":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(threadlog.ConcurrentRunError, match="stored nothing"):
+            graph.update_state(config, {"messages": [("user", "edit")]})
+        run.join()
+        graph.update_state(config, {"messages": [("user", "edit")]})  # the turn is over
+        texts = [m.content for m in graph.get_state(config).values["messages"]]
+    assert texts == ["first", "seen 1", "second", "seen 3", "edit"]

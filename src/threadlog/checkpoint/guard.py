@@ -79,13 +79,36 @@ MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
 
-# The threads each running Pregel loop holds (it may read its thread more than once).
-_LOOPS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
-# Threads this context holds with `exclusive()`: its runs must not wait for themselves.
-_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "threadlog_held_threads", default=frozenset()
+# Threads this context holds — an `exclusive()` block, or a run (its tasks and
+# background writes run in copies of its context): they must not wait for themselves.
+# A hold is marked done when it ends, so a context copied earlier (or one whose reset
+# never ran: LangGraph may exit an async loop from another context) does not keep it.
+_HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
+    "threadlog_held_threads", default={}  # noqa: B039 - never mutated, only replaced
 )
+
+
+class _Hold:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+
+def _holds(thread_id: str) -> bool:
+    hold = _HELD.get().get(thread_id)
+    return hold is not None and not hold.done
+
+
+def _enter_hold(thread_id: str) -> tuple[_Hold, contextvars.Token[dict[str, _Hold]]]:
+    hold = _Hold()
+    return hold, _HELD.set({**_HELD.get(), thread_id: hold})
+
+
+def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
+    hold.done = True
+    with contextlib.suppress(ValueError):  # ended from another context: `done` suffices
+        _HELD.reset(token)
 
 
 # -- the operations a step asks its driver for ---------------------------------------
@@ -166,7 +189,6 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
-        self._holding = _Holding()
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -198,19 +220,18 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             raise ConcurrentRunError(
                 "another run holds this thread (saver.exclusive)", thread_id=tid
             )
-        token = _HELD.set(_HELD.get() | {tid})
+        hold, token = _enter_hold(tid)
         try:
             yield
         finally:
-            _HELD.reset(token)
+            _exit_hold(hold, token)
             self.store.run_unlock(tid)
 
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
-        held = _LOOPS.get(loop)
-        if tid in _HELD.get() or (held is not None and tid in held):
-            return  # an exclusive() block, or this loop's own second read
+        if _holds(tid):
+            return  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
         if not (yield _RunLock(tid, strategy == "enqueue")):
             raise ConcurrentRunError(
@@ -218,8 +239,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 "nothing of this run was stored",
                 thread_id=tid,
             )
-        release = _Release(self.store, tid, self._holding)
-        _LOOPS.setdefault(loop, set()).add(tid)
+        release = _Release(self.store, tid)
         loop.stack.callback(release)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
@@ -407,6 +427,14 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             if values:
                 base = self._bases.get(key[0])
                 yield _Check(config if parent else None, values, base if base == parent else None)
+        in_run = CONFIG_KEY_RUNTIME in config["configurable"]
+        if in_run and not is_input and _holds(key[0]):
+            # This run holds the thread for its turn, and update_state waits for it
+            # (`_hold_for_update`): nobody else can have moved the head.
+            stored: RunnableConfig = yield _Inner("put", args)
+            self.own_parents.add(parent)
+            return stored
+        updating = not in_run and (yield from self._hold_for_update(key[0], config))
         lock = self.store.lock(key[0])
         yield _Store(lock.__enter__, ())
         try:
@@ -430,7 +458,23 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             self.own_parents.add(parent)
         finally:
             yield _Store(lock.__exit__, (None, None, None))
+            if updating:
+                yield _Store(self.store.run_unlock, (key[0],))
         return out
+
+    def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
+        """`update_state` and other writers outside a run: hold the thread for the one
+        write, so it never lands inside another run's turn (per the thread's strategy).
+        True when the lock was taken here (the caller releases it)."""
+        if _holds(thread_id):
+            return False  # an exclusive() block, or a node of the run that holds it
+        if not (yield _RunLock(thread_id, self.strategy_for(config) == "enqueue")):
+            raise ConcurrentRunError(
+                "a run is working on this thread (multitask_strategy='reject'); the "
+                "update stored nothing",
+                thread_id=thread_id,
+            )
+        return True
 
     def _put_writes_steps(
         self,
@@ -456,11 +500,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 values = self.input_check.from_start_writes(writes)
                 if values:
                     yield _Check(config, values, self._bases.get(key[0]))
-        if not is_update and key[0] in self._holding:
+        if not is_update and _holds(key[0]):
             # This run holds the thread for its whole turn: no other run can have
             # stored a result for its task, or a child of its checkpoint, meanwhile.
             self._note_own(cid, writes, task_id)
             return (yield _Inner("put_writes", args))
+        updating = is_update and (yield from self._hold_for_update(key[0], config))
         lock = self.store.lock(key[0])
         yield _Store(lock.__enter__, ())
         try:
@@ -490,6 +535,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             yield _Inner("put_writes", args)
         finally:
             yield _Store(lock.__exit__, (None, None, None))
+            if updating:
+                yield _Store(self.store.run_unlock, (key[0],))
 
     def _compare_writes(
         self,
@@ -614,44 +661,23 @@ async def _arun_lock(store: HeadStore, thread_id: str, wait: bool) -> bool:
 class _Release:
     """Releases a run lock once, whichever of the loop's exit or its collection comes first."""
 
-    def __init__(self, store: HeadStore, thread_id: str, holding: _Holding) -> None:
+    def __init__(self, store: HeadStore, thread_id: str) -> None:
         self.store = store
         self.thread_id = thread_id
-        self.holding = holding
         self._done = False
         self._lock = threading.Lock()
-        holding.add(thread_id)
+        # The run's context (and the tasks and background writes LangGraph copies from
+        # it) knows it holds the thread: its writes skip the re-checks, a nested run
+        # or update_state on the same thread does not wait for it.
+        self._hold, self._token = _enter_hold(thread_id)
 
     def __call__(self, *_: Any) -> None:
         with self._lock:
             if self._done:
                 return
             self._done = True
-        self.holding.discard(self.thread_id)
+        _exit_hold(self._hold, self._token)
         self.store.run_unlock(self.thread_id)
-
-
-class _Holding:
-    """Threads a run of this saver holds right now (counted: one lock per run)."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, thread_id: str) -> None:
-        with self._lock:
-            self._counts[thread_id] = self._counts.get(thread_id, 0) + 1
-
-    def discard(self, thread_id: str) -> None:
-        with self._lock:
-            left = self._counts.get(thread_id, 0) - 1
-            if left > 0:
-                self._counts[thread_id] = left
-            else:
-                self._counts.pop(thread_id, None)
-
-    def __contains__(self, thread_id: object) -> bool:
-        return thread_id in self._counts
 
 
 class _Recent:
