@@ -18,8 +18,13 @@ Contract.
   holds the same lock around any block of code; runs inside it do not wait for it.
   Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
   worker never blocks a thread.
-* **Every write is still checked** under a short per-thread lock (writers that hold no
-  run lock exist: `update_state`, other tools, other versions):
+* **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
+  writes take the thread's run lock for the one write. A node's own `update_state` or
+  nested run does not wait for itself: a hold lives in the run's context, which
+  LangGraph copies into its tasks and background writes.
+* **Writes outside a hold are checked** under a short per-thread lock (a turn's input,
+  `update_state`, other tools and versions); a run's own later checkpoints and task
+  writes skip the re-checks — every other guarded writer waits for the hold:
   - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint; one
     indexed query), unless LangGraph marks it a deliberate fork (`update_state`:
     source `"update"`/`"fork"`);
@@ -34,11 +39,11 @@ Contract.
   `__start__` writes) and `update_state`'s writes are dry-run against the stored log
   first (`threadlog.checkpoint.input_check`); the log's own error is raised and nothing is
   stored.
-* **Readers always answer.** A read that is not a run's (`get_state`, the inspector)
-  of a checkpoint whose stored task writes the log refuses (a step that failed on
-  them) shows the last good state: those writes are left out of `pending_writes` and
-  the task carries the log's error as its `__error__` write, as a failed task does.
-  Runs read the raw checkpoint, so resuming it raises the error again.
+* **`get_state` always answers.** Its read of a checkpoint whose stored task writes
+  the log refuses (a step that failed on them) shows the last good state: those writes
+  are left out of `pending_writes` and the task carries the log's error as its
+  `__error__` write, as a failed task does. Every other read (runs, `update_state`,
+  `list`) gets the raw checkpoint, so resuming it raises the error again.
 
 Subgraph namespaces are not guarded (their parent's checkpoints are). Sync and async
 share one sans-IO generator per operation (`_put_steps`, `_put_writes_steps`, …),
