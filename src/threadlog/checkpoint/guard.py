@@ -433,9 +433,13 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 base = self._bases.get(key[0])
                 yield _Check(config if parent else None, values, base if base == parent else None)
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
-        if in_run and not is_input and _holds(key[0]):
-            # This run holds the thread for its turn, and update_state waits for it
-            # (`_hold_for_update`): nobody else can have moved the head.
+        if in_run and _holds(key[0]):
+            # This run holds the thread for its turn and read it after taking the hold;
+            # every other guarded writer (runs, update_state) waits for the hold. One
+            # indexed query per turn still verifies the head, for writers that bypass
+            # the guard.
+            if is_input:
+                self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
             stored: RunnableConfig = yield _Inner("put", args)
             self.own_parents.add(parent)
             return stored
@@ -443,17 +447,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         lock = self.store.lock(key[0])
         yield _Store(lock.__enter__, ())
         try:
-            head = yield _Store(self.store.head, key)
-            if head != parent and metadata.get("source") not in _FORK_SOURCES:
-                raise ConcurrentRunError(
-                    f"this run started from checkpoint {parent!r} but the thread's head "
-                    f"is now {head!r} (if you addressed that older checkpoint on purpose, "
-                    "branch from it with graph.update_state(<its config>, ...) and invoke "
-                    "the config it returns)",
-                    thread_id=key[0],
-                    checkpoint_id=parent,
-                    head=head,
-                )
+            self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
             if is_input and parent:
                 now = yield _Store(self.store.write_keys, (*key, parent))
                 self._check_unseen_writes(key, parent, now)
@@ -466,6 +460,21 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             if updating:
                 yield _Store(self.store.run_unlock, (key[0],))
         return out
+
+    @staticmethod
+    def _refuse_moved(
+        key: tuple[str, str], parent: str | None, head: str | None, metadata: CheckpointMetadata
+    ) -> None:
+        if head != parent and metadata.get("source") not in _FORK_SOURCES:
+            raise ConcurrentRunError(
+                f"this run started from checkpoint {parent!r} but the thread's head "
+                f"is now {head!r} (if you addressed that older checkpoint on purpose, "
+                "branch from it with graph.update_state(<its config>, ...) and invoke "
+                "the config it returns)",
+                thread_id=key[0],
+                checkpoint_id=parent,
+                head=head,
+            )
 
     def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
         """`update_state` and other writers outside a run: hold the thread for the one
