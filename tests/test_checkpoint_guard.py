@@ -242,3 +242,28 @@ def test_update_state_does_not_land_inside_a_running_turn(tmp_path: Path) -> Non
         graph.update_state(config, {"messages": [("user", "edit")]})  # the turn is over
         texts = [m.content for m in graph.get_state(config).values["messages"]]
     assert texts == ["first", "seen 1", "second", "seen 3", "edit"]
+
+
+@pytest.mark.parametrize("how", ["per thread", "per run"])
+def test_the_strategy_can_be_chosen_per_thread_and_per_run(how: str) -> None:
+    config: dict[str, Any] = {"configurable": {"thread_id": "s"}}
+    with threadlog.checkpointer("memory://") as saver:  # the saver's default: enqueue
+        graph = _slow_echo(saver, 0.3)
+        if how == "per thread":
+            saver.set_multitask_strategy("s", "reject")
+        else:
+            config = {"configurable": {"thread_id": "s", "multitask_strategy": "reject"}}
+        first = threading.Thread(target=graph.invoke, args=({"messages": [("user", "a")]},
+                                                             config))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not graph.get_state(config).values:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(threadlog.ConcurrentRunError, match="reject"):
+            graph.invoke({"messages": [("user", "b")]}, config)
+        first.join()
+        assert [m.content for m in graph.get_state(config).values["messages"]] == [
+            "a", "seen 1"]
+        with pytest.raises(ValueError, match="enqueue, reject"):
+            saver.set_multitask_strategy("s", "interleave")  # type: ignore[arg-type]
