@@ -194,6 +194,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
+        # Per thread: the Runtime object of the run of this saver holding it, and the hold.
+        self._runs: dict[str, tuple[Any, _Hold]] = {}
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -232,6 +234,14 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             _exit_hold(hold, token)
             self.store.run_unlock(tid)
 
+    def _held_by_run(self, thread_id: str, config: RunnableConfig) -> bool:
+        """Whether this write comes from the run (or exclusive block) holding the thread."""
+        if _holds(thread_id):
+            return True
+        run = self._runs.get(thread_id)
+        runtime = config["configurable"].get(CONFIG_KEY_RUNTIME)
+        return run is not None and runtime is not None and run[0] is runtime and not run[1].done
+
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
@@ -245,6 +255,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 thread_id=tid,
             )
         release = _Release(self.store, tid)
+        # LangGraph does not always carry the run's context into its task threads; the
+        # run's Runtime object rides in the config of every write it makes.
+        self._runs[tid] = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
         loop.stack.callback(release)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
@@ -433,7 +446,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 base = self._bases.get(key[0])
                 yield _Check(config if parent else None, values, base if base == parent else None)
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
-        if in_run and _holds(key[0]):
+        if in_run and self._held_by_run(key[0], config):
             # This run holds the thread for its turn and read it after taking the hold;
             # every other guarded writer (runs, update_state) waits for the hold. One
             # indexed query per turn still verifies the head, for writers that bypass
@@ -514,7 +527,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 values = self.input_check.from_start_writes(writes)
                 if values:
                     yield _Check(config, values, self._bases.get(key[0]))
-        if not is_update and _holds(key[0]):
+        if not is_update and self._held_by_run(key[0], config):
             # This run holds the thread for its whole turn: no other run can have
             # stored a result for its task, or a child of its checkpoint, meanwhile.
             self._note_own(cid, writes, task_id)
