@@ -394,6 +394,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        if self._trusted_put(config, metadata):
+            return self._stored(config, self.inner.put(config, checkpoint, metadata, new_versions))
         steps = self._put_steps(config, checkpoint, metadata, new_versions)
         return cast(RunnableConfig, _drive(steps, self))
 
@@ -404,6 +406,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        if self._trusted_put(config, metadata):
+            out = await self.inner.aput(config, checkpoint, metadata, new_versions)
+            return self._stored(config, out)
         steps = self._put_steps(config, checkpoint, metadata, new_versions)
         return cast(RunnableConfig, await _adrive(steps, self))
 
@@ -414,6 +419,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._trusted_writes(config, writes, task_id, task_path):
+            return self.inner.put_writes(config, writes, task_id, task_path)
         _drive(self._put_writes_steps(config, writes, task_id, task_path), self)
 
     async def aput_writes(
@@ -423,7 +430,43 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._trusted_writes(config, writes, task_id, task_path):
+            return await self.inner.aput_writes(config, writes, task_id, task_path)
         await _adrive(self._put_writes_steps(config, writes, task_id, task_path), self)
+
+    # The common case, decided once for both drivers: a run's own checkpoints and task
+    # writes inside its hold need no step (a turn's input and its __start__ writes do).
+
+    def _trusted_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
+        key = _guarded_key(config)
+        return (
+            key is not None
+            and metadata.get("source") != "input"
+            and CONFIG_KEY_RUNTIME in config["configurable"]
+            and self._held_by_run(key[0], config)
+        )
+
+    def _stored(self, config: RunnableConfig, out: RunnableConfig) -> RunnableConfig:
+        self.own_parents.add(config["configurable"].get("checkpoint_id"))
+        return out
+
+    def _trusted_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> bool:
+        key = _guarded_key(config)
+        if (
+            key is None
+            or CONFIG_KEY_RUNTIME not in config["configurable"]
+            or task_path.rsplit(", ", 1)[-1] == START
+            or not self._held_by_run(key[0], config)
+        ):
+            return False
+        self._note_own(config["configurable"]["checkpoint_id"], writes, task_id)
+        return True
 
     def _put_steps(
         self,
