@@ -19,6 +19,12 @@ Contract:
   results), or by the next entry of `scripted` (an assistant message dict) when given.
   `"stream": true` is answered as server-sent events, with a usage chunk when
   `stream_options.include_usage` is set.
+* Server quirks, to test the server profiles against: a scripted entry
+  `{"__status__": 500, "message": ...}` is answered with that HTTP error, and
+  `{"__empty_stream__": True}` with HTTP 200 and a stream of no chunks;
+  `string_content=True` answers HTTP 500 (llama-cpp-python's own text) to an assistant
+  message whose `content` is null; `usage=False` never reports usage; `owned_by` is what
+  `GET /v1/models` names as the owner.
 """
 
 from __future__ import annotations
@@ -196,7 +202,17 @@ def _sse(done: dict[str, Any], include_usage: bool) -> Iterator[dict[str, Any]]:
 class OpenAIServer:
     """See the module docstring."""
 
-    def __init__(self, scripted: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        scripted: list[dict[str, Any]] | None = None,
+        *,
+        string_content: bool = False,
+        usage: bool = True,
+        owned_by: str = "openai",
+    ) -> None:
+        self.string_content = string_content
+        self.usage = usage
+        self.owned_by = owned_by
         self.requests: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self.scripted = list(scripted or [])
@@ -206,6 +222,19 @@ class OpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:
+                data = json.dumps(
+                    {
+                        "object": "list",
+                        "data": [{"id": "local", "object": "model", "owned_by": server.owned_by}],
+                    }
+                ).encode()
+                self.send_response(200 if self.path.rstrip("/").endswith("/models") else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -251,12 +280,32 @@ class OpenAIServer:
             with self._lock:
                 self.errors.append(exc.body)
             return 400, exc.body, None
+        if self.string_content and any(
+            m.get("role") == "assistant" and m.get("content") is None for m in body["messages"]
+        ):
+            # What llama-cpp-python's server (pydantic: content is a str) answers.
+            error = {
+                "error": {
+                    "message": "1 validation error: content Input should be a valid string",
+                    "type": "internal_server_error",
+                }
+            }
+            with self._lock:
+                self.errors.append(error)
+            return 500, error, None
         with self._lock:
             scripted = self.scripted.pop(0) if self.scripted else None
+        if scripted is not None and "__status__" in scripted:
+            error = {"error": {"message": scripted.get("message", ""), "type": "server_error"}}
+            return int(scripted["__status__"]), error, None
+        if scripted is not None and scripted.get("__empty_stream__"):
+            return 200, {}, iter(())
         reply = scripted if scripted is not None else _offline_reply(body)
         done = _completion(body, reply, n)
+        if not self.usage:
+            done.pop("usage")
         if body.get("stream"):
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            include = self.usage and bool((body.get("stream_options") or {}).get("include_usage"))
             return 200, done, _sse(done, include)
         return 200, done, None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -123,9 +125,10 @@ def test_a_blob_naming_an_unexpected_class_is_refused_not_executed() -> None:
     assert CANARY_HITS == ["boom"]
     CANARY_HITS.clear()
     with threadlog.checkpointer("memory://") as saver:
-        value = saver.serde.loads_typed(("msgpack", blob))
+        # Refused loudly: neither built nor handed back as its raw argument.
+        with pytest.raises(threadlog.StoredDataError, match=r"names .*Canary"):
+            saver.serde.loads_typed(("msgpack", blob))
     assert CANARY_HITS == []
-    assert value == "boom"  # the record's raw argument, as inert data
 
 
 def test_a_forged_blob_in_the_database_is_not_executed_on_read(sqlite_url: str) -> None:
@@ -145,11 +148,21 @@ def test_a_forged_blob_in_the_database_is_not_executed_on_read(sqlite_url: str) 
         )
         conn.commit()
     with threadlog.checkpointer(sqlite_url) as saver:
-        messages = _graph(saver).get_state(config).values["messages"]
+        # Not executed, and not read back as its argument either (it would become a
+        # user message "from-the-db"): reading the thread fails, naming the type.
+        with pytest.raises(threadlog.StoredDataError, match="Canary"):
+            _graph(saver).get_state(config)
     assert CANARY_HITS == []
-    # The blocked record came back as its raw argument: inert text, not an object.
-    assert messages[0].content == "from-the-db"
-    assert [m.id for m in messages[1:]] == ["a1", "t1", "a2"]
+
+
+def test_a_record_naming_os_system_is_refused_not_run_nor_read_as_text(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    record = ormsgpack.packb(("os", "system", f"touch {marker}"))
+    blob = ormsgpack.packb(ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, record))
+    with threadlog.checkpointer("memory://") as saver:
+        with pytest.raises(threadlog.StoredDataError, match=r"names os\.system"):
+            saver.serde.loads_typed(("msgpack", blob))
+    assert not marker.exists()
 
 
 def test_allowed_types_let_your_own_classes_through() -> None:

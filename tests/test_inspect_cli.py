@@ -139,7 +139,7 @@ def test_last_reads_only_the_newest_checkpoints(
     assert code == 0 and newest == [r["checkpoint_id"] for r in everything[-2:]]
 
 
-def test_html_option_writes_a_page_with_every_view(
+def test_html_option_writes_the_thread_page(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page = tmp_path / "t-1.html"
@@ -148,8 +148,11 @@ def test_html_option_writes_a_page_with_every_view(
 
     html = page.read_text(encoding="utf-8")
     assert code == 0 and "thread t-1 · timeline" in out
-    assert html.startswith("<!DOCTYPE html>") and html.count("<table>") == 3
-    assert "tool r-c-paris: Paris: fine" in html and "fork tree" in html
+    assert html.startswith("<!DOCTYPE html>") and html.endswith("</html>")
+    assert html.count('<details class="tl-turn"') == 3  # two turns, and the fork's one
+    assert "branch #1 · forked from #0" in html  # the fork as its own branch
+    assert 'id="result-c-paris"' in html and "Paris: fine" in html
+    assert "tool calls at" in html  # the pairs table
 
 
 def test_unknown_thread_or_database_exits_1_with_the_reason(

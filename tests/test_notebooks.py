@@ -49,6 +49,7 @@ class Run:
         self.workdir = workdir
         self.stdout = ""
         self.html: list[str] = []
+        self.png: list[str] = []  # inline images (base64), e.g. `t.plot()`
         for cell in nb.cells:
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "stream" and out.get("name") == "stdout":
@@ -56,6 +57,8 @@ class Run:
                 data = out.get("data", {})
                 if "text/html" in data:
                     self.html.append(data["text/html"])
+                if "image/png" in data:
+                    self.png.append(data["image/png"])
 
     def value(self, label: str) -> str:
         m = re.search(rf"^{re.escape(label)}:? (.*)$", self.stdout, re.MULTILINE)
@@ -83,6 +86,36 @@ def execute(name: str, kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.Mon
     )
     client.execute()
     return Run(nb, tmp_path)
+
+
+def test_the_notebooks_extra_covers_every_import_of_the_notebooks() -> None:
+    """README: `pip install -e ".[notebooks]"` is all the notebooks need."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    def name(req: str) -> str:
+        return re.split(r"[<>=!\[; ]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+    project = tomllib.loads((NOTEBOOKS.parent / "pyproject.toml").read_text())["project"]
+    reqs = [*project["dependencies"], *project["optional-dependencies"]["notebooks"]]
+    allowed = {name(r) for r in reqs}
+    providers = packages_distributions()
+    imported: set[str] = set()
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                for node in ast.walk(ast.parse(cell.source)):
+                    if isinstance(node, ast.Import):
+                        imported.update(a.name.split(".")[0] for a in node.names)
+                    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                        imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names} - {"threadlog"}
+    missing = {
+        m: providers.get(m)
+        for m in third_party
+        if not {d.lower().replace("_", "-") for d in providers.get(m, [])} & allowed
+    }
+    assert third_party and not missing
 
 
 def test_weather_demo_notebook_walks_its_checkpoints(
@@ -161,5 +194,36 @@ def test_long_conversation_notebook_compares_context_and_log(
     assert run.value("summary in context") == "True"
     calls, max_ctx, log_tokens = re.findall(r"\d+", run.value("model calls"))
     assert int(calls) == 24 and int(max_ctx) < int(log_tokens)
+    # The notebook's claim, checked against its own curve: once trimming starts the
+    # context grows by a few tokens per call, the log by about ten times as much.
+    assert int(run.value("trimming starts at model call")) > 1
+    ctx_rate, log_rate = map(float, re.findall(r"[\d.]+", run.value("tokens per call after that")))
+    assert 0 < ctx_rate * 5 < log_rate
     assert run.value("plot saved") == "long_conversation.png True"
     assert (tmp_path / "long_conversation.png").stat().st_size > 10_000
+    assert len(run.png) == 1 and len(run.png[0]) > 10_000  # t.plot() shown inline
+
+
+def test_debug_notebook_finds_the_failed_thread_and_what_the_model_saw(
+    kernel_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = execute("05_debug_a_real_thread", kernel_dir, tmp_path, monkeypatch)
+
+    db = str(tmp_path / "app.sqlite")
+    listing = inspect.threads(db)
+    assert int(run.value("threads")) == len(listing.items) == 4
+    assert run.value("thread with an error") == "user-2"
+    assert "Shanghai timed out" in run.value("error")
+    calls = re.findall(r"^call: (\w+) (\w+) (\S+)$", run.stdout, re.M)
+    assert calls == [("Beijing", "success", "-"), ("Shanghai", "error", "raised")]
+    assert run.value("model calls timed") == "2"
+    assert run.value("failed result in context") == "True"
+    t = inspect.thread(db, "user-2")
+    after = [m for m in t.head.messages if m.type == "ai"][-1]
+    assert int(run.value("context messages")) == (
+        after.response_metadata["threadlog"]["context_messages"]
+    )  # the rebuilt context has as many messages as the run recorded sending
+    page = next(h for h in run.html if 'class="tl-wf-bar tool"' in h)
+    assert page.count('class="tl-wf-bar tool"') == 2 and "user-2" in page
+    assert any("what the model saw" in h for h in run.html)
+    assert len(run.png) == 1

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Overwrite
 from pydantic import BaseModel, ValidationError
@@ -186,7 +187,8 @@ def test_no_module_but_upstream_touches_private_upstream_names() -> None:
     root = pathlib.Path(threadlog.__file__).parent
     pattern = re.compile(
         r"_internal|from langgraph[\w.]* import _|import _|__pregel_|\._cursor\(|"
-        r"_allowed_msgpack|_get_ls_params\(|\._has_task_path"
+        r"_allowed_msgpack|_get_ls_params\(|\._has_task_path|_get_request_payload|"
+        r"_convert_message_to_dict|_construct_responses_api_input"
     )
     comment = re.compile(r"^\s*#")
     offenders = []
@@ -202,3 +204,103 @@ def test_no_module_but_upstream_touches_private_upstream_names() -> None:
 def test_ai_message_still_carries_tool_calls_the_way_the_log_reads_them() -> None:
     m = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
     assert m.tool_calls[0]["id"] == "c1"
+
+
+def test_a_saver_told_it_has_no_task_path_reads_an_older_writes_table(
+    tmp_path: pathlib.Path,
+) -> None:
+    from threadlog.inspect.readonly import open_readonly
+
+    path = tmp_path / "old.db"
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        saver.put(
+            config,
+            empty_checkpoint(),
+            {"source": "input", "step": -1},
+            {},
+        )
+        head = saver.get_tuple(config)
+        assert head is not None
+        saver.put_writes(head.config, [("messages", "hi")], task_id="task-1")
+    with sqlite3.connect(path) as conn:  # the table as LangGraph stored it before task_path
+        conn.execute("ALTER TABLE writes DROP COLUMN task_path")
+    conn.close()
+
+    with open_readonly(str(path)) as ro:  # no setup(): it is told instead
+        assert _upstream.saver_has_task_path(ro) is False
+        tup = ro.get_tuple(config)
+    assert tup is not None and tup.pending_writes == [("task-1", "messages", "hi")]
+
+
+def test_request_payload_hook_rewrites_every_body_langchain_openai_sends() -> None:
+    import asyncio
+
+    from langchain_core.messages import ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    from tests.openai_server import OpenAIServer
+
+    history = [
+        HumanMessage("hi"),
+        AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        ToolMessage("r", tool_call_id="c1"),
+    ]
+    with OpenAIServer([{"role": "assistant", "content": "ok"}] * 4) as server:
+        model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0)  # type: ignore[arg-type]
+        body = model._get_request_payload(history)
+        assert body["messages"][1]["content"] is None  # what the hook exists to change
+
+        def mark(b: dict) -> dict:
+            return {**b, "messages": [*b["messages"], {"role": "user", "content": "marked"}]}
+
+        wired = _upstream.with_request_payload_rewrite(model, "mark", mark)
+        wired.invoke(history)
+        asyncio.run(wired.ainvoke(history))
+        list(wired.stream(history))
+        model.invoke(history)  # the caller's model is not changed
+    marked = [r["messages"][-1]["content"] == "marked" for r in server.requests]
+    assert marked == [True, True, True, False]
+
+
+def test_langchain_openai_message_converters_build_chat_and_responses_json() -> None:
+    assert _upstream.convert_message_to_dict(HumanMessage("hi")) == {
+        "content": "hi",
+        "role": "user",
+    }
+    items = list(_upstream.construct_responses_api_input([HumanMessage("hi")]))
+    assert items and items[0]["role"] == "user"
+
+
+def test_task_status_channels_and_null_task_id_are_what_the_loop_uses() -> None:
+    # A finished task is one with writes and none on ERROR/INTERRUPT; NULL_TASK_ID writes
+    # are applied before anything else when a run starts (checkpoint/finished.py).
+    from langgraph.pregel import _loop
+    from langgraph.pregel._task_status import CONTROL_WRITES
+
+    assert {_upstream.ERROR, _upstream.INTERRUPT} <= CONTROL_WRITES
+    assert _upstream.NULL_TASK_ID == "00000000-0000-0000-0000-000000000000"
+    assert "w[0] == NULL_TASK_ID" in inspect.getsource(_loop.PregelLoop._first)
+
+
+def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    seen: list[dict] = []
+
+    class Spy(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig):  # type: ignore[no-untyped-def]
+            seen.append(dict(config["configurable"]))
+            return super().get_tuple(config)
+
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    graph = g.compile(checkpointer=Spy())
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [("user", "hi")]}, config)
+    assert _upstream.CONFIG_KEY_RUNTIME in seen[0]
+    seen.clear()
+    graph.get_state(config)
+    assert all(_upstream.CONFIG_KEY_RUNTIME not in c for c in seen)

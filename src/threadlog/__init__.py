@@ -11,47 +11,116 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
   `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
   and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
   `AppendOnlyError`, `ParallelWriteError`.
-* Providers: `validate`, `PROFILES`, `Profile`, `get_profile`; the wire boundary
-  `to_wire`, `openai_payload`, `profile_for`.
+* Providers and servers: `validate`, `PROFILES`, `SERVER_PROFILES`, `Profile`,
+  `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
+  `infer_profile`, `rewrite_payload`, `with_profile`.
 * Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
   `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
   `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
-* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`,
+* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
   `with_history_cache`, `HistoryCache`.
 * Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
 
-from threadlog.agent import create_agent
-from threadlog.channel import MessageLogChannel, Messages, MessagesState
-from threadlog.checkpoint.cache import HistoryCache, with_history_cache
-from threadlog.checkpoint.saver import acheckpointer, checkpointer
-from threadlog.context.compaction import AgentState, Compactions
-from threadlog.context.policy import ContextPolicy, build_context, plan_context
-from threadlog.errors import (
-    AppendOnlyError,
-    ApprovalError,
-    ConcurrentRunError,
-    ConflictingIdError,
-    InvalidMessageError,
-    MessageLogError,
-    ParallelWriteError,
-    ThreadlogError,
-    ToolCallError,
-    ToolPairingError,
-)
-from threadlog.log import MessageLog, append_messages
-from threadlog.messages import coerce_message, digest, role_of
-from threadlog.models.offline import OfflineChatModel
-from threadlog.nodes.model import ContextNode, ModelNode
-from threadlog.nodes.tools.node import ToolNode
-from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-from threadlog.profiles import PROFILES, Profile, get_profile, validate
-from threadlog.wire import openai_payload, profile_for, to_wire
+from typing import TYPE_CHECKING, Any
+
+# The names below load on first use (PEP 562), so `threadlog --help` and `import threadlog`
+# stay fast and load no LangGraph until something from it is needed.
+if TYPE_CHECKING:
+    from threadlog.agent import create_agent
+    from threadlog.channel import MessageLogChannel, Messages, MessagesState
+    from threadlog.checkpoint.cache import HistoryCache, with_history_cache
+    from threadlog.checkpoint.saver import acheckpointer, checkpointer
+    from threadlog.context.compaction import AgentState, Compactions
+    from threadlog.context.policy import ContextPolicy, build_context, plan_context
+    from threadlog.errors import (
+        AppendOnlyError,
+        ApprovalError,
+        ConcurrentRunError,
+        ConflictingIdError,
+        InvalidMessageError,
+        MessageLogError,
+        ParallelWriteError,
+        StoredDataError,
+        ThreadlogError,
+        ToolCallError,
+        ToolPairingError,
+    )
+    from threadlog.log import MessageLog, append_messages
+    from threadlog.messages import coerce_message, digest, role_of
+    from threadlog.models.offline import OfflineChatModel
+    from threadlog.nodes.model import ContextNode, ModelNode
+    from threadlog.nodes.tools.node import ToolNode
+    from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
+    from threadlog.profiles import PROFILES, SERVER_PROFILES, Profile, get_profile, validate
+    from threadlog.wire import (
+        infer_profile,
+        openai_payload,
+        profile_for,
+        rewrite_payload,
+        to_wire,
+        with_profile,
+    )
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "threadlog.agent": ("create_agent",),
+    "threadlog.channel": ("MessageLogChannel", "Messages", "MessagesState"),
+    "threadlog.checkpoint.cache": ("HistoryCache", "with_history_cache"),
+    "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
+    "threadlog.context.compaction": ("AgentState", "Compactions"),
+    "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
+    "threadlog.errors": (
+        "AppendOnlyError",
+        "ApprovalError",
+        "ConcurrentRunError",
+        "ConflictingIdError",
+        "InvalidMessageError",
+        "MessageLogError",
+        "ParallelWriteError",
+        "StoredDataError",
+        "ThreadlogError",
+        "ToolCallError",
+        "ToolPairingError",
+    ),
+    "threadlog.log": ("MessageLog", "append_messages"),
+    "threadlog.messages": ("coerce_message", "digest", "role_of"),
+    "threadlog.models.offline": ("OfflineChatModel",),
+    "threadlog.nodes.model": ("ContextNode", "ModelNode"),
+    "threadlog.nodes.tools.node": ("ToolNode",),
+    "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
+    "threadlog.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"),
+    "threadlog.wire": (
+        "infer_profile",
+        "openai_payload",
+        "profile_for",
+        "rewrite_payload",
+        "to_wire",
+        "with_profile",
+    ),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PROFILES",
+    "SERVER_PROFILES",
     "AgentState",
     "AppendOnlyError",
     "ApprovalError",
@@ -71,6 +140,7 @@ __all__ = [
     "OfflineChatModel",
     "ParallelWriteError",
     "Profile",
+    "StoredDataError",
     "ThreadlogError",
     "ToolCallError",
     "ToolNode",
@@ -83,13 +153,16 @@ __all__ = [
     "create_agent",
     "digest",
     "get_profile",
+    "infer_profile",
     "openai_payload",
     "plan_context",
     "profile_for",
+    "rewrite_payload",
     "role_of",
     "send_tool_calls",
     "to_wire",
     "tools_condition",
     "validate",
     "with_history_cache",
+    "with_profile",
 ]

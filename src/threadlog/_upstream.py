@@ -14,15 +14,18 @@ import sys
 from typing import Any
 
 # Config keys LangGraph puts in `config["configurable"]` for a running task.
-# The pending-write channel of a failed task's error, and the task id of writes that are
-# a step's input rather than a task's output: a reader shows a refused write as the
-# former, and must not mistake the latter for a task.
+# A task's failure and interrupt channels in its pending writes (a task with either did
+# not finish), and the task id of writes that are input to a step rather than a task's
+# output: the loop applies them first, for resumes and new input alike. Used to carry
+# work a crash left without its checkpoint (`checkpoint/finished.py`); and for
+# `get_state`, to show a refused write as its task's error (`checkpoint/guard.py`).
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_RUNTIME,
     ERROR,
+    INTERRUPT,
     NS_SEP,
     NULL_TASK_ID,
 )
@@ -86,6 +89,7 @@ __all__ = [
     "CONFIG_KEY_RUNTIME",
     "DELTA_STAGE1_SQL",
     "ERROR",
+    "INTERRUPT",
     "MISSING",
     "NS_SEP",
     "NULL_TASK_ID",
@@ -98,6 +102,8 @@ __all__ = [
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",
     "channels_from_checkpoint",
+    "construct_responses_api_input",
+    "convert_message_to_dict",
     "entering_loop",
     "filter_validation_errors",
     "in_state_preview",
@@ -107,6 +113,8 @@ __all__ = [
     "postgres_cursor",
     "reading_state",
     "saver_has_task_path",
+    "set_saver_has_task_path",
+    "with_request_payload_rewrite",
 ]
 
 
@@ -125,6 +133,12 @@ def saver_has_task_path(saver: Any) -> bool:
     """Whether a SqliteSaver's writes table has the `task_path` column (newer schema);
     the saver's delta SQL builder needs to know."""
     return bool(saver._has_task_path)
+
+
+def set_saver_has_task_path(saver: Any, value: bool) -> None:
+    """Tell a SqliteSaver opened read-only (its `setup()` migration never runs) whether
+    its writes table has `task_path`; `setup()` is what normally finds out."""
+    saver._has_task_path = value
 
 
 def allowed_msgpack_modules(serde: Any) -> Any:
@@ -177,3 +191,49 @@ def reading_state(depth: int = 5) -> bool:
 def in_state_preview(depth: int = 8) -> bool:
     """Whether `get_state` is previewing a checkpoint's pending writes (we are below it)."""
     return _caller_in(_PREVIEWS, depth) is not None
+# -- langchain-openai ------------------------------------------------------------------------
+# Its own message → JSON converters (Chat Completions dicts, Responses API input items):
+# `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.
+from langchain_openai.chat_models.base import (  # noqa: E402
+    _construct_responses_api_input as construct_responses_api_input,
+)
+from langchain_openai.chat_models.base import (  # noqa: E402
+    _convert_message_to_dict as convert_message_to_dict,
+)
+
+# The request body, after conversion, before it is sent.
+# `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
+# every sync/async, streamed or not, request sends. langchain-openai has no public hook
+# between converting the messages and sending them, and its conversion cannot express some
+# servers' rules (it always turns "" beside tool calls into null), so a server profile's
+# rules are applied to the body here: a subclass per (model class, profile) overrides it.
+_REWRITING: dict[tuple[type, str], type] = {}
+
+
+def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
+    """A copy of a langchain-openai chat model whose request body goes through
+    `rewrite(body) -> body` before it is sent; `key` names the rewrite (one subclass each)."""
+    base = type(model)
+    if getattr(base, "_threadlog_rewrite_key", None) is not None:
+        base = base.__mro__[1]  # already rewritten: replace, never stack, the rule
+    sub = _REWRITING.get((base, key))
+    if sub is None:
+        original = base._get_request_payload
+
+        def _get_request_payload(self: Any, input_: Any, *, stop: Any = None, **kw: Any) -> Any:
+            return type(self)._threadlog_rewrite(original(self, input_, stop=stop, **kw))
+
+        sub = type(
+            base.__name__,
+            (base,),
+            {
+                "__module__": base.__module__,
+                "_get_request_payload": _get_request_payload,
+                "_threadlog_rewrite_key": key,
+                "_threadlog_rewrite": staticmethod(rewrite),
+            },
+        )
+        _REWRITING[(base, key)] = sub
+    copy = model.model_copy()
+    object.__setattr__(copy, "__class__", sub)
+    return copy

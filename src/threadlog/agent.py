@@ -14,6 +14,9 @@ Contract:
 * `per_call_branches=True` routes each tool call to its own `Send` task (finished calls
   survive a failing or interrupted sibling); otherwise one `tools` task runs the calls
   of a step in parallel. Either way the log lists the results in call order.
+* A turn stops after `max_model_calls` model calls (default 25) with an assistant
+  message saying so (`response_metadata["threadlog_stop"]`); `tool_choice` applies to
+  the first model call of each turn; `profile` picks a server's wire rules.
 * `requires_approval` names tools that pause the run (LangGraph `interrupt`) until a
   human approves each call (see `threadlog.ToolNode`).
 * The result is an ordinary compiled LangGraph graph: `invoke`, `stream`, checkpoints,
@@ -33,9 +36,10 @@ from langgraph.types import Checkpointer, Send
 
 from threadlog.context.compaction import AgentState
 from threadlog.context.policy import ContextPolicy
-from threadlog.nodes.model import ContextNode, ModelNode
+from threadlog.nodes.model import DEFAULT_MAX_MODEL_CALLS, ContextNode, ModelNode
 from threadlog.nodes.tools.node import ToolNode
 from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
+from threadlog.profiles import Profile
 
 __all__ = ["create_agent"]
 
@@ -49,6 +53,9 @@ def create_agent(
     checkpointer: Checkpointer = None,
     per_call_branches: bool = False,
     requires_approval: Sequence[str] = (),
+    profile: str | Profile | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
     name: str | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile a model ⇄ tools agent over `AgentState` (see the module docstring).
@@ -64,12 +71,27 @@ def create_agent(
         per_call_branches: run each tool call as its own task (`Send`), so a failing or
             interrupted call never re-runs its finished siblings.
         requires_approval: tool names that pause for a reviewer before running.
+        profile: the provider or server profile (`threadlog.PROFILES`), e.g.
+            `"llama-cpp-python"`; default inferred from the model.
+        tool_choice: `tool_choice` of the first model call of each turn (`"auto"`,
+            `"required"`, `"none"`, a tool name); default: the profile's.
+        max_model_calls: model calls one turn may make before it is stopped with an
+            explicit, logged reason (default 25); None: no cap.
         name: the compiled graph's name.
     """
     tools = list(tools)
     builder = StateGraph(AgentState)
     builder.add_node(
-        "model", ModelNode(model, tools, system_prompt=system_prompt, context=context)
+        "model",
+        ModelNode(
+            model,
+            tools,
+            system_prompt=system_prompt,
+            context=context,
+            profile=profile,
+            tool_choice=tool_choice,
+            max_model_calls=max_model_calls,
+        ),
     )
     builder.add_node("tools", ToolNode(tools, requires_approval=requires_approval))
 

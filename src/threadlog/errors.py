@@ -10,6 +10,8 @@
     │   └── ParallelWriteError          two tasks of one step both appended conversation
     ├── ConcurrentRunError (RuntimeError)  another run wrote to the thread first; retry
     ├── ToolCallError (RuntimeError)    a tool call failed and `handle_errors=False`
+    ├── StoredDataError (ValueError)    stored data that cannot be trusted: a record naming
+    │                                   a type outside the allowlist, a broken writes chain
     └── ApprovalError (ValueError)      a resume value that is no approval decision
 
 The builtin bases are kept so code that catches `ValueError` / `RuntimeError` (as for
@@ -29,6 +31,7 @@ __all__ = [
     "InvalidMessageError",
     "MessageLogError",
     "ParallelWriteError",
+    "StoredDataError",
     "ThreadlogError",
     "ToolCallError",
     "ToolPairingError",
@@ -180,4 +183,13 @@ class ApprovalError(ThreadlogError, ValueError):
     """A resume value for a tool approval that is not one of the accepted decisions.
 
     Nothing is saved for such a value, so the same approval can be answered again.
+    """
+
+
+class StoredDataError(ThreadlogError, ValueError):
+    """Stored checkpoint data that reads back as something other than what was written.
+
+    A blob naming a type outside the serializer's allowlist (never imported or called),
+    or a thread whose writes no longer form the chain they were stored as (a row deleted
+    or swapped). Reading such a thread fails loudly instead of showing a different history.
     """

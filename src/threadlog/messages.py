@@ -42,6 +42,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from threadlog._upstream import is_overwrite
 from threadlog.errors import AppendOnlyError, InvalidMessageError
+from threadlog.message_values import check_dict_values, check_message_values
 
 __all__ = [
     "ROLES",
@@ -248,6 +249,8 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
             position=position,
             fix="set tool_call_id to the id of the AIMessage tool call it answers",
         )
+    _check_content_type(value, mid, role, position)
+    check_dict_values(value, role, position)
     _check_calls(value, mid, role, position)
     if "role" not in value and value["type"] in _LC_TYPES and "content" in value:
         try:
@@ -258,6 +261,27 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
     data["role"] = role
     data.setdefault("content", "")
     return _convert(data, position)
+
+
+def _check_content_type(
+    value: Mapping[str, Any], mid: Any, role: Role, position: int | None
+) -> None:
+    # The message classes turn None into "" and bytes into text without a word; an
+    # assistant message that only calls tools is the one place None is meant.
+    if "content" not in value:
+        return
+    content = value["content"]
+    if isinstance(content, (str, list)):
+        return
+    if content is None and role == "assistant" and value.get("tool_calls"):
+        return
+    raise InvalidMessageError(
+        f"'content' must be a string or a list of content blocks, got {type(content).__name__}",
+        message_id=mid,
+        role=role,
+        position=position,
+        fix="send text as a str (decode bytes first); non-text parts as content blocks",
+    )
 
 
 def _check_calls(value: Mapping[str, Any], mid: Any, role: Role, position: int | None) -> None:
@@ -353,6 +377,7 @@ def _check_fields(message: BaseMessage, position: int | None) -> None:
                     fix="give each call of one AIMessage its own id",
                 )
             seen.add(cid)
+    check_message_values(message, position)
 
 
 def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:

@@ -1,10 +1,17 @@
-"""Provider profiles as data, and `validate`: would this provider accept this history?
+"""Provider and server profiles as data, and `validate`: would this provider accept this history?
 
 A profile states a provider's rules about message *structure* — where system and
 developer text go, how tool results travel, whether `name` is sent — as plain fields
 that can be read and printed (`PROFILES`). `validate` applies the structural rules every
 tool-calling provider shares (each result answers one earlier call; a call is answered
 before the conversation moves on) plus the profile's own.
+
+Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`, `vllm`,
+`lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible server:
+what `content` an assistant message with only tool calls carries, whether tools need a
+`tool_choice`, whether tool calls survive streaming, whether usage comes in streams.
+`threadlog.wire.rewrite_payload` applies them to the request body; `ModelNode` applies
+the tool-choice and streaming rules. Each row says where its rules come from (`source`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.messages import calls_of, coerce_message, is_stored_form, role_of
 
-__all__ = ["PROFILES", "Profile", "get_profile", "validate"]
+__all__ = ["PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"]
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,141 @@ class Profile:
     first_turn_user: bool
     """Whether the first non-system message must be a user message."""
 
+    # -- wire rules of one server (defaults: what OpenAI itself does) -----------------
+    tool_call_content: Literal["null", "empty"] = "null"
+    """`content` of an assistant message that carries only tool calls: JSON null, or ""
+    for servers that type the field as a plain string (langchain-openai always sends
+    null, so the wire rewrites it)."""
+    tool_results_as_text: bool = False
+    """Also restate tool results as one user message after them: for servers whose
+    prompt template drops `tool` messages (the model would never see the results)."""
+    tool_choice: str | None = None
+    """The `tool_choice` sent on the first model call of a turn when tools are bound and
+    the caller chose none; None: not sent (the server's default)."""
+    named_for_required: bool = False
+    """The server has no `"required"`: with a single tool it is sent as that tool's name
+    (`{"type": "function", "function": {"name": ...}}`), else as `"auto"`."""
+    stream_tool_calls: bool = True
+    """Whether a streamed request with tools works; False: such requests are sent
+    without streaming (the server answers them with an empty stream)."""
+    usage_in_stream: bool = True
+    """Whether the server reports token usage in streams (`stream_options`)."""
+    parallel_calls: bool = True
+    """Whether one assistant message may carry several calls."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    """The name the server reads the output-token limit under (langchain-openai sends
+    `max_completion_tokens`; older servers only know `max_tokens`)."""
+    call_id_pattern: str | None = None
+    """Regex every call id sent must match; other ids are mapped, consistently within
+    one request, to ids that do. None: any id the log holds."""
+    reuses_call_ids: bool = False
+    """The server hands out ids it used before in the thread (e.g. `call_0` every
+    turn). `ModelNode` re-keys colliding ids for every profile; this only documents it."""
+    base_url_hints: tuple[str, ...] = ()
+    """Substrings of a base URL that identify the server (`infer_profile`)."""
+    owned_by: tuple[str, ...] = ()
+    """`owned_by` values of the server's `/v1/models` answer that identify it."""
+    source: str = ""
+    """Where the rules come from: a recorded session here, or the server's own docs."""
+
     def allows_name(self, name: str | None) -> bool:
         return bool(
             name and self.name_pattern and re.fullmatch(self.name_pattern, name)
         )
+
+
+def _server(name: str, description: str, **rules: Any) -> Profile:
+    """A Chat Completions server: OpenAI's message structure without `name` and with
+    developer text folded into system text (support varies), plus `rules`."""
+    base: dict[str, Any] = {
+        "system": "messages",
+        "developer": "as-system",
+        "system_anywhere": True,
+        "tool_results": "tool-role",
+        "name_pattern": None,
+        "first_turn_user": False,
+    }
+    return Profile(name=name, description=description, **{**base, **rules})
+
+
+SERVER_PROFILES: tuple[Profile, ...] = (
+    _server(
+        "openai",
+        "OpenAI's own Chat Completions endpoint",
+        developer="native",
+        name_pattern=r"[a-zA-Z0-9_-]{1,64}",
+        base_url_hints=("api.openai.com",),
+        owned_by=("openai", "system", "openai-internal"),
+        source="OpenAI API reference",
+    ),
+    _server(
+        "llama-cpp-python",
+        "llama-cpp-python's server (`python -m llama_cpp.server`, chat_format "
+        "chatml-function-calling)",
+        tool_call_content="empty",
+        tool_results_as_text=True,
+        tool_choice="required",
+        named_for_required=True,
+        stream_tool_calls=False,
+        usage_in_stream=False,
+        parallel_calls=False,
+        max_tokens_field="max_tokens",
+        owned_by=("me",),
+        source="recorded here: llama-cpp-python 0.3.36 answers HTTP 500 to content null, "
+        "ignores tools without tool_choice, asserts on 'required', sends an empty stream "
+        "for tool_choice 'auto' with stream, repeats a streamed call's name in every chunk "
+        "(langchain joins them: get_weatherget_weather…), leaves tool messages out of its prompt, "
+        "HTML-escapes prompt text, sends no usage in streams, ignores max_completion_tokens",
+    ),
+    _server(
+        "llama-server",
+        "llama.cpp's llama-server (--jinja), also embedded by xllamacpp",
+        base_url_hints=(":8080",),
+        owned_by=("llamacpp",),
+        source="recorded here: llama.cpp server build 11549 (xllamacpp 2026.10.11549) "
+        "accepts content null and tool_choice auto/required (HTTP 200) and reports usage in "
+        "streams; tools reach the model only if the chat template renders them (--jinja); "
+        "'required' still lets the model write text first, so SmolLM2-135M never called",
+    ),
+    _server(
+        "ollama",
+        "Ollama's OpenAI-compatible endpoint (/v1)",
+        base_url_hints=(":11434",),
+        owned_by=("library", "ollama"),
+        source="Ollama's OpenAI compatibility docs (not run here)",
+    ),
+    _server(
+        "vllm",
+        "vLLM's OpenAI-compatible server (tools need --enable-auto-tool-choice and a "
+        "--tool-call-parser)",
+        owned_by=("vllm",),
+        source="vLLM tool-calling docs (not run here); Mistral models there need 9-"
+        "character alphanumeric call ids: use a profile with call_id_pattern",
+    ),
+    _server(
+        "lmstudio",
+        "LM Studio's local server",
+        base_url_hints=(":1234",),
+        owned_by=("organization_owner",),
+        source="LM Studio OpenAI compatibility docs (not run here)",
+    ),
+    _server(
+        "deepseek",
+        "DeepSeek API (api.deepseek.com)",
+        base_url_hints=("api.deepseek.com",),
+        owned_by=("deepseek",),
+        source="DeepSeek API docs (not run here); reasoning_content is never sent back",
+    ),
+    _server(
+        "qwen",
+        "Qwen on Alibaba Cloud DashScope (compatible-mode)",
+        tool_call_content="empty",
+        parallel_calls=False,
+        base_url_hints=("dashscope",),
+        source="DashScope compatible-mode docs (not run here): examples send content '' "
+        "with tool calls; parallel calls only with parallel_tool_calls=true",
+    ),
+)
 
 
 PROFILES: dict[str, Profile] = {
@@ -92,7 +230,8 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             name="openai-compatible",
-            description="OpenAI-compatible servers (DeepSeek, Qwen, vLLM, local)",
+            description="OpenAI-compatible servers: the common subset (a server profile "
+            "below fits a known server)",
             system="messages",
             developer="as-system",
             system_anywhere=True,
@@ -100,6 +239,7 @@ PROFILES: dict[str, Profile] = {
             name_pattern=None,
             first_turn_user=False,
         ),
+        *SERVER_PROFILES,
     )
 }
 

@@ -14,12 +14,25 @@ Contract (the seeds' rule: never send the whole message object):
 * `to_wire` is a pure transform; whether the provider would *accept* the history is
   `threadlog.validate`'s question, asked by `ModelNode` before anything is sent.
 * `openai_payload(messages, profile)` is the JSON `messages` list that langchain-openai
-  would send for them (its own `_convert_message_to_dict` / Responses input builder; we
-  do not rewrite OpenAI's format). `profile_for(model)` infers a model's profile.
+  would send for them (its own converters, via `threadlog._upstream`).
+  `profile_for(model)` infers a model's profile; `infer_profile(base_url, models)` a
+  server's, from its URL or its `/v1/models` answer.
+* `rewrite_payload(body, profile)` applies a server profile's wire rules to a Chat
+  Completions request body where langchain-openai's conversion cannot express them:
+  `""` instead of null content beside tool calls, call ids mapped to the profile's id
+  format (the same mapping for the calls and their results, so each request stays
+  self-consistent), tool results restated as user text for servers whose template drops
+  them, `"required"` sent as the single tool's name, no `stream_options` where the server
+  reports no usage, `max_tokens` for servers that ignore `max_completion_tokens`.
+  `with_profile(model, profile)` returns a copy of a langchain-openai
+  model whose every request body passes through it; `ModelNode` does this itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,11 +44,19 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from threadlog._upstream import ls_provider
+from threadlog._upstream import ls_provider, with_request_payload_rewrite
 from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, role_of
 from threadlog.profiles import Profile, get_profile
 
-__all__ = ["openai_payload", "profile_for", "to_wire"]
+__all__ = [
+    "infer_profile",
+    "needs_rewrite",
+    "openai_payload",
+    "profile_for",
+    "rewrite_payload",
+    "to_wire",
+    "with_profile",
+]
 
 
 def _name(message: BaseMessage, profile: Profile) -> dict[str, Any]:
@@ -127,16 +148,13 @@ def openai_payload(
     Chat Completions profiles give the `messages` list; `openai-responses` gives the
     Responses API `input` items.
     """
-    from langchain_openai.chat_models.base import (
-        _construct_responses_api_input,
-        _convert_message_to_dict,
-    )
+    from threadlog._upstream import construct_responses_api_input, convert_message_to_dict
 
     prof = get_profile(profile)
     wire = to_wire(messages, prof)
     if prof.name == "openai-responses":
-        return list(_construct_responses_api_input(wire))
-    return [_convert_message_to_dict(m) for m in wire]
+        return list(construct_responses_api_input(wire))
+    return [convert_message_to_dict(m) for m in wire]
 
 
 _PROVIDERS = {
@@ -164,5 +182,158 @@ def profile_for(model: Any) -> Profile:
             return get_profile("openai-responses")
         base = getattr(model, "openai_api_base", None)
         if base and "api.openai.com" not in str(base):
-            return get_profile("openai-compatible")
+            return infer_profile(str(base))
     return get_profile("openai-chat")
+
+
+def infer_profile(base_url: str, models: Any = None) -> Profile:
+    """The server profile for an OpenAI-compatible `base_url`: by the `owned_by` of its
+    `/v1/models` answer (`models`, the parsed JSON, when given), else by the URL
+    (`Profile.base_url_hints`), else `openai-compatible`."""
+    from threadlog.profiles import SERVER_PROFILES
+
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = {m.get("owned_by") for m in data or [] if isinstance(m, dict)}
+    for prof in SERVER_PROFILES:
+        if owners & set(prof.owned_by):
+            return prof
+    for prof in SERVER_PROFILES:
+        if any(hint in base_url for hint in prof.base_url_hints):
+            return prof
+    return get_profile("openai-compatible")
+
+
+
+# -- server wire rules on the request body -------------------------------------------
+
+
+def needs_rewrite(profile: str | Profile) -> bool:
+    """Whether `rewrite_payload` can change a body for `profile` (else it is skipped)."""
+    p = get_profile(profile)
+    return (
+        p.tool_call_content != "null"
+        or p.tool_results_as_text
+        or p.named_for_required
+        or not p.usage_in_stream
+        or p.call_id_pattern is not None
+        or p.max_tokens_field != "max_completion_tokens"
+    )
+
+
+def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, Any]:
+    """`body` (a Chat Completions request) with `profile`'s wire rules applied.
+
+    A new dict; `body` is not changed. Bodies without `messages` (Responses API) are
+    returned as they are.
+    """
+    prof = get_profile(profile)
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        return body
+    out = dict(body)
+    messages = [dict(m) if isinstance(m, dict) else m for m in raw]
+    if prof.call_id_pattern is not None:
+        _map_call_ids(messages, prof.call_id_pattern)
+    if prof.tool_call_content == "empty":
+        for m in messages:
+            if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") is None:
+                m["content"] = ""
+    if prof.tool_results_as_text:
+        messages = _results_as_text(messages)
+    out["messages"] = messages
+    if prof.named_for_required and out.get("tool_choice") == "required":
+        tools = out.get("tools") or []
+        out["tool_choice"] = (
+            {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
+            if len(tools) == 1
+            else "auto"
+        )
+    if not prof.usage_in_stream:
+        out.pop("stream_options", None)
+    if prof.max_tokens_field == "max_tokens" and "max_completion_tokens" in out:
+        out["max_tokens"] = out.pop("max_completion_tokens")
+    return out
+
+
+def _map_call_ids(messages: list[dict[str, Any]], pattern: str) -> None:
+    """Give every call id that does not match `pattern` a stand-in that does, the same
+    one for the call and its result (the log keeps its own ids)."""
+    mapping: dict[str, str] = {}
+
+    def stand_in(cid: str) -> str:
+        if re.fullmatch(pattern, cid):
+            return cid
+        if cid not in mapping:
+            digest = hashlib.blake2b(cid.encode(), digest_size=16).hexdigest()
+            # Try the common id shapes; the first that matches the pattern wins.
+            for candidate in (f"call_{digest[:24]}", digest[:9], digest[:24], digest):
+                if re.fullmatch(pattern, candidate):
+                    mapping[cid] = candidate
+                    break
+            else:
+                raise ValueError(f"no stand-in call id matches the profile's {pattern!r}")
+        return mapping[cid]
+
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "id": stand_in(str(c.get("id")))} for c in m["tool_calls"]]
+        elif m.get("role") == "tool":
+            m["tool_call_id"] = stand_in(str(m.get("tool_call_id")))
+
+
+def _results_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """After each run of `tool` messages, one user message restating them: the `tool`
+    messages stay (the request keeps its pairs); the text is what the model reads."""
+    names: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        said = [
+            (names.get(str(m.get("tool_call_id")), "tool"), _text(m.get("content")))
+            for m in run
+        ]
+        if len(said) == 1:
+            text = f"The {said[0][0]} tool returned: {said[0][1]}\nUse it to answer my question."
+        else:
+            lines = "\n".join(f"- {name}: {result}" for name, result in said)
+            text = f"The tools returned:\n{lines}\nUse them to answer my question."
+        out.append({"role": "user", "content": text})
+        run.clear()
+
+    for m in messages:
+        if m.get("role") == "tool":
+            out.append(m)
+            run.append(m)
+            continue
+        flush()
+        for c in m.get("tool_calls") or []:
+            names[str(c.get("id"))] = str((c.get("function") or {}).get("name", "tool"))
+        out.append(m)
+    flush()
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
+        )
+    return json.dumps(content, ensure_ascii=False)
+
+
+def with_profile(model: Any, profile: str | Profile) -> Any:
+    """`model` with `profile`'s body rules applied to every request it sends.
+
+    For a langchain-openai chat model (Chat Completions) and a profile that needs
+    rewriting, a copy whose request body passes through `rewrite_payload`; any other
+    model is returned as it is.
+    """
+    prof = get_profile(profile)
+    if not needs_rewrite(prof) or ls_provider(model) != "openai":
+        return model
+    return with_request_payload_rewrite(model, prof.name, lambda body: rewrite_payload(body, prof))

@@ -40,6 +40,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadlog.checkpoint.cache import with_history_cache
+from threadlog.checkpoint.finished import keep_finished_work
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.heads import (
     HeadStore,
@@ -48,6 +49,7 @@ from threadlog.checkpoint.heads import (
     SqliteHeadStore,
 )
 from threadlog.checkpoint.input_check import InputCheck
+from threadlog.checkpoint.integrity import chain_writes
 from threadlog.checkpoint.serde import strict_serializer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
@@ -199,14 +201,19 @@ def _finish(
     cache: bool,
     multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> BaseCheckpointSaver[Any]:
-    """The one place a ready saver gets wrapped: the history cache, `wrap`, the guard.
+    """The one place a ready saver gets wrapped: the history cache, finished work, `wrap`,
+    the guard.
 
     The read cache (`threadlog.checkpoint.cache`) wraps the backend saver *inside* the
     guard, so both the graph's reads and the guard's input check read through it, and
     every write still passes the guard. It is on by default: without it every turn
-    re-reads and re-checks the thread's whole history (see BENCHMARKS.md).
+    re-reads and re-checks the thread's whole history (see BENCHMARKS.md). Head reads
+    carry the work a crash left without its checkpoint (`threadlog.checkpoint.finished`),
+    so new input does not drop it; every checkpoint records a count and checksum of the
+    message writes it is rebuilt from, checked on read (`threadlog.checkpoint.integrity`).
     """
     out: BaseCheckpointSaver[Any] = with_history_cache(saver) if cache else saver
+    out = keep_finished_work(chain_writes(out))
     out = wrap(out) if wrap is not None else out
     if guard:
         out = GuardedSaver(

@@ -1,7 +1,9 @@
-"""The `threadlog` command: `threadlog demo` and `threadlog inspect`.
+"""The `threadlog` command: `demo`, `threads`, `inspect` and `export`.
 
-Each subcommand lives with the code it drives and registers itself here through a
-`register(subparsers)` function, so this file stays a table of contents.
+Each subcommand lives in its own module and registers itself here through a
+`register(subparsers)` function, so this file stays a table of contents. Nothing heavy is
+imported until a subcommand runs (`threadlog --help` and `--version` load no LangGraph):
+the subcommand modules import LangChain and LangGraph inside their `run` functions.
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _subcommands() -> list[Register]:
-    from threadlog.cli import demo as demo_cli
-    from threadlog.cli import inspect as inspect_cli
+    from threadlog.cli import demo, export, inspect, threads
 
-    return [demo_cli.register, inspect_cli.register]
+    return [demo.register, threads.register, inspect.register, export.register]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("threadlog")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="threadlog",
         description="threadlog: an append-only, pairing-safe message log for LangGraph.",
     )
+    parser.add_argument("--version", action="version", version=f"threadlog {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _subcommands():
         register(sub)

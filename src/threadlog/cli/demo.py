@@ -14,6 +14,12 @@ Contract:
   as one JSON document (nothing else on stdout).
 * Misconfiguration (no API key, unreachable endpoint, unknown model spec, unusable
   database) is one line on stderr saying what to set, and exit status 1 — no traceback.
+  So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
+  the profile to try and whether the thread can continue
+  (`threadlog.models.servers.explain_failure`).
+* `--profile` picks the server's wire rules (default: detected from the endpoint's
+  `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
+  (default: the profile's); `--max-model-calls` caps a turn (default 6).
 """
 
 from __future__ import annotations
@@ -26,16 +32,14 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessageChunk,
-    HumanMessage,
-)
-from langchain_core.runnables import RunnableConfig
+if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
 
-from threadlog.cli.transcript import Transcript, history_json, messages_in
+    from threadlog.profiles import Profile
 
 __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
@@ -44,13 +48,15 @@ DEFAULT_DB = "sqlite:///threadlog-demo.db"
 # Each step is stored before the next starts: a demo stopped mid-turn (Ctrl-C) keeps
 # every finished step, and the checkpoint id printed at the end is already on disk.
 DURABILITY: Literal["sync"] = "sync"
+# A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
+DEMO_MAX_MODEL_CALLS = 6
 
 _EPILOG = """\
 examples:
   threadlog demo                                   # offline model, ./threadlog-demo.db
   threadlog demo "Beijing and Shanghai: umbrella today?"
   threadlog demo "那上海呢？" --thread demo-1a2b3c4d   # continue a conversation
-  threadlog demo --json --thread demo-1a2b3c4d     # the thread's history as JSON
+  threadlog demo --json --thread demo-1a2b3c4d     # the thread's history as JSON (no new turn)
   threadlog demo --db postgresql://user:pw@localhost/db
   OPENAI_API_KEY=sk-... threadlog demo --model openai:gpt-4o-mini
   OPENAI_API_KEY=sk-... threadlog demo --model openai:deepseek-chat \\
@@ -77,8 +83,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "question",
         nargs="?",
-        default=DEFAULT_QUESTION,
-        help=f"what to ask (default: {DEFAULT_QUESTION})",
+        help=f"what to ask (default: {DEFAULT_QUESTION}; with --json and --thread and no "
+        "question, nothing is asked)",
     )
     p.add_argument(
         "--thread",
@@ -95,7 +101,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print the thread's whole message history as JSON instead of the transcript",
+        help="print the thread's whole message history as JSON instead of the transcript; "
+        "without a question it only reads (--thread required)",
     )
     p.add_argument(
         "--model",
@@ -110,6 +117,32 @@ def register(sub: Any) -> None:
         help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
         "(default: $OPENAI_BASE_URL, else OpenAI)",
     )
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="the server's wire rules, e.g. llama-cpp-python, llama-server, ollama, vllm "
+        "(default: detected from the endpoint's /v1/models, else its URL)",
+    )
+    p.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="tool_choice of the turn's first model call: auto, required, none or a tool "
+        "name (default: the profile's)",
+    )
+    p.add_argument(
+        "--temperature",
+        metavar="T",
+        type=float,
+        help="sampling temperature sent to the model (default: the server's); 0 makes a "
+        "small local model's calls repeatable",
+    )
+    p.add_argument(
+        "--max-model-calls",
+        metavar="N",
+        type=int,
+        default=DEMO_MAX_MODEL_CALLS,
+        help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
+    )
     p.set_defaults(func=run)
 
 
@@ -119,25 +152,63 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(out, io.TextIOWrapper):
         # A console that cannot show Chinese must not crash the demo.
         out.reconfigure(errors="backslashreplace")
-    question = args.question.strip()
+    read_only = args.json and args.question is None
+    question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
     thread_id = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
     try:
+        if read_only:
+            if not args.thread:
+                raise DemoError(
+                    "--json without a question prints a thread's history: give --thread ID "
+                    "(or a question to ask on a new thread)"
+                )
+            _print_stored_json(args.thread, args.db, out)
+            return 0
         if not question:
             raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
-        model = chat_model(args.model, args.base_url)
-        with _errors_explained(args), _open_db(args.db) as saver:
+        model = chat_model(args.model, args.base_url, temperature=args.temperature)
+        profile = server_profile(args)
+        with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
+            from langchain_core.messages import HumanMessage
+
             from threadlog.examples.weather import build_graph
 
-            graph = build_graph(model, saver)
+            graph = build_graph(
+                model,
+                saver,
+                profile=profile,
+                tool_choice=args.tool_choice,
+                max_model_calls=args.max_model_calls,
+            )
             config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
             turn = HumanMessage(content=question)
             if args.json:
                 graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
                 _print_json(graph, config, args.db, out)
             else:
-                _print_turn(graph, config, turn, args, out)
+                _print_turn(graph, config, turn, args, out, profile)
     except DemoError as e:
         print(f"threadlog demo: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        # A database that fails mid-turn (locked, disk full, connection lost) is one line
+        # too; anything else is a bug whose traceback THREADLOG_DEBUG=1 shows.
+        if os.environ.get("THREADLOG_DEBUG"):
+            raise
+        from threadlog.inspect.readonly import SourceError
+
+        if isinstance(e, (OSError, SourceError, LookupError)) or _module_root(e) in _DB_DRIVERS:
+            print(
+                f"threadlog demo: error: the checkpoint database {db_url(args.db)} failed: "
+                f"{_one_line(e)}",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"threadlog demo: error: {type(e).__name__}: {_one_line(e)} "
+                "(THREADLOG_DEBUG=1 shows the traceback)",
+                file=sys.stderr,
+            )
         return 1
     except KeyboardInterrupt:
         print("threadlog demo: interrupted", file=sys.stderr)
@@ -152,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
 # -- model and database -----------------------------------------------------------
 
 
-def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
+def chat_model(
+    spec: str, base_url: str | None = None, *, temperature: float | None = None
+) -> BaseChatModel:
     """`offline` → `OfflineChatModel`; `openai:MODEL` → `ChatOpenAI` (key from the env)."""
     from threadlog import OfflineChatModel
 
@@ -179,7 +252,29 @@ def chat_model(spec: str, base_url: str | None = None) -> BaseChatModel:
         max_retries=1,
         timeout=60,
         stream_usage=True,
+        # A small local model can ramble for thousands of tokens; an answer needs few.
+        max_tokens=512,
+        **({} if temperature is None else {"temperature": temperature}),
     )
+
+
+def server_profile(args: argparse.Namespace) -> Profile | None:
+    """`--profile`, else the endpoint's (asked once, via `/v1/models`); None offline."""
+    from threadlog.profiles import get_profile
+
+    if args.profile:
+        try:
+            return get_profile(args.profile)
+        except ValueError as e:  # names the known profiles
+            raise DemoError(f"--profile: {e}") from None
+    if args.model == "offline":
+        return None
+    base = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base:
+        return get_profile("openai")
+    from threadlog.models.servers import detect_profile
+
+    return detect_profile(base, api_key=os.environ.get("OPENAI_API_KEY"))
 
 
 def db_url(value: str) -> str:
@@ -218,11 +313,14 @@ def _module_root(e: BaseException) -> str:
 
 
 @contextmanager
-def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
+def _errors_explained(
+    args: argparse.Namespace, profile: Profile | None = None, thread_id: str | None = None
+) -> Iterator[None]:
     """Turn provider failures into one line that says what to set."""
     import openai
 
     from threadlog import ConcurrentRunError, MessageLogError
+    from threadlog.models.servers import detect_profile, explain_failure
 
     endpoint = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     try:
@@ -230,11 +328,6 @@ def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
     except (ConcurrentRunError, MessageLogError) as e:
         # Already a sentence naming the thread or the message and the fix.
         raise DemoError(_one_line(e)) from None
-    except openai.APIConnectionError as e:
-        raise DemoError(
-            f"cannot reach the model endpoint {endpoint} ({_one_line(e)}); set --base-url "
-            "or OPENAI_BASE_URL to a running OpenAI-compatible server"
-        ) from None
     except openai.AuthenticationError:
         raise DemoError(
             f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
@@ -244,8 +337,18 @@ def _errors_explained(args: argparse.Namespace) -> Iterator[None]:
             f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
             "check --model and --base-url"
         ) from None
-    except openai.APIStatusError as e:
-        raise DemoError(f"{endpoint} answered HTTP {e.status_code}: {_one_line(e)}") from None
+    except (openai.APIError, ValueError) as e:
+        if profile is None:
+            raise
+        looks_like = (
+            None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
+        )
+        line = explain_failure(
+            e, profile=profile, endpoint=endpoint, thread_id=thread_id, suggest=looks_like
+        )
+        if line is None:
+            raise
+        raise DemoError(line) from None
 
 
 def _one_line(e: BaseException) -> str:
@@ -256,16 +359,27 @@ def _one_line(e: BaseException) -> str:
 
 
 def _print_turn(
-    graph: Any, config: RunnableConfig, turn: HumanMessage, args: argparse.Namespace, out: TextIO
+    graph: Any,
+    config: RunnableConfig,
+    turn: HumanMessage,
+    args: argparse.Namespace,
+    out: TextIO,
+    profile: Profile | None = None,
 ) -> None:
     earlier = len(graph.get_state(config).values.get("messages", []))
     model_name = args.model if args.model != "offline" else "offline (OfflineChatModel)"
+    if profile is not None:
+        model_name += f" · profile {profile.name}"
     print(
         f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}",
         file=out,
     )
     if earlier:
         print(f"(continuing: {earlier} earlier messages on this thread)", file=out)
+    from langchain_core.messages import AIMessageChunk
+
+    from threadlog.cli.transcript import Transcript, messages_in
+
     transcript = Transcript(out)
     transcript.message(turn)
     for mode, payload in graph.stream(
@@ -287,7 +401,25 @@ def _print_turn(
     transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
 
 
+def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
+    """The thread's history as stored, read-only: nothing is asked, nothing written."""
+    from threadlog.cli.transcript import history_json
+    from threadlog.inspect.export import messages_at
+
+    messages, checkpoint_id = messages_at(db_url(db), thread_id)
+    doc = {
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "db": db_url(db),
+        "messages": history_json(messages),
+    }
+    json.dump(doc, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
 def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    from threadlog.cli.transcript import history_json
+
     state = graph.get_state(config)
     doc = {
         "thread_id": config["configurable"]["thread_id"],

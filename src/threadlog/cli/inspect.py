@@ -1,12 +1,16 @@
-"""`threadlog inspect --db URL --thread ID [--checkpoint ID] [--json]`.
+"""`threadlog inspect --db SOURCE --thread ID [--checkpoint ID] [--json] [--html FILE]
+[--last N] [--context CALL]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
-has branches) as plain text that fits in 100 columns, for any checkpointer URL that
-`threadlog.inspect.thread` reads (SQLite, Postgres). `--checkpoint` narrows to one branch:
+has branches) as plain text that fits in 100 columns, for any source
+`threadlog.inspect.thread` reads: a SQLite file (path or `sqlite:///path`), a Postgres URL
+(both opened read-only), or a LangGraph server URL. `--checkpoint` narrows to one branch:
 the path from the root to that checkpoint, the pairs at it, and the diff from its parent.
-`--json` prints the same views as `.rows()` in one JSON object instead; `--html FILE` also
-writes them as one HTML page (what Jupyter shows), to share or screenshot. Exit status 0 on
-success, 1 when the database or thread cannot be read (the error says which).
+`--context CALL` adds what the model saw for one model call (an AIMessage id, or an index
+among the model calls: -1 is the last). `--json` prints the same views as `.rows()` in one
+JSON object; `--html FILE` also writes the thread page (turns, full content, waterfall).
+`--last N` reads only the newest N checkpoints; a read that takes more than a second shows
+progress on stderr. Exit status 0 on success; any error is one line on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -17,42 +21,70 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["register", "run"]
+__all__ = ["check_output_path", "register", "run"]
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.threads import SOURCE_HELP
+
     p = sub.add_parser(
         "inspect",
-        help="show a thread's checkpoints: timeline, tool pairs, forks",
-        description="Show a thread's checkpoints (timeline, tool pairs, fork tree).",
+        help="show a thread's checkpoints: timeline, tool pairs, forks, what the model saw",
+        description="Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only.",
     )
-    p.add_argument("--db", required=True, help="checkpointer URL: sqlite:///path or postgresql://…")
-    p.add_argument("--thread", required=True, help="thread id")
+    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
+    p.add_argument("--thread", required=True, help="thread id (see `threadlog threads`)")
     p.add_argument("--checkpoint", help="a checkpoint id (or a unique suffix): show its branch")
+    p.add_argument(
+        "--context",
+        metavar="CALL",
+        help="also show what the model saw for this model call: an AIMessage id, or an "
+        "index among the model calls (-1: the last)",
+    )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
-    p.add_argument("--html", metavar="FILE", help="also write the views as an HTML page")
+    p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
     p.add_argument(
         "--last", type=int, metavar="N", help="read only the newest N checkpoints (long threads)"
     )
     p.set_defaults(func=run)
 
 
+def check_output_path(path: str) -> None:
+    """Refuse an output file that cannot be written, before any slow read."""
+    from threadlog.cli.errors import CommandError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CommandError(f"{path!r} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise CommandError(f"cannot write {path!r}: the folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CommandError(f"cannot write {path!r}: the folder {folder!r} is not writable")
+
+
 def run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import run_command
+
+    return run_command("inspect", lambda: _run(args))
+
+
+def _call(value: str) -> str | int:
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.progress import Progress
     from threadlog.inspect.thread import thread
 
-    url: str = args.db
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///") :]
-        if not os.path.exists(path):  # opening would create an empty database
-            print(f"threadlog inspect: no database at {path!r}", file=sys.stderr)
-            return 1
-    try:
-        t = thread(url, args.thread, last=args.last)
-        at = t.get(args.checkpoint) if args.checkpoint else None
-    except (LookupError, ValueError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"threadlog inspect: {msg}", file=sys.stderr)
-        return 1
+    if args.html:
+        check_output_path(args.html)
+    hint = "" if args.last else "--last N reads only the newest N checkpoints"
+    with Progress(f"reading thread {args.thread}", hint) as progress:
+        t = thread(args.db, args.thread, last=args.last, progress=progress)
+    at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
     views: dict[str, Any] = {
         "timeline": t.timeline(branch=cid),
@@ -63,19 +95,16 @@ def run(args: argparse.Namespace) -> int:
         views["forks"] = forks
     if at is not None and at.parent_id:
         views["diff"] = t.diff(at.parent_id, at.checkpoint_id)
+    if args.context is not None:
+        views["context"] = t.context(_call(args.context), checkpoint=cid)
     if args.html:
-        from threadlog.inspect.table import render_page
-
-        page = render_page(list(views.values()), f"thread {t.thread_id}")
         with open(args.html, "w", encoding="utf-8") as f:
-            f.write(page)
+            f.write(t.html(*[v for k, v in views.items() if k == "context"]))
     if args.json:
         doc = {"thread": t.thread_id, **{k: v.rows() for k, v in views.items()}}
         text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)
     else:
         text = "\n\n".join(str(v) for v in views.values())
-    try:
-        print(text)
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        sys.stdout = open(os.devnull, "w")
+    print(text)
+    sys.stdout.flush()
     return 0

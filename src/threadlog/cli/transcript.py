@@ -33,6 +33,7 @@ class Transcript:
         self._streamed = False
         self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self.model_calls = 0
+        self.usage_reported = 0  # model calls whose reply carried token usage
 
     def line(self, label: str, text: str) -> None:
         print(f"{label:<11}{text}", file=self.out, flush=True)
@@ -55,8 +56,10 @@ class Transcript:
     def message(self, m: BaseMessage) -> None:
         self.end_stream()
         if isinstance(m, AIMessage):
-            self.model_calls += 1
+            # The step cap's stop message is written by threadlog, not by the model.
+            self.model_calls += 0 if m.response_metadata.get("threadlog_stop") else 1
             if m.usage_metadata:
+                self.usage_reported += 1
                 self.usage["input_tokens"] += m.usage_metadata["input_tokens"]
                 self.usage["output_tokens"] += m.usage_metadata["output_tokens"]
                 self.usage["total_tokens"] += m.usage_metadata["total_tokens"]
@@ -82,10 +85,19 @@ class Transcript:
             self.line(role_of(m), m.text)
 
     def usage_summary(self) -> str:
+        # A server that reports no usage gets no made-up zeros.
+        calls = f"{self.model_calls} model call{'s' if self.model_calls != 1 else ''}"
+        if self.model_calls and not self.usage_reported:
+            return f"usage not reported by the server ({calls})"
         u = self.usage
+        partial = (
+            f", usage reported for {self.usage_reported} of them"
+            if self.usage_reported < self.model_calls
+            else ""
+        )
         return (
             f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
-            f"({self.model_calls} model calls)"
+            f"({calls}{partial})"
         )
 
 

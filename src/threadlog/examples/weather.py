@@ -114,8 +114,16 @@ _BY_NAME = {key: f for f in FORECASTS for key in (f.city.lower(), f.city_zh)}
 
 def _forecast(city: str) -> Forecast:
     key = city.strip().lower().removesuffix("市").removesuffix(" city").strip()
+    found = _BY_NAME.get(key)
+    if found is None:
+        # Small models write "Beijing, China" or "the city of Beijing": one known name
+        # inside the text is taken as meant; none or several is an error.
+        inside = {f for name, f in _BY_NAME.items() if name in key}
+        found = inside.pop() if len(inside) == 1 else None
     try:
-        return _BY_NAME[key]
+        if found is None:
+            raise KeyError(city)
+        return found
     except KeyError:
         known = ", ".join(f"{f.city_zh}/{f.city}" for f in FORECASTS)
         raise ValueError(f"no weather data for city {city!r}; known cities: {known}") from None
@@ -161,8 +169,12 @@ def build_graph(
     *,
     context: ContextPolicy | None = None,
     per_call_branches: bool = False,
+    **agent_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent: `create_agent` with the weather tool and prompt."""
+    """The weather agent: `create_agent` with the weather tool and prompt.
+
+    `agent_options` go to `create_agent` as they are (`profile`, `tool_choice`,
+    `max_model_calls`, ...)."""
     return create_agent(
         model or OfflineChatModel(),
         [get_weather],
@@ -171,6 +183,7 @@ def build_graph(
         checkpointer=checkpointer,
         per_call_branches=per_call_branches,
         name="weather",
+        **agent_options,
     )
 
 

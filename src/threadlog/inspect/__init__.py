@@ -1,28 +1,38 @@
-"""Inspecting checkpoints: timelines, what the model saw, tool pairs, diffs, fork trees.
+"""Inspecting checkpoints: finding threads, timelines, what the model saw, tool pairs,
+diffs, fork trees, exports — read-only, from a graph, a saver, a database or a server.
 
     from threadlog import inspect
 
+    inspect.threads("app.db")                          # the threads, newest first
     t = inspect.thread(graph, config)                  # a compiled graph + config
-    t = inspect.thread("sqlite:///threads.db", "t1")  # or a checkpointer URL + thread id
+    t = inspect.thread("sqlite:///threads.db", "t1")  # or a database URL / path + thread id
+    t = inspect.thread("http://127.0.0.1:2024", tid)   # or a LangGraph server
+    t                     # in Jupyter: the thread page (turns, full content, waterfall)
     t.timeline()          # one row per checkpoint
     t.pairs()             # each tool call with its result, status, duration
     t.context(-1)         # what the model saw for its last call, next to the full log
     t.diff(a, b)          # what changed between two checkpoints
     t.forks()             # the branches made by update_state / time travel
+    t.plot()              # messages, context tokens, stored bytes, tool latency
+    inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
 to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
-by LangGraph's own loader through threadlog's channels; nothing is decoded by hand.
-`threadlog inspect --db URL --thread ID` shows the same in a terminal.
+by LangGraph's own loader through threadlog's channels; nothing is decoded by hand, and a
+database is opened read-only (`SourceError`, one line, when it cannot be read).
+`threadlog threads|inspect|export --db SOURCE` show the same in a terminal.
 """
 
+from threadlog.inspect import export
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
 from threadlog.inspect.pairs import ToolPairs
+from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
+from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
 from threadlog.inspect.timeline import Timeline
 
 __all__ = [
@@ -31,10 +41,15 @@ __all__ = [
     "CheckpointRecord",
     "ContextSeen",
     "ForkTree",
+    "SourceError",
     "Table",
     "TaskError",
     "Thread",
+    "ThreadList",
+    "ThreadSummary",
     "Timeline",
     "ToolPairs",
+    "export",
     "thread",
+    "threads",
 ]

@@ -121,7 +121,7 @@ class ContextSeen(Table):
                         "log_index": None,
                         "context_index": i,
                         "seen": "added",
-                        **message_row(m, 80),
+                        **message_row(m),
                     }
                 )
         for pos, m in enumerate(self.log):
@@ -138,7 +138,7 @@ class ContextSeen(Table):
                     "log_index": pos,
                     "context_index": hit[0] if hit else None,
                     "seen": seen,
-                    **message_row(m, 80),
+                    **message_row(m),
                 }
             )
         return rows
@@ -166,7 +166,36 @@ class ContextSeen(Table):
             ]
             if self.assumed
             else []
-        )
+        ) + self._recorded()
+
+    @property
+    def recorded(self) -> dict[str, Any]:
+        """What `ModelNode` recorded when it made this call (`response_metadata["threadlog"]`)."""
+        rec = self.call.response_metadata.get("threadlog")
+        return dict(rec) if isinstance(rec, dict) else {}
+
+    @property
+    def matches_record(self) -> bool | None:
+        """Whether the rebuilt context is what the run recorded sending (None: no record)."""
+        rec = self.recorded
+        if "context_messages" not in rec:
+            return None
+        prompt = self.node._system.id if self.node._system is not None else None
+        return rec["context_messages"] == len(self.context) and rec.get("system_prompt") == prompt
+
+    def _recorded(self) -> list[str]:
+        # The run's own record checks the rebuild: a different count or system prompt means
+        # the policy or prompt assumed here is not the one the app used.
+        rec, ok = self.recorded, self.matches_record
+        if ok is None:
+            return []
+        if ok:
+            return [f"the run recorded sending {rec['context_messages']} messages: the same"]
+        return [
+            f"⚠ the run recorded sending {rec['context_messages']} messages (system prompt "
+            f"{rec.get('system_prompt') or 'none'}); this rebuild has {len(self.context)} "
+            "— pass the app's policy= and system_prompt="
+        ]
 
     def display_rows(self) -> list[dict[str, Cell]]:
         by_id = {m.id: m for m in [*self.context, *self.log]}

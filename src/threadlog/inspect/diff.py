@@ -54,7 +54,7 @@ class CheckpointDiff(Table):
         for sign, msgs, other in (("-", a.messages, b_ids), ("+", b.messages, a_ids)):
             for m in msgs:
                 if m.id not in other:
-                    self._rows.append(_row(sign, "message", **message_row(m, 80)))
+                    self._rows.append(_row(sign, "message", **message_row(m)))
                     self._lines.append(message_line(m, 80))
         a_ev = {repr(sorted(e.items())) for e in a.compactions}
         b_ev = {repr(sorted(e.items())) for e in b.compactions}

@@ -20,8 +20,10 @@ class ThreadRecords:
         *,
         bytes_known: bool,
         graph: Graph | None = None,
+        source: str | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self.source = source  # a LangGraph server's URL when read from one
         # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
         loaded = {r.checkpoint_id for r in records}
         self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)

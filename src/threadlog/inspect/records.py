@@ -16,7 +16,7 @@ wrote. Failed tasks are the `__error__` writes saved against a checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,13 +28,23 @@ from langgraph.types import Send
 
 from threadlog._upstream import TASKS
 
-__all__ = ["CheckpointRecord", "Graph", "TaskError", "load_records"]
+__all__ = ["CheckpointRecord", "Graph", "Progress", "TaskError", "load_records"]
 
 Graph = Pregel[Any, Any, Any, Any]
+Progress = Callable[[int, int], None]
+"""Called with (checkpoints rebuilt, checkpoints to rebuild) while a thread loads."""
 
 _ERROR = "__error__"
 _INTERRUPT = "__interrupt__"
 _INTERNAL_NODES = ("__input__", "__interrupt__")
+
+
+def _bookkeeping(name: str) -> bool:
+    # LangGraph's own bookkeeping entries in `versions_seen` (`__input__`, `__interrupt__`,
+    # `__snapshot_bumps__`, …) are not nodes; `__start__` is (input and update_state).
+    return name in _INTERNAL_NODES or (
+        name.startswith("__") and name.endswith("__") and name != "__start__"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +101,7 @@ def load_records(
     *,
     real_graph: bool,
     last: int | None = None,
+    progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
     conf = dict(config.get("configurable") or {})
@@ -102,10 +113,16 @@ def load_records(
     tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base, limit=last)}
     if not tuples:
         raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
-    snapshots = {
-        s.config["configurable"]["checkpoint_id"]: s
-        for s in graph.get_state_history(base, limit=last)
-    }
+    # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
+    # the other order): under a history cache (`threadlog.checkpointer`'s default, and
+    # the reader's own saver) each log is its parent's plus one step's writes, instead of
+    # a replay from the thread's start for every checkpoint.
+    snapshots = {}
+    for cid in sorted(tuples):
+        conf_at = {**base["configurable"], "checkpoint_id": cid}
+        snapshots[cid] = graph.get_state({"configurable": conf_at})
+        if progress is not None:
+            progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
     for cid, tup in tuples.items():
         snap = snapshots[cid]
@@ -215,12 +232,12 @@ def _writers(
         gp = by_id[pid].parent_id
         grand = tuples.get(gp) if gp else None
     names = [
-        n for n, v in seen.items() if n not in _INTERNAL_NODES and v and parent_seen.get(n) != v
+        n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v
     ]
     if rec.source == "update":
         # update_state applies the writes "as" a node without running it; the checkpoint
         # does not always say which, so name the call itself.
-        names = names or [n for n in seen if n not in parent_seen and n not in _INTERNAL_NODES]
+        names = names or [n for n in seen if n not in parent_seen and not _bookkeeping(n)]
         names = names or ["update_state"]
     elif grand is not None and rec.source == "loop":
         # Tasks pushed by the previous step (Send) ran in this one: a Send written in

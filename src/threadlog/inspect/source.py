@@ -1,11 +1,13 @@
 """Where a thread is read from when there is no graph: a URL's saver and a stand-in graph.
 
-Contract: `open_saver(url)` opens the checkpointer for a URL with `threadlog.checkpointer`
-(without its run guard: reading writes nothing). `stand_in(saver, schema)` compiles a graph
-whose only job is to own threadlog's channels (`threadlog.AgentState` unless `schema` is
-given), so LangGraph's loader rebuilds each checkpoint exactly as the original graph would
-read it. `quiet_stand_in()` silences LangGraph's warning about `Send`s addressed to nodes the
-stand-in does not have — while reading, no task runs.
+Contract: `open_saver(url)` opens LangGraph's saver for a URL read-only
+(`threadlog.inspect.readonly`: no table, lock file or write) with threadlog's history
+cache, so reading a thread oldest first rebuilds each log from its parent's.
+`stand_in(saver, schema)` compiles a graph whose only job is to own threadlog's channels
+(`threadlog.AgentState` unless `schema` is given), so LangGraph's loader rebuilds each
+checkpoint exactly as the original graph would read it. `quiet_stand_in()` silences
+LangGraph's warning about `Send`s addressed to nodes the stand-in does not have — while
+reading, no task runs.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph
 
 @contextlib.contextmanager
 def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A checkpointer for `url` (`threadlog.checkpointer`), for reading."""
-    import threadlog
+    """LangGraph's saver for `url`, opened read-only (`threadlog.inspect.readonly`), with
+    threadlog's history cache so a whole thread is rebuilt step by step, not once per
+    checkpoint from its start."""
+    from threadlog.checkpoint.cache import with_history_cache
+    from threadlog.inspect.readonly import open_readonly
 
-    # guard=False: a reader writes nothing, so it needs no run guard (nor its lock files).
-    with threadlog.checkpointer(url, guard=False) as saver:
-        yield saver
+    with open_readonly(url) as saver:
+        yield with_history_cache(saver)

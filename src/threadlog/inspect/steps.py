@@ -57,13 +57,24 @@ def usage(messages: list[BaseMessage]) -> dict[str, int]:
     return total
 
 
-def message_row(m: BaseMessage, width: int = 60) -> dict[str, Any]:
-    """A message as a flat dict; every message has the same keys (None where n/a)."""
+def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
+    """A message as a flat dict; every message has the same keys (None where n/a).
+
+    Rows are data (`.rows()`, `--json`): the content is whole unless `width` asks for a
+    preview, and each call is listed with its name and arguments as well as its id.
+    """
+    text = m.text if isinstance(m.content, list) else str(m.content)
     return {
         "role": role_of(m),
         "id": m.id,
-        "content": preview(m, width),
+        "content": text if width is None else preview(m, width),
         "tool_calls": [c.get("id") for c in m.tool_calls] if isinstance(m, AIMessage) else None,
+        "calls": [
+            {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}
+            for c in m.tool_calls
+        ]
+        if isinstance(m, AIMessage)
+        else None,
         "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
         "status": m.status if isinstance(m, ToolMessage) else None,
     }

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pandas  # type: ignore[import-untyped]
 
 __all__ = [
+    "STYLE",
     "WIDTH",
     "Cell",
     "Column",
@@ -180,22 +181,47 @@ def render_text(table: Table, width: int = WIDTH) -> str:
 
 # -- HTML ------------------------------------------------------------------------
 
-_STYLE = """<style>
+# Scoped to .threadlog-inspect. JupyterLab right-aligns every table cell with a more
+# specific selector (`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`), so alignment
+# and padding are `!important` here; tests/test_inspect_html.py checks it in Chromium.
+STYLE = """<style>
 .threadlog-inspect{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
- font-size:12px;color:#1f2328}
+ font-size:12px;color:#1f2328;text-align:left}
 .threadlog-inspect .tl-title{font-weight:600;font-size:13px;margin:4px 0}
-.threadlog-inspect .tl-summary{color:#57606a;margin:0 0 6px 0}
-.threadlog-inspect table{border-collapse:collapse}
-.threadlog-inspect th{background:#f6f8fa;text-align:left;padding:3px 8px;
- border-bottom:2px solid #d0d7de;white-space:nowrap}
-.threadlog-inspect td{padding:3px 8px;border-bottom:1px solid #eaeef2;vertical-align:top;
- text-align:left}
-.threadlog-inspect td.num{text-align:right;white-space:nowrap}
+.threadlog-inspect .tl-summary,.threadlog-inspect .tl-notes{color:#57606a;margin:0 0 6px 0}
+.threadlog-inspect table{border-collapse:collapse;margin:4px 0;width:auto}
+.threadlog-inspect table th,.threadlog-inspect table td,
+.jp-RenderedHTMLCommon .threadlog-inspect table th,
+.jp-RenderedHTMLCommon .threadlog-inspect table td{
+ text-align:left !important;vertical-align:top !important;padding:3px 8px !important;
+ white-space:normal;max-width:none}
+.threadlog-inspect table th{background:#f6f8fa;border-bottom:2px solid #d0d7de;white-space:nowrap}
+.threadlog-inspect table td{border-bottom:1px solid #eaeef2}
+.threadlog-inspect table td.num,
+.jp-RenderedHTMLCommon .threadlog-inspect table td.num{text-align:right !important;
+ white-space:nowrap}
+.threadlog-inspect tbody tr:nth-child(odd){background:transparent}
+.threadlog-inspect pre{white-space:pre-wrap;margin:2px 0 4px 16px;padding:4px 6px;
+ background:#f6f8fa;border-radius:4px;text-align:left !important}
+.threadlog-inspect details.tl-turn{border:1px solid #d0d7de;border-radius:6px;margin:6px 0;
+ padding:2px 8px}
+.threadlog-inspect details.tl-turn>summary{cursor:pointer;font-weight:600;padding:3px 0}
+.threadlog-inspect .tl-branch{margin:8px 0 8px 0;padding-left:8px;border-left:3px solid #d0d7de}
+.threadlog-inspect .tl-branch-head{font-weight:600;margin:6px 0}
 .threadlog-inspect .r-user{color:#0550ae}.threadlog-inspect .r-assistant{color:#116329}
 .threadlog-inspect .r-tool{color:#8250df}.threadlog-inspect .r-system{color:#6e7781}
 .threadlog-inspect .r-developer{color:#6e7781}.threadlog-inspect .r-compaction{color:#9a6700}
 .threadlog-inspect .r-error{color:#cf222e;font-weight:600}
-.threadlog-inspect .tl-notes{color:#57606a;margin-top:6px}
+.threadlog-inspect .tl-meta{color:#57606a}
+.threadlog-inspect a.tl-call{color:inherit;text-decoration:underline dotted}
+.threadlog-inspect .tl-wf{margin:4px 0 8px 0;max-width:900px}
+.threadlog-inspect .tl-wf-row{display:flex;align-items:center;margin:2px 0}
+.threadlog-inspect .tl-wf-label{flex:0 0 300px;font-size:11px;white-space:nowrap;
+ overflow:hidden;text-overflow:ellipsis;padding-right:8px}
+.threadlog-inspect .tl-wf-track{position:relative;flex:1 1 auto;height:12px;background:#f6f8fa}
+.threadlog-inspect .tl-wf-bar{position:absolute;top:1px;height:10px;border-radius:2px;
+ background:#8250df;min-width:2px}
+.threadlog-inspect .tl-wf-bar.model{background:#116329}
 </style>"""
 
 _MARKERS = {
@@ -224,7 +250,7 @@ def _cell(cell: Cell) -> str:
 
 
 def render_html(table: Table) -> str:
-    parts = [_STYLE, '<div class="threadlog-inspect">']
+    parts = [STYLE, '<div class="threadlog-inspect">']
     if table.title:
         parts.append(f'<div class="tl-title">{escape(table.title)}</div>')
     for s in table.summary():

@@ -5,20 +5,24 @@ Contract: `thread(source, thread_or_config)` reads a whole thread into memory an
 
 * a compiled graph with a checkpointer, and a config (or a thread id) — the state is rebuilt
   by that graph's own channels;
-* a checkpointer (`BaseCheckpointSaver`), or a checkpointer URL (`sqlite:///path`,
-  `postgresql://…`, `memory://`), and a thread id — the state is rebuilt by a stand-in graph
-  compiled from threadlog's state schema (`threadlog.AgentState` when available, else
-  `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened through
-  `threadlog.checkpointer` and closed here; reading stores no checkpoint or write.
+* a checkpointer (`BaseCheckpointSaver`), or a database URL (`sqlite:///path`, a plain
+  SQLite path, `postgresql://…`), and a thread id — the state is rebuilt by a stand-in
+  graph compiled from threadlog's state schema (`threadlog.AgentState` when available,
+  else `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened
+  read-only (`threadlog.inspect.readonly`: no table, lock file or byte written) and
+  closed here;
+* a LangGraph server URL (`http://127.0.0.1:2024`, what `langgraph dev` prints) and a
+  thread id — the checkpoints are the server's own state history (`langgraph-sdk`).
 
-Either way each checkpoint is read through LangGraph's loader, so a `DeltaChannel` log is
-replayed through `MessageLogChannel`; no blob is decoded by hand. The views — `timeline()`,
+Each local checkpoint is read through LangGraph's loader, so a `DeltaChannel` log is
+replayed through `MessageLogChannel`; no blob is decoded by hand. `progress(done, total)`
+is called as checkpoints are rebuilt (the CLI's progress line). The views — `timeline()`,
 `pairs()`, `context()`, `diff()`, `forks()` — are computed from the loaded records.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -30,10 +34,15 @@ from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.history import ThreadRecords
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.records import Graph, load_records
+from threadlog.inspect.readonly import describe, is_server_url
+from threadlog.inspect.records import Graph, Progress, load_records
 from threadlog.inspect.source import open_saver, quiet_stand_in, stand_in
 from threadlog.inspect.storage import stored_bytes
+from threadlog.inspect.table import Table
 from threadlog.inspect.timeline import Timeline
+
+if TYPE_CHECKING:
+    from threadlog.inspect.plot import ThreadPlot
 
 __all__ = ["Thread", "thread"]
 
@@ -72,6 +81,24 @@ class Thread(ThreadRecords):
         """The thread's checkpoints as a tree of branches (update_state / time travel)."""
         return ForkTree(self)
 
+    def plot(self) -> ThreadPlot:
+        """Messages, context tokens, stored bytes and tool latency; shows inline in Jupyter."""
+        from threadlog.inspect.plot import ThreadPlot
+
+        return ThreadPlot(self)
+
+    def html(self, *extra: Table) -> str:
+        """The thread as one standalone HTML page (turns, full content, waterfall), then
+        any `extra` views (e.g. `self.context(call)`)."""
+        from threadlog.inspect.page import thread_page
+
+        return thread_page(self, extra=extra)
+
+    def _repr_html_(self) -> str:
+        from threadlog.inspect.page import thread_html
+
+        return thread_html(self)
+
 
 def thread(
     source: Graph | BaseCheckpointSaver[Any] | str,
@@ -79,6 +106,7 @@ def thread(
     *,
     schema: type[Any] | None = None,
     last: int | None = None,
+    progress: Progress | None = None,
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
 
@@ -102,14 +130,27 @@ def thread(
                 "this graph was compiled without a checkpointer, so it has no checkpoints "
                 "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
             )
-        return _load(source, saver, config, str(thread_id), real_graph=True, last=last)
+        return _load(
+            source, saver, config, str(thread_id), real_graph=True, last=last, progress=progress
+        )
     if isinstance(source, BaseCheckpointSaver):
         graph = stand_in(source, schema)
-        return _load(graph, source, config, str(thread_id), real_graph=False, last=last)
+        return _load(
+            graph, source, config, str(thread_id), real_graph=False, last=last, progress=progress
+        )
+    if isinstance(source, str) and is_server_url(source):
+        from threadlog.inspect.remote import Server
+
+        with Server(source) as server:
+            records = server.records(str(thread_id), last=last)
+        return Thread(str(thread_id), records, bytes_known=False, source=describe(source))
     if isinstance(source, str):
         with open_saver(source) as saver:
             graph = stand_in(saver, schema)
-            return _load(graph, saver, config, str(thread_id), real_graph=False, last=last)
+            return _load(
+                graph, saver, config, str(thread_id), real_graph=False, last=last,
+                progress=progress,
+            )
     raise TypeError(
         f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
         "or a checkpointer URL such as 'sqlite:///threads.db'"
@@ -124,9 +165,12 @@ def _load(
     *,
     real_graph: bool,
     last: int | None,
+    progress: Progress | None,
 ) -> Thread:
     with quiet_stand_in(not real_graph):
-        records = load_records(graph, saver, config, real_graph=real_graph, last=last)
+        records = load_records(
+            graph, saver, config, real_graph=real_graph, last=last, progress=progress
+        )
     sizes = stored_bytes(saver, thread_id)
     if sizes is not None:
         for r in records:

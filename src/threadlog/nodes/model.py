@@ -6,8 +6,9 @@ Contract, in the order a call happens:
    `ContextPolicy` (default: everything). New compaction events (a cut that moved, a
    summary) are written to `compactions` when the state has that key
    (`threadlog.AgentState`); a summarizing policy requires it.
-2. **Repair.** A call in the context with no result (a run that died mid-tool, a new
-   user message sent to a thread paused at `interrupt()`) first gets its *stored*
+2. **Repair.** A call with no result (a run that died mid-tool, a new user message
+   sent to a thread paused at `interrupt()`) — in the context or trimmed out of it —
+   first gets its *stored*
    result, if the interrupted or failed step had saved one before new input made
    LangGraph drop it: read through the run's checkpointer
    (`threadlog.checkpoint.recover`) and appended as stored — same id, content and
@@ -20,14 +21,29 @@ Contract, in the order a call happens:
 3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
    history the provider would reject is never sent.
 4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
-   only what the provider needs, nothing of our bookkeeping.
+   only what the provider needs, nothing of our bookkeeping. A server profile's wire
+   rules apply to the request body (`threadlog.wire.with_profile`); the turn's first
+   call sends `tool_choice` (the node's, else the profile's default); a profile whose
+   server cannot stream tool calls gets them unstreamed.
+   **Step cap.** When the turn (everything after the last user message) already holds
+   `max_model_calls` model replies, the model is not called: the node appends an
+   assistant message saying the turn stopped and why
+   (`response_metadata["threadlog_stop"] == "max_model_calls"`, also logged as a
+   warning), with no calls, so the graph ends and every earlier call keeps its result.
 5. **Append.** The whole `AIMessage` — tool_calls, invalid_tool_calls, usage_metadata,
-   response_metadata, id — goes to the log, after any repair results.
+   response_metadata, id — goes to the log, after any repair results, with what the node
+   measured under `response_metadata["threadlog"]` (call latency, step time, wall-clock
+   start, model name, context size; `threadlog.nodes.trace`) for the inspector. Call ids
+   that are empty, repeat within the reply, or were already used in the log are re-keyed
+   first (`threadlog.nodes.turns.rekey_calls`), so the log's ids are unique whatever the
+   server sends.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -43,18 +59,40 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from threadlog._upstream import RunnableCallable
+from threadlog._upstream import NS_SEP, RunnableCallable
 from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
 from threadlog.context.compaction import acompact, compact
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError, ToolPairingError
 from threadlog.log import MessageLog
 from threadlog.messages import calls_of
+from threadlog.nodes.open_calls import OpenCalls
 from threadlog.nodes.state import read_state
+from threadlog.nodes.trace import timed
+from threadlog.nodes.turns import (
+    call_ids,
+    model_calls_in_turn,
+    rekey_calls,
+    step_cap_message,
+    turn_started,
+)
 from threadlog.profiles import Profile, get_profile, validate
-from threadlog.wire import profile_for, to_wire
+from threadlog.wire import profile_for, to_wire, with_profile
 
-__all__ = ["NOT_COMPLETED", "ContextNode", "ModelNode", "open_calls", "repair_open_calls"]
+__all__ = [
+    "DEFAULT_MAX_MODEL_CALLS",
+    "NOT_COMPLETED",
+    "ContextNode",
+    "ModelNode",
+    "open_calls",
+    "repair_open_calls",
+]
+
+DEFAULT_MAX_MODEL_CALLS = 25
+"""Model calls one turn may make by default (a model that never stops calling tools
+would otherwise run until LangGraph's recursion limit)."""
+
+_log = logging.getLogger("threadlog")
 
 NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
 
@@ -134,9 +172,9 @@ def repair_open_calls(
     return log.messages, new
 
 
-def _bind(model: Any, tools: list[Any]) -> Runnable[Any, Any]:
+def _bind(model: Any, tools: list[Any], **kwargs: Any) -> Runnable[Any, Any]:
     try:
-        bound: Runnable[Any, Any] = model.bind_tools(tools)
+        bound: Runnable[Any, Any] = model.bind_tools(tools, **kwargs)
     except (AttributeError, NotImplementedError) as exc:
         raise TypeError(
             f"{type(model).__name__} cannot bind tools ({exc}); pass a chat model with "
@@ -153,8 +191,12 @@ class ModelNode(RunnableCallable):
     tools: bound with `model.bind_tools(tools)` when given.
     system_prompt: sent first on every call; not written to the log.
     context: a `ContextPolicy` (default: the whole log).
-    profile: provider profile name or `Profile`; default inferred from the model.
+    profile: provider or server profile name or `Profile`; default inferred from the
+        model (`threadlog.profile_for`).
     repair: `"error-result"` (default) or `"refuse"` for calls without a result.
+    tool_choice: sent on the first model call of each turn (`"auto"`, `"required"`,
+        `"none"`, a tool name); default: the profile's (`Profile.tool_choice`).
+    max_model_calls: model calls one turn may make (default 25); None: no cap.
     """
 
     def __init__(
@@ -166,19 +208,36 @@ class ModelNode(RunnableCallable):
         context: ContextPolicy | None = None,
         profile: str | Profile | None = None,
         repair: Repair = "error-result",
+        tool_choice: str | dict[str, Any] | None = None,
+        max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
         name: str = "model",
     ) -> None:
         super().__init__(self._run, self._arun, name=name, trace=False)
         if repair not in ("error-result", "refuse"):
             raise ValueError(f"repair must be 'error-result' or 'refuse', got {repair!r}")
+        if max_model_calls is not None and max_model_calls < 1:
+            raise ValueError(f"max_model_calls must be at least 1 or None, got {max_model_calls}")
+        self.profile = get_profile(profile) if profile is not None else profile_for(model)
+        model = with_profile(model, self.profile)  # the server's body rules, if any
         self.model = model
         self.tools = list(tools)
-        self.bound: Runnable[Any, Any] = _bind(model, self.tools) if self.tools else model
+        self.tool_choice = tool_choice if tool_choice is not None else self.profile.tool_choice
+        self.max_model_calls = max_model_calls
+        # A server that cannot stream tool calls gets requests with tools unstreamed.
+        extra: dict[str, Any] = {} if self.profile.stream_tool_calls else {"stream": False}
+        self.bound: Runnable[Any, Any] = (
+            _bind(model, self.tools, **extra) if self.tools else model
+        )
+        self.bound_first: Runnable[Any, Any] = (
+            _bind(model, self.tools, tool_choice=self.tool_choice, **extra)
+            if self.tools and self.tool_choice is not None
+            else self.bound
+        )
         self.system_prompt = system_prompt
         self.policy = context or ContextPolicy()
-        self.profile = get_profile(profile) if profile is not None else profile_for(model)
         self.repair: Repair = repair
         self._wire_cache: dict[tuple[str, str], BaseMessage] = {}
+        self._open_calls = OpenCalls()
         # The id names the text: token counts and wire copies are cached by id, and a
         # policy may be shared by nodes with different prompts.
         self._system = (
@@ -246,7 +305,11 @@ class ModelNode(RunnableCallable):
 
     @staticmethod
     def _update(
-        ai: Any, repairs: list[ToolMessage], events: list[dict[str, Any]], has_events: bool
+        ai: Any,
+        repairs: list[ToolMessage],
+        events: list[dict[str, Any]],
+        has_events: bool,
+        log: Sequence[BaseMessage] = (),
     ) -> dict[str, Any]:
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
@@ -255,29 +318,118 @@ class ModelNode(RunnableCallable):
                 f"the model returned {type(ai).__name__}, not an AIMessage",
                 fix="pass a chat model (BaseChatModel), optionally with tools bound",
             )
+        if ai.tool_calls or ai.invalid_tool_calls:
+            ai = rekey_calls(ai, call_ids(log))
         update: dict[str, Any] = {"messages": [*repairs, ai]}
         if events and has_events:
             update["compactions"] = events
         return update
 
+    def _timed(self, ai: Any, wire: list[BaseMessage], step0: float, call0: float,
+               wall0: float) -> Any:
+        # Recorded at run time for the inspector (latency, model, wall clock); see trace.py.
+        if isinstance(ai, BaseMessageChunk):
+            ai = message_chunk_to_message(ai)
+        if not isinstance(ai, AIMessage):
+            return ai  # _update names the problem
+        done = time.perf_counter()
+        return timed(
+            ai,
+            model=self.model,
+            started=wall0,
+            latency_s=done - call0,
+            step_s=done - step0,
+            context_messages=len(wire),
+            system_prompt=self._system.id if self._system is not None else None,
+        )
+
+    def _open(
+        self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
+    ) -> tuple[dict[str, AIMessage], dict[str, AIMessage]]:
+        """Open calls inside the context, and those the policy left outside it."""
+        inside = open_calls(view.messages)
+        everywhere = self._open_calls.of(messages, _thread_key(config))
+        return inside, {c: m for c, m in everywhere.items() if c not in inside}
+
+    def _outside(
+        self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
+    ) -> list[ToolMessage]:
+        # Calls the context no longer shows are answered too — recovered or repaired by
+        # the same policy — so the stored log never keeps a call open forever. They are
+        # logged (right after their request), not sent: the model does not see them.
+        if not outside:
+            return []
+        requests = list({id(m): m for m in outside.values()}.values())
+        results = repair_open_calls(requests, repair=self.repair, recovered=recovered)[1]
+        return [r for r in results if r.tool_call_id in outside]
+
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         view, events = compact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        recovered = recover_for_node(config, open_calls(view.messages))
+        inside, outside = self._open(messages, view, config)
+        recovered = recover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
-        return self._update(self.bound.invoke(wire, config), repairs, events, has_events)
+        repairs = [*self._outside(outside, recovered), *repairs]
+        capped = self._step_cap(messages)
+        if capped is not None:
+            return self._update(capped, repairs, events, has_events)
+        wall0, call0 = time.time(), time.perf_counter()
+        ai = self._timed(
+            self._runnable(messages).invoke(wire, config), wire, step0, call0, wall0
+        )
+        return self._update(ai, repairs, events, has_events, messages)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         view, events = await acompact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        recovered = await arecover_for_node(config, open_calls(view.messages))
+        inside, outside = self._open(messages, view, config)
+        recovered = await arecover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
-        ai = await self.bound.ainvoke(wire, config)
-        return self._update(ai, repairs, events, has_events)
+        repairs = [*self._outside(outside, recovered), *repairs]
+        capped = self._step_cap(messages)
+        if capped is not None:
+            return self._update(capped, repairs, events, has_events)
+        wall0, call0 = time.time(), time.perf_counter()
+        ai = self._timed(
+            await self._runnable(messages).ainvoke(wire, config), wire, step0, call0, wall0
+        )
+        return self._update(ai, repairs, events, has_events, messages)
+
+    def _runnable(self, log: Sequence[BaseMessage]) -> Runnable[Any, Any]:
+        return self.bound_first if turn_started(log) else self.bound
+
+    def _step_cap(self, log: Sequence[BaseMessage]) -> AIMessage | None:
+        """The message ending this turn if it reached `max_model_calls`, else None."""
+        limit = self.max_model_calls
+        if limit is None:
+            return None
+        made = model_calls_in_turn(log)
+        if made < limit:
+            return None
+        user = next((m for m in reversed(log) if m.type == "human"), None)
+        _log.warning(
+            "threadlog: turn stopped after %d model calls (max_model_calls=%d); "
+            "the model was not called again",
+            made,
+            limit,
+        )
+        return step_cap_message(limit, f"{user.id if user else ''}:{len(log)}")
+
+
+def _thread_key(config: RunnableConfig | None) -> tuple[str, str] | None:
+    conf = (config or {}).get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    if thread_id is None:
+        return None
+    # A task's namespace is its graph's namespace plus "node:task_id" (new every step).
+    task_ns = str(conf.get("checkpoint_ns") or "")
+    return str(thread_id), task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
 
 
 # -- ContextNode: the same context policy as a node of its own ----------------------

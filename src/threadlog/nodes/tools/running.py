@@ -2,8 +2,9 @@
 
 Contract: `run_sync` / `run_async` never raise (short of `BaseException`s such as
 cancellation): whatever happens — a return value, an exception (interrupts included),
-the timeout — comes back as an `Outcome` with the time the call took, and the node
-decides what it means (`tools_execution.classify`).
+`sys.exit()` (as a `RuntimeError` naming the exit code), the timeout — comes back as an
+`Outcome` with the time the call took, and the node decides what it means
+(`tools_execution.classify`).
 
 * `run_sync` runs in one of the node's worker threads. With a timeout, the tool runs in
   a thread of its own that the worker waits on; on timeout that thread is abandoned
@@ -73,6 +74,8 @@ def _run_sync(job: Job) -> Outcome:
             own_thread.shutdown(wait=False)
     except Exception as e:
         return Outcome.failed(e)
+    except SystemExit as e:
+        return Outcome.failed(_exited(e))
 
 
 async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
@@ -94,6 +97,16 @@ async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
         return Outcome.returned(result)
     except Exception as e:
         return Outcome.failed(e)
+    except SystemExit as e:
+        return Outcome.failed(_exited(e))
+
+
+def _exited(exit: SystemExit) -> RuntimeError:
+    # A tool that calls sys.exit() would end the whole run and lose its siblings'
+    # results; it is one failed call like any other.
+    error = RuntimeError(f"the tool called sys.exit({exit.code!r})")
+    error.__cause__ = exit
+    return error
 
 
 def _invoke(job: Job) -> Any:

@@ -1,0 +1,227 @@
+"""Work a crash left without its checkpoint is kept, not dropped by the next input.
+
+Why. LangGraph stores each task's writes the moment the task finishes, and the step's
+checkpoint after all of them. A process killed in between leaves the thread's newest
+checkpoint (its *head*) with finished tasks' writes pending — and likewise an input
+checkpoint whose `__start__` task never ran holds the user's message only in `__start__`.
+Resuming (`invoke(None)`) applies those writes; **new input discards them**
+(`pregel/_loop.py`, `discard_tasks`), so the next turn silently dropped a user message,
+a final answer or a tool call the user had seen streamed (issue 15, item 1; plain
+`add_messages` graphs lose the same writes).
+
+Contract:
+
+* `keep_finished_work(saver)` gives any saver this behaviour and returns the same
+  object (its class is swapped for a subclass, like `with_history_cache`).
+  `threadlog.checkpointer()` does it for every saver it builds.
+* Reading the head — `get_tuple` / `aget_tuple` with a config that names a thread but no
+  `checkpoint_id`, root namespace — adds, for each channel that finished work wrote
+  messages to, one write of task `NULL_TASK_ID` carrying those messages: the `__start__`
+  input still waiting (`channel_values["__start__"]`), then the writes of every task
+  that finished (it has writes, and no `__error__` or `__interrupt__`), in stored order.
+  LangGraph applies a checkpoint's `NULL_TASK_ID` writes first, for a resume and for
+  new input alike; new input then lands after them, and the input checkpoint it stores
+  snapshots the channel (LangGraph snapshots a delta channel with pending writes), so
+  what readers rebuild later is what the run held. A resume re-applies the tasks' own
+  writes afterwards, which the log takes as replays (same ids, same content).
+* Only what the stored log accepts is carried: the messages are dry-run on a copy of
+  the head's log (`MessageLog.extend_writes`, one batch per task). A step the log
+  refused (the run raised) is not carried, so new input continues from the intact log
+  as before. Messages without an id (bare strings, tuples) are not carried: their ids
+  derive from their position, which would differ when the task's own write is replayed.
+* Nothing is stored: this changes what a reader of the head sees, never the database.
+  Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
+  are returned unchanged, at the cost of one scan of the head's pending writes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
+from langgraph.constants import START
+
+from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, MISSING, NULL_TASK_ID
+from threadlog.errors import MessageLogError
+from threadlog.log import MessageLog, flatten_write
+
+__all__ = ["finished_work", "keep_finished_work"]
+
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
+
+_UNFINISHED = frozenset({ERROR, INTERRUPT})
+
+
+def _is_head_read(config: RunnableConfig) -> bool:
+    conf = config.get("configurable") or {}
+    return (
+        conf.get("thread_id") is not None
+        and not conf.get("checkpoint_id")
+        and not conf.get("checkpoint_ns")
+    )
+
+
+def _is_reader(config: RunnableConfig) -> bool:
+    # A run's own read of its starting checkpoint carries LangGraph's runtime in the
+    # config; get_state, update_state and other readers do not.
+    return CONFIG_KEY_RUNTIME not in (config.get("configurable") or {})
+
+
+def _message_items(value: Any) -> list[Any] | None:
+    """The items of a write when every one is a message with an id, else None."""
+    items = flatten_write(value)
+    if not items:
+        return None
+    for item in items:
+        if isinstance(item, BaseMessage):
+            if not item.id:
+                return None
+        elif not (isinstance(item, Mapping) and isinstance(item.get("id"), str)):
+            return None
+    return items
+
+
+Batch = tuple[str | None, list[Any]]
+"""(the task that wrote it, or None for the waiting input; its message items)"""
+
+
+def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
+    """channel -> one batch of message items per finished writer (module doc)."""
+    out: dict[str, list[Batch]] = {}
+    start = tup.checkpoint.get("channel_values", {}).get(START)
+    if isinstance(start, Mapping):
+        for channel, value in start.items():
+            if (items := _message_items(value)) is not None:
+                out.setdefault(str(channel), []).append((None, items))
+    writes = tup.pending_writes or ()
+    unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
+    by_task: dict[tuple[str, str], list[Any]] = {}
+    for task, channel, value in writes:
+        if task == NULL_TASK_ID or task in unfinished:
+            continue
+        if (items := _message_items(value)) is not None:
+            by_task.setdefault((task, channel), []).extend(items)
+    for (task, channel), items in by_task.items():
+        out.setdefault(channel, []).append((task, items))
+    return out
+
+
+def _carry(
+    tup: CheckpointTuple,
+    work: dict[str, list[Batch]],
+    head_logs: Mapping[str, list[BaseMessage]],
+    *,
+    reader: bool,
+) -> CheckpointTuple:
+    """The head with NULL-task writes carrying the new messages its log accepts.
+
+    For a reader (not a run), the carried tasks' own writes are left out as well, so
+    `get_state` lists them in `next`: their step has no checkpoint yet.
+    """
+    added: list[PendingWrite] = []
+    carried_tasks: set[str] = set()
+    for channel, batches in work.items():
+        messages = head_logs.get(channel)
+        if messages is None:
+            continue
+        trial = MessageLog(messages)
+        try:
+            new = trial.extend_writes([items for _, items in batches], single_writer=False)
+        except (MessageLogError, ValueError, TypeError):
+            continue  # a step the log refused stays refused
+        if new:
+            added.append((NULL_TASK_ID, channel, list(new)))
+            carried_tasks.update(task for task, _ in batches if task is not None)
+    if not added:
+        return tup
+    writes = list(tup.pending_writes or ())
+    if reader and not any(channel in _UNFINISHED for _, channel, _ in writes):
+        writes = [w for w in writes if w[0] not in carried_tasks]
+    return tup._replace(pending_writes=[*writes, *added])
+
+
+def _seed_and_writes(
+    tup: CheckpointTuple, channel: str, history: Mapping[str, Any] | None
+) -> tuple[Any, Sequence[PendingWrite]]:
+    values = tup.checkpoint.get("channel_values", {})
+    if channel in values:
+        return values[channel], ()
+    entry = (history or {}).get(channel)
+    if not entry:
+        return MISSING, ()
+    return entry.get("seed", MISSING), entry.get("writes", ())
+
+
+def _rebuild(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
+    # The channel's own loader: seeds (snapshots, cached logs, plain lists) and stored
+    # writes read exactly as LangGraph's loader reads them.
+    from threadlog.channel import MessageLogChannel
+
+    channel = MessageLogChannel().from_checkpoint(seed)
+    channel.replay_writes(writes)
+    if not channel.is_available():
+        return []
+    messages: list[BaseMessage] = list(channel.get())
+    return messages
+
+
+def _needs_history(tup: CheckpointTuple, work: Mapping[str, Any]) -> list[str]:
+    values = tup.checkpoint.get("channel_values", {})
+    return [c for c in work if c not in values]
+
+
+class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
+    """Overrides the head reads of any saver class it is mixed into (module doc)."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = super().get_tuple(config)
+        if tup is None or not _is_head_read(config):
+            return tup
+        work = finished_work(tup)
+        if not work:
+            return tup
+        missing = _needs_history(tup, work)
+        history = (
+            self.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
+        )
+        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
+        return _carry(tup, work, logs, reader=_is_reader(config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = await super().aget_tuple(config)
+        if tup is None or not _is_head_read(config):
+            return tup
+        work = finished_work(tup)
+        if not work:
+            return tup
+        missing = _needs_history(tup, work)
+        history = (
+            await self.aget_delta_channel_history(config=tup.config, channels=missing)
+            if missing
+            else None
+        )
+        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
+        return _carry(tup, work, logs, reader=_is_reader(config))
+
+
+_classes: dict[type[Any], type[Any]] = {}
+_classes_lock = threading.Lock()
+
+
+def keep_finished_work(saver: S) -> S:
+    """Make `saver`'s head reads carry finished work (module doc); returns `saver`."""
+    if isinstance(saver, _KeepFinishedMixin):
+        return saver
+    cls = type(saver)
+    with _classes_lock:
+        sub = _classes.get(cls)
+        if sub is None:
+            sub = type(f"KeepFinished{cls.__name__}", (_KeepFinishedMixin, cls), {})
+            sub.__module__ = cls.__module__
+            _classes[cls] = sub
+    saver.__class__ = sub
+    return saver

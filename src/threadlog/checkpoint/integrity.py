@@ -1,0 +1,385 @@
+"""A per-checkpoint count and checksum of the message writes, verified when a log is read.
+
+Why. A delta channel's value is rebuilt from the writes stored on a checkpoint's
+ancestors. A writes row deleted in the middle of a thread, or two rows' values swapped,
+used to read back silently as a different history (issue 15). With this, such a thread
+fails on read with `threadlog.StoredDataError` instead.
+
+Contract:
+
+* `chain_writes(saver)` gives any saver this behaviour and returns the same object (its
+  class is swapped for a subclass, like `with_history_cache`); `threadlog.checkpointer()`
+  does it for every saver it builds.
+* **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: for every
+  channel that holds messages and is rebuilt from writes, `[n, sum]` — how many writes
+  rows its value is rebuilt from (since its last snapshot) and the sum, modulo 2**64, of
+  a 64-bit hash of each row (its task id and the ids of the messages in it). A channel
+  the chain does not list has no such rows (a new thread, a snapshot). It is computed from
+  the parent's chain plus the parent's writes, as this saver wrote or read them (the
+  parent is read from storage only when this process has seen neither) — about 40 bytes
+  of metadata per checkpoint, nothing per write. A checkpoint whose parent has no chain
+  (a thread written before this existed) gets none.
+* **Reading.** `get_delta_channel_history` checks the writes it returns for a checkpoint
+  against that checkpoint's chain (known from a `get_tuple` / `list` of it in this
+  process): a missing row lowers the count, a row whose value was swapped with another
+  changes the sum. More rows than were written are not an error: a concurrent run may
+  store writes on an ancestor after the checkpoint was made (the run guard's concern).
+  A mismatch raises `StoredDataError` naming the thread, the checkpoint
+  and the channel. A checkpoint without a chain (written before this existed, or by a
+  saver without it) is not checked; so is a read from a cached log whose chain this
+  process has not seen. Rows swapped *within* one task's writes to the same channel
+  (same task id) are not detected; message contents changed in place are not either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from threadlog.checkpoint.cache import CachedSeed
+from threadlog.errors import StoredDataError
+from threadlog.log import flatten_write
+
+__all__ = ["CHAIN_KEY", "chain_writes", "row_hash"]
+
+CHAIN_KEY = "threadlog_chain"
+_MASK = (1 << 64) - 1
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
+Chain = dict[str, tuple[int, int]]  # channel -> (rows, sum)
+
+
+def _item_key(item: Any) -> str:
+    if isinstance(item, BaseMessage):
+        return "id:" + item.id if item.id else "v:" + repr(item.content)
+    if isinstance(item, Mapping):
+        mid = item.get("id")
+        return "id:" + mid if isinstance(mid, str) and mid else "v:" + repr(sorted(map(str, item)))
+    if isinstance(item, (list, tuple)):
+        return "v:" + repr([_item_key(x) for x in item])
+    return "v:" + repr(item)
+
+
+def _fast_keys(value: Any) -> list[str] | None:
+    # The common row, a list of messages with ids, without the general walk (a cold
+    # read of a long thread hashes every row); same keys as `_item_key`.
+    if type(value) is not list:
+        return None
+    keys = []
+    for m in value:
+        if not (isinstance(m, BaseMessage) and m.id):
+            return None
+        keys.append("id:" + m.id)
+    return keys
+
+
+def _has_messages(value: Any) -> bool:
+    return any(
+        isinstance(i, BaseMessage) or (isinstance(i, Mapping) and "role" in i)
+        for i in flatten_write(value)
+    )
+
+
+def row_hash(task_id: str, value: Any) -> int:
+    """The 64-bit hash of one stored write: its task id and its messages' ids."""
+    keys = _fast_keys(value)
+    if keys is None:
+        keys = [_item_key(i) for i in flatten_write(value)]
+    text = task_id + "\x00" + "\x1f".join(keys)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest())
+
+
+def _read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
+    raw = (metadata or {}).get(CHAIN_KEY)
+    if not isinstance(raw, Mapping):
+        return None
+    out: Chain = {}
+    for ch, pair in raw.items():
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            out[str(ch)] = (int(pair[0]), int(str(pair[1]), 16))
+    return out
+
+
+def _fold(chain: Chain, rows: Iterable[tuple[str, int, bool]], channels: set[str]) -> Chain:
+    """Add rows (channel, row hash, holds messages) to a chain."""
+    out = dict(chain)
+    for ch, h, has_messages in rows:
+        if ch in channels or (ch not in out and has_messages):
+            n, s = out.get(ch, (0, 0))
+            out[ch] = (n + 1, (s + h) & _MASK)
+    return out
+
+
+class _Seen:
+    """Bounded memory of checkpoints: their chain, and the writes stored on them."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.chains: OrderedDict[str, Chain] = OrderedDict()
+        # Per checkpoint, its rows keyed as storage keys them: (hash, holds messages).
+        self.writes: OrderedDict[str, dict[tuple[str, str, int], tuple[int, bool]]] = OrderedDict()
+        self.size = size
+        self.lock = threading.Lock()
+
+    def chain(self, cid: str, chain: Chain) -> None:
+        with self.lock:
+            self.chains[cid] = chain
+            self.chains.move_to_end(cid)
+            while len(self.chains) > self.size:
+                self.chains.popitem(last=False)
+
+    def add_writes(self, cid: str, rows: Iterable[tuple[str, str, int, Any]]) -> None:
+        with self.lock:
+            known = self.writes.setdefault(cid, {})
+            self.writes.move_to_end(cid)
+            for task_id, ch, idx, value in rows:
+                if (task_id, ch, idx) not in known:  # storage keeps the first
+                    known[(task_id, ch, idx)] = (row_hash(task_id, value), _has_messages(value))
+            while len(self.writes) > self.size:
+                self.writes.popitem(last=False)
+
+
+def _checkpoint_id(config: RunnableConfig | None) -> str | None:
+    conf = (config or {}).get("configurable") or {}
+    cid = conf.get("checkpoint_id")
+    return str(cid) if cid else None
+
+
+class _ChainMixin(BaseCheckpointSaver[Any]):
+    """Writes and checks the chain for any saver class it is mixed into (module doc)."""
+
+    _threadlog_seen: _Seen
+
+    # -- remembering what was read -------------------------------------------------
+
+    def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
+        if tup is None:
+            return tup
+        cid = _checkpoint_id(tup.config)
+        if cid is None:
+            return tup
+        chain = _read_chain(tup.metadata)
+        seen = self._threadlog_seen
+        if chain is not None:
+            seen.chain(cid, chain)
+        seen.add_writes(cid, _indexed((str(t), c, v) for t, c, v in tup.pending_writes or ()))
+        return tup
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._remember(super().get_tuple(config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._remember(await super().aget_tuple(config))
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Any:
+        for tup in super().list(config, **kwargs):
+            yield self._remember(tup)
+
+    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> Any:
+        async for tup in super().alist(config, **kwargs):
+            yield self._remember(tup)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        self._note_writes(config, writes, task_id)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await super().aput_writes(config, writes, task_id, task_path)
+        self._note_writes(config, writes, task_id)
+
+    def _note_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
+    ) -> None:
+        cid = _checkpoint_id(config)
+        if cid is not None:
+            self._threadlog_seen.add_writes(cid, _indexed((task_id, c, v) for c, v in writes))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        parent = _checkpoint_id(config)
+        if parent is not None and not self._knows(parent):
+            self.get_tuple(config)  # another process wrote it: read it once
+        metadata = self._with_chain(parent, checkpoint, metadata)
+        out = super().put(config, checkpoint, metadata, new_versions)
+        self._after_put(out, metadata)
+        return out
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        parent = _checkpoint_id(config)
+        if parent is not None and not self._knows(parent):
+            await self.aget_tuple(config)
+        metadata = self._with_chain(parent, checkpoint, metadata)
+        out = await super().aput(config, checkpoint, metadata, new_versions)
+        self._after_put(out, metadata)
+        return out
+
+    def _knows(self, cid: str) -> bool:
+        seen = self._threadlog_seen
+        return cid in seen.chains or cid in seen.writes
+
+    def _with_chain(
+        self, parent: str | None, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> CheckpointMetadata:
+        seen = self._threadlog_seen
+        with seen.lock:
+            base = seen.chains.get(parent) if parent else {}
+            rows = dict(seen.writes.get(parent, {})) if parent else {}
+        if base is None:
+            # The parent has no chain (written before this existed): its channels'
+            # rows since their snapshot are unknown, so nothing is chained from here.
+            return metadata
+        # A chain lists every channel with rows since its snapshot; one it does not list
+        # has none. The parent's writes are folded in (their order does not matter).
+        chain = _fold(base, ((c, h, m) for (_, c, _), (h, m) in rows.items()), set(base))
+        values = checkpoint.get("channel_values", {})
+        for ch in list(chain):
+            if ch in values:  # a snapshot (or a plain stored value): rebuilt from here
+                del chain[ch]
+        out = dict(metadata)
+        out[CHAIN_KEY] = {ch: [n, f"{s:016x}"] for ch, (n, s) in chain.items()}
+        return out  # type: ignore[return-value]
+
+    def _after_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> None:
+        cid = _checkpoint_id(config)
+        chain = _read_chain(metadata)
+        if cid is not None and chain is not None:
+            self._threadlog_seen.chain(cid, chain)
+
+    # -- reading: check ------------------------------------------------------------------
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        seeds = self._cached_seeds(config, channels)
+        out = super().get_delta_channel_history(config=config, channels=channels)
+        self._check(config, out, seeds)
+        return out
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        seeds = self._cached_seeds(config, channels)
+        out = await super().aget_delta_channel_history(config=config, channels=channels)
+        self._check(config, out, seeds)
+        return out
+
+    def _cached_seeds(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, str]:
+        """channel -> the checkpoint id of the log the history cache may answer from."""
+        from threadlog.checkpoint.cache import history_cache_of
+
+        cache = history_cache_of(self)
+        conf = config.get("configurable") or {}
+        if cache is None:
+            return {}
+        out = {}
+        for ch in channels:
+            entry = cache.get(
+                (str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""), ch)
+            )
+            if entry is not None:
+                out[ch] = entry[0]
+        return out
+
+    def _check(
+        self,
+        config: RunnableConfig,
+        histories: Mapping[str, DeltaChannelHistory],
+        seeds: Mapping[str, str],
+    ) -> None:
+        target = _checkpoint_id(config)
+        with self._threadlog_seen.lock:
+            expected = self._threadlog_seen.chains.get(target) if target else None
+            known = dict(self._threadlog_seen.chains)
+        if expected is None:
+            return
+        for ch, history in histories.items():
+            want = expected.get(ch, (0, 0))
+            seed = history.get("seed")
+            if isinstance(seed, CachedSeed):
+                start = known.get(seeds.get(ch, ""), {}).get(ch)
+                if start is None:
+                    continue  # a cached log whose chain this process has not seen
+            else:
+                start = (0, 0)
+            n, s = start
+            for task_id, _, value in history["writes"]:
+                n, s = n + 1, (s + row_hash(str(task_id), value)) & _MASK
+            # More rows than were written: writes a concurrent run stored on an ancestor
+            # after this checkpoint was made (the run guard's business, not tampering).
+            if n < want[0] or (n == want[0] and s != want[1]):
+                conf = config.get("configurable") or {}
+                raise StoredDataError(
+                    f"thread {conf.get('thread_id')!r}, checkpoint {target!r}: the stored "
+                    f"writes of channel {ch!r} do not match what was written ({n} rows read, "
+                    f"{want[0]} written{'' if n != want[0] else ', some with other values'}): "
+                    "a writes row was deleted, added or swapped in storage. The history "
+                    "would read back different from what happened, so it is not shown"
+                )
+
+
+def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, Any]]:
+    """Rows keyed as storage keys them: a task's n-th write to a channel."""
+    counts: dict[tuple[str, str], int] = {}
+    out = []
+    for task_id, ch, value in rows:
+        i = counts.get((task_id, ch), 0)
+        counts[(task_id, ch)] = i + 1
+        out.append((task_id, ch, i, value))
+    return out
+
+
+_classes: dict[type[Any], type[Any]] = {}
+_classes_lock = threading.Lock()
+
+
+def chain_writes(saver: S) -> S:
+    """Give `saver` the write chain (module doc); returns the same object."""
+    if isinstance(saver, _ChainMixin):
+        return saver
+    cls = type(saver)
+    with _classes_lock:
+        sub = _classes.get(cls)
+        if sub is None:
+            sub = type(f"Chained{cls.__name__}", (_ChainMixin, cls), {})
+            sub.__module__ = cls.__module__
+            _classes[cls] = sub
+    saver.__class__ = sub
+    saver._threadlog_seen = _Seen()  # type: ignore[attr-defined]
+    return saver

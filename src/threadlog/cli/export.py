@@ -1,0 +1,60 @@
+"""`threadlog export --db SOURCE --thread ID [--format jsonl|openai|langchain] [--checkpoint C]`.
+
+Contract: prints one thread's message history, complete (nothing cut), read-only — it never
+runs a turn: `jsonl` (default) one message per line with its role and LangChain fields,
+`langchain` LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
+langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
+full id or unique suffix); `-o FILE` writes to a file. `threadlog.inspect.export.loads`
+reads any of them back. Errors: one line, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from threadlog.cli.threads import SOURCE_HELP
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "export",
+        help="print a thread's whole message history (jsonl, openai, langchain); reads only",
+        description="Print a thread's message history, complete, without running anything.",
+    )
+    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
+    p.add_argument("--thread", required=True, help="thread id")
+    p.add_argument(
+        "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
+        help="jsonl (default): a message per line; openai: the Chat Completions messages; "
+        "langchain: messages_to_dict",
+    )
+    p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import run_command
+
+    return run_command("export", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.inspect import check_output_path
+    from threadlog.inspect.export import dumps, messages_at
+
+    if args.output:
+        check_output_path(args.output)
+    messages, _ = messages_at(args.db, args.thread, args.checkpoint)
+    text = dumps(messages, args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0

@@ -1,0 +1,57 @@
+"""Progress on stderr for reads that take more than a second.
+
+Contract: `Progress(label)` is a callable `(done, total)` and a context manager. Nothing is
+printed until `after` seconds (default 1, `THREADLOG_PROGRESS_AFTER` overrides) have
+passed; then, on a terminal, one line rewritten in place (`label 120/551`), elsewhere one
+line when it starts and one when it ends — so a log file gets two lines, not hundreds. A
+hint (e.g. "use --last N") is printed once with the first line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from types import TracebackType
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    def __init__(self, label: str, hint: str = "", after: float | None = None) -> None:
+        self.label = label
+        self.hint = hint
+        env = os.environ.get("THREADLOG_PROGRESS_AFTER")
+        self.after = after if after is not None else float(env) if env else 1.0
+        self.start = time.monotonic()
+        self.shown = False
+        self.total = 0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        self.total = total
+        if not self.shown and time.monotonic() - self.start < self.after:
+            return
+        if not self.shown:
+            self.shown = True
+            hint = f" ({self.hint})" if self.hint else ""
+            if not self.tty:
+                print(f"{self.label}: {total}…{hint}", file=sys.stderr, flush=True)
+                return
+            print(f"{self.label}{hint}", file=sys.stderr, flush=True)
+        if self.tty:
+            print(f"\r{self.label} {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.shown:
+            took = time.monotonic() - self.start
+            end = "\r" if self.tty else ""
+            print(f"{end}{self.label}: {self.total} done in {took:.1f} s", file=sys.stderr)

@@ -1,0 +1,60 @@
+"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
+
+Contract: lists the threads of a database (SQLite path or URL, Postgres URL) or a LangGraph
+server URL, newest first — id, updated, turns, messages, open calls, errors, the last user
+message — as text that fits in 100 columns, or as JSON (`threadlog.inspect.threads` rows,
+full texts). Reads only: the database is opened read-only. Errors: one line, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+SOURCE_HELP = (
+    "where the threads are: a SQLite file (path or sqlite:///path), postgresql://…, or a "
+    "LangGraph server URL (http://127.0.0.1:2024)"
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "threads",
+        help="list the threads of a database or LangGraph server, newest first",
+        description="List threads newest first: turns, messages, open calls, errors and "
+        "the last user message. Reads only.",
+    )
+    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
+    p.add_argument(
+        "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="at most N (0: all; default 20)"
+    )
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import run_command
+
+    return run_command("threads", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.progress import Progress
+    from threadlog.inspect.threads import threads
+
+    with Progress("reading threads") as progress:
+        listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
+    if args.json:
+        text = json.dumps(listing.rows(), ensure_ascii=False, indent=1)
+    else:
+        text = str(listing)
+    print(text)
+    sys.stdout.flush()
+    return 0

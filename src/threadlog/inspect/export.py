@@ -1,0 +1,140 @@
+"""Exporting a thread's message history, complete, without running anything.
+
+Contract:
+
+* `messages_at(source, thread_id, checkpoint=None)` reads the log at the thread's head or
+  at one checkpoint (a full id or a unique suffix/prefix), read-only: a database URL or
+  path (`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL. Returns
+  `(messages, checkpoint_id)`.
+* `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
+  `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
+  `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
+  `messages` list langchain-openai would send (`threadlog.openai_payload`).
+* `loads(text)` reads any of the three back into `BaseMessage`s, so an export re-imported
+  into a fresh thread gives the same model-visible history (`threadlog.digest` of each
+  message for `jsonl`/`langchain`; the same OpenAI payload for `openai`, which has no ids).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    BaseMessage,
+    convert_to_messages,
+    messages_from_dict,
+    messages_to_dict,
+)
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["FORMATS", "Format", "dumps", "loads", "messages_at", "resolve_checkpoint"]
+
+Format = Literal["jsonl", "openai", "langchain"]
+FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
+
+
+def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
+    """`messages` in `fmt`, complete (see the module docstring)."""
+    from threadlog import openai_payload, role_of
+
+    if fmt == "jsonl":
+        return "".join(
+            json.dumps({"role": role_of(m), **m.model_dump(mode="json")}, ensure_ascii=False)
+            + "\n"
+            for m in messages
+        )
+    if fmt == "langchain":
+        return json.dumps(messages_to_dict(list(messages)), ensure_ascii=False, indent=1) + "\n"
+    if fmt == "openai":
+        return json.dumps(openai_payload(list(messages)), ensure_ascii=False, indent=1) + "\n"
+    raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def loads(text: str) -> list[BaseMessage]:
+    """Messages from any export format (detected from the text)."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        items = json.loads(stripped)
+        if items and all(isinstance(i, dict) and "data" in i and "type" in i for i in items):
+            return list(messages_from_dict(items))
+        return list(convert_to_messages(items))  # the OpenAI `messages` list
+    out: list[BaseMessage] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {n} of the export is not JSON: {exc}") from None
+        if not isinstance(data, dict) or "type" not in data:
+            raise ValueError(f"line {n} of the export is not a message (no 'type' field)")
+        data.pop("role", None)
+        out.extend(messages_from_dict([{"type": data["type"], "data": data}]))
+    return out
+
+
+def resolve_checkpoint(ids: Sequence[str], checkpoint: str, thread_id: str) -> str:
+    """The one id of `ids` that is `checkpoint` or ends/starts with it; else LookupError."""
+    if checkpoint in ids:
+        return checkpoint
+    found = [i for i in ids if i.endswith(checkpoint) or i.startswith(checkpoint)]
+    if len(found) == 1:
+        return found[0]
+    what = "matches no" if not found else f"matches {len(found)}"
+    raise LookupError(
+        f"checkpoint {checkpoint!r} {what} checkpoint of thread {thread_id!r}; "
+        "use a full id or a longer suffix (see threadlog inspect)"
+    )
+
+
+def messages_at(
+    source: Any, thread_id: str, checkpoint: str | None = None
+) -> tuple[list[BaseMessage], str]:
+    """The log of `thread_id` at its head or `checkpoint`, and that checkpoint's id."""
+    from threadlog.inspect.readonly import is_server_url, open_readonly
+
+    if isinstance(source, BaseCheckpointSaver):
+        return _from_saver(source, thread_id, checkpoint)
+    if isinstance(source, str) and is_server_url(source):
+        from threadlog.inspect.remote import Server, to_messages
+
+        with Server(source) as server:
+            cid = None
+            if checkpoint:
+                ids = [s["checkpoint"]["checkpoint_id"] for s in server.history(thread_id)]
+                cid = resolve_checkpoint(ids, checkpoint, thread_id)
+            state = server.state(thread_id, cid)
+            head = (state.get("checkpoint") or {}).get("checkpoint_id")
+            if not head:
+                raise LookupError(f"thread {thread_id!r} has no checkpoints on {source}")
+            return to_messages((state.get("values") or {}).get("messages")), str(head)
+    if isinstance(source, str):
+        with open_readonly(source) as saver:
+            return _from_saver(saver, thread_id, checkpoint)
+    raise TypeError(
+        f"cannot export from a {type(source).__name__}: pass a checkpointer, a database URL "
+        "or path, or a LangGraph server URL"
+    )
+
+
+def _from_saver(
+    saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None
+) -> tuple[list[BaseMessage], str]:
+    from threadlog.inspect.catalog import checkpoint_ids
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint:
+        conf["checkpoint_id"] = resolve_checkpoint(
+            checkpoint_ids(saver, thread_id), checkpoint, thread_id
+        )
+    with quiet_stand_in(True):
+        snap = stand_in(saver, None).get_state({"configurable": conf})
+    cid = (snap.config.get("configurable") or {}).get("checkpoint_id")
+    if not cid:
+        raise LookupError(f"thread {thread_id!r} has no checkpoints in this database")
+    values = snap.values if isinstance(snap.values, dict) else {}
+    messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
+    return messages, str(cid)

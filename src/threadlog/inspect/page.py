@@ -1,0 +1,286 @@
+"""One self-contained HTML page for a thread: turns, full content, call links, a waterfall.
+
+Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `Thread`);
+`thread_page(thread)` wraps it in a standalone document (`threadlog inspect --html`).
+
+* Branches are drawn as a tree (`ForkTree`): each branch is its own section, starting at
+  its fork point — never interleaved with another branch's steps.
+* Within a branch, checkpoints are grouped into turns (a turn starts at an `input`
+  checkpoint); each turn is a `<details>` element — the newest three open, older ones
+  collapsed — whose summary says the user's words, steps, tokens and time taken.
+* Each step row: step, checkpoint (the full id in `title`), the node(s) that wrote it
+  (LangGraph's internal `__…__` writers hidden), the time since its parent checkpoint, and
+  its messages. A message longer than its preview expands (`<details>`) to its full
+  content. A tool call carries its complete id (`data-call-id`, `id="call-…"`) and links to
+  its result (`id="result-…"`), and the result links back.
+* A model call shows its model name, latency and tokens when `ModelNode` recorded them
+  (`response_metadata["threadlog"]`). A turn with parallel tool calls or timed model
+  calls gets a waterfall: one bar per call, from when it started to when it ended.
+* The style is the tables' own (`threadlog.inspect.table.STYLE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.pairs import ToolPairs
+from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.steps import appended, describe_compaction, short_id
+from threadlog.inspect.table import STYLE, Table, render_html
+from threadlog.inspect.timeline import Timeline
+from threadlog.messages import role_of
+
+if TYPE_CHECKING:
+    from threadlog.inspect.history import ThreadRecords
+
+__all__ = ["model_timing", "thread_html", "thread_page"]
+
+
+_OPEN_TURNS = 3  # the newest turns start expanded; older ones are one click away
+_PREVIEW = 100
+
+
+def model_timing(m: BaseMessage) -> dict[str, Any]:
+    """What `ModelNode` recorded about a model call (`response_metadata["threadlog"]`)."""
+    meta = m.response_metadata.get("threadlog") if isinstance(m, AIMessage) else None
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
+def _ts(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _took(rec: CheckpointRecord, parent: CheckpointRecord | None) -> float | None:
+    a, b = (_ts(parent.created_at), _ts(rec.created_at)) if parent else (None, None)
+    return (b - a).total_seconds() if a and b else None
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _text(m: BaseMessage) -> str:
+    return m.text if isinstance(m.content, list) else str(m.content)
+
+
+def _content(m: BaseMessage) -> str:
+    full = _text(m)
+    one = " ".join(full.split())
+    if len(one) <= _PREVIEW and "\n" not in full.strip():
+        return escape(one)
+    return (
+        f"<details><summary>{escape(one[: _PREVIEW - 1])}…</summary>"
+        f"<pre>{escape(full)}</pre></details>"
+    )
+
+
+def _message(m: BaseMessage) -> str:
+    role = role_of(m)
+    mid = escape(m.id or "", quote=True)
+    head = (
+        f'<span class="r-{role}">{role}</span> '
+        f'<span class="tl-meta" title="{mid}">{escape(short_id(m.id))}</span>'
+    )
+    parts = [f'<div class="tl-msg" id="msg-{mid}">{head} ']
+    if isinstance(m, ToolMessage):
+        cid = escape(m.tool_call_id, quote=True)
+        err = ' <span class="r-error">⚠error</span>' if m.status == "error" else ""
+        parts.append(
+            f'<a class="tl-call" id="result-{cid}" href="#call-{cid}" data-call-id="{cid}" '
+            f'title="{cid}">← [{escape(short_id(m.tool_call_id, 14))}]</a>{err} '
+        )
+    parts.append(_content(m))
+    if isinstance(m, AIMessage):
+        for c in m.tool_calls:
+            cid = escape(str(c.get("id")), quote=True)
+            args = ", ".join(f"{k}={v!r}" for k, v in (c.get("args") or {}).items())
+            parts.append(
+                f'<div>→ <a class="tl-call" id="call-{cid}" href="#result-{cid}" '
+                f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
+                f"({escape(args)}) [{escape(short_id(str(c.get('id')), 14))}]</a></div>"
+            )
+        timing = model_timing(m)
+        facts = []
+        if timing.get("model"):
+            facts.append(str(timing["model"]))
+        if timing.get("latency_ms") is not None:
+            facts.append(f"{float(timing['latency_ms']):.0f} ms")
+        if m.usage_metadata:
+            u = m.usage_metadata
+            facts.append(f"{u['input_tokens']} in · {u['output_tokens']} out")
+            cached = (u.get("input_token_details") or {}).get("cache_read")
+            if cached:
+                facts.append(f"{cached} cached")
+        if facts:
+            parts.append(f'<div class="tl-meta">model call: {escape(" · ".join(facts))}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _writers(rec: CheckpointRecord) -> str:
+    names = [w for w in rec.writers if not (w.startswith("__") and w.endswith("__"))]
+    return escape(", ".join(names) or rec.source)
+
+
+def _turns(records: list[CheckpointRecord]) -> list[list[CheckpointRecord]]:
+    turns: list[list[CheckpointRecord]] = []
+    for r in records:
+        if r.source == "input" or not turns:
+            turns.append([])
+        turns[-1].append(r)
+    return turns
+
+
+def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
+    t0 = _ts(turn[0].created_at)
+    if t0 is None:
+        return ""
+    bars: list[tuple[str, str, float, float]] = []  # kind, label, start s, duration s
+    durations = {
+        r["call_id"]: r["duration_s"]
+        for r in ToolPairs(thread, turn[-1].checkpoint_id).rows()
+        if r["duration_s"] is not None
+    }
+    for rec in turn:
+        parent = thread.parent(rec)
+        start = _ts(parent.created_at) if parent else None
+        for m in appended(rec, parent) if parent else []:
+            timing = model_timing(m)
+            began = _ts(str(timing.get("started_at") or ""))
+            if isinstance(m, AIMessage) and began and timing.get("latency_ms") is not None:
+                secs = float(timing["latency_ms"]) / 1000
+                bars.append(("model", "model", (began - t0).total_seconds(), secs))
+            if isinstance(m, ToolMessage) and start and m.tool_call_id in durations:
+                name = m.name or "tool"
+                bars.append(
+                    (
+                        "tool",
+                        f"{name} [{short_id(m.tool_call_id, 14)}]",
+                        (start - t0).total_seconds(),
+                        float(durations[m.tool_call_id]),
+                    )
+                )
+    tools = sum(1 for b in bars if b[0] == "tool")
+    if not bars or (tools < 2 and not any(b[0] == "model" for b in bars)):
+        return ""
+    span = max(s + d for _, _, s, d in bars) or 1.0
+    rows = []
+    for kind, label, s, d in bars:
+        left, width = 100 * max(s, 0) / span, max(100 * d / span, 0.3)
+        rows.append(
+            f'<div class="tl-wf-row"><span class="tl-wf-label">{escape(label)} · {_ms(d)}'
+            f'</span><div class="tl-wf-track"><div class="tl-wf-bar {kind}" '
+            f'style="left:{left:.2f}%;width:{width:.2f}%"></div></div></div>'
+        )
+    return (
+        f'<div class="tl-wf" data-span-s="{span:.3f}"><div class="tl-meta">waterfall · '
+        f"{_ms(span)} from the turn's input</div>{''.join(rows)}</div>"
+    )
+
+
+def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
+    first_parent = thread.parent(turn[0])
+    head = turn[-1]
+    # With `last=N` the turn's parent may not be loaded: count only what is known.
+    known = first_parent or (turn[0] if turn[0].parent_id else None)
+    before = {m.id for m in known.messages} if known else set()
+    new = [m for m in head.messages if m.id not in before]
+    users = [m for m in new if isinstance(m, HumanMessage)]
+    said = " ".join(_text(users[0]).split())[:80] if users else f"({turn[0].source})"
+    tokens = sum(
+        int(m.usage_metadata["total_tokens"])
+        for m in new
+        if isinstance(m, AIMessage) and m.usage_metadata
+    )
+    a, b = _ts(turn[0].created_at), _ts(head.created_at)
+    took = (b - a).total_seconds() if a and b else None
+    rows = []
+    for rec in turn:
+        parent = thread.parent(rec)
+        msgs = appended(rec, parent) if (parent or rec.parent_id is None) else []
+        events = [_message(m) for m in msgs]
+        events += [
+            f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
+            for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+        ]
+        events += [
+            f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'
+            for e in rec.errors
+        ]
+        events += [f'<div class="r-error">⚠ interrupt: {escape(i)}</div>' for i in rec.interrupts]
+        if not events:
+            continue  # an input checkpoint: its message shows in the next step
+        cid = escape(rec.checkpoint_id, quote=True)
+        rows.append(
+            f'<tr id="ckpt-{cid}"><td class="num">{rec.step}</td>'
+            f'<td title="{cid}">{escape(short(rec.checkpoint_id))}</td>'
+            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(rec, parent))}</td>'
+            f"<td>{''.join(events)}</td></tr>"
+        )
+    table = (
+        "<table><thead><tr><th>step</th><th>ckpt</th><th>wrote</th><th>took</th>"
+        f"<th>messages · events</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    summary = (
+        f"turn {number} · {escape(said)} · {len(turn)} checkpoints · {tokens} tokens · {_ms(took)}"
+    )
+    return (
+        f'<details class="tl-turn"{" open" if open_ else ""}><summary>{summary}</summary>'
+        f"{_waterfall(thread, turn)}{table}</details>"
+    )
+
+
+def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
+    tree = ForkTree(thread)
+    parts = [STYLE, '<div class="threadlog-inspect tl-page">']
+    parts.append(f'<div class="tl-title">thread {escape(thread.thread_id)}</div>')
+    parts.extend(
+        f'<div class="tl-summary">{escape(s)}</div>'
+        for s in Timeline(thread, thread.records).summary()
+    )
+    for branch in tree._ordered():
+        where = (
+            "from the root"
+            if branch.forked_from is None
+            else f"forked from #{branch.parent_branch} at step {branch.forked_from.step} "
+            f"({short(branch.forked_from.checkpoint_id)})"
+        )
+        parts.append(
+            f'<section class="tl-branch" data-branch="{branch.number}" '
+            f'style="margin-left:{16 * branch.depth}px">'
+            f'<div class="tl-branch-head">branch #{branch.number} · {escape(where)} · '
+            f"head {escape(short(branch.head.checkpoint_id))}</div>"
+        )
+        turns = _turns(branch.records)
+        for i, turn in enumerate(turns):
+            parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS))
+        parts.append("</section>")
+    parts.append(render_html(ToolPairs(thread)))
+    parts.extend(render_html(t) for t in extra)  # e.g. what the model saw for one call
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def thread_page(
+    thread: ThreadRecords, title: str | None = None, extra: Sequence[Table] = ()
+) -> str:
+    """A standalone HTML document for `thread` (see the module docstring); `extra` views
+    (e.g. `thread.context(call)`) follow the tool pairs."""
+    name = title or f"thread {thread.thread_id}"
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(name)}</title>'
+        "<style>body .threadlog-inspect{font-size:14px}</style>"
+        f'</head><body style="background:#fff;margin:16px">{thread_html(thread, extra)}'
+        "</body></html>"
+    )

@@ -1,0 +1,198 @@
+"""Opening someone else's checkpoint database to read it, and nothing else.
+
+Contract: `open_readonly(source)` yields LangGraph's own saver (`SqliteSaver`,
+`PostgresSaver`) for a `sqlite:///path` URL, a plain file path or a `postgresql://` URL,
+opened so that reading cannot write:
+
+* SQLite through a `mode=ro` URI connection; the saver's `setup()` (which creates tables
+  and runs a migration) is never called, and no lock file is made — a reader takes no run
+  lock.
+* Postgres in a session whose transactions are read-only
+  (`default_transaction_read_only`), again without `setup()`.
+
+Before a thread is read, the tables are checked for LangGraph's shape, so a file that is not
+a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
+server or a bad URL each raise `SourceError` — one line naming the source (a password in
+the URL is replaced by `***`) and what is wrong with it. `describe(source)` is that safe
+name. The strict serializer (`threadlog`'s allowlist) decodes every value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from threadlog._upstream import set_saver_has_task_path
+
+__all__ = ["SourceError", "describe", "is_server_url", "open_readonly", "sqlite_path"]
+
+# The columns LangGraph's savers read; `task_path` is newer and optional.
+_SQLITE_TABLES = {
+    "checkpoints": {
+        "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+        "checkpoint", "metadata",
+    },
+    "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
+               "type", "value"},
+}
+_POSTGRES_TABLES = {
+    "checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                    "checkpoint", "metadata"},
+    "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"},
+    "checkpoint_writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx",
+                          "channel", "type", "blob"},
+}
+
+
+class SourceError(ValueError):
+    """A source the inspector cannot read; the message is one line saying why."""
+
+
+def is_server_url(source: str) -> bool:
+    return source.lower().startswith(("http://", "https://"))
+
+
+def describe(source: str) -> str:
+    """`source` safe to print: the password of a URL is replaced by `***`."""
+    if "://" not in source:
+        return source
+    parts = urlsplit(source)
+    if parts.password is None:
+        return source
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def sqlite_path(source: str) -> str | None:
+    """The file a SQLite source names (`sqlite:///p` or a plain path), else None."""
+    if source.lower().startswith("sqlite:///"):
+        return source[len("sqlite:///") :]
+    return None if "://" in source else source
+
+
+@contextlib.contextmanager
+def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """LangGraph's saver for `source`, opened read-only (see the module docstring)."""
+    path = sqlite_path(source)
+    if path is not None:
+        with _sqlite(path) as saver:
+            yield saver
+        return
+    scheme = urlsplit(source).scheme.lower()
+    if scheme in ("postgresql", "postgres"):
+        with _postgres(source) as saver:
+            yield saver
+        return
+    raise SourceError(
+        f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
+        "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
+    )
+
+
+def _serde() -> Any:
+    from threadlog.checkpoint.serde import strict_serializer
+
+    return strict_serializer()
+
+
+@contextlib.contextmanager
+def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if path in ("", ":memory:"):
+        raise SourceError(f"{path or 'an empty path'} holds no threads to read; give a file")
+    if not os.path.exists(path):  # opening would create an empty database
+        raise SourceError(f"no database at {path!r}")
+    if os.path.isdir(path):
+        raise SourceError(f"{path!r} is a directory, not a SQLite database file")
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5)
+    except sqlite3.Error as exc:
+        raise SourceError(f"cannot open {path!r}: {_one_line(exc)}") from None
+    try:
+        columns = _sqlite_columns(conn, path)
+        for table, needed in _SQLITE_TABLES.items():
+            _check_table(path, table, columns.get(table), needed)
+        saver = SqliteSaver(conn, serde=_serde())
+        saver.is_setup = True  # setup() creates tables: a reader must not
+        # An older LangGraph's writes table has no task_path; read it as such.
+        set_saver_has_task_path(saver, "task_path" in (columns.get("writes") or set()))
+        yield saver
+    finally:
+        conn.close()
+
+
+def _sqlite_columns(conn: sqlite3.Connection, path: str) -> dict[str, set[str]]:
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {
+            n: {r[1] for r in conn.execute(f"PRAGMA table_info({n!r})")}
+            for n in names
+            if n in _SQLITE_TABLES
+        }
+    except sqlite3.DatabaseError as exc:
+        raise SourceError(f"{path!r} is not a SQLite database ({_one_line(exc)})") from None
+
+
+def _check_table(where: str, table: str, have: set[str] | None, needed: set[str]) -> None:
+    if have is None:
+        raise SourceError(
+            f"{describe(where)} is not a LangGraph checkpoint database: it has no {table!r} "
+            "table (threads are stored by a LangGraph checkpointer, e.g. threadlog.checkpointer)"
+        )
+    missing = sorted(needed - have)
+    if missing:
+        raise SourceError(
+            f"{describe(where)} is not a LangGraph checkpoint database: its {table!r} table "
+            f"lacks the column(s) {', '.join(missing)} (another application's table?)"
+        )
+
+
+@contextlib.contextmanager
+def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+    except ImportError:
+        raise SourceError(
+            f"reading {describe(url)} needs the postgres extra: pip install 'threadlog[postgres]'"
+        ) from None
+    try:
+        conn = psycopg.Connection.connect(
+            url,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            connect_timeout=10,
+            options="-c default_transaction_read_only=on",
+        )
+    except psycopg.Error as exc:
+        raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
+    with conn:
+        try:
+            rows = conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+                (list(_POSTGRES_TABLES),),
+            ).fetchall()
+        except psycopg.Error as exc:
+            raise SourceError(f"cannot read {describe(url)}: {_one_line(exc)}") from None
+        columns: dict[str, set[str]] = {}
+        for r in rows:
+            columns.setdefault(r["table_name"], set()).add(r["column_name"])
+        for table, needed in _POSTGRES_TABLES.items():
+            _check_table(url, table, columns.get(table), needed)
+        yield PostgresSaver(conn, serde=_serde())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__

@@ -1,0 +1,217 @@
+"""Reading threads served by a LangGraph server (`langgraph dev`, LangGraph Platform).
+
+Contract: `Server(url)` is a context manager over `langgraph_sdk.get_sync_client(url=url)`.
+Entering it checks that `url` answers like a LangGraph server (`GET /info`); an unreachable
+host or a server that is not LangGraph raises `SourceError` (one line). Then:
+
+* `records(thread_id, last=None)` — the thread's checkpoints as `CheckpointRecord`s, oldest
+  first, from the server's own state history (`threads.get_history`, paged with `before`):
+  values, next tasks, failed tasks and interrupts as the server reports them; the node(s)
+  that wrote a checkpoint are the tasks its parent ran. Stored bytes are unknown (None).
+* `threads(search=, limit=)` — `ThreadSummary`s from `threads.search`, newest update first;
+  the checkpoint count is not fetched (reported as 0) to keep a listing one request.
+* `state(thread_id, checkpoint_id=None)` — the messages at the head or at a checkpoint.
+
+Messages arrive as LangChain's JSON dicts and are rebuilt with `messages_from_dict`, so the
+views see the same `BaseMessage` objects a local read gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from langchain_core.messages import BaseMessage, messages_from_dict
+
+from threadlog.inspect.catalog import Head
+from threadlog.inspect.readonly import SourceError, describe
+from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.summary import ThreadSummary, summarize
+
+__all__ = ["Server", "to_messages"]
+
+_PAGE = 100
+
+
+def to_messages(raw: Any) -> list[BaseMessage]:
+    """LangChain message dicts (as a server returns them) → `BaseMessage`s."""
+    out: list[BaseMessage] = []
+    for m in raw or []:
+        if isinstance(m, BaseMessage):
+            out.append(m)
+        elif isinstance(m, Mapping) and m.get("type"):
+            out.extend(messages_from_dict([{"type": m["type"], "data": dict(m)}]))
+    return out
+
+
+def _values(raw: Any) -> dict[str, Any]:
+    values = dict(raw) if isinstance(raw, Mapping) else {}
+    if "messages" in values:
+        values["messages"] = to_messages(values["messages"])
+    return values
+
+
+class Server:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.client: Any = None
+
+    def __enter__(self) -> Server:
+        import httpx
+        from langgraph_sdk import get_sync_client
+
+        try:
+            info = httpx.get(f"{self.url}/info", timeout=10)
+        except httpx.HTTPError as exc:
+            raise SourceError(f"cannot reach {describe(self.url)}: {_one_line(exc)}") from None
+        body: Any = None
+        try:
+            body = info.json()
+        except ValueError:
+            pass
+        if info.status_code != 200 or not isinstance(body, dict) or "flags" not in body:
+            raise SourceError(
+                f"{describe(self.url)} is not a LangGraph server (GET /info answered "
+                f"HTTP {info.status_code}); give the URL `langgraph dev` prints, e.g. "
+                "http://127.0.0.1:2024"
+            )
+        self.client = get_sync_client(url=self.url, api_key=None, timeout=30)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.client is not None:
+            self.client.http.client.close()
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from langgraph_sdk.errors import LangGraphError, NotFoundError
+
+        try:
+            return fn(*args, **kwargs)
+        except NotFoundError:
+            raise LookupError(f"{describe(self.url)} has no {what}") from None
+        except LangGraphError as exc:
+            raise SourceError(f"{describe(self.url)}: reading {what}: {_one_line(exc)}") from None
+
+    def history(self, thread_id: str, last: int | None = None) -> list[dict[str, Any]]:
+        """The server's state history of a thread, newest first (`last` newest only)."""
+        out: list[dict[str, Any]] = []
+        before: Any = None
+        while last is None or len(out) < last:
+            page = _PAGE if last is None else min(_PAGE, last - len(out))
+            batch = self._call(
+                f"thread {thread_id!r}",
+                self.client.threads.get_history,
+                thread_id,
+                limit=page,
+                before=before,
+            )
+            out.extend(batch)
+            if len(batch) < page:
+                break
+            before = batch[-1]["checkpoint"]
+        return out
+
+    def records(self, thread_id: str, last: int | None = None) -> list[CheckpointRecord]:
+        states = self.history(thread_id, last)
+        if not states:
+            raise LookupError(f"thread {thread_id!r} has no checkpoints on {describe(self.url)}")
+        by_id = {s["checkpoint"]["checkpoint_id"]: s for s in states}
+        records: list[CheckpointRecord] = []
+        for s in states:
+            cid = s["checkpoint"]["checkpoint_id"]
+            parent = (s.get("parent_checkpoint") or {}).get("checkpoint_id")
+            meta = s.get("metadata") or {}
+            tasks = s.get("tasks") or []
+            ptasks = (by_id.get(parent) or {}).get("tasks") or [] if parent else []
+            records.append(
+                CheckpointRecord(
+                    checkpoint_id=cid,
+                    parent_id=parent,
+                    step=int(meta.get("step", -1)),
+                    source=str(meta.get("source", "?")),
+                    created_at=str(s.get("created_at") or ""),
+                    config={"configurable": dict(s["checkpoint"])},
+                    values=_values(s.get("values")),
+                    writers=tuple(dict.fromkeys(str(t.get("name")) for t in ptasks)),
+                    next=tuple(s.get("next") or ()),
+                    pending_channels=(),
+                    errors=tuple(
+                        TaskError(str(t.get("name")), str(t["error"]))
+                        for t in tasks
+                        if t.get("error")
+                    ),
+                    interrupts=tuple(
+                        str(i.get("value")) for t in tasks for i in (t.get("interrupts") or [])
+                    ),
+                )
+            )
+        loaded = {r.checkpoint_id: r for r in records}
+        for r in records:
+            if r.parent_id in loaded:
+                loaded[r.parent_id].children.append(r.checkpoint_id)
+        records.sort(key=lambda r: r.checkpoint_id)
+        for r in records:
+            r.children.sort()
+        return records
+
+    def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if checkpoint_id:
+            kwargs["checkpoint_id"] = checkpoint_id
+        state = self._call(
+            f"thread {thread_id!r}", self.client.threads.get_state, thread_id, **kwargs
+        )
+        return dict(state)
+
+    def threads(self, *, search: str | None = None, limit: int = 20) -> list[ThreadSummary]:
+        needle = (search or "").lower()
+        out: list[ThreadSummary] = []
+        offset = 0
+        while True:
+            page = _PAGE if (needle or limit <= 0) else min(_PAGE, limit - len(out))
+            batch = self._call(
+                "threads",
+                self.client.threads.search,
+                limit=page,
+                offset=offset,
+                sort_by="updated_at",
+                sort_order="desc",
+            )
+            for t in batch:
+                s = self._summary(t)
+                text = " ".join(str(m.content) for m in to_messages(_messages_of(t)))
+                if needle and needle not in (s.thread_id + " " + text).lower():
+                    continue
+                out.append(s)
+                if limit > 0 and len(out) >= limit:
+                    return out
+            if len(batch) < page:
+                return out
+            offset += len(batch)
+
+    def _summary(self, t: Mapping[str, Any]) -> ThreadSummary:
+        messages = to_messages(_messages_of(t))
+        errors: list[str] = []
+        if t.get("status") == "error":
+            state = self.state(str(t["thread_id"]))
+            errors = [str(x["error"]) for x in state.get("tasks") or [] if x.get("error")]
+            errors = errors or ["the last run failed (thread status 'error')"]
+        head = Head(str(t["thread_id"]), "", "", 0)
+        s = summarize(head, messages, errors, str(t.get("updated_at") or ""))
+        return dataclasses.replace(s, created_at=str(t.get("created_at") or ""))
+
+
+def _messages_of(t: Mapping[str, Any]) -> Any:
+    values = t.get("values")
+    return values.get("messages") if isinstance(values, Mapping) else None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,64 @@
+"""`ThreadSummary`: one thread in a listing (id, times, counts, last user text, open calls,
+errors), made from its head's messages by `summarize` — shared by the database listing
+(`threads.py`) and the LangGraph server reader (`remote.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from threadlog.inspect.catalog import Head, id_time
+
+__all__ = ["ThreadSummary", "matches", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    thread_id: str
+    created_at: str
+    updated_at: str
+    checkpoints: int
+    turns: int
+    messages: int
+    last_user: str
+    open_calls: list[str]
+    errors: list[str]
+    head_checkpoint_id: str
+
+
+def summarize(
+    head: Head, messages: list[BaseMessage], errors: list[str], updated_at: str = ""
+) -> ThreadSummary:
+    from threadlog.log import MessageLog
+
+    users = [m for m in messages if isinstance(m, HumanMessage)]
+    failed = [
+        f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
+        for m in messages
+        if isinstance(m, ToolMessage) and m.status == "error"
+    ]
+    return ThreadSummary(
+        thread_id=head.thread_id,
+        created_at=id_time(head.first_id),
+        updated_at=updated_at or id_time(head.head_id),
+        checkpoints=head.checkpoints,
+        turns=len(users),
+        messages=len(messages),
+        last_user=(users[-1].text if users else ""),
+        open_calls=[str(c.get("id")) for _, c in MessageLog(messages).open_calls()],
+        errors=[*errors, *failed],
+        head_checkpoint_id=head.head_id,
+    )
+
+
+def matches(needle: str, s: ThreadSummary, messages: list[BaseMessage]) -> bool:
+    if needle in s.thread_id.lower():
+        return True
+    return any(needle in _text(m).lower() for m in messages)
+
+
+def _text(m: BaseMessage) -> str:
+    text = m.text if isinstance(m.content, list) else str(m.content)
+    calls = getattr(m, "tool_calls", None) or []
+    return text + "".join(f" {c.get('name')} {c.get('args')}" for c in calls)

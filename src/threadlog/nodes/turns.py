@@ -1,0 +1,121 @@
+"""What a model node needs to know about the current turn, and what it does to a reply.
+
+* A *turn* is everything after the last user message. `model_calls_in_turn(log)` counts
+  the assistant messages in it — the log is the counter, so a resumed or replayed turn
+  counts the calls it already made.
+* `step_cap_message(n)` is the assistant message that ends a turn which reached its cap:
+  text saying why, no calls (so the graph ends), the reason in `response_metadata`.
+* `rekey_calls(reply, used)` gives a reply's call ids that collide with ids already in
+  the log (servers that say `call_0` every turn) or with each other fresh, unique ids,
+  before the reply is logged: the log's ids stay unique whatever the server does. The
+  replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from threadlog.messages import calls_of
+
+__all__ = [
+    "STEP_CAP_REASON",
+    "call_ids",
+    "model_calls_in_turn",
+    "rekey_calls",
+    "step_cap_message",
+    "turn_started",
+]
+
+STEP_CAP_REASON = "max_model_calls"
+
+
+def model_calls_in_turn(messages: Sequence[BaseMessage]) -> int:
+    """Assistant messages after the last user message (the model calls of this turn)."""
+    count = 0
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
+        if isinstance(m, AIMessage):
+            count += 1
+    return count
+
+
+def turn_started(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the next model call is the turn's first (no tool results to answer yet)."""
+    for m in reversed(messages):
+        if isinstance(m, ToolMessage | AIMessage):
+            return False
+        if isinstance(m, HumanMessage):
+            return True
+    return True
+
+
+def step_cap_message(limit: int, turn_id: str) -> AIMessage:
+    """The message that stops a turn after `limit` model calls (id fixed per turn, so a
+    replay of the step writes the same message)."""
+    return AIMessage(
+        content=(
+            f"Stopped: this turn reached its limit of {limit} model calls "
+            f"(max_model_calls={limit}) before the model gave an answer without tool calls."
+        ),
+        id="tl-step-cap-" + hashlib.blake2b(turn_id.encode(), digest_size=10).hexdigest(),
+        response_metadata={"threadlog_stop": STEP_CAP_REASON, "max_model_calls": limit},
+    )
+
+
+def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
+    """Every call id the messages' assistant calls use."""
+    return {
+        c["id"] or ""
+        for m in messages
+        if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls)
+        for c in calls_of(m)
+    }
+
+
+def rekey_calls(reply: AIMessage, used: set[str]) -> AIMessage:
+    """`reply` with every call id that is empty, already in `used` or repeated within the
+    reply replaced by a fresh one (see the module docstring); `reply` itself if none is."""
+    calls = calls_of(reply)
+    seen: set[str] = set()
+    renamed: dict[int, str] = {}
+    for i, c in enumerate(calls):
+        cid = c["id"] or ""
+        if not cid or cid in used or cid in seen:
+            renamed[i] = _fresh(reply, i, cid, used | seen)
+        seen.add(renamed.get(i, cid))
+    if not renamed:
+        return reply
+    n_valid = len(reply.tool_calls)
+    tool_calls = [
+        {**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)
+    ]
+    invalid = [
+        {**c, "id": renamed.get(n_valid + i, c["id"])}
+        for i, c in enumerate(reply.invalid_tool_calls)
+    ]
+    was = {renamed[i]: calls[i]["id"] for i in renamed}
+    return reply.model_copy(
+        update={
+            "tool_calls": tool_calls,
+            "invalid_tool_calls": invalid,
+            "response_metadata": {
+                **reply.response_metadata,
+                "threadlog_call_ids_rekeyed": was,
+            },
+        }
+    )
+
+
+def _fresh(reply: AIMessage, index: int, old: str, taken: set[str]) -> str:
+    # Derived from the reply's id so a replayed step re-keys identically.
+    seed = f"{reply.id}:{index}:{old}"
+    for attempt in range(100):
+        digest = hashlib.blake2b(f"{seed}:{attempt}".encode(), digest_size=12).hexdigest()
+        candidate = f"call_{digest}"
+        if candidate not in taken:
+            return candidate
+    raise AssertionError("unreachable: 100 colliding 96-bit ids")

@@ -1,0 +1,82 @@
+"""Randomized SIGKILL (scripts/kill_harness.py) as a short seeded run, on SQLite and Postgres.
+
+The long run is the script (`--trials 200`); here 15 seeded trials per backend, plus the
+exact kill points of issue 15 item 1: the process dies after a step's writes are stored
+and before its checkpoint, and the next user turn must keep what was stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from scripts.kill_harness import Plan, run_trial, run_trials
+
+SEED = 15
+
+
+def test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable(
+    backend: str, tmp_path: Path
+) -> None:
+    summary = run_trials(backend, "test", trials=15, seed=SEED, root=tmp_path)
+    assert summary.failures == []
+    assert summary.killed >= 10, "most trials must actually kill the worker"
+    assert summary.stored_messages > 0
+    assert (
+        summary.lost,
+        summary.duplicated,
+        summary.repeated,
+        summary.shown_finished,
+        summary.unreadable,
+    ) == (0, 0, 0, 0, 0)
+
+
+# A turn with one city and one task per step makes these saver writes, in order:
+# 1 input checkpoint, 2 `__start__` writes (the user message), 3 its checkpoint,
+# 4 the model's writes (the call), 5 checkpoint, 6 the tool's writes, 7 checkpoint,
+# 8 the model's writes (the answer), 9 checkpoint.
+BASE = Plan(
+    trial=0,  # QUESTIONS[1] on the killed turn: two cities; trial 2 -> "How about Chengdu?"
+    seed=SEED,
+    prior_turns=1,
+    branches=False,
+    kind="write",
+    slot=2,
+    when="after",
+    delay=0.0,
+    resume="input",
+)
+
+
+@pytest.mark.parametrize(
+    ("slot", "what"),
+    [(1, "input stored, not yet run"), (2, "user message"), (4, "tool call"), (8, "answer")],
+)
+@pytest.mark.parametrize("resume", ["input", "none"])
+def test_a_step_stored_without_its_checkpoint_survives_the_next_turn(
+    backend: str, tmp_path: Path, slot: int, what: str, resume: str
+) -> None:
+    plan = replace(BASE, trial=1, slot=slot, resume=resume)  # "How about Chengdu?" next
+    out = run_trial(backend, plan, tmp_path)
+    assert out.killed, f"the worker was not killed after write {slot} ({what})"
+    assert out.stored > 0
+    assert out.lost == [], f"{what}: stored before the kill, gone after the next turn"
+    assert not out.shown_finished, f"{what}: get_state showed the unfinished step as finished"
+    assert (out.duplicated, out.repeated, out.unreadable) == ([], [], [])
+
+
+def test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing(
+    pg_backend: str, tmp_path: Path
+) -> None:
+    summary = run_trials(pg_backend, "test", trials=6, seed=SEED, root=tmp_path, fault="pgterm")
+    assert summary.failures == []
+    assert summary.killed >= 1, "the sessions must be cut mid-turn"
+
+
+def test_a_full_disk_mid_turn_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'unused.sqlite'}"  # each trial gets a database of its own
+    summary = run_trials(url, "test", trials=6, seed=SEED, root=tmp_path, fault="diskfull")
+    assert summary.failures == []
+    assert summary.killed == 6, "every trial's turn must hit the size limit"
