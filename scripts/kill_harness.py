@@ -47,6 +47,7 @@ import random
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -194,6 +195,7 @@ class Journal(BaseCheckpointSaver[Any]):
         super().__init__(serde=inner.serde)
         self.inner, self.path, self.plan, self.count = inner, path, plan, 0
         self.armed = False
+        self._count_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":
@@ -212,28 +214,35 @@ class Journal(BaseCheckpointSaver[Any]):
     def get_next_version(self, current: Any, channel: Any = None) -> Any:
         return self.inner.get_next_version(current, channel)
 
-    def _tick(self, when: str) -> None:
+    def _next(self) -> int:
+        # A run's writes may reach the saver concurrently (LangGraph stores a step's
+        # checkpoint and task writes in the background): each call takes its own number.
+        with self._count_lock:
+            self.count += 1
+            return self.count
+
+    def _tick(self, when: str, n: int) -> None:
         plan = self.plan
         if self.armed and plan is not None and plan.kind == "write" and plan.when == when:
-            if self.count == plan.slot:
+            if n == plan.slot:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self.count += 1
-        self._tick("before")
+        n = self._next()
+        self._tick("before", n)
         out = self.inner.put(config, checkpoint, metadata, new_versions)
         self._note(list(_message_ids(checkpoint.get("channel_values", {}))))
-        self._tick("after")
+        self._tick("after", n)
         return out
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        self.count += 1
-        self._tick("before")
+        n = self._next()
+        self._tick("before", n)
         self.inner.put_writes(config, writes, task_id, task_path)
         self._note(list(_message_ids([v for _, v in writes])))
-        self._tick("after")
+        self._tick("after", n)
 
     def _note(self, ids: list[tuple[str, str]]) -> None:
         if ids:

@@ -131,10 +131,12 @@ def test_conflict_from_a_node_surfaces_and_leaves_the_stored_thread_unchanged(
     assert shape(latest.values["messages"][:2]) == shape(before)
     assert [m.text for m in latest.values["messages"]] == ["hello", "fine", "rewrite history"]
     # LangGraph keeps the failed task's write pending on that checkpoint; the live view
-    # (get_state without a checkpoint_id) re-applies it and reports the same error
-    # instead of showing a corrupted log.
+    # (get_state without a checkpoint_id) previews it, and shows the last good state
+    # instead of raising (or of a corrupted log). Resuming raises the error again.
+    live = app.get_state(cfg("t"))
+    assert [m.text for m in live.values["messages"]] == ["hello", "fine", "rewrite history"]
     with pytest.raises(ConflictingIdError):
-        app.get_state(cfg("t"))
+        app.invoke(None, cfg("t"))
     # New input starts a new step from the stored log: the thread goes on.
     out = app.invoke({"messages": ["ok, go on"]}, cfg("t"))
     assert [m.text for m in out["messages"]] == [

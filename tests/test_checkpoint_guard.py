@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -35,41 +36,44 @@ def test_concurrent_error_survives_pickling() -> None:
     assert str(back) == str(err) and "retry" in str(err)
 
 
+@pytest.mark.parametrize("strategy", ["enqueue", "reject"])
 @pytest.mark.parametrize("url", ["memory://", "sqlite"])
-def test_two_runs_started_from_one_head_store_one_and_refuse_the_other(
-    url: str, tmp_path: Path
+def test_two_runs_started_together_take_whole_turns_or_the_second_is_refused(
+    url: str, strategy: str, tmp_path: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'g.db'}" if url == "sqlite" else url
     config = {"configurable": {"thread_id": "t"}}
-    with threadlog.checkpointer(url) as saver:
+    with threadlog.checkpointer(url, multitask_strategy=strategy) as saver:
         graph = _slow_echo(saver)
         graph.invoke({"messages": [("user", "first")]}, config)
-        errors: list[BaseException] = []
+        errors: list[threadlog.ConcurrentRunError] = []
+        barrier = threading.Barrier(2)
 
-        def run(text: str) -> None:
+        def go(text: str) -> None:
+            barrier.wait()
             try:
                 graph.invoke({"messages": [{"role": "user", "content": text, "id": text}]},
                              config)
             except threadlog.ConcurrentRunError as exc:
                 errors.append(exc)
 
-        barrier = threading.Barrier(2)
-
-        def go(text: str) -> None:
-            barrier.wait()
-            run(text)
-
         threads = [threading.Thread(target=go, args=(t,)) for t in ("a", "b")]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        ids = [m.id for m in graph.get_state(config).values["messages"]]
+        messages = graph.get_state(config).values["messages"]
         history = list(graph.get_state_history(config))
-    assert len(errors) == 1  # the head moved, or a step landed on a superseded checkpoint
-    assert ids.count("a") <= 1 and ids.count("b") <= 1
-    assert "a" in ids or "b" in ids
-    assert ids[-1] != "a" and ids[-1] != "b"  # the winner's turn was answered
+    ids = [m.id for m in messages]
+    users = [i for i in ids if i in ("a", "b")]
+    if strategy == "enqueue":
+        assert errors == [] and sorted(users) == ["a", "b"]  # the second waited its turn
+    else:
+        assert len(errors) == 1 and len(users) == 1  # the refused run stored nothing
+        assert "multitask_strategy='reject'" in str(errors[0])
+    # Whole turns: user, answer, user, answer — each answer saw its own input last.
+    texts = [m.content for m in messages]
+    assert texts[1::2] == [f"seen {n}" for n in range(1, len(texts), 2)]
     parents = [s.parent_config["configurable"]["checkpoint_id"]
                for s in history if s.parent_config]
     assert len(parents) == len(set(parents))  # linear
@@ -135,11 +139,12 @@ def test_exclusive_lock_dies_with_a_killed_holder(backend: str) -> None:
             pass
 
 
-async def test_async_saver_guards_concurrent_runs_too(backend: str) -> None:
+@pytest.mark.parametrize("strategy", ["enqueue", "reject"])
+async def test_async_saver_guards_concurrent_runs_too(backend: str, strategy: str) -> None:
     import asyncio
 
     config = {"configurable": {"thread_id": "as"}}
-    async with threadlog.acheckpointer(backend) as saver:
+    async with threadlog.acheckpointer(backend, multitask_strategy=strategy) as saver:
         graph = _slow_echo(saver, 0)
 
         async def turn(text: str) -> str:
@@ -155,12 +160,14 @@ async def test_async_saver_guards_concurrent_runs_too(backend: str) -> None:
         outcomes = await asyncio.gather(*(turn(f"m{i}") for i in range(4)))
         state = await graph.aget_state(config)
         history = [s async for s in graph.aget_state_history(config)]
-    assert "ok" in outcomes and "refused" in outcomes
+    if strategy == "enqueue":
+        assert outcomes == ["ok"] * 4
+    else:
+        assert "ok" in outcomes and "refused" in outcomes
     ids = [m.id for m in state.values["messages"]]
     assert len(ids) == len(set(ids))
     for i, outcome in enumerate(outcomes):
-        if outcome == "ok":
-            assert f"m{i}" in ids
+        assert (f"m{i}" in ids) == (outcome == "ok")  # a refused run stored nothing
     parents = [s.parent_config["configurable"]["checkpoint_id"]
                for s in history if s.parent_config]
     assert len(parents) == len(set(parents))  # linear
@@ -198,3 +205,65 @@ def test_new_input_is_refused_when_another_run_stored_results_after_it_read(
             {"source": "input", "step": -1, "parents": {}},
             {},
         )
+
+
+def test_reading_a_thread_leaves_no_lock_files_next_to_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "read.db"
+    config = {"configurable": {"thread_id": "r"}}
+    with threadlog.checkpointer(f"sqlite:///{db}") as saver:
+        _slow_echo(saver, 0).invoke({"messages": [("user", "hi")]}, config)
+    for extra in tmp_path.glob("read.db.threadlog-*"):  # the writer's own lock files
+        shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    with threadlog.checkpointer(f"sqlite:///{db}") as saver:
+        graph = _slow_echo(saver, 0)
+        assert [m.content for m in graph.get_state(config).values["messages"]] == [
+            "hi", "seen 1"]
+        assert len(list(graph.get_state_history(config))) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["read.db"]
+
+
+def test_update_state_does_not_land_inside_a_running_turn(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "u"}}
+    with threadlog.checkpointer(f"sqlite:///{tmp_path / 'u.db'}",
+                                multitask_strategy="reject") as saver:
+        graph = _slow_echo(saver, 0.5)
+        graph.invoke({"messages": [("user", "first")]}, config)
+        run = threading.Thread(
+            target=graph.invoke, args=({"messages": [("user", "second")]}, config)
+        )
+        run.start()
+        deadline = time.monotonic() + 10
+        while graph.get_state(config).values["messages"][-1].content != "second":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(threadlog.ConcurrentRunError, match="stored nothing"):
+            graph.update_state(config, {"messages": [("user", "edit")]})
+        run.join()
+        graph.update_state(config, {"messages": [("user", "edit")]})  # the turn is over
+        texts = [m.content for m in graph.get_state(config).values["messages"]]
+    assert texts == ["first", "seen 1", "second", "seen 3", "edit"]
+
+
+@pytest.mark.parametrize("how", ["per thread", "per run"])
+def test_the_strategy_can_be_chosen_per_thread_and_per_run(how: str) -> None:
+    config: dict[str, Any] = {"configurable": {"thread_id": "s"}}
+    with threadlog.checkpointer("memory://") as saver:  # the saver's default: enqueue
+        graph = _slow_echo(saver, 0.3)
+        if how == "per thread":
+            saver.set_multitask_strategy("s", "reject")
+        else:
+            config = {"configurable": {"thread_id": "s", "multitask_strategy": "reject"}}
+        first = threading.Thread(target=graph.invoke, args=({"messages": [("user", "a")]},
+                                                             config))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not graph.get_state(config).values:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(threadlog.ConcurrentRunError, match="reject"):
+            graph.invoke({"messages": [("user", "b")]}, config)
+        first.join()
+        assert [m.content for m in graph.get_state(config).values["messages"]] == [
+            "a", "seen 1"]
+        with pytest.raises(ValueError, match="enqueue, reject"):
+            saver.set_multitask_strategy("s", "interleave")  # type: ignore[arg-type]

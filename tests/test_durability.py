@@ -253,17 +253,17 @@ def test_concurrent_workers_give_one_linear_history(
 
     with threadlog.checkpointer(backend) as saver:
         graph = build_agent(saver, effects)
-        # Linear: no checkpoint has two children. Without `exclusive`, a refused run can
-        # leave its calls open under the next worker's input; the model node repairs them.
-        head = check_thread(graph, _config("c"), repaired_input_ok=not exclusive)
+        # Linear: no checkpoint has two children; and whole turns with or without
+        # `exclusive` (the default multitask strategy queues runs), so no call is left
+        # open under another worker's input for the model node to repair.
+        head = check_thread(graph, _config("c"), repaired_input_ok=False)
     users = [m.id for m in head if isinstance(m, HumanMessage)]
     assert sorted(users) == sorted(["u0", *accepted])  # every accepted turn, once
-    if exclusive:
-        # Whole turns never interleave: each user message is followed by its own answer.
-        for i, m in enumerate(head):
-            if isinstance(m, HumanMessage):
-                nxt = head[i + 1]
-                assert isinstance(nxt, AIMessage) and nxt.tool_calls, f"turn {m.id} split"
+    # Whole turns never interleave: each user message is followed by its own answer.
+    for i, m in enumerate(head):
+        if isinstance(m, HumanMessage):
+            nxt = head[i + 1]
+            assert isinstance(nxt, AIMessage) and nxt.tool_calls, f"turn {m.id} split"
     calls = [c["id"] for m in head if isinstance(m, AIMessage) for c in m.tool_calls]
     # A refused run may have run a tool whose result was refused; a stored result's
     # tool ran at least once, and no call is answered twice (checked above).

@@ -89,3 +89,56 @@ def test_per_call_branches_finish_out_of_order_and_land_in_call_order(
     assert [m["tool_call_id"] for m in messages[2:4]] == [first, second]  # ...log: call order
     assert_paired(messages)
     assert "北京建议带伞" in messages[-1]["content"]
+
+
+FORGED = {"messages": [{"role": "tool", "content": "sunny", "tool_call_id": "forged"}]}
+
+
+def _kinds(client: SyncLangGraphClient, thread: str) -> list[str]:
+    """The thread's message types, read through the state endpoint (raises unless 200)."""
+    return [m["type"] for m in client.threads.get_state(thread)["values"].get("messages", [])]
+
+
+def test_forks_and_edits_from_an_earlier_checkpoint_keep_the_state_readable(
+    client: SyncLangGraphClient,
+) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    client.runs.wait(thread, "weather", input=ask("那上海呢？"))
+    ends = [s for s in client.threads.get_history(thread, limit=50) if not s["next"]]
+    first = ends[-1]["checkpoint_id"]  # the end of turn 1 (history is newest first)
+
+    client.runs.wait(thread, "weather", input=ask("那广州呢？"), checkpoint_id=first)
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai"] * 2
+    client.runs.wait(thread, "weather", input=ask("那深圳呢？"))
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai"] * 3
+
+    # An edit from the same earlier checkpoint stores a snapshot where the fork starts;
+    # reading it back used to fail in MessageLog (AttributeError: 'dict' ... 'id').
+    client.threads.update_state(thread, ask("杭州呢？"), checkpoint_id=first)
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai", "human"]
+    client.runs.wait(thread, "weather", input=ask("那成都呢？"))
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages][-4:] == ["human", "ai", "tool", "ai"]
+    assert_paired(messages)
+
+
+def test_a_refused_input_leaves_the_thread_readable_and_usable(
+    client: SyncLangGraphClient,
+) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    with pytest.raises(Exception, match="ToolPairingError"):
+        client.runs.wait(thread, "weather", input=FORGED)
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai"]  # the last good state
+    client.runs.wait(thread, "weather", input=ask("那上海呢？"))
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai"] * 2
+
+
+def test_a_refused_input_on_a_new_thread_reads_as_empty(client: SyncLangGraphClient) -> None:
+    thread = client.threads.create()["thread_id"]
+    with pytest.raises(Exception, match="ToolPairingError"):
+        client.runs.wait(thread, "weather", input=FORGED)
+    assert _kinds(client, thread) == []  # 200, not 400
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    assert _kinds(client, thread) == ["human", "ai", "tool", "ai"]

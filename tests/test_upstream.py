@@ -138,6 +138,51 @@ def test_ls_provider_names_the_provider_of_a_chat_model() -> None:
     assert _upstream.ls_provider(object()) is None
 
 
+def test_the_guard_finds_a_starting_run_and_get_state_on_the_stack() -> None:
+    # The run guard takes a thread's run lock when a Pregel loop's __enter__ reads the
+    # thread through the saver, and releases it from the loop's exit stack; get_state's
+    # own read (not update_state's) is where refused writes are shown as task errors.
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    class Probe(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig) -> Any:
+            loop = _upstream.entering_loop()
+            seen.append(("get", loop is not None and hasattr(loop, "stack"),
+                         _upstream.reading_state()))
+            return super().get_tuple(config)
+
+        async def aget_tuple(self, config: RunnableConfig) -> Any:
+            loop = _upstream.entering_loop()
+            seen.append(("aget", loop is not None and hasattr(loop, "stack"),
+                         _upstream.reading_state()))
+            return await super().aget_tuple(config)
+
+    g = StateGraph(S)
+    g.add_node("node", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "node")
+    graph = g.compile(checkpointer=Probe())
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0}, config)
+    graph.get_state(config)
+    graph.update_state(config, {"n": 5})
+    asyncio.run(graph.ainvoke({"n": 0}, config))
+    assert seen[0] == ("get", True, False)  # the run's read
+    assert ("get", False, True) in seen  # get_state's read
+    assert ("aget", True, False) in seen  # the async run's read
+    assert ("get", False, False) in seen  # update_state's read: neither
+    assert _upstream.ERROR == "__error__"
+    assert len(_upstream.NULL_TASK_ID) == 36
+
+
 def test_no_module_but_upstream_touches_private_upstream_names() -> None:
     root = pathlib.Path(threadlog.__file__).parent
     pattern = re.compile(

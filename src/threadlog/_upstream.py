@@ -10,13 +10,15 @@ langgraph-prebuilt 1.1.3, langchain-core 1.8.3). Prefer a public hook where one 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 # Config keys LangGraph puts in `config["configurable"]` for a running task.
 # A task's failure and interrupt channels in its pending writes (a task with either did
 # not finish), and the task id of writes that are input to a step rather than a task's
 # output: the loop applies them first, for resumes and new input alike. Used to carry
-# work a crash left without its checkpoint (`checkpoint/finished.py`).
+# work a crash left without its checkpoint (`checkpoint/finished.py`); and for
+# `get_state`, to show a refused write as its task's error (`checkpoint/guard.py`).
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINT_NS,
@@ -56,6 +58,18 @@ from langgraph.constants import TASKS
 from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
 from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
 
+# LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
+# the input check rebuilds the log exactly as a run would see it.
+from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
+
+# A run's Pregel loop reads the thread's head through the saver from its `__enter__` /
+# `__aenter__`: the one moment a saver can tell a run from a reader, and the loop's
+# `stack` (an ExitStack) is the one hook that runs however the run ends. `get_state`
+# previews pending writes from `_prepare_state_snapshot`. Found by their code objects
+# on the stack (`entering_loop`, `reading_state`, `in_state_preview`).
+from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
+from langgraph.pregel.main import Pregel
+
 # -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
 try:
     from langgraph.checkpoint.sqlite._delta import (
@@ -83,16 +97,21 @@ __all__ = [
     "DeltaSnapshot",
     "InjectedArgs",
     "RunnableCallable",
+    "achannels_from_checkpoint",
     "allowed_msgpack_modules",
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",
+    "channels_from_checkpoint",
     "construct_responses_api_input",
     "convert_message_to_dict",
+    "entering_loop",
     "filter_validation_errors",
+    "in_state_preview",
     "is_overwrite",
     "ls_provider",
     "msgpack_tables",
     "postgres_cursor",
+    "reading_state",
     "saver_has_task_path",
     "set_saver_has_task_path",
     "with_request_payload_rewrite",
@@ -138,6 +157,40 @@ def ls_provider(model: Any) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
+_LOOP_ENTRIES = frozenset({SyncPregelLoop.__enter__.__code__, AsyncPregelLoop.__aenter__.__code__})
+_STATE_READS = frozenset({Pregel.get_state.__code__, Pregel.aget_state.__code__})
+_PREVIEWS = frozenset(
+    {Pregel._prepare_state_snapshot.__code__, Pregel._aprepare_state_snapshot.__code__}
+)
+
+
+def _caller_in(codes: frozenset[Any], depth: int) -> Any:
+    """The frame among our caller's `depth` callers that runs one of `codes`, if any."""
+    frame: Any = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        if frame.f_code in codes:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def entering_loop(depth: int = 5) -> Any | None:
+    """The Pregel loop whose `__enter__` / `__aenter__` is calling us, if any (its `stack`
+    attribute is the ExitStack unwound when the run ends)."""
+    frame = _caller_in(_LOOP_ENTRIES, depth)
+    return None if frame is None else frame.f_locals.get("self")
+
+
+def reading_state(depth: int = 5) -> bool:
+    """Whether `get_state` / `aget_state` itself is calling us (not `update_state`)."""
+    return _caller_in(_STATE_READS, depth) is not None
+
+
+def in_state_preview(depth: int = 8) -> bool:
+    """Whether `get_state` is previewing a checkpoint's pending writes (we are below it)."""
+    return _caller_in(_PREVIEWS, depth) is not None
 # -- langchain-openai ------------------------------------------------------------------------
 # Its own message → JSON converters (Chat Completions dicts, Responses API input items):
 # `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.

@@ -13,10 +13,11 @@ one property `DeltaChannel` requires. Periodic full snapshots are off by default
 
 A step whose writes break a rule raises the `MessageLogError` from the run and changes
 nothing. LangGraph has already saved the finished tasks' writes as pending writes of the
-last checkpoint, so resuming that checkpoint (`invoke(None)`) or `get_state(config)`
-(which previews pending writes) report the same error; the stored log is intact
-(`get_state_history`, or `get_state` with a `checkpoint_id`), and new input continues
-the thread from it.
+last checkpoint, so resuming that checkpoint (`invoke(None)`) reports the same error;
+`get_state(config)`, which previews pending writes, skips writes the log refuses and
+shows the last good state (so `langgraph dev`'s state endpoint keeps answering); new
+input continues the thread from the intact log. Snapshots and plain lists read back as
+dicts (LangGraph Server's stores) are coerced to messages.
 
 Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
 view at the log's latest version writes in place, any other copies first — so no
@@ -39,9 +40,10 @@ from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 from typing_extensions import TypedDict
 
-from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
-from threadlog.errors import AppendOnlyError
+from threadlog._upstream import MISSING, DeltaSnapshot, in_state_preview, is_overwrite
+from threadlog.errors import AppendOnlyError, MessageLogError
 from threadlog.log import MessageLog, append_messages, flatten_write
+from threadlog.messages import coerce_message
 
 __all__ = [
     "CachedSeed",
@@ -207,9 +209,9 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         elif isinstance(checkpoint, CachedSeed):
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
-            new._set(MessageLog(checkpoint.value or ()))
+            new._set(MessageLog(_stored_messages(checkpoint.value or ())))
         else:  # a plain list stored by add_messages: migrate in place
-            new._set(MessageLog(checkpoint))
+            new._set(MessageLog(_stored_messages(checkpoint)))
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
@@ -228,9 +230,16 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def update(self, values: Sequence[Any]) -> bool:
         if not values:
             return False
-        for v in values:
-            _refuse_overwrite(v)
-        self._write([flatten_write(v) for v in values], single_writer=True)
+        try:
+            for v in values:
+                _refuse_overwrite(v)
+            self._write([flatten_write(v) for v in values], single_writer=True)
+        except MessageLogError:
+            if in_state_preview():
+                # `get_state` previewing a failed step's stored writes: show the last
+                # good state (the run that wrote them already raised this error).
+                return False
+            raise
         return True
 
     def get(self) -> list[AnyMessage]:
@@ -246,6 +255,15 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 # Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
 # together when threads share a log (parallel reads of one thread).
 _WRITE_LOCK = threading.Lock()
+
+
+def _stored_messages(items: Any) -> list[BaseMessage]:
+    # A snapshot or plain list read back by a serializer that does not rebuild message
+    # objects (LangGraph Server's stores give dicts) is coerced, not trusted blindly.
+    return [
+        m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
+        for i, m in enumerate(items)
+    ]
 
 
 def _conversational(items: list[Any]) -> bool:

@@ -202,6 +202,7 @@ class MessageLog:
         *,
         single_writer: bool = False,
         stored: bool = False,
+        dry_run: bool = False,
     ) -> list[BaseMessage]:
         """Append the writes of one superstep, all or nothing.
 
@@ -210,7 +211,8 @@ class MessageLog:
         two branches' turns must not silently merge into one. `stored=True` (replaying
         a checkpoint's writes) skips re-checking the fields of plain messages that
         already carry an id — they were checked when written; every log rule (ids,
-        pairing, placement) still applies.
+        pairing, placement) still applies. `dry_run=True` checks and commits nothing
+        (the storage edge asks "would the log take this?" without a copy).
         """
         staged: list[BaseMessage] = []
         new_by_id: dict[str, BaseMessage] = {}
@@ -278,6 +280,8 @@ class MessageLog:
                 conversational.append((w, added_here))
         if single_writer and len(conversational) > 1:
             raise _parallel_error(conversational, count)
+        if dry_run:
+            return staged
         # Commit: nothing above touched self, so a failure left the log as it was.
         for msg in staged:
             self._index(msg, new_calls)

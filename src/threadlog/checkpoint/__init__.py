@@ -1,10 +1,10 @@
 """Checkpoint helpers: a ready saver from a URL, the run guard, the history cache.
 
 One file per idea: `saver` (`checkpointer(url)` / `acheckpointer(url)`), `serde` (the
-strict msgpack allowlist), `guard` (`GuardedSaver`: no silent forks), `heads` (per-backend
-thread heads and cross-process locks), `input_check` (bad input refused before it is
-stored), `recover` (results a crashed step had already stored), `cache` + `cache_sql` (the
-warm-process history cache and its one-query walks).
+strict msgpack allowlist), `guard` (`GuardedSaver`: whole turns per thread, no silent
+forks), `heads` (per-backend thread heads and cross-process locks), `input_check` (bad
+input refused before it is stored), `recover` (results a crashed step had already
+stored), `cache` + `cache_sql` (the warm-process history cache and its one-query walks).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """

@@ -1,54 +1,65 @@
-"""The per-thread run guard: a saver wrapper that refuses to fork a thread by accident.
+"""The per-thread run guard: whole turns on a shared thread, and no silent forks.
 
-Contract. For every write to a thread's root namespace the guard holds a per-thread
-lock that spans processes (a Postgres advisory lock, an `flock` on a file next to a
-SQLite database, a `threading.Lock` in memory), reads the thread's current state and
-only then lets the wrapped saver write:
+Contract.
 
-* **`put`** (a new checkpoint) is accepted when its parent is the thread's *head* (its
-  newest checkpoint; `None` for a new thread), or when LangGraph marks it as a
-  deliberate fork (metadata `source` is `"update"` — `update_state` — or `"fork"`).
-  Otherwise another run moved the thread on after this run read it: the write is
-  refused with `ConcurrentRunError` and nothing is stored.
-* **New input** (a `source="input"` checkpoint) is also refused when another run stored
-  task results on its parent after this saver read that parent: LangGraph drops a
-  head's unfinished tasks' writes from the new run's state, but readers replay every
-  write stored there, so the stored branch would differ from what the run holds.
-* **`put_writes`** (a task's results, stored on the checkpoint the task ran from) is
-  refused when another run already stored a *different* result for the same task and
-  slot, or when the checkpoint already has a child stored by another saver (another
-  worker) and the writes are new: children replay all of their parent's writes, so a
-  late write would leak into another run's history. (A run's own writes may land after
-  its own next checkpoint — LangGraph saves both concurrently — and are accepted.)
-  Writes identical to stored ones are replays and pass. LangGraph's own upsert
-  channels (`__error__`, `__interrupt__`, `__resume__`, `__scheduled__`) are
-  not compared: they are meant to be replaced.
-* **A turn's input** (the `source="input"` checkpoint and the `__start__` task's
-  writes) is first dry-run against the stored log (`threadlog.checkpoint.input_check`): bad
-  input raises the log's own error and nothing is stored.
+* **Whole turns (`multitask_strategy`).** A run holds its thread from the moment its
+  Pregel loop reads the thread until the loop exits — finished, interrupted, failed or
+  cancelled — through a per-thread lock that spans processes (a Postgres advisory lock,
+  an `flock` next to a SQLite database, a `threading` condition in memory). A second run
+  on the thread meanwhile, in this process or another, follows the thread's strategy,
+  LangGraph Server's words: `"enqueue"` (the default) waits for the thread and then
+  reads it fresh; `"reject"` raises `ConcurrentRunError` before anything is stored.
+  So two runs never interleave inside a turn: no run's input lands among another
+  run's open tool calls (which the model node would then have to answer as "not
+  completed" although the tool ran), and no run returns with its input unanswered.
+  The strategy is the saver's (`checkpointer(url, multitask_strategy=...)`), per
+  thread (`saver.set_multitask_strategy(thread_id, ...)`), or per run
+  (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)`
+  holds the same lock around any block of code; runs inside it do not wait for it.
+  Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
+  worker never blocks a thread.
+* **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
+  writes take the thread's run lock for the one write. A node's own `update_state` or
+  nested run does not wait for itself: a hold lives in the run's context, which
+  LangGraph copies into its tasks and background writes.
+* **Writes outside a hold are checked** under a short per-thread lock (a turn's input,
+  `update_state`, other tools and versions); a run's own later checkpoints and task
+  writes skip the re-checks — every other guarded writer waits for the hold:
+  - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint; one
+    indexed query), unless LangGraph marks it a deliberate fork (`update_state`:
+    source `"update"`/`"fork"`);
+  - new input is refused when another run stored task results on its parent after
+    this run read it (LangGraph drops those from the run's state; readers would
+    replay them into its branch);
+  - `put_writes` is refused when another run stored a *different* result for the same
+    task, or when the checkpoint already has a child by another saver and the writes
+    are new (children replay their parent's writes). A run's own late writes pass.
+    LangGraph's upsert channels (`__error__`, `__interrupt__`, …) are not compared.
+* **A refused write stores nothing.** A turn's input (the input checkpoint and the
+  `__start__` writes) and `update_state`'s writes are dry-run against the stored log
+  first (`threadlog.checkpoint.input_check`); the log's own error is raised and nothing is
+  stored.
+* **`get_state` always answers.** Its read of a checkpoint whose stored task writes
+  the log refuses (a step that failed on them) shows the last good state: those writes
+  are left out of `pending_writes` and the task carries the log's error as its
+  `__error__` write, as a failed task does. Every other read (runs, `update_state`,
+  `list`) gets the raw checkpoint, so resuming it raises the error again.
 
-So two workers on one thread give one linear history: the first to store a step wins,
-the other gets `ConcurrentRunError` (before it stores anything of the step) and may
-retry from the new head. The write check works step by step, so a run that starts
-while another is between two steps may still move the thread on first (the earlier run
-then gets the error; its stored input stays in the log, unanswered until the next
-turn). To keep whole turns apart, hold the thread for the run:
-`with saver.exclusive(thread_id): graph.invoke(...)` — a second holder gets
-`ConcurrentRunError` before anything is stored (or waits, with `wait=True`).
-
-All locks die with their holder (a database session or a file descriptor), so a
-SIGKILLed worker never blocks the thread. Subgraph namespaces are not guarded (their
-parent's checkpoints are).
+Subgraph namespaces are not guarded (their parent's checkpoints are). Sync and async
+share one sans-IO generator per operation (`_put_steps`, `_put_writes_steps`, …),
+driven by `_drive` / `_adrive`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast, get_args
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -61,20 +72,99 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.constants import START
 
-from threadlog.checkpoint.heads import (
-    HeadStore,
-    StoredWrite,
-)
+from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, entering_loop, reading_state
+from threadlog.checkpoint.heads import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.errors import ConcurrentRunError
 
-__all__ = ["ConcurrentRunError", "GuardedSaver"]
+__all__ = ["MULTITASK_STRATEGIES", "ConcurrentRunError", "GuardedSaver", "MultitaskStrategy"]
+
+MultitaskStrategy = Literal["enqueue", "reject"]
+MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
 
+# Threads this context holds — an `exclusive()` block, or a run (its tasks and
+# background writes run in copies of its context): they must not wait for themselves.
+# A hold is marked done when it ends, so a context copied earlier (or one whose reset
+# never ran: LangGraph may exit an async loop from another context) does not keep it.
+_HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
+    "threadlog_held_threads", default={}  # noqa: B039 - never mutated, only replaced
+)
+
+
+class _Hold:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+
+def _holds(thread_id: str) -> bool:
+    hold = _HELD.get().get(thread_id)
+    return hold is not None and not hold.done
+
+
+def _enter_hold(thread_id: str) -> tuple[_Hold, contextvars.Token[dict[str, _Hold]]]:
+    hold = _Hold()
+    return hold, _HELD.set({**_HELD.get(), thread_id: hold})
+
+
+def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
+    hold.done = True
+    with contextlib.suppress(ValueError):  # ended from another context: `done` suffices
+        _HELD.reset(token)
+
+
+# -- the operations a step asks its driver for ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """Call a (blocking) head-store function: in a worker thread under asyncio."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _RunLock:
+    """Take the thread's run lock: wait for it (`wait`), or try once (→ bool)."""
+
+    thread_id: str
+    wait: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Inner:
+    """Call the wrapped saver's `name` (sync) or `a<name>` (async)."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """Dry-run input against the stored log (`InputCheck.check` / `acheck`)."""
+
+    at: RunnableConfig | None
+    values: dict[str, Any]
+    base: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """Which tasks' stored writes the log refuses (`InputCheck.refused_writes`)."""
+
+    saved: CheckpointTuple
+
+
+_Op = _Store | _RunLock | _Inner | _Check | _Refused
+_Steps = Generator[_Op, Any, Any]
+
 
 class GuardedSaver(BaseCheckpointSaver[Any]):
-    """Wraps a saver; refuses writes that would silently fork a thread (see module doc)."""
+    """Wraps a saver: whole turns per thread, checked writes (see module doc)."""
 
     def __init__(
         self,
@@ -82,11 +172,15 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         store: HeadStore,
         input_check: InputCheck | None = None,
         _own_parents: _Recent | None = None,
+        *,
+        multitask_strategy: MultitaskStrategy = "enqueue",
     ) -> None:
         super().__init__(serde=inner.serde)
         self.inner = inner
         self.store = store
         self.input_check = input_check
+        self.multitask_strategy: MultitaskStrategy = _strategy(multitask_strategy)
+        self._strategies: dict[str, MultitaskStrategy] = {}
         # Checkpoints this saver stored a child of. LangGraph saves a step's task
         # writes and the next checkpoint concurrently ("async" durability), so a
         # run's own writes may land after its own child: those are not strays.
@@ -97,26 +191,77 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # result landing in between would make the stored branch differ from this run's.
         self._seen_writes: dict[str, frozenset[tuple[str, str]]] = {}
         self._own_writes: dict[str, set[tuple[str, str]]] = {}
+        # Per thread: the checkpoint its current run read, when its logs are exactly
+        # that checkpoint's (no pending writes to replay) — the input check's base.
+        self._bases: dict[str, str] = {}
+        # Per thread: the Runtime object of the run of this saver holding it, and the hold.
+        self._runs: dict[str, tuple[Any, _Hold]] = {}
 
-    # -- whole-run lock ---------------------------------------------------------
+    # -- shared threads: strategy and whole-run lock ---------------------------------
+
+    def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
+        """What a run does when another run holds `thread_id` (None: the saver's default)."""
+        if strategy is None:
+            self._strategies.pop(str(thread_id), None)
+        else:
+            self._strategies[str(thread_id)] = _strategy(strategy)
+
+    def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
+        conf = config.get("configurable") or {}
+        chosen = conf.get("multitask_strategy")
+        if chosen is not None:
+            return _strategy(chosen)
+        return self._strategies.get(str(conf.get("thread_id")), self.multitask_strategy)
 
     @contextlib.contextmanager
     def exclusive(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
-        """Hold the thread for a whole run: `with saver.exclusive(tid): graph.invoke(...)`.
+        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
 
-        Another holder — in this process or any other using the same database — makes
-        this raise `ConcurrentRunError` at once (`wait=False`) before anything is
-        stored, or wait its turn (`wait=True`). The lock dies with its process.
+        Another holder — a run or an `exclusive` block, in this process or any other
+        using the same database — makes this raise `ConcurrentRunError` at once
+        (`wait=False`) before anything is stored, or wait its turn (`wait=True`).
+        Runs inside the block do not wait for it. The lock dies with its process.
         """
         tid = str(thread_id)
         if not self.store.try_run_lock(tid, wait):
             raise ConcurrentRunError(
                 "another run holds this thread (saver.exclusive)", thread_id=tid
             )
+        hold, token = _enter_hold(tid)
         try:
             yield
         finally:
+            _exit_hold(hold, token)
             self.store.run_unlock(tid)
+
+    def _held_by_run(self, thread_id: str, config: RunnableConfig) -> bool:
+        """Whether this write comes from the run (or exclusive block) holding the thread."""
+        if _holds(thread_id):
+            return True
+        run = self._runs.get(thread_id)
+        runtime = config["configurable"].get(CONFIG_KEY_RUNTIME)
+        return run is not None and runtime is not None and run[0] is runtime and not run[1].done
+
+    def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
+        """Take the thread's run lock for `loop`'s run; released when the loop exits."""
+        tid = str(config["configurable"]["thread_id"])
+        if _holds(tid):
+            return  # an exclusive() block, this run's own second read, or a nested run
+        strategy = self.strategy_for(config)
+        if not (yield _RunLock(tid, strategy == "enqueue")):
+            raise ConcurrentRunError(
+                "another run is working on this thread (multitask_strategy='reject'); "
+                "nothing of this run was stored",
+                thread_id=tid,
+            )
+        release = _Release(self.store, tid)
+        # LangGraph does not always carry the run's context into its task threads; the
+        # run's Runtime object rides in the config of every write it makes.
+        self._runs[tid] = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
+        loop.stack.callback(release)
+        # Belt and braces: a loop whose __enter__ failed after this read never runs
+        # its exit stack; its lock goes when the loop is collected.
+        weakref.finalize(loop, release)
 
     # -- reads and everything else: the wrapped saver ---------------------------
 
@@ -132,32 +277,55 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         return getattr(self.inner, name)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._remember(self.inner.get_tuple(config))
+        loop, shown = _reader(config)
+        return cast(CheckpointTuple | None, _drive(self._get_steps(config, loop, shown), self))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._remember(await self.inner.aget_tuple(config))
+        loop, shown = _reader(config)
+        steps = self._get_steps(config, loop, shown)
+        return cast(CheckpointTuple | None, await _adrive(steps, self))
 
-    def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
-        if tup is not None and _guarded_key(tup.config) is not None:
-            if len(self._seen_writes) > 4096:
-                self._seen_writes.pop(next(iter(self._seen_writes)))
-            self._seen_writes[tup.config["configurable"]["checkpoint_id"]] = _write_keys(tup)
-        return tup
+    def _get_steps(self, config: RunnableConfig, loop: Any, shown: bool) -> _Steps:
+        if loop is not None:
+            yield from self._hold_for_run(config, loop)
+        tup: CheckpointTuple | None = yield _Inner("get_tuple", (config,))
+        if tup is None or _guarded_key(tup.config) is None:
+            return tup
+        cid = str(tup.config["configurable"]["checkpoint_id"])
+        if len(self._seen_writes) > 4096:
+            self._seen_writes.pop(next(iter(self._seen_writes)))
+        self._seen_writes[cid] = _write_keys(tup)
+        if loop is not None:
+            tid = str(tup.config["configurable"]["thread_id"])
+            if self._writes_to_logs(tup):
+                self._bases.pop(tid, None)
+            else:
+                self._bases[tid] = cid
+            return tup
+        if self.input_check is None or not shown:
+            return tup  # runs, update_state, nodes: the raw checkpoint
+        refused: dict[str, Exception] = yield _Refused(tup)
+        return _with_errors(tup, refused) if refused else tup
+
+    def _writes_to_logs(self, tup: CheckpointTuple) -> bool:
+        keys = self.input_check.message_keys if self.input_check is not None else ()
+        return any(c in keys for _, c, _ in tup.pending_writes or ())
 
     def _check_unseen_writes(
-        self, key: tuple[str, str], parent: str | None, now: CheckpointTuple | None
+        self, key: tuple[str, str], parent: str | None, now: frozenset[tuple[str, str]]
     ) -> None:
         seen = self._seen_writes.get(parent or "")
-        if seen is None or now is None:
+        if seen is None:
             return
-        unseen = _write_keys(now) - seen - self._own_writes.get(parent or "", set())
+        unseen = {
+            (t, c) for t, c in now if c not in WRITES_IDX_MAP
+        } - seen - self._own_writes.get(parent or "", set())
         if unseen:
             raise ConcurrentRunError(
                 f"another run stored results on checkpoint {parent!r} after this run read "
                 f"it (tasks {sorted(t for t, _ in unseen)}); read the thread again and retry",
                 thread_id=key[0],
                 checkpoint_id=parent,
-                head=self.store.head(*key),
             )
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
@@ -210,9 +378,14 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         inner = self.inner.with_allowlist(extra_allowlist)
         if inner is self.inner:
             return self
-        return GuardedSaver(inner, self.store, self.input_check, self.own_parents)
+        out = GuardedSaver(
+            inner, self.store, self.input_check, self.own_parents,
+            multitask_strategy=self.multitask_strategy,
+        )
+        out._strategies = self._strategies
+        return out
 
-    # -- guarded writes ---------------------------------------------------------
+    # -- guarded writes: one generator each, two drivers ---------------------------
 
     def put(
         self,
@@ -221,18 +394,10 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        key = _guarded_key(config)
-        if key is None:
-            return self.inner.put(config, checkpoint, metadata, new_versions)
-        self._check_input(config, checkpoint, metadata)
-        with self.store.lock(key[0]):
-            self._check_put(key, config, metadata)
-            if metadata.get("source") == "input" and config["configurable"].get("checkpoint_id"):
-                parent = config["configurable"]["checkpoint_id"]
-                self._check_unseen_writes(key, parent, self.inner.get_tuple(config))
-            out = self.inner.put(config, checkpoint, metadata, new_versions)
-        self.own_parents.add(config["configurable"].get("checkpoint_id"))
-        return out
+        if self._trusted_put(config, metadata):
+            return self._stored(config, self.inner.put(config, checkpoint, metadata, new_versions))
+        steps = self._put_steps(config, checkpoint, metadata, new_versions)
+        return cast(RunnableConfig, _drive(steps, self))
 
     async def aput(
         self,
@@ -241,18 +406,11 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        key = _guarded_key(config)
-        if key is None:
-            return await self.inner.aput(config, checkpoint, metadata, new_versions)
-        await self._acheck_input(config, checkpoint, metadata)
-        async with _alock(self.store, key[0]):
-            await _in_thread(self._check_put, key, config, metadata)
-            if metadata.get("source") == "input" and config["configurable"].get("checkpoint_id"):
-                parent = config["configurable"]["checkpoint_id"]
-                self._check_unseen_writes(key, parent, await self.inner.aget_tuple(config))
+        if self._trusted_put(config, metadata):
             out = await self.inner.aput(config, checkpoint, metadata, new_versions)
-        self.own_parents.add(config["configurable"].get("checkpoint_id"))
-        return out
+            return self._stored(config, out)
+        steps = self._put_steps(config, checkpoint, metadata, new_versions)
+        return cast(RunnableConfig, await _adrive(steps, self))
 
     def put_writes(
         self,
@@ -261,14 +419,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        key = _guarded_key(config)
-        if key is None:
+        if self._trusted_writes(config, writes, task_id, task_path):
             return self.inner.put_writes(config, writes, task_id, task_path)
-        self._check_start_writes(config, writes, task_path)
-        with self.store.lock(key[0]):
-            self._check_writes(key, config, writes, task_id)
-            self._note_own(config, writes, task_id)
-            return self.inner.put_writes(config, writes, task_id, task_path)
+        _drive(self._put_writes_steps(config, writes, task_id, task_path), self)
 
     async def aput_writes(
         self,
@@ -277,93 +430,193 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._trusted_writes(config, writes, task_id, task_path):
+            return await self.inner.aput_writes(config, writes, task_id, task_path)
+        await _adrive(self._put_writes_steps(config, writes, task_id, task_path), self)
+
+    # The common case, decided once for both drivers: a run's own checkpoints and task
+    # writes inside its hold need no step (a turn's input and its __start__ writes do).
+
+    def _trusted_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
         key = _guarded_key(config)
-        if key is None:
-            return await self.inner.aput_writes(config, writes, task_id, task_path)
-        await self._acheck_start_writes(config, writes, task_path)
-        async with _alock(self.store, key[0]):
-            await _in_thread(self._check_writes, key, config, writes, task_id)
-            self._note_own(config, writes, task_id)
-            return await self.inner.aput_writes(config, writes, task_id, task_path)
-
-    def _note_own(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
-    ) -> None:
-        cid = config["configurable"]["checkpoint_id"]
-        if len(self._own_writes) > 4096:
-            self._own_writes.pop(next(iter(self._own_writes)))
-        self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
-
-    def _input_values(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-    ) -> tuple[RunnableConfig | None, dict[str, Any]]:
-        if self.input_check is None or metadata.get("source") != "input":
-            return None, {}
-        parent = config if config["configurable"].get("checkpoint_id") else None
-        start = checkpoint["channel_values"].get(START)
-        return parent, self.input_check.from_input_checkpoint(start)
-
-    def _start_values(self, writes: Sequence[tuple[str, Any]], task_path: str) -> dict[str, Any]:
-        # The task_path of a root pull task ends with ", <node name>".
-        if self.input_check is None or task_path.rsplit(", ", 1)[-1] != START:
-            return {}
-        return self.input_check.from_start_writes(writes)
-
-    def _check_input(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-    ) -> None:
-        at, values = self._input_values(config, checkpoint, metadata)
-        if values and self.input_check is not None:
-            self.input_check.check(self.inner, at, values)
-
-    async def _acheck_input(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-    ) -> None:
-        at, values = self._input_values(config, checkpoint, metadata)
-        if values and self.input_check is not None:
-            await self.input_check.acheck(self.inner, at, values)
-
-    def _check_start_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_path: str
-    ) -> None:
-        values = self._start_values(writes, task_path)
-        if values and self.input_check is not None:
-            self.input_check.check(self.inner, config, values)
-
-    async def _acheck_start_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_path: str
-    ) -> None:
-        values = self._start_values(writes, task_path)
-        if values and self.input_check is not None:
-            await self.input_check.acheck(self.inner, config, values)
-
-    def _check_put(
-        self, key: tuple[str, str], config: RunnableConfig, metadata: CheckpointMetadata
-    ) -> None:
-        thread_id, ns = key
-        parent = config["configurable"].get("checkpoint_id")
-        head = self.store.head(thread_id, ns)
-        if head == parent or metadata.get("source") in _FORK_SOURCES:
-            return
-        raise ConcurrentRunError(
-            f"this run started from checkpoint {parent!r} but the thread's head is now "
-            f"{head!r} (if you addressed that older checkpoint on purpose, branch from it "
-            "with graph.update_state(<its config>, ...) and invoke the config it returns)",
-            thread_id=thread_id,
-            checkpoint_id=parent,
-            head=head,
+        return (
+            key is not None
+            and metadata.get("source") != "input"
+            and CONFIG_KEY_RUNTIME in config["configurable"]
+            and self._held_by_run(key[0], config)
         )
 
-    def _check_writes(
+    def _stored(self, config: RunnableConfig, out: RunnableConfig) -> RunnableConfig:
+        self.own_parents.add(config["configurable"].get("checkpoint_id"))
+        return out
+
+    def _trusted_writes(
         self,
-        key: tuple[str, str],
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
+        task_path: str,
+    ) -> bool:
+        key = _guarded_key(config)
+        if (
+            key is None
+            or CONFIG_KEY_RUNTIME not in config["configurable"]
+            or task_path.rsplit(", ", 1)[-1] == START
+            or not self._held_by_run(key[0], config)
+        ):
+            return False
+        self._note_own(config["configurable"]["checkpoint_id"], writes, task_id)
+        return True
+
+    def _put_steps(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> _Steps:
+        args = (config, checkpoint, metadata, new_versions)
+        key = _guarded_key(config)
+        if key is None:
+            return (yield _Inner("put", args))
+        parent = config["configurable"].get("checkpoint_id")
+        is_input = metadata.get("source") == "input"
+        if is_input and self.input_check is not None:
+            values = self.input_check.from_input_checkpoint(
+                checkpoint["channel_values"].get(START)
+            )
+            if values:
+                base = self._bases.get(key[0])
+                yield _Check(config if parent else None, values, base if base == parent else None)
+        in_run = CONFIG_KEY_RUNTIME in config["configurable"]
+        if in_run and self._held_by_run(key[0], config):
+            # This run holds the thread for its turn and read it after taking the hold;
+            # every other guarded writer (runs, update_state) waits for the hold. One
+            # indexed query per turn still verifies the head, for writers that bypass
+            # the guard.
+            if is_input:
+                self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+            stored: RunnableConfig = yield _Inner("put", args)
+            self.own_parents.add(parent)
+            return stored
+        updating = not in_run and (yield from self._hold_for_update(key[0], config))
+        lock = self.store.lock(key[0])
+        yield _Store(lock.__enter__, ())
+        try:
+            self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+            if is_input and parent:
+                now = yield _Store(self.store.write_keys, (*key, parent))
+                self._check_unseen_writes(key, parent, now)
+            out: RunnableConfig = yield _Inner("put", args)
+            # Before the lock goes: this run's own late writes on `parent` (stored
+            # concurrently with this checkpoint) must not look like strays.
+            self.own_parents.add(parent)
+        finally:
+            yield _Store(lock.__exit__, (None, None, None))
+            if updating:
+                yield _Store(self.store.run_unlock, (key[0],))
+        return out
+
+    @staticmethod
+    def _refuse_moved(
+        key: tuple[str, str], parent: str | None, head: str | None, metadata: CheckpointMetadata
     ) -> None:
-        thread_id, ns = key
+        if head != parent and metadata.get("source") not in _FORK_SOURCES:
+            raise ConcurrentRunError(
+                f"this run started from checkpoint {parent!r} but the thread's head "
+                f"is now {head!r} (if you addressed that older checkpoint on purpose, "
+                "branch from it with graph.update_state(<its config>, ...) and invoke "
+                "the config it returns)",
+                thread_id=key[0],
+                checkpoint_id=parent,
+                head=head,
+            )
+
+    def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
+        """`update_state` and other writers outside a run: hold the thread for the one
+        write, so it never lands inside another run's turn (per the thread's strategy).
+        True when the lock was taken here (the caller releases it)."""
+        if _holds(thread_id):
+            return False  # an exclusive() block, or a node of the run that holds it
+        if not (yield _RunLock(thread_id, self.strategy_for(config) == "enqueue")):
+            raise ConcurrentRunError(
+                "a run is working on this thread (multitask_strategy='reject'); the "
+                "update stored nothing",
+                thread_id=thread_id,
+            )
+        return True
+
+    def _put_writes_steps(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> _Steps:
+        args = (config, writes, task_id, task_path)
+        key = _guarded_key(config)
+        if key is None:
+            return (yield _Inner("put_writes", args))
         cid = config["configurable"]["checkpoint_id"]
-        stored = self.store.writes(thread_id, ns, cid, task_id)
+        # update_state writes run in no loop: no runtime in their config.
+        is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
+        if self.input_check is not None:
+            if is_update:
+                values = self.input_check.from_start_writes(writes)
+                if values:
+                    yield _Check(config, values, None)
+            elif task_path.rsplit(", ", 1)[-1] == START:
+                # task_path of a root pull task is "~__pregel_pull, <node>".
+                values = self.input_check.from_start_writes(writes)
+                if values:
+                    yield _Check(config, values, self._bases.get(key[0]))
+        if not is_update and self._held_by_run(key[0], config):
+            # This run holds the thread for its whole turn: no other run can have
+            # stored a result for its task, or a child of its checkpoint, meanwhile.
+            self._note_own(cid, writes, task_id)
+            return (yield _Inner("put_writes", args))
+        updating = is_update and (yield from self._hold_for_update(key[0], config))
+        lock = self.store.lock(key[0])
+        yield _Store(lock.__enter__, ())
+        try:
+            # update_state replays a pending task's id on purpose: it replaces.
+            if not is_update:
+                stored = yield _Store(self.store.writes, (*key, cid, task_id))
+                new = self._compare_writes(key, cid, task_id, writes, stored)
+            else:
+                new = True
+            if new and cid not in self.own_parents:
+                # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
+                # only a head newer than `cid` can be a child of it: the common case —
+                # `cid` is the head, or not stored yet — needs one indexed query.
+                head = yield _Store(self.store.head, key)
+                if head is not None and head > cid and (
+                    yield _Store(self.store.has_child, (*key, cid))
+                ):
+                    raise ConcurrentRunError(
+                        f"checkpoint {cid!r} already has a newer checkpoint after it, so "
+                        f"new writes of task {task_id!r} there would leak into another "
+                        "run's history",
+                        thread_id=key[0],
+                        checkpoint_id=cid,
+                        head=head,
+                    )
+            self._note_own(cid, writes, task_id)
+            yield _Inner("put_writes", args)
+        finally:
+            yield _Store(lock.__exit__, (None, None, None))
+            if updating:
+                yield _Store(self.store.run_unlock, (key[0],))
+
+    def _compare_writes(
+        self,
+        key: tuple[str, str],
+        cid: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+        stored: dict[int, StoredWrite],
+    ) -> bool:
+        """Whether `writes` add anything; refuses a different result already stored."""
         new = False
         for i, (channel, value) in enumerate(writes):
             if channel in WRITES_IDX_MAP:
@@ -377,18 +630,124 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             raise ConcurrentRunError(
                 f"task {task_id!r} at checkpoint {cid!r} already has a different "
                 f"{channel!r} result, written by another run",
-                thread_id=thread_id,
+                thread_id=key[0],
                 checkpoint_id=cid,
-                head=self.store.head(thread_id, ns),
             )
-        if new and cid not in self.own_parents and self.store.has_child(thread_id, ns, cid):
-            raise ConcurrentRunError(
-                f"checkpoint {cid!r} already has a newer checkpoint after it, so new "
-                f"writes of task {task_id!r} there would leak into another run's history",
-                thread_id=thread_id,
-                checkpoint_id=cid,
-                head=self.store.head(thread_id, ns),
-            )
+        return new
+
+    def _note_own(self, cid: str, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
+        if len(self._own_writes) > 4096:
+            self._own_writes.pop(next(iter(self._own_writes)))
+        self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
+
+
+# -- drivers: the only places that do I/O ------------------------------------------------
+
+
+def _drive(steps: _Steps, saver: GuardedSaver) -> Any:
+    send: Callable[[Any], _Op] = steps.send
+    value: Any = None
+    while True:
+        try:
+            op = send(value)
+        except StopIteration as done:
+            return done.value
+        try:
+            if isinstance(op, _Store):
+                value = op.fn(*op.args)
+            elif isinstance(op, _RunLock):
+                value = saver.store.try_run_lock(op.thread_id, op.wait)
+            elif isinstance(op, _Inner):
+                value = getattr(saver.inner, op.name)(*op.args)
+            elif isinstance(op, _Check):
+                assert saver.input_check is not None
+                saver.input_check.check(saver.inner, op.at, op.values, op.base)
+                value = None
+            else:
+                assert saver.input_check is not None
+                value = saver.input_check.refused_writes(saver.inner, op.saved)
+            send = steps.send
+        except BaseException as exc:  # handed to the step, whose `with`/finally see it
+            value, send = exc, steps.throw
+
+
+async def _adrive(steps: _Steps, saver: GuardedSaver) -> Any:
+    send: Callable[[Any], _Op] = steps.send
+    value: Any = None
+    while True:
+        try:
+            op = send(value)
+        except StopIteration as done:
+            return done.value
+        try:
+            if isinstance(op, _Store):
+                value = await _blocking(op.fn, *op.args)
+            elif isinstance(op, _RunLock):
+                value = await _arun_lock(saver.store, op.thread_id, op.wait)
+            elif isinstance(op, _Inner):
+                value = await getattr(saver.inner, "a" + op.name)(*op.args)
+            elif isinstance(op, _Check):
+                assert saver.input_check is not None
+                await saver.input_check.acheck(saver.inner, op.at, op.values, op.base)
+                value = None
+            else:
+                assert saver.input_check is not None
+                value = await saver.input_check.arefused_writes(saver.inner, op.saved)
+            send = steps.send
+        except BaseException as exc:
+            value, send = exc, steps.throw
+
+
+_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    """A blocking store call (file locks, a psycopg session) in a worker thread. Lock
+    waits go behind a per-event-loop gate, so parked waiters cannot use up the executor
+    that the holder (and LangGraph's sync nodes) need to go on."""
+    if getattr(fn, "__name__", "") != "__enter__":
+        return await asyncio.to_thread(fn, *args)
+    loop = asyncio.get_running_loop()
+    gate = _GATES.get(loop)
+    if gate is None:
+        gate = _GATES[loop] = asyncio.Lock()
+    async with gate:
+        return await asyncio.to_thread(fn, *args)
+
+
+async def _arun_lock(store: HeadStore, thread_id: str, wait: bool) -> bool:
+    """A run lock under asyncio: tried, and while waiting tried again after a pause —
+    a whole turn is too long to park an executor thread on."""
+    pause = 0.002
+    while True:
+        if await asyncio.to_thread(store.try_run_lock, thread_id, False):
+            return True
+        if not wait:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+class _Release:
+    """Releases a run lock once, whichever of the loop's exit or its collection comes first."""
+
+    def __init__(self, store: HeadStore, thread_id: str) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self._done = False
+        self._lock = threading.Lock()
+        # The run's context (and the tasks and background writes LangGraph copies from
+        # it) knows it holds the thread: its writes skip the re-checks, a nested run
+        # or update_state on the same thread does not wait for it.
+        self._hold, self._token = _enter_hold(thread_id)
+
+    def __call__(self, *_: Any) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        _exit_hold(self._hold, self._token)
+        self.store.run_unlock(self.thread_id)
 
 
 class _Recent:
@@ -411,6 +770,29 @@ class _Recent:
         return checkpoint_id in self._ids
 
 
+def _reader(config: RunnableConfig) -> tuple[Any, bool]:
+    """(the loop starting a run with this read, or None; whether get_state shows it)."""
+    if _guarded_key(config) is None:
+        return None, False
+    loop = entering_loop(depth=5)
+    return loop, loop is None and reading_state(depth=5)
+
+
+def _strategy(value: object) -> MultitaskStrategy:
+    if value not in MULTITASK_STRATEGIES:
+        raise ValueError(
+            f"multitask_strategy must be one of {', '.join(MULTITASK_STRATEGIES)}, got {value!r}"
+        )
+    return cast(MultitaskStrategy, value)
+
+
+def _with_errors(tup: CheckpointTuple, refused: dict[str, Exception]) -> CheckpointTuple:
+    """`tup` with each refused task's writes replaced by its error (a failed task)."""
+    kept = [w for w in tup.pending_writes or () if w[0] not in refused]
+    kept += [(task_id, ERROR, err) for task_id, err in refused.items()]
+    return tup._replace(pending_writes=kept)
+
+
 def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
     """(task id, channel) of a checkpoint's task writes, LangGraph's upsert channels aside."""
     return frozenset(
@@ -431,29 +813,3 @@ def _guarded_key(config: RunnableConfig) -> tuple[str, str] | None:
     if ns or thread_id is None:
         return None  # subgraph checkpoints ride on their parent's, which are guarded
     return str(thread_id), ns
-
-
-async def _in_thread(fn: Any, *args: Any) -> Any:
-    return await asyncio.to_thread(fn, *args)
-
-
-_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
-@contextlib.asynccontextmanager
-async def _alock(store: HeadStore, thread_id: str) -> AsyncIterator[None]:
-    # The locks are blocking (file locks, a psycopg session lock), so they are taken in
-    # a worker thread. An asyncio gate per event loop lets only one coroutine at a
-    # time park a thread on them: parked threads could otherwise use up the default
-    # executor that the lock holder (and LangGraph's sync nodes) need to go on.
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
-    if gate is None:
-        gate = _GATES[loop] = asyncio.Lock()
-    async with gate:
-        cm = store.lock(thread_id)
-        await asyncio.to_thread(cm.__enter__)
-        try:
-            yield
-        finally:
-            await asyncio.to_thread(cm.__exit__, None, None, None)

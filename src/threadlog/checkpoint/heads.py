@@ -52,6 +52,10 @@ class HeadStore(Protocol):
         self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
     ) -> dict[int, StoredWrite]: ...
 
+    def write_keys(
+        self, thread_id: str, ns: str, checkpoint_id: str
+    ) -> frozenset[tuple[str, str]]: ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +115,10 @@ class MemoryHeadStore:
         stored = self.saver.writes.get((thread_id, ns, checkpoint_id), {})
         return {idx: w[2] for (tid, idx), w in stored.items() if tid == task_id}
 
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        stored = self.saver.writes.get((thread_id, ns, checkpoint_id), {})
+        return frozenset((tid, w[1]) for (tid, _), w in stored.items())
+
     def close(self) -> None:
         pass
 
@@ -123,17 +131,37 @@ class SqliteHeadStore:
         self._thread_lock = threading.Lock()
         # ":memory:" is private to one connection, so that one is shared (`conn`).
         self._own = conn is None
-        self._conn = conn or sqlite3.connect(path, check_same_thread=False, timeout=30)
+        # Opened on first use: a process that only reads a database (get_state, the
+        # inspector) must leave no lock file next to it.
+        self._conn_: sqlite3.Connection | None = conn
         self._lock_fd: int | None = None
-        if path != ":memory:":
-            self._lock_fd = os.open(path + ".threadlog-lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._runs = _LocalRuns()
         self._run_fds: dict[str, int] = {}
+        self._open_lock = threading.Lock()
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._conn_ is None:
+            with self._open_lock:
+                if self._conn_ is None:
+                    self._conn_ = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        return self._conn_
+
+    def _lock_file(self) -> int | None:
+        if self.path == ":memory:":
+            return None
+        if self._lock_fd is None:
+            with self._open_lock:
+                if self._lock_fd is None:
+                    self._lock_fd = os.open(
+                        self.path + ".threadlog-lock", os.O_RDWR | os.O_CREAT, 0o644
+                    )
+        return self._lock_fd
 
     def try_run_lock(self, thread_id: str, wait: bool) -> bool:
         if not self._runs.acquire(thread_id, wait):
             return False
-        if self._lock_fd is None:
+        if self.path == ":memory:":
             return True
         # One lock file per thread in a directory next to the database.
         folder = self.path + ".threadlog-runs"
@@ -160,14 +188,15 @@ class SqliteHeadStore:
     def lock(self, thread_id: str) -> Iterator[None]:
         # One lock for the whole file: SQLite serializes writers anyway, and a
         # byte-range lock per thread would buy nothing but complexity.
+        fd = self._lock_file()
         with self._thread_lock:
-            if self._lock_fd is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                if self._lock_fd is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _one(self, sql: str, args: tuple[Any, ...]) -> Any:
         try:
@@ -209,9 +238,23 @@ class SqliteHeadStore:
             raise
         return {int(idx): (str(typ), bytes(val)) for idx, typ, val in rows}
 
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        try:
+            rows = self._conn.execute(
+                "SELECT task_id, channel FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND checkpoint_id = ?",
+                (thread_id, ns, checkpoint_id),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return frozenset()
+            raise
+        return frozenset((str(t), str(c)) for t, c in rows)
+
     def close(self) -> None:
-        if self._own:
-            self._conn.close()
+        if self._own and self._conn_ is not None:
+            self._conn_.close()
+            self._conn_ = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -232,32 +275,53 @@ class PostgresHeadStore:
         self._url = url
         self._runs = _LocalRuns()
         self._run_conns: dict[str, Any] = {}
+        self._idle: list[Any] = []
 
     def try_run_lock(self, thread_id: str, wait: bool) -> bool:
         import psycopg
 
         if not self._runs.acquire(thread_id, wait):
             return False
-        # A connection per held run lock: a blocking wait must not hold up the
-        # write-guard queries of this process's other runs.
-        conn = psycopg.Connection.connect(self._url, autocommit=True, prepare_threshold=0)
-        key = self.lock_key("run:" + thread_id)
-        if wait:
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        else:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if not (row and row[0]):
-                conn.close()
-                self._runs.release(thread_id)
-                return False
+        # A session per held run lock: a blocking wait must not hold up the
+        # write-guard queries of this process's other runs. Sessions are reused (a
+        # run lock is taken for every run), at most a few kept idle.
+        try:
+            conn = self._idle.pop() if self._idle else psycopg.Connection.connect(
+                self._url, autocommit=True, prepare_threshold=0
+            )
+            key = self.lock_key("run:" + thread_id)
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            else:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                if not (row and row[0]):
+                    self._park(conn)
+                    self._runs.release(thread_id)
+                    return False
+        except BaseException:
+            self._runs.release(thread_id)
+            raise
         self._run_conns[thread_id] = conn
         return True
 
     def run_unlock(self, thread_id: str) -> None:
         conn = self._run_conns.pop(thread_id, None)
         if conn is not None:
-            conn.close()  # closing the session releases its advisory locks
+            try:
+                conn.execute(
+                    "SELECT pg_advisory_unlock(%s)", (self.lock_key("run:" + thread_id),)
+                )
+            except Exception:
+                conn.close()  # closing the session releases its advisory locks
+            else:
+                self._park(conn)
         self._runs.release(thread_id)
+
+    def _park(self, conn: Any) -> None:
+        if len(self._idle) < 4 and not conn.closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     @staticmethod
     def lock_key(thread_id: str) -> int:
@@ -301,5 +365,17 @@ class PostgresHeadStore:
         ).fetchall()
         return {int(idx): (str(typ), bytes(blob)) for idx, typ, blob in rows}
 
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        rows = self._conn.execute(
+            "SELECT task_id, channel FROM checkpoint_writes WHERE thread_id = %s "
+            "AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (thread_id, ns, checkpoint_id),
+        ).fetchall()
+        return frozenset((str(t), str(c)) for t, c in rows)
+
     def close(self) -> None:
+        for conn in [*self._idle, *self._run_conns.values()]:
+            conn.close()
+        self._idle.clear()
+        self._run_conns.clear()
         self._conn.close()

@@ -11,8 +11,18 @@ thread's log at the checkpoint the input lands on (through LangGraph's own loade
 message, role and field — so the saver stores nothing.
 
 Checked: the keys in `message_keys` of a `source="input"` checkpoint's `__start__`
-value, and of the `__start__` task's writes; each message's text is at most
-`max_chars` characters when that is set.
+value, and of the `__start__` task's writes, and of `update_state`'s writes; each
+message's text is at most `max_chars` characters when that is set.
+
+Cost. The check is a dry run (`MessageLog.extend_writes(dry_run=True)`): nothing is
+copied. When the history cache already holds the log of the checkpoint the run read
+(`base`, the common case: the loop has just read it), no storage is touched at all —
+a turn's check costs O(its input). Otherwise the log is rebuilt through LangGraph's
+loader (and the cache).
+
+`refused_writes` answers the reader's question: which tasks' stored writes on a
+checkpoint would the log refuse (a failed step), so `get_state` can show the last good
+state with the error on the task instead of raising it.
 """
 
 from __future__ import annotations
@@ -24,9 +34,15 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
 
+from threadlog._upstream import (
+    ERROR,
+    NULL_TASK_ID,
+    achannels_from_checkpoint,
+    channels_from_checkpoint,
+)
 from threadlog.channel import MessageLogChannel
+from threadlog.checkpoint.cache import history_cache_of
 from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import coerce_message, role_of
@@ -50,29 +66,61 @@ class InputCheck:
         return {c: v for c, v in writes if c in self.message_keys}
 
     def check(
-        self, saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, values: dict[str, Any]
+        self,
+        saver: BaseCheckpointSaver[Any],
+        at: RunnableConfig | None,
+        values: dict[str, Any],
+        base: str | None = None,
     ) -> None:
-        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error."""
+        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error.
+
+        `base`: a checkpoint id known to hold the same logs as `at` (the one the run
+        read), whose log the history cache may already hold."""
         if values:
-            self._check_against(_logs_at(saver, at, list(values)), values)
+            logs = _cached_logs(saver, at, base, list(values))
+            self._check_against(logs or _logs_at(saver, at, list(values)), values)
 
     async def acheck(
-        self, saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, values: dict[str, Any]
+        self,
+        saver: BaseCheckpointSaver[Any],
+        at: RunnableConfig | None,
+        values: dict[str, Any],
+        base: str | None = None,
     ) -> None:
         if values:
-            self._check_against(await _alogs_at(saver, at, list(values)), values)
+            logs = _cached_logs(saver, at, base, list(values))
+            self._check_against(logs or await _alogs_at(saver, at, list(values)), values)
 
     def _check_against(self, logs: dict[str, MessageLog], values: dict[str, Any]) -> None:
         for key, value in values.items():
             if key not in logs:
                 continue  # stored as a plain list: not a threadlog log (add_messages)
-            log = logs[key]  # a private copy (see _collect): the dry run may change it
+            log = logs[key]  # checked with dry_run=True: never changed, so never copied
             items = flatten_write(value)
             for i, raw in enumerate(items):
                 msg = _coerce(raw, len(log) + i)
                 if self.max_chars is not None:
                     self._check_size(msg, len(log) + i)
-            log.extend(items)  # raises the log's own error; `log` is a throwaway copy
+            log.extend_writes([items], dry_run=True)  # raises the log's own error
+
+    def refused_writes(
+        self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
+    ) -> dict[str, MessageLogError]:
+        """Tasks whose stored writes on `saved` the log refuses, with the log's error."""
+        by_task = _message_writes(saved, self.message_keys)
+        if not by_task:
+            return {}
+        logs = _loaded_logs(saver, saved, list({k for ws in by_task.values() for k in ws}))
+        return _refused(logs, by_task)
+
+    async def arefused_writes(
+        self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
+    ) -> dict[str, MessageLogError]:
+        by_task = _message_writes(saved, self.message_keys)
+        if not by_task:
+            return {}
+        keys = list({k for ws in by_task.values() for k in ws})
+        return _refused(await _aloaded_logs(saver, saved, keys), by_task)
 
     def _check_size(self, msg: BaseMessage, position: int) -> None:
         assert self.max_chars is not None
@@ -140,6 +188,86 @@ async def _alogs_at(
     return _collect(channels, ours)
 
 
+def _cached_logs(
+    saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, base: str | None, keys: list[str]
+) -> dict[str, MessageLog] | None:
+    """The logs at `base` straight from the history cache, when it holds exactly them."""
+    if at is None or base is None:
+        return None
+    cache = history_cache_of(saver)  # through wrappers that delegate attributes
+    if cache is None:
+        return None
+    conf = at["configurable"]
+    out: dict[str, MessageLog] = {}
+    for key in keys:
+        entry = cache.get((str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), key))
+        if entry is None or entry[0] != base:
+            return None  # not cached, or cached at another checkpoint
+        # The live log may have moved on past `base` only by this run's own writes (it
+        # holds the thread), which the channel already took: the input among them is
+        # then a replay, and whatever else the input holds is checked as usual.
+        out[key] = entry[1]
+    return out
+
+
+def _loaded_logs(
+    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, keys: list[str]
+) -> dict[str, MessageLog]:
+    ours = _ours(saved, keys)
+    channels, _ = channels_from_checkpoint(
+        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
+    )
+    return _collect(channels, ours)
+
+
+async def _aloaded_logs(
+    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, keys: list[str]
+) -> dict[str, MessageLog]:
+    ours = _ours(saved, keys)
+    channels, _ = await achannels_from_checkpoint(
+        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
+    )
+    return _collect(channels, ours)
+
+
+def _message_writes(
+    saved: CheckpointTuple, keys: tuple[str, ...]
+) -> dict[str, dict[str, list[Any]]]:
+    """task id -> key -> its stored writes there (tasks that failed or wrote none left out)."""
+    failed = {t for t, c, _ in saved.pending_writes or () if c == ERROR}
+    out: dict[str, dict[str, list[Any]]] = {}
+    for task_id, channel, value in saved.pending_writes or ():
+        if channel in keys and task_id != NULL_TASK_ID and task_id not in failed:
+            out.setdefault(task_id, {}).setdefault(channel, []).append(value)
+    return out
+
+
+def _refused(
+    logs: dict[str, MessageLog], by_task: dict[str, dict[str, list[Any]]]
+) -> dict[str, MessageLogError]:
+    """Replays the step the way the loop applies it (all tasks together, one writer
+    each); on an error, names the tasks whose own writes fail — or every writer, when
+    only their combination does (parallel writers)."""
+
+    def attempt(tasks: list[str]) -> MessageLogError | None:
+        for key, log in logs.items():
+            writes = [
+                [m for v in by_task[t].get(key, ()) for m in flatten_write(v)] for t in tasks
+            ]
+            try:
+                log.extend_writes([w for w in writes if w], single_writer=True, dry_run=True)
+            except MessageLogError as exc:
+                return exc
+        return None
+
+    tasks = list(by_task)
+    together = attempt(tasks)
+    if together is None:
+        return {}
+    alone = {t: err for t in tasks if (err := attempt([t])) is not None}
+    return alone or dict.fromkeys(tasks, together)
+
+
 def _latest(at: RunnableConfig) -> RunnableConfig:
     # The `__start__` writes can reach the saver before their checkpoint does
     # (LangGraph saves both in the background); that checkpoint holds the same log as
@@ -157,7 +285,7 @@ def _collect(channels: Mapping[str, Any], keys: list[str]) -> dict[str, MessageL
     for k in keys:
         ch = channels[k]
         assert isinstance(ch, MessageLogChannel)
-        # A private copy, taken under the channel's write lock: the log may be shared
-        # with the run's own channel, which keeps appending while this check runs.
-        out[k] = ch.snapshot() if ch.is_available() else MessageLog()
+        # The log itself, not a copy (a copy costs O(history) per turn): the check is a
+        # dry run that only reads it.
+        out[k] = ch.log if ch.is_available() else MessageLog()
     return out

@@ -14,9 +14,11 @@ Contract:
 * **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
   rebuild allowlisted types (`threadlog.checkpoint.serde`), whatever
   `LANGGRAPH_STRICT_MSGPACK` says. Pass `allowed_types=` for your own state classes.
-* **Run guard.** With `guard=True` (the default) the saver is wrapped in `GuardedSaver`:
-  two runs on one thread never fork it silently; the loser gets `ConcurrentRunError`
-  (`threadlog.checkpoint.guard`). A turn's input is checked against the stored log
+* **Run guard.** With `guard=True` (the default) the saver is wrapped in `GuardedSaver`
+  (`threadlog.checkpoint.guard`): a run holds its thread for its whole turn, and a
+  second run meanwhile waits for it (`multitask_strategy="enqueue"`, the default) or
+  gets `ConcurrentRunError` before anything is stored (`"reject"`); writes that would
+  fork the thread silently are refused. A turn's input is checked against the stored log
   before it is stored (`threadlog.checkpoint.input_check`; `max_input_chars` caps a message's
   text), so bad input raises the log's own error and leaves the thread unchanged.
 * **History cache.** With `cache=True` (the default) the backend saver gets
@@ -39,7 +41,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadlog.checkpoint.cache import with_history_cache
 from threadlog.checkpoint.finished import keep_finished_work
-from threadlog.checkpoint.guard import GuardedSaver
+from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.heads import (
     HeadStore,
     MemoryHeadStore,
@@ -96,6 +98,7 @@ def checkpointer(
     wrap: SaverWrapper | None = None,
     max_input_chars: int | None = None,
     cache: bool = True,
+    multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A sync saver for `url` (see module doc), closed when the block ends.
 
@@ -107,6 +110,9 @@ def checkpointer(
         wrap: a function applied to the backend saver before the guard (your own wrapper).
         max_input_chars: refuse a turn's input message longer than this many characters.
         cache: keep the warm-process history cache on (a turn reads only new writes).
+        multitask_strategy: what a run does while another run holds its thread:
+            `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
+            anything is stored (per thread: `saver.set_multitask_strategy`).
     """
     target = parse_url(url)
     serde = strict_serializer(allowed_types)
@@ -125,7 +131,8 @@ def checkpointer(
             store = PostgresHeadStore(target.location)
         stack.callback(store.close)
         yield _finish(
-            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache
+            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache,
+            multitask_strategy=multitask_strategy,
         )
 
 
@@ -138,6 +145,7 @@ async def acheckpointer(
     wrap: SaverWrapper | None = None,
     max_input_chars: int | None = None,
     cache: bool = True,
+    multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An async saver for `url` (see module doc), closed when the block ends."""
     target = parse_url(url)
@@ -178,7 +186,8 @@ async def acheckpointer(
             saver = pg
         stack.callback(store.close)
         yield _finish(
-            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache
+            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache,
+            multitask_strategy=multitask_strategy,
         )
 
 
@@ -190,6 +199,7 @@ def _finish(
     wrap: SaverWrapper | None,
     max_input_chars: int | None,
     cache: bool,
+    multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> BaseCheckpointSaver[Any]:
     """The one place a ready saver gets wrapped: the history cache, finished work, `wrap`,
     the guard.
@@ -206,7 +216,10 @@ def _finish(
     out = keep_finished_work(chain_writes(out))
     out = wrap(out) if wrap is not None else out
     if guard:
-        out = GuardedSaver(out, store, InputCheck(max_chars=max_input_chars))
+        out = GuardedSaver(
+            out, store, InputCheck(max_chars=max_input_chars),
+            multitask_strategy=multitask_strategy,
+        )
     return out
 
 
