@@ -54,6 +54,10 @@ from langgraph.constants import TASKS
 # How upstream's ToolNode filters injected arguments out of a validation error, and the
 # type of its injected-argument map: reused so schema errors read like upstream's.
 from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
+
+# Which exception types a `handle_tool_errors` callable handles, read from its annotation:
+# reused so a handler means exactly what it means to upstream's ToolNode.
+from langgraph.prebuilt.tool_node import _infer_handled_types as infer_handled_types
 from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
 
 # -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
@@ -89,6 +93,7 @@ __all__ = [
     "construct_responses_api_input",
     "convert_message_to_dict",
     "filter_validation_errors",
+    "infer_handled_types",
     "is_overwrite",
     "ls_provider",
     "msgpack_tables",

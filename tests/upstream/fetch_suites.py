@@ -81,6 +81,12 @@ SERVICE_TESTS = (
     "tests/test_remote_graph.py",
 )
 
+# Tests that fail or hang with LangGraph's own parts on this platform: not ours to judge.
+UPSTREAM_BROKEN = (
+    # a sync `invoke` inside an async test blocks on aiosqlite's worker thread forever
+    "tests/test_large_cases_async.py::test_weather_subgraph[sqlite_aio]",
+)
+
 SUITES = ("toolnode", "messages_state", "graph")
 MODES = ("langgraph", "threadlog")
 
@@ -346,6 +352,7 @@ def run_suite(prepared: Prepared, suite: str, *, timeout: float = 900) -> dict[s
     cmd = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
         "_threadlog_outcomes", "--timeout", "120", "-o", "addopts=", "--snapshot-warn-unused",
+        *(f"--deselect={t}" for t in UPSTREAM_BROKEN),
         *prepared.targets[suite],
     ]  # fmt: skip
     proc = subprocess.run(
