@@ -303,7 +303,7 @@ def _write_pytest_config(root: Path) -> None:
     (root / "pytest.ini").write_text("\n".join(lines) + "\n")
 
 
-_OUTCOMES_PLUGIN = '''\
+_OUTCOMES_PLUGIN = """\
 import json, os
 
 _OUT = os.environ["THREADLOG_OUTCOMES"]
@@ -331,7 +331,7 @@ def pytest_collectreport(report):
 def pytest_sessionfinish(session):
     with open(_OUT, "w") as f:
         json.dump(_seen, f, indent=0, sort_keys=True)
-'''
+"""
 
 
 # -- running ----------------------------------------------------------------------------
@@ -473,9 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| suite | LangGraph's parts | threadlog's parts | deliberate differences |")
     print("|---|---|---|---|")
     for s in suites:
-        cells = [
-            "{} / {} / {}".format(*table[s][m]) if m in table[s] else "—" for m in MODES
-        ]
+        cells = ["{} / {} / {}".format(*table[s][m]) if m in table[s] else "—" for m in MODES]
         diffs = [k for k in manifest.get(s, {}) if k != "unclassified"]
         print(f"| {s} | {cells[0]} | {cells[1]} | {len(diffs)} |")
     return 0 if ok or args.write_manifest else 1
