@@ -220,7 +220,9 @@ async def test_handle_errors_false_raises_the_tools_own_exception(mode: str) -> 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_handle_errors_false_raises_schema_failures_but_answers_unknown_tools(mode: str) -> None:
+async def test_handle_errors_false_raises_schema_failures_answers_unknown_tools(
+    mode: str,
+) -> None:
     node = ToolNode([nap], handle_errors=False)
     # LangGraph's meaning: a schema failure raises its ToolInvocationError, the
     # pydantic error as the cause.

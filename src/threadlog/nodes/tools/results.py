@@ -30,7 +30,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import InjectedArgs, filter_validation_errors
-from threadlog.nodes.tools.approval import Decision
+from threadlog.nodes.tools.approval import APPROVAL_KEY, Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
     InputType,
@@ -54,7 +54,6 @@ except ImportError:  # older langgraph never marks resume errors
 __all__ = ["Outcome", "classify", "from_error", "refuse_or_raise"]
 
 DURATION_KEY = "threadlog_duration_ms"
-APPROVAL_KEY = "threadlog_approval"
 _MAX_DETAIL = 300  # characters of an exception's text shown to the model
 
 
