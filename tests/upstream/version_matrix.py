@@ -5,7 +5,7 @@
 
 For each end it makes a venv under `$THREADLOG_MATRIX_DIR` (default
 `~/.cache/threadlog-matrix/<end>`), installs `.[dev]` with pip — "oldest" pins every
-runtime dependency to the lower bound of its specifier (`langgraph>=1.2.22,<2` →
+LangGraph / LangChain runtime dependency to the lower bound of its specifier (`langgraph>=1.2.22,<2` →
 `langgraph==1.2.22`), "newest" upgrades everything the specifiers allow — and runs pytest
 there (by default the tests that touch LangGraph's private names and APIs most:
 `_upstream`, the tool node, the upstream suites and the conformance suite). It prints one
@@ -45,7 +45,10 @@ def lower_bounds() -> list[str]:
         m = re.match(r"^([A-Za-z0-9_.\-\[\],]+?)\s*>=\s*([0-9][^,;\s]*)", dep)
         if m:
             name = re.sub(r"\[.*\]", "", m.group(1))
-            pins.append(f"{name}=={m.group(2)}")
+            # LangGraph's and LangChain's packages are what the matrix is about; a driver's
+            # oldest release may not even install (psycopg 3.2.0 needs a dev wheel).
+            if name.startswith(("langgraph", "langchain")):
+                pins.append(f"{name}=={m.group(2)}")
     return pins
 
 
