@@ -142,22 +142,32 @@ def _cut_blocks(
 
 
 def normalize_response(
-    response: Any, call: ToolCall, messages_key: str, input_type: InputType = "dict"
+    response: Any,
+    call: ToolCall,
+    messages_key: str,
+    input_type: InputType = "dict",
+    stored: Mapping[str, BaseMessage] | None = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     """Check a tool's return value for `call`; raise `Refused` when it must be refused.
 
     As in LangGraph, a `Command`'s update is a dict when the node was given a state (or
-    tool calls) and a list of messages when it was given a list of messages."""
+    tool calls) and a list of messages when it was given a list of messages. `stored` are
+    the state's messages by id: a `Command` may re-send them unchanged (a handoff tool
+    passing its agent's history to the parent graph does) — they are already in the log,
+    so they are not judged again; the log itself refuses a changed one."""
+    stored = stored or {}
     if isinstance(response, ToolMessage):
         return _own_result(response, call)
     if isinstance(response, Command):
-        return _checked_command(response, call, messages_key, input_type, require_result=True)
+        return _checked_command(
+            response, call, messages_key, input_type, stored, require_result=True
+        )
     if (
         isinstance(response, list)
         and response
         and all(isinstance(r, (ToolMessage, Command)) for r in response)
     ):
-        return _checked_list(response, call, messages_key, input_type)
+        return _checked_list(response, call, messages_key, input_type, stored)
     raise Refused(
         "bad_return",
         f"Error: tool {call['name']!r} returned a {type(response).__name__}; a tool "
@@ -193,6 +203,7 @@ def _checked_list(
     call: ToolCall,
     messages_key: str,
     input_type: InputType,
+    stored: Mapping[str, BaseMessage],
 ) -> list[ToolMessage | Command[Any]]:
     out: list[ToolMessage | Command[Any]] = []
     own = 0
@@ -201,7 +212,9 @@ def _checked_list(
             out.append(_own_result(item, call))
             own += 1
         else:
-            checked = _checked_command(item, call, messages_key, input_type, require_result=False)
+            checked = _checked_command(
+                item, call, messages_key, input_type, stored, require_result=False
+            )
             own += _own_results_in(checked, call, messages_key)
             out.append(checked)
     if own != 1:
@@ -229,6 +242,7 @@ def _checked_command(
     call: ToolCall,
     messages_key: str,
     input_type: InputType,
+    stored: Mapping[str, BaseMessage],
     *,
     require_result: bool,
 ) -> Command[Any]:
@@ -272,6 +286,9 @@ def _checked_command(
     own = 0
     fixed: list[BaseMessage] = []
     for m in messages:
+        if m.id is not None and stored.get(m.id) == m:
+            fixed.append(m)  # already in the log, re-sent unchanged
+            continue
         try:
             role = role_of(m)
         except MessageLogError as e:  # RemoveMessage and the like: the log would refuse it

@@ -297,7 +297,7 @@ class ToolNode(_LangGraphToolNode):
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        return self._classify(run_sync(job), job, decision, input_type)
+        return self._classify(run_sync(job), job, decision, input_type, request.state)
 
     async def _execute_async(
         self,
@@ -309,7 +309,8 @@ class ToolNode(_LangGraphToolNode):
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        return self._classify(await run_async(job, pool), job, decision, input_type)
+        outcome = await run_async(job, pool)
+        return self._classify(outcome, job, decision, input_type, request.state)
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
         """The job running `request`, or the result for a call that cannot run."""
@@ -325,7 +326,12 @@ class ToolNode(_LangGraphToolNode):
         return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
 
     def _classify(
-        self, outcome: Outcome, job: Job, decision: Decision | None, input_type: InputType
+        self,
+        outcome: Outcome,
+        job: Job,
+        decision: Decision | None,
+        input_type: InputType,
+        state: Any,
     ) -> Output:
         return classify(
             outcome,
@@ -338,6 +344,7 @@ class ToolNode(_LangGraphToolNode):
             config=job.config,
             input_type=input_type,
             record_duration=self.record_durations,
+            state=state,
         )
 
     # -- input and planning -----------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.messages import BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolInvocationError
@@ -41,6 +41,7 @@ from threadlog.nodes.tools.checks import (
     normalize_response,
 )
 from threadlog.nodes.tools.handling import ErrorHandling
+from threadlog.nodes.tools.routing import messages_of
 from threadlog.nodes.tools.storage_check import serializer_for, storage_problem
 
 try:
@@ -148,8 +149,9 @@ def classify(
     config: RunnableConfig,
     input_type: InputType,
     record_duration: bool = False,
+    state: Any = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """The output for `call` (see module doc)."""
+    """The output for `call` (see module doc); `state` is the graph state the tool saw."""
     output = _classify(
         outcome,
         call,
@@ -160,6 +162,7 @@ def classify(
         max_content_chars,
         config,
         input_type,
+        state,
     )
     if outcome.duration_ms is None or not record_duration:
         return output
@@ -177,13 +180,17 @@ def _classify(
     max_content_chars: int | None,
     config: RunnableConfig,
     input_type: InputType,
+    state: Any,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     if outcome.message is not None:
         return refuse_or_raise(outcome, handling.raises_refusals)
     if outcome.error is not None:
         return from_error(outcome.error, call, injected, handling)
     try:
-        output = normalize_response(outcome.response, call, messages_key, input_type)
+        stored = (
+            _stored(state, messages_key) if isinstance(outcome.response, (Command, list)) else {}
+        )
+        output = normalize_response(outcome.response, call, messages_key, input_type, stored)
         return _each_result(
             output,
             call,
@@ -309,3 +316,12 @@ def _one(
         for m in update[messages_key]
     ]
     return replace(item, update={**update, messages_key: msgs})
+
+
+def _stored(state: Any, messages_key: str) -> dict[str, BaseMessage]:
+    """The state's messages by id (what a `Command` may re-send unchanged)."""
+    try:
+        messages = messages_of(state, messages_key)
+    except ValueError:
+        return {}
+    return {m.id: m for m in messages if isinstance(m, BaseMessage) and m.id is not None}
