@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.graph import START, StateGraph
@@ -99,3 +100,69 @@ def test_a_changed_resent_result_is_still_refused_as_forged() -> None:
     out = threadlog.ToolNode([rewrite_history]).invoke(state)
     result = out["messages"][0]
     assert result.status == "error" and result.response_metadata["threadlog_error"] == "forged"
+
+
+@tool
+def book_table(city: str) -> str:
+    """Book a table (needs approval)."""
+    return f"booked in {city}"
+
+
+def build_with_review(saver: Any, fail_once: dict[str, bool]) -> Any:
+    """bob is an agent subgraph whose booking needs a reviewer; its model fails once."""
+
+    def bob_model(state: threadlog.MessagesState) -> dict[str, Any]:
+        if fail_once.pop("bob", False):
+            raise ConnectionError("model endpoint down")
+        turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
+        last = state["messages"][-1]
+        if isinstance(last, ToolMessage) and last.name == "book_table":
+            return {"messages": [AIMessage(f"done: {last.content}", id=f"bob-done-{turn}")]}
+        call = {"name": "book_table", "args": {"city": "Rome"}, "id": f"book-{turn}"}
+        return {"messages": [AIMessage("", id=f"bob-{turn}", tool_calls=[call])]}
+
+    sub = StateGraph(threadlog.MessagesState)
+    sub.add_node("model", bob_model)
+    sub.add_node("tools", threadlog.ToolNode([book_table], requires_approval=["book_table"]))
+    sub.add_edge(START, "model")
+    sub.add_conditional_edges("model", threadlog.tools_condition)
+    sub.add_edge("tools", "model")
+    alice = StateGraph(threadlog.MessagesState)
+    alice.add_node("model", alice_model)
+    alice.add_node("tools", threadlog.ToolNode([transfer_to_bob]))
+    alice.add_edge(START, "model")
+    alice.add_edge("model", "tools")
+    parent = StateGraph(threadlog.MessagesState)
+    parent.add_node("alice", alice.compile(), destinations=("bob",))
+    parent.add_node("bob", sub.compile())
+    parent.add_edge(START, "alice")
+    return parent.compile(checkpointer=saver)
+
+
+def test_a_handed_off_agent_pauses_for_review_and_resumes_after_a_failure(backend: str) -> None:
+    fail_once = {"bob": True}
+    cfg: Any = {"configurable": {"thread_id": "review"}}
+    with threadlog.checkpointer(backend) as saver:
+        app = build_with_review(saver, fail_once)
+        with pytest.raises(ConnectionError, match="model endpoint down"):
+            app.invoke({"messages": [HumanMessage("book", id="user-1")]}, cfg)
+    with threadlog.checkpointer(backend) as saver:  # a new process: resume from the database
+        app = build_with_review(saver, fail_once)
+        paused = app.invoke(None, cfg)
+        assert paused["__interrupt__"][0].value["tool_call"]["id"] == "book-1"
+        out = app.invoke(Command(resume={"action": "approve"}), cfg)
+        assert out["messages"][-1].content == "done: booked in Rome"
+        out = app.invoke({"messages": [HumanMessage("again", id="user-2")]}, cfg)
+        out = app.invoke(Command(resume={"action": "approve"}), cfg)
+        ids = [m.id for m in out["messages"] if not isinstance(m, ToolMessage)]
+        assert ids == [
+            "user-1",
+            "alice-1",
+            "bob-1",
+            "bob-done-1",
+            "user-2",
+            "alice-2",
+            "bob-2",
+            "bob-done-2",
+        ]
+        threadlog.validate(out["messages"])
