@@ -81,10 +81,16 @@ SERVICE_TESTS = (
     "tests/test_remote_graph.py",
 )
 
-# Tests that fail or hang with LangGraph's own parts on this platform: not ours to judge.
+# Tests that fail or hang with LangGraph's own parts in this environment: not ours to judge.
 UPSTREAM_BROKEN = (
     # a sync `invoke` inside an async test blocks on aiosqlite's worker thread forever
     "tests/test_large_cases_async.py::test_weather_subgraph[sqlite_aio]",
+    # with the `langchain` package installed (langgraph-supervisor, a dev dependency,
+    # brings it) chat-model runs stream an extra `lc_versions` metadata key these expect not
+    "tests/test_pregel.py::test_tags_stream_mode_messages",
+    "tests/test_pregel_async.py::test_tags_stream_mode_messages",
+    "tests/test_large_cases.py::test_weather_subgraph",
+    "tests/test_large_cases_async.py::test_weather_subgraph[memory]",
 )
 
 SUITES = ("toolnode", "messages_state", "graph")
