@@ -429,7 +429,7 @@ def test_pairs_show_invalid_calls_and_error_results_from_the_tool_node(
 
     b: StateGraph[Any, Any, Any, Any] = StateGraph(AgentState)
     b.add_node("model", model)
-    b.add_node("tools", ToolNode([get_weather]))
+    b.add_node("tools", ToolNode([get_weather], record_durations=True))
     b.add_edge(START, "model")
     b.add_conditional_edges("model", tools_condition, ["tools", END])
     b.add_edge("tools", "model")

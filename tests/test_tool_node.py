@@ -12,6 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import END
+from langgraph.prebuilt import ToolNode as LangGraphToolNode
+from langgraph.prebuilt.tool_node import ToolInvocationError
 from pydantic import ValidationError
 
 from tests.helpers_tools import (
@@ -218,13 +220,18 @@ async def test_handle_errors_false_raises_the_tools_own_exception(mode: str) -> 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_handle_errors_false_raises_schema_and_unknown_tool_failures(mode: str) -> None:
+async def test_handle_errors_false_raises_schema_failures_answers_unknown_tools(
+    mode: str,
+) -> None:
     node = ToolNode([nap], handle_errors=False)
-    with pytest.raises(ValidationError):
+    # LangGraph's meaning: a schema failure raises its ToolInvocationError, the
+    # pydantic error as the cause.
+    with pytest.raises(ToolInvocationError) as schema:
         await run(node, {"messages": [request(call("nap", {"ms": "x"}, "c1"))]}, mode)
-    with pytest.raises(ToolCallError, match="no tool named 'fly'") as e:
-        await run(node, {"messages": [request(call("fly", {}, "c1"))]}, mode)
-    assert e.value.kind == "unknown_tool" and e.value.call_id == "c1"
+    assert isinstance(schema.value.__cause__, ValidationError)
+    # An unknown tool is always a result, as in LangGraph: the model can fix the name.
+    out = await run(node, {"messages": [request(call("fly", {}, "c1"))]}, mode)
+    assert out["messages"][0].response_metadata["threadlog_error"] == "unknown_tool"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -312,9 +319,24 @@ def test_bad_settings_are_refused_with_the_setting_named() -> None:
         ToolNode([nap], timeout={"nap": -1})
 
 
-def test_results_record_how_long_the_tool_ran() -> None:
-    out = ToolNode([nap]).invoke({"messages": [request(call("nap", {"ms": 30}, "c1"))]})
+def test_results_record_how_long_the_tool_ran_when_asked() -> None:
+    ai = request(call("nap", {"ms": 30}, "c1"))
+    out = ToolNode([nap], record_durations=True).invoke({"messages": [ai]})
     assert out["messages"][0].response_metadata["threadlog_duration_ms"] >= 30
+
+
+def test_a_successful_result_equals_langgraphs_own() -> None:
+    # No threadlog key in response_metadata by default: user tests comparing messages
+    # see the same ToolMessage LangGraph's ToolNode returns.
+    from langgraph.graph import MessagesState as LangGraphState
+    from langgraph.graph import StateGraph
+
+    ai = request(call("nap", {"ms": 1}, "c1"))
+    ours = ToolNode([nap]).invoke({"messages": [ai]})["messages"]
+    g = StateGraph(LangGraphState).add_node("tools", LangGraphToolNode([nap]))
+    out = g.set_entry_point("tools").compile().invoke({"messages": [ai]})
+    theirs = [m.model_copy(update={"id": None}) for m in out["messages"][1:]]  # graph's ids
+    assert ours == theirs and ours[0].response_metadata == {}
 
 
 def test_a_step_without_open_calls_writes_nothing() -> None:

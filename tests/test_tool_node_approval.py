@@ -16,7 +16,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from tests.helpers_tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
-from threadlog import ApprovalError, ToolNode, validate
+from threadlog import ApprovalError, ToolNode, plan_context, validate
 
 effects = SideEffects()
 
@@ -91,6 +91,20 @@ def test_edit_runs_the_call_with_the_reviewers_arguments(saver: SqliteSaver) -> 
         "action": "edit",
         "args": {"path": "/tmp/a"},
     }
+
+
+def test_an_edit_supersedes_the_call_for_the_model_and_the_log_keeps_the_original(
+    saver: SqliteSaver,
+) -> None:
+    graph = approval_graph(saver)
+    graph.invoke(start(), CFG)
+    out = graph.invoke(Command(resume={"action": "edit", "args": {"path": "/tmp/a"}}), CFG)
+    stored = [m for m in out["messages"] if m.id == AI.id]
+    assert stored[0].tool_calls[1]["args"] == {"path": "/a"}  # the audit log: as requested
+    seen = next(m for m in plan_context(out["messages"]).messages if m.id == AI.id)
+    assert [c["args"] for c in seen.tool_calls] == [{"path": "/a"}, {"path": "/tmp/a"}]
+    assert [c["id"] for c in seen.tool_calls] == ["c1", "c2"]  # pairing follows the edit
+    validate(plan_context(out["messages"]).messages)  # raises if a provider would refuse it
 
 
 def test_edited_arguments_are_still_checked_against_the_schema(saver: SqliteSaver) -> None:

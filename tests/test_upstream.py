@@ -304,3 +304,13 @@ def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -
     seen.clear()
     graph.get_state(config)
     assert all(_upstream.CONFIG_KEY_RUNTIME not in c for c in seen)
+
+def test_infer_handled_types_reads_a_handlers_annotation() -> None:
+    def one(e: ValueError) -> str:
+        return ""
+
+    def unannotated(e) -> str:  # type: ignore[no-untyped-def]
+        return ""
+
+    assert _upstream.infer_handled_types(one) == (ValueError,)
+    assert _upstream.infer_handled_types(unannotated) == (Exception,)

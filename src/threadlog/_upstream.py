@@ -56,6 +56,10 @@ from langgraph.constants import TASKS
 # How upstream's ToolNode filters injected arguments out of a validation error, and the
 # type of its injected-argument map: reused so schema errors read like upstream's.
 from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
+
+# Which exception types a `handle_tool_errors` callable handles, read from its annotation:
+# reused so a handler means exactly what it means to upstream's ToolNode.
+from langgraph.prebuilt.tool_node import _infer_handled_types as infer_handled_types
 from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
 
 # LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
@@ -107,6 +111,7 @@ __all__ = [
     "entering_loop",
     "filter_validation_errors",
     "in_state_preview",
+    "infer_handled_types",
     "is_overwrite",
     "ls_provider",
     "msgpack_tables",

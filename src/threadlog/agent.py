@@ -96,7 +96,8 @@ def create_agent(
             max_model_calls=max_model_calls,
         ),
     )
-    builder.add_node("tools", ToolNode(tools, requires_approval=requires_approval))
+    tool_node = ToolNode(tools, requires_approval=requires_approval, record_durations=True)
+    builder.add_node("tools", tool_node)
 
     builder.add_edge(START, "model")
     builder.add_edge("tools", "model")

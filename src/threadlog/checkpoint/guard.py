@@ -196,6 +196,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._bases: dict[str, str] = {}
         # Per thread: the Runtime object of the run of this saver holding it, and the hold.
         self._runs: dict[str, tuple[Any, _Hold]] = {}
+        self.__class__ = _with_maintenance(type(self), type(inner))
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -353,26 +354,6 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.inner.adelete_thread(thread_id)
-
-    # Maintenance calls rewrite or drop whole threads; they are the operator's, not a
-    # run's, so they go straight to the wrapped saver.
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.inner.delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self.inner.adelete_for_runs(run_ids)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.inner.copy_thread(source_thread_id, target_thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.inner.acopy_thread(source_thread_id, target_thread_id)
-
-    def prune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
-        self.inner.prune(thread_ids, **kwargs)
-
-    async def aprune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
-        await self.inner.aprune(thread_ids, **kwargs)
 
     def with_allowlist(self, extra_allowlist: Any) -> GuardedSaver:
         inner = self.inner.with_allowlist(extra_allowlist)
@@ -813,3 +794,48 @@ def _guarded_key(config: RunnableConfig) -> tuple[str, str] | None:
     if ns or thread_id is None:
         return None  # subgraph checkpoints ride on their parent's, which are guarded
     return str(thread_id), ns
+
+
+# Maintenance calls (copy_thread, prune, delete_for_runs) rewrite or drop whole threads;
+# they are the operator's, not a run's, so they go straight to the wrapped saver. A guarded
+# saver has exactly the ones its wrapped saver has: LangGraph Server and the conformance
+# suite detect them by class, and a claimed method that raises NotImplementedError breaks
+# thread copy / prune.
+_MAINTENANCE = (
+    "delete_for_runs",
+    "adelete_for_runs",
+    "copy_thread",
+    "acopy_thread",
+    "prune",
+    "aprune",
+)
+_maintained: dict[tuple[type[Any], frozenset[str]], type[Any]] = {}
+
+
+def _forward(name: str) -> Any:
+    if name.startswith("a") and name[1:] in _MAINTENANCE:
+
+        async def forward_async(self: GuardedSaver, *args: Any, **kwargs: Any) -> Any:
+            return await getattr(self.inner, name)(*args, **kwargs)
+
+        return forward_async
+
+    def forward(self: GuardedSaver, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    return forward
+
+
+def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
+    names = frozenset(
+        n for n in _MAINTENANCE if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
+    )
+    if not names:
+        return cls
+    key = (cls, names)
+    sub = _maintained.get(key)
+    if sub is None:
+        sub = type(cls.__name__, (cls,), {n: _forward(n) for n in sorted(names)})
+        sub.__module__ = cls.__module__
+        _maintained[key] = sub
+    return sub

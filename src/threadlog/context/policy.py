@@ -46,6 +46,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import calls_of
+from threadlog.nodes.tools.approval import apply_edits
 
 __all__ = [
     "ContextPolicy",
@@ -214,6 +215,7 @@ def plan_context(
     """Derive the context (see the module docstring); `reserve_tokens` is budget taken
     by text sent outside the log (a node's system prompt)."""
     policy = policy or ContextPolicy()
+    messages = apply_edits(messages)  # a reviewer's edit: the model sees the args that ran
     n = len(messages)
     h = 0
     while h < n and _is_system(messages[h]):

@@ -210,7 +210,7 @@ def build_branching_graph(
         "model",
         ModelNode(model or OfflineChatModel(), tools, system_prompt=SYSTEM_PROMPT, context=policy),
     )
-    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("tools", ToolNode(tools, record_durations=True))
     builder.add_edge(START, "context")
     builder.add_edge("context", "model")
     builder.add_conditional_edges("model", _one_task_per_call, ["tools", END])

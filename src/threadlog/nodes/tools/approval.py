@@ -20,15 +20,25 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import ToolCall
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError, model_validator
 
 from threadlog.errors import ApprovalError
 
-__all__ = ["ApprovalError", "Decision", "approval_payload", "ask_approval"]
+__all__ = [
+    "APPROVAL_KEY",
+    "ApprovalError",
+    "Decision",
+    "apply_edits",
+    "approval_payload",
+    "ask_approval",
+]
+
+APPROVAL_KEY = "threadlog_approval"  # response_metadata of a result whose call was edited
 
 ACTIONS = ("approve", "edit", "reject")
 _HINT = (
@@ -79,3 +89,27 @@ def ask_approval(call: ToolCall) -> Decision:
 def _input_of(e: ValidationError) -> Any:
     errors = e.errors()
     return errors[0].get("input") if errors else None
+
+
+def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
+    """What the model sees of a log with reviewer edits: each edited call carries the
+    arguments it ran with. The log itself is unchanged — the original request stays in
+    it, and the edit is the event recorded on the call's result (`APPROVAL_KEY`)."""
+    edits: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            record = m.response_metadata.get(APPROVAL_KEY)
+            if isinstance(record, dict) and record.get("action") == "edit":
+                edits[m.tool_call_id] = dict(record.get("args") or {})
+    if not edits:
+        return messages
+    out: list[BaseMessage] = []
+    for m in messages:
+        if isinstance(m, AIMessage) and any(c.get("id") in edits for c in m.tool_calls):
+            calls = [
+                {**c, "args": edits[c["id"] or ""]} if c.get("id") in edits else c
+                for c in m.tool_calls
+            ]
+            m = m.model_copy(update={"tool_calls": calls})
+        out.append(m)
+    return out

@@ -4,7 +4,7 @@ Contract:
 
 * Every failure is an **error result** — a `ToolMessage` with the call's id, the tool's
   name, `status="error"` and a short text that says what to fix — or, with
-  `handle_errors=False`, a raised `ToolCallError` carrying that same text.
+  `handle_tool_errors=False`, a raised `ToolCallError` carrying that same text.
   `response_metadata["threadlog_error"]` names the kind (`ErrorKind`) for programs.
 * A tool's return value is checked before it can reach the log (`normalize_response`):
   a `ToolMessage` or `Command` that answers another call's id is refused (no forging),
@@ -37,6 +37,7 @@ from threadlog.messages import role_of
 
 __all__ = [
     "ErrorKind",
+    "InputType",
     "ToolCallError",
     "cut_content",
     "error_result",
@@ -57,6 +58,8 @@ ErrorKind = Literal[
 ]
 
 ERROR_KEY = "threadlog_error"
+# How the node was called: a state dict, a list of messages, or tool calls (LangGraph's).
+InputType = Literal["list", "dict", "tool_calls"]
 
 
 def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:
@@ -139,19 +142,32 @@ def _cut_blocks(
 
 
 def normalize_response(
-    response: Any, call: ToolCall, messages_key: str
+    response: Any,
+    call: ToolCall,
+    messages_key: str,
+    input_type: InputType = "dict",
+    stored: Mapping[str, BaseMessage] | None = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Check a tool's return value for `call`; raise `Refused` when it must be refused."""
+    """Check a tool's return value for `call`; raise `Refused` when it must be refused.
+
+    As in LangGraph, a `Command`'s update is a dict when the node was given a state (or
+    tool calls) and a list of messages when it was given a list of messages. `stored` are
+    the state's messages by id: a `Command` may re-send them unchanged (a handoff tool
+    passing its agent's history to the parent graph does) — they are already in the log,
+    so they are not judged again; the log itself refuses a changed one."""
+    stored = stored or {}
     if isinstance(response, ToolMessage):
         return _own_result(response, call)
     if isinstance(response, Command):
-        return _checked_command(response, call, messages_key, require_result=True)
+        return _checked_command(
+            response, call, messages_key, input_type, stored, require_result=True
+        )
     if (
         isinstance(response, list)
         and response
         and all(isinstance(r, (ToolMessage, Command)) for r in response)
     ):
-        return _checked_list(response, call, messages_key)
+        return _checked_list(response, call, messages_key, input_type, stored)
     raise Refused(
         "bad_return",
         f"Error: tool {call['name']!r} returned a {type(response).__name__}; a tool "
@@ -183,7 +199,11 @@ def _own_result(message: ToolMessage, call: ToolCall) -> ToolMessage:
 
 
 def _checked_list(
-    items: list[ToolMessage | Command[Any]], call: ToolCall, messages_key: str
+    items: list[ToolMessage | Command[Any]],
+    call: ToolCall,
+    messages_key: str,
+    input_type: InputType,
+    stored: Mapping[str, BaseMessage],
 ) -> list[ToolMessage | Command[Any]]:
     out: list[ToolMessage | Command[Any]] = []
     own = 0
@@ -192,40 +212,62 @@ def _checked_list(
             out.append(_own_result(item, call))
             own += 1
         else:
-            checked = _checked_command(item, call, messages_key, require_result=False)
+            checked = _checked_command(
+                item, call, messages_key, input_type, stored, require_result=False
+            )
             own += _own_results_in(checked, call, messages_key)
             out.append(checked)
     if own != 1:
         raise Refused(
             "bad_return",
-            f"Error: tool {call['name']!r} returned {own} results for its call; it "
-            "must return exactly one. This is a bug in the tool.",
+            f"Error: tool {call['name']!r} returned a list with {own} messages bound to "
+            f"tool_call_id {call['id']!r}; it must return exactly one result for its "
+            "call. This is a bug in the tool.",
         )
     return out
 
 
 def _own_results_in(command: Command[Any], call: ToolCall, messages_key: str) -> int:
-    if command.graph is not None or not isinstance(command.update, Mapping):
+    if command.graph is not None:
         return 0
-    return sum(
-        isinstance(m, ToolMessage) and m.tool_call_id == call["id"]
-        for m in command.update.get(messages_key, ())
-    )
+    update = command.update
+    found = update.get(messages_key, ()) if isinstance(update, Mapping) else update
+    if not isinstance(found, (list, tuple)):
+        return 0
+    return sum(isinstance(m, ToolMessage) and m.tool_call_id == call["id"] for m in found)
 
 
 def _checked_command(
-    command: Command[Any], call: ToolCall, messages_key: str, *, require_result: bool
+    command: Command[Any],
+    call: ToolCall,
+    messages_key: str,
+    input_type: InputType,
+    stored: Mapping[str, BaseMessage],
+    *,
+    require_result: bool,
 ) -> Command[Any]:
     update = command.update
     if update is None:
         raw: Sequence[Any] = ()
     elif isinstance(update, Mapping):
+        if input_type == "list":
+            raise Refused(
+                "bad_return",
+                f"Error: tool {call['name']!r} returned a Command whose update is a dict, "
+                "but this node was given a list of messages; return "
+                "Command(update=[ToolMessage(..., tool_call_id=<own id>)]) instead.",
+            )
         value = update.get(messages_key, ())
         raw = value if isinstance(value, (list, tuple)) else [value]
-    elif isinstance(update, (list, tuple)) and all(
-        isinstance(u, tuple) and len(u) == 2 for u in update
-    ):
-        raw = [v for k, v in update if k == messages_key]
+    elif isinstance(update, (list, tuple)):
+        if input_type != "list":
+            raise Refused(
+                "bad_return",
+                f"Error: tool {call['name']!r} returned a Command whose update is a list, "
+                f"but this node was given a state; use a dict such as "
+                f'{{"{messages_key}": [ToolMessage(..., tool_call_id=<own id>)]}}.',
+            )
+        raw = update
     else:
         raise Refused(
             "bad_return",
@@ -244,6 +286,9 @@ def _checked_command(
     own = 0
     fixed: list[BaseMessage] = []
     for m in messages:
+        if m.id is not None and stored.get(m.id) == m:
+            fixed.append(m)  # already in the log, re-sent unchanged
+            continue
         try:
             role = role_of(m)
         except MessageLogError as e:  # RemoveMessage and the like: the log would refuse it
@@ -273,4 +318,4 @@ def _checked_command(
         return command
     if isinstance(update, Mapping):
         return replace(command, update={**update, messages_key: fixed})
-    return command
+    return replace(command, update=fixed)

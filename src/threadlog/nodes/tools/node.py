@@ -13,13 +13,21 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   (`ainvoke`); sync tools under `ainvoke` run in this node's threads, async-only tools
   under `invoke` on a private event loop in a worker thread. At most `max_concurrency`
   calls run at once (default: all of them).
-* **Errors are results** (see `tools_results`): the tool raised, ran past its
+* **Errors are results** (see `checks`, `results`): the tool raised, ran past its
   `timeout` (seconds for every tool, or a `{tool_name: seconds}` mapping), is unknown,
   got arguments that fail its schema or are malformed JSON, answered another call, tried
-  to write instructions, or returned something the checkpointer cannot store. With
-  `handle_errors=False` the node raises instead: the tool's own exception for "raised"
-  and schema failures, `ToolCallError` for the rest. See `tools_running` for what a
-  timeout does to a sync or an async tool.
+  to write instructions, or returned something the checkpointer cannot store.
+  `handle_tool_errors` takes every form LangGraph's does (bool, str, exception types,
+  callable; see `handling`); `False` raises instead. See `running` for what a timeout
+  does to a sync or an async tool.
+* **Interceptors.** `wrap_tool_call(request, execute)` / `awrap_tool_call` are
+  LangGraph's: called once per call (unknown tools included, with `request.tool=None`),
+  they may rewrite the request, call `execute` any number of times (retries) or not at
+  all. `execute` is the whole of threadlog's per-call work — injection, timeout, the
+  result checks and errors-as-results — so every result a wrapper returns went through
+  it, or is the wrapper's own. Approvals are asked before any wrapper runs.
+* **Runtime.** Invoked inside a node without a config, the node inherits the running
+  graph's config and runtime (store, context, stream writer), as LangGraph's does.
 * **Interrupts** (`interrupt()`, approvals) always propagate, after every started call
   has finished. In this one-node mode a resume re-runs the node, so tools that call
   `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
@@ -37,21 +45,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ContextThreadPoolExecutor, get_config_list
+from langchain_core.runnables.config import (
+    ContextThreadPoolExecutor,
+    ensure_config,
+    get_config_list,
+    run_in_executor,
+)
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode as _LangGraphToolNode
-from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.prebuilt.tool_node import (
+    AsyncToolCallWrapper,
+    ToolCallRequest,
+    ToolCallWrapper,
+    ToolRuntime,
+)
 from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
-from threadlog.nodes.tools.approval import ask_approval
-from threadlog.nodes.tools.results import Outcome, classify, refuse_or_raise
+from threadlog.nodes.tools.approval import Decision, ask_approval
+from threadlog.nodes.tools.checks import InputType
+from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
+from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, run_async, run_sync
 
@@ -60,27 +81,54 @@ if TYPE_CHECKING:
 
 __all__ = ["ToolNode"]
 
-InputType = Literal["list", "dict", "tool_calls"]
+Output = ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
+
+
+@dataclass(slots=True)
+class _Planned:
+    """A call that will go through `execute` (and the interceptor, if any)."""
+
+    call: ToolCall
+    tool: BaseTool | None  # None: not a tool of this node (execute answers "unknown")
+    runtime: ToolRuntime
+    decision: Decision | None
+
+
+@dataclass(slots=True)
+class _Raised:
+    error: Exception
 
 
 class ToolNode(_LangGraphToolNode):
     """Runs tool calls in parallel and answers every call exactly once (see module doc).
 
+    Every argument of `langgraph.prebuilt.ToolNode` is accepted with the same meaning;
+    the rest are threadlog's.
+
     Args:
         tools: the tools this node can call (`BaseTool`s or plain functions, which
             LangChain turns into tools).
         name: the node's name in the graph.
+        tags: tags for the node's runnable (tracing).
+        handle_tool_errors: LangGraph's setting, every form (see
+            `threadlog.nodes.tools.handling`). Default `True`: every failure is an error
+            `ToolMessage` the model can read (LangGraph's default re-raises a tool's own
+            exceptions). `False`: raise.
+        messages_key: the state key holding the message log.
+        wrap_tool_call: LangGraph's sync interceptor, `(request, execute) -> result`.
+        awrap_tool_call: its async twin (without it, `ainvoke` runs `wrap_tool_call`).
         max_concurrency: at most this many calls run at once (default: all of a step).
         timeout: seconds a call may run — one number for every tool, or a
             `{tool_name: seconds}` mapping; a call past it becomes an error result.
-        handle_errors: `True` (default): every failure is an error `ToolMessage` the
-            model can read; `False`: raise (the tool's own exception, or `ToolCallError`).
         requires_approval: tool names whose calls pause with `interrupt()` for a
             reviewer's approve / edit / reject before any tool of the step runs.
         max_content_chars: cut longer text results (the full output stays in the
             message's `artifact`, never sent to a model).
-        messages_key: the state key holding the message log.
-        tags: tags for the node's runnable (tracing).
+        record_durations: put how long each call ran in
+            `response_metadata["threadlog_duration_ms"]` (off by default, so results
+            compare equal to LangGraph's; `threadlog inspect` falls back to timestamps).
+        handle_errors: threadlog 0.1's name for a bool `handle_tool_errors`; still
+            accepted (give one or the other).
     """
 
     def __init__(
@@ -88,15 +136,34 @@ class ToolNode(_LangGraphToolNode):
         tools: Sequence[BaseTool | Callable[..., Any]],
         *,
         name: str = "tools",
+        tags: list[str] | None = None,
+        handle_tool_errors: HandleToolErrors = True,
+        messages_key: str = "messages",
+        wrap_tool_call: ToolCallWrapper | None = None,
+        awrap_tool_call: AsyncToolCallWrapper | None = None,
         max_concurrency: int | None = None,
         timeout: float | Mapping[str, float] | None = None,
-        handle_errors: bool = True,
         requires_approval: Sequence[str] = (),
         max_content_chars: int | None = None,
-        messages_key: str = "messages",
-        tags: list[str] | None = None,
+        record_durations: bool = False,
+        handle_errors: bool | None = None,
     ) -> None:
-        super().__init__(tools, name=name, tags=tags, messages_key=messages_key)
+        if handle_errors is not None:
+            if handle_tool_errors is not True:
+                raise ValueError(
+                    "ToolNode: give handle_tool_errors or its older name handle_errors, not both"
+                )
+            handle_tool_errors = handle_errors
+        super().__init__(
+            tools,
+            name=name,
+            tags=tags,
+            handle_tool_errors=handle_tool_errors,
+            messages_key=messages_key,
+            wrap_tool_call=wrap_tool_call,
+            awrap_tool_call=awrap_tool_call,
+        )
+        self._handling = ErrorHandling.of(handle_tool_errors)
         _check_positive("max_concurrency", max_concurrency)
         for tool_name, seconds in _timeouts(timeout).items():
             _check_positive(f"timeout[{tool_name!r}]" if tool_name else "timeout", seconds)
@@ -115,9 +182,18 @@ class ToolNode(_LangGraphToolNode):
                 )
         self.max_concurrency = max_concurrency
         self.timeout = timeout
-        self.handle_errors = handle_errors
         self.requires_approval = frozenset(requires_approval)
         self.max_content_chars = max_content_chars
+        self.record_durations = record_durations
+
+    @property
+    def handle_tool_errors(self) -> HandleToolErrors:
+        return self._handling.flag
+
+    @property
+    def handle_errors(self) -> bool:
+        """Whether failures become results at all (`handle_tool_errors` is not False)."""
+        return self._handling.flag is not False
 
     # -- the node ---------------------------------------------------------------
 
@@ -129,27 +205,147 @@ class ToolNode(_LangGraphToolNode):
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         calls, input_type, state = self._parse(input, config)
-        slots, jobs = self._plan(calls, state, config, runtime)
-        workers = self._workers(config, len(jobs))
+        slots = self._plan(calls, state, config, runtime)
+        planned = [s for s in slots if isinstance(s, _Planned)]
+        workers = self._workers(config, len(planned))
         pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
         try:
-            futures = [pool.submit(run_sync, job) for job in jobs]
-            outcomes = [f.result() for f in futures]
+            futures = [pool.submit(self._run_one_sync, p, input_type) for p in planned]
+            results = [_settle(f.result) for f in futures]
         finally:
             pool.shutdown(wait=False)  # a timed-out sync tool may still be running
-        return self._finish(slots, jobs, outcomes, input_type, config)
+        return self._finish(slots, results, input_type)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         calls, input_type, state = self._parse(input, config)
-        slots, jobs = self._plan(calls, state, config, runtime)
-        workers = self._workers(config, len(jobs))
+        slots = self._plan(calls, state, config, runtime)
+        planned = [s for s in slots if isinstance(s, _Planned)]
+        workers = self._workers(config, len(planned))
         gate = asyncio.Semaphore(max(workers, 1))
         pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
         try:
-            outcomes = await asyncio.gather(*(run_async(j, gate, pool) for j in jobs))
+            results = await asyncio.gather(
+                *(self._run_one_async(p, input_type, gate, pool) for p in planned),
+                return_exceptions=True,
+            )
         finally:
             pool.shutdown(wait=False)
-        return self._finish(slots, jobs, list(outcomes), input_type, config)
+        settled: list[Output | _Raised] = []
+        for r in results:
+            if isinstance(r, Exception):
+                settled.append(_Raised(r))
+            elif isinstance(r, BaseException):
+                raise r  # cancellation and the like
+            else:
+                settled.append(r)
+        return self._finish(slots, settled, input_type)
+
+    # -- one call: the interceptor around `execute` -------------------------------
+
+    def _run_one_sync(self, p: _Planned, input_type: InputType) -> Output:
+        request = ToolCallRequest(
+            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
+        )
+
+        def execute(req: ToolCallRequest) -> Any:
+            return self._execute_sync(req, p.decision, input_type)
+
+        if self._wrap_tool_call is None:
+            return cast(Output, execute(request))
+        try:
+            return cast(Output, self._wrap_tool_call(request, execute))
+        except Exception as e:
+            return self._interceptor_failed(e, request)
+
+    async def _run_one_async(
+        self,
+        p: _Planned,
+        input_type: InputType,
+        gate: asyncio.Semaphore,
+        pool: ContextThreadPoolExecutor,
+    ) -> Output:
+        request = ToolCallRequest(
+            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
+        )
+
+        async def aexecute(req: ToolCallRequest) -> Any:
+            return await self._execute_async(req, p.decision, input_type, pool)
+
+        def execute(req: ToolCallRequest) -> Any:
+            return self._execute_sync(req, p.decision, input_type)
+
+        async with gate:
+            if self._awrap_tool_call is None and self._wrap_tool_call is None:
+                return cast(Output, await aexecute(request))
+            try:
+                if self._awrap_tool_call is not None:
+                    return cast(Output, await self._awrap_tool_call(request, aexecute))
+                # A sync interceptor runs in the node's threads, not on the event loop.
+                wrap = cast(ToolCallWrapper, self._wrap_tool_call)
+                return cast(Output, await run_in_executor(pool, wrap, request, execute))
+            except Exception as e:
+                return self._interceptor_failed(e, request)
+
+    def _interceptor_failed(self, e: Exception, request: ToolCallRequest) -> Output:
+        # LangGraph's rule: anything an interceptor raises (interrupts excepted) is a
+        # result under any truthy handle_tool_errors, whatever its type.
+        return from_error(e, request.tool_call, None, self._handling, filter_types=False)
+
+    def _execute_sync(
+        self, request: ToolCallRequest, decision: Decision | None, input_type: InputType
+    ) -> Output:
+        job = self._job(request)
+        if isinstance(job, ToolMessage):
+            return job
+        return self._classify(run_sync(job), job, decision, input_type, request.state)
+
+    async def _execute_async(
+        self,
+        request: ToolCallRequest,
+        decision: Decision | None,
+        input_type: InputType,
+        pool: ContextThreadPoolExecutor,
+    ) -> Output:
+        job = self._job(request)
+        if isinstance(job, ToolMessage):
+            return job
+        outcome = await run_async(job, pool)
+        return self._classify(outcome, job, decision, input_type, request.state)
+
+    def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
+        """The job running `request`, or the result for a call that cannot run."""
+        call = request.tool_call
+        tool = request.tool
+        if tool is None:
+            tool = self.tools_by_name.get(call["name"])
+        if tool is None:
+            # Always a result, as in LangGraph: the model can fix a wrong tool name.
+            return refuse_or_raise(Outcome.unknown(call, sorted(self.tools_by_name)), False)
+        injected = self._inject_tool_args(call, request.runtime, tool)
+        tool_input = {**injected, "type": "tool_call"}
+        return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
+
+    def _classify(
+        self,
+        outcome: Outcome,
+        job: Job,
+        decision: Decision | None,
+        input_type: InputType,
+        state: Any,
+    ) -> Output:
+        return classify(
+            outcome,
+            job.call,
+            injected=self._injected_args.get(job.call["name"]),
+            decision=decision,
+            messages_key=self._messages_key,
+            handling=self._handling,
+            max_content_chars=self.max_content_chars,
+            config=job.config,
+            input_type=input_type,
+            record_duration=self.record_durations,
+            state=state,
+        )
 
     # -- input and planning -----------------------------------------------------
 
@@ -176,23 +372,23 @@ class ToolNode(_LangGraphToolNode):
 
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> tuple[list[ToolMessage | Job], list[Job]]:
-        """Each call becomes a ready result (an error) or a job; approvals are asked here."""
-        slots: list[ToolMessage | Job] = []
+    ) -> list[ToolMessage | _Planned]:
+        """Each call becomes a ready result (an error) or a planned run; approvals are
+        asked here, before anything runs."""
+        slots: list[ToolMessage | _Planned] = []
         configs = get_config_list(config, len(calls))
         for call, cfg in zip(calls, configs, strict=True):
-            ready = self._refusal(call)
-            if ready is not None:
-                slots.append(ready)
+            if call.get("type") == "invalid_tool_call":
+                outcome = Outcome.malformed(cast(InvalidToolCall, call))
+                slots.append(refuse_or_raise(outcome, self._handling.raises_refusals))
                 continue
             valid = cast(ToolCall, call)
             decision = ask_approval(valid) if valid["name"] in self.requires_approval else None
             if decision is not None and decision.action == "reject":
-                slots.append(refuse_or_raise(Outcome.rejected(valid, decision.reason), True))
+                slots.append(refuse_or_raise(Outcome.rejected(valid, decision.reason), False))
                 continue
             if decision is not None and decision.action == "edit":
                 valid = {**valid, "args": decision.args or {}}
-            tool = self.tools_by_name[valid["name"]]
             tool_runtime = ToolRuntime(
                 state=state,
                 tool_call_id=valid["id"],
@@ -204,20 +400,9 @@ class ToolNode(_LangGraphToolNode):
                 execution_info=runtime.execution_info,
                 server_info=runtime.server_info,
             )
-            injected = self._inject_tool_args(valid, tool_runtime, tool)
-            tool_input = {**injected, "type": "tool_call"}
-            slots.append(Job(valid, tool, tool_input, cfg, decision, self._timeout_for(tool)))
-        return slots, [s for s in slots if isinstance(s, Job)]
-
-    def _refusal(self, call: AnyCall) -> ToolMessage | None:
-        """The error result for a call that cannot run at all, or None."""
-        if call.get("type") == "invalid_tool_call":
-            outcome = Outcome.malformed(cast(InvalidToolCall, call))
-        elif call["name"] not in self.tools_by_name:
-            outcome = Outcome.unknown(cast(ToolCall, call), sorted(self.tools_by_name))
-        else:
-            return None
-        return refuse_or_raise(outcome, self.handle_errors)
+            tool = self.tools_by_name.get(valid["name"])
+            slots.append(_Planned(valid, tool, tool_runtime, decision))
+        return slots
 
     def _timeout_for(self, tool: BaseTool) -> float | None:
         if isinstance(self.timeout, Mapping):
@@ -232,43 +417,39 @@ class ToolNode(_LangGraphToolNode):
 
     def _finish(
         self,
-        slots: list[ToolMessage | Job],
-        jobs: list[Job],
-        outcomes: list[Outcome],
+        slots: list[ToolMessage | _Planned],
+        results: list[Output | _Raised],
         input_type: InputType,
-        config: RunnableConfig,
     ) -> Any:
-        for o in outcomes:  # interrupts win, once every started call has finished
-            if isinstance(o.error, GraphBubbleUp):
-                raise o.error
-        by_job = {id(j): o for j, o in zip(jobs, outcomes, strict=True)}
-        outputs: list[ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]] = []
-        for slot in slots:
-            if isinstance(slot, ToolMessage):
-                outputs.append(slot)
-                continue
-            outputs.append(
-                classify(
-                    by_job[id(slot)],
-                    slot.call,
-                    injected=self._injected_args.get(slot.call["name"]),
-                    decision=slot.decision,
-                    messages_key=self._messages_key,
-                    handle_errors=self.handle_errors,
-                    max_content_chars=self.max_content_chars,
-                    config=config,
-                )
-            )
+        raised = [r.error for r in results if isinstance(r, _Raised)]
+        for e in raised:  # interrupts win, once every started call has finished
+            if isinstance(e, GraphBubbleUp):
+                raise e
+        if raised:
+            raise raised[0]
+        done = iter(results)
+        outputs: list[Output] = [
+            slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
+        ]
         return self._combine_tool_outputs(outputs, input_type)
 
 
+def _settle(result: Callable[[], Output]) -> Output | _Raised:
+    try:
+        return result()
+    except Exception as e:
+        return _Raised(e)
+
+
 def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
-    # Outside a graph there is no Runtime; upstream's node then fails with "Missing
-    # required config key 'N/A'". Calling the node directly (tests, scripts) should work.
-    conf = (config or {}).get("configurable", {})
+    """`config`, or the running graph's own when None (a ToolNode called inside a node),
+    with a Runtime: outside a graph there is none, and upstream's node then fails with
+    "Missing required config key 'N/A'" — calling the node directly should work."""
+    merged = ensure_config(config) if config is None else config
+    conf = merged.get("configurable", {})
     if CONFIG_KEY_RUNTIME in conf:
-        return config or {}
-    return {**(config or {}), "configurable": {**conf, CONFIG_KEY_RUNTIME: DEFAULT_RUNTIME}}
+        return merged
+    return {**merged, "configurable": {**conf, CONFIG_KEY_RUNTIME: DEFAULT_RUNTIME}}
 
 
 def _timeouts(timeout: float | Mapping[str, float] | None) -> dict[str, float | None]:

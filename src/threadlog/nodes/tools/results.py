@@ -5,13 +5,16 @@ ready error) into that call's output — exactly one `ToolMessage` for the call 
 `Command` when the tool returned one) — or raises:
 
 * always: LangGraph's interrupts (`GraphBubbleUp`) and invalid resume values;
-* with `handle_errors=False`: the tool's own exception ("raised", schema failures) or a
-  `ToolCallError` (every other kind).
+* what `handle_tool_errors` does not handle (see `handling`): the tool's own exception,
+  a schema failure as LangGraph's `ToolInvocationError`, or — with `False` — a
+  `ToolCallError` for threadlog's own refusals.
 
 On the way it checks the return value (`tools_results.normalize_response`), asks the
 checkpointer's serializer whether each result can be stored (`tools_artifacts`), cuts
-oversized content, and records in `response_metadata` (never model-visible) how long
-the tool ran (`threadlog_duration_ms`) and a reviewer's edit (`threadlog_approval`).
+oversized content, and records in `response_metadata` (never model-visible) a reviewer's
+edit (`threadlog_approval`) and, only when asked (`record_durations`), how long the tool
+ran (`threadlog_duration_ms`): a successful result otherwise carries no threadlog key, so
+it compares equal to the one LangGraph's ToolNode returns.
 """
 
 from __future__ import annotations
@@ -19,22 +22,26 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.messages import BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import InjectedArgs, filter_validation_errors
-from threadlog.nodes.tools.approval import Decision
+from threadlog.nodes.tools.approval import APPROVAL_KEY, Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
+    InputType,
     Refused,
     ToolCallError,
     cut_content,
     error_result,
     normalize_response,
 )
+from threadlog.nodes.tools.handling import ErrorHandling
+from threadlog.nodes.tools.routing import messages_of
 from threadlog.nodes.tools.storage_check import serializer_for, storage_problem
 
 try:
@@ -45,10 +52,9 @@ except ImportError:  # older langgraph never marks resume errors
         return False
 
 
-__all__ = ["Outcome", "classify", "refuse_or_raise"]
+__all__ = ["Outcome", "classify", "from_error", "refuse_or_raise"]
 
 DURATION_KEY = "threadlog_duration_ms"
-APPROVAL_KEY = "threadlog_approval"
 _MAX_DETAIL = 300  # characters of an exception's text shown to the model
 
 
@@ -116,11 +122,12 @@ class Outcome:
         )
 
 
-def refuse_or_raise(outcome: Outcome, handle_errors: bool) -> ToolMessage:
-    """A ready error result, or (handle_errors=False) the matching `ToolCallError`."""
+def refuse_or_raise(outcome: Outcome, raises: bool) -> ToolMessage:
+    """A ready error result, or (`raises`, i.e. handle_tool_errors=False) the matching
+    `ToolCallError`. A reviewer's rejection is always a result."""
     message = outcome.message
     assert message is not None and outcome.kind is not None
-    if not handle_errors and outcome.kind != "rejected":
+    if raises and outcome.kind != "rejected":
         raise ToolCallError(
             outcome.kind,
             str(message.content),
@@ -137,15 +144,27 @@ def classify(
     injected: InjectedArgs | None,
     decision: Decision | None,
     messages_key: str,
-    handle_errors: bool,
+    handling: ErrorHandling,
     max_content_chars: int | None,
     config: RunnableConfig,
+    input_type: InputType,
+    record_duration: bool = False,
+    state: Any = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """The output for `call` (see module doc)."""
+    """The output for `call` (see module doc); `state` is the graph state the tool saw."""
     output = _classify(
-        outcome, call, injected, decision, messages_key, handle_errors, max_content_chars, config
+        outcome,
+        call,
+        injected,
+        decision,
+        messages_key,
+        handling,
+        max_content_chars,
+        config,
+        input_type,
+        state,
     )
-    if outcome.duration_ms is None:
+    if outcome.duration_ms is None or not record_duration:
         return output
     ms = round(outcome.duration_ms, 3)
     return _each_result(output, call, messages_key, lambda m: _with_meta(m, DURATION_KEY, ms))
@@ -157,16 +176,21 @@ def _classify(
     injected: InjectedArgs | None,
     decision: Decision | None,
     messages_key: str,
-    handle_errors: bool,
+    handling: ErrorHandling,
     max_content_chars: int | None,
     config: RunnableConfig,
+    input_type: InputType,
+    state: Any,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     if outcome.message is not None:
-        return refuse_or_raise(outcome, handle_errors)
+        return refuse_or_raise(outcome, handling.raises_refusals)
     if outcome.error is not None:
-        return _from_error(outcome.error, call, injected, handle_errors)
+        return from_error(outcome.error, call, injected, handling)
     try:
-        output = normalize_response(outcome.response, call, messages_key)
+        stored = (
+            _stored(state, messages_key) if isinstance(outcome.response, (Command, list)) else {}
+        )
+        output = normalize_response(outcome.response, call, messages_key, input_type, stored)
         return _each_result(
             output,
             call,
@@ -174,21 +198,45 @@ def _classify(
             lambda m: _finish_result(m, call, decision, max_content_chars, config),
         )
     except Refused as r:
-        if not handle_errors:
+        if handling.raises_refusals:
             raise ToolCallError(r.kind, r.text, call_id=call["id"] or "", tool=call["name"]) from r
         return error_result(call, r.kind, r.text)
 
 
-def _from_error(
-    e: Exception, call: ToolCall, injected: InjectedArgs | None, handle_errors: bool
+def from_error(
+    e: Exception,
+    call: ToolCall,
+    injected: InjectedArgs | None,
+    handling: ErrorHandling,
+    *,
+    filter_types: bool = True,
 ) -> ToolMessage:
-    if isinstance(e, GraphBubbleUp) or is_invalid_resume(e) or not handle_errors:
+    """The error result for an exception raised by a tool (or an interceptor), or raise it.
+
+    A schema failure is first wrapped in LangGraph's `ToolInvocationError`, so handlers
+    and `except` clauses see what they would see with LangGraph's ToolNode.
+    `filter_types=False` is LangGraph's rule for an exception out of `wrap_tool_call`:
+    any truthy `handle_tool_errors` turns it into a result.
+    """
+    if isinstance(e, GraphBubbleUp) or is_invalid_resume(e):
         raise e
     name = call["name"]
-    if isinstance(e, ValidationError):
+    source = e
+    if isinstance(source, ValidationError):
+        filtered = filter_validation_errors(source, injected)
+        e = ToolInvocationError(name, source, call["args"], filtered)
+    handled = handling.handles(e) if filter_types else handling.flag is not False
+    if not handled:
+        if e is source:
+            raise e
+        raise e from source
+    text = handling.custom_text(e)
+    if text is not None:
+        return ToolMessage(content=text, name=name, tool_call_id=call["id"], status="error")
+    if isinstance(source, ValidationError):
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err.get('loc', ())) or 'arguments'}: {err.get('msg')}"
-            for err in filter_validation_errors(e, injected)
+            for err in filter_validation_errors(source, injected)
         )
         return error_result(
             call,
@@ -253,6 +301,14 @@ def _one(
         out: ToolMessage = fn(item)
         return out
     update = item.update
+    if isinstance(update, list):  # list-of-messages input: the update is the messages
+        return replace(
+            item,
+            update=[
+                fn(m) if isinstance(m, ToolMessage) and m.tool_call_id == call["id"] else m
+                for m in update
+            ],
+        )
     if not isinstance(update, dict) or messages_key not in update:
         return item
     msgs = [
@@ -260,3 +316,12 @@ def _one(
         for m in update[messages_key]
     ]
     return replace(item, update={**update, messages_key: msgs})
+
+
+def _stored(state: Any, messages_key: str) -> dict[str, BaseMessage]:
+    """The state's messages by id (what a `Command` may re-send unchanged)."""
+    try:
+        messages = messages_of(state, messages_key)
+    except ValueError:
+        return {}
+    return {m.id: m for m in messages if isinstance(m, BaseMessage) and m.id is not None}

@@ -28,7 +28,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor, run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 
-from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.results import Outcome
 
 __all__ = ["Job", "run_async", "run_sync"]
@@ -42,7 +41,6 @@ class Job:
     tool: BaseTool
     tool_input: dict[str, Any]
     config: RunnableConfig
-    decision: Decision | None
     timeout: float | None
 
 
@@ -53,12 +51,11 @@ def run_sync(job: Job) -> Outcome:
     return outcome
 
 
-async def run_async(job: Job, gate: asyncio.Semaphore, pool: ContextThreadPoolExecutor) -> Outcome:
-    async with gate:
-        started = time.perf_counter()
-        outcome = await _run_async(job, pool)
-        outcome.duration_ms = (time.perf_counter() - started) * 1000
-        return outcome
+async def run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
+    started = time.perf_counter()
+    outcome = await _run_async(job, pool)
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    return outcome
 
 
 def _run_sync(job: Job) -> Outcome:
