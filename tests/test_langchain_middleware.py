@@ -12,6 +12,8 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
 * `SummarizationMiddleware` deletes history with `RemoveMessage(REMOVE_ALL_MESSAGES)`:
   refused with `AppendOnlyError`, the stored log untouched; what to use instead,
   `threadlog.ContextPolicy(summarizer=...)`, is tested on threadlog's `create_agent`;
+* a turn whose model failed after its tool ran resumes from the database (`invoke(None)`
+  in a new saver) reusing the stored result;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
   new args is refused, the approval `edit` decision works end to end.
 """
@@ -282,3 +284,52 @@ def test_update_state_edit_is_refused_and_the_approval_edit_runs_the_new_args(
     assert isinstance(seen_call, AIMessage)
     assert seen_call.tool_calls[0]["args"] == {"city": "Tokyo"}  # the model sees the edit
     assert stored[3].content == f"answer 1: {TOKYO}"
+
+
+class FailsOnce(Recorder):
+    """Raises on the model call after the first tool result: a crash mid-turn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage) and not self.failed:
+            self.failed = True
+            raise RuntimeError("model endpoint went away")
+        return super().__call__(messages)
+
+
+def test_a_turn_that_failed_after_its_tool_ran_resumes_from_the_database(backend: str) -> None:
+    """With HITL middleware in the stack: approve, the tool runs, the model fails; a new
+    saver resumes the turn with `invoke(None)` — the tool result is reused, not re-run."""
+    model = FailsOnce()
+    cfg = _cfg("crash")
+    with threadlog.checkpointer(backend) as saver:
+        app = _hitl_app(model, saver)
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
+        with pytest.raises(RuntimeError, match="model endpoint went away"):
+            app.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+        stored = app.get_state(cfg).values["messages"]
+    assert [type(m).__name__ for m in stored] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    result_id = stored[2].id
+
+    with threadlog.checkpointer(backend) as saver:
+        app = _hitl_app(model, saver)
+        app.invoke(None, cfg)
+        app.invoke({"messages": [HumanMessage("again", id="u2")]}, cfg)
+        app.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+        stored = app.get_state(cfg).values["messages"]
+    assert [type(m).__name__ for m in stored] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ] * 2
+    assert stored[2].id == result_id  # the stored result, not a second run
+    assert [m.content for m in stored if isinstance(m, AIMessage) and m.content] == [
+        f"answer 1: {BEIJING}",
+        f"answer 2: {BEIJING}",
+    ]
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
