@@ -6,7 +6,7 @@ LangChain merges the middleware's state schemas with `state_schema` last, so thr
 channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend`).
 
 * two turns with a tool call each: the log stays valid, nothing stored twice;
-* `HumanInTheLoopMiddleware`: interrupt, resume (approve, edit) from the database in a new
+* `HumanInTheLoopMiddleware`: interrupt, resume (approve, edit, reject) from the database in a new
   saver; LangChain records an edit in its own state key and prefixes the result with a
   note, so the log keeps the model's original call — nothing is rewritten;
 * `SummarizationMiddleware` deletes history with `RemoveMessage(REMOVE_ALL_MESSAGES)`:
@@ -178,6 +178,20 @@ def test_hitl_middleware_edit_keeps_the_original_call_and_runs_the_edited_one(
     assert [m.id for m in seen] == [human.id, call.id, result.id]
     assert isinstance(seen[1], AIMessage) and seen[1].tool_calls[0]["args"] == {"city": "Beijing"}
     assert str(answer.content).endswith(TOKYO)
+
+
+def test_hitl_middleware_reject_answers_the_call_with_an_error_result(backend: str) -> None:
+    reject = {"type": "reject", "message": "not Beijing, ask which city"}
+    stored, model = _interrupt_then_resume(backend, "reject", reject)
+    _, _, result, answer = stored
+    assert isinstance(result, ToolMessage) and result.tool_call_id == "call-1"
+    assert result.status == "error"  # LangChain's artificial result; the tool did not run
+    reason = (
+        "User rejected the tool call for `get_weather` with reason: not Beijing, ask which city"
+    )
+    assert result.content == reason
+    assert [m.id for m in model.seen[-1]] == [m.id for m in stored[:3]]
+    assert answer.content == f"answer 1: {reason}"
 
 
 def test_summarization_middleware_is_refused_with_append_only_error(backend: str) -> None:
