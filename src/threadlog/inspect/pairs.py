@@ -62,8 +62,15 @@ class ToolPairs(Table):
                     first_seen[m.id] = rec
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
         self._rows: list[dict[str, Any]] = []
+        # Loaded with `last=N`: the oldest loaded checkpoint holds the whole log, so its
+        # calls are older than the window read; list only the calls asked inside it.
+        window = path[0] if thread.partial and len(path) > 1 else None
+        self.older = 0
         for m in self.at.messages:
             if not isinstance(m, AIMessage):
+                continue
+            if window is not None and first_seen.get(m.id or "") is window:
+                self.older += len(m.tool_calls) + len(m.invalid_tool_calls)
                 continue
             calls: list[tuple[Any, Any, Any, bool]] = [
                 (c.get("id"), c.get("name"), c.get("args"), True) for c in m.tool_calls
@@ -157,6 +164,11 @@ class ToolPairs(Table):
 
     def notes(self) -> list[str]:
         notes = []
+        if self.older:
+            notes.append(
+                f"{self.older} older calls, asked before the checkpoints loaded (--last), "
+                "are not listed"
+            )
         if any(r["duration_source"] == "derived" for r in self._rows):
             notes.append(
                 "≈ derived from checkpoint timestamps (the step's whole time, and any wait "

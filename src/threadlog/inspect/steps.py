@@ -15,8 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.inspect.records import CheckpointRecord
-from threadlog.log import MessageLog
-from threadlog.messages import preview, role_of
+from threadlog.messages import calls_of, preview, role_of
 
 __all__ = [
     "appended",
@@ -44,7 +43,15 @@ def compactions_added(
 
 def open_calls(messages: list[BaseMessage]) -> list[str]:
     """Ids of tool calls still waiting for a result, in log order."""
-    return [str(call.get("id")) for _, call in MessageLog(messages).open_calls()]
+    # One pass, no index: building a MessageLog per checkpoint cost O(log) each time.
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        str(call.get("id"))
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in calls_of(m)
+        if call.get("id") not in answered
+    ]
 
 
 def usage(messages: list[BaseMessage]) -> dict[str, int]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from threadlog.inspect.catalog import Head, id_time
+from threadlog.inspect.steps import open_calls
 
 __all__ = ["ThreadSummary", "matches", "summarize"]
 
@@ -30,8 +31,6 @@ class ThreadSummary:
 def summarize(
     head: Head, messages: list[BaseMessage], errors: list[str], updated_at: str = ""
 ) -> ThreadSummary:
-    from threadlog.log import MessageLog
-
     users = [m for m in messages if isinstance(m, HumanMessage)]
     failed = [
         f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
@@ -46,7 +45,7 @@ def summarize(
         turns=len(users),
         messages=len(messages),
         last_user=(users[-1].text if users else ""),
-        open_calls=[str(c.get("id")) for _, c in MessageLog(messages).open_calls()],
+        open_calls=open_calls(messages),
         errors=[*errors, *failed],
         head_checkpoint_id=head.head_id,
     )
