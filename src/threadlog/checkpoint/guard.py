@@ -83,6 +83,8 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
+# Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
+_CHECKPOINT_WAIT = 30.0
 
 # Threads this context holds — an `exclusive()` block, or a run (its tasks and
 # background writes run in copies of its context): they must not wait for themselves.
@@ -196,6 +198,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._bases: dict[str, str] = {}
         # Per thread: the Runtime object of the run of this saver holding it, and the hold.
         self._runs: dict[str, tuple[Any, _Hold]] = {}
+        # Checkpoints being stored right now, by id. LangGraph stores a step's checkpoint
+        # and its tasks' writes from background threads; a task's writes that landed
+        # before their checkpoint would be unreachable if the process died in between
+        # (the kill harness found this), so writes wait for their checkpoint's put.
+        self._putting: dict[str, threading.Event] = {}
+        self._putting_lock = threading.Lock()
         self.__class__ = _with_maintenance(type(self), type(inner))
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
@@ -375,10 +383,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self._trusted_put(config, metadata):
-            return self._stored(config, self.inner.put(config, checkpoint, metadata, new_versions))
-        steps = self._put_steps(config, checkpoint, metadata, new_versions)
-        return cast(RunnableConfig, _drive(steps, self))
+        with self._storing(checkpoint):
+            if self._trusted_put(config, metadata):
+                out = self.inner.put(config, checkpoint, metadata, new_versions)
+                return self._stored(config, out)
+            steps = self._put_steps(config, checkpoint, metadata, new_versions)
+            return cast(RunnableConfig, _drive(steps, self))
 
     async def aput(
         self,
@@ -387,11 +397,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self._trusted_put(config, metadata):
-            out = await self.inner.aput(config, checkpoint, metadata, new_versions)
-            return self._stored(config, out)
-        steps = self._put_steps(config, checkpoint, metadata, new_versions)
-        return cast(RunnableConfig, await _adrive(steps, self))
+        with self._storing(checkpoint):
+            if self._trusted_put(config, metadata):
+                out = await self.inner.aput(config, checkpoint, metadata, new_versions)
+                return self._stored(config, out)
+            steps = self._put_steps(config, checkpoint, metadata, new_versions)
+            return cast(RunnableConfig, await _adrive(steps, self))
 
     def put_writes(
         self,
@@ -400,6 +411,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        pending = self._checkpoint_in_flight(config)
+        if pending is not None:
+            pending.wait(_CHECKPOINT_WAIT)
         if self._trusted_writes(config, writes, task_id, task_path):
             return self.inner.put_writes(config, writes, task_id, task_path)
         _drive(self._put_writes_steps(config, writes, task_id, task_path), self)
@@ -411,9 +425,35 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        pending = self._checkpoint_in_flight(config)
+        if pending is not None:
+            await asyncio.to_thread(pending.wait, _CHECKPOINT_WAIT)
         if self._trusted_writes(config, writes, task_id, task_path):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
         await _adrive(self._put_writes_steps(config, writes, task_id, task_path), self)
+
+    # -- a task's writes never land before their checkpoint ---------------------------
+
+    @contextlib.contextmanager
+    def _storing(self, checkpoint: Checkpoint) -> Iterator[None]:
+        done = threading.Event()
+        with self._putting_lock:
+            self._putting[checkpoint["id"]] = done
+        try:
+            yield
+        finally:
+            done.set()
+            with self._putting_lock:
+                if self._putting.get(checkpoint["id"]) is done:
+                    del self._putting[checkpoint["id"]]
+
+    def _checkpoint_in_flight(self, config: RunnableConfig) -> threading.Event | None:
+        checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+        if not checkpoint_id:
+            return None
+        with self._putting_lock:
+            pending = self._putting.get(checkpoint_id)
+        return None if pending is None or pending.is_set() else pending
 
     # The common case, decided once for both drivers: a run's own checkpoints and task
     # writes inside its hold need no step (a turn's input and its __start__ writes do).
