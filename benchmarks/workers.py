@@ -136,12 +136,13 @@ def worker_main(variant: str, url: str, threads: list[int], turns: int, deadline
     sent = {thread_id(i): 0 for i in threads}
     errors: list[str] = []
     t0 = t1 = time.time()
+    c0 = c1 = time.process_time()
     try:
         with open_saver(variant, url) as saver:
             graph = build_graph(variant, saver)
             ready.put(os.getpid())
             start.wait(timeout=max(1.0, deadline - time.time()))
-            t0 = time.time()
+            t0, c0 = time.time(), time.process_time()
             for turn in range(turns):
                 for i in threads:
                     if time.time() > deadline:
@@ -157,11 +158,12 @@ def worker_main(variant: str, url: str, threads: list[int], turns: int, deadline
                 else:
                     continue
                 break
-            t1 = time.time()
+            t1, c1 = time.time(), time.process_time()
     except Exception:
         ready.put(os.getpid())  # never leave the parent waiting for this worker
         errors.append(traceback.format_exc())
-    out.put({"pid": os.getpid(), "sent": sent, "errors": errors, "t0": t0, "t1": t1})
+    out.put({"pid": os.getpid(), "sent": sent, "errors": errors, "t0": t0, "t1": t1,
+             "cpu_s": c1 - c0})
 
 
 # -- one run: W workers, one variant, a fresh database ---------------------------------
@@ -203,8 +205,10 @@ def run(variant: str, url: str, workers: int, threads: int, turns: int,
     done = sum(sent.values())
     wall = max(r["t1"] for r in results) - min(r["t0"] for r in results) if results else 0.0
     check = check_threads(variant, url, sent)
+    cpu = sum(r["cpu_s"] for r in results)
     return {"variant": variant, "workers": workers, "turns": done, "wall_s": wall,
             "turns_per_s": done / wall if wall > 0 else 0.0, "errors": errors,
+            "cpu_ms_per_turn": 1000 * cpu / done if done else 0.0,
             "missing_workers": len(procs) - len(results), **check}
 
 
@@ -248,7 +252,8 @@ def run_all(base: str, workers: list[int], threads: int, turns: int,
             row = run(variant, url, w, threads, turns, deadline)
             rows.append(row)
             print(f"  W={w} {variant:9s} {row['turns']} turns in {row['wall_s']:.1f} s "
-                  f"= {row['turns_per_s']:.2f} turns/s; lost {row['lost']}, "
+                  f"= {row['turns_per_s']:.2f} turns/s, "
+                  f"worker CPU {row['cpu_ms_per_turn']:.1f} ms/turn; lost {row['lost']}, "
                   f"duplicated {row['duplicated']}, errors {len(row['errors'])}",
                   file=sys.stderr, flush=True)
             for e in row["errors"][:3]:
@@ -261,8 +266,9 @@ def report(rows: list[dict[str, Any]], threads: int, turns: int) -> bool:
     by = {(r["workers"], r["variant"]): r for r in rows}
     print(f"\nMany workers on Postgres: {threads} threads x {turns} turns, model waits "
           f"{MODEL_WAIT_S * 1000:.0f} ms/call; {os.cpu_count()} CPUs, {platform.python_version()}")
-    print("| W | threadlog turns/s | LangGraph turns/s | ratio | target | lost | duplicated |")
-    print("|---|---|---|---|---|---|---|")
+    print("| W | threadlog turns/s | LangGraph turns/s | ratio | target "
+          "| worker CPU ms/turn (tl / lg) | lost | duplicated |")
+    print("|---|---|---|---|---|---|---|---|")
     clean = True
     for w in sorted({r["workers"] for r in rows}):
         a, b = by.get((w, "threadlog")), by.get((w, "langgraph"))
@@ -278,7 +284,8 @@ def report(rows: list[dict[str, Any]], threads: int, turns: int) -> bool:
         dup = "/".join(str(x["duplicated"]) for x in got)
         clean &= all(x["lost"] == 0 and x["duplicated"] == 0 and not x["missing_workers"]
                      for x in got)
-        print(f"| {w} | {ta} | {tb} | {ratio} | {verdict} | {lost} | {dup} |")
+        cpu = " / ".join(f"{x['cpu_ms_per_turn']:.1f}" for x in got)
+        print(f"| {w} | {ta} | {tb} | {ratio} | {verdict} | {cpu} | {lost} | {dup} |")
     print("(lost/duplicated: threadlog/LangGraph; all must be 0. Target is stated at 20 "
           "turns per thread" + ("" if turns == 20 else f"; this run has {turns}") + ".)")
     return clean
