@@ -28,11 +28,12 @@ import platform
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,6 +42,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 import threadlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from storage import postgres_base
 
 TARGET = 0.10
 
@@ -131,22 +135,6 @@ def sqlite_url(folder: str, name: str) -> str:
     with sqlite3.connect(path) as conn:  # WAL persists in the file: fewer fsyncs measured
         conn.execute("PRAGMA journal_mode=WAL")
     return f"sqlite:///{path}"
-
-
-@contextmanager
-def postgres_base() -> Iterator[str]:
-    url = os.environ.get("THREADLOG_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    import pgserver
-
-    tmp = tempfile.mkdtemp(prefix="threadlog-guard-pg-")
-    server = pgserver.get_server(tmp, cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
 
 
 def fresh_pg(base: str) -> str:
