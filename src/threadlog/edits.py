@@ -226,7 +226,7 @@ def merge(
             changed = cid in now and cid in was and call_key(now[cid]) != call_key(was[cid])
             calls.append(dict(now[cid]) if changed else dict(c))
         have = {c.get("id") for c in calls}
-        calls += [dict(c) for c in new[key] if c.get("id") not in was | have]
+        calls += [dict(c) for c in new[key] if c.get("id") not in set(was) | have]
         out[key] = calls
     return out
 
