@@ -23,9 +23,10 @@ Contract:
 * **Pairing follows the edit.** Results must answer the edited calls; a result for a call
   an edit dropped or renamed is refused (`ToolPairingError` naming the edit), and open-call
   repair answers the edited calls.
-* **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log; a
-  call that already has a result may not change or disappear (the error names the message
-  and the answered call) — while every call is open, the whole message may change. An
+* **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log
+  with at least one call still waiting for its result (a message under review); a call
+  that already has a result may not change or disappear (the error names the message and
+  the answered call) — while every call is open, the whole message may change. An
   edit equal to the current message is a replay (nothing recorded). A different edit of an
   edited message is a later event: the last edit wins.
 * **Concurrent edits.** An edit may carry `base`, the message as its writer saw it. When
@@ -47,7 +48,16 @@ from langchain_core.messages import AIMessage, BaseMessage
 from threadlog.errors import EditError, MessageLogError
 from threadlog.messages import coerce_message, digest, role_of
 
-__all__ = ["EDIT_KEY", "EDIT_TYPE", "Edit", "EditEvent", "edits_of", "is_edit", "original_of"]
+__all__ = [
+    "EDIT_KEY",
+    "EDIT_TYPE",
+    "Edit",
+    "EditEvent",
+    "cache_key",
+    "edits_of",
+    "is_edit",
+    "original_of",
+]
 
 EDIT_TYPE = "threadlog.edit"
 """The `type` of an edit's stored dict (no message type or role uses it)."""
@@ -286,3 +296,16 @@ def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
     and calls each one set (empty if never edited)."""
     rec = record_of(message)
     return [dict(e) for e in rec["edits"]] if rec else []
+
+
+def cache_key(message: BaseMessage) -> str | None:
+    """The key a per-id cache (wire copies, token counts) may use for `message`: its id,
+    plus its last edit's id once edited — an edit is the one way content changes under
+    an id."""
+    mid = message.id
+    if mid is None or not isinstance(message, AIMessage):
+        return mid
+    rec = message.response_metadata.get(EDIT_KEY)
+    if not rec:
+        return mid
+    return f"{mid}\x00{rec['edits'][-1].get('id')}"

@@ -429,6 +429,27 @@ class MessageLog:
             )
         if event.id in self._edits:
             return False  # this very event, already recorded
+        answered = [
+            (c.get("id") or "", call.result_id)
+            for c in calls_of(current)
+            if (call := self._calls.get(c.get("id") or "")) is not None
+            and call.result_id is not None
+        ]
+        if len(answered) == len(calls_of(current)):
+            what = (
+                f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
+                if answered
+                else "it has no tool calls"
+            )
+            raise EditError(
+                f"edit {event.id!r} targets message {target!r}, which is not under review: "
+                f"{what}",
+                message_id=target,
+                role="assistant",
+                position=position,
+                fix="an Edit changes calls before they run; to go on after results, "
+                "append a new message",
+            )
         now = fields_of(current)
         new = merge(now, event.base, fields_of(event.message))
         if same_fields(new, now):
@@ -449,9 +470,10 @@ class MessageLog:
                     fix="edit calls before they run; a call with a result stays as it ran "
                     "(append a new message to go on)",
                 )
-        for cid in keys:
-            owner = self._calls.get(cid or "")
-            dropped = self._superseded.get(cid or "")
+        for key in keys:
+            cid = key or ""
+            owner = self._calls.get(cid)
+            dropped = self._superseded.get(cid)
             if (owner is not None and owner.ai_id != target) or (
                 dropped is not None and dropped[0] != target
             ):
