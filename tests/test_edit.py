@@ -113,13 +113,16 @@ def test_approval_edit_through_command_resume_records_the_same_event(backend: st
             Scripted(script=model), [get_weather], requires_approval=["get_weather"],
             checkpointer=saver,
         )
-        app.invoke(Command(resume={"action": "edit", "args": {"city": "Tokyo"}}), CFG)
+        decision = {"action": "edit", "args": {"city": "Tokyo"}, "by": "bob", "reason": "typo"}
+        app.invoke(Command(resume=decision), CFG)
         stored = app.get_state(CFG).values["messages"]
         history = list(app.get_state_history(CFG))
     ai = stored[1]
     assert ai.tool_calls[0]["args"] == {"city": "Tokyo"} and stored[2].content == TOKYO
     assert original_of(ai).tool_calls[0]["args"] == {"city": "Beijing"}
-    assert [e["source"] for e in edits_of(ai)] == ["approval"]
+    assert [(e["source"], e["by"], e["reason"]) for e in edits_of(ai)] == [
+        ("approval", "bob", "typo")
+    ]
     # Stored append-only: the checkpoint before the tool step still reads the original.
     paused = next(s for s in history if s.next == ("tools",))
     assert paused.values["messages"][1].tool_calls[0]["args"] == {"city": "Beijing"}
@@ -313,3 +316,17 @@ def test_a_log_rebuilt_from_its_messages_or_an_older_version_knows_the_edits() -
     assert threadlog.append_messages([HumanMessage("hi", id="u1"), REQUEST], Edit(with_args(1, 3)))[
         1
     ].tool_calls[1]["args"] == {"x": 3}
+
+
+def test_an_edit_written_as_plain_data_reads_like_one_written_as_an_object() -> None:
+    """What a JSON client (LangGraph Server) sends or reads back: the message as a dict,
+    no id or time: the log derives a stable id, so replaying that write is a no-op."""
+    log = review_log()
+    raw = {"type": "threadlog.edit", "message": with_args(1, 3).model_dump()}
+    log.extend([raw])
+    version = log.version
+    log.extend([dict(raw)])
+    assert log.version == version
+    (edit,) = edits_of(log.get("a1"))  # type: ignore[arg-type]
+    assert edit["id"].startswith("tl-edit-") and edit["source"] == "edit"
+    assert [c["args"] for c in log.get("a1").tool_calls] == [{"x": 1}, {"x": 3}]  # type: ignore[union-attr]

@@ -59,6 +59,7 @@ class Decision(BaseModel):
     action: Literal["approve", "edit", "reject"]
     args: dict[str, Any] | None = None
     reason: str | None = None
+    by: str | None = None  # who decided: kept in an edit's audit record
 
     @model_validator(mode="after")
     def _edit_needs_args(self) -> Decision:
@@ -98,22 +99,35 @@ def _input_of(e: ValidationError) -> Any:
 
 
 def approval_edits(
-    edited: Mapping[str, Mapping[str, Any]], messages: Sequence[BaseMessage]
+    edited: Mapping[str, Mapping[str, Any]],
+    messages: Sequence[BaseMessage],
+    decisions: Mapping[str, Decision] | None = None,
 ) -> list[Edit]:
     """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id ->
     the new arguments), oldest first. Each carries `base` (the request as the node saw
-    it), so parallel branches that edit different calls of one request compose."""
+    it), so parallel branches that edit different calls of one request compose; `by` and
+    `reason` come from the first edited call's decision."""
     todo = dict(edited)
+    decisions = decisions or {}
     out: list[Edit] = []
     for m in reversed(messages):
         if not todo:
             break
         if isinstance(m, AIMessage) and any(c.get("id") in todo for c in m.tool_calls):
+            first = next(
+                (d for c in m.tool_calls if (d := decisions.get(c.get("id") or ""))), None
+            )
             calls = [
                 {**c, "args": dict(todo.pop(c["id"] or ""))} if c.get("id") in todo else c
                 for c in m.tool_calls
             ]
-            edit = Edit(m.model_copy(update={"tool_calls": calls}), base=m, source="approval")
+            edit = Edit(
+                m.model_copy(update={"tool_calls": calls}),
+                base=m,
+                source="approval",
+                by=first.by if first else None,
+                reason=first.reason if first else None,
+            )
             out.append(edit)
     return out[::-1]
 

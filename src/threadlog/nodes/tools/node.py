@@ -438,18 +438,19 @@ class ToolNode(_LangGraphToolNode):
 
     def _edits(self, slots: list[ToolMessage | _Planned]) -> list[Any]:
         planned = [s for s in slots if isinstance(s, _Planned)]
-        edited = {
-            p.call["id"] or "": p.call["args"]
+        decisions = {
+            p.call["id"] or "": p.decision
             for p in planned
             if p.decision is not None and p.decision.action == "edit"
         }
+        edited = {p.call["id"] or "": p.call["args"] for p in planned if p.call["id"] in decisions}
         if not edited:
             return []
         try:
             messages = messages_of(planned[0].runtime.state, self._messages_key)
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
-        return list(approval_edits(edited, messages))
+        return list(approval_edits(edited, messages, decisions))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:
