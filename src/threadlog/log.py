@@ -3,7 +3,9 @@
 Contract (what every write to a threadlog message log obeys):
 
 * **Append-only.** Messages already in the log are never replaced, removed or moved
-  relative to each other. `RemoveMessage` and `Overwrite` are refused.
+  relative to each other. `RemoveMessage` and `Overwrite` are refused. The one change an
+  existing message sees is an explicit `threadlog.Edit` of a request's open calls, which
+  is itself recorded as an event (below).
 * **Replay vs conflict.** A message whose id is already in the log is dropped when its
   model-visible content (`threadlog.messages.digest`) is the same — a replay — and
   raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
