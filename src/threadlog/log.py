@@ -384,14 +384,14 @@ class MessageLog:
         for w, write in enumerate(writes):
             here: list[BaseMessage] = []
             run: list[Any] = []
-            for raw in [*write, None]:
-                if raw is not None and not _is_edit_item(raw):
+            for raw in [*write, _END]:
+                if raw is not _END and not _is_edit_item(raw):
                     run.append(raw)
                     continue
                 if run:
                     here += trial.extend_writes([run], stored=stored)
                     run = []
-                if raw is not None:
+                if raw is not _END:
                     trial.apply_edit(raw, len(trial.messages))
             added += here
             talk = [m for m in here if not isinstance(m, ToolMessage)]
@@ -431,6 +431,10 @@ class MessageLog:
             )
         if event.id in self._edits:
             return False  # this very event, already recorded
+        now = fields_of(current)
+        new = merge(now, event.base, fields_of(event.message))
+        if same_fields(new, now):
+            return False  # the message already reads this way: a replay
         answered = [
             (c.get("id") or "", call.result_id)
             for c in calls_of(current)
@@ -452,10 +456,6 @@ class MessageLog:
                 fix="an Edit changes calls before they run; to go on after results, "
                 "append a new message",
             )
-        now = fields_of(current)
-        new = merge(now, event.base, fields_of(event.message))
-        if same_fields(new, now):
-            return False  # the message already reads this way: a replay
         edited = applied(current, event, new)
         keys = {c.get("id"): call_key(c) for c in calls_of(edited)}
         for c in calls_of(current):
@@ -626,6 +626,9 @@ class MessageLog:
         return len(self.messages) + next(
             (k for k, m in enumerate(staged) if m is existing), 0
         )
+
+
+_END = object()  # marks the end of a write in `_extend_with_edits`
 
 
 def _item_id(item: Any) -> Any:
