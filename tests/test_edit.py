@@ -229,6 +229,60 @@ def test_the_audit_survives_a_snapshot_and_pairing_follows_a_renamed_call(
     threadlog.validate(stored, allow_pending_calls=False)
 
 
+class FailsAfterTool(Recorder):
+    """Raises once on the model call after a tool result: the endpoint went away."""
+
+    failed = False
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage) and not self.failed:
+            self.failed = True
+            raise RuntimeError("model endpoint went away")
+        return super().__call__(messages)
+
+
+def test_a_crash_after_the_edited_call_ran_resumes_with_its_result(backend: str) -> None:
+    """The edit renamed the call; the tool ran, then the model failed. A new saver resumes
+    the turn: the stored result pairs with the renamed call and the tool does not re-run."""
+    runs: list[str] = []
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        runs.append(city)
+        return f"sunny in {city}"
+
+    def app_for(model: Recorder, saver: Any) -> Any:
+        g = StateGraph(threadlog.AgentState)
+        g.add_node("model", threadlog.ModelNode(Scripted(script=model), [weather]))
+        g.add_node("tools", threadlog.ToolNode([weather]))
+        g.add_edge(START, "model")
+        g.add_conditional_edges("model", threadlog.tools_condition, {"tools": "tools", END: END})
+        g.add_edge("tools", "model")
+        return g.compile(checkpointer=saver, interrupt_before=["tools"])
+
+    model = FailsAfterTool()
+    with threadlog.checkpointer(backend) as saver:
+        app = app_for(model, saver)
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, CFG)
+        request = app.get_state(CFG).values["messages"][-1]
+        call = {**request.tool_calls[0], "name": "weather", "args": {"city": "Oslo"}}
+        renamed = request.model_copy(update={"tool_calls": [{**call, "id": "call-oslo"}]})
+        app.update_state(CFG, {"messages": [Edit(renamed)]})
+        with pytest.raises(RuntimeError, match="went away"):
+            app.invoke(None, CFG)
+    with threadlog.checkpointer(backend) as saver:
+        app = app_for(model, saver)
+        app.invoke(None, CFG)
+        stored = app.get_state(CFG).values["messages"]
+    assert runs == ["Oslo"]  # the tool ran once
+    assert [type(m).__name__ for m in stored] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"
+    ]
+    assert stored[2].tool_call_id == "call-oslo" and stored[2].content == "sunny in Oslo"
+    assert stored[3].content == "answer: sunny in Oslo"
+    threadlog.validate(stored, allow_pending_calls=False)
+
+
 # -- the rules, on the log itself ---------------------------------------------------
 
 REQUEST = AIMessage(
