@@ -301,11 +301,9 @@ def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
 def cache_key(message: BaseMessage) -> str | None:
     """The key a per-id cache (wire copies, token counts) may use for `message`: its id,
     plus its last edit's id once edited — an edit is the one way content changes under
-    an id."""
-    mid = message.id
-    if mid is None or not isinstance(message, AIMessage):
-        return mid
+    an id. (On every message of every turn: one dict lookup when not edited.)"""
     rec = message.response_metadata.get(EDIT_KEY)
-    if not rec:
-        return mid
-    return f"{mid}\x00{rec['edits'][-1].get('id')}"
+    if not rec or message.id is None:
+        return message.id
+    last = record_of(message)
+    return message.id if last is None else f"{message.id}\x00{last['edits'][-1].get('id')}"

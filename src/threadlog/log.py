@@ -642,8 +642,11 @@ def _is_edit_item(raw: Any) -> bool:
 
 
 def _has_edit(write: Sequence[Any]) -> bool:
-    # The hot path's check: most items are messages, which are not dicts.
-    return any(isinstance(raw, dict) and raw.get("type") == EDIT_TYPE for raw in write)
+    # On every write (the hot path): most items are messages, which are not dicts.
+    for raw in write:
+        if isinstance(raw, dict) and raw.get("type") == EDIT_TYPE:
+            return True
+    return False
 
 
 def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> ConflictingIdError:
