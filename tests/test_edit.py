@@ -384,3 +384,36 @@ def test_an_edit_written_as_plain_data_reads_like_one_written_as_an_object() -> 
     (edit,) = edits_of(log.get("a1"))  # type: ignore[arg-type]
     assert edit["id"].startswith("tl-edit-") and edit["source"] == "edit"
     assert [c["args"] for c in log.get("a1").tool_calls] == [{"x": 1}, {"x": 3}]  # type: ignore[union-attr]
+
+
+def test_a_reviewer_can_fix_a_malformed_call_under_its_id() -> None:
+    """A call whose arguments did not parse (`invalid_tool_calls`) is open too: an edit may
+    turn it into a valid call with the same id, which its result then answers."""
+    bad = AIMessage(
+        "",
+        id="a2",
+        invalid_tool_calls=[
+            {
+                "name": "f",
+                "args": "{x: 1",
+                "id": "c7",
+                "error": "bad JSON",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    log = review_log()
+    log.extend([ToolMessage(n, tool_call_id=f"c{n}", id=f"t{n}") for n in "12"])
+    log.extend([bad])
+    fixed = bad.model_copy(
+        update={
+            "invalid_tool_calls": [],
+            "tool_calls": [{"name": "f", "args": {"x": 1}, "id": "c7"}],
+        }
+    )
+    log.extend([Edit(fixed), ToolMessage("ok", tool_call_id="c7", id="t7")])
+    now = log.get("a2")
+    assert isinstance(now, AIMessage) and not now.invalid_tool_calls
+    assert [m.id for m in log.messages][-2:] == ["a2", "t7"] and not log.open_calls()
+    assert original_of(now).invalid_tool_calls[0]["args"] == "{x: 1"  # type: ignore[attr-defined]
+    threadlog.validate(log.messages, allow_pending_calls=False)
