@@ -46,10 +46,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, Pend
 from langgraph.constants import START
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, MISSING, NULL_TASK_ID
+from threadlog.checkpoint import finished_subgraphs as subs
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
-__all__ = ["finished_work", "keep_finished_work"]
+__all__ = ["Batch", "finished_work", "keep_finished_work", "message_items"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
@@ -71,7 +72,7 @@ def _is_reader(config: RunnableConfig) -> bool:
     return CONFIG_KEY_RUNTIME not in (config.get("configurable") or {})
 
 
-def _message_items(value: Any) -> list[Any] | None:
+def message_items(value: Any) -> list[Any] | None:
     """The items of a write when every one is a message with an id, else None."""
     items = flatten_write(value)
     if not items:
@@ -95,7 +96,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     start = tup.checkpoint.get("channel_values", {}).get(START)
     if isinstance(start, Mapping):
         for channel, value in start.items():
-            if (items := _message_items(value)) is not None:
+            if (items := message_items(value)) is not None:
                 out.setdefault(str(channel), []).append((None, items))
     writes = tup.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
@@ -103,7 +104,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     for task, channel, value in writes:
         if task == NULL_TASK_ID or task in unfinished:
             continue
-        if (items := _message_items(value)) is not None:
+        if (items := message_items(value)) is not None:
             by_task.setdefault((task, channel), []).extend(items)
     for (task, channel), items in by_task.items():
         out.setdefault(channel, []).append((task, items))
@@ -112,30 +113,38 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
 
 def _carry(
     tup: CheckpointTuple,
-    work: dict[str, list[Batch]],
+    rounds: Sequence[Mapping[str, list[Batch]]],
     head_logs: Mapping[str, list[BaseMessage]],
     *,
     reader: bool,
 ) -> CheckpointTuple:
     """The head with NULL-task writes carrying the new messages its log accepts.
 
+    `rounds`: the head's own finished work, then what its unfinished subgraphs stored
+    (`finished_subgraphs`); each is taken or refused whole, after the ones before it.
     For a reader (not a run), the carried tasks' own writes are left out as well, so
     `get_state` lists them in `next`: their step has no checkpoint yet.
     """
     added: list[PendingWrite] = []
     carried_tasks: set[str] = set()
-    for channel, batches in work.items():
+    channels = dict.fromkeys(c for work in rounds for c in work)
+    for channel in channels:
         messages = head_logs.get(channel)
         if messages is None:
             continue
         trial = MessageLog(messages)
-        try:
-            new = trial.extend_writes([items for _, items in batches], single_writer=False)
-        except (MessageLogError, ValueError, TypeError):
-            continue  # a step the log refused stays refused
-        if new:
-            added.append((NULL_TASK_ID, channel, list(new)))
+        new: list[BaseMessage] = []
+        for work in rounds:
+            batches = work.get(channel)
+            if not batches:
+                continue
+            try:
+                new += trial.extend_writes([items for _, items in batches], single_writer=False)
+            except (MessageLogError, ValueError, TypeError):
+                continue  # a step the log refused stays refused
             carried_tasks.update(task for task, _ in batches if task is not None)
+        if new:
+            added.append((NULL_TASK_ID, channel, new))
     if not added:
         return tup
     writes = list(tup.pending_writes or ())
@@ -181,7 +190,11 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         tup = super().get_tuple(config)
         if tup is None or not _is_head_read(config):
             return tup
-        work = finished_work(tup)
+        rounds = [finished_work(tup)]
+        if subs.may_run_subgraphs(tup):
+            found = self.list(_thread(tup), filter=subs.subgraph_filter(tup))
+            rounds.append(subs.subgraph_work(tup, found))
+        work = _channels(rounds)
         if not work:
             return tup
         missing = _needs_history(tup, work)
@@ -189,13 +202,17 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             self.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
         )
         logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, work, logs, reader=_is_reader(config))
+        return _carry(tup, rounds, logs, reader=_is_reader(config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await super().aget_tuple(config)
         if tup is None or not _is_head_read(config):
             return tup
-        work = finished_work(tup)
+        rounds = [finished_work(tup)]
+        if subs.may_run_subgraphs(tup):
+            found = [t async for t in self.alist(_thread(tup), filter=subs.subgraph_filter(tup))]
+            rounds.append(subs.subgraph_work(tup, found))
+        work = _channels(rounds)
         if not work:
             return tup
         missing = _needs_history(tup, work)
@@ -205,7 +222,16 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             else None
         )
         logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, work, logs, reader=_is_reader(config))
+        return _carry(tup, rounds, logs, reader=_is_reader(config))
+
+
+def _thread(tup: CheckpointTuple) -> RunnableConfig:
+    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
+    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
+
+
+def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Batch]]:
+    return {c: b for work in rounds for c, b in work.items() if b}
 
 
 _classes: dict[type[Any], type[Any]] = {}
