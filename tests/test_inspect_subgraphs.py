@@ -66,6 +66,8 @@ def test_a_stopped_subgraph_is_listed_and_its_namespace_shows_its_steps(
     assert via_graph.head.next == ("tools", "tools")  # the subgraph's own graph knows its tasks
     with pytest.raises(LookupError, match="namespace 'agent:nope'"):
         threadlog.inspect.thread(backend, "t", namespace="agent:nope")
+    with pytest.raises(ValueError, match="root namespace only"):  # refused before any read
+        threadlog.inspect.thread("http://127.0.0.1:9", "t", namespace=ns)
 
 
 def test_the_cli_lists_subgraphs_and_shows_one_namespace_as_text_and_json(

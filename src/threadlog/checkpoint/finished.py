@@ -44,8 +44,16 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
 from langgraph.constants import START
+from langgraph.types import Command
 
-from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, MISSING, NULL_TASK_ID
+from threadlog._upstream import (
+    CONFIG_KEY_RUNTIME,
+    ERROR,
+    INTERRUPT,
+    MISSING,
+    NULL_TASK_ID,
+    entering_loop,
+)
 from threadlog.checkpoint import finished_subgraphs as subs
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
@@ -134,12 +142,14 @@ def _carry(
             continue
         trial = MessageLog(messages)
         new: list[BaseMessage] = []
-        for work in rounds:
+        for k, work in enumerate(rounds):
             batches = work.get(channel)
             if not batches:
                 continue
             try:
                 new += trial.extend_writes([items for _, items in batches], single_writer=False)
+                if k > 0:  # a subgraph's abandoned calls: answered before the new input
+                    new += _answer_open_calls(trial)
             except (MessageLogError, ValueError, TypeError):
                 continue  # a step the log refused stays refused
             carried_tasks.update(task for task, _ in batches if task is not None)
@@ -151,6 +161,19 @@ def _carry(
     if reader and not any(channel in _UNFINISHED for _, channel, _ in writes):
         writes = [w for w in writes if w[0] not in carried_tasks]
     return tup._replace(pending_writes=[*writes, *added])
+
+
+def _answer_open_calls(log: MessageLog) -> list[BaseMessage]:
+    """Explicit "not completed" results for the calls still open in `log`, as the model
+    node would record them (`repair_open_calls`): the carried subgraph is abandoned by
+    the new input, and the parent's own nodes may not repair (LangGraph's prebuilt agent
+    refuses an unanswered call)."""
+    from threadlog.nodes.model import repair_open_calls  # nodes import checkpoint code
+
+    _, results = repair_open_calls(log.messages)
+    if results:
+        log.extend_writes([results], single_writer=False)
+    return list(results)
 
 
 def _seed_and_writes(
@@ -191,7 +214,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         if tup is None or not _is_head_read(config):
             return tup
         rounds = [finished_work(tup)]
-        if subs.may_run_subgraphs(tup):
+        if subs.may_run_subgraphs(tup) and _new_input_run():
             found = self.list(_thread(tup), filter=subs.subgraph_filter(tup))
             rounds.append(subs.subgraph_work(tup, found))
         work = _channels(rounds)
@@ -209,7 +232,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         if tup is None or not _is_head_read(config):
             return tup
         rounds = [finished_work(tup)]
-        if subs.may_run_subgraphs(tup):
+        if subs.may_run_subgraphs(tup) and _new_input_run():
             found = [t async for t in self.alist(_thread(tup), filter=subs.subgraph_filter(tup))]
             rounds.append(subs.subgraph_work(tup, found))
         work = _channels(rounds)
@@ -223,6 +246,18 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         )
         logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
         return _carry(tup, rounds, logs, reader=_is_reader(config))
+
+
+def _new_input_run() -> bool:
+    # A resume (`None`, `Command`) re-enters a stopped subgraph at its own checkpoint, and
+    # the subgraph's return decides what the parent gets (all of it, or only its last
+    # message: langgraph-supervisor); only new input abandons it. Readers see the
+    # subgraph's stored work through `get_state(subgraphs=True)`.
+    loop = entering_loop(depth=8)
+    if loop is None:
+        return False
+    given = getattr(loop, "input", None)
+    return given is not None and not isinstance(given, Command)
 
 
 def _thread(tup: CheckpointTuple) -> RunnableConfig:

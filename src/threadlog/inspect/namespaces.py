@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import ERROR, INTERRUPT, NS_END, NS_SEP, postgres_cursor
 from threadlog.checkpoint.finished_subgraphs import may_run_subgraphs
-from threadlog.inspect.catalog import _unwrap
+from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
@@ -47,7 +47,7 @@ class Subgraph:
 
 def _counts(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[str, int, str]]:
     """(namespace, checkpoints, newest id) of each non-root namespace."""
-    raw = _unwrap(saver)
+    raw = unwrap_saver(saver)
     conn = getattr(raw, "conn", None)
     if isinstance(conn, sqlite3.Connection):
         rows = conn.execute(
