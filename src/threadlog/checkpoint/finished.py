@@ -29,6 +29,11 @@ Contract:
   refused (the run raised) is not carried, so new input continues from the intact log
   as before. Messages without an id (bare strings, tuples) are not carried: their ids
   derive from their position, which would differ when the task's own write is replayed.
+* A run that brings new input also gets what the subgraphs running from the head stored
+  in their own namespaces (`finished_subgraphs`), after the head's own finished work,
+  and then a "not completed" result for each call that work left open (the new input
+  abandons the subgraph run). Readers and resumes do not: a resumed subgraph returns
+  its own work.
 * Nothing is stored: this changes what a reader of the head sees, never the database.
   Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
   are returned unchanged, at the cost of one scan of the head's pending writes.

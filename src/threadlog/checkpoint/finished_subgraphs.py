@@ -10,6 +10,10 @@ as a new task in a new namespace from the parent's log — everything the first 
 (calls, tool results, answers the user saw streamed) was silently dropped, and the model
 re-asked for tools whose side effects had happened.
 
+Used by `finished.keep_finished_work` only for a run that brings new input (a resume
+re-enters the subgraph, whose return then decides what the parent gets); the carried
+calls left without a result are answered "not completed" there.
+
 Contract:
 
 * `may_run_subgraphs(tup)`: whether a root-namespace head has a task still to run (a
