@@ -16,11 +16,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, read_effects, user
+from helpers_durability import check_thread, make_weather_tool, read_effects, record_effect, user
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
@@ -28,6 +29,7 @@ from test_recover_results import (
     CONFIG,
     INSTEAD,
     STOPS,
+    TWO_CITIES,
     Hook,
     afirst_turn,
     assert_recovered,
@@ -65,7 +67,10 @@ SUB_STOPS = {**STOPS, "raise": (shanghai_is_down, ConnectionError)}
 
 def parent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
     """START -> agent (a subgraph: model ⇄ tools, one task per call) -> END."""
-    weather = make_weather_tool(effects, hook(saver))
+    return parent_with(saver, make_weather_tool(effects, hook(saver)))
+
+
+def parent_with(saver: BaseCheckpointSaver[Any], weather: Any) -> Any:
     sub = StateGraph(threadlog.AgentState)
     sub.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
     sub.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
@@ -165,3 +170,45 @@ def test_resuming_a_stopped_subgraph_runs_only_the_unfinished_call(
     assert isinstance(msgs[-1], AIMessage) and not msgs[-1].tool_calls
     # Each tool's side effect happened once: Beijing's stored result was not re-run.
     assert sorted(Counter(read_effects(effects)).values()) == [1, 1]
+
+
+async def test_new_message_after_a_cancelled_run_inside_a_subgraph_keeps_its_stored_work(
+    backend: str, tmp_path: Path
+) -> None:
+    """The run is cancelled (`asyncio` task cancel, as a server does when a client goes
+    away) while Shanghai's call hangs and Beijing's result is stored; then a new message."""
+    import asyncio
+
+    effects = tmp_path / "effects.jsonl"
+
+    @tool
+    async def get_weather(city: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Today's weather for a city."""
+        if city == "Shanghai":
+            await asyncio.sleep(3600)  # hangs until the run is cancelled
+        record_effect(effects, tool_call_id, city)
+        return f"{city}: sunny, 21°C"
+
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = parent_with(saver, get_weather)
+        run = asyncio.create_task(graph.ainvoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG))
+        saved: dict[str, ToolMessage] = {}
+        for _ in range(3000):
+            snap = await graph.aget_state(CONFIG, subgraphs=True)
+            sub = snap.tasks[0].state if snap.tasks else None
+            if sub is not None and sub.tasks:
+                saved = {
+                    m.tool_call_id: m
+                    for t in sub.tasks
+                    for m in (t.result or {}).get("messages", [])
+                    if isinstance(m, ToolMessage)
+                }
+            if saved:
+                break
+            await asyncio.sleep(0.01)
+        assert saved, "Beijing's result was never stored"
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        out = await graph.ainvoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+    assert_recovered(out["messages"], saved, effects)
