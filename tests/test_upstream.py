@@ -294,6 +294,10 @@ def test_subgraph_namespaces_and_node_triggers_are_named_as_finished_subgraphs_r
     assert (_upstream.NS_END, _upstream.NS_SEP) == (":", "|")
     assert f'"{_upstream.BRANCH_TO}{{node}}"' in inspect.getsource(state)
     assert 'metadata["parents"]' in inspect.getsource(_loop)
+    # A run's input is the loop's `input` (None or a Command: a resume), read while the
+    # loop enters to tell new input from a resume (checkpoint/finished.py).
+    assert "self.input = input" in inspect.getsource(_loop.PregelLoop.__init__)
+    assert "self.input is None" in inspect.getsource(_loop.PregelLoop._first)
 
 
 def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -> None:
