@@ -63,7 +63,7 @@ class Timeline(Table):
         self.records = records
         self._rows = [self._row(r) for r in records]
         heads = sum(1 for r in thread.records if not r.children)
-        self.title = f"thread {thread.thread_id} · timeline"
+        self.title = f"{thread.label} · timeline"
         last = records[-1]
         self._summary = (
             f"{len(records)} checkpoints · {len(last.messages)} messages at "
