@@ -22,10 +22,13 @@ dicts (LangGraph Server's stores) are coerced to messages.
 Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
 view at the log's latest version writes in place, any other copies first — so no
 reader sees another's writes, and LangGraph's per-step copies cost nothing. With
-`threadlog.with_history_cache` on the saver, loading a thread costs O(new writes). On a
-plain saver (LangGraph Server's, `langgraph dev`'s) the saver reads and decodes the
-whole thread on every load: with no periodic snapshots its walk is not bounded (see
-BENCHMARKS.md, issue 12 target 4); re-applying the stored writes is the small part.
+`threadlog.with_history_cache` on the saver (`threadlog.checkpointer(url)` has it),
+loading a thread costs O(new writes) and the channel never snapshots: storage stays
+linear. On a plain saver (LangGraph Server's, `langgraph dev`'s) the saver itself walks
+back to the nearest stored snapshot on every load, so a channel that saver rebuilt
+snapshots like LangGraph's `DeltaChannel` (every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
+updates): the walk stays bounded, and storage grows like `DeltaChannel`'s (see
+`snapshot_frequency`, BENCHMARKS.md issue 12 target 4).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from threadlog.log import MessageLog, append_messages, flatten_write
 from threadlog.messages import coerce_message
 
 __all__ = [
+    "PLAIN_SAVER_SNAPSHOT_FREQUENCY",
     "CachedSeed",
     "KeyedWrites",
     "MessageLogChannel",
@@ -102,6 +106,9 @@ class KeyedWrites(list[PendingWrite]):
 # Effectively "never by count": LangGraph still snapshots every 5000 supersteps
 # (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
 DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
+# A channel rebuilt by a plain saver's own walk: DeltaChannel's default cadence, so the
+# walk every load pays is bounded the same way (issue 12 target 4).
+PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 
 class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
@@ -111,18 +118,34 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     handed cannot corrupt the log; the only way in is a write.
     """
 
-    __slots__ = ("_log", "_ver")
+    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
 
     def __init__(
         self,
         reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
         typ: Any = None,
         *,
-        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+        snapshot_frequency: int | None = None,
     ) -> None:
+        # How this instance was loaded decides its snapshot cadence (`snapshot_frequency`):
+        # seeded by threadlog's history cache, or rebuilt by a plain saver's walk.
+        self._seeded = False
+        self._walked = False
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
         # reducer is fixed, so whatever it passes back is ignored.
-        super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        super().__init__(
+            _batch_reducer,
+            list,
+            snapshot_frequency=DEFAULT_SNAPSHOT_FREQUENCY
+            if snapshot_frequency is None
+            else snapshot_frequency,
+        )
+        # LangGraph re-creates an annotated channel passing back `snapshot_frequency`,
+        # which reads DEFAULT_SNAPSHOT_FREQUENCY on a channel not loaded yet: that value
+        # means "decide per instance" too.
+        self._fixed_frequency = (
+            None if snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY else snapshot_frequency
+        )
         # The channel's value is `_log` as it was at version `_ver`. The log object may
         # be shared (copies of this channel, the history cache): whoever is at its
         # latest version writes in place, anyone else copies first — so a turn costs
@@ -130,14 +153,40 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         self._log: MessageLog | None = None
         self._ver = 0
 
+    @property  # type: ignore[override]
+    def snapshot_frequency(self) -> int:
+        """Updates between LangGraph's full snapshots of this channel, read by LangGraph
+        when it writes a checkpoint.
+
+        Unless set explicitly, it depends on how this instance was loaded:
+
+        * seeded by threadlog's history cache (`threadlog.checkpointer(url)`,
+          `with_history_cache`), cold or warm, or a new thread: never by count. Loads
+          read only new writes, and storage stays linear.
+        * rebuilt by a plain saver's own walk (LangGraph Server, `langgraph dev`, a bare
+          `SqliteSaver`/`PostgresSaver`): every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
+          updates, as `DeltaChannel` does, because that saver walks back to the nearest
+          snapshot on every load. Storage then grows like `DeltaChannel`'s.
+        """
+        if self._fixed_frequency is not None:
+            return self._fixed_frequency
+        if self._walked and not self._seeded:
+            return PLAIN_SAVER_SNAPSHOT_FREQUENCY
+        return DEFAULT_SNAPSHOT_FREQUENCY
+
+    @snapshot_frequency.setter
+    def snapshot_frequency(self, value: int) -> None:
+        # DeltaChannel.__init__ assigns it (and validates it); the property decides.
+        pass
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, MessageLogChannel)
-            and other.snapshot_frequency == self.snapshot_frequency
+            and other._fixed_frequency == self._fixed_frequency
         )
 
     def __hash__(self) -> int:
-        return hash((MessageLogChannel, self.snapshot_frequency))
+        return hash((MessageLogChannel, self._fixed_frequency))
 
     @property
     def log(self) -> MessageLog:
@@ -146,7 +195,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
-            with _WRITE_LOCK:
+            with WRITE_LOCK:
                 self._set(self._log.at(self._ver))
         return self._log
 
@@ -156,11 +205,11 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         stores checkpoints from a background thread while the next step runs)."""
         if self._log is None:
             raise EmptyChannelError()
-        with _WRITE_LOCK:
+        with WRITE_LOCK:
             return self._log.at(self._ver)
 
     def _new(self) -> Self:
-        new = self.__class__(snapshot_frequency=self.snapshot_frequency)
+        new = self.__class__(snapshot_frequency=self._fixed_frequency)
         new.key = self.key
         return new
 
@@ -179,7 +228,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
             log.extend_writes(writes, single_writer=single_writer, stored=stored)
             self._set(log)
             return
-        with _WRITE_LOCK:
+        with WRITE_LOCK:
             if self._ver == log.version:
                 log.extend_writes(writes, single_writer=single_writer, stored=stored)
                 self._ver = log.version
@@ -198,6 +247,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
     def copy(self) -> Self:
         new = self._new()
+        new._seeded, new._walked = self._seeded, self._walked
         if self._log is not None:
             new._set(self._log, self._ver)  # O(1): see _write
         return new
@@ -207,6 +257,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
         elif isinstance(checkpoint, CachedSeed):
+            new._seeded = True
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
@@ -215,6 +266,12 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
+        # Writes a history cache handed over (even on a cold miss) mean loads will be
+        # cached; anything else came from a plain saver's walk (see snapshot_frequency).
+        if isinstance(writes, KeyedWrites):
+            self._seeded = True
+        else:
+            self._walked = True
         if self._log is None:
             self._set(MessageLog())
         for _, _, value in writes:
@@ -245,7 +302,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def get(self) -> list[AnyMessage]:
         if self._log is None:
             raise EmptyChannelError()
-        with _WRITE_LOCK:  # a shared log may be growing in another thread
+        with WRITE_LOCK:  # a shared log may be growing in another thread
             return self._log.messages_at(self._ver)  # type: ignore[return-value]
 
     def is_available(self) -> bool:
@@ -253,8 +310,9 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
 
 # Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
-# together when threads share a log (parallel reads of one thread).
-_WRITE_LOCK = threading.Lock()
+# together when threads share a log (parallel reads of one thread). The history cache
+# takes it too, to read a shared log while a run may be appending.
+WRITE_LOCK = threading.Lock()
 
 
 def _stored_messages(items: Any) -> list[BaseMessage]:
