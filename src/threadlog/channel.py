@@ -153,7 +153,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         self._log: MessageLog | None = None
         self._ver = 0
 
-    @property  # type: ignore[override]
+    @property
     def snapshot_frequency(self) -> int:
         """Updates between LangGraph's full snapshots of this channel, read by LangGraph
         when it writes a checkpoint.
