@@ -56,6 +56,7 @@ __all__ = [
     "Messages",
     "MessagesState",
     "SeedRegistry",
+    "SeededSnapshot",
 ]
 
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
@@ -80,6 +81,15 @@ class CachedSeed:
     def __init__(self, log: Any, version: int) -> None:
         self.log = log
         self.version = version
+
+
+class SeededSnapshot(DeltaSnapshot):
+    """A stored snapshot the history cache already holds as a log: every reader sees the
+    snapshot (same type, same `.value`); threadlog's channels take `seed` instead of
+    re-indexing the decoded messages. Set only on the exact checkpoint the cache's entry
+    names, so `seed` is that checkpoint's value."""
+
+    seed: CachedSeed
 
 
 class KeyedWrites(list[PendingWrite]):
@@ -256,9 +266,10 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
-        elif isinstance(checkpoint, CachedSeed):
+        elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
+            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
             new._seeded = True
-            new._set(checkpoint.log, checkpoint.version)
+            new._set(seed.log, seed.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
         else:  # a plain list stored by add_messages: migrate in place

@@ -20,7 +20,9 @@ Contract:
   process stores itself (LangGraph forces one every 5000 supersteps) is recognised
   when it is put: if its messages are the very objects of a cached log at some version,
   the snapshot's checkpoint becomes the slot's cached id, so the next load stops there
-  instead of a full read (`put`/`aput`). A second process
+  instead of a full read (`put`/`aput`); and when a load starts *at* such a checkpoint,
+  `get_tuple` hands the channel the cached log with the snapshot (`SeededSnapshot`),
+  so the log is not rebuilt from the decoded copy. A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
 * Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
@@ -51,6 +53,7 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
@@ -58,7 +61,7 @@ from langgraph.checkpoint.base import (
 
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog._upstream import DeltaSnapshot
-from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites
+from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
 
 __all__ = [
     "CachedSeed",
@@ -215,6 +218,18 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         _adopt_snapshots(self._threadlog_history_cache, config, checkpoint)
         return out
 
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = super().get_tuple(config)
+        if tup is not None:
+            _seed_snapshots(self._threadlog_history_cache, tup)
+        return tup
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = await super().aget_tuple(config)
+        if tup is not None:
+            _seed_snapshots(self._threadlog_history_cache, tup)
+        return tup
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -335,6 +350,23 @@ def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Ch
         version = _version_holding(entry[1], value.value)
         if version is not None:
             cache.put(slot, str(checkpoint["id"]), entry[1], version)
+
+
+def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
+    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log."""
+    values = tup.checkpoint.get("channel_values") or {}
+    if not cache or not any(type(v) is DeltaSnapshot for v in values.values()):
+        return
+    conf = tup.config.get("configurable") or {}
+    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    for ch, value in list(values.items()):
+        if type(value) is not DeltaSnapshot:
+            continue
+        entry = cache.get((thread_id, ns, ch))
+        if entry is not None and entry[0] == tup.checkpoint["id"]:
+            seeded = SeededSnapshot(value.value)
+            seeded.seed = CachedSeed(entry[1], entry[2])
+            values[ch] = seeded
 
 
 def _version_holding(log: Any, items: list[Any]) -> int | None:
