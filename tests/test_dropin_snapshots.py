@@ -24,8 +24,9 @@ from typing_extensions import TypedDict
 
 import threadlog
 from tests.helpers_perf import build_loop, say, shape
-from threadlog.channel import PLAIN_SAVER_SNAPSHOT_FREQUENCY, MessageLogChannel
+from threadlog.channel import PLAIN_SAVER_SNAPSHOT_FREQUENCY, KeyedWrites, MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of, with_history_cache
+from threadlog.context.events import CompactionsChannel
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}
 TURNS = 30  # 4 message updates a turn: past the plain-saver cadence of 100
@@ -203,3 +204,24 @@ def test_a_snapshot_the_run_stores_keeps_the_next_turn_a_cache_hit(sqlite_url: s
     with plain_saver(sqlite_url) as plain:
         assert cached == shape(build_loop(plain, Snapshots).get_state(CFG).values["messages"])
     assert len(cached) == 5 * 12
+
+
+@pytest.mark.parametrize("channel", [MessageLogChannel, CompactionsChannel])
+def test_the_cadence_follows_how_each_channel_was_loaded(channel: Any) -> None:
+    class Registry:
+        def put(self, *args: Any) -> None:
+            pass
+
+    never = 1_000_000_000
+    spec = channel()
+    walked = spec.from_checkpoint(None)
+    walked.replay_writes([])  # a plain saver's walk: its writes are a plain list
+    cached = spec.from_checkpoint(None)
+    cached.replay_writes(KeyedWrites([], Registry(), ("t", "", "k"), "c1"))  # even a miss
+    assert spec.snapshot_frequency == never  # a new thread: nothing loaded it
+    assert walked.snapshot_frequency == PLAIN_SAVER_SNAPSHOT_FREQUENCY
+    assert walked.copy().snapshot_frequency == PLAIN_SAVER_SNAPSHOT_FREQUENCY
+    assert cached.snapshot_frequency == never and cached.copy().snapshot_frequency == never
+    fixed = channel(snapshot_frequency=7).from_checkpoint(None)
+    fixed.replay_writes([])
+    assert fixed.snapshot_frequency == 7 and channel(snapshot_frequency=7) != spec

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Protocol, Self
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
 
 from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
@@ -52,6 +52,7 @@ __all__ = [
     "PLAIN_SAVER_SNAPSHOT_FREQUENCY",
     "CachedSeed",
     "KeyedWrites",
+    "LoadCadence",
     "MessageLogChannel",
     "Messages",
     "MessagesState",
@@ -121,47 +122,51 @@ DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
 PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 
-class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
-    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
+class LoadCadence:
+    """Snapshot cadence decided per instance, by how the channel was loaded.
 
-    `get()` returns a fresh list each time, so a node that mutates the list it was
-    handed cannot corrupt the log; the only way in is a write.
+    Mixed into threadlog's delta channels (before `DeltaChannel`); the channel calls
+    `_loaded_from_cache()` when a history cache seeded it and `_loaded_by(writes)` when
+    LangGraph replays writes into it. `snapshot_frequency` passed explicitly (anything
+    but `DEFAULT_SNAPSHOT_FREQUENCY`) fixes the cadence.
     """
 
-    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
+    # Empty (two bases that both add slots cannot be combined): each channel lists these
+    # three names in its own __slots__. Hidden from mypy, which would check assignments
+    # here against the empty tuple.
+    if not TYPE_CHECKING:
+        __slots__ = ()
+    _fixed_frequency: int | None
+    _seeded: bool
+    _walked: bool
 
-    def __init__(
-        self,
-        reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
-        typ: Any = None,
-        *,
-        snapshot_frequency: int | None = None,
-    ) -> None:
-        # How this instance was loaded decides its snapshot cadence (`snapshot_frequency`):
-        # seeded by threadlog's history cache, or rebuilt by a plain saver's walk.
+    def _init_cadence(self, snapshot_frequency: int | None) -> int:
+        """Record the configured cadence; returns what to pass to `DeltaChannel`."""
         self._seeded = False
         self._walked = False
-        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
-        # reducer is fixed, so whatever it passes back is ignored.
-        super().__init__(
-            _batch_reducer,
-            list,
-            snapshot_frequency=DEFAULT_SNAPSHOT_FREQUENCY
-            if snapshot_frequency is None
-            else snapshot_frequency,
-        )
         # LangGraph re-creates an annotated channel passing back `snapshot_frequency`,
         # which reads DEFAULT_SNAPSHOT_FREQUENCY on a channel not loaded yet: that value
         # means "decide per instance" too.
         self._fixed_frequency = (
-            None if snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY else snapshot_frequency
+            None
+            if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
+            else snapshot_frequency
         )
-        # The channel's value is `_log` as it was at version `_ver`. The log object may
-        # be shared (copies of this channel, the history cache): whoever is at its
-        # latest version writes in place, anyone else copies first — so a turn costs
-        # O(new messages), and no reader ever sees another reader's writes.
-        self._log: MessageLog | None = None
-        self._ver = 0
+        return DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
+
+    def _cadence_of(self, other: LoadCadence) -> None:
+        self._seeded, self._walked = other._seeded, other._walked
+
+    def _loaded_from_cache(self) -> None:
+        self._seeded = True
+
+    def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
+        # Writes a history cache handed over (even on a cold miss) mean loads will be
+        # cached; anything else came from a plain saver's walk.
+        if isinstance(writes, KeyedWrites):
+            self._seeded = True
+        else:
+            self._walked = True
 
     @property
     def snapshot_frequency(self) -> int:
@@ -188,6 +193,34 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def snapshot_frequency(self, value: int) -> None:
         # DeltaChannel.__init__ assigns it (and validates it); the property decides.
         pass
+
+
+class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
+    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
+
+    `get()` returns a fresh list each time, so a node that mutates the list it was
+    handed cannot corrupt the log; the only way in is a write.
+    """
+
+    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
+
+    def __init__(
+        self,
+        reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
+        typ: Any = None,
+        *,
+        snapshot_frequency: int | None = None,
+    ) -> None:
+        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
+        # reducer is fixed, so whatever it passes back is ignored.
+        frequency = self._init_cadence(snapshot_frequency)
+        super().__init__(_batch_reducer, list, snapshot_frequency=frequency)
+        # The channel's value is `_log` as it was at version `_ver`. The log object may
+        # be shared (copies of this channel, the history cache): whoever is at its
+        # latest version writes in place, anyone else copies first — so a turn costs
+        # O(new messages), and no reader ever sees another reader's writes.
+        self._log: MessageLog | None = None
+        self._ver = 0
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -257,7 +290,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
     def copy(self) -> Self:
         new = self._new()
-        new._seeded, new._walked = self._seeded, self._walked
+        new._cadence_of(self)
         if self._log is not None:
             new._set(self._log, self._ver)  # O(1): see _write
         return new
@@ -268,7 +301,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
             new._set(MessageLog())
         elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
             seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
-            new._seeded = True
+            new._loaded_from_cache()
             new._set(seed.log, seed.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
@@ -277,12 +310,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
-        # Writes a history cache handed over (even on a cold miss) mean loads will be
-        # cached; anything else came from a plain saver's walk (see snapshot_frequency).
-        if isinstance(writes, KeyedWrites):
-            self._seeded = True
-        else:
-            self._walked = True
+        self._loaded_by(writes)
         if self._log is None:
             self._set(MessageLog())
         for _, _, value in writes:
