@@ -20,6 +20,7 @@ import pytest
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from typing_extensions import TypedDict
 
 import threadlog
@@ -204,6 +205,32 @@ def test_a_snapshot_the_run_stores_keeps_the_next_turn_a_cache_hit(sqlite_url: s
     with plain_saver(sqlite_url) as plain:
         assert cached == shape(build_loop(plain, Snapshots).get_state(CFG).values["messages"])
     assert len(cached) == 5 * 12
+
+
+class FrequentSnapshots(TypedDict):  # a snapshot every few updates, as LangGraph forces one
+    messages: Annotated[list[AnyMessage], MessageLogChannel(snapshot_frequency=3)]
+
+
+async def test_async_a_snapshot_the_run_stores_keeps_the_next_turn_a_cache_hit(
+    sqlite_url: str,
+) -> None:
+    path = sqlite_url.removeprefix("sqlite:///")
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        with_history_cache(saver)
+        cache = history_cache_of(saver)
+        assert cache is not None
+        graph = build_loop(saver, FrequentSnapshots)
+        for i in range(2):
+            await graph.ainvoke(say(f"turn {i}"), CFG)
+        misses = cache.misses
+        for i in range(2, 8):
+            await graph.ainvoke(say(f"turn {i}"), CFG)
+        assert cache.misses == misses
+        cached = shape((await graph.aget_state(CFG)).values["messages"])
+    with plain_saver(sqlite_url) as plain:
+        snapshots = sum(snap for snap, _ in counters(plain))
+        read = shape(build_loop(plain, FrequentSnapshots).get_state(CFG).values["messages"])
+    assert snapshots >= 6 and cached == read and len(cached) == 5 * 8
 
 
 @pytest.mark.parametrize("channel", [MessageLogChannel, CompactionsChannel])
