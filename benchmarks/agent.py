@@ -204,16 +204,42 @@ def run_turn(backend: str, targets: dict[str, str], turns: int) -> dict[str, Any
             for name, lane in lanes.items()}
 
 
-def run_dropin(backend: str, target: str, variant: str, turns: int) -> dict[str, Any]:
-    """The scripted loop on a plain saver, no threadlog wrapper (as LangGraph Server runs
-    it): `threadlog` here is `threadlog.Messages`, i.e. `threadlog.MessagesState`."""
-    with storage.open_saver(backend, target, "plain") as saver:
-        lane = Lane(storage.build_graph(variant, saver),
-                    lambda t: storage.turn_input(variant, t))
+DROPIN_VARIANTS = ("threadlog", "delta", "add_messages", "shipped")
+
+
+def run_dropin(backend: str, targets: dict[str, str], turns: int, sizes: list[int],
+               add_max: int) -> dict[str, Any]:
+    """The scripted loop on plain savers, no threadlog wrapper (as LangGraph Server runs
+    it), interleaved turn by turn in one process (separate databases) so every lane sees
+    the same machine load: `threadlog` is `threadlog.Messages` (`threadlog.MessagesState`),
+    `delta` LangGraph's `DeltaChannel`, `add_messages` LangGraph's reducer (stopped after
+    `add_max` turns: it grows quadratically), `shipped` the same loop on
+    `threadlog.checkpointer(url)` for its storage. Per lane and size: the median turn
+    over the 10 turns before the size, DB bytes there, and the stored snapshots."""
+
+    with ExitStack() as stack:
+        lanes: dict[str, Lane] = {}
+        for v, target in targets.items():
+            saver = stack.enter_context(
+                product_saver(backend, target) if v == "shipped"
+                else storage.open_saver(backend, target, "plain"))
+            variant = "threadlog" if v == "shipped" else v
+            lanes[v] = Lane(storage.build_graph(variant, saver),
+                            lambda t, variant=variant: storage.turn_input(variant, t))
+        at: dict[str, dict[str, Any]] = {v: {} for v in lanes}
         for t in range(turns):
-            lane.turn(t)
-    return {"tail": lane.tail(), "at100": lane.window(min(100, turns // 2)),
-            "db_bytes": storage.db_bytes(backend, target)}
+            for v, lane in lanes.items():
+                if v == "add_messages" and t >= add_max:
+                    continue
+                lane.turn(t)
+                if t + 1 in sizes:
+                    k = min(10, len(lane.wall))
+                    at[v][str(t + 1)] = {
+                        "ms": 1000 * statistics.median(lane.wall[-k:]),
+                        "cpu_ms": 1000 * statistics.median(lane.cpu[-k:]),
+                        "db_bytes": storage.db_bytes(backend, targets[v]),
+                    }
+    return at
 
 
 def run_memory(backend: str, target: str, threads: int, turns: int,
@@ -331,9 +357,12 @@ def main() -> None:
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     p.add_argument("--turns", type=int, default=2000, help="storage runs (issue: 2000)")
     p.add_argument("--turn-turns", type=int, default=400, help="per-turn runs (issue: 400)")
-    p.add_argument("--dropin-turns", type=int, nargs=2, default=[100, 400],
-                   metavar=("SHORT", "LONG"),
-                   help="drop-in flatness runs (LangGraph's channels grow with history)")
+    p.add_argument("--dropin-turns", type=int, nargs="+", default=[100, 400, 2000],
+                   help="drop-in sizes: one interleaved run to the largest, measured at each")
+    p.add_argument("--dropin-variants", nargs="+", default=list(DROPIN_VARIANTS),
+                   choices=DROPIN_VARIANTS)
+    p.add_argument("--dropin-add-max", type=int, default=400,
+                   help="stop the add_messages lane after this many turns (quadratic)")
     p.add_argument("--threads", type=int, nargs=2, default=[1000, 50],
                    metavar=("THREADS", "TURNS"), help="memory run (issue: 1000 x 50)")
     p.add_argument("--cache-messages", type=int, default=20_000,
@@ -349,6 +378,7 @@ def main() -> None:
     if a.quick:
         a.backends, a.turns, a.turn_turns = ["sqlite"], 200, 120
         a.dropin_turns, a.threads, a.cache_messages = [40, 120], [60, 10], 1000
+        a.dropin_add_max = 120
         a.long_messages = 2500
 
     if os.environ.get("THREADLOG_BENCH_POSTGRES_URL"):  # storage.postgres_base reads this
@@ -358,7 +388,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cpus, {storage._ram_gb():.1f} GB RAM, "
           f"{platform.platform()}, Python {platform.python_version()}, {storage._versions()}")
     print(f"sizes: storage {a.turns} turns, per-turn {a.turn_turns} turns, drop-in "
-          f"{a.dropin_turns[0]}/{a.dropin_turns[1]} turns, memory {a.threads[0]} threads x "
+          f"{'/'.join(map(str, a.dropin_turns))} turns, memory {a.threads[0]} threads x "
           f"{a.threads[1]} turns (cache bound {a.cache_messages} messages), long thread "
           f"{a.long_messages} messages" + (" [--quick: smaller than the issue's]"
                                            if a.quick else ""))
@@ -417,26 +447,38 @@ def main() -> None:
                               f"({g:.1f} vs {ng:.1f} ms without the guard)",
                               f"{100 * (g - ng) / g:.0f}%", "10%", (g - ng) / g <= 0.10)
             if "dropin" in a.parts:
-                lo, hi = a.dropin_turns
-                for v in ("threadlog", "delta", "add_messages"):
-                    for n in (lo, hi):
-                        res[f"dropin_{v}_{n}"] = r = spawn({
-                            "kind": "dropin", "backend": backend,
-                            "target": tgt(f"dropin_{v}_{n}"), "variant": v, "turns": n})
-                        print(f"[{backend}] plain saver {v} @{n}: {_fmt(r['tail'])}, "
-                              f"{r['db_bytes'] / 1e6:.2f} MB", flush=True)
-                for n in (lo, hi):
-                    t, d = res[f"dropin_threadlog_{n}"]["tail"], res[f"dropin_delta_{n}"]["tail"]
-                    m = res[f"dropin_add_messages_{n}"]["tail"]
-                    rep.ratio(backend, f"4. plain saver, MessagesState / DeltaChannel @{n} turns",
-                              t["ms"] / d["ms"], 1.0, f"{_fmt(t)} vs {_fmt(d)}; add_messages "
-                              f"{_fmt(m)}")
-                t_lo, t_hi = res[f"dropin_threadlog_{lo}"]["tail"], res[
-                    f"dropin_threadlog_{hi}"]["tail"]
-                d_lo, d_hi = res[f"dropin_delta_{lo}"]["tail"], res[f"dropin_delta_{hi}"]["tail"]
-                rep.ratio(backend, f"4. plain saver MessagesState ms/turn @{hi} / @{lo} turns",
-                          t_hi["ms"] / t_lo["ms"], 1.15,
-                          f"DeltaChannel {d_hi['ms'] / d_lo['ms']:.2f}x")
+                sizes = sorted(a.dropin_turns)
+                lo, hi = sizes[0], sizes[-1]
+                res["dropin"] = d = spawn({
+                    "kind": "dropin", "backend": backend,
+                    "targets": {v: tgt(f"dropin_{v}") for v in a.dropin_variants},
+                    "turns": hi, "sizes": sizes, "add_max": a.dropin_add_max})
+                for v, by in d.items():
+                    print(f"[{backend}] drop-in {v}: " + ", ".join(
+                        f"@{n} {_fmt(r)} {r['db_bytes'] / 1e6:.2f} MB" for n, r in by.items()),
+                        flush=True)
+                tl, dl = d.get("threadlog", {}), d.get("delta", {})
+                for n in sizes:
+                    t, dd = tl.get(str(n)), dl.get(str(n))
+                    if t is None or dd is None:
+                        continue
+                    m = d.get("add_messages", {}).get(str(n))
+                    rep.ratio(backend, f"4. plain saver, MessagesState / DeltaChannel @{n} turns,"
+                              " CPU", t["cpu_ms"] / dd["cpu_ms"], 1.0,
+                              f"{_fmt(t)} vs {_fmt(dd)}; wall {t['ms'] / dd['ms']:.2f}x"
+                              + (f"; add_messages {_fmt(m)}" if m else ""))
+                    rep.value(backend, f"4. DB MB @{n} turns: MessagesState plain / DeltaChannel"
+                              " / threadlog.checkpointer", " / ".join(
+                                  f"{d[v][str(n)]['db_bytes'] / 1e6:.2f}" if str(n) in d.get(v, {})
+                                  else "-" for v in ("threadlog", "delta", "shipped")), "-", None)
+                if str(lo) in tl and str(hi) in tl:
+                    t_lo, t_hi = tl[str(lo)], tl[str(hi)]
+                    flat = (f"; DeltaChannel CPU "
+                            f"{dl[str(hi)]['cpu_ms'] / dl[str(lo)]['cpu_ms']:.2f}x"
+                            if str(lo) in dl and str(hi) in dl else "")
+                    rep.ratio(backend, f"4. plain saver MessagesState CPU/turn @{hi} / @{lo} turns",
+                              t_hi["cpu_ms"] / t_lo["cpu_ms"], 1.15,
+                              f"wall {t_hi['ms'] / t_lo['ms']:.2f}x{flat}")
             if "memory" in a.parts and backend == a.backends[0]:
                 th, tu = a.threads
                 res["memory"] = r = spawn({"kind": "memory", "backend": backend,

@@ -15,8 +15,10 @@ from langgraph.types import Send
 from threadlog import MessagesState
 
 
-def build_loop(checkpointer: Any) -> Any:
-    def agent(state: MessagesState) -> dict[str, Any]:
+def build_loop(checkpointer: Any, state: Any = MessagesState) -> Any:
+    """The loop over `state` (a `MessagesState`-shaped TypedDict; threadlog's by default)."""
+
+    def agent(state: Any) -> dict[str, Any]:
         last = state["messages"][-1]
         n = len(state["messages"])
         if isinstance(last, HumanMessage):
@@ -41,13 +43,13 @@ def build_loop(checkpointer: Any) -> Any:
             ]
         }
 
-    def route(state: MessagesState) -> Any:
+    def route(state: Any) -> Any:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
             return [Send("tool", c) for c in last.tool_calls]
         return END
 
-    g = StateGraph(MessagesState)
+    g = StateGraph(state)
     g.add_node("agent", agent)
     g.add_node("tool", tool)
     g.add_edge(START, "agent")

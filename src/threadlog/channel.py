@@ -22,17 +22,20 @@ dicts (LangGraph Server's stores) are coerced to messages.
 Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
 view at the log's latest version writes in place, any other copies first — so no
 reader sees another's writes, and LangGraph's per-step copies cost nothing. With
-`threadlog.with_history_cache` on the saver, loading a thread costs O(new writes). On a
-plain saver (LangGraph Server's, `langgraph dev`'s) the saver reads and decodes the
-whole thread on every load: with no periodic snapshots its walk is not bounded (see
-BENCHMARKS.md, issue 12 target 4); re-applying the stored writes is the small part.
+`threadlog.with_history_cache` on the saver (`threadlog.checkpointer(url)` has it),
+loading a thread costs O(new writes) and the channel never snapshots: storage stays
+linear. On a plain saver (LangGraph Server's, `langgraph dev`'s) the saver itself walks
+back to the nearest stored snapshot on every load, so a channel that saver rebuilt
+snapshots like LangGraph's `DeltaChannel` (every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
+updates): the walk stays bounded, and storage grows like `DeltaChannel`'s (see
+`snapshot_frequency`, BENCHMARKS.md issue 12 target 4).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Protocol, Self
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
 
 from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
@@ -46,12 +49,15 @@ from threadlog.log import MessageLog, append_messages, flatten_write
 from threadlog.messages import coerce_message
 
 __all__ = [
+    "PLAIN_SAVER_SNAPSHOT_FREQUENCY",
     "CachedSeed",
     "KeyedWrites",
+    "LoadCadence",
     "MessageLogChannel",
     "Messages",
     "MessagesState",
     "SeedRegistry",
+    "SeededSnapshot",
 ]
 
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
@@ -78,6 +84,15 @@ class CachedSeed:
         self.version = version
 
 
+class SeededSnapshot(DeltaSnapshot):
+    """A stored snapshot the history cache already holds as a log: every reader sees the
+    snapshot (same type, same `.value`); threadlog's channels take `seed` instead of
+    re-indexing the decoded messages. Set only on the exact checkpoint the cache's entry
+    names, so `seed` is that checkpoint's value."""
+
+    seed: CachedSeed
+
+
 class KeyedWrites(list[PendingWrite]):
     """The writes of one channel's history, carrying where to register the result.
 
@@ -102,27 +117,104 @@ class KeyedWrites(list[PendingWrite]):
 # Effectively "never by count": LangGraph still snapshots every 5000 supersteps
 # (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
 DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
+# A channel rebuilt by a plain saver's own walk: DeltaChannel's default cadence, so the
+# walk every load pays is bounded the same way (issue 12 target 4).
+PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 
-class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
+class LoadCadence:
+    """Snapshot cadence decided per instance, by how the channel was loaded.
+
+    Mixed into threadlog's delta channels (before `DeltaChannel`); the channel calls
+    `_loaded_from_cache()` when a history cache seeded it and `_loaded_by(writes)` when
+    LangGraph replays writes into it. `snapshot_frequency` passed explicitly (anything
+    but `DEFAULT_SNAPSHOT_FREQUENCY`) fixes the cadence.
+    """
+
+    # Empty (two bases that both add slots cannot be combined): each channel lists these
+    # three names in its own __slots__. Hidden from mypy, which would check assignments
+    # here against the empty tuple.
+    if not TYPE_CHECKING:
+        __slots__ = ()
+    _fixed_frequency: int | None
+    _seeded: bool
+    _walked: bool
+
+    def _init_cadence(self, snapshot_frequency: int | None) -> int:
+        """Record the configured cadence; returns what to pass to `DeltaChannel`."""
+        self._seeded = False
+        self._walked = False
+        # LangGraph re-creates an annotated channel passing back `snapshot_frequency`,
+        # which reads DEFAULT_SNAPSHOT_FREQUENCY on a channel not loaded yet: that value
+        # means "decide per instance" too.
+        self._fixed_frequency = (
+            None
+            if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
+            else snapshot_frequency
+        )
+        return DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
+
+    def _cadence_of(self, other: LoadCadence) -> None:
+        self._seeded, self._walked = other._seeded, other._walked
+
+    def _loaded_from_cache(self) -> None:
+        self._seeded = True
+
+    def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
+        # Writes a history cache handed over (even on a cold miss) mean loads will be
+        # cached; anything else came from a plain saver's walk.
+        if isinstance(writes, KeyedWrites):
+            self._seeded = True
+        else:
+            self._walked = True
+
+    @property
+    def snapshot_frequency(self) -> int:
+        """Updates between LangGraph's full snapshots of this channel, read by LangGraph
+        when it writes a checkpoint.
+
+        Unless set explicitly, it depends on how this instance was loaded:
+
+        * seeded by threadlog's history cache (`threadlog.checkpointer(url)`,
+          `with_history_cache`), cold or warm, or a new thread: never by count. Loads
+          read only new writes, and storage stays linear.
+        * rebuilt by a plain saver's own walk (LangGraph Server, `langgraph dev`, a bare
+          `SqliteSaver`/`PostgresSaver`): every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
+          updates, as `DeltaChannel` does, because that saver walks back to the nearest
+          snapshot on every load. Storage then grows like `DeltaChannel`'s.
+        """
+        if self._fixed_frequency is not None:
+            return self._fixed_frequency
+        if self._walked and not self._seeded:
+            return PLAIN_SAVER_SNAPSHOT_FREQUENCY
+        return DEFAULT_SNAPSHOT_FREQUENCY
+
+    @snapshot_frequency.setter
+    def snapshot_frequency(self, value: int) -> None:
+        # DeltaChannel.__init__ assigns it (and validates it); the property decides.
+        pass
+
+
+class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
     """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
 
     `get()` returns a fresh list each time, so a node that mutates the list it was
     handed cannot corrupt the log; the only way in is a write.
     """
 
-    __slots__ = ("_log", "_ver")
+    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
 
     def __init__(
         self,
         reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
         typ: Any = None,
         *,
-        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+        snapshot_frequency: int | None = None,
     ) -> None:
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
         # reducer is fixed, so whatever it passes back is ignored.
-        super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        frequency = self._init_cadence(snapshot_frequency)
+        super().__init__(_batch_reducer, list, snapshot_frequency=frequency)
         # The channel's value is `_log` as it was at version `_ver`. The log object may
         # be shared (copies of this channel, the history cache): whoever is at its
         # latest version writes in place, anyone else copies first — so a turn costs
@@ -133,11 +225,11 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, MessageLogChannel)
-            and other.snapshot_frequency == self.snapshot_frequency
+            and other._fixed_frequency == self._fixed_frequency
         )
 
     def __hash__(self) -> int:
-        return hash((MessageLogChannel, self.snapshot_frequency))
+        return hash((MessageLogChannel, self._fixed_frequency))
 
     @property
     def log(self) -> MessageLog:
@@ -146,7 +238,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
-            with _WRITE_LOCK:
+            with WRITE_LOCK:
                 self._set(self._log.at(self._ver))
         return self._log
 
@@ -156,11 +248,11 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         stores checkpoints from a background thread while the next step runs)."""
         if self._log is None:
             raise EmptyChannelError()
-        with _WRITE_LOCK:
+        with WRITE_LOCK:
             return self._log.at(self._ver)
 
     def _new(self) -> Self:
-        new = self.__class__(snapshot_frequency=self.snapshot_frequency)
+        new = self.__class__(snapshot_frequency=self._fixed_frequency)
         new.key = self.key
         return new
 
@@ -179,7 +271,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
             log.extend_writes(writes, single_writer=single_writer, stored=stored)
             self._set(log)
             return
-        with _WRITE_LOCK:
+        with WRITE_LOCK:
             if self._ver == log.version:
                 log.extend_writes(writes, single_writer=single_writer, stored=stored)
                 self._ver = log.version
@@ -198,6 +290,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
     def copy(self) -> Self:
         new = self._new()
+        new._cadence_of(self)
         if self._log is not None:
             new._set(self._log, self._ver)  # O(1): see _write
         return new
@@ -206,8 +299,10 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())
-        elif isinstance(checkpoint, CachedSeed):
-            new._set(checkpoint.log, checkpoint.version)
+        elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
+            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
+            new._loaded_from_cache()
+            new._set(seed.log, seed.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
         else:  # a plain list stored by add_messages: migrate in place
@@ -215,6 +310,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
+        self._loaded_by(writes)
         if self._log is None:
             self._set(MessageLog())
         for _, _, value in writes:
@@ -245,7 +341,7 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
     def get(self) -> list[AnyMessage]:
         if self._log is None:
             raise EmptyChannelError()
-        with _WRITE_LOCK:  # a shared log may be growing in another thread
+        with WRITE_LOCK:  # a shared log may be growing in another thread
             return self._log.messages_at(self._ver)  # type: ignore[return-value]
 
     def is_available(self) -> bool:
@@ -253,8 +349,9 @@ class MessageLogChannel(DeltaChannel[list[AnyMessage]]):
 
 
 # Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
-# together when threads share a log (parallel reads of one thread).
-_WRITE_LOCK = threading.Lock()
+# together when threads share a log (parallel reads of one thread). The history cache
+# takes it too, to read a shared log while a run may be appending.
+WRITE_LOCK = threading.Lock()
 
 
 def _stored_messages(items: Any) -> list[BaseMessage]:

@@ -16,7 +16,13 @@ Contract:
   writes), with no copy and no re-check of old messages.
 * Anything the cache cannot prove exactly right is read by the saver itself: no
   entry, a walk that does not reach `K` within `max_walk` ancestors, or that meets a
-  stored snapshot first (LangGraph stores one where a fork starts). A second process
+  stored snapshot first (LangGraph stores one where a fork starts). A snapshot this
+  process stores itself (LangGraph forces one every 5000 supersteps) is recognised
+  when it is put: if its messages are the very objects of a cached log at some version,
+  the snapshot's checkpoint becomes the slot's cached id, so the next load stops there
+  instead of a full read (`put`/`aput`); and when a load starts *at* such a checkpoint,
+  `get_tuple` hands the channel the cached log with the snapshot (`SeededSnapshot`),
+  so the log is not rebuilt from the decoded copy. A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
 * Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
@@ -44,13 +50,18 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
 )
 
 import threadlog.checkpoint.cache_sql as history_reads
-from threadlog.channel import CachedSeed, KeyedWrites
+from threadlog._upstream import DeltaSnapshot
+from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
 
 __all__ = [
     "CachedSeed",
@@ -192,6 +203,44 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
                 out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
         return out
 
+    # Snapshots this process stores: LangGraph writes the live channel's value
+    # (`_DeltaSnapshot(ch.get())`), so when those are the very objects of the cached
+    # log at some version, that log *is* the channel's value at the new checkpoint.
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        out = super().put(config, checkpoint, metadata, new_versions)
+        _adopt_snapshots(self._threadlog_history_cache, config, checkpoint)
+        return out
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = super().get_tuple(config)
+        if tup is not None:
+            _seed_snapshots(self._threadlog_history_cache, tup)
+        return tup
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = await super().aget_tuple(config)
+        if tup is not None:
+            _seed_snapshots(self._threadlog_history_cache, tup)
+        return tup
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        out = await super().aput(config, checkpoint, metadata, new_versions)
+        _adopt_snapshots(self._threadlog_history_cache, config, checkpoint)
+        return out
+
     # The walk: follow parent ids from the target, collecting the channels' pending
     # writes, until the cached checkpoint id. Same order rule as the base saver's
     # walk: each checkpoint's writes in `get_tuple` order, oldest checkpoint first.
@@ -281,6 +330,56 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
 
 _GO, _STOP, _FOUND = object(), object(), object()
 _Group = dict[str, _Entry]  # channel -> its cache entry (all at one checkpoint id)
+
+
+def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Checkpoint) -> None:
+    """Move a slot's cached id to `checkpoint` when it stores a snapshot of that slot's
+    cached log (see `put`). Anything else leaves the cache as it was."""
+    values = checkpoint.get("channel_values") or {}
+    if not any(isinstance(v, DeltaSnapshot) for v in values.values()):
+        return
+    conf = config.get("configurable") or {}
+    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    for ch, value in values.items():
+        if not isinstance(value, DeltaSnapshot) or not isinstance(value.value, list):
+            continue
+        slot = (thread_id, ns, ch)
+        entry = cache.get(slot)
+        if entry is None:
+            continue
+        version = _version_holding(entry[1], value.value)
+        if version is not None:
+            cache.put(slot, str(checkpoint["id"]), entry[1], version)
+
+
+def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
+    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log."""
+    values = tup.checkpoint.get("channel_values") or {}
+    if not cache or not any(type(v) is DeltaSnapshot for v in values.values()):
+        return
+    conf = tup.config.get("configurable") or {}
+    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    for ch, value in list(values.items()):
+        if type(value) is not DeltaSnapshot:
+            continue
+        entry = cache.get((thread_id, ns, ch))
+        if entry is not None and entry[0] == tup.checkpoint["id"]:
+            seeded = SeededSnapshot(value.value)
+            seeded.seed = CachedSeed(entry[1], entry[2])
+            values[ch] = seeded
+
+
+def _version_holding(log: Any, items: list[Any]) -> int | None:
+    """The version of `log` whose value is exactly `items`, the same objects in the same
+    order, or None. A message log's version n holds n messages; so does an event log's."""
+    n = len(items)
+    if n > getattr(log, "version", -1):
+        return None
+    with WRITE_LOCK:  # the log may be growing in the run's next step
+        held = log.messages_at(n) if hasattr(log, "messages_at") else list(log.events[:n])
+    if len(held) != n or any(a is not b for a, b in zip(held, items, strict=True)):
+        return None
+    return n
 
 
 def _groups(

@@ -34,7 +34,7 @@ from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 
 from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
-from threadlog.channel import CachedSeed, KeyedWrites
+from threadlog.channel import CachedSeed, KeyedWrites, LoadCadence
 from threadlog.errors import AppendOnlyError, ConflictingIdError, InvalidMessageError
 
 __all__ = ["CompactionsChannel", "EventLog", "append_events"]
@@ -164,35 +164,39 @@ def append_events(
 _WRITE_LOCK = threading.Lock()
 
 
-class CompactionsChannel(DeltaChannel[list[dict[str, Any]]]):
-    """The `compactions` state key: append-only events, stored as each step's writes."""
+class CompactionsChannel(LoadCadence, DeltaChannel[list[dict[str, Any]]]):
+    """The `compactions` state key: append-only events, stored as each step's writes.
 
-    __slots__ = ("_log", "_ver")
+    Snapshots like the message log: never by count behind threadlog's history cache,
+    DeltaChannel's cadence when a plain saver's walk rebuilt it (`LoadCadence`)."""
+
+    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
 
     def __init__(
         self,
         reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
         typ: Any = None,
         *,
-        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+        snapshot_frequency: int | None = None,
     ) -> None:
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
         # reducer is fixed, so what it passes back is ignored.
-        super().__init__(_batch_reducer, list, snapshot_frequency=snapshot_frequency)
+        frequency = self._init_cadence(snapshot_frequency)
+        super().__init__(_batch_reducer, list, snapshot_frequency=frequency)
         self._log: EventLog | None = None
         self._ver = 0
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, CompactionsChannel)
-            and other.snapshot_frequency == self.snapshot_frequency
+            and other._fixed_frequency == self._fixed_frequency
         )
 
     def __hash__(self) -> int:
-        return hash((CompactionsChannel, self.snapshot_frequency))
+        return hash((CompactionsChannel, self._fixed_frequency))
 
     def _new(self) -> Self:
-        new = self.__class__(snapshot_frequency=self.snapshot_frequency)
+        new = self.__class__(snapshot_frequency=self._fixed_frequency)
         new.key = self.key
         return new
 
@@ -223,6 +227,7 @@ class CompactionsChannel(DeltaChannel[list[dict[str, Any]]]):
 
     def copy(self) -> Self:
         new = self._new()
+        new._cadence_of(self)
         if self._log is not None:
             new._set(self._log, self._ver)
         return new
@@ -232,6 +237,7 @@ class CompactionsChannel(DeltaChannel[list[dict[str, Any]]]):
         if checkpoint is MISSING or checkpoint is None:
             new._set(EventLog())
         elif isinstance(checkpoint, CachedSeed):
+            new._loaded_from_cache()
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(EventLog(checkpoint.value or ()))
@@ -240,6 +246,7 @@ class CompactionsChannel(DeltaChannel[list[dict[str, Any]]]):
         return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
+        self._loaded_by(writes)
         if self._log is None:
             self._set(EventLog())
         for _, _, value in writes:
