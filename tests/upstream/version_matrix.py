@@ -12,12 +12,16 @@ upgrades everything the specifiers allow. It runs pytest there with
 that end are left out): by default the tests that touch LangGraph's private names and
 APIs most — `_upstream`, the tool node, the upstream suites and the conformance suite. It
 prints one line per end with the resolved versions, pytest's summary and the time taken,
-and exits non-zero if either end fails. `.ci/run` runs it after the main suite.
+and exits non-zero if either end fails. `.ci/run` runs it after the main suite with
+`--newest-venv .venv`: that venv is fresh from the README's command, so it is the newest
+end already and the whole suite has just run there; the matrix checks that pip would
+upgrade nothing in it, and builds and tests only the oldest end.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -91,15 +95,37 @@ def install(end: str, base: Path, fresh: bool) -> float:
     return time.monotonic() - started
 
 
+def verify_newest(venv: Path) -> float:
+    """Check that `venv` (CI: the main suite's fresh venv) is the newest end already: pip,
+    asked to upgrade everything `.[dev]` allows, would install nothing but threadlog."""
+    started = time.monotonic()
+    report = venv / "newest-check.json"
+    py = str(venv / "bin" / "python")
+    _pip([py, "-m", "pip", "install", "-q", "--dry-run", "--upgrade", "--upgrade-strategy",
+          "eager", "--report", str(report), "-e", f"{ROOT}[dev]"])  # fmt: skip
+    would = [
+        f"{item['metadata']['name']} {item['metadata']['version']}"
+        for item in json.loads(report.read_text())["install"]
+        if item["metadata"]["name"] != "threadlog"
+    ]
+    if would:
+        raise SystemExit(f"newest: {venv} is not at the newest versions; pip would install {would}")
+    return time.monotonic() - started
+
+
+def versions_in(venv: Path) -> str:
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from importlib import metadata as m; import sys; "
+         "print(', '.join(f'{d} {m.version(d)}' for d in sys.argv[1:]))", *SHOWN],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
 def run_tests(end: str, tests: list[str], base: Path, install_s: float) -> bool:
     venv = base / end
     py = venv / "bin" / "python"
     started = time.monotonic()
-    versions = subprocess.run(
-        [str(py), "-c", "from importlib import metadata as m; import sys; "
-         "print(', '.join(f'{d} {m.version(d)}' for d in sys.argv[1:]))", *SHOWN],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    versions = versions_in(venv)
     env = {
         **os.environ,
         "THREADLOG_UPSTREAM_CACHE": str(venv / "upstream-cache"),
@@ -121,17 +147,34 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", choices=["oldest", "newest"])
     p.add_argument("--fresh", action="store_true", help="delete the venvs first")
+    p.add_argument(
+        "--newest-venv", type=Path, metavar="VENV",
+        help="the newest end is this venv, whose whole suite already ran (CI: .venv, fresh "
+        "from the README's command): check that pip would upgrade nothing in it instead of "
+        "building another venv and running the same tests at the same versions again",
+    )  # fmt: skip
     p.add_argument("tests", nargs="*", help=f"pytest arguments (default: {DEFAULT_TESTS})")
     args = p.parse_args(argv)
     base = Path(os.environ.get("THREADLOG_MATRIX_DIR", Path.home() / ".cache/threadlog-matrix"))
     base.mkdir(parents=True, exist_ok=True)
     ends = [args.only] if args.only else ["oldest", "newest"]
-    # The installs wait mostly on the package index: both at once. The tests use the CPU
+    reused = args.newest_venv if "newest" in ends else None
+    built = [end for end in ends if not (end == "newest" and reused)]
+
+    # The installs wait mostly on the package index: all at once. The tests use the CPU
     # (and each its own Postgres server): one end after the other.
+    def prepare(end: str) -> float:
+        if end == "newest" and reused:
+            return verify_newest(reused)
+        return install(end, base, args.fresh)
+
     with ThreadPoolExecutor(len(ends)) as pool:
-        took = list(pool.map(lambda end: install(end, base, args.fresh), ends))
+        took = dict(zip(ends, pool.map(prepare, ends), strict=True))
     tests = args.tests or DEFAULT_TESTS
-    ok = [run_tests(end, tests, base, t) for end, t in zip(ends, took, strict=True)]
+    ok = [run_tests(end, tests, base, took[end]) for end in built]
+    if reused:
+        print(f"newest: {versions_in(reused)} -> the main suite's run in {reused} (pip would "
+              f"upgrade nothing; checked in {took['newest']:.0f} s)", flush=True)  # fmt: skip
     return 0 if all(ok) else 1
 
 
