@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import pickle
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 import threadlog
@@ -267,3 +269,71 @@ def test_the_strategy_can_be_chosen_per_thread_and_per_run(how: str) -> None:
             "a", "seen 1"]
         with pytest.raises(ValueError, match="enqueue, reject"):
             saver.set_multitask_strategy("s", "interleave")  # type: ignore[arg-type]
+
+
+# -- which puts the guard orders (docs/durability.md, "Which writes the guard orders") --
+
+
+def _checkpoint_ids(saver: Any, config: Any) -> list[str]:
+    return [t.config["configurable"]["checkpoint_id"] for t in saver.list(config)]
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_direct_root_put_outside_any_run_is_stored_as_given(api: str, tmp_path: Path) -> None:
+    # The low-level saver API, as LangGraph's conformance suite uses it: user code puts a
+    # checkpoint with no parent on a thread that already has a history. Every LangGraph
+    # saver stores it, and the thread goes on from it (it is the newest checkpoint).
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    config = {"configurable": {"thread_id": "d"}}
+    root = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    meta: Any = {"source": "input", "step": -1, "parents": {}, "score": 42}
+
+    def sync() -> tuple[Any, Any, list[Any], list[str]]:
+        with threadlog.checkpointer(url) as saver:
+            graph = _slow_echo(saver, 0)
+            graph.invoke({"messages": [("user", "one")]}, config)
+            cp = empty_checkpoint()
+            stored = saver.put(root, cp, meta, {})
+            head = saver.get_tuple(config)
+            roots = [t for t in saver.list(config) if t.parent_config is None]
+            after = graph.invoke({"messages": [("user", "two")]}, config)
+            return (cp, stored, [head, roots], [m.content for m in after["messages"]])
+
+    async def async_() -> tuple[Any, Any, list[Any], list[str]]:
+        async with threadlog.acheckpointer(url) as saver:
+            graph = _slow_echo(saver, 0)
+            await graph.ainvoke({"messages": [("user", "one")]}, config)
+            cp = empty_checkpoint()
+            stored = await saver.aput(root, cp, meta, {})
+            head = await saver.aget_tuple(config)
+            roots = [t async for t in saver.alist(config) if t.parent_config is None]
+            after = await graph.ainvoke({"messages": [("user", "two")]}, config)
+            return (cp, stored, [head, roots], [m.content for m in after["messages"]])
+
+    cp, stored, (head, roots), after = sync() if api == "sync" else asyncio.run(async_())
+    assert stored["configurable"]["checkpoint_id"] == cp["id"]
+    assert head.checkpoint["id"] == cp["id"] and head.metadata["score"] == 42
+    assert len(roots) == 2  # the run's first checkpoint and the direct one
+    assert after == ["two", "seen 1"]  # the next run went on from the direct root
+
+
+def test_a_run_or_a_put_from_a_stale_parent_is_refused_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    # The other side: a run's checkpoints and any put naming a parent must follow the
+    # thread's head — a run from an old checkpoint is refused, not forked silently.
+    config = {"configurable": {"thread_id": "s"}}
+    with threadlog.checkpointer(f"sqlite:///{tmp_path / 's.db'}") as saver:
+        graph = _slow_echo(saver, 0)
+        graph.invoke({"messages": [("user", "one")]}, config)
+        old = graph.get_state(config)  # the end of turn one
+        graph.invoke({"messages": [("user", "two")]}, config)
+        before = _checkpoint_ids(saver, config)
+        with pytest.raises(threadlog.ConcurrentRunError, match="the thread's head is now"):
+            graph.invoke({"messages": [("user", "three")]}, old.config)
+        stale = {"configurable": {**old.config["configurable"], "checkpoint_ns": ""}}
+        with pytest.raises(threadlog.ConcurrentRunError, match="the thread's head is now"):
+            saver.put(stale, empty_checkpoint(), {"source": "loop", "step": 9, "parents": {}}, {})
+        assert _checkpoint_ids(saver, config) == before
+        texts = [m.content for m in graph.get_state(config).values["messages"]]
+        assert texts == ["one", "seen 1", "two", "seen 3"]

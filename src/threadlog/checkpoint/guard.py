@@ -27,7 +27,12 @@ Contract.
   writes skip the re-checks — every other guarded writer waits for the hold:
   - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint; one
     indexed query), unless LangGraph marks it a deliberate fork (`update_state`:
-    source `"update"`/`"fork"`);
+    source `"update"`/`"fork"`), or it is a **direct root put**: made outside any
+    LangGraph run (no runtime in its config) with no parent checkpoint. That is the
+    low-level saver API (`saver.put(...)` by user code, `update_state` on an empty
+    thread), which every LangGraph saver stores as given and the conformance suite
+    specifies; it still waits for a running turn like `update_state`. A run's puts
+    and any put naming a parent are ordered (docs/durability.md, "Which writes").
   - new input is refused when another run stored task results on its parent after
     this run read it (LangGraph drops those from the run's state; readers would
     replay them into its branch);
@@ -524,7 +529,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         lock = self.store.lock(key[0])
         yield _Store(lock.__enter__, ())
         try:
-            self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+            if in_run or parent is not None:
+                self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+            # else: a direct root put (module doc) is stored as given.
             if is_input and parent:
                 now = yield _Store(self.store.write_keys, (*key, parent))
                 self._check_unseen_writes(key, parent, now)

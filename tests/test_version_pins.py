@@ -1,0 +1,31 @@
+"""The README's tested versions are the ones CI tests: its "oldest allowed" list is exactly
+the lower bounds `tests/upstream/version_matrix.py` installs from pyproject.toml, and each
+LangGraph / LangChain runtime dependency stops before its next major release."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from tests.upstream.version_matrix import lower_bounds
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_lists_exactly_the_oldest_versions_ci_tests() -> None:
+    text = " ".join((ROOT / "README.md").read_text().split())
+    listed = re.search(r"the oldest allowed \(([^)]*)\)", text)
+    assert listed, "README.md: no 'the oldest allowed (...)' list"
+    readme = {tuple(item.strip().rsplit(" ", 1)) for item in listed.group(1).split(",")}
+    pins = {tuple(pin.split("==")) for pin in lower_bounds()}
+    assert readme == pins
+
+
+def test_langgraph_and_langchain_dependencies_have_both_bounds() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["postgres"]
+    ours = [d for d in deps if d.startswith(("langgraph", "langchain"))]
+    assert len(ours) >= 7
+    for dep in ours:
+        assert re.search(r">=\s*[0-9][^,]*,\s*<\s*[0-9]", dep), f"{dep}: needs >=lower,<next-major"
