@@ -51,6 +51,7 @@ from langgraph.checkpoint.base import (
 
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog.channel import CachedSeed, KeyedWrites
+from threadlog.checkpoint.own_writes import own_writes_of
 
 __all__ = [
     "CachedSeed",
@@ -210,6 +211,9 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         if target == cached_id:
             return {ch: [] for ch in channels}
         max_walk = self._threadlog_history_cache.max_walk
+        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
+        if own is not None:
+            return own
         sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
         if sqlite is not None:
             return history_reads.sqlite_walk(
@@ -268,6 +272,11 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
     ) -> dict[str, list[PendingWrite]] | None:
         if target == cached_id:
             return {ch: [] for ch in channels}
+        thread_id, ns, _ = _address(config)
+        max_walk = self._threadlog_history_cache.max_walk
+        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
+        if own is not None:
+            return own
         tup = await self.aget_tuple(config)
         collected: list[list[PendingWrite]] = []
         for _ in range(self._threadlog_history_cache.max_walk):
@@ -277,6 +286,16 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
             if step is not _GO:
                 return None if step is _STOP else _by_channel(collected, channels)
         return None
+
+
+def _own_walk(
+    saver: Any, thread_id: str, ns: str, channels: list[str], target: str, cached_id: str,
+    max_walk: int,
+) -> dict[str, list[PendingWrite]] | None:
+    """The walk from what this saver stored itself, with no query (`own_writes`)."""
+    own = own_writes_of(saver)
+    return None if own is None else own.walk((thread_id, ns), channels, target, cached_id,
+                                             max_walk)
 
 
 _GO, _STOP, _FOUND = object(), object(), object()
