@@ -12,8 +12,9 @@ Contract:
   (its class is swapped for a subclass, like `with_history_cache`);
   `threadlog.checkpointer()` does it whenever the history cache is on.
 * **Recorded:** every checkpoint this saver `put` (its parent id, which channels it
-  stores a value for) and every task write it `put_writes` on one of them (first write
-  per task and index wins, as storage keeps it), after the backend call returned.
+  stores a value for) and every task write it `put_writes` on one of them, keyed and
+  kept as storage keeps them (first write per task and index wins; LangGraph's special
+  channels such as `__error__` are replaced), after the backend call returned.
 * **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint up
   to the target — the same list, in the same order (`writes_sort_key` per checkpoint,
   oldest checkpoint first), as the SQL walk — only when the target and every checkpoint
@@ -41,6 +42,7 @@ from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -110,8 +112,15 @@ class OwnWrites:
         # threads: writes may be recorded before their checkpoint's put.
         with self._lock:
             entry = self._entry(key, cid)
-            for idx, (channel, value) in enumerate(writes):
-                entry.writes.setdefault((task_path, task_id, idx), (channel, value))
+            for i, (channel, value) in enumerate(writes):
+                # Keyed and kept as storage keys and keeps them: LangGraph's special
+                # channels (`__error__`, ...) at a fixed index and replaced, every other
+                # write at its position and kept first.
+                special = WRITES_IDX_MAP.get(channel)
+                if special is not None:
+                    entry.writes[(task_path, task_id, special)] = (channel, value)
+                else:
+                    entry.writes.setdefault((task_path, task_id, i), (channel, value))
 
     def seen(self, key: tuple[str, str], cid: str, pending: Sequence[PendingWrite]) -> None:
         """A read of checkpoint `cid` found `pending`: any task write not stored here

@@ -215,7 +215,6 @@ def plan_context(
     """Derive the context (see the module docstring); `reserve_tokens` is budget taken
     by text sent outside the log (a node's system prompt)."""
     policy = policy or ContextPolicy()
-    messages = apply_edits(messages)  # a reviewer's edit: the model sees the args that ran
     n = len(messages)
     h = 0
     while h < n and _is_system(messages[h]):
@@ -223,6 +222,14 @@ def plan_context(
     head = list(messages[:h])
     last, summary_ev = _latest(compactions)
     stop_id = last.get("cut_to") if last else None
+    lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
+    # A reviewer's edit: the model sees the args that ran. Only messages after the
+    # recorded cut can be sent, and a call's results follow it, so only those are
+    # looked at (the whole log each call would cost O(history) per model call).
+    tail = messages[lo:]
+    edited = apply_edits(tail)
+    if edited is not tail:
+        messages = [*messages[:lo], *edited]
     summary = summary_message(summary_ev) if summary_ev else None
     fixed = sum(policy.count(m) for m in head) + (policy.count(summary) if summary else 0)
     budget = (
@@ -230,7 +237,6 @@ def plan_context(
     )
     max_turns = policy.max_turns or math.inf
 
-    lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
     walk = _Walk(messages, policy, budget, max_turns)
     turns = policy._turns
     j = n - 1

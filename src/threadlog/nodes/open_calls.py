@@ -16,6 +16,8 @@ Contract:
   last scanned position). Anything else — another branch, a result placed in the middle
   of the log (results go right after their request) — is a full scan. So the answer is
   always exact; only its cost varies.
+* `scan(messages, key)` also returns every call id the log uses (for re-keying a
+  reply's colliding ids), resumed the same way.
 * At most `max_threads` keys are remembered (least recently used forgotten).
 """
 
@@ -38,6 +40,7 @@ class _Scan:
     count: int = 0
     last_id: str | None = None
     open: dict[str, AIMessage] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)  # every call id of the log
 
 
 def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
@@ -47,6 +50,7 @@ def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
         elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
             for call in calls_of(m):
                 scan.open[call["id"] or ""] = m
+                scan.used.add(call["id"] or "")
     scan.count = len(messages)
     scan.last_id = messages[-1].id if messages else None
 
@@ -62,6 +66,13 @@ class OpenCalls:
     def of(
         self, messages: Sequence[BaseMessage], key: Hashable | None = None
     ) -> dict[str, AIMessage]:
+        return self.scan(messages, key)[0]
+
+    def scan(
+        self, messages: Sequence[BaseMessage], key: Hashable | None = None
+    ) -> tuple[dict[str, AIMessage], set[str]]:
+        """(`of(messages, key)`, every call id the log's assistant messages use — the
+        same set as `threadlog.nodes.turns.call_ids(messages)`)."""
         scan = self._resume(messages, key)
         _advance(scan, messages)
         if key is not None:
@@ -70,7 +81,7 @@ class OpenCalls:
                 self._scans.move_to_end(key)
                 while len(self._scans) > self._max:
                     self._scans.popitem(last=False)
-        return dict(scan.open)
+        return dict(scan.open), set(scan.used)
 
     def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Scan:
         with self._lock:
@@ -80,5 +91,5 @@ class OpenCalls:
             and 0 < old.count <= len(messages)
             and messages[old.count - 1].id == old.last_id
         ):
-            return _Scan(old.count, old.last_id, dict(old.open))
+            return _Scan(old.count, old.last_id, dict(old.open), set(old.used))
         return _Scan()
