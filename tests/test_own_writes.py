@@ -136,3 +136,36 @@ def test_a_warm_turn_walks_without_a_query(sqlite_url: str) -> None:
         (t, c, [m.id for m in v]) for t, c, v in db["messages"]
     ]
     assert [m.id for _, _, v in mem["messages"] for m in v] == ["h-a2", "ai-h-a2"]
+
+
+def test_a_turn_knows_the_head_from_its_own_read_and_a_named_checkpoint_is_still_checked(
+    backend: str,
+) -> None:
+    """The run read the head right after taking the thread's lock: its input checkpoint
+    needs no head query. A run from a named older checkpoint still gets the query, and
+    is refused (the head moved on)."""
+    with threadlog.checkpointer(backend) as saver:
+        graph = _graph(saver)
+        _turn(graph, "a1")
+        old = saver.get_tuple(THREAD)
+        assert old is not None
+        _turn(graph, "a2")
+        calls: list[tuple[str, str]] = []
+        store = saver.store
+        real_head = store.head
+
+        def counted(thread_id: str, ns: str) -> str | None:
+            calls.append((thread_id, ns))
+            return real_head(thread_id, ns)
+
+        store.head = counted
+        _turn(graph, "a3")
+        assert calls == []
+        named = {"configurable": {**THREAD["configurable"],
+                                  "checkpoint_id": old.config["configurable"]["checkpoint_id"]}}
+        with pytest.raises(threadlog.ConcurrentRunError, match="head"):
+            graph.invoke({"messages": [HumanMessage("from the past", id="h-past")]}, named)
+        assert calls == [("shared", "")]
+        store.head = real_head
+        assert [m.id for m in graph.get_state(THREAD).values["messages"]][-2:] == [
+            "h-a3", "ai-h-a3"]
