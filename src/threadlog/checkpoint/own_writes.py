@@ -29,8 +29,9 @@ Contract:
   of the history of that child's branch for the run guard either (it refuses such
   writes: `GuardedSaver.put_writes`); an unguarded writer doing so is not seen here.
 * **Bounded:** per thread only the checkpoints newer than the last walk's target are
-  kept (a turn's worth), for at most `max_threads` threads (least recently written first
-  out). A walk that finds nothing recorded costs a dict lookup.
+  kept (a turn's worth; at most 512 when no walk trims them), for at most `max_threads`
+  threads (least recently written first out). The values are the written objects
+  themselves (the messages the live log also holds), not copies.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = ["OwnWrites", "own_writes_of", "record_own_writes"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 DEFAULT_MAX_THREADS = 1024
+_MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
 
 # (task_path, task_id, idx) -> (channel, value)
 _Writes = dict[tuple[str, str, int], tuple[str, Any]]
@@ -93,6 +95,9 @@ class OwnWrites:
         entry = stored.get(cid)
         if entry is None:
             entry = stored[cid] = _Stored()
+            if len(stored) > _MAX_PER_THREAD:  # turns longer than any walk: keep the newest
+                for old in sorted(stored)[: len(stored) - _MAX_PER_THREAD // 2]:
+                    del stored[old]
         return entry
 
     def put(self, key: tuple[str, str], cid: str, parent: str | None, values: Any) -> None:
