@@ -26,7 +26,8 @@ Contract.
   `update_state`, other tools and versions); a run's own later checkpoints and task
   writes skip the re-checks — every other guarded writer waits for the hold:
   - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint: as a
-    run read it right after taking the thread's lock, else one indexed query), unless LangGraph marks it a deliberate fork (`update_state`:
+    run read it right after taking the thread's lock, else one indexed query), unless
+    LangGraph marks it a deliberate fork (`update_state`:
     source `"update"`/`"fork"`);
   - new input is refused when another run stored task results on its parent after
     this run read it (LangGraph drops those from the run's state; readers would
