@@ -19,8 +19,11 @@ Contract:
   stored snapshot first (LangGraph stores one where a fork starts). A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
-* Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
-  one or two queries (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
+* When every checkpoint on the walk was stored by this saver (`record_own_writes`, on
+  by default in `threadlog.checkpointer`), the walk needs no query
+  (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
+  behind wrappers exposing `.inner`) the walk is one or two queries
+  (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
   A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
