@@ -31,6 +31,8 @@ Contract:
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,9 +178,33 @@ def summary_message(event: Mapping[str, Any]) -> SystemMessage:
     )
 
 
+# id(event) -> (the event, its position, the newest summary event at or before it). A
+# thread's events are append-only and its channel hands out the same event objects each
+# step, so the search for the newest summary resumes at the last event seen (without
+# this, every model call scanned all of a thread's events: O(history) per turn).
+_SUMMARY_AT: OrderedDict[int, tuple[Mapping[str, Any], int, Any]] = OrderedDict()
+_SUMMARY_AT_MAX = 4096
+_summary_lock = threading.Lock()
+
+
 def _latest(compactions: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:
-    last = compactions[-1] if compactions else None
-    summary = next((e for e in reversed(compactions) if e.get("kind") == "summary"), None)
+    if not compactions:
+        return None, None
+    last = compactions[-1]
+    summary = None
+    for k in range(len(compactions) - 1, -1, -1):
+        e = compactions[k]
+        if e.get("kind") == "summary":
+            summary = e
+            break
+        hit = _SUMMARY_AT.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] == k:
+            summary = hit[2]
+            break
+    with _summary_lock:
+        _SUMMARY_AT[id(last)] = (last, len(compactions) - 1, summary)
+        while len(_SUMMARY_AT) > _SUMMARY_AT_MAX:
+            _SUMMARY_AT.popitem(last=False)
     return last, summary
 
 

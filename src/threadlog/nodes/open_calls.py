@@ -41,6 +41,10 @@ class _Scan:
     last_id: str | None = None
     open: dict[str, AIMessage] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)  # every call id of the log
+    # Whether `used` is this scan's alone: a resumed scan takes the set over instead of
+    # copying it (a copy costs O(history) per call); a second resume from the same scan
+    # then copies.
+    owns_used: bool = True
 
 
 def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
@@ -72,7 +76,8 @@ class OpenCalls:
         self, messages: Sequence[BaseMessage], key: Hashable | None = None
     ) -> tuple[dict[str, AIMessage], set[str]]:
         """(`of(messages, key)`, every call id the log's assistant messages use — the
-        same set as `threadlog.nodes.turns.call_ids(messages)`)."""
+        same set as `threadlog.nodes.turns.call_ids(messages)`; read it at once, a later
+        scan of the same key may add to it)."""
         scan = self._resume(messages, key)
         _advance(scan, messages)
         if key is not None:
@@ -81,7 +86,7 @@ class OpenCalls:
                 self._scans.move_to_end(key)
                 while len(self._scans) > self._max:
                     self._scans.popitem(last=False)
-        return dict(scan.open), set(scan.used)
+        return dict(scan.open), scan.used
 
     def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Scan:
         with self._lock:
@@ -91,5 +96,8 @@ class OpenCalls:
             and 0 < old.count <= len(messages)
             and messages[old.count - 1].id == old.last_id
         ):
-            return _Scan(old.count, old.last_id, dict(old.open), set(old.used))
+            with self._lock:
+                used = old.used if old.owns_used else set(old.used)
+                old.owns_used = False
+            return _Scan(old.count, old.last_id, dict(old.open), used)
         return _Scan()
