@@ -57,7 +57,7 @@ def test_call_ids_from_the_resumed_scan_equal_a_full_scan_across_a_fork() -> Non
     for i in range(6):
         log += [user(f"h{i}"), ai(f"a{i}", f"c{i}")]
         assert scans.scan(log, key)[1] == call_ids(log)
-    fork = log[:4] + [user("other"), ai("b", "x")]
+    fork = [*log[:4], user("other"), ai("b", "x")]
     assert scans.scan(fork, key)[1] == call_ids(fork)
     log += [user("h6"), ai("a6", "c6")]
     assert scans.scan(log, key)[1] == call_ids(log)
