@@ -60,6 +60,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
 
 import threadlog
 import threadlog.inspect
@@ -73,6 +74,9 @@ QUESTIONS = (
 )
 WRITE_SLOTS = 9
 """Saver writes a turn makes at most (input, start, model, tools, model: puts and writes)."""
+SUBGRAPH_WRITE_SLOTS = 15
+"""The same turn with the agent as a subgraph: the parent's input, start and step
+checkpoints around the subgraph's own (its namespace) and the subgraph task's writes."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,10 @@ class Plan:
     when: str  # before | after
     delay: float  # timer: seconds after the worker started
     resume: str  # none | input
+    app: str = "agent"  # agent | subgraph (the agent as a subgraph of a parent graph)
 
     @classmethod
-    def draw(cls, seed: int, trial: int, fault: str = "kill") -> Plan:
+    def draw(cls, seed: int, trial: int, fault: str = "kill", app: str = "agent") -> Plan:
         rng = random.Random(f"{seed}:{trial}")
         kind = rng.choices(("write", "tool", "timer"), weights=(7, 1, 2))[0]
         if fault != "kill":
@@ -101,13 +106,18 @@ class Plan:
             prior_turns=rng.randint(0, 2),
             branches=rng.random() < 0.5,
             kind=kind,
-            slot=rng.randint(1, WRITE_SLOTS if kind == "write" else 2)
+            slot=rng.randint(1, _slots(app) if kind == "write" else 2)
             if kind != "diskfull"
             else rng.randint(0, 16_000),
             when=rng.choice(("before", "after")),
             delay=rng.uniform(0.0, 0.12),
             resume=rng.choice(("none", "input")),
+            app=app,
         )
+
+
+def _slots(app: str) -> int:
+    return SUBGRAPH_WRITE_SLOTS if app == "subgraph" else WRITE_SLOTS
 
 
 @dataclass
@@ -148,7 +158,11 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def build(
-    saver: BaseCheckpointSaver[Any] | None, effects: Path, branches: bool, hook: Any = None
+    saver: BaseCheckpointSaver[Any] | None,
+    effects: Path,
+    branches: bool,
+    hook: Any = None,
+    app: str = "agent",
 ) -> Any:
     @tool
     def get_weather(city: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
@@ -160,6 +174,16 @@ def build(
             hook("after", tool_call_id)
         return f"{city}: sunny, 21°C"
 
+    if app == "subgraph":
+        # The agent is a node of a parent graph sharing its `messages` log: its own
+        # model/tool steps are checkpointed in the subgraph's namespace.
+        agent = threadlog.create_agent(
+            threadlog.OfflineChatModel(), [get_weather], per_call_branches=branches
+        )
+        parent = StateGraph(threadlog.AgentState)
+        parent.add_node("agent", agent)
+        parent.add_edge(START, "agent")
+        return parent.compile(checkpointer=saver)
     return threadlog.create_agent(
         threadlog.OfflineChatModel(),
         [get_weather],
@@ -284,7 +308,7 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
 
         with threadlog.checkpointer(url, wrap=wrap) as saver:
             journal = holder[0]
-            graph = build(saver, work / "effects.jsonl", plan.branches, tool_hook)
+            graph = build(saver, work / "effects.jsonl", plan.branches, tool_hook, plan.app)
             for turn in range(plan.prior_turns + 1):
                 if turn == plan.prior_turns:
                     journal.armed, journal.count = True, 0
@@ -332,6 +356,7 @@ def _read_all(graph: Any, url: str, thread_id: str, out: Outcome, stage: str) ->
     config = _config(thread_id)
     try:
         snap = graph.get_state(config)
+        graph.get_state(config, subgraphs=True)
         if list(graph.get_state_history(config)):  # a thread killed before it stored
             view = threadlog.inspect.thread(url, thread_id)  # anything has no history
             view.timeline().rows()
@@ -348,12 +373,15 @@ def _answered(messages: Sequence[BaseMessage]) -> bool:
 
 
 def _stored_results(snap: Any) -> set[str]:
-    """Call ids whose result is visible in the state or in pending task writes."""
+    """Call ids whose result is visible in the state or in pending task writes — and,
+    for a subgraph that was running (`get_state(subgraphs=True)`), in its own state."""
     found = {m.tool_call_id for m in snap.values.get("messages", []) if isinstance(m, ToolMessage)}
     for task in snap.tasks or ():
         for m in (task.result or {}).get("messages", []) if isinstance(task.result, dict) else []:
             if isinstance(m, ToolMessage):
                 found.add(m.tool_call_id)
+        if task.state is not None and hasattr(task.state, "values"):
+            found |= _stored_results(task.state)
     return found
 
 
@@ -361,7 +389,7 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
     out = Outcome(plan)
     work = root / f"trial{plan.trial}"
     work.mkdir(parents=True, exist_ok=True)
-    thread_id = f"kill-{plan.seed}-{plan.trial}"
+    thread_id = f"kill-{plan.seed}-{plan.trial}" + ("" if plan.app == "agent" else f"-{plan.app}")
     effects = work / "effects.jsonl"
     if plan.kind == "diskfull":
         # A database of its own: it grows at its end as the turn writes, so the size
@@ -397,13 +425,13 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
     out.stored = len(stored)
     effects_before = Counter(r["call"] for r in _read(effects))
     with threadlog.checkpointer(url) as saver:
-        graph = build(saver, effects, plan.branches)
+        graph = build(saver, effects, plan.branches, app=plan.app)
         config = _config(thread_id)
         snap = _read_all(graph, url, thread_id, out, "after the kill")
         results_stored: set[str] = set()
         if snap is not None:
             messages = list(snap.values.get("messages", []))
-            results_stored = _stored_results(snap)
+            results_stored = _stored_results(graph.get_state(config, subgraphs=True))
             if not snap.next and not _answered(messages):
                 out.shown_finished = True
         try:
@@ -489,15 +517,17 @@ def run_trials(
     only: int | None = None,
     root: Path | None = None,
     fault: str = "kill",
+    app: str = "agent",
 ) -> Summary:
+    label = backend if fault == "kill" else f"{backend} ({fault})"
     summary = Summary(
-        backend if fault == "kill" else f"{backend} ({fault})", seed, trials if only is None else 1
+        label if app == "agent" else f"{label}, {app}", seed, trials if only is None else 1
     )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="killharness-") as tmp:
         base = root or Path(tmp)
         for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial, fault), base))
+            summary.add(run_trial(url, Plan.draw(seed, trial, fault, app), base))
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -526,6 +556,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="kill: SIGKILL (default); pgterm: pg_terminate_backend mid-turn (postgres); "
         "diskfull: file size limit mid-turn (sqlite)",
     )
+    p.add_argument(
+        "--app",
+        choices=("agent", "subgraph"),
+        default="agent",
+        help="agent: the weather agent (default); subgraph: the same agent as a node of a "
+        "parent graph sharing its messages log, so the fault lands inside the subgraph",
+    )
     args = p.parse_args(argv)
     if (args.fault, args.backend) in (("pgterm", "sqlite"), ("diskfull", "postgres")):
         p.error(f"--fault {args.fault} does not apply to {args.backend}")
@@ -543,6 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed=args.seed,
                 only=args.only,
                 fault=args.fault,
+                app=args.app,
             )
         finally:
             if server is not None:

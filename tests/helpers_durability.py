@@ -170,6 +170,7 @@ def check_thread(
     linear: bool = True,
     complete: bool = True,
     repaired_input_ok: bool = False,
+    repairing_nodes: tuple[str, ...] = ("model",),
 ) -> list[BaseMessage]:
     """Every checkpoint of the thread validates; the head is complete; with `linear`, no
     checkpoint has two children (no silent fork); `complete=False` for a thread paused
@@ -178,7 +179,8 @@ def check_thread(
     `repaired_input_ok`: a new message sent to a thread paused with open calls is stored
     by LangGraph's input step *before* the model node repairs those calls; such a
     checkpoint must be one the model node is about to run on, and must validate once
-    the model node's repair policy is applied to it.
+    the model node's repair policy is applied to it. `repairing_nodes`: the nodes that
+    run the model node (a subgraph's name, when the model runs inside one).
     """
     from threadlog.nodes.model import repair_open_calls
 
@@ -192,7 +194,8 @@ def check_thread(
         except threadlog.ToolPairingError as exc:
             # The input checkpoint (next: __start__) and the one after it (next: model)
             # both hold the new message before the model node has run on it.
-            if not (repaired_input_ok and snap.next in (("model",), ("__start__",))):
+            nexts = [(n,) for n in repairing_nodes] + [("__start__",)]
+            if not (repaired_input_ok and snap.next in nexts):
                 exc.add_note(
                     f"checkpoint {snap.config['configurable']['checkpoint_id']}: "
                     f"source={snap.metadata.get('source') if snap.metadata else None}, "

@@ -95,3 +95,35 @@ def test_a_full_disk_mid_turn_loses_and_repeats_nothing(tmp_path: Path) -> None:
     summary = run_trials(url, "test", trials=6, seed=SEED, root=tmp_path, fault="diskfull")
     assert summary.failures == []
     assert summary.killed == 6, "every trial's turn must hit the size limit"
+
+
+# -- the same agent as a subgraph of a parent graph (issue 14) -------------------------
+
+
+def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
+    backend: str, tmp_path: Path
+) -> None:
+    summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app="subgraph")
+    assert summary.failures == []
+    assert summary.killed >= 5, "most trials must actually kill the worker"
+    assert summary.stored_messages > 0
+
+
+# A one-city turn of the subgraph app makes these saver writes: 1-3 the parent's input
+# checkpoint, `__start__` writes and step checkpoint; 4-6 the subgraph's (its namespace);
+# 7 the subgraph model's call, 8 checkpoint, 9 the tool's result, 10 checkpoint, 11 the
+# answer, 12 checkpoint; 13-14 the parent's subgraph-task writes and checkpoint.
+SUBGRAPH = replace(BASE, trial=1, app="subgraph")  # "How about Chengdu?"
+
+
+@pytest.mark.parametrize(
+    ("slot", "what"), [(7, "the model's call"), (9, "the tool's result"), (11, "the answer")]
+)
+def test_new_input_after_a_kill_inside_a_subgraph_keeps_what_the_subgraph_stored(
+    backend: str, tmp_path: Path, slot: int, what: str
+) -> None:
+    out = run_trial(backend, replace(SUBGRAPH, slot=slot), tmp_path)
+    assert out.killed, f"the worker was not killed after write {slot} ({what})"
+    assert out.lost == [], f"{what}: stored in the subgraph's namespace, gone after new input"
+    assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
+        [], [], [], False)

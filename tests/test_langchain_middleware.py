@@ -15,7 +15,8 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
 * a turn whose model failed after its tool ran resumes from the database (`invoke(None)`
   in a new saver) reusing the stored result;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
-  new args is refused, the approval `edit` decision works end to end.
+  new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
+  records that edit event end to end (`tests/test_edit.py` has the `update_state` edit).
 """
 
 from __future__ import annotations
@@ -255,12 +256,13 @@ def test_context_policy_summarizer_is_the_append_only_alternative(backend: str) 
     assert values["compactions"][0]["summary"] == "turn 1 asked Beijing"
 
 
-def test_update_state_edit_is_refused_and_the_approval_edit_runs_the_new_args(
+def test_update_state_resend_is_refused_and_the_approval_edit_records_an_edit_event(
     backend: str,
 ) -> None:
     """Issue 14 item 7: re-sending the `AIMessage` id with new args through `update_state`
-    is refused (`ConflictingIdError`, nothing stored); the documented alternative — resume
-    with the approval `edit` decision — runs the edited call and keeps the original."""
+    is refused (`ConflictingIdError` saying to write `threadlog.Edit`, nothing stored);
+    resuming with the approval `edit` decision records that edit event: the log shows the
+    edited call in place, the audit record keeps the original."""
     model = Recorder()
     cfg = _cfg("review")
     with threadlog.checkpointer(backend) as saver:
@@ -276,7 +278,7 @@ def test_update_state_edit_is_refused_and_the_approval_edit_runs_the_new_args(
         edited = call.model_copy(
             update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Tokyo"}}]}
         )
-        with pytest.raises(threadlog.ConflictingIdError):
+        with pytest.raises(threadlog.ConflictingIdError, match=r"threadlog\.Edit\(AIMessage"):
             app.update_state(cfg, {"messages": [edited]})
         assert app.get_state(cfg).config == before.config  # nothing stored
 
@@ -291,7 +293,10 @@ def test_update_state_edit_is_refused_and_the_approval_edit_runs_the_new_args(
         stored = app.get_state(cfg).values["messages"]
     threadlog.validate(stored, allow_pending_calls=False)
     _assert_stored_once(stored)
-    assert stored[1].tool_calls[0]["args"] == {"city": "Beijing"}  # the audit log
+    assert stored[1].tool_calls[0]["args"] == {"city": "Tokyo"}  # the call as it ran
+    original = threadlog.original_of(stored[1])  # the audit record
+    assert original.tool_calls[0]["args"] == {"city": "Beijing"}
+    assert [e["source"] for e in threadlog.edits_of(stored[1])] == ["approval"]
     assert stored[2].content == TOKYO
     assert stored[2].response_metadata["threadlog_approval"]["action"] == "edit"
     seen_call = model.seen[-1][1]

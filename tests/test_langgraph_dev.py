@@ -123,6 +123,31 @@ def test_forks_and_edits_from_an_earlier_checkpoint_keep_the_state_readable(
     assert_paired(messages)
 
 
+def test_a_review_edit_sent_as_plain_data_runs_the_edited_call(
+    client: SyncLangGraphClient,
+) -> None:
+    """LangGraph's review point (`interrupt_before=["tools"]`), then a `threadlog.Edit` sent
+    through the SDK as the plain dict it is: the server stores it, the tool runs the edited
+    call, the state shows it in place with the original in its audit record."""
+    thread = client.threads.create()["thread_id"]
+    question = ask("北京今天适合带伞吗？")
+    client.runs.wait(thread, "weather", input=question, interrupt_before=["tools"])
+    request = client.threads.get_state(thread)["values"]["messages"][-1]
+    assert [c["args"]["city"] for c in request["tool_calls"]] == ["北京"]
+    calls = [{**request["tool_calls"][0], "args": {"city": "上海"}}]
+    edit = {"type": "threadlog.edit", "message": {**request, "tool_calls": calls}, "by": "ops"}
+    client.threads.update_state(thread, {"messages": [edit]}, as_node="model")
+    client.runs.wait(thread, "weather", input=None)
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages][:3] == ["human", "ai", "tool"]
+    assert [c["args"]["city"] for c in messages[1]["tool_calls"]] == ["上海"]
+    audit = messages[1]["response_metadata"]["threadlog_edit"]
+    assert [c["args"]["city"] for c in audit["original"]["tool_calls"]] == ["北京"]
+    assert [e["by"] for e in audit["edits"]] == ["ops"]
+    assert "20%" in messages[2]["content"]  # Shanghai's weather: the edited call ran
+    assert_paired(messages)
+
+
 def test_a_refused_input_leaves_the_thread_readable_and_usable(
     client: SyncLangGraphClient,
 ) -> None:

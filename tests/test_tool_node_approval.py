@@ -16,7 +16,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from tests.helpers_tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
-from threadlog import ApprovalError, ToolNode, plan_context, validate
+from threadlog import ApprovalError, ToolNode, edits_of, original_of, plan_context, validate
 
 effects = SideEffects()
 
@@ -100,7 +100,12 @@ def test_an_edit_supersedes_the_call_for_the_model_and_the_log_keeps_the_origina
     graph.invoke(start(), CFG)
     out = graph.invoke(Command(resume={"action": "edit", "args": {"path": "/tmp/a"}}), CFG)
     stored = [m for m in out["messages"] if m.id == AI.id]
-    assert stored[0].tool_calls[1]["args"] == {"path": "/a"}  # the audit log: as requested
+    assert len(stored) == 1  # the edited request, in the original's place, once
+    # The audit record: the request as the model made it, then the reviewer's edit.
+    assert original_of(stored[0]).tool_calls[1]["args"] == {"path": "/a"}
+    (edit,) = edits_of(stored[0])
+    assert edit["source"] == "approval"
+    assert [c["args"] for c in edit["tool_calls"]] == [{"path": "/a"}, {"path": "/tmp/a"}]
     seen = next(m for m in plan_context(out["messages"]).messages if m.id == AI.id)
     assert [c["args"] for c in seen.tool_calls] == [{"path": "/a"}, {"path": "/tmp/a"}]
     assert [c["id"] for c in seen.tool_calls] == ["c1", "c2"]  # pairing follows the edit
@@ -202,3 +207,34 @@ async def test_approval_works_under_ainvoke(tmp_path: Path) -> None:
         out = await graph.ainvoke(Command(resume={"action": "approve"}), CFG)
     assert effects.counts == {"lookup:/a": 1, "delete:/a": 1}
     assert by_call(out["messages"])["c2"].content == "deleted /a"
+
+
+def test_branches_editing_two_calls_of_one_request_in_one_step_keep_both_edits(
+    saver: SqliteSaver,
+) -> None:
+    """Each per-call branch writes its own edit of the shared request in the same step;
+    each edit applies only what it changed (`base`), so neither undoes the other."""
+    ai = request(
+        call("delete_file", {"path": "/x"}, "c1"),
+        call("lookup", {"path": "/y"}, "c2"),
+        call("delete_file", {"path": "/z"}, "c3"),
+    )
+    node = ToolNode([lookup, delete_file], requires_approval=["delete_file"])
+    graph = scripted_graph(node, [ai], checkpointer=saver, per_call_branches=True)
+    first = graph.invoke(start(), CFG)
+    pending = {i.value["tool_call"]["id"]: i.id for i in first["__interrupt__"]}
+    decisions = {
+        pending["c1"]: {"action": "edit", "args": {"path": "/x2"}},
+        pending["c3"]: {"action": "edit", "args": {"path": "/z2"}},
+    }
+    out = graph.invoke(Command(resume=decisions), CFG)
+    assert effects.counts == {"lookup:/y": 1, "delete:/x2": 1, "delete:/z2": 1}
+    (req,) = [m for m in out["messages"] if m.id == ai.id]
+    assert [c["args"] for c in req.tool_calls] == [{"path": "/x2"}, {"path": "/y"}, {"path": "/z2"}]
+    assert [c["args"] for c in original_of(req).tool_calls] == [
+        {"path": "/x"},
+        {"path": "/y"},
+        {"path": "/z"},
+    ]
+    assert len(edits_of(req)) == 2
+    validate(out["messages"], allow_pending_calls=False)

@@ -283,6 +283,23 @@ def test_task_status_channels_and_null_task_id_are_what_the_loop_uses() -> None:
     assert "w[0] == NULL_TASK_ID" in inspect.getsource(_loop.PregelLoop._first)
 
 
+def test_subgraph_namespaces_and_node_triggers_are_named_as_finished_subgraphs_reads() -> None:
+    # A subgraph's namespace is "node:task_id" (NS_END), nested ones joined by NS_SEP; a
+    # StateGraph edge triggers its node through a "branch:to:<node>" channel; each
+    # checkpoint records its enclosing checkpoints in metadata["parents"]
+    # (checkpoint/finished_subgraphs.py).
+    from langgraph.graph import state
+    from langgraph.pregel import _loop
+
+    assert (_upstream.NS_END, _upstream.NS_SEP) == (":", "|")
+    assert f'"{_upstream.BRANCH_TO}{{node}}"' in inspect.getsource(state)
+    assert 'metadata["parents"]' in inspect.getsource(_loop)
+    # A run's input is the loop's `input` (None or a Command: a resume), read while the
+    # loop enters to tell new input from a resume (checkpoint/finished.py).
+    assert "self.input = input" in inspect.getsource(_loop.PregelLoop.__init__)
+    assert "self.input is None" in inspect.getsource(_loop.PregelLoop._first)
+
+
 def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, StateGraph

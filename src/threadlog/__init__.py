@@ -10,7 +10,9 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
 * The log: `Messages`, `MessagesState`, `MessageLogChannel`, `MessageLog`,
   `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
   and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
-  `AppendOnlyError`, `ParallelWriteError`.
+  `AppendOnlyError`, `ParallelWriteError`, `EditError`.
+* Human review: `Edit` (an edit of an AIMessage's calls, recorded as an event),
+  `original_of`, `edits_of`.
 * Providers and servers: `validate`, `PROFILES`, `SERVER_PROFILES`, `Profile`,
   `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
   `infer_profile`, `rewrite_payload`, `with_profile`.
@@ -33,11 +35,13 @@ if TYPE_CHECKING:
     from threadlog.checkpoint.saver import acheckpointer, checkpointer
     from threadlog.context.compaction import AgentState, Compactions
     from threadlog.context.policy import ContextPolicy, build_context, plan_context
+    from threadlog.edits import Edit, edits_of, original_of
     from threadlog.errors import (
         AppendOnlyError,
         ApprovalError,
         ConcurrentRunError,
         ConflictingIdError,
+        EditError,
         InvalidMessageError,
         MessageLogError,
         ParallelWriteError,
@@ -69,11 +73,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
     "threadlog.context.compaction": ("AgentState", "Compactions"),
     "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
+    "threadlog.edits": ("Edit", "edits_of", "original_of"),
     "threadlog.errors": (
         "AppendOnlyError",
         "ApprovalError",
         "ConcurrentRunError",
         "ConflictingIdError",
+        "EditError",
         "InvalidMessageError",
         "MessageLogError",
         "ParallelWriteError",
@@ -129,6 +135,8 @@ __all__ = [
     "ConflictingIdError",
     "ContextNode",
     "ContextPolicy",
+    "Edit",
+    "EditError",
     "HistoryCache",
     "InvalidMessageError",
     "MessageLog",
@@ -152,9 +160,11 @@ __all__ = [
     "coerce_message",
     "create_agent",
     "digest",
+    "edits_of",
     "get_profile",
     "infer_profile",
     "openai_payload",
+    "original_of",
     "plan_context",
     "profile_for",
     "rewrite_payload",

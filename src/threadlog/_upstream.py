@@ -26,6 +26,7 @@ from langgraph._internal._constants import (
     CONFIG_KEY_RUNTIME,
     ERROR,
     INTERRUPT,
+    NS_END,
     NS_SEP,
     NULL_TASK_ID,
 )
@@ -86,7 +87,13 @@ except ImportError:  # pragma: no cover - the sqlite saver is a dependency; kept
     build_delta_channels_writes_history = None  # type: ignore[assignment]
     build_delta_stage2_sql = None  # type: ignore[assignment]
 
+# The channel a StateGraph edge writes to trigger a node (`branch:to:<node>`): a head that
+# still holds one has a task to run, so a subgraph may have stored work below it
+# (`checkpoint/finished_subgraphs.py`). A literal in `langgraph/graph/state.py`.
+BRANCH_TO = "branch:to:"
+
 __all__ = [
+    "BRANCH_TO",
     "CONFIG_KEY_CHECKPOINTER",
     "CONFIG_KEY_CHECKPOINT_MAP",
     "CONFIG_KEY_CHECKPOINT_NS",
@@ -95,6 +102,7 @@ __all__ = [
     "ERROR",
     "INTERRUPT",
     "MISSING",
+    "NS_END",
     "NS_SEP",
     "NULL_TASK_ID",
     "TASKS",

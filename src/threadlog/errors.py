@@ -7,6 +7,8 @@
     │   ├── ConflictingIdError          a known id with different content
     │   ├── ToolPairingError            a result with no open call, a second result, a reused id
     │   ├── AppendOnlyError             delete / overwrite attempts (RemoveMessage, Overwrite)
+    │   ├── EditError                   a `threadlog.Edit` the log cannot record (unknown or
+    │   │                               non-AI target, a call that already has a result)
     │   └── ParallelWriteError          two tasks of one step both appended conversation
     ├── ConcurrentRunError (RuntimeError)  another run wrote to the thread first; retry
     ├── ToolCallError (RuntimeError)    a tool call failed and `handle_errors=False`
@@ -28,6 +30,7 @@ __all__ = [
     "ApprovalError",
     "ConcurrentRunError",
     "ConflictingIdError",
+    "EditError",
     "InvalidMessageError",
     "MessageLogError",
     "ParallelWriteError",
@@ -114,6 +117,11 @@ class ToolPairingError(MessageLogError):
 
 class AppendOnlyError(MessageLogError):
     """An attempt to delete or overwrite history (`RemoveMessage`, `Overwrite`)."""
+
+
+class EditError(MessageLogError):
+    """A `threadlog.Edit` the log refuses: its target is unknown or not an AIMessage, or
+    it would change or drop a call that already has a result."""
 
 
 class ParallelWriteError(MessageLogError):

@@ -3,7 +3,9 @@
 Contract (what every write to a threadlog message log obeys):
 
 * **Append-only.** Messages already in the log are never replaced, removed or moved
-  relative to each other. `RemoveMessage` and `Overwrite` are refused.
+  relative to each other. `RemoveMessage` and `Overwrite` are refused. The one change an
+  existing message sees is an explicit `threadlog.Edit` of a request's open calls, which
+  is itself recorded as an event (below).
 * **Replay vs conflict.** A message whose id is already in the log is dropped when its
   model-visible content (`threadlog.messages.digest`) is the same — a replay — and
   raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
@@ -18,6 +20,10 @@ Contract (what every write to a threadlog message log obeys):
   is therefore a function of *which* messages were written, not of how the writes were
   batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
+* **Edits.** A `threadlog.Edit` supersedes an AIMessage's calls as an event
+  (`threadlog.edits`): `messages` then holds the edited message in the original's place,
+  its audit record carrying the original; pairing follows the edited calls. A re-sent
+  copy of any version of an edited message is a replay.
 
 `MessageLog` keeps the indexes (id → message, call id → call) that make a write cost
 O(new messages) instead of O(history); `append_messages` is the same logic as a pure
@@ -26,7 +32,7 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +44,18 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from threadlog.errors import ConflictingIdError, ParallelWriteError, ToolPairingError
+from threadlog.edits import (
+    EDIT_TYPE,
+    EditEvent,
+    applied,
+    call_key,
+    fields_of,
+    merge,
+    record_of,
+    same_fields,
+    versions,
+)
+from threadlog.errors import ConflictingIdError, EditError, ParallelWriteError, ToolPairingError
 from threadlog.messages import (
     calls_of,
     coerce_message,
@@ -52,8 +69,6 @@ from threadlog.messages import (
 )
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
-
-
 
 
 @dataclass(slots=True)
@@ -83,7 +98,16 @@ def flatten_write(value: Any) -> list[Any]:
 class MessageLog:
     """An indexed, append-only list of messages. `messages` is the log in order."""
 
-    __slots__ = ("_anchor", "_by_id", "_calls", "_digests", "_journal", "messages")
+    __slots__ = (
+        "_anchor",
+        "_by_id",
+        "_calls",
+        "_digests",
+        "_edits",
+        "_journal",
+        "_superseded",
+        "messages",
+    )
 
     def __init__(self, messages: Iterable[BaseMessage] = ()) -> None:
         """Index messages that are already a log (read back from a checkpoint).
@@ -99,12 +123,23 @@ class MessageLog:
         # Ids in the order they were committed: `version` is its length, and a
         # `(log, version)` pair names the log as it was then (see `messages_at`).
         self._journal: list[str] = []
+        # Edits applied: edit id -> (message id, the message before, after); and the
+        # call ids an edit dropped: call id -> (message id, edit id).
+        self._edits: dict[str, tuple[str, BaseMessage, BaseMessage]] = {}
+        self._superseded: dict[str, tuple[str, str]] = {}
+        edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
                 m = m.model_copy(update={"id": derive_id(len(self.messages), self._anchor, m)})
             self._index(m)
             self.messages.append(m)
             self._journal.append(m.id)  # type: ignore[arg-type]
+            if isinstance(m, AIMessage) and record_of(m) is not None:
+                edited.extend(self._restore_edits(m))
+        # An edited message carries its edits (a snapshot, `at`): they are known, and come
+        # after the messages in this object's journal (`rewind` checks ids, so an order
+        # that differs from the original commits is never stepped through).
+        self._journal.extend(edited)
 
     def copy(self) -> MessageLog:
         new = MessageLog.__new__(MessageLog)
@@ -117,7 +152,29 @@ class MessageLog:
         new._digests = dict(self._digests)
         new._anchor = self._anchor
         new._journal = list(self._journal)
+        new._edits = dict(self._edits)
+        new._superseded = dict(self._superseded)
         return new
+
+    def _restore_edits(self, message: AIMessage) -> list[str]:
+        """Index the edits an edited message's audit record holds; their ids in order."""
+        mid = message.id
+        assert mid is not None
+        vs = versions(message)
+        rec = record_of(message)
+        assert rec is not None
+        now = {c.get("id") for c in calls_of(message)}
+        ids: list[str] = []
+        for k, entry in enumerate(rec["edits"]):
+            eid = str(entry.get("id"))
+            self._edits[eid] = (mid, vs[k], vs[k + 1])
+            after = {c.get("id") for c in calls_of(vs[k + 1])}
+            for c in calls_of(vs[k]):
+                cid = c.get("id")
+                if cid and cid not in after and cid not in now:
+                    self._superseded[cid] = (mid, eid)
+            ids.append(eid)
+        return ids
 
     # -- versions: one log object serves every reader of the same history --------
 
@@ -134,8 +191,20 @@ class MessageLog:
         """
         if version >= len(self._journal):
             return list(self.messages)
-        later = set(self._journal[version:])
-        return [m for m in self.messages if m.id not in later]
+        tail = self._journal[version:]
+        later = set(tail)
+        out = [m for m in self.messages if m.id not in later]
+        if self._edits:
+            # Edits committed since `version` are undone: each edited message as it was
+            # before the first of them.
+            before: dict[str, BaseMessage] = {}
+            for eid in tail:
+                done = self._edits.get(eid)
+                if done is not None:
+                    before.setdefault(done[0], done[1])
+            if before:
+                out = [before.get(m.id, m) for m in out]  # type: ignore[arg-type]
+        return out
 
     def at(self, version: int) -> MessageLog:
         """A separate log equal to this one at `version` (O(history))."""
@@ -148,7 +217,7 @@ class MessageLog:
         to `version`, in order — the inverse of `fast_forward`, so a reader can step
         back to an older checkpoint of the same history without replaying it. None when
         anything differs (an item without an id, a replayed message): read normally."""
-        ids = [getattr(item, "id", None) for item in items]
+        ids = [_item_id(item) for item in items]
         n = len(ids)
         if n > version or self._journal[version - n : version] != ids:
             return None
@@ -163,10 +232,15 @@ class MessageLog:
         """
         journal, by_id, v = self._journal, self._by_id, version
         for item in items:
+            if isinstance(item, Mapping) and item.get("type") == EDIT_TYPE:
+                if v >= len(journal) or item.get("id") != journal[v]:
+                    return None
+                v += 1  # the same edit, committed next
+                continue
             if not isinstance(item, BaseMessage) or v >= len(journal) or item.id != journal[v]:
                 return None
             held = by_id[journal[v]]
-            if held is not item and held != item:
+            if held is not item and held != item and not self._was(held, item):
                 return None
             v += 1
         return v
@@ -214,6 +288,10 @@ class MessageLog:
         pairing, placement) still applies. `dry_run=True` checks and commits nothing
         (the storage edge asks "would the log take this?" without a copy).
         """
+        if any(_has_edit(w) for w in writes):
+            return self._extend_with_edits(
+                writes, single_writer=single_writer, stored=stored, dry_run=dry_run
+            )
         staged: list[BaseMessage] = []
         new_by_id: dict[str, BaseMessage] = {}
         answered: dict[str, str] = {}  # call id -> result id, staged
@@ -243,16 +321,9 @@ class MessageLog:
                     )
                     if known == digest(msg):
                         continue  # a replay of what is already logged
-                    raise ConflictingIdError(
-                        f"id {mid!r} is already used by the {role_of(existing)} message at "
-                        f"position {self._position_hint(existing, staged)}, with different "
-                        f"{_differing(existing, msg)}",
-                        message_id=mid,
-                        role=role_of(msg),
-                        position=pos,
-                        fix="give a new message a new id; re-send a stored message "
-                        "unchanged, or not at all",
-                    )
+                    if mid not in new_by_id and self._is_version(existing, msg):
+                        continue  # a copy of an edited message as it was: a replay
+                    raise _conflict(existing, msg, self._position_hint(existing, staged), pos)
                 if isinstance(msg, ToolMessage):
                     self._check_result(msg, pos, new_calls, answered)
                     answered[msg.tool_call_id] = mid
@@ -293,6 +364,179 @@ class MessageLog:
         self._anchor = anchor
         return staged
 
+    # -- edits ---------------------------------------------------------------
+
+    def _extend_with_edits(
+        self,
+        writes: Sequence[Sequence[Any]],
+        *,
+        single_writer: bool,
+        stored: bool,
+        dry_run: bool,
+    ) -> list[BaseMessage]:
+        """`extend_writes` for writes holding edits: the items in order on a copy (edits
+        are rare; a copy keeps all-or-nothing simple), then the copy's state adopted.
+        Edits do not count as conversation for the parallel-writer rule: parallel
+        approval branches each edit their own call (`base`, see `threadlog.edits`)."""
+        trial = self.copy()
+        added: list[BaseMessage] = []
+        conversational: list[tuple[int, list[BaseMessage]]] = []
+        for w, write in enumerate(writes):
+            here: list[BaseMessage] = []
+            run: list[Any] = []
+            for raw in [*write, _END]:
+                if raw is not _END and not _is_edit_item(raw):
+                    run.append(raw)
+                    continue
+                if run:
+                    here += trial.extend_writes([run], stored=stored)
+                    run = []
+                if raw is not _END:
+                    trial.apply_edit(raw, len(trial.messages))
+            added += here
+            talk = [m for m in here if not isinstance(m, ToolMessage)]
+            if talk:
+                conversational.append((w, talk))
+        if single_writer and len(conversational) > 1:
+            raise _parallel_error(conversational, len(self.messages))
+        if not dry_run:
+            for name in MessageLog.__slots__:
+                if name != "messages":
+                    setattr(self, name, getattr(trial, name))
+            self.messages[:] = trial.messages  # the same list object: channels hold it
+        return added
+
+    def apply_edit(self, raw: Mapping[str, Any], position: int) -> bool:
+        """Record one edit (module doc of `threadlog.edits`); False for a replay.
+        Raises before changing anything."""
+        event = EditEvent.parse(raw, position)
+        target = event.target
+        current = self._by_id.get(target)
+        if current is None:
+            raise EditError(
+                f"edit {event.id!r} supersedes message {target!r}, which is not in the log",
+                message_id=target,
+                role="assistant",
+                position=position,
+                fix="an Edit carries the id of an AIMessage already in the log",
+            )
+        if not isinstance(current, AIMessage):
+            raise EditError(
+                f"edit {event.id!r} targets the {role_of(current)} message {target!r}; only "
+                "an AIMessage's calls can be edited",
+                message_id=target,
+                role=role_of(current),
+                position=position,
+                fix="append a new message instead",
+            )
+        if event.id in self._edits:
+            return False  # this very event, already recorded
+        now = fields_of(current)
+        new = merge(now, event.base, fields_of(event.message))
+        if same_fields(new, now):
+            return False  # the message already reads this way: a replay
+        answered = [
+            (c.get("id") or "", call.result_id)
+            for c in calls_of(current)
+            if (call := self._calls.get(c.get("id") or "")) is not None
+            and call.result_id is not None
+        ]
+        if len(answered) == len(calls_of(current)):
+            what = (
+                f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
+                if answered
+                else "it has no tool calls"
+            )
+            raise EditError(
+                f"edit {event.id!r} targets message {target!r}, which is not under review: "
+                f"{what}",
+                message_id=target,
+                role="assistant",
+                position=position,
+                fix="an Edit changes calls before they run; to go on after results, "
+                "append a new message",
+            )
+        edited = applied(current, event, new)
+        keys = {c.get("id"): call_key(c) for c in calls_of(edited)}
+        for c in calls_of(current):
+            cid = c.get("id") or ""
+            call = self._calls.get(cid)
+            if call is not None and call.result_id is not None and keys.get(cid) != call_key(c):
+                change = "drop" if cid not in keys else "change"
+                raise EditError(
+                    f"edit {event.id!r} would {change} call {cid!r} ({c.get('name')}) of "
+                    f"message {target!r}, which already has a result ({call.result_id!r})",
+                    message_id=target,
+                    role="assistant",
+                    position=position,
+                    fix="edit calls before they run; a call with a result stays as it ran "
+                    "(append a new message to go on)",
+                )
+        for key in keys:
+            cid = key or ""
+            owner = self._calls.get(cid)
+            dropped = self._superseded.get(cid)
+            if (owner is not None and owner.ai_id != target) or (
+                dropped is not None and dropped[0] != target
+            ):
+                other = owner.ai_id if owner is not None else dropped[0]  # type: ignore[index]
+                raise ToolPairingError(
+                    f"edit {event.id!r} gives message {target!r} call id {cid!r}, already "
+                    f"used by message {other!r}",
+                    message_id=target,
+                    role="assistant",
+                    position=position,
+                    fix="each tool call needs an id unique in the thread",
+                )
+        self._commit_edit(event.id, current, edited)
+        return True
+
+    def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
+        mid = current.id
+        assert mid is not None
+        old = [c.get("id") or "" for c in calls_of(current)]
+        results = {cid: self._calls[cid].result_id for cid in old if cid in self._calls}
+        fresh = {
+            c.get("id") or "": _Call(mid, i, c["name"], results.get(c.get("id") or ""))
+            for i, c in enumerate(calls_of(edited))
+        }
+        # Rebuilt in place of the old calls, so `open_calls` keeps log order.
+        calls: dict[str, _Call] = {}
+        olds, placed = set(old), False
+        for cid, call in self._calls.items():
+            if cid in olds:
+                if not placed:
+                    calls.update(fresh)
+                    placed = True
+                continue
+            calls[cid] = call
+        if not placed:
+            calls.update(fresh)
+        self._calls = calls
+        for cid in old:
+            if cid not in fresh:
+                self._superseded[cid] = (mid, eid)
+        for cid in fresh:
+            self._superseded.pop(cid, None)
+        for j in range(len(self.messages) - 1, -1, -1):
+            if self.messages[j].id == mid:
+                self.messages[j] = edited
+                break
+        self._by_id[mid] = edited
+        self._digests.pop(mid, None)
+        self._edits[eid] = (mid, current, edited)
+        self._journal.append(eid)
+
+    def _is_version(self, existing: BaseMessage, msg: BaseMessage) -> bool:
+        """Whether `msg` reads like an earlier version of the edited `existing`."""
+        if record_of(existing) is None:
+            return False
+        d = digest(msg)
+        return any(digest(v) == d for v in versions(existing))  # type: ignore[arg-type]
+
+    def _was(self, held: BaseMessage, item: BaseMessage) -> bool:
+        return record_of(held) is not None and self._is_version(held, item)
+
     # -- internals -----------------------------------------------------------
 
     def _index(self, msg: BaseMessage, new_calls: dict[str, _Call] | None = None) -> None:
@@ -330,6 +574,18 @@ class MessageLog:
     ) -> None:
         cid = msg.tool_call_id
         call = new_calls.get(cid) or self._calls.get(cid)
+        dropped = self._superseded.get(cid) if call is None else None
+        if dropped is not None:
+            ai = self._by_id.get(dropped[0])
+            now = [c.get("id") for c in calls_of(ai)] if ai is not None else []
+            raise ToolPairingError(
+                f"tool result answers call {cid!r}, which edit {dropped[1]!r} of message "
+                f"{dropped[0]!r} superseded; that message's calls are now {now}",
+                message_id=msg.id,
+                role="tool",
+                position=pos,
+                fix="answer the edited calls' ids",
+            )
         if call is None:
             raise ToolPairingError(
                 f"tool result answers call {cid!r}, which no earlier AIMessage made",
@@ -370,6 +626,47 @@ class MessageLog:
         return len(self.messages) + next(
             (k for k, m in enumerate(staged) if m is existing), 0
         )
+
+
+_END = object()  # marks the end of a write in `_extend_with_edits`
+
+
+def _item_id(item: Any) -> Any:
+    if isinstance(item, Mapping):
+        return item.get("id")
+    return getattr(item, "id", None)
+
+
+def _is_edit_item(raw: Any) -> bool:
+    return isinstance(raw, Mapping) and raw.get("type") == EDIT_TYPE
+
+
+def _has_edit(write: Sequence[Any]) -> bool:
+    # On every write (the hot path): most items are messages, which are not dicts.
+    for raw in write:
+        if isinstance(raw, dict) and raw.get("type") == EDIT_TYPE:
+            return True
+    return False
+
+
+def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> ConflictingIdError:
+    mid = msg.id
+    fix = "give a new message a new id; re-send a stored message unchanged, or not at all"
+    if isinstance(existing, AIMessage) and isinstance(msg, AIMessage) and calls_of(existing):
+        fix = (
+            f"to change the calls of AIMessage {mid!r} during review, write "
+            f"threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) instead (through "
+            "update_state or a node): it is recorded as an edit event, the original stays "
+            "in the log and the model sees the edited calls"
+        )
+    return ConflictingIdError(
+        f"id {mid!r} is already used by the {role_of(existing)} message at "
+        f"position {at}, with different {_differing(existing, msg)}",
+        message_id=mid,
+        role=role_of(msg),
+        position=pos,
+        fix=fix,
+    )
 
 
 def _differing(old: BaseMessage, new: BaseMessage) -> str:

@@ -45,6 +45,7 @@ from langchain_core.messages import (
 )
 
 from threadlog._upstream import ls_provider, with_request_payload_rewrite
+from threadlog.edits import cache_key
 from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, role_of
 from threadlog.profiles import Profile, get_profile
 
@@ -115,13 +116,14 @@ def to_wire(
     """The provider-bound copies of `messages` (see the module docstring).
 
     `cache` (optional, owned by the caller) maps (message id, profile) to its copy:
-    a log message never changes under its id, so a node reuses last turn's copies
+    a log message never changes under its id (an edit changes the key: `cache_key`), so a
+    node reuses last turn's copies
     instead of rebuilding the whole context every call.
     """
     prof = get_profile(profile)
     out: list[BaseMessage] = []
     for i, raw in enumerate(messages):
-        mid = getattr(raw, "id", None)
+        mid = cache_key(raw) if isinstance(raw, BaseMessage) else None
         key = (mid, prof.name) if cache is not None and isinstance(mid, str) else None
         wire = cache.get(key) if key is not None and cache is not None else None
         if wire is None:

@@ -29,6 +29,11 @@ Contract:
   refused (the run raised) is not carried, so new input continues from the intact log
   as before. Messages without an id (bare strings, tuples) are not carried: their ids
   derive from their position, which would differ when the task's own write is replayed.
+* A run that brings new input also gets what the subgraphs running from the head stored
+  in their own namespaces (`finished_subgraphs`), after the head's own finished work,
+  and then a "not completed" result for each call that work left open (the new input
+  abandons the subgraph run). Readers and resumes do not: a resumed subgraph returns
+  its own work.
 * Nothing is stored: this changes what a reader of the head sees, never the database.
   Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
   are returned unchanged, at the cost of one scan of the head's pending writes.
@@ -44,12 +49,21 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
 from langgraph.constants import START
+from langgraph.types import Command
 
-from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, INTERRUPT, MISSING, NULL_TASK_ID
+from threadlog._upstream import (
+    CONFIG_KEY_RUNTIME,
+    ERROR,
+    INTERRUPT,
+    MISSING,
+    NULL_TASK_ID,
+    entering_loop,
+)
+from threadlog.checkpoint import finished_subgraphs as subs
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
-__all__ = ["finished_work", "keep_finished_work"]
+__all__ = ["Batch", "finished_work", "keep_finished_work", "message_items"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
@@ -71,7 +85,7 @@ def _is_reader(config: RunnableConfig) -> bool:
     return CONFIG_KEY_RUNTIME not in (config.get("configurable") or {})
 
 
-def _message_items(value: Any) -> list[Any] | None:
+def message_items(value: Any) -> list[Any] | None:
     """The items of a write when every one is a message with an id, else None."""
     items = flatten_write(value)
     if not items:
@@ -95,7 +109,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     start = tup.checkpoint.get("channel_values", {}).get(START)
     if isinstance(start, Mapping):
         for channel, value in start.items():
-            if (items := _message_items(value)) is not None:
+            if (items := message_items(value)) is not None:
                 out.setdefault(str(channel), []).append((None, items))
     writes = tup.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
@@ -103,7 +117,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     for task, channel, value in writes:
         if task == NULL_TASK_ID or task in unfinished:
             continue
-        if (items := _message_items(value)) is not None:
+        if (items := message_items(value)) is not None:
             by_task.setdefault((task, channel), []).extend(items)
     for (task, channel), items in by_task.items():
         out.setdefault(channel, []).append((task, items))
@@ -112,36 +126,59 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
 
 def _carry(
     tup: CheckpointTuple,
-    work: dict[str, list[Batch]],
+    rounds: Sequence[Mapping[str, list[Batch]]],
     head_logs: Mapping[str, list[BaseMessage]],
     *,
     reader: bool,
 ) -> CheckpointTuple:
     """The head with NULL-task writes carrying the new messages its log accepts.
 
+    `rounds`: the head's own finished work, then what its unfinished subgraphs stored
+    (`finished_subgraphs`); each is taken or refused whole, after the ones before it.
     For a reader (not a run), the carried tasks' own writes are left out as well, so
     `get_state` lists them in `next`: their step has no checkpoint yet.
     """
     added: list[PendingWrite] = []
     carried_tasks: set[str] = set()
-    for channel, batches in work.items():
+    channels = dict.fromkeys(c for work in rounds for c in work)
+    for channel in channels:
         messages = head_logs.get(channel)
         if messages is None:
             continue
         trial = MessageLog(messages)
-        try:
-            new = trial.extend_writes([items for _, items in batches], single_writer=False)
-        except (MessageLogError, ValueError, TypeError):
-            continue  # a step the log refused stays refused
-        if new:
-            added.append((NULL_TASK_ID, channel, list(new)))
+        new: list[BaseMessage] = []
+        for k, work in enumerate(rounds):
+            batches = work.get(channel)
+            if not batches:
+                continue
+            try:
+                new += trial.extend_writes([items for _, items in batches], single_writer=False)
+                if k > 0:  # a subgraph's abandoned calls: answered before the new input
+                    new += _answer_open_calls(trial)
+            except (MessageLogError, ValueError, TypeError):
+                continue  # a step the log refused stays refused
             carried_tasks.update(task for task, _ in batches if task is not None)
+        if new:
+            added.append((NULL_TASK_ID, channel, new))
     if not added:
         return tup
     writes = list(tup.pending_writes or ())
     if reader and not any(channel in _UNFINISHED for _, channel, _ in writes):
         writes = [w for w in writes if w[0] not in carried_tasks]
     return tup._replace(pending_writes=[*writes, *added])
+
+
+def _answer_open_calls(log: MessageLog) -> list[BaseMessage]:
+    """Explicit "not completed" results for the calls still open in `log`, as the model
+    node would record them (`repair_open_calls`): the carried subgraph is abandoned by
+    the new input, and the parent's own nodes may not repair (LangGraph's prebuilt agent
+    refuses an unanswered call)."""
+    from threadlog.nodes.model import repair_open_calls  # nodes import checkpoint code
+
+    _, results = repair_open_calls(log.messages)
+    if results:
+        log.extend_writes([results], single_writer=False)
+    return list(results)
 
 
 def _seed_and_writes(
@@ -181,7 +218,11 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         tup = super().get_tuple(config)
         if tup is None or not _is_head_read(config):
             return tup
-        work = finished_work(tup)
+        rounds = [finished_work(tup)]
+        if subs.may_run_subgraphs(tup) and _new_input_run():
+            found = self.list(_thread(tup), filter=subs.subgraph_filter(tup))
+            rounds.append(subs.subgraph_work(tup, found))
+        work = _channels(rounds)
         if not work:
             return tup
         missing = _needs_history(tup, work)
@@ -189,13 +230,17 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             self.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
         )
         logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, work, logs, reader=_is_reader(config))
+        return _carry(tup, rounds, logs, reader=_is_reader(config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await super().aget_tuple(config)
         if tup is None or not _is_head_read(config):
             return tup
-        work = finished_work(tup)
+        rounds = [finished_work(tup)]
+        if subs.may_run_subgraphs(tup) and _new_input_run():
+            found = [t async for t in self.alist(_thread(tup), filter=subs.subgraph_filter(tup))]
+            rounds.append(subs.subgraph_work(tup, found))
+        work = _channels(rounds)
         if not work:
             return tup
         missing = _needs_history(tup, work)
@@ -205,7 +250,28 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             else None
         )
         logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, work, logs, reader=_is_reader(config))
+        return _carry(tup, rounds, logs, reader=_is_reader(config))
+
+
+def _new_input_run() -> bool:
+    # A resume (`None`, `Command`) re-enters a stopped subgraph at its own checkpoint, and
+    # the subgraph's return decides what the parent gets (all of it, or only its last
+    # message: langgraph-supervisor); only new input abandons it. Readers see the
+    # subgraph's stored work through `get_state(subgraphs=True)`.
+    loop = entering_loop(depth=8)
+    if loop is None:
+        return False
+    given = getattr(loop, "input", None)
+    return given is not None and not isinstance(given, Command)
+
+
+def _thread(tup: CheckpointTuple) -> RunnableConfig:
+    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
+    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
+
+
+def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Batch]]:
+    return {c: b for work in rounds for c, b in work.items() if b}
 
 
 _classes: dict[type[Any], type[Any]] = {}

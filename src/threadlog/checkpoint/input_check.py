@@ -43,6 +43,7 @@ from threadlog._upstream import (
 )
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
+from threadlog.edits import is_edit
 from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import coerce_message, role_of
@@ -98,6 +99,8 @@ class InputCheck:
             log = logs[key]  # checked with dry_run=True: never changed, so never copied
             items = flatten_write(value)
             for i, raw in enumerate(items):
+                if is_edit(raw):
+                    continue  # the log's dry run below checks an edit
                 msg = _coerce(raw, len(log) + i)
                 if self.max_chars is not None:
                     self._check_size(msg, len(log) + i)

@@ -1,5 +1,5 @@
-"""`threadlog inspect --db SOURCE --thread ID [--checkpoint ID] [--json] [--html FILE]
-[--last N] [--context CALL]`.
+"""`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--checkpoint ID] [--json]
+[--html FILE] [--last N] [--context CALL]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
 has branches) as plain text that fits in 100 columns, for any source
@@ -10,7 +10,9 @@ the path from the root to that checkpoint, the pairs at it, and the diff from it
 among the model calls: -1 is the last). `--json` prints the same views as `.rows()` in one
 JSON object; `--html FILE` also writes the thread page (turns, full content, waterfall).
 `--last N` reads only the newest N checkpoints; a read that takes more than a second shows
-progress on stderr. Exit status 0 on success; any error is one line on stderr, exit 1.
+progress on stderr. A thread whose subgraphs stored checkpoints in their own namespaces also
+gets a "subgraphs" view listing them; `--namespace NS` shows one of those instead of the
+root (same views). Exit status 0 on success; any error is one line on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
     p.add_argument("--thread", required=True, help="thread id (see `threadlog threads`)")
+    p.add_argument(
+        "--namespace",
+        metavar="NS",
+        default="",
+        help="a subgraph's namespace (listed under 'subgraphs'): show its checkpoints",
+    )
     p.add_argument("--checkpoint", help="a checkpoint id (or a unique suffix): show its branch")
     p.add_argument(
         "--context",
@@ -83,7 +91,9 @@ def _run(args: argparse.Namespace) -> int:
         check_output_path(args.html)
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
-        t = thread(args.db, args.thread, last=args.last, progress=progress)
+        t = thread(
+            args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace
+        )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
     views: dict[str, Any] = {
@@ -93,6 +103,8 @@ def _run(args: argparse.Namespace) -> int:
     forks = t.forks()
     if len(forks.branches) > 1:
         views["forks"] = forks
+    if t.subgraph_list:
+        views["subgraphs"] = t.subgraphs()
     if at is not None and at.parent_id:
         views["diff"] = t.diff(at.parent_id, at.checkpoint_id)
     if args.context is not None:
@@ -101,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(t.html(*[v for k, v in views.items() if k == "context"]))
     if args.json:
-        doc = {"thread": t.thread_id, **{k: v.rows() for k, v in views.items()}}
+        doc = {
+            "thread": t.thread_id,
+            **({"namespace": t.namespace} if t.namespace else {}),
+            **{k: v.rows() for k, v in views.items()},
+        }
         text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)
     else:
         text = "\n\n".join(str(v) for v in views.values())

@@ -46,6 +46,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
+from threadlog.edits import cache_key
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import calls_of
 from threadlog.nodes.tools.approval import apply_edits
@@ -107,8 +108,9 @@ class ContextPolicy:
         return 0.5 if self.summarizer is not None else None
 
     def count(self, message: BaseMessage) -> int:
-        """Tokens of one message, cached by id (ids in a log never change content)."""
-        mid = message.id
+        """Tokens of one message, cached by id (ids in a log never change content; an
+        edit changes the key, `threadlog.edits.cache_key`)."""
+        mid = cache_key(message)
         if mid is not None:
             n = self._counts.get(mid)
             if n is not None:

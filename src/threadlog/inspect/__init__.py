@@ -14,6 +14,7 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.diff(a, b)          # what changed between two checkpoints
     t.forks()             # the branches made by update_state / time travel
     t.plot()              # messages, context tokens, stored bytes, tool latency
+    t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
     inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
@@ -27,6 +28,7 @@ from threadlog.inspect import export
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
+from threadlog.inspect.namespaces import Subgraph, SubgraphTable
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
@@ -42,6 +44,8 @@ __all__ = [
     "ContextSeen",
     "ForkTree",
     "SourceError",
+    "Subgraph",
+    "SubgraphTable",
     "Table",
     "TaskError",
     "Thread",

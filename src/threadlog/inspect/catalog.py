@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog._upstream import postgres_cursor
 
-__all__ = ["Head", "checkpoint_ids", "head_errors", "id_time", "thread_heads"]
+__all__ = ["Head", "checkpoint_ids", "head_errors", "id_time", "thread_heads", "unwrap_saver"]
 
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _ERROR = "__error__"
@@ -52,7 +52,7 @@ def id_time(checkpoint_id: str) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-def _unwrap(saver: Any) -> Any:
+def unwrap_saver(saver: Any) -> Any:
     for _ in range(8):  # threadlog's wrappers keep the saver they wrap as `.inner`
         inner = vars(saver).get("inner") if hasattr(saver, "__dict__") else None
         if inner is None:
@@ -62,7 +62,7 @@ def _unwrap(saver: Any) -> Any:
 
 
 def thread_heads(saver: BaseCheckpointSaver[Any]) -> list[Head]:
-    raw = _unwrap(saver)
+    raw = unwrap_saver(saver)
     conn = getattr(raw, "conn", None)
     if isinstance(conn, sqlite3.Connection):
         rows: Iterable[tuple[Any, ...]] = conn.execute(
@@ -93,7 +93,7 @@ def thread_heads(saver: BaseCheckpointSaver[Any]) -> list[Head]:
 
 def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str, list[str]]:
     """`{thread_id: [error text, ...]}` for tasks that failed from each thread's head."""
-    raw = _unwrap(saver)
+    raw = unwrap_saver(saver)
     conn = getattr(raw, "conn", None)
     wanted = {(h.thread_id, h.head_id) for h in heads}
     found: list[tuple[str, str, Any]] = []
@@ -132,7 +132,7 @@ def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str,
 
 def checkpoint_ids(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[str]:
     """The ids of a thread's root-namespace checkpoints, oldest first (no blob decoded)."""
-    raw = _unwrap(saver)
+    raw = unwrap_saver(saver)
     conn = getattr(raw, "conn", None)
     if isinstance(conn, sqlite3.Connection):
         rows = conn.execute(

@@ -98,7 +98,7 @@ class ContextSeen(Table):
         self.log_tokens = count_tokens_approximately(self.log)
         self._rows = self._build()
         self.title = (
-            f"thread {thread.thread_id} · what the model saw for {self.call.id} "
+            f"{thread.label} · what the model saw for {self.call.id} "
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
 

@@ -54,7 +54,7 @@ class ForkTree(Table):
         self.branches: list[Branch] = []
         for root in roots:
             self._walk(root, by_id, None, None, 0)
-        self.title = f"thread {thread.thread_id} · fork tree"
+        self.title = f"{thread.label} · fork tree"
 
     def _walk(
         self,

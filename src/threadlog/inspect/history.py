@@ -4,6 +4,7 @@ paths, lookup by id), plus the model node's settings when loaded from a graph. T
 
 from __future__ import annotations
 
+from threadlog.inspect.namespaces import Subgraph
 from threadlog.inspect.records import CheckpointRecord, Graph
 from threadlog.nodes.model import ModelNode
 
@@ -21,8 +22,12 @@ class ThreadRecords:
         bytes_known: bool,
         graph: Graph | None = None,
         source: str | None = None,
+        namespace: str = "",
+        subgraph_list: list[Subgraph] | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self.namespace = namespace  # a subgraph's checkpoint_ns, or "" (the root)
+        self.subgraph_list = subgraph_list or []
         self.source = source  # a LangGraph server's URL when read from one
         # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
         loaded = {r.checkpoint_id for r in records}
@@ -32,11 +37,18 @@ class ThreadRecords:
         self.bytes_known = bytes_known
         self._by_id = {r.checkpoint_id: r for r in records}
 
+    @property
+    def label(self) -> str:
+        """"thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints."""
+        where = f", namespace {self.namespace}" if self.namespace else ""
+        return f"thread {self.thread_id}{where}"
+
     def __len__(self) -> int:
         return len(self.records)
 
     def __repr__(self) -> str:
-        return f"<Thread {self.thread_id!r}: {len(self.records)} checkpoints>"
+        where = f" (namespace {self.namespace!r})" if self.namespace else ""
+        return f"<Thread {self.thread_id!r}{where}: {len(self.records)} checkpoints>"
 
     @property
     def head(self) -> CheckpointRecord:

@@ -83,7 +83,7 @@ class ToolPairs(Table):
             for cid, name, args, valid in calls:
                 asked = first_seen.get(m.id or "")
                 self._rows.append(self._row(cid, name, args, valid, m, asked, results, first_seen))
-        self.title = f"thread {thread.thread_id} · tool calls at {short(self.at.checkpoint_id)}"
+        self.title = f"{thread.label} · tool calls at {short(self.at.checkpoint_id)}"
 
     def _row(
         self,

@@ -1,10 +1,11 @@
 """Reading a thread's checkpoints into plain `CheckpointRecord`s.
 
-Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (root
-namespace), oldest first, each with its state *as LangGraph rebuilds it* — values come from
-`graph.get_state_history`, so a `DeltaChannel` message log is replayed through
-`MessageLogChannel` exactly as a run would read it. No blob is decoded here: the raw side
-(`versions_seen`, pending writes) comes from `saver.list`, whose serializer does the decoding.
+Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (in
+`config`'s `checkpoint_ns`; the root namespace by default), oldest first, each with its
+state *as LangGraph rebuilds it* — values come from `graph.get_state_history`, so a
+`DeltaChannel` message log is replayed through `MessageLogChannel` exactly as a run would
+read it. No blob is decoded here: the raw side (`versions_seen`, pending writes) comes from
+`saver.list`, whose serializer does the decoding.
 
 `graph` is the user's compiled graph, or a stand-in compiled from the threadlog state schema
 (see `threadlog.inspect.thread`) when only a database and a thread id are known.
@@ -107,12 +108,16 @@ def load_records(
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
-    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ""}}
+    ns = str(conf.get("checkpoint_ns") or "")
+    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
     if last is not None and last < 1:
         raise ValueError(f"last must be a positive number of checkpoints, got {last!r}")
     tuples = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(base, limit=last)}
     if not tuples:
-        raise LookupError(f"thread {conf['thread_id']!r} has no checkpoints in this checkpointer")
+        where = f" in namespace {ns!r}" if ns else ""
+        raise LookupError(
+            f"thread {conf['thread_id']!r} has no checkpoints{where} in this checkpointer"
+        )
     # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
     # the other order): under a history cache (`threadlog.checkpointer`'s default, and
     # the reader's own saver) each log is its parent's plus one step's writes, instead of

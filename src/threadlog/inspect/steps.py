@@ -5,7 +5,9 @@ Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)` is th
 middle of the log, next to its call, so this is a set difference, not a suffix).
 `open_calls(messages)` are calls with no result yet, `usage(messages)` sums the
 `usage_metadata` of the AIMessages, and `message_line` is the one-line form shared by the
-text and HTML renderers.
+text and HTML renderers. `edits_added(rec, parent)` is the reviewer edits
+(`threadlog.Edit`) recorded by `rec`'s step, each with the calls it superseded and the
+new ones (`edit_line` renders one).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from threadlog.edits import edits_of, original_of
 from threadlog.inspect.records import CheckpointRecord
 from threadlog.messages import calls_of, preview, role_of
 
@@ -21,6 +24,8 @@ __all__ = [
     "appended",
     "compactions_added",
     "describe_compaction",
+    "edit_line",
+    "edits_added",
     "message_line",
     "message_row",
     "open_calls",
@@ -32,6 +37,58 @@ __all__ = [
 def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
     before = {m.id for m in parent.messages} if parent else set()
     return [m for m in rec.messages if m.id not in before]
+
+
+def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[dict[str, Any]]:
+    """The edits `rec`'s step recorded: message id, the edit's id / time / who / why, and
+    the calls before (superseded) and after it."""
+    before: set[str] = set()
+    if parent is not None:
+        before = {str(e.get("id")) for m in parent.messages for e in edits_of(m)}
+    out: list[dict[str, Any]] = []
+    for m in rec.messages:
+        history = edits_of(m)
+        if not history:
+            continue
+        prior = _calls(calls_of(original_of(m)))
+        for e in history:
+            now = _calls(e.get("tool_calls") or [])
+            if str(e.get("id")) not in before:
+                out.append(
+                    {
+                        "message_id": m.id,
+                        "edit_id": e.get("id"),
+                        "at": e.get("at"),
+                        "by": e.get("by"),
+                        "reason": e.get("reason"),
+                        "source": e.get("source"),
+                        "superseded_calls": prior,
+                        "calls": now,
+                    }
+                )
+            prior = now
+    return out
+
+
+def _calls(calls: Any) -> list[dict[str, Any]]:
+    return [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args")} for c in calls]
+
+
+def edit_line(edit: dict[str, Any]) -> str:
+    """`✎ edit of <message> by <who>: <new calls> supersede <old calls>`."""
+    who = f" by {edit['by']}" if edit.get("by") else ""
+    via = f" ({edit['source']})" if edit.get("source") else ""
+
+    def show(calls: list[dict[str, Any]]) -> str:
+        return ", ".join(
+            f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})"
+            for c in calls
+        ) or "no calls"
+
+    return (
+        f"✎ edit of {short_id(edit['message_id'])}{who}{via}: {show(edit['calls'])} "
+        f"supersede {show(edit['superseded_calls'])}"
+    )
 
 
 def compactions_added(
@@ -84,6 +141,13 @@ def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
         else None,
         "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
         "status": m.status if isinstance(m, ToolMessage) else None,
+        # An edited request: the calls as the model first made them (superseded), and
+        # each edit since. None for messages never edited.
+        "original_calls": _calls(calls_of(original_of(m))) if edits_of(m) else None,
+        "edits": [
+            {k: e.get(k) for k in ("id", "at", "by", "reason", "source")} for e in edits_of(m)
+        ]
+        or None,
     }
 
 

@@ -18,6 +18,13 @@ Each local checkpoint is read through LangGraph's loader, so a `DeltaChannel` lo
 replayed through `MessageLogChannel`; no blob is decoded by hand. `progress(done, total)`
 is called as checkpoints are rebuilt (the CLI's progress line). The views — `timeline()`,
 `pairs()`, `context()`, `diff()`, `forks()` — are computed from the loaded records.
+
+Subgraphs: a compiled subgraph used as a node stores its own steps under its namespace
+(`checkpoint_ns = "node:task_id"`), which the root's checkpoints do not show until it
+returns. `subgraphs()` lists a local thread's namespaces (`inspect.namespaces`);
+`thread(..., namespace=NS)` loads one of them instead of the root, with the same views
+(a real graph reads it through the subgraph's own channels when it has that node, else
+the stand-in does).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.history import ThreadRecords
+from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.records import Graph, Progress, load_records
@@ -77,6 +85,10 @@ class Thread(ThreadRecords):
         """What changed from checkpoint `a` to `b` (default: the head)."""
         return CheckpointDiff(self.get(a), self.get(b))
 
+    def subgraphs(self) -> SubgraphTable:
+        """The thread's subgraph namespaces (loaded with the root namespace, locally)."""
+        return SubgraphTable(self.thread_id, self.subgraph_list)
+
     def forks(self) -> ForkTree:
         """The thread's checkpoints as a tree of branches (update_state / time travel)."""
         return ForkTree(self)
@@ -107,8 +119,12 @@ def thread(
     schema: type[Any] | None = None,
     last: int | None = None,
     progress: Progress | None = None,
+    namespace: str = "",
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
+
+    `namespace`: a subgraph's `checkpoint_ns` (see `Thread.subgraphs()`) to load instead
+    of the root namespace.
 
     `last=N` loads only the newest N checkpoints: LangGraph rebuilds each checkpoint of a
     delta channel from its nearest snapshot, so reading a whole long thread costs time
@@ -123,6 +139,9 @@ def thread(
             "no thread id: pass a thread id string or a config with "
             "{'configurable': {'thread_id': ...}}"
         )
+    namespace = namespace or str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+    if namespace:
+        config = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": ""}}
     if isinstance(source, Pregel):
         saver = source.checkpointer
         if not isinstance(saver, BaseCheckpointSaver):
@@ -131,25 +150,30 @@ def thread(
                 "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
             )
         return _load(
-            source, saver, config, str(thread_id), real_graph=True, last=last, progress=progress
+            source, saver, config, str(thread_id), real_graph=True, last=last,
+            progress=progress, namespace=namespace, schema=schema,
         )
     if isinstance(source, BaseCheckpointSaver):
-        graph = stand_in(source, schema)
         return _load(
-            graph, source, config, str(thread_id), real_graph=False, last=last, progress=progress
+            None, source, config, str(thread_id), real_graph=False, last=last,
+            progress=progress, namespace=namespace, schema=schema,
         )
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server
 
+        if namespace:
+            raise ValueError(
+                "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
+                "server's state history has the root namespace only"
+            )
         with Server(source) as server:
             records = server.records(str(thread_id), last=last)
         return Thread(str(thread_id), records, bytes_known=False, source=describe(source))
     if isinstance(source, str):
         with open_saver(source) as saver:
-            graph = stand_in(saver, schema)
             return _load(
-                graph, saver, config, str(thread_id), real_graph=False, last=last,
-                progress=progress,
+                None, saver, config, str(thread_id), real_graph=False, last=last,
+                progress=progress, namespace=namespace, schema=schema,
             )
     raise TypeError(
         f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
@@ -158,7 +182,7 @@ def thread(
 
 
 def _load(
-    graph: Graph,
+    graph: Graph | None,
     saver: BaseCheckpointSaver[Any],
     config: RunnableConfig,
     thread_id: str,
@@ -166,15 +190,44 @@ def _load(
     real_graph: bool,
     last: int | None,
     progress: Progress | None,
+    namespace: str,
+    schema: type[Any] | None,
 ) -> Thread:
+    if namespace and graph is not None and not _has_subgraph(graph, namespace):
+        graph, real_graph = None, False  # the subgraph is not a node of this graph
+    # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
+    # channels); the stand-in reads them through a view whose root is that namespace.
+    reader = InNamespace(saver, namespace) if namespace and graph is None else saver
+    if graph is None:
+        graph = stand_in(reader, schema)
+    conf = {**(config.get("configurable") or {}), "checkpoint_ns": namespace if real_graph else ""}
     with quiet_stand_in(not real_graph):
-        records = load_records(
-            graph, saver, config, real_graph=real_graph, last=last, progress=progress
-        )
-    sizes = stored_bytes(saver, thread_id)
+        try:
+            records = load_records(
+                graph, reader, {"configurable": conf}, real_graph=real_graph, last=last,
+                progress=progress,
+            )
+        except LookupError:
+            if not namespace:
+                raise
+            known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
+            raise LookupError(
+                f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
+                f"its subgraph namespaces: {', '.join(known) or 'none'}"
+            ) from None
+    sizes = stored_bytes(saver, thread_id, namespace)
     if sizes is not None:
         for r in records:
             r.stored_bytes = sizes.get(r.checkpoint_id, 0)
+    subs = [] if namespace else subgraph_namespaces(saver, thread_id)
     return Thread(
-        thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None
+        thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None,
+        namespace=namespace, subgraph_list=subs,
     )
+
+
+def _has_subgraph(graph: Graph, namespace: str) -> bool:
+    from threadlog._upstream import NS_END, NS_SEP
+
+    recast = NS_SEP.join(part.rsplit(NS_END, 1)[0] for part in namespace.split(NS_SEP))
+    return any(True for _ in graph.get_subgraphs(namespace=recast, recurse=True))

@@ -2,9 +2,10 @@
 
 Contract: for each checkpoint (all branches, oldest first, or one branch's path) a row with
 step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
-writes made it, the messages appended (role, id, short content), calls still open after the
-step, compaction events added, tasks that failed from it, cumulative token usage of the
-log, stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
+writes made it, the messages appended (role, id, short content), reviewer edits recorded
+(`edited`: the superseded calls and the new ones), calls still open after the step,
+compaction events added, tasks that failed from it, cumulative token usage of the log,
+stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
 bytes along its path from the root.
 """
 
@@ -19,6 +20,8 @@ from threadlog.inspect.steps import (
     appended,
     compactions_added,
     describe_compaction,
+    edit_line,
+    edits_added,
     message_line,
     message_row,
     open_calls,
@@ -60,7 +63,7 @@ class Timeline(Table):
         self.records = records
         self._rows = [self._row(r) for r in records]
         heads = sum(1 for r in thread.records if not r.children)
-        self.title = f"thread {thread.thread_id} · timeline"
+        self.title = f"{thread.label} · timeline"
         last = records[-1]
         self._summary = (
             f"{len(records)} checkpoints · {len(last.messages)} messages at "
@@ -101,6 +104,7 @@ class Timeline(Table):
             "created_at": rec.created_at,
             "writers": list(rec.writers),
             "appended": [message_row(m) for m in new],
+            "edited": [] if self._unloaded_parent(rec) else edits_added(rec, parent),
             "messages": len(rec.messages),
             "open_calls": open_calls(rec.messages),
             "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
@@ -123,6 +127,7 @@ class Timeline(Table):
         out: list[dict[str, Cell]] = []
         for rec, row in zip(self.records, self._rows, strict=True):
             events: list[str] = [message_line(m) for m in self._appended(rec)]
+            events += [edit_line(e) for e in row["edited"]]
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]

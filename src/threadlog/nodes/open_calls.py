@@ -40,6 +40,9 @@ class _Scan:
     count: int = 0
     last_id: str | None = None
     open: dict[str, AIMessage] = field(default_factory=dict)
+    # Where each request with open calls sits: an edit (`threadlog.Edit`) changes a
+    # request's calls in place, which a resumed scan must notice.
+    where: dict[int, AIMessage] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)  # every call id of the log
     # Whether `used` is this scan's alone: a resumed scan takes the set over instead of
     # copying it (a copy costs O(history) per call); a second resume from the same scan
@@ -48,15 +51,25 @@ class _Scan:
 
 
 def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
-    for m in messages[scan.count :]:
+    for i in range(scan.count, len(messages)):
+        m = messages[i]
         if isinstance(m, ToolMessage):
             scan.open.pop(m.tool_call_id, None)
         elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
             for call in calls_of(m):
                 scan.open[call["id"] or ""] = m
                 scan.used.add(call["id"] or "")
+            scan.where[i] = m
     scan.count = len(messages)
     scan.last_id = messages[-1].id if messages else None
+    live = {id(m) for m in scan.open.values()}
+    scan.where = {i: m for i, m in scan.where.items() if id(m) in live}
+
+
+def _unedited(scan: _Scan, messages: Sequence[BaseMessage]) -> bool:
+    return all(
+        messages[i] is m or calls_of(messages[i]) == calls_of(m) for i, m in scan.where.items()
+    )
 
 
 class OpenCalls:
@@ -95,9 +108,10 @@ class OpenCalls:
             old is not None
             and 0 < old.count <= len(messages)
             and messages[old.count - 1].id == old.last_id
+            and _unedited(old, messages)
         ):
             with self._lock:
                 used = old.used if old.owns_used else set(old.used)
                 old.owns_used = False
-            return _Scan(old.count, old.last_id, dict(old.open), used)
+            return _Scan(old.count, old.last_id, dict(old.open), dict(old.where), used)
         return _Scan()

@@ -8,8 +8,12 @@ Contract:
 * Resume with `Command(resume=decision)` where decision is
   `{"action": "approve"}`, `{"action": "edit", "args": {...}}` or
   `{"action": "reject", "reason": "..."}` (reason optional). An edited call runs with the
-  new arguments (still checked against the tool's schema); a rejected call becomes an
-  error result saying a reviewer rejected it. Any other value raises `ApprovalError`
+  new arguments (still checked against the tool's schema) and the node writes a
+  `threadlog.Edit` of the request before its results (`approval_edits`): the same event an
+  `update_state` edit records, so the log shows the edited call in place, keeps the
+  original in the audit record, and the model sees the call as it ran. The result also
+  carries the decision (`response_metadata["threadlog_approval"]`). A rejected call
+  becomes an error result saying a reviewer rejected it. Any other value raises `ApprovalError`
   and is not saved (LangGraph's `response_schema` check), so the same approval can
   simply be answered again.
 * Why nothing runs twice: in the one-node mode all approvals are asked, one interrupt
@@ -20,13 +24,14 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError, model_validator
 
+from threadlog.edits import Edit, record_of
 from threadlog.errors import ApprovalError
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "ApprovalError",
     "Decision",
     "apply_edits",
+    "approval_edits",
     "approval_payload",
     "ask_approval",
 ]
@@ -53,6 +59,7 @@ class Decision(BaseModel):
     action: Literal["approve", "edit", "reject"]
     args: dict[str, Any] | None = None
     reason: str | None = None
+    by: str | None = None  # who decided: kept in an edit's audit record
 
     @model_validator(mode="after")
     def _edit_needs_args(self) -> Decision:
@@ -91,10 +98,44 @@ def _input_of(e: ValidationError) -> Any:
     return errors[0].get("input") if errors else None
 
 
+def approval_edits(
+    edited: Mapping[str, Mapping[str, Any]],
+    messages: Sequence[BaseMessage],
+    decisions: Mapping[str, Decision] | None = None,
+) -> list[Edit]:
+    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id ->
+    the new arguments), oldest first. Each carries `base` (the request as the node saw
+    it), so parallel branches that edit different calls of one request compose; `by` and
+    `reason` come from the first edited call's decision."""
+    todo = dict(edited)
+    decisions = decisions or {}
+    out: list[Edit] = []
+    for m in reversed(messages):
+        if not todo:
+            break
+        if isinstance(m, AIMessage) and any(c.get("id") in todo for c in m.tool_calls):
+            first = next(
+                (d for c in m.tool_calls if (d := decisions.get(c.get("id") or ""))), None
+            )
+            calls = [
+                {**c, "args": dict(todo.pop(c["id"] or ""))} if c.get("id") in todo else c
+                for c in m.tool_calls
+            ]
+            edit = Edit(
+                m.model_copy(update={"tool_calls": calls}),
+                base=m,
+                source="approval",
+                by=first.by if first else None,
+                reason=first.reason if first else None,
+            )
+            out.append(edit)
+    return out[::-1]
+
+
 def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """What the model sees of a log with reviewer edits: each edited call carries the
-    arguments it ran with. The log itself is unchanged — the original request stays in
-    it, and the edit is the event recorded on the call's result (`APPROVAL_KEY`)."""
+    """Threads stored before edits were events: their approval edit lives only on the
+    call's result (`APPROVAL_KEY`); the model sees the arguments the call ran with. A
+    request that has an edit record (`threadlog.edits`) already shows them."""
     edits: dict[str, dict[str, Any]] = {}
     for m in messages:
         if isinstance(m, ToolMessage):
@@ -105,7 +146,11 @@ def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
         return messages
     out: list[BaseMessage] = []
     for m in messages:
-        if isinstance(m, AIMessage) and any(c.get("id") in edits for c in m.tool_calls):
+        if (
+            isinstance(m, AIMessage)
+            and record_of(m) is None
+            and any(c.get("id") in edits for c in m.tool_calls)
+        ):
             calls = [
                 {**c, "args": edits[c["id"] or ""]} if c.get("id") in edits else c
                 for c in m.tool_calls

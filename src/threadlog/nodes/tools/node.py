@@ -69,7 +69,7 @@ from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
-from threadlog.nodes.tools.approval import Decision, ask_approval
+from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
@@ -431,7 +431,26 @@ class ToolNode(_LangGraphToolNode):
         outputs: list[Output] = [
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
         ]
-        return self._combine_tool_outputs(outputs, input_type)
+        # A reviewer's edits are written first, as events: the results then answer the
+        # edited calls (`threadlog.edits`).
+        edits: list[Any] = self._edits(slots)
+        return self._combine_tool_outputs([*edits, *outputs], input_type)
+
+    def _edits(self, slots: list[ToolMessage | _Planned]) -> list[Any]:
+        planned = [s for s in slots if isinstance(s, _Planned)]
+        decisions = {
+            p.call["id"] or "": p.decision
+            for p in planned
+            if p.decision is not None and p.decision.action == "edit"
+        }
+        edited = {p.call["id"] or "": p.call["args"] for p in planned if p.call["id"] in decisions}
+        if not edited:
+            return []
+        try:
+            messages = messages_of(planned[0].runtime.state, self._messages_key)
+        except (ValueError, KeyError, TypeError):
+            return []  # no log in the input: the decision stays on the result only
+        return list(approval_edits(edited, messages, decisions))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:

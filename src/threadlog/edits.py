@@ -1,0 +1,309 @@
+"""`Edit`: a reviewer's change to an AIMessage's calls, recorded as an event.
+
+Why. Human review changes a tool call before it runs. LangGraph does that by re-sending
+the AIMessage's id with new arguments, which rewrites history; threadlog's log refuses a
+re-sent id with new content (`ConflictingIdError`). An `Edit` says the same thing
+explicitly and keeps the log append-only.
+
+Contract:
+
+* **Written like a message.** `Edit(AIMessage(id=<the original's id>, tool_calls=[...]))`
+  goes through `graph.update_state(config, {"messages": [Edit(...)]})` or a node's
+  return value. The approval flow's `Command(resume={"action": "edit", ...})` writes one
+  too (`threadlog.nodes.tools.approval`). The value is a plain dict
+  (`type == "threadlog.edit"`), so every serializer (msgpack, JSON, LangGraph Server's
+  stores) round-trips it; the checkpoint stores it as its own write, after the
+  original's, which is never touched.
+* **The view.** The log's messages (`state["messages"]`: what nodes, `to_wire`, the
+  context policy and the model read) hold the *effective* message — the edited content and
+  calls, under the original's id, at the original's position, once. Its
+  `response_metadata["threadlog_edit"]` is the audit record: the original's content and
+  calls, then every edit (id, time, who, why, its content and calls) in order
+  (`original_of`, `edits_of`). A snapshot of the log therefore keeps the audit too.
+* **Pairing follows the edit.** Results must answer the edited calls; a result for a call
+  an edit dropped or renamed is refused (`ToolPairingError` naming the edit), and open-call
+  repair answers the edited calls.
+* **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log
+  with at least one call still waiting for its result (a message under review); a call
+  that already has a result may not change or disappear (the error names the message and
+  the answered call) — while every call is open, the whole message may change. An
+  edit equal to the current message is a replay (nothing recorded). A different edit of an
+  edited message is a later event: the last edit wins.
+* **Concurrent edits.** An edit may carry `base`, the message as its writer saw it. When
+  another edit landed since, only what this edit changed relative to `base` is applied
+  (content, and calls by id), so parallel approval branches each edit their own call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from threadlog.errors import EditError, MessageLogError
+from threadlog.messages import coerce_message, digest, role_of
+
+__all__ = [
+    "EDIT_KEY",
+    "EDIT_TYPE",
+    "Edit",
+    "EditEvent",
+    "cache_key",
+    "edits_of",
+    "is_edit",
+    "original_of",
+]
+
+EDIT_TYPE = "threadlog.edit"
+"""The `type` of an edit's stored dict (no message type or role uses it)."""
+EDIT_KEY = "threadlog_edit"
+"""`response_metadata` key of an edited message: its audit record."""
+
+_FIELDS = ("content", "tool_calls", "invalid_tool_calls")
+
+
+class Edit(dict[str, Any]):
+    """An edit of the AIMessage whose id `message` carries (see module doc).
+
+    message: the edited message: its `content`, `tool_calls` and `invalid_tool_calls`
+        replace the original's in what everyone reads; other fields stay the original's.
+    by, reason: who edited and why, kept in the audit record.
+    base: the message as the editor saw it (optional): see "Concurrent edits".
+    """
+
+    def __init__(
+        self,
+        message: AIMessage | Mapping[str, Any],
+        *,
+        by: str | None = None,
+        reason: str | None = None,
+        base: BaseMessage | None = None,
+        source: str = "edit",
+        at: str | None = None,
+    ) -> None:
+        msg = _edited_message(message, None)
+        when = at or datetime.now(UTC).isoformat()
+        seed = f"{msg.id}\x00{digest(msg)}\x00{when}"
+        super().__init__(
+            type=EDIT_TYPE,
+            id="tl-edit-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest(),
+            message=msg,
+            by=by,
+            reason=reason,
+            at=when,
+            source=source,
+            base=fields_of(base) if isinstance(base, AIMessage) else None,
+        )
+
+
+def is_edit(value: Any) -> bool:
+    """Whether a written item is an edit (an `Edit`, or its dict read back)."""
+    return isinstance(value, Mapping) and value.get("type") == EDIT_TYPE
+
+
+@dataclass(frozen=True, slots=True)
+class EditEvent:
+    """One edit as the log applies it (parsed from its stored dict)."""
+
+    id: str
+    message: AIMessage
+    by: str | None
+    reason: str | None
+    at: str | None
+    source: str
+    base: dict[str, Any] | None
+
+    @property
+    def target(self) -> str:
+        assert self.message.id is not None
+        return self.message.id
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], position: int | None) -> EditEvent:
+        msg = _edited_message(raw.get("message"), position)
+        eid = raw.get("id")
+        if not isinstance(eid, str) or not eid:
+            # A client that wrote the dict by hand: an id from its content, so a replay
+            # of the same write rebuilds the same id.
+            blob = json.dumps(
+                [msg.id, digest(msg), raw.get("at")], sort_keys=True, default=repr
+            )
+            eid = "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
+        base = raw.get("base")
+        return cls(
+            id=eid,
+            message=msg,
+            by=_opt_str(raw.get("by")),
+            reason=_opt_str(raw.get("reason")),
+            at=_opt_str(raw.get("at")),
+            source=str(raw.get("source") or "edit"),
+            base=dict(base) if isinstance(base, Mapping) else None,
+        )
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _edited_message(value: Any, position: int | None) -> AIMessage:
+    if value is None:
+        raise EditError(
+            "an edit needs the edited message",
+            position=position,
+            fix="write threadlog.Edit(AIMessage(id=<the original's id>, tool_calls=[...]))",
+        )
+    try:
+        msg = coerce_message(value, position=position)
+    except MessageLogError as exc:
+        raise EditError(
+            f"the edited message is not a message the log can store: {exc.problem}",
+            message_id=exc.message_id,
+            role=exc.role,
+            position=position,
+            fix=exc.fix,
+        ) from exc
+    if not isinstance(msg, AIMessage):
+        raise EditError(
+            f"only an AIMessage can be edited, got a {role_of(msg)} message",
+            message_id=msg.id,
+            role=role_of(msg),
+            position=position,
+            fix="to add a user or tool message, append it; an Edit changes an "
+            "assistant message's calls",
+        )
+    if not msg.id:
+        raise EditError(
+            "the edited AIMessage has no id: an edit names the message it supersedes "
+            "by that message's id",
+            role="assistant",
+            position=position,
+            fix="copy the original (`original.model_copy(update={'tool_calls': [...]})`) "
+            "so it keeps its id",
+        )
+    return msg
+
+
+# -- the fields an edit changes, and the audit record --------------------------------
+
+
+def fields_of(message: AIMessage) -> dict[str, Any]:
+    """The edited fields of `message` as plain data (what the audit record stores)."""
+    return {
+        "content": message.content,
+        "tool_calls": [{**c, "type": "tool_call"} for c in message.tool_calls],
+        "invalid_tool_calls": [
+            {**c, "type": "invalid_tool_call"} for c in message.invalid_tool_calls
+        ],
+    }
+
+
+def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two calls the same call: id, name and arguments."""
+    return (call.get("id"), call.get("name"), json.dumps(call.get("args"), sort_keys=True,
+                                                          default=repr))
+
+
+def same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return a["content"] == b["content"] and all(
+        [call_key(c) for c in a[k]] == [call_key(c) for c in b[k]]
+        for k in ("tool_calls", "invalid_tool_calls")
+    )
+
+
+def merge(
+    current: Mapping[str, Any], base: Mapping[str, Any] | None, new: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fields after an edit: `new` as is, unless the message moved on since `base`
+    — then only what `new` changed relative to `base`, applied to `current`."""
+    if base is None or same_fields(base, current):
+        return {k: new[k] for k in _FIELDS}
+    out: dict[str, Any] = {
+        "content": new["content"] if new["content"] != base["content"] else current["content"]
+    }
+    for key in ("tool_calls", "invalid_tool_calls"):
+        was = {c.get("id"): c for c in base.get(key) or ()}
+        now = {c.get("id"): c for c in new[key]}
+        calls: list[dict[str, Any]] = []
+        for c in current[key]:
+            cid = c.get("id")
+            if cid in was and cid not in now:
+                continue  # this edit dropped it
+            changed = cid in now and cid in was and call_key(now[cid]) != call_key(was[cid])
+            calls.append(dict(now[cid]) if changed else dict(c))
+        have = {c.get("id") for c in calls}
+        calls += [dict(c) for c in new[key] if c.get("id") not in set(was) | have]
+        out[key] = calls
+    return out
+
+
+def record_of(message: BaseMessage) -> Mapping[str, Any] | None:
+    """The audit record of an edited message, else None."""
+    if not isinstance(message, AIMessage):
+        return None
+    rec = message.response_metadata.get(EDIT_KEY)
+    return rec if isinstance(rec, Mapping) and rec.get("edits") else None
+
+
+def applied(current: AIMessage, event: EditEvent, fields: Mapping[str, Any]) -> AIMessage:
+    """`current` after `event` (with `fields`, see `merge`), its audit record extended."""
+    rec = record_of(current)
+    original = rec["original"] if rec else fields_of(current)
+    entry = {
+        "id": event.id,
+        "at": event.at,
+        "by": event.by,
+        "reason": event.reason,
+        "source": event.source,
+        **{k: fields[k] for k in _FIELDS},
+    }
+    edits = [*(rec["edits"] if rec else ()), entry]
+    meta = {**current.response_metadata, EDIT_KEY: {"original": original, "edits": edits}}
+    return current.model_copy(update={**{k: fields[k] for k in _FIELDS},
+                                      "response_metadata": meta})
+
+
+def versions(message: AIMessage) -> list[AIMessage]:
+    """Every version of an edited message, the original first, `message` last."""
+    rec = record_of(message)
+    if rec is None:
+        return [message]
+    plain = {k: v for k, v in message.response_metadata.items() if k != EDIT_KEY}
+    edits: Sequence[Mapping[str, Any]] = rec["edits"]
+    out = [message.model_copy(update={**_fields(rec["original"]), "response_metadata": plain})]
+    for i, e in enumerate(edits[:-1]):
+        meta = {**plain, EDIT_KEY: {"original": rec["original"], "edits": list(edits[: i + 1])}}
+        out.append(message.model_copy(update={**_fields(e), "response_metadata": meta}))
+    out.append(message)
+    return out
+
+
+def _fields(rec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: rec.get(k) if k == "content" else list(rec.get(k) or ()) for k in _FIELDS}
+
+
+def original_of(message: BaseMessage) -> BaseMessage:
+    """The message as first written, before any edit (`message` itself if never edited)."""
+    return versions(message)[0] if isinstance(message, AIMessage) else message
+
+
+def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
+    """The edits of `message`, oldest first: id, at, by, reason, source and the content
+    and calls each one set (empty if never edited)."""
+    rec = record_of(message)
+    return [dict(e) for e in rec["edits"]] if rec else []
+
+
+def cache_key(message: BaseMessage) -> str | None:
+    """The key a per-id cache (wire copies, token counts) may use for `message`: its id,
+    plus its last edit's id once edited — an edit is the one way content changes under
+    an id. (On every message of every turn: one dict lookup when not edited.)"""
+    rec = message.response_metadata.get(EDIT_KEY)
+    if not rec or message.id is None:
+        return message.id
+    last = record_of(message)
+    return message.id if last is None else f"{message.id}\x00{last['edits'][-1].get('id')}"

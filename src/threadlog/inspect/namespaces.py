@@ -1,0 +1,184 @@
+"""A thread's subgraph namespaces: which subgraphs stored checkpoints, and reading one.
+
+Contract:
+
+* `subgraph_namespaces(saver, thread_id)` returns one `Subgraph` per non-root
+  `checkpoint_ns` of the thread (a compiled subgraph used as a node stores its steps
+  under `"node:task_id"`, nested ones joined by `|`), oldest first: its node, the root
+  checkpoint it ran from (`metadata["parents"][""]`), its checkpoint count, its newest
+  checkpoint, and whether it finished (its newest checkpoint has no task left to run) or
+  stopped (killed, interrupted or failed mid-way). One grouped query on LangGraph's own
+  SQLite / Postgres tables plus one read of each namespace's newest checkpoint; any
+  other saver is listed with `saver.list`.
+* `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
+  `namespace`: a stand-in graph compiled on it rebuilds the subgraph's checkpoints with
+  LangGraph's own loader, as it does the root's.
+* `SubgraphTable(thread_id, subgraphs)`: the list as an inspector `Table`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from threadlog._upstream import ERROR, INTERRUPT, NS_END, NS_SEP, postgres_cursor
+from threadlog.checkpoint.finished_subgraphs import may_run_subgraphs
+from threadlog.inspect.catalog import unwrap_saver
+from threadlog.inspect.records import short
+from threadlog.inspect.table import Cell, Column, Table
+
+__all__ = ["InNamespace", "Subgraph", "SubgraphTable", "subgraph_namespaces"]
+
+
+@dataclass(frozen=True, slots=True)
+class Subgraph:
+    namespace: str
+    node: str
+    parent_checkpoint: str | None  # the root checkpoint the subgraph ran from
+    checkpoints: int
+    head_id: str
+    finished: bool
+
+
+def _counts(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[str, int, str]]:
+    """(namespace, checkpoints, newest id) of each non-root namespace."""
+    raw = unwrap_saver(saver)
+    conn = getattr(raw, "conn", None)
+    if isinstance(conn, sqlite3.Connection):
+        rows = conn.execute(
+            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns != '' GROUP BY checkpoint_ns",
+            (thread_id,),
+        ).fetchall()
+        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
+    if type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
+        with postgres_cursor(raw) as cur:
+            cur.execute(
+                "SELECT checkpoint_ns AS ns, count(*) AS n, max(checkpoint_id) AS h "
+                "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns != '' "
+                "GROUP BY checkpoint_ns",
+                (thread_id,),
+            )
+            return [(str(r["ns"]), int(r["n"]), str(r["h"])) for r in cur.fetchall()]
+    seen: dict[str, list[Any]] = {}
+    for tup in saver.list({"configurable": {"thread_id": thread_id}}):
+        conf = tup.config["configurable"]
+        ns, cid = str(conf.get("checkpoint_ns") or ""), str(conf["checkpoint_id"])
+        if ns:
+            entry = seen.setdefault(ns, [ns, 0, cid])
+            entry[1], entry[2] = entry[1] + 1, max(entry[2], cid)
+    return [(ns, n, h) for ns, n, h in seen.values()]
+
+
+def _finished(tup: CheckpointTuple | None) -> bool:
+    # A subgraph that returned leaves a newest checkpoint with no task to run: no node
+    # trigger, no input waiting, no `Send`, no failed or interrupted task.
+    if tup is None or may_run_subgraphs(tup):
+        return False
+    if "__start__" in tup.checkpoint.get("channel_values", {}):
+        return False
+    return not any(ch in (ERROR, INTERRUPT) for _, ch, _ in tup.pending_writes or ())
+
+
+def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[Subgraph]:
+    out: list[Subgraph] = []
+    for ns, n, head_id in _counts(saver, thread_id):
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": head_id}
+        tup = saver.get_tuple({"configurable": conf})
+        parents = ((tup.metadata if tup else None) or {}).get("parents") or {}
+        parent = parents.get("")
+        # "node:task_id", nested: "outer:id|inner:id" — the innermost node names it.
+        node = ns.split(NS_SEP)[-1].rsplit(NS_END, 1)[0]
+        out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, _finished(tup)))
+    # Oldest first: by the root checkpoint it ran from, then its own first steps.
+    out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(NS_SEP), s.head_id))
+    return out
+
+
+class InNamespace(BaseCheckpointSaver[Any]):
+    """A read-only view of `inner` whose root namespace is `namespace` (module doc)."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner, self.namespace = inner, namespace
+
+    def _at(self, config: RunnableConfig | None) -> RunnableConfig | None:
+        if config is None:
+            return None
+        conf = dict(config.get("configurable") or {})
+        if not conf.get("checkpoint_ns"):
+            conf["checkpoint_ns"] = self.namespace
+        return {**config, "configurable": conf}
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.inner.get_tuple(self._at(config) or config)
+
+    def list(self, config: RunnableConfig | None, **kw: Any) -> Iterator[CheckpointTuple]:
+        return self.inner.list(self._at(config), **kw)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.inner.aget_tuple(self._at(config) or config)
+
+    def alist(self, config: RunnableConfig | None, **kw: Any) -> AsyncIterator[CheckpointTuple]:
+        return self.inner.alist(self._at(config), **kw)
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        return self.inner.get_delta_channel_history(
+            config=self._at(config) or config, channels=channels
+        )
+
+    def get_next_version(self, current: Any, channel: Any = None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+class SubgraphTable(Table):
+    """The thread's subgraph namespaces, oldest first (`Thread.subgraphs()`)."""
+
+    columns = (
+        Column("namespace", "namespace", 0),
+        Column("node", "node", 14),
+        Column("from", "from", 8),
+        Column("checkpoints", "ckpts", 5, ">"),
+        Column("status", "status", 8),
+    )
+
+    def __init__(self, thread_id: str, subgraphs: Sequence[Subgraph]) -> None:
+        self.title = f"subgraphs of thread {thread_id}"
+        self.subgraphs = list(subgraphs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "namespace": s.namespace,
+                "node": s.node,
+                "parent_checkpoint": s.parent_checkpoint,
+                "checkpoints": s.checkpoints,
+                "head": s.head_id,
+                "status": "finished" if s.finished else "stopped",
+            }
+            for s in self.subgraphs
+        ]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        return [
+            {
+                "namespace": s.namespace,
+                "node": s.node,
+                "from": short(s.parent_checkpoint),
+                "checkpoints": str(s.checkpoints),
+                "status": "finished" if s.finished else "stopped",
+            }
+            for s in self.subgraphs
+        ]
+
+    def summary(self) -> list[str]:
+        if not self.subgraphs:
+            return ["no subgraph stored checkpoints on this thread"]
+        return [
+            f"{len(self.subgraphs)} namespace(s); --namespace NS shows one's checkpoints",
+        ]
