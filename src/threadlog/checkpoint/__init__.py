@@ -4,7 +4,8 @@ One file per idea: `saver` (`checkpointer(url)` / `acheckpointer(url)`), `serde`
 strict msgpack allowlist), `guard` (`GuardedSaver`: whole turns per thread, no silent
 forks), `heads` (per-backend thread heads and cross-process locks), `input_check` (bad
 input refused before it is stored), `recover` (results a crashed step had already
-stored), `cache` + `cache_sql` (the warm-process history cache and its one-query walks).
+stored), `cache` + `cache_sql` (the warm-process history cache and its one-query walks),
+`own_writes` (what this saver stored itself: a warm turn's walk with no query).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """

@@ -25,8 +25,11 @@ Contract:
   so the log is not rebuilt from the decoded copy. A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
-* Under a SQLite or Postgres saver (also behind wrappers exposing `.inner`) the walk is
-  one or two queries (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
+* When every checkpoint on the walk was stored by this saver (`record_own_writes`, on
+  by default in `threadlog.checkpointer`), the walk needs no query
+  (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
+  behind wrappers exposing `.inner`) the walk is one or two queries
+  (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
   A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
@@ -62,6 +65,7 @@ from langgraph.checkpoint.base import (
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog._upstream import DeltaSnapshot
 from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
+from threadlog.checkpoint.own_writes import own_writes_of
 
 __all__ = [
     "CachedSeed",
@@ -259,6 +263,9 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
         if target == cached_id:
             return {ch: [] for ch in channels}
         max_walk = self._threadlog_history_cache.max_walk
+        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
+        if own is not None:
+            return own
         sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
         if sqlite is not None:
             return history_reads.sqlite_walk(
@@ -317,6 +324,11 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
     ) -> dict[str, list[PendingWrite]] | None:
         if target == cached_id:
             return {ch: [] for ch in channels}
+        thread_id, ns, _ = _address(config)
+        max_walk = self._threadlog_history_cache.max_walk
+        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
+        if own is not None:
+            return own
         tup = await self.aget_tuple(config)
         collected: list[list[PendingWrite]] = []
         for _ in range(self._threadlog_history_cache.max_walk):
@@ -326,6 +338,16 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
             if step is not _GO:
                 return None if step is _STOP else _by_channel(collected, channels)
         return None
+
+
+def _own_walk(
+    saver: Any, thread_id: str, ns: str, channels: list[str], target: str, cached_id: str,
+    max_walk: int,
+) -> dict[str, list[PendingWrite]] | None:
+    """The walk from what this saver stored itself, with no query (`own_writes`)."""
+    own = own_writes_of(saver)
+    return None if own is None else own.walk((thread_id, ns), channels, target, cached_id,
+                                             max_walk)
 
 
 _GO, _STOP, _FOUND = object(), object(), object()

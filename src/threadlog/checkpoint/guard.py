@@ -25,8 +25,9 @@ Contract.
 * **Writes outside a hold are checked** under a short per-thread lock (a turn's input,
   `update_state`, other tools and versions); a run's own later checkpoints and task
   writes skip the re-checks — every other guarded writer waits for the hold:
-  - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint; one
-    indexed query), unless LangGraph marks it a deliberate fork (`update_state`:
+  - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint: as a
+    run read it right after taking the thread's lock, else one indexed query), unless
+    LangGraph marks it a deliberate fork (`update_state`:
     source `"update"`/`"fork"`), or it is a **direct root put**: made outside any
     LangGraph run (no runtime in its config) with no parent checkpoint. That is the
     low-level saver API (`saver.put(...)` by user code, `update_state` on an empty
@@ -88,6 +89,7 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
+_UNREAD: Any = object()  # no head known from the run's own read
 # Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
 _CHECKPOINT_WAIT = 30.0
 
@@ -203,6 +205,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         self._bases: dict[str, str] = {}
         # Per thread: the Runtime object of the run of this saver holding it, and the hold.
         self._runs: dict[str, tuple[Any, _Hold]] = {}
+        # Per thread: the head its current run read right after taking the run lock.
+        self._run_heads: dict[str, str | None] = {}
         # Checkpoints being stored right now, by id. LangGraph stores a step's checkpoint
         # and its tasks' writes from background threads; a task's writes that landed
         # before their checkpoint would be unreachable if the process died in between
@@ -260,7 +264,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
         if _holds(tid):
-            return  # an exclusive() block, this run's own second read, or a nested run
+            return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
         if not (yield _RunLock(tid, strategy == "enqueue")):
             raise ConcurrentRunError(
@@ -276,6 +280,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
         weakref.finalize(loop, release)
+        return True
 
     # -- reads and everything else: the wrapped saver ---------------------------
 
@@ -300,9 +305,12 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         return cast(CheckpointTuple | None, await _adrive(steps, self))
 
     def _get_steps(self, config: RunnableConfig, loop: Any, shown: bool) -> _Steps:
+        took = False
         if loop is not None:
-            yield from self._hold_for_run(config, loop)
+            took = yield from self._hold_for_run(config, loop)
         tup: CheckpointTuple | None = yield _Inner("get_tuple", (config,))
+        if loop is not None:
+            self._note_run_head(config, tup, took)
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         cid = str(tup.config["configurable"]["checkpoint_id"])
@@ -320,6 +328,21 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             return tup  # runs, update_state, nodes: the raw checkpoint
         refused: dict[str, Exception] = yield _Refused(tup)
         return _with_errors(tup, refused) if refused else tup
+
+    def _note_run_head(
+        self, config: RunnableConfig, tup: CheckpointTuple | None, took: bool
+    ) -> None:
+        # A run that took the thread's lock and then read its head (no checkpoint_id)
+        # knows the head with no further query: every guarded writer waits for the lock.
+        key = _guarded_key(config)
+        if key is None:
+            return
+        if took and not config["configurable"].get("checkpoint_id"):
+            self._run_heads[key[0]] = (
+                None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
+            )
+        else:
+            self._run_heads.pop(key[0], None)
 
     def _writes_to_logs(self, tup: CheckpointTuple) -> bool:
         keys = self.input_check.message_keys if self.input_check is not None else ()
@@ -517,11 +540,14 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
             # This run holds the thread for its turn and read it after taking the hold;
-            # every other guarded writer (runs, update_state) waits for the hold. One
-            # indexed query per turn still verifies the head, for writers that bypass
-            # the guard.
+            # every other guarded writer (runs, update_state) waits for the hold. The
+            # head this run read under its lock is the head; otherwise (a run from a
+            # named checkpoint, inside exclusive()) one indexed query verifies it.
             if is_input:
-                self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+                head = self._run_heads.pop(key[0], _UNREAD)
+                if head is _UNREAD or head != parent:
+                    head = yield _Store(self.store.head, key)
+                self._refuse_moved(key, parent, head, metadata)
             stored: RunnableConfig = yield _Inner("put", args)
             self.own_parents.add(parent)
             return stored

@@ -324,9 +324,12 @@ class _ChainMixin(BaseCheckpointSaver[Any]):
         seeds: Mapping[str, str],
     ) -> None:
         target = _checkpoint_id(config)
+        chains = self._threadlog_seen.chains
         with self._threadlog_seen.lock:
-            expected = self._threadlog_seen.chains.get(target) if target else None
-            known = dict(self._threadlog_seen.chains)
+            expected = chains.get(target) if target else None
+            # Only the chains of the cached seeds (a copy of all would cost O(checkpoints
+            # remembered) per read).
+            known = {c: chains[c] for c in seeds.values() if c in chains}
         if expected is None:
             return
         for ch, history in histories.items():

@@ -50,6 +50,7 @@ from threadlog.checkpoint.heads import (
 )
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.integrity import chain_writes
+from threadlog.checkpoint.own_writes import record_own_writes
 from threadlog.checkpoint.serde import strict_serializer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
@@ -212,7 +213,9 @@ def _finish(
     so new input does not drop it; every checkpoint records a count and checksum of the
     message writes it is rebuilt from, checked on read (`threadlog.checkpoint.integrity`).
     """
-    out: BaseCheckpointSaver[Any] = with_history_cache(saver) if cache else saver
+    out: BaseCheckpointSaver[Any] = (
+        record_own_writes(with_history_cache(saver)) if cache else saver
+    )
     out = keep_finished_work(chain_writes(out))
     out = wrap(out) if wrap is not None else out
     if guard:

@@ -31,6 +31,8 @@ Contract:
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,9 +180,33 @@ def summary_message(event: Mapping[str, Any]) -> SystemMessage:
     )
 
 
+# id(event) -> (the event, its position, the newest summary event at or before it). A
+# thread's events are append-only and its channel hands out the same event objects each
+# step, so the search for the newest summary resumes at the last event seen (without
+# this, every model call scanned all of a thread's events: O(history) per turn).
+_SUMMARY_AT: OrderedDict[int, tuple[Mapping[str, Any], int, Any]] = OrderedDict()
+_SUMMARY_AT_MAX = 4096
+_summary_lock = threading.Lock()
+
+
 def _latest(compactions: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:
-    last = compactions[-1] if compactions else None
-    summary = next((e for e in reversed(compactions) if e.get("kind") == "summary"), None)
+    if not compactions:
+        return None, None
+    last = compactions[-1]
+    summary = None
+    for k in range(len(compactions) - 1, -1, -1):
+        e = compactions[k]
+        if e.get("kind") == "summary":
+            summary = e
+            break
+        hit = _SUMMARY_AT.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] == k:
+            summary = hit[2]
+            break
+    with _summary_lock:
+        _SUMMARY_AT[id(last)] = (last, len(compactions) - 1, summary)
+        while len(_SUMMARY_AT) > _SUMMARY_AT_MAX:
+            _SUMMARY_AT.popitem(last=False)
     return last, summary
 
 
@@ -217,7 +243,6 @@ def plan_context(
     """Derive the context (see the module docstring); `reserve_tokens` is budget taken
     by text sent outside the log (a node's system prompt)."""
     policy = policy or ContextPolicy()
-    messages = apply_edits(messages)  # a reviewer's edit: the model sees the args that ran
     n = len(messages)
     h = 0
     while h < n and _is_system(messages[h]):
@@ -225,6 +250,14 @@ def plan_context(
     head = list(messages[:h])
     last, summary_ev = _latest(compactions)
     stop_id = last.get("cut_to") if last else None
+    lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
+    # A reviewer's edit: the model sees the args that ran. Only messages after the
+    # recorded cut can be sent, and a call's results follow it, so only those are
+    # looked at (the whole log each call would cost O(history) per model call).
+    tail = messages[lo:]
+    edited = apply_edits(tail)
+    if edited is not tail:
+        messages = [*messages[:lo], *edited]
     summary = summary_message(summary_ev) if summary_ev else None
     fixed = sum(policy.count(m) for m in head) + (policy.count(summary) if summary else 0)
     budget = (
@@ -232,7 +265,6 @@ def plan_context(
     )
     max_turns = policy.max_turns or math.inf
 
-    lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
     walk = _Walk(messages, policy, budget, max_turns)
     turns = policy._turns
     j = n - 1

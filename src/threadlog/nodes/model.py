@@ -70,7 +70,6 @@ from threadlog.nodes.open_calls import OpenCalls
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import timed
 from threadlog.nodes.turns import (
-    call_ids,
     model_calls_in_turn,
     rekey_calls,
     step_cap_message,
@@ -309,7 +308,7 @@ class ModelNode(RunnableCallable):
         repairs: list[ToolMessage],
         events: list[dict[str, Any]],
         has_events: bool,
-        log: Sequence[BaseMessage] = (),
+        used: set[str] | None = None,
     ) -> dict[str, Any]:
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
@@ -319,7 +318,7 @@ class ModelNode(RunnableCallable):
                 fix="pass a chat model (BaseChatModel), optionally with tools bound",
             )
         if ai.tool_calls or ai.invalid_tool_calls:
-            ai = rekey_calls(ai, call_ids(log))
+            ai = rekey_calls(ai, used if used is not None else set())
         update: dict[str, Any] = {"messages": [*repairs, ai]}
         if events and has_events:
             update["compactions"] = events
@@ -345,11 +344,12 @@ class ModelNode(RunnableCallable):
 
     def _open(
         self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
-    ) -> tuple[dict[str, AIMessage], dict[str, AIMessage]]:
-        """Open calls inside the context, and those the policy left outside it."""
+    ) -> tuple[dict[str, AIMessage], dict[str, AIMessage], set[str]]:
+        """Open calls inside the context, those the policy left outside it, and every call
+        id the log uses (both scans resume where the thread's last call stopped)."""
         inside = open_calls(view.messages)
-        everywhere = self._open_calls.of(messages, _thread_key(config))
-        return inside, {c: m for c, m in everywhere.items() if c not in inside}
+        everywhere, used = self._open_calls.scan(messages, _thread_key(config))
+        return inside, {c: m for c, m in everywhere.items() if c not in inside}, used
 
     def _outside(
         self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
@@ -369,7 +369,7 @@ class ModelNode(RunnableCallable):
         view, events = compact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        inside, outside = self._open(messages, view, config)
+        inside, outside, used = self._open(messages, view, config)
         recovered = recover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
         repairs = [*self._outside(outside, recovered), *repairs]
@@ -380,7 +380,7 @@ class ModelNode(RunnableCallable):
         ai = self._timed(
             self._runnable(messages).invoke(wire, config), wire, step0, call0, wall0
         )
-        return self._update(ai, repairs, events, has_events, messages)
+        return self._update(ai, repairs, events, has_events, used)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         step0 = time.perf_counter()
@@ -388,7 +388,7 @@ class ModelNode(RunnableCallable):
         view, events = await acompact(
             messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
         )
-        inside, outside = self._open(messages, view, config)
+        inside, outside, used = self._open(messages, view, config)
         recovered = await arecover_for_node(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
         repairs = [*self._outside(outside, recovered), *repairs]
@@ -399,7 +399,7 @@ class ModelNode(RunnableCallable):
         ai = self._timed(
             await self._runnable(messages).ainvoke(wire, config), wire, step0, call0, wall0
         )
-        return self._update(ai, repairs, events, has_events, messages)
+        return self._update(ai, repairs, events, has_events, used)
 
     def _runnable(self, log: Sequence[BaseMessage]) -> Runnable[Any, Any]:
         return self.bound_first if turn_started(log) else self.bound

@@ -16,6 +16,8 @@ Contract:
   last scanned position). Anything else — another branch, a result placed in the middle
   of the log (results go right after their request) — is a full scan. So the answer is
   always exact; only its cost varies.
+* `scan(messages, key)` also returns every call id the log uses (for re-keying a
+  reply's colliding ids), resumed the same way.
 * At most `max_threads` keys are remembered (least recently used forgotten).
 """
 
@@ -41,6 +43,11 @@ class _Scan:
     # Where each request with open calls sits: an edit (`threadlog.Edit`) changes a
     # request's calls in place, which a resumed scan must notice.
     where: dict[int, AIMessage] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)  # every call id of the log
+    # Whether `used` is this scan's alone: a resumed scan takes the set over instead of
+    # copying it (a copy costs O(history) per call); a second resume from the same scan
+    # then copies.
+    owns_used: bool = True
 
 
 def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
@@ -51,6 +58,7 @@ def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
         elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
             for call in calls_of(m):
                 scan.open[call["id"] or ""] = m
+                scan.used.add(call["id"] or "")
             scan.where[i] = m
     scan.count = len(messages)
     scan.last_id = messages[-1].id if messages else None
@@ -75,6 +83,14 @@ class OpenCalls:
     def of(
         self, messages: Sequence[BaseMessage], key: Hashable | None = None
     ) -> dict[str, AIMessage]:
+        return self.scan(messages, key)[0]
+
+    def scan(
+        self, messages: Sequence[BaseMessage], key: Hashable | None = None
+    ) -> tuple[dict[str, AIMessage], set[str]]:
+        """(`of(messages, key)`, every call id the log's assistant messages use — the
+        same set as `threadlog.nodes.turns.call_ids(messages)`; read it at once, a later
+        scan of the same key may add to it)."""
         scan = self._resume(messages, key)
         _advance(scan, messages)
         if key is not None:
@@ -83,7 +99,7 @@ class OpenCalls:
                 self._scans.move_to_end(key)
                 while len(self._scans) > self._max:
                     self._scans.popitem(last=False)
-        return dict(scan.open)
+        return dict(scan.open), scan.used
 
     def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Scan:
         with self._lock:
@@ -94,5 +110,8 @@ class OpenCalls:
             and messages[old.count - 1].id == old.last_id
             and _unedited(old, messages)
         ):
-            return _Scan(old.count, old.last_id, dict(old.open), dict(old.where))
+            with self._lock:
+                used = old.used if old.owns_used else set(old.used)
+                old.owns_used = False
+            return _Scan(old.count, old.last_id, dict(old.open), dict(old.where), used)
         return _Scan()

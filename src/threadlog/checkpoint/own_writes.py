@@ -1,0 +1,315 @@
+"""The checkpoints and writes a saver stored itself, so the history cache's walk needs no query.
+
+Why. A warm turn loads its thread's logs by walking from the head back to the
+checkpoint the history cache holds, collecting the writes in between
+(`threadlog.checkpoint.cache`). Those are, in the common case, exactly what this
+process stored during its previous turn — yet the walk asked the database for them:
+one round trip a turn, whose cost on Postgres grew with the thread (issue 12, target 3).
+
+Contract:
+
+* `record_own_writes(saver)` gives any saver this memory and returns the same object
+  (its class is swapped for a subclass, like `with_history_cache`);
+  `threadlog.checkpointer()` does it whenever the history cache is on.
+* **Recorded:** every checkpoint this saver `put` (its parent id, which channels it
+  stores a value for) and every task write it `put_writes` on one of them, keyed and
+  kept as storage keeps them (first write per task and index wins; LangGraph's special
+  channels such as `__error__` are replaced), after the backend call returned.
+* **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint up
+  to the target — the same list, in the same order (`writes_sort_key` per checkpoint,
+  oldest checkpoint first), as the SQL walk — only when the target and every checkpoint
+  on the way were stored by this saver, none of them holds a value for the channels (a
+  snapshot: the saver's read decides then), and none was seen holding a write this saver
+  did not store. Anything else returns None and the caller queries the database.
+* **Other processes.** Their checkpoints are never in the record, so a head written by
+  anyone else (another worker's turn, `update_state`, a fork) makes the walk fall back to
+  the database. A write another process stores on a recorded checkpoint is seen the next
+  time this saver reads that checkpoint (`get_tuple`), which marks it foreign: walks
+  through it query. A write stored on a checkpoint that already has a child is not part
+  of the history of that child's branch for the run guard either (it refuses such
+  writes: `GuardedSaver.put_writes`); an unguarded writer doing so is not seen here.
+* **Bounded:** per thread only the checkpoints newer than the last walk's target are
+  kept (a turn's worth; at most 512 when no walk trims them), for at most `max_threads`
+  threads (least recently written first out). The values are the written objects
+  themselves (the messages the live log also holds), not copies.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    writes_sort_key,
+)
+
+__all__ = ["OwnWrites", "own_writes_of", "record_own_writes"]
+
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
+DEFAULT_MAX_THREADS = 1024
+_MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
+
+# (task_path, task_id, idx) -> (channel, value)
+_Writes = dict[tuple[str, str, int], tuple[str, Any]]
+
+
+class _Stored:
+    """One checkpoint this saver stored (or is storing: its writes may come first)."""
+
+    __slots__ = ("foreign", "parent", "stored", "values", "writes")
+
+    def __init__(self) -> None:
+        self.stored = False  # its `put` returned
+        self.parent: str | None = None
+        self.values: frozenset[str] = frozenset()  # channels it stores a value for
+        self.writes: _Writes = {}
+        self.foreign = False  # seen holding a write this saver did not store
+
+
+class OwnWrites:
+    """Per (thread, namespace): the checkpoints this saver stored, by id."""
+
+    def __init__(self, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+        self.max_threads = max_threads
+        self._threads: OrderedDict[tuple[str, str], dict[str, _Stored]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _entry(self, key: tuple[str, str], cid: str) -> _Stored:
+        stored = self._threads.get(key)
+        if stored is None:
+            stored = self._threads[key] = {}
+            while len(self._threads) > self.max_threads:
+                self._threads.popitem(last=False)
+        else:
+            self._threads.move_to_end(key)
+        entry = stored.get(cid)
+        if entry is None:
+            entry = stored[cid] = _Stored()
+            if len(stored) > _MAX_PER_THREAD:  # turns longer than any walk: keep the newest
+                for old in sorted(stored)[: len(stored) - _MAX_PER_THREAD // 2]:
+                    del stored[old]
+        return entry
+
+    def put(self, key: tuple[str, str], cid: str, parent: str | None, values: Any) -> None:
+        with self._lock:
+            entry = self._entry(key, cid)
+            entry.parent, entry.values, entry.stored = parent, frozenset(values), True
+
+    def put_writes(
+        self,
+        key: tuple[str, str],
+        cid: str,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        # LangGraph stores a step's checkpoint and its tasks' writes from background
+        # threads: writes may be recorded before their checkpoint's put.
+        with self._lock:
+            entry = self._entry(key, cid)
+            for i, (channel, value) in enumerate(writes):
+                # Keyed and kept as storage keys and keeps them: LangGraph's special
+                # channels (`__error__`, ...) at a fixed index and replaced, every other
+                # write at its position and kept first.
+                special = WRITES_IDX_MAP.get(channel)
+                if special is not None:
+                    entry.writes[(task_path, task_id, special)] = (channel, value)
+                else:
+                    entry.writes.setdefault((task_path, task_id, i), (channel, value))
+
+    def seen(self, key: tuple[str, str], cid: str, pending: Sequence[PendingWrite]) -> None:
+        """A read of checkpoint `cid` found `pending`: any task write not stored here
+        makes walks through it go to the database."""
+        with self._lock:
+            entry = self._threads.get(key, {}).get(cid)
+            if entry is None or entry.foreign:
+                return
+            mine: dict[tuple[str, str], int] = {}
+            for (_, task_id, _), (channel, _) in entry.writes.items():
+                mine[(task_id, channel)] = mine.get((task_id, channel), 0) + 1
+            for task_id, channel, _ in pending:
+                left = mine.get((str(task_id), channel), 0)
+                if left <= 0:
+                    entry.foreign = True
+                    return
+                mine[(str(task_id), channel)] = left - 1
+
+    def forget(self, thread_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._threads if k[0] == thread_id]:
+                del self._threads[key]
+
+    def walk(
+        self,
+        key: tuple[str, str],
+        channels: Sequence[str],
+        target: str,
+        cached_id: str,
+        max_walk: int,
+    ) -> dict[str, list[PendingWrite]] | None:
+        """Each channel's writes from `cached_id` up to `target` (see module doc), or None."""
+        with self._lock:
+            stored = self._threads.get(key)
+            head = None if stored is None else stored.get(target)
+            if stored is None or head is None or not head.stored:
+                return None
+            chain: list[_Stored] = []
+            cid = head.parent
+            while True:
+                entry = None if cid is None else stored.get(cid)
+                if entry is None or not entry.stored or entry.foreign or len(chain) >= max_walk:
+                    return None
+                chain.append(entry)
+                if cid == cached_id:
+                    break
+                if any(ch in entry.values for ch in channels):
+                    return None  # a snapshot on the way: the saver's read decides
+                cid = entry.parent
+            out: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+            for entry in reversed(chain):  # oldest first, like the saver's own history
+                for path, task_id, idx in sorted(
+                    entry.writes, key=lambda k: writes_sort_key(k[0], k[1], k[2])
+                ):
+                    channel, value = entry.writes[(path, task_id, idx)]
+                    if channel in out:
+                        out[channel].append((task_id, channel, value))
+            # The cache moves up to `target`, so the next walk starts there: older
+            # checkpoints (ids grow with time within a process) are not walked again.
+            for old in [c for c in stored if c < target]:
+                del stored[old]
+            return out
+
+
+def _key(config: RunnableConfig) -> tuple[tuple[str, str], str] | None:
+    conf = config.get("configurable") or {}
+    thread_id, cid = conf.get("thread_id"), conf.get("checkpoint_id")
+    if thread_id is None or not cid:
+        return None
+    return (str(thread_id), str(conf.get("checkpoint_ns") or "")), str(cid)
+
+
+class _OwnWritesMixin(BaseCheckpointSaver[Any]):
+    """Records the puts and writes of any saver class it is mixed into (module doc)."""
+
+    _threadlog_own_writes: OwnWrites
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        out = super().put(config, checkpoint, metadata, new_versions)
+        self._record_put(config, checkpoint, out)
+        return out
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        out = await super().aput(config, checkpoint, metadata, new_versions)
+        self._record_put(config, checkpoint, out)
+        return out
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        self._record_writes(config, writes, task_id, task_path)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await super().aput_writes(config, writes, task_id, task_path)
+        self._record_writes(config, writes, task_id, task_path)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._seen(super().get_tuple(config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._seen(await super().aget_tuple(config))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._threadlog_own_writes.forget(str(thread_id))
+        super().delete_thread(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self._threadlog_own_writes.forget(str(thread_id))
+        await super().adelete_thread(thread_id)
+
+    def _record_put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, out: RunnableConfig
+    ) -> None:
+        stored = _key(out)
+        if stored is None:
+            return
+        parent = (config.get("configurable") or {}).get("checkpoint_id")
+        self._threadlog_own_writes.put(
+            stored[0], stored[1], str(parent) if parent else None,
+            checkpoint.get("channel_values") or {},
+        )
+
+    def _record_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        at = _key(config)
+        if at is not None:
+            self._threadlog_own_writes.put_writes(at[0], at[1], writes, task_id, task_path)
+
+    def _seen(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
+        if tup is not None:
+            at = _key(tup.config)
+            if at is not None:
+                self._threadlog_own_writes.seen(at[0], at[1], tup.pending_writes or ())
+        return tup
+
+
+_classes: dict[type[Any], type[Any]] = {}
+_classes_lock = threading.Lock()
+
+
+def record_own_writes(saver: S, *, max_threads: int = DEFAULT_MAX_THREADS) -> S:
+    """Give `saver` the record of its own checkpoints and writes (module doc); returns it."""
+    if isinstance(saver, _OwnWritesMixin):
+        return saver
+    cls = type(saver)
+    with _classes_lock:
+        sub = _classes.get(cls)
+        if sub is None:
+            sub = type(f"OwnWrites{cls.__name__}", (_OwnWritesMixin, cls), {})
+            sub.__module__ = cls.__module__
+            _classes[cls] = sub
+    saver.__class__ = sub
+    saver._threadlog_own_writes = OwnWrites(max_threads)  # type: ignore[attr-defined]
+    return saver
+
+
+def own_writes_of(saver: Any) -> OwnWrites | None:
+    """The record `record_own_writes` attached to `saver`, if any."""
+    return getattr(saver, "_threadlog_own_writes", None)

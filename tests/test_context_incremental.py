@@ -1,0 +1,63 @@
+"""The model node's per-call work does not rescan the whole thread, and stays exact.
+
+The newest summary among a thread's compaction events, and the call ids a log uses, are
+found by resuming where the previous call stopped (the events are append-only and the
+channel hands out the same event objects; the log only grows at its end). These tests
+check the resumed answers against a fresh computation over growing, shared and forked
+histories.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.helpers_model import ai, ids, user
+from threadlog import ContextPolicy, build_context
+from threadlog.nodes.open_calls import OpenCalls
+from threadlog.nodes.turns import call_ids
+
+
+def _log(turns: int) -> list[Any]:
+    return [m for i in range(turns) for m in (user(f"h{i}"), ai(f"a{i}", content="ok"))]
+
+
+def _trim(n: int, cut: str) -> dict[str, Any]:
+    return {"id": f"cmp-{n}", "kind": "trim", "cut_to": cut, "hidden": []}
+
+
+def _summary(n: int, cut: str, text: str) -> dict[str, Any]:
+    return {"id": f"cmp-{n}", "kind": "summary", "cut_to": cut, "hidden": [],
+            "summary": text, "summary_id": f"cmp-{n}-summary"}
+
+
+def test_the_newest_summary_is_found_as_events_grow_and_when_lists_share_events() -> None:
+    log = _log(12)
+    policy = ContextPolicy()
+    events: list[dict[str, Any]] = []
+    plan = [_trim(0, "a0"), _summary(1, "a1", "first"), _trim(2, "a2"), _trim(3, "a3"),
+            _summary(4, "a4", "second"), _trim(5, "a5"), _trim(6, "a6")]
+    for event in plan:
+        events.append(event)
+        got = ids(build_context(log, list(events), policy))  # same event objects
+        fresh = ids(build_context(log, copy.deepcopy(events), policy))  # new objects
+        assert got == fresh
+    assert ids(build_context(log, events, policy))[:1] == ["cmp-4-summary"]
+    # Another thread's list holding the same trim object at another position, with no
+    # summary before it, must not inherit this thread's summary.
+    other = [_trim(9, "a0"), events[5]]
+    assert "cmp-4-summary" not in ids(build_context(log, other, policy))
+    assert "cmp-1-summary" not in ids(build_context(log, other, policy))
+
+
+def test_call_ids_from_the_resumed_scan_equal_a_full_scan_across_a_fork() -> None:
+    scans = OpenCalls()
+    key = ("thread", "")
+    log: list[Any] = []
+    for i in range(6):
+        log += [user(f"h{i}"), ai(f"a{i}", f"c{i}")]
+        assert scans.scan(log, key)[1] == call_ids(log)
+    fork = [*log[:4], user("other"), ai("b", "x")]
+    assert scans.scan(fork, key)[1] == call_ids(fork)
+    log += [user("h6"), ai("a6", "c6")]
+    assert scans.scan(log, key)[1] == call_ids(log)
