@@ -197,7 +197,7 @@ def test_a_kill_inside_the_agent_resumes_with_each_booking_run_once_over_two_tur
         threadlog.validate(snap.values.get("messages", []), allow_pending_calls=True)
 
 
-@pytest.mark.parametrize("app", ["supervisor", "swarm"])
+@pytest.mark.parametrize("app", APPS)
 def test_a_new_message_instead_of_the_approval_answers_the_paused_call(
     backend: str, tmp_path: Path, app: str
 ) -> None:

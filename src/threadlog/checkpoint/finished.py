@@ -30,10 +30,19 @@ Contract:
   as before. Messages without an id (bare strings, tuples) are not carried: their ids
   derive from their position, which would differ when the task's own write is replayed.
 * A run that brings new input also gets what the subgraphs running from the head stored
-  in their own namespaces (`finished_subgraphs`), after the head's own finished work,
-  and then a "not completed" result for each call that work left open (the new input
-  abandons the subgraph run). Readers and resumes do not: a resumed subgraph returns
-  its own work.
+  in their own namespaces (`finished_subgraphs`), after the head's own finished work.
+  Readers and resumes do not: a resumed subgraph returns its own work.
+* New input on a head that still has a task to run abandons that task (LangGraph
+  discards it): an approval interrupt, a failed or killed tool step — in the root graph
+  or in a subgraph. Each call left open in the message logs the graph declares
+  (`MessageLogChannel` keys of the run's channel specs), after the carried work, gets
+  one explicit `status="error"` "not completed" result, as `ModelNode` would record it
+  (`repair_open_calls`: same id and text; a result the step had stored is read back
+  with `recover` and logged as stored) — unless the input itself answers the call.
+  So a graph whose model node does not repair (LangChain's `create_agent` with
+  `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
+  answers before the new message. The tool never runs. A head whose turn finished
+  (nothing left to run) keeps its open calls: the input may be their results.
 * Nothing is stored: this changes what a reader of the head sees, never the database.
   Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
   are returned unchanged, at the cost of one scan of the head's pending writes.
@@ -43,9 +52,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
 from langgraph.constants import START
@@ -60,6 +70,7 @@ from threadlog._upstream import (
     entering_loop,
 )
 from threadlog.checkpoint import finished_subgraphs as subs
+from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
@@ -124,40 +135,93 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Abandon:
+    """What a run's new input abandons at a head that still has a task to run."""
+
+    channels: tuple[str, ...]  # the message-log channels the running graph declares
+    answered: frozenset[str]  # call ids the input itself answers: left to it
+    recovered: Mapping[str, ToolMessage] = field(default_factory=dict)
+
+
+def _abandoning(loop: Any) -> _Abandon:
+    from threadlog.channel import MessageLogChannel  # the channel imports the log
+
+    specs: Mapping[str, Any] = getattr(loop, "specs", None) or {}
+    channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
+    return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
+
+
+def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
+    """Call ids the input's tool results answer (a client-side tool's result, say)."""
+    out: set[str] = set()
+    for channel in channels:
+        value = given.get(channel) if isinstance(given, Mapping) else getattr(given, channel, None)
+        if value is None:
+            continue
+        for item in flatten_write(value):
+            if isinstance(item, ToolMessage):
+                out.add(item.tool_call_id)
+            elif isinstance(item, Mapping) and isinstance(item.get("tool_call_id"), str):
+                out.add(item["tool_call_id"])
+    return frozenset(out)
+
+
+def _open_in(logs: Mapping[str, list[BaseMessage]], abandon: _Abandon) -> dict[str, AIMessage]:
+    """The head logs' open calls the input leaves unanswered: call id -> its request."""
+    from threadlog.nodes.model import open_calls  # nodes import checkpoint code
+
+    found: dict[str, AIMessage] = {}
+    for channel in abandon.channels:
+        if channel in logs:
+            found.update(open_calls(logs[channel]))
+    return {cid: m for cid, m in found.items() if cid not in abandon.answered}
+
+
+def _requests(calls: Mapping[str, AIMessage]) -> set[str]:
+    return {m.id for m in calls.values() if m.id is not None}
+
+
 def _carry(
     tup: CheckpointTuple,
     rounds: Sequence[Mapping[str, list[Batch]]],
     head_logs: Mapping[str, list[BaseMessage]],
     *,
     reader: bool,
+    abandon: _Abandon | None = None,
 ) -> CheckpointTuple:
     """The head with NULL-task writes carrying the new messages its log accepts.
 
     `rounds`: the head's own finished work, then what its unfinished subgraphs stored
     (`finished_subgraphs`); each is taken or refused whole, after the ones before it.
+    With `abandon` (new input leaves the head's tasks), the calls still open after them
+    are answered "not completed", before the input.
     For a reader (not a run), the carried tasks' own writes are left out as well, so
     `get_state` lists them in `next`: their step has no checkpoint yet.
     """
     added: list[PendingWrite] = []
     carried_tasks: set[str] = set()
     channels = dict.fromkeys(c for work in rounds for c in work)
+    channels.update(dict.fromkeys(abandon.channels if abandon else ()))
     for channel in channels:
         messages = head_logs.get(channel)
         if messages is None:
             continue
         trial = MessageLog(messages)
         new: list[BaseMessage] = []
-        for k, work in enumerate(rounds):
+        for work in rounds:
             batches = work.get(channel)
             if not batches:
                 continue
             try:
                 new += trial.extend_writes([items for _, items in batches], single_writer=False)
-                if k > 0:  # a subgraph's abandoned calls: answered before the new input
-                    new += _answer_open_calls(trial)
             except (MessageLogError, ValueError, TypeError):
                 continue  # a step the log refused stays refused
             carried_tasks.update(task for task, _ in batches if task is not None)
+        if abandon is not None and (
+            channel in abandon.channels or any(work.get(channel) for work in rounds[1:])
+        ):
+            new += _answer_open_calls(trial, abandon)
         if new:
             added.append((NULL_TASK_ID, channel, new))
     if not added:
@@ -168,16 +232,21 @@ def _carry(
     return tup._replace(pending_writes=[*writes, *added])
 
 
-def _answer_open_calls(log: MessageLog) -> list[BaseMessage]:
+def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
     """Explicit "not completed" results for the calls still open in `log`, as the model
-    node would record them (`repair_open_calls`): the carried subgraph is abandoned by
-    the new input, and the parent's own nodes may not repair (LangGraph's prebuilt agent
-    refuses an unanswered call)."""
+    node would record them (`repair_open_calls`; a result the step had stored is logged
+    as stored): the new input abandons the step that would have answered them, and the
+    graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's prebuilt
+    agent). Calls the input answers are left to it."""
     from threadlog.nodes.model import repair_open_calls  # nodes import checkpoint code
 
-    _, results = repair_open_calls(log.messages)
-    if results:
-        log.extend_writes([results], single_writer=False)
+    _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
+    results = [r for r in results if r.tool_call_id not in abandon.answered]
+    try:
+        if results:
+            log.extend_writes([results], single_writer=False)
+    except (MessageLogError, ValueError, TypeError):
+        return []  # the log refuses them: left to the model node, as before
     return list(results)
 
 
@@ -206,9 +275,16 @@ def _rebuild(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
     return messages
 
 
-def _needs_history(tup: CheckpointTuple, work: Mapping[str, Any]) -> list[str]:
+def _needs_history(tup: CheckpointTuple, channels: Sequence[str]) -> list[str]:
     values = tup.checkpoint.get("channel_values", {})
-    return [c for c in work if c not in values]
+    return [c for c in channels if c not in values]
+
+
+def _wanted(rounds: Sequence[Mapping[str, list[Batch]]], abandon: _Abandon | None) -> list[str]:
+    """The channels whose head log is needed: carried work, or calls to answer."""
+    wanted = dict.fromkeys(_channels(rounds))
+    wanted.update(dict.fromkeys(abandon.channels if abandon else ()))
+    return list(wanted)
 
 
 class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
@@ -219,50 +295,66 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         if tup is None or not _is_head_read(config):
             return tup
         rounds = [finished_work(tup)]
-        if subs.may_run_subgraphs(tup) and _new_input_run():
+        abandon = None
+        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
             found = self.list(_thread(tup), filter=subs.subgraph_filter(tup))
             rounds.append(subs.subgraph_work(tup, found))
-        work = _channels(rounds)
-        if not work:
+            abandon = _abandoning(loop)
+        wanted = _wanted(rounds, abandon)
+        if not wanted:
             return tup
-        missing = _needs_history(tup, work)
+        missing = _needs_history(tup, wanted)
         history = (
             self.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
         )
-        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, rounds, logs, reader=_is_reader(config))
+        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
+        if abandon is not None and (calls := _open_in(logs, abandon)):
+            stored = recover_results(self, tup.config, list(calls), requests=_requests(calls))
+            abandon = replace(abandon, recovered=stored)
+        return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await super().aget_tuple(config)
         if tup is None or not _is_head_read(config):
             return tup
         rounds = [finished_work(tup)]
-        if subs.may_run_subgraphs(tup) and _new_input_run():
+        abandon = None
+        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
             found = [t async for t in self.alist(_thread(tup), filter=subs.subgraph_filter(tup))]
             rounds.append(subs.subgraph_work(tup, found))
-        work = _channels(rounds)
-        if not work:
+            abandon = _abandoning(loop)
+        wanted = _wanted(rounds, abandon)
+        if not wanted:
             return tup
-        missing = _needs_history(tup, work)
+        missing = _needs_history(tup, wanted)
         history = (
             await self.aget_delta_channel_history(config=tup.config, channels=missing)
             if missing
             else None
         )
-        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in work}
-        return _carry(tup, rounds, logs, reader=_is_reader(config))
+        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
+        if abandon is not None and (calls := _open_in(logs, abandon)):
+            stored = await arecover_results(
+                self, tup.config, list(calls), requests=_requests(calls)
+            )
+            abandon = replace(abandon, recovered=stored)
+        return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
 
 
-def _new_input_run() -> bool:
-    # A resume (`None`, `Command`) re-enters a stopped subgraph at its own checkpoint, and
-    # the subgraph's return decides what the parent gets (all of it, or only its last
-    # message: langgraph-supervisor); only new input abandons it. Readers see the
-    # subgraph's stored work through `get_state(subgraphs=True)`.
+def _new_input_loop() -> Any | None:
+    """The entering Pregel loop when its run brings new input, else None.
+
+    A resume (`None`, `Command`) re-enters a stopped subgraph at its own checkpoint, and
+    the subgraph's return decides what the parent gets (all of it, or only its last
+    message: langgraph-supervisor); it also re-runs an interrupted step. Only new input
+    abandons the head's tasks. Readers see the subgraph's stored work through
+    `get_state(subgraphs=True)`.
+    """
     loop = entering_loop(depth=8)
     if loop is None:
-        return False
+        return None
     given = getattr(loop, "input", None)
-    return given is not None and not isinstance(given, Command)
+    return None if given is None or isinstance(given, Command) else loop
 
 
 def _thread(tup: CheckpointTuple) -> RunnableConfig:
