@@ -14,6 +14,10 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   `threadlog.ContextPolicy(summarizer=...)`, is tested on threadlog's `create_agent`;
 * a turn whose model failed after its tool ran resumes from the database (`invoke(None)`
   in a new saver) reusing the stored result;
+* `HumanInTheLoopMiddleware` and a new user message instead of the resume (sync and
+  async): the paused call gets one explicit "not completed" result before the new message
+  (the tool never runs), the model sees a paired history, the thread continues; a tool
+  result sent as the new input answers the call itself;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
   new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
   records that edit event end to end (`tests/test_edit.py` has the `update_state` edit).
@@ -32,6 +36,7 @@ from langchain.agents.middleware import (
     SummarizationMiddleware,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.types import Command
 
 import threadlog
@@ -352,3 +357,111 @@ def test_a_turn_that_failed_after_its_tool_ran_resumes_from_the_database(backend
     ]
     threadlog.validate(stored, allow_pending_calls=False)
     _assert_stored_once(stored)
+
+
+class Weather:
+    """`get_weather` that counts its runs (the side effect a paused call must not have)."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+        @tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            self.runs.append(city)
+            return BEIJING if city == "Beijing" else TOKYO
+
+        self.tool = get_weather
+
+
+def _counted_hitl_app(model: Recorder, weather: Weather, saver: Any) -> Any:
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"get_weather": True})
+    return create_agent(
+        Scripted(script=model),
+        [weather.tool],
+        middleware=[hitl],
+        state_schema=State,
+        checkpointer=saver,
+    )
+
+
+def _assert_abandoned_call_answered(stored: Sequence[BaseMessage], model: Recorder) -> None:
+    """[u1, call-1, "not completed", u2, call-2, its result, answer]: one result for the
+    abandoned call, before the new message; the model saw that paired history."""
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
+    assert [type(m).__name__ for m in stored] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage", "ToolMessage",
+        "AIMessage",
+    ]
+    results = [m for m in stored if isinstance(m, ToolMessage) and m.tool_call_id == "call-1"]
+    assert len(results) == 1
+    (abandoned,) = results
+    assert abandoned.status == "error" and "not completed" in str(abandoned.content)
+    assert stored[2] is abandoned and stored[3].id == "u2"
+    assert stored[5].tool_call_id == "call-2" and stored[5].content == BEIJING
+    assert stored[6].content == f"answer 2: {BEIJING}"
+    # The model's call after the new message: the paired history, each message once.
+    after_u2 = model.seen[1]
+    assert [m.id for m in after_u2] == [m.id for m in stored[:4]]
+    threadlog.validate(after_u2, allow_pending_calls=False)
+
+
+def test_hitl_middleware_new_message_instead_of_resume_answers_the_paused_call_not_completed(
+    backend: str,
+) -> None:
+    """The reviewer never answers; the user writes again. LangChain's model node does not
+    repair open calls, so the checkpointer answers the abandoned call before the new
+    message; the tool never runs, and the thread continues (resumed in a new saver)."""
+    model, weather, cfg = Recorder(), Weather(), _cfg("instead")
+    with threadlog.checkpointer(backend) as saver:
+        app = _counted_hitl_app(model, weather, saver)
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
+        paused = app.invoke({"messages": [HumanMessage("again", id="u2")]}, cfg)
+    (request,) = paused["__interrupt__"][0].value["action_requests"]
+    assert request["args"] == {"city": "Beijing"}  # turn 2's own call pauses in turn
+    assert weather.runs == []  # the abandoned call never ran
+    with threadlog.checkpointer(backend) as saver:  # the process restarted
+        app = _counted_hitl_app(model, weather, saver)
+        app.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+        snap = app.get_state(cfg)
+        history = list(app.get_state_history(cfg))
+    assert snap.next == ()
+    _assert_abandoned_call_answered(snap.values["messages"], model)
+    assert weather.runs == ["Beijing"]  # call-2 only, once
+    for old in history:  # every checkpoint of the thread stays a valid log
+        threadlog.validate(old.values.get("messages", []), allow_pending_calls=True)
+
+
+async def test_hitl_middleware_new_message_instead_of_resume_answers_the_paused_call_async(
+    backend: str,
+) -> None:
+    model, weather, cfg = Recorder(), Weather(), _cfg("instead-async")
+    async with threadlog.acheckpointer(backend) as saver:
+        app = _counted_hitl_app(model, weather, saver)
+        await app.ainvoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
+        await app.ainvoke({"messages": [HumanMessage("again", id="u2")]}, cfg)
+        assert weather.runs == []
+        await app.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+        stored = (await app.aget_state(cfg)).values["messages"]
+    _assert_abandoned_call_answered(stored, model)
+    assert weather.runs == ["Beijing"]
+
+
+def test_hitl_middleware_tool_result_sent_as_new_input_answers_the_paused_call_itself(
+    backend: str,
+) -> None:
+    """New input that answers the paused call (the user ran the tool elsewhere) is that
+    call's result: no "not completed" result is added, and the tool does not run."""
+    model, weather, cfg = Recorder(), Weather(), _cfg("answered")
+    with threadlog.checkpointer(backend) as saver:
+        app = _counted_hitl_app(model, weather, saver)
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
+        given = ToolMessage("sunny, 25°C", tool_call_id="call-1", id="r1")
+        out = app.invoke({"messages": [given]}, cfg)
+    stored = out["messages"]
+    threadlog.validate(stored, allow_pending_calls=False)
+    assert [(type(m).__name__, m.id) for m in stored[2:]] == [
+        ("ToolMessage", "r1"), ("AIMessage", stored[3].id)]
+    assert stored[3].content == "answer 1: sunny, 25°C"
+    assert weather.runs == []

@@ -298,6 +298,9 @@ def test_subgraph_namespaces_and_node_triggers_are_named_as_finished_subgraphs_r
     # loop enters to tell new input from a resume (checkpoint/finished.py).
     assert "self.input = input" in inspect.getsource(_loop.PregelLoop.__init__)
     assert "self.input is None" in inspect.getsource(_loop.PregelLoop._first)
+    # Its `specs` (channel name -> channel) tell the message-log channels whose open calls
+    # new input abandons (checkpoint/finished.py).
+    assert "self.specs = specs" in inspect.getsource(_loop.PregelLoop.__init__)
 
 
 def test_a_runs_own_head_read_carries_the_runtime_key_and_get_state_does_not() -> None:
