@@ -65,6 +65,7 @@ from langgraph.checkpoint.base import (
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog._upstream import DeltaSnapshot
 from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
+from threadlog.checkpoint.mixin import mix_into
 from threadlog.checkpoint.own_writes import own_writes_of
 
 __all__ = [
@@ -483,8 +484,6 @@ def _keyed(
     return out
 
 
-_classes: dict[type[Any], type[Any]] = {}
-_classes_lock = threading.Lock()
 
 
 def with_history_cache(
@@ -500,14 +499,7 @@ def with_history_cache(
     """
     if isinstance(saver, _HistoryCacheMixin):
         return saver
-    cls = type(saver)
-    with _classes_lock:
-        sub = _classes.get(cls)
-        if sub is None:
-            sub = type(f"HistoryCached{cls.__name__}", (_HistoryCacheMixin, cls), {})
-            sub.__module__ = cls.__module__
-            _classes[cls] = sub
-    saver.__class__ = sub
+    mix_into(saver, _HistoryCacheMixin, "HistoryCached")
     saver._threadlog_history_cache = HistoryCache(  # type: ignore[attr-defined]
         max_messages=max_messages, max_walk=max_walk
     )

@@ -50,7 +50,6 @@ Contract:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -70,6 +69,7 @@ from threadlog._upstream import (
     entering_loop,
 )
 from threadlog.checkpoint import finished_subgraphs as subs
+from threadlog.checkpoint.mixin import mix_into
 from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
@@ -366,20 +366,11 @@ def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Bat
     return {c: b for work in rounds for c, b in work.items() if b}
 
 
-_classes: dict[type[Any], type[Any]] = {}
-_classes_lock = threading.Lock()
 
 
 def keep_finished_work(saver: S) -> S:
     """Make `saver`'s head reads carry finished work (module doc); returns `saver`."""
     if isinstance(saver, _KeepFinishedMixin):
         return saver
-    cls = type(saver)
-    with _classes_lock:
-        sub = _classes.get(cls)
-        if sub is None:
-            sub = type(f"KeepFinished{cls.__name__}", (_KeepFinishedMixin, cls), {})
-            sub.__module__ = cls.__module__
-            _classes[cls] = sub
-    saver.__class__ = sub
+    mix_into(saver, _KeepFinishedMixin, "KeepFinished")
     return saver

@@ -51,6 +51,7 @@ from langgraph.checkpoint.base import (
 )
 
 from threadlog.checkpoint.cache import CachedSeed
+from threadlog.checkpoint.mixin import mix_into
 from threadlog.errors import StoredDataError
 from threadlog.log import flatten_write
 
@@ -368,21 +369,12 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
     return out
 
 
-_classes: dict[type[Any], type[Any]] = {}
-_classes_lock = threading.Lock()
 
 
 def chain_writes(saver: S) -> S:
     """Give `saver` the write chain (module doc); returns the same object."""
     if isinstance(saver, _ChainMixin):
         return saver
-    cls = type(saver)
-    with _classes_lock:
-        sub = _classes.get(cls)
-        if sub is None:
-            sub = type(f"Chained{cls.__name__}", (_ChainMixin, cls), {})
-            sub.__module__ = cls.__module__
-            _classes[cls] = sub
-    saver.__class__ = sub
+    mix_into(saver, _ChainMixin, "Chained")
     saver._threadlog_seen = _Seen()  # type: ignore[attr-defined]
     return saver

@@ -53,6 +53,8 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from threadlog.checkpoint.mixin import mix_into
+
 __all__ = ["OwnWrites", "own_writes_of", "record_own_writes"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
@@ -290,22 +292,11 @@ class _OwnWritesMixin(BaseCheckpointSaver[Any]):
         return tup
 
 
-_classes: dict[type[Any], type[Any]] = {}
-_classes_lock = threading.Lock()
-
-
 def record_own_writes(saver: S, *, max_threads: int = DEFAULT_MAX_THREADS) -> S:
     """Give `saver` the record of its own checkpoints and writes (module doc); returns it."""
     if isinstance(saver, _OwnWritesMixin):
         return saver
-    cls = type(saver)
-    with _classes_lock:
-        sub = _classes.get(cls)
-        if sub is None:
-            sub = type(f"OwnWrites{cls.__name__}", (_OwnWritesMixin, cls), {})
-            sub.__module__ = cls.__module__
-            _classes[cls] = sub
-    saver.__class__ = sub
+    mix_into(saver, _OwnWritesMixin, "OwnWrites")
     saver._threadlog_own_writes = OwnWrites(max_threads)  # type: ignore[attr-defined]
     return saver
 
