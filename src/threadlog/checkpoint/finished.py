@@ -297,8 +297,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         rounds = [finished_work(tup)]
         abandon = None
         if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            found = self.list(_thread(tup), filter=subs.subgraph_filter(tup))
-            rounds.append(subs.subgraph_work(tup, found))
+            rounds.append(subs.subgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
         if not wanted:
@@ -320,8 +319,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         rounds = [finished_work(tup)]
         abandon = None
         if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            found = [t async for t in self.alist(_thread(tup), filter=subs.subgraph_filter(tup))]
-            rounds.append(subs.subgraph_work(tup, found))
+            rounds.append(await subs.asubgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
         if not wanted:
@@ -355,11 +353,6 @@ def _new_input_loop() -> Any | None:
         return None
     given = getattr(loop, "input", None)
     return None if given is None or isinstance(given, Command) else loop
-
-
-def _thread(tup: CheckpointTuple) -> RunnableConfig:
-    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
-    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
 
 
 def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Batch]]:

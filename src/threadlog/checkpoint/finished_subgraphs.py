@@ -16,38 +16,46 @@ calls left without a result are answered "not completed" there.
 
 Contract:
 
-* `may_run_subgraphs(tup)`: whether a root-namespace head has a task still to run (a
+* `may_run_subgraphs(tup)`: whether a head (of the root graph or
+  of a subgraph's namespace) has a task still to run (a
   `branch:to:<node>` trigger, or a `Send` in its pending writes) — only then is it worth
   looking for subgraph namespaces; a finished turn's head costs nothing more.
-* `subgraph_filter(tup)`: the `list(..., filter=)` argument that finds the checkpoints of
-  the subgraphs that ran from this head (LangGraph records the enclosing checkpoint ids
-  in each checkpoint's `metadata["parents"]`, `{"": head_id}` one level down).
-* `subgraph_work(tup, found)`: from those checkpoints, one batch of message items per
-  write, per channel, oldest checkpoint first, for each namespace one level below the
-  head whose parent task has not finished (a finished task's own writes are the parent's
-  finished work already). Writes of a task that failed or was interrupted are skipped,
-  as `finished_work` does; so is anything not made of messages with ids.
+* `subgraph_work(saver, tup)` / `asubgraph_work(saver, tup)`: one batch of message items
+  per write, per channel, oldest checkpoint first, for each namespace below the head whose
+  parent task has not finished (a finished task's own writes are the parent's finished
+  work already). Writes of a task that failed or was interrupted are skipped, as
+  `finished_work` does; so is anything not made of messages with ids.
   The subgraph's first write re-sends the parent's log (its input): the log takes it as
   a replay, so what is new is what the subgraph added.
-* Deeper namespaces (a subgraph inside a subgraph) are not read: their work is carried
-  only once their own parent subgraph returns.
+* Nested subgraphs are walked level by level: LangGraph names a namespace two levels
+  down `outer:<task>|inner:<task>` and records every enclosing checkpoint id in
+  `metadata["parents"]` (`{"": head_id, "outer:<task>": outer_head_id}`), so each level
+  is one `list(filter={"parents": ...})` query, made only when the level's newest
+  checkpoint (its head) still has a task to run. A namespace's work comes before the
+  work of the subgraphs it was running, which ran from its head.
+* The walk itself does no I/O (`_walk` yields each query and receives its checkpoints),
+  so the sync and async savers share it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Generator
 from typing import Any
 
-from langgraph.checkpoint.base import CheckpointTuple
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import BRANCH_TO, ERROR, INTERRUPT, NS_END, NS_SEP, TASKS
 
 # finished.py imports this module; its names are read when called, not at import.
 from threadlog.checkpoint import finished
 
-__all__ = ["may_run_subgraphs", "subgraph_filter", "subgraph_work"]
+__all__ = ["asubgraph_work", "may_run_subgraphs", "subgraph_work"]
 
 _UNFINISHED = frozenset({ERROR, INTERRUPT})
+
+Work = dict[str, list["finished.Batch"]]
+_Walk = Generator[dict[str, Any], list[CheckpointTuple], None]
 
 
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
@@ -57,31 +65,53 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
 
 
-def subgraph_filter(tup: CheckpointTuple) -> dict[str, Any]:
-    return {"parents": {"": tup.config["configurable"]["checkpoint_id"]}}
+def subgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work:
+    """channel -> batches of the subgraphs' stored messages, every level (module doc)."""
+    out: Work = {}
+    walk = _walk(tup, "", {}, out)
+    try:
+        query = next(walk)
+        while True:
+            query = walk.send(list(saver.list(_thread(tup), filter=query)))
+    except StopIteration:
+        return out
 
 
-def subgraph_work(
-    tup: CheckpointTuple, found: Iterable[CheckpointTuple]
-) -> dict[str, list[finished.Batch]]:
-    """channel -> batches of the subgraphs' stored messages (module doc)."""
-    head_id = tup.config["configurable"]["checkpoint_id"]
-    writes = tup.pending_writes or ()
+async def asubgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work:
+    out: Work = {}
+    walk = _walk(tup, "", {}, out)
+    try:
+        query = next(walk)
+        while True:
+            found = [t async for t in saver.alist(_thread(tup), filter=query)]
+            query = walk.send(found)
+    except StopIteration:
+        return out
+
+
+def _walk(head: CheckpointTuple, head_ns: str, head_parents: dict[str, str], out: Work) -> _Walk:
+    """Add to `out` the work of the subgraphs running from `head` (namespace `head_ns`),
+    then, for each, of the subgraphs running from its own head."""
+    parents = {**head_parents, head_ns: _id(head)}
+    found = yield {"parents": parents}
+    writes = head.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     done = {task for task, _, _ in writes} - unfinished
+    prefix = f"{head_ns}{NS_SEP}" if head_ns else ""
     by_ns: dict[str, list[CheckpointTuple]] = {}
     for sub in found:
         ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
-        parents = (sub.metadata or {}).get("parents") or {}
         # Postgres' metadata filter is containment, SQLite's equality: keep one level.
-        if not ns or NS_SEP in ns or parents.get("") != head_id:
+        if not ns.startswith(prefix) or NS_SEP in ns[len(prefix):] or ns == prefix:
+            continue
+        if ((sub.metadata or {}).get("parents") or {}) != parents:
             continue
         if ns.rsplit(NS_END, 1)[-1] in done:
             continue
         by_ns.setdefault(ns, []).append(sub)
-    out: dict[str, list[finished.Batch]] = {}
-    for subs in sorted(by_ns.values(), key=lambda s: min(_id(t) for t in s)):
-        for sub in sorted(subs, key=_id):
+    for ns, subs in sorted(by_ns.items(), key=lambda kv: min(_id(t) for t in kv[1])):
+        subs.sort(key=_id)
+        for sub in subs:
             sub_writes = sub.pending_writes or ()
             failed = {task for task, channel, _ in sub_writes if channel in _UNFINISHED}
             for task, channel, value in sub_writes:
@@ -89,7 +119,13 @@ def subgraph_work(
                     continue
                 if (items := finished.message_items(value)) is not None:
                     out.setdefault(str(channel), []).append((None, items))
-    return out
+        if may_run_subgraphs(subs[-1]):
+            yield from _walk(subs[-1], ns, parents, out)
+
+
+def _thread(tup: CheckpointTuple) -> RunnableConfig:
+    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
+    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
 
 
 def _id(tup: CheckpointTuple) -> str:
