@@ -1,11 +1,13 @@
-"""`threadlog export --db SOURCE --thread ID [--format jsonl|openai|langchain] [--checkpoint C]`.
+"""`threadlog export --db SOURCE --thread ID [--namespace NS] [--format jsonl|openai|langchain]
+[--checkpoint C]`.
 
 Contract: prints one thread's message history, complete (nothing cut), read-only — it never
 runs a turn: `jsonl` (default) one message per line with its role and LangChain fields,
 `langchain` LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
 langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
-full id or unique suffix); `-o FILE` writes to a file. `threadlog.inspect.export.loads`
-reads any of them back. Errors: one line, exit 1.
+full id or unique suffix); `--namespace NS` exports a subgraph's log instead of the root's
+(its namespace as `threadlog inspect` lists it under "subgraphs"); `-o FILE` writes to a
+file. `threadlog.inspect.export.loads` reads any of them back. Errors: one line, exit 1.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ def register(sub: Any) -> None:
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "
         "langchain: messages_to_dict",
     )
+    p.add_argument(
+        "--namespace",
+        metavar="NS",
+        default="",
+        help="a subgraph's namespace (see `threadlog inspect`'s 'subgraphs'): export its log",
+    )
     p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=run)
@@ -49,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_output_path(args.output)
-    messages, _ = messages_at(args.db, args.thread, args.checkpoint)
+    messages, _ = messages_at(args.db, args.thread, args.checkpoint, namespace=args.namespace)
     text = dumps(messages, args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -130,23 +130,26 @@ def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str,
     return out
 
 
-def checkpoint_ids(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[str]:
-    """The ids of a thread's root-namespace checkpoints, oldest first (no blob decoded)."""
+def checkpoint_ids(
+    saver: BaseCheckpointSaver[Any], thread_id: str, namespace: str = ""
+) -> list[str]:
+    """The ids of a thread's checkpoints in `namespace` (the root by default), oldest
+    first (no blob decoded)."""
     raw = unwrap_saver(saver)
     conn = getattr(raw, "conn", None)
     if isinstance(conn, sqlite3.Connection):
         rows = conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread_id,),
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, namespace),
         ).fetchall()
         return sorted(str(r[0]) for r in rows)
     if type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
         with postgres_cursor(raw) as cur:
             cur.execute(
                 "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s "
-                "AND checkpoint_ns = ''",
-                (thread_id,),
+                "AND checkpoint_ns = %s",
+                (thread_id, namespace),
             )
             return sorted(str(r["checkpoint_id"]) for r in cur.fetchall())
-    base: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    base: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
     return sorted(str(t.config["configurable"]["checkpoint_id"]) for t in saver.list(base))

@@ -5,7 +5,10 @@ Contract:
 * `messages_at(source, thread_id, checkpoint=None)` reads the log at the thread's head or
   at one checkpoint (a full id or a unique suffix/prefix), read-only: a database URL or
   path (`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL. Returns
-  `(messages, checkpoint_id)`.
+  `(messages, checkpoint_id)`. `namespace=NS` reads a subgraph's log instead of the
+  root's (its `checkpoint_ns`, as listed by `Thread.subgraphs()`; a local database or
+  checkpointer only): the messages its newest (or named) checkpoint holds — a stopped
+  step's stored results are pending writes, shown by `inspect --namespace`.
 * `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
   `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
   `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
@@ -90,14 +93,20 @@ def resolve_checkpoint(ids: Sequence[str], checkpoint: str, thread_id: str) -> s
 
 
 def messages_at(
-    source: Any, thread_id: str, checkpoint: str | None = None
+    source: Any, thread_id: str, checkpoint: str | None = None, *, namespace: str = ""
 ) -> tuple[list[BaseMessage], str]:
-    """The log of `thread_id` at its head or `checkpoint`, and that checkpoint's id."""
+    """The log of `thread_id` (or of its subgraph `namespace`) at its head or `checkpoint`,
+    and that checkpoint's id."""
     from threadlog.inspect.readonly import is_server_url, open_readonly
 
     if isinstance(source, BaseCheckpointSaver):
-        return _from_saver(source, thread_id, checkpoint)
+        return _from_saver(source, thread_id, checkpoint, namespace)
     if isinstance(source, str) and is_server_url(source):
+        if namespace:
+            raise ValueError(
+                "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
+                "server's state has the root namespace only"
+            )
         from threadlog.inspect.remote import Server, to_messages
 
         with Server(source) as server:
@@ -112,7 +121,7 @@ def messages_at(
             return to_messages((state.get("values") or {}).get("messages")), str(head)
     if isinstance(source, str):
         with open_readonly(source) as saver:
-            return _from_saver(saver, thread_id, checkpoint)
+            return _from_saver(saver, thread_id, checkpoint, namespace)
     raise TypeError(
         f"cannot export from a {type(source).__name__}: pass a checkpointer, a database URL "
         "or path, or a LangGraph server URL"
@@ -120,18 +129,28 @@ def messages_at(
 
 
 def _from_saver(
-    saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None
+    saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None, namespace: str
 ) -> tuple[list[BaseMessage], str]:
     from threadlog.inspect.catalog import checkpoint_ids
+    from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
+    # The stand-in reads a subgraph's checkpoints through a view whose root is its namespace.
+    reader = InNamespace(saver, namespace) if namespace else saver
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint:
-        conf["checkpoint_id"] = resolve_checkpoint(
-            checkpoint_ids(saver, thread_id), checkpoint, thread_id
+    ids = checkpoint_ids(saver, thread_id, namespace) if checkpoint or namespace else []
+    if namespace and not ids:
+        known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
+        raise LookupError(
+            f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
+            f"its subgraph namespaces: {', '.join(known) or 'none'}"
         )
+    if checkpoint:
+        conf["checkpoint_id"] = resolve_checkpoint(ids, checkpoint, thread_id)
+    elif namespace:
+        conf["checkpoint_id"] = ids[-1]  # its newest, read by id as the inspector does
     with quiet_stand_in(True):
-        snap = stand_in(saver, None).get_state({"configurable": conf})
+        snap = stand_in(reader, None).get_state({"configurable": conf})
     cid = (snap.config.get("configurable") or {}).get("checkpoint_id")
     if not cid:
         raise LookupError(f"thread {thread_id!r} has no checkpoints in this database")

@@ -10,6 +10,9 @@ Contract:
   stopped (killed, interrupted or failed mid-way). One grouped query on LangGraph's own
   SQLite / Postgres tables plus one read of each namespace's newest checkpoint; any
   other saver is listed with `saver.list`.
+* `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
+  for those threads (threads without subgraphs are absent), one grouped query on
+  LangGraph's own tables (`saver.list(None)` for any other saver) — for the listing.
 * `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
   `namespace`: a stand-in graph compiled on it rebuilds the subgraph's checkpoints with
   LangGraph's own loader, as it does the root's.
@@ -19,7 +22,7 @@ Contract:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +35,9 @@ from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
-__all__ = ["InNamespace", "Subgraph", "SubgraphTable", "subgraph_namespaces"]
+__all__ = [
+    "InNamespace", "Subgraph", "SubgraphTable", "subgraph_counts", "subgraph_namespaces",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,36 @@ def _counts(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[str, 
             entry = seen.setdefault(ns, [ns, 0, cid])
             entry[1], entry[2] = entry[1] + 1, max(entry[2], cid)
     return [(ns, n, h) for ns, n, h in seen.values()]
+
+
+def subgraph_counts(
+    saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]
+) -> dict[str, int]:
+    """`{thread_id: its number of subgraph namespaces}` (module doc)."""
+    wanted = set(thread_ids)
+    if not wanted:
+        return {}
+    raw = unwrap_saver(saver)
+    conn = getattr(raw, "conn", None)
+    sql = (
+        "SELECT thread_id, count(DISTINCT checkpoint_ns) AS n FROM checkpoints "
+        "WHERE checkpoint_ns != '' GROUP BY thread_id"
+    )
+    rows: list[tuple[str, int]]
+    if isinstance(conn, sqlite3.Connection):
+        rows = [(str(t), int(n)) for t, n in conn.execute(sql).fetchall()]
+    elif type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
+        with postgres_cursor(raw) as cur:
+            cur.execute(sql)
+            rows = [(str(r["thread_id"]), int(r["n"])) for r in cur.fetchall()]
+    else:
+        seen: dict[str, set[str]] = {}
+        for tup in saver.list(None):
+            conf = tup.config["configurable"]
+            if ns := str(conf.get("checkpoint_ns") or ""):
+                seen.setdefault(str(conf["thread_id"]), set()).add(ns)
+        rows = [(t, len(nss)) for t, nss in seen.items()]
+    return {t: n for t, n in rows if t in wanted}
 
 
 def _finished(tup: CheckpointTuple | None) -> bool:

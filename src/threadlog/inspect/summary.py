@@ -26,6 +26,8 @@ class ThreadSummary:
     open_calls: list[str]
     errors: list[str]
     head_checkpoint_id: str
+    # Subgraph namespaces with checkpoints on the thread (None: unknown, a server source).
+    subgraphs: int | None = None
 
 
 def summarize(

@@ -3,7 +3,9 @@
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
-and errors: tasks that failed from the head, then tool results with `status="error"`.
+errors: tasks that failed from the head, then tool results with `status="error"` — and
+`subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
+`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell).
 `source` is a database URL or plain SQLite path (opened read-only, see
 `threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL
 (`http://host:port`, read through `langgraph-sdk`).
@@ -18,13 +20,14 @@ LangGraph (`add_messages`) lists as well as a threadlog one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog.inspect.catalog import head_errors, thread_heads
+from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
 
@@ -47,6 +50,7 @@ def summaries(
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
+    nested = subgraph_counts(saver, [h.thread_id for h in heads])
     graph = stand_in(saver, None)
     needle = (search or "").lower()
     shown = 0
@@ -59,6 +63,7 @@ def summaries(
             values = snap.values if isinstance(snap.values, dict) else {}
             messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
             s = summarize(head, messages, errors.get(head.thread_id, []), snap.created_at or "")
+            s = replace(s, subgraphs=nested.get(head.thread_id, 0))
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -77,6 +82,7 @@ class ThreadList(Table):
         Column("messages", "msgs", 5, ">"),
         Column("open", "open", 4, ">"),
         Column("errors", "err", 3, ">"),
+        Column("subgraphs", "subs", 4, ">"),
         Column("last_user", "last user message"),
     )
 
@@ -108,6 +114,7 @@ class ThreadList(Table):
                     "messages": str(s.messages),
                     "open": str(len(s.open_calls)),
                     "errors": str(len(s.errors)),
+                    "subgraphs": "-" if s.subgraphs is None else str(s.subgraphs),
                     "last_user": last,
                 }
             )
@@ -116,7 +123,8 @@ class ThreadList(Table):
     def notes(self) -> list[str]:
         notes = [
             "open: tool calls without a result at the head · err: tasks that failed there "
-            "and tool results with status error"
+            "and tool results with status error · subs: subgraph namespaces "
+            "(inspect --namespace NS, export --namespace NS)"
         ]
         if self.more:
             notes.append("more threads exist: raise --limit (0 = all) or narrow with --search")
