@@ -77,6 +77,9 @@ WRITE_SLOTS = 9
 SUBGRAPH_WRITE_SLOTS = 15
 """The same turn with the agent as a subgraph: the parent's input, start and step
 checkpoints around the subgraph's own (its namespace) and the subgraph task's writes."""
+NESTED_WRITE_SLOTS = 19
+"""The agent two levels down (parent -> team -> agent): the team subgraph's own input,
+start and step checkpoints, and its agent-task writes, around the subgraph turn's."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class Plan:
     when: str  # before | after
     delay: float  # timer: seconds after the worker started
     resume: str  # none | input
-    app: str = "agent"  # agent | subgraph (the agent as a subgraph of a parent graph)
+    app: str = "agent"  # agent | subgraph (of a parent graph) | nested (two levels down)
 
     @classmethod
     def draw(cls, seed: int, trial: int, fault: str = "kill", app: str = "agent") -> Plan:
@@ -117,7 +120,7 @@ class Plan:
 
 
 def _slots(app: str) -> int:
-    return SUBGRAPH_WRITE_SLOTS if app == "subgraph" else WRITE_SLOTS
+    return {"subgraph": SUBGRAPH_WRITE_SLOTS, "nested": NESTED_WRITE_SLOTS}.get(app, WRITE_SLOTS)
 
 
 @dataclass
@@ -174,12 +177,18 @@ def build(
             hook("after", tool_call_id)
         return f"{city}: sunny, 21°C"
 
-    if app == "subgraph":
+    if app in ("subgraph", "nested"):
         # The agent is a node of a parent graph sharing its `messages` log: its own
-        # model/tool steps are checkpointed in the subgraph's namespace.
+        # model/tool steps are checkpointed in the subgraph's namespace ("nested": the
+        # parent's node is a `team` subgraph whose node is the agent, "team:<t>|agent:<t>").
         agent = threadlog.create_agent(
             threadlog.OfflineChatModel(), [get_weather], per_call_branches=branches
         )
+        if app == "nested":
+            team = StateGraph(threadlog.AgentState)
+            team.add_node("agent", agent)
+            team.add_edge(START, "agent")
+            agent = team.compile()
         parent = StateGraph(threadlog.AgentState)
         parent.add_node("agent", agent)
         parent.add_edge(START, "agent")
@@ -558,10 +567,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument(
         "--app",
-        choices=("agent", "subgraph"),
+        choices=("agent", "subgraph", "nested"),
         default="agent",
         help="agent: the weather agent (default); subgraph: the same agent as a node of a "
-        "parent graph sharing its messages log, so the fault lands inside the subgraph",
+        "parent graph sharing its messages log, so the fault lands inside the subgraph; "
+        "nested: the agent two subgraph levels down (parent -> team -> agent)",
     )
     args = p.parse_args(argv)
     if (args.fault, args.backend) in (("pgterm", "sqlite"), ("diskfull", "postgres")):

@@ -127,3 +127,35 @@ def test_new_input_after_a_kill_inside_a_subgraph_keeps_what_the_subgraph_stored
     assert out.lost == [], f"{what}: stored in the subgraph's namespace, gone after new input"
     assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
         [], [], [], False)
+
+
+# -- the agent two subgraph levels down: parent -> team -> agent ------------------------
+
+# A one-city turn of the nested app: 1-3 the parent's input checkpoint, `__start__` writes
+# and step checkpoint; 4-6 the team subgraph's; 7-9 the agent's (namespace
+# "agent:<t>|agent:<t>"); 10 the model's call, 11 checkpoint, 12 the tool's result, 13
+# checkpoint, 14 the answer, 15 checkpoint; 16-19 the two subgraph tasks' writes and
+# checkpoints on the way back up.
+NESTED = replace(BASE, trial=1, app="nested")  # "How about Chengdu?"
+
+
+@pytest.mark.parametrize(
+    ("slot", "what"), [(10, "the model's call"), (12, "the tool's result"), (14, "the answer")]
+)
+def test_new_input_after_a_kill_inside_a_nested_subgraph_keeps_what_it_stored(
+    backend: str, tmp_path: Path, slot: int, what: str
+) -> None:
+    out = run_trial(backend, replace(NESTED, slot=slot), tmp_path)
+    assert out.killed, f"the worker was not killed after write {slot} ({what})"
+    assert out.lost == [], f"{what}: stored two namespaces down, gone after new input"
+    assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
+        [], [], [], False)
+
+
+def test_random_kills_inside_a_nested_subgraph_lose_duplicate_and_repeat_nothing(
+    backend: str, tmp_path: Path
+) -> None:
+    summary = run_trials(backend, "test", trials=6, seed=SEED, root=tmp_path, app="nested")
+    assert summary.failures == []
+    assert summary.killed >= 4, "most trials must actually kill the worker"
+    assert summary.stored_messages > 0
