@@ -69,6 +69,7 @@ def test_the_listing_shows_both_served_threads_newest_first(served: Served) -> N
     assert ids.index(served.branches) < ids.index(served.two_turns)
     two = next(s for s in listing.items if s.thread_id == served.two_turns)
     assert (two.turns, two.messages, two.last_user) == (2, 8, "那上海呢？")
+    assert two.subgraphs is None  # the server's API does not say; a database counts them
     assert [s.thread_id for s in inspect.threads(served.url, search="那上海").items] == [
         served.two_turns
     ]
@@ -95,7 +96,10 @@ def test_the_commands_read_a_served_thread_through_its_url(
     from threadlog.cli import main
 
     assert main(["threads", "--db", served.url]) == 0
-    assert served.two_turns in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert served.two_turns in listed
+    row = next(line for line in listed.splitlines() if served.two_turns in line)
+    assert row.split()[7] == "-"  # subs: unknown from a server
 
     args = ["inspect", "--db", served.url, "--thread", served.branches, "--context", "-1"]
     assert main(args) == 0
