@@ -30,7 +30,8 @@ Contract:
   as before. Messages without an id (bare strings, tuples) are not carried: their ids
   derive from their position, which would differ when the task's own write is replayed.
 * A run that brings new input also gets what the subgraphs running from the head stored
-  in their own namespaces (`finished_subgraphs`), after the head's own finished work.
+  in their own namespaces, nested ones too (`finished_subgraphs`), after the head's own
+  finished work.
   Readers and resumes do not: a resumed subgraph returns its own work.
 * New input on a head that still has a task to run abandons that task (LangGraph
   discards it): an approval interrupt, a failed or killed tool step — in the root graph
