@@ -323,6 +323,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 self._bases.pop(tid, None)
             else:
                 self._bases[tid] = cid
+                if len(self._bases) > 4096:  # a forgotten base: the full input check
+                    self._bases.pop(next(iter(self._bases)))
             return tup
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint

@@ -58,7 +58,10 @@ from threadlog.checkpoint.mixin import mix_into
 __all__ = ["OwnWrites", "own_writes_of", "record_own_writes"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
-DEFAULT_MAX_THREADS = 1024
+# Per-thread records are for threads in use right now; 256 keeps a long-lived server's
+# memory flat once they are reached (issue 12 target 6), a forgotten thread's next walk
+# is one query.
+DEFAULT_MAX_THREADS = 256
 _MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
 
 # (task_path, task_id, idx) -> (channel, value)

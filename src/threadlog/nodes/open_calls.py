@@ -75,7 +75,7 @@ def _unedited(scan: _Scan, messages: Sequence[BaseMessage]) -> bool:
 class OpenCalls:
     """Open calls of a log, scanned incrementally per key (module doc)."""
 
-    def __init__(self, max_threads: int = 1024) -> None:
+    def __init__(self, max_threads: int = 256) -> None:  # a forgotten key: one full scan
         self._scans: OrderedDict[Hashable, _Scan] = OrderedDict()
         self._max = max_threads
         self._lock = threading.Lock()
