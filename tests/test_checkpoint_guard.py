@@ -337,3 +337,29 @@ def test_a_run_or_a_put_from_a_stale_parent_is_refused_and_stores_nothing(
         assert _checkpoint_ids(saver, config) == before
         texts = [m.content for m in graph.get_state(config).values["messages"]]
         assert texts == ["one", "seen 1", "two", "seen 3"]
+
+
+def test_a_finished_run_leaves_nothing_of_itself_in_the_guard(sqlite_url: str) -> None:
+    # A long-lived server serves thread after thread: a finished run's Runtime (which
+    # reaches its loop and the whole log) must not stay referenced by the saver.
+    import gc
+
+    from langgraph.runtime import Runtime
+
+    def node(state: threadlog.MessagesState) -> dict[str, Any]:
+        return {"messages": [("ai", "hi")]}
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, Runtime))
+
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    with threadlog.checkpointer(sqlite_url) as saver:
+        app = g.compile(checkpointer=saver)
+        before = alive()
+        for i in range(5):
+            app.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": f"t{i}"}})
+        assert alive() == before

@@ -275,8 +275,19 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         release = _Release(self.store, tid)
         # LangGraph does not always carry the run's context into its task threads; the
         # run's Runtime object rides in the config of every write it makes.
-        self._runs[tid] = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
+        entry = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
+        self._runs[tid] = entry
+
+        def forget(*_: Any) -> None:
+            # The Runtime reaches the loop (its stream writer), hence the whole log: a
+            # finished run's entry kept per thread grew a server's memory with every
+            # thread it served. Runs before the release (exit callbacks run LIFO), so a
+            # next run on the thread cannot have registered yet.
+            if self._runs.get(tid) is entry:
+                del self._runs[tid]
+
         loop.stack.callback(release)
+        loop.stack.callback(forget)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
         weakref.finalize(loop, release)
