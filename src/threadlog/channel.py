@@ -53,6 +53,7 @@ __all__ = [
     "CachedSeed",
     "KeyedWrites",
     "LoadCadence",
+    "LogChannel",
     "MessageLogChannel",
     "Messages",
     "MessagesState",
@@ -195,14 +196,29 @@ class LoadCadence:
         pass
 
 
-class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
-    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
+def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
+    # DeltaChannel's batch reducer signature, for code that calls `.reducer` directly.
+    out = state
+    for w in writes:
+        out = append_messages(out, w)
+    return out
 
-    `get()` returns a fresh list each time, so a node that mutates the list it was
-    handed cannot corrupt the log; the only way in is a write.
-    """
+
+class LogChannel(LoadCadence, DeltaChannel[Any]):
+    """What threadlog's two delta channels share (the message log, the compaction
+    events): a fixed reducer, equality by kind and cadence, and the value as a view
+    `(_log, _ver)` of a log that copies and the history cache may share, so a copy is
+    O(1) and a turn costs O(new items). Each subclass says how to read its log's items
+    (`_items_of`) and how to append."""
 
     __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
+    _kind: type[LogChannel]
+    _reduce: Callable[[Any, Sequence[Any]], Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if LogChannel in cls.__bases__:
+            cls._kind = cls  # subclasses of a channel compare equal to it, as before
 
     def __init__(
         self,
@@ -214,22 +230,51 @@ class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
         # reducer is fixed, so whatever it passes back is ignored.
         frequency = self._init_cadence(snapshot_frequency)
-        super().__init__(_batch_reducer, list, snapshot_frequency=frequency)
-        # The channel's value is `_log` as it was at version `_ver`. The log object may
-        # be shared (copies of this channel, the history cache): whoever is at its
-        # latest version writes in place, anyone else copies first — so a turn costs
-        # O(new messages), and no reader ever sees another reader's writes.
-        self._log: MessageLog | None = None
+        super().__init__(type(self)._reduce, list, snapshot_frequency=frequency)
+        self._log: Any = None
         self._ver = 0
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, MessageLogChannel)
-            and other._fixed_frequency == self._fixed_frequency
-        )
+        return isinstance(other, self._kind) and other._fixed_frequency == self._fixed_frequency
 
     def __hash__(self) -> int:
-        return hash((MessageLogChannel, self._fixed_frequency))
+        return hash((self._kind, self._fixed_frequency))
+
+    @staticmethod
+    def _items_of(log: Any) -> Any:
+        raise NotImplementedError
+
+    def _new(self) -> Self:
+        new = self.__class__(snapshot_frequency=self._fixed_frequency)
+        new.key = self.key
+        return new
+
+    def _set(self, log: Any, version: int | None = None) -> None:
+        self._log = log
+        self._ver = 0 if log is None else log.version if version is None else version
+        self.value = MISSING if log is None else self._items_of(log)
+
+    def copy(self) -> Self:
+        new = self._new()
+        new._cadence_of(self)
+        if self._log is not None:
+            new._set(self._log, self._ver)  # O(1): the log is shared, see `_set`
+        return new
+
+    def is_available(self) -> bool:
+        return self._log is not None
+
+
+class MessageLogChannel(LogChannel):
+    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
+
+    `get()` returns a fresh list each time, so a node that mutates the list it was
+    handed cannot corrupt the log; the only way in is a write.
+    """
+
+    __slots__ = ()
+    _reduce = staticmethod(_batch_reducer_messages)
+    _log: MessageLog | None
 
     @property
     def log(self) -> MessageLog:
@@ -251,15 +296,9 @@ class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
         with WRITE_LOCK:
             return self._log.at(self._ver)
 
-    def _new(self) -> Self:
-        new = self.__class__(snapshot_frequency=self._fixed_frequency)
-        new.key = self.key
-        return new
-
-    def _set(self, log: MessageLog | None, version: int | None = None) -> None:
-        self._log = log
-        self._ver = 0 if log is None else log.version if version is None else version
-        self.value = MISSING if log is None else log.messages
+    @staticmethod
+    def _items_of(log: MessageLog) -> list[BaseMessage]:
+        return log.messages
 
     def _write(
         self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
@@ -287,13 +326,6 @@ class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
             own = log.at(self._ver)  # under the lock: a consistent copy
         own.extend_writes(writes, single_writer=single_writer, stored=stored)
         self._set(own)
-
-    def copy(self) -> Self:
-        new = self._new()
-        new._cadence_of(self)
-        if self._log is not None:
-            new._set(self._log, self._ver)  # O(1): see _write
-        return new
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         new = self._new()
@@ -344,8 +376,6 @@ class MessageLogChannel(LoadCadence, DeltaChannel[list[AnyMessage]]):
         with WRITE_LOCK:  # a shared log may be growing in another thread
             return self._log.messages_at(self._ver)  # type: ignore[return-value]
 
-    def is_available(self) -> bool:
-        return self._log is not None
 
 
 # Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
@@ -374,14 +404,6 @@ def _refuse_overwrite(value: Any) -> None:
             fix="the message log is append-only; to change what the model sees, use "
             "threadlog.ContextPolicy, which records trimming as compaction events",
         )
-
-
-def _batch_reducer(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
-    # DeltaChannel's batch reducer signature, for code that calls `.reducer` directly.
-    out = state
-    for w in writes:
-        out = append_messages(out, w)
-    return out
 
 
 Messages = Annotated[list[AnyMessage], MessageLogChannel()]

@@ -26,15 +26,14 @@ view at the tip appends in place, any other copies first; `copy()` is O(1).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 
 from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
-from threadlog.channel import CachedSeed, KeyedWrites, LoadCadence
+from threadlog.channel import CachedSeed, KeyedWrites, LogChannel
 from threadlog.errors import AppendOnlyError, ConflictingIdError, InvalidMessageError
 
 __all__ = ["CompactionsChannel", "EventLog", "append_events"]
@@ -164,46 +163,26 @@ def append_events(
 _WRITE_LOCK = threading.Lock()
 
 
-class CompactionsChannel(LoadCadence, DeltaChannel[list[dict[str, Any]]]):
+def _batch_reducer(state: list[dict[str, Any]], writes: Sequence[Any]) -> list[dict[str, Any]]:
+    out = state
+    for w in writes:
+        out = append_events(out, w)
+    return out
+
+
+class CompactionsChannel(LogChannel):
     """The `compactions` state key: append-only events, stored as each step's writes.
 
     Snapshots like the message log: never by count behind threadlog's history cache,
     DeltaChannel's cadence when a plain saver's walk rebuilt it (`LoadCadence`)."""
 
-    __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
+    __slots__ = ()
+    _reduce = staticmethod(_batch_reducer)
+    _log: EventLog | None
 
-    def __init__(
-        self,
-        reducer: Callable[[Any, Sequence[Any]], Any] | None = None,
-        typ: Any = None,
-        *,
-        snapshot_frequency: int | None = None,
-    ) -> None:
-        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
-        # reducer is fixed, so what it passes back is ignored.
-        frequency = self._init_cadence(snapshot_frequency)
-        super().__init__(_batch_reducer, list, snapshot_frequency=frequency)
-        self._log: EventLog | None = None
-        self._ver = 0
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, CompactionsChannel)
-            and other._fixed_frequency == self._fixed_frequency
-        )
-
-    def __hash__(self) -> int:
-        return hash((CompactionsChannel, self._fixed_frequency))
-
-    def _new(self) -> Self:
-        new = self.__class__(snapshot_frequency=self._fixed_frequency)
-        new.key = self.key
-        return new
-
-    def _set(self, log: EventLog | None, version: int | None = None) -> None:
-        self._log = log
-        self._ver = 0 if log is None else log.version if version is None else version
-        self.value = MISSING if log is None else log.events
+    @staticmethod
+    def _items_of(log: EventLog) -> list[dict[str, Any]]:
+        return log.events
 
     def _write(self, items: list[Any]) -> None:
         log = self._log
@@ -224,13 +203,6 @@ class CompactionsChannel(LoadCadence, DeltaChannel[list[dict[str, Any]]]):
         own = log.at(self._ver)
         own.extend(items, start=self._ver)
         self._set(own)
-
-    def copy(self) -> Self:
-        new = self._new()
-        new._cadence_of(self)
-        if self._log is not None:
-            new._set(self._log, self._ver)
-        return new
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         new = self._new()
@@ -267,13 +239,3 @@ class CompactionsChannel(LoadCadence, DeltaChannel[list[dict[str, Any]]]):
         if self._log is None:
             raise EmptyChannelError()
         return self._log.events[: self._ver]
-
-    def is_available(self) -> bool:
-        return self._log is not None
-
-
-def _batch_reducer(state: list[dict[str, Any]], writes: Sequence[Any]) -> list[dict[str, Any]]:
-    out = state
-    for w in writes:
-        out = append_events(out, w)
-    return out
