@@ -483,6 +483,9 @@ class Summary:
     seed: int
     trials: int
     killed: int = 0
+    # Kills by plan kind: a write or tool kill point lands (or not) the same way on any
+    # machine; a timer's depends on the machine's speed.
+    killed_by_kind: Counter[str] = field(default_factory=Counter)
     stored_messages: int = 0
     lost: int = 0
     duplicated: int = 0
@@ -495,6 +498,7 @@ class Summary:
 
     def add(self, o: Outcome) -> None:
         self.killed += o.killed
+        self.killed_by_kind[o.plan.kind] += o.killed
         self.stored_messages += o.stored
         self.lost += len(o.lost)
         self.duplicated += len(o.duplicated)

@@ -22,7 +22,8 @@ def test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readabl
 ) -> None:
     summary = run_trials(backend, "test", trials=15, seed=SEED, root=tmp_path)
     assert summary.failures == []
-    assert summary.killed >= 10, "most trials must actually kill the worker"
+    # Counted on write kill points only: a timer's lands or not by the machine's speed.
+    assert summary.killed_by_kind["write"] >= 10, "most trials must actually kill the worker"
     assert summary.stored_messages > 0
     assert (
         summary.lost,
@@ -105,7 +106,7 @@ def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
 ) -> None:
     summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app="subgraph")
     assert summary.failures == []
-    assert summary.killed >= 5, "most trials must actually kill the worker"
+    assert summary.killed_by_kind["write"] >= 5, "most trials must actually kill the worker"
     assert summary.stored_messages > 0
 
 
@@ -155,7 +156,7 @@ def test_new_input_after_a_kill_inside_a_nested_subgraph_keeps_what_it_stored(
 def test_random_kills_inside_a_nested_subgraph_lose_duplicate_and_repeat_nothing(
     backend: str, tmp_path: Path
 ) -> None:
-    summary = run_trials(backend, "test", trials=6, seed=SEED, root=tmp_path, app="nested")
+    summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app="nested")
     assert summary.failures == []
-    assert summary.killed >= 4, "most trials must actually kill the worker"
+    assert summary.killed_by_kind["write"] >= 5, "most trials must actually kill the worker"
     assert summary.stored_messages > 0
