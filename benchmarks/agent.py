@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import storage  # noqa: E402  (the scripted loop, databases and pgserver of issue 8)
+import storage
 
 PAD = storage.PAD
 PARTS = ("storage", "turn", "dropin", "memory", "long")
@@ -87,7 +87,7 @@ def product_saver(backend: str, target: str, *, guard: bool = True, cache: bool 
 
     wrap = _fast_sqlite
     if max_messages is not None:
-        def wrap(s: Any) -> Any:  # noqa: F811 - a cache with a stated bound
+        def wrap(s: Any) -> Any:
             return threadlog.with_history_cache(_fast_sqlite(s), max_messages=max_messages)
         cache = False
     with threadlog.checkpointer(url_of(backend, target), guard=guard, cache=cache,
@@ -108,8 +108,9 @@ def policy_of(kind: str) -> Any:
 
 
 def agent_graph(policy: str, saver: Any) -> Any:
-    import threadlog
     from langchain_core.tools import tool
+
+    import threadlog
 
     @tool
     def get_weather(city: str) -> str:

@@ -6,8 +6,8 @@ scripted loop of `benchmarks/storage.py` twice — `threadlog` (`threadlog.Messa
 `delta` (`DeltaChannel` + LangGraph's messages reducer) — and drives one thread on each,
 turn by turn, interleaved, through the official SDK (`runs.stream`). Per turn it records the
 client's wall time and the server's CPU time (every process in the server's process group,
-from /proc), and prints the median wall and mean CPU over the 20 turns before each size with the ratio
-threadlog / DeltaChannel. Asserts nothing; the server is always stopped.
+from /proc), and prints the median wall and mean CPU over the 20 turns before each size with
+the ratio threadlog / DeltaChannel. Asserts nothing; the server is always stopped.
 
     python benchmarks/dropin_dev.py --sizes 100 400
 """

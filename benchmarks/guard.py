@@ -7,7 +7,7 @@ shipped (guard + history cache) and through `threadlog.checkpointer(url, guard=F
 databases, so both see the same machine load. Reported per point:
 
 * CPU ms/turn (process time, all threads; median) and wall ms/turn, both variants;
-* **guard overhead** = (guarded − unguarded) / guarded CPU per turn; target ≤ 10%.
+* **guard overhead** = (guarded - unguarded) / guarded CPU per turn; target ≤ 10%.
 
 Points: the last 10% of `--turns` turns (default 400) on SQLite and Postgres; and turns
 on a thread that already holds `--long` messages (default 20 000, SQLite; the thread is

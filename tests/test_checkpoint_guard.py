@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 import threadlog
 
 
-def _slow_echo(saver: Any, delay: float = 0.2) -> Any:
+def _slow_echo(saver: Any, delay: float = 0.5) -> Any:
     def model(state: dict[str, Any]) -> dict[str, Any]:
         time.sleep(delay)
         return {"messages": [("assistant", f"seen {len(state['messages'])}")]}
