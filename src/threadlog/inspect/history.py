@@ -86,6 +86,20 @@ class ThreadRecords:
             rec = self.parent(rec)
         return out[::-1]
 
+    def inherited_ids(self) -> frozenset[str]:
+        """In a subgraph's namespace, the ids of the messages it received as input from
+        the enclosing graph (what the step after each of its `input` checkpoints
+        appended); empty for the root, whose input is the user's."""
+        if not self.namespace:
+            return frozenset()
+        out: set[str] = set()
+        for rec in self.records:
+            parent = self.parent(rec)
+            if parent is not None and parent.source == "input":
+                before = {m.id for m in parent.messages}
+                out.update(m.id for m in rec.messages if m.id and m.id not in before)
+        return frozenset(out)
+
     def model_node(self) -> ModelNode | None:
         """The graph's model node, when the thread was loaded from a graph that has one."""
         if self.graph is None:
