@@ -20,6 +20,7 @@ SQLite and Postgres (the `backend` fixture).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def assert_three_stopped_levels(url: str, thread_id: str) -> list[str]:
     rows = root.subgraphs().rows()
     assert [r["node"] for r in rows] == list(LEVELS)
     namespaces = [r["namespace"] for r in rows]
-    for outer, inner in zip(namespaces, namespaces[1:], strict=False):
+    for outer, inner in itertools.pairwise(namespaces):
         assert inner.startswith(outer + "|") and inner.count("|") == outer.count("|") + 1
     assert [r["status"] for r in rows] == ["stopped"] * 3
     assert {r["parent_checkpoint"] for r in rows} == {root.head.checkpoint_id}

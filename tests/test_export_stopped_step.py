@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from test_recover_results import CONFIG, STOPS, agent, first_turn

@@ -3,10 +3,11 @@
 The weather agent runs as a subgraph. Turn 1 interrupts in Shanghai's branch and is
 resumed, so its namespace finishes with both results and an answer; turn 2 stops at the
 same interrupt in a new namespace, whose input is the whole log of turn 1 plus the new
-question. `threadlog.inspect.thread(url, "t", namespace=NS).html()` (and `threadlog
-inspect --namespace NS --html FILE`) must show that namespace's steps, link each of its
-calls to its result and back, and render nothing the enclosing graph passed in: the
-input is one line, "input from the enclosing graph: N message(s)".
+question. `threadlog.inspect.thread(url, "t", namespace=NS).html()` (and the fragment
+Jupyter shows, and `threadlog inspect --namespace NS --html FILE`) must show that
+namespace's steps, link each of its calls to its result and back, and render nothing
+the enclosing graph passed in: the input is one line, "input from the enclosing graph:
+N message(s)".
 
 SQLite and Postgres (the `backend` fixture).
 """
@@ -105,6 +106,9 @@ def test_a_namespace_page_shows_its_own_turns_and_links_and_nothing_from_the_par
     assert "input from the enclosing graph: 6 message(s)" in seen.text
     assert seen.with_prefix("call-") == {c["id"] for c in asked.tool_calls}
     assert seen.with_prefix("result-") == set()  # stopped before its results were stored
+    jupyter = Anchors(sub._repr_html_())  # the fragment Jupyter shows: the same page body
+    assert (jupyter.with_prefix("msg-"), jupyter.with_prefix("call-")) == (
+        {asked.id}, {c["id"] for c in asked.tool_calls})
     text = "".join(seen.text)
     for m in turn1:
         assert m.id not in "".join(seen.ids) and str(m.id) not in text
