@@ -7,6 +7,8 @@ namespace's when the agent runs as a subgraph — gives the user's message, the 
 and Beijing's stored result (same id and content), in call order after its request;
 Shanghai's call stays open (no result is invented). That is what LangGraph's own
 `get_state` of the head shows. `--checkpoint` gives exactly that checkpoint's log.
+A root head SIGKILLed after its input or its model's call was stored, before the step's
+checkpoint, exports every message the worker stored (before: none of them).
 
 SQLite and Postgres (the `backend` fixture); a URL and a `threadlog.checkpointer` saver
 export the same.
@@ -99,3 +101,27 @@ def test_the_cli_exports_a_stopped_subgraphs_stored_result_in_every_format(
         result = back[2]
         assert isinstance(result, ToolMessage)
         assert (result.tool_call_id, result.content) == (shown[2].tool_call_id, shown[2].content)
+
+
+# A SIGKILL (the kill harness's worker, one-city turn of the root agent) just after
+# write 1 (the input checkpoint: the user's message waits in `__start__`) or write 4
+# (the model's call, stored before its step's checkpoint).
+@pytest.mark.parametrize(("slot", "stored"), [(1, ["user"]), (4, ["user", "ai_call"])])
+def test_export_of_a_killed_head_has_every_message_the_worker_stored(
+    backend: str, tmp_path: Path, slot: int, stored: list[str]
+) -> None:
+    from scripts.kill_harness import Outcome, Plan, _read, run_worker, thread_of
+
+    plan = Plan(
+        trial=0, seed=15, prior_turns=0, branches=False, kind="write", slot=slot,
+        when="after", delay=0.0, resume="input",
+    )
+    out = Outcome(plan)
+    run_worker(backend, plan, tmp_path / "trial", out)
+    assert out.killed and out.unreadable == []
+    records = _read(tmp_path / "trial" / "stored.jsonl")
+    journal = dict(pair for rec in records for pair in rec["ids"])
+    assert list(journal.values()) == stored
+    exported, _ = messages_at(backend, thread_of(plan))
+    assert [m.id for m in exported] == list(journal)
+    threadlog.validate(exported, allow_pending_calls=True)
