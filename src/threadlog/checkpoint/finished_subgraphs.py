@@ -17,10 +17,10 @@ calls left without a result are answered "not completed" there.
 Contract:
 
 * `may_run_subgraphs(tup)`: whether a head (of the root graph or
-  of a subgraph's namespace) has a task still to run (a
-  `branch:to:<node>` trigger, or a `Send` waiting in its `__pregel_tasks` value or its
-  pending writes) — only then is it worth
-  looking for subgraph namespaces; a finished turn's head costs nothing more.
+  of a subgraph's namespace) has a task still to run (a `branch:to:<node>` trigger, or
+  a `Send` waiting in its tasks channel's value (`TASKS`) or its pending writes) — only
+  then is it worth looking for subgraph namespaces; a finished turn's head costs
+  nothing more.
 * `subgraph_work(saver, tup)` / `asubgraph_work(saver, tup)`: one batch of message items
   per write, per channel, oldest checkpoint first, for each namespace below the head whose
   parent task has not finished (a finished task's own writes are the parent's finished
