@@ -9,7 +9,7 @@ to run", so:
   and Beijing's stored result were dropped and the model asked again;
 * the inspector listed a subgraph killed inside its `Send` tool branches as `finished`.
 
-SQLite and Postgres (the `backend` fixture).
+SQLite and Postgres (the `backend` fixture); the interrupt case async too.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
-from test_recover_results import CONFIG, INSTEAD, Hook, assert_recovered, first_turn
+from test_recover_results import (
+    CONFIG,
+    INSTEAD,
+    Hook,
+    afirst_turn,
+    assert_recovered,
+    first_turn,
+)
 from test_subgraph_recovery import SUB_STOPS
 
 import threadlog
@@ -70,6 +77,25 @@ def test_new_message_after_a_subgraph_started_by_send_stopped_keeps_its_stored_w
         assert_recovered(out["messages"], saved, effects)
         head = check_thread(graph, CONFIG, repaired_input_ok=True, repairing_nodes=("agent",))
     assert [m.id for m in head] == [m.id for m in out["messages"]]
+
+
+async def test_new_message_after_a_subgraph_started_by_send_interrupted_keeps_it_async(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = sent_to(saver, effects, SUB_STOPS["interrupt"][0])
+        await afirst_turn(graph, "interrupt")
+        (task,) = (await graph.aget_state(CONFIG, subgraphs=True)).tasks
+        saved = {
+            m.tool_call_id: m
+            for t in task.state.tasks
+            for m in (t.result or {}).get("messages", [])
+            if isinstance(m, ToolMessage)
+        }
+        assert len(saved) == 1
+        out = await graph.ainvoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
+        assert_recovered(out["messages"], saved, effects)
 
 
 # The kill harness's `--app subgraph` with one task per call, one city: 1-3 the parent's
