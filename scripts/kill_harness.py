@@ -80,6 +80,9 @@ checkpoints around the subgraph's own (its namespace) and the subgraph task's wr
 NESTED_WRITE_SLOTS = 19
 """The agent two levels down (parent -> team -> agent): the team subgraph's own input,
 start and step checkpoints, and its agent-task writes, around the subgraph turn's."""
+DEEP_WRITE_SLOTS = 24
+"""The agent three levels down (parent -> team -> subteam -> agent): one more level's
+input, start and step checkpoints and task writes around the nested turn's."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class Plan:
     when: str  # before | after
     delay: float  # timer: seconds after the worker started
     resume: str  # none | input
-    app: str = "agent"  # agent | subgraph (of a parent graph) | nested (two levels down)
+    app: str = "agent"  # agent | subgraph (of a parent graph) | nested / deep (2 / 3 levels)
 
     @classmethod
     def draw(cls, seed: int, trial: int, fault: str = "kill", app: str = "agent") -> Plan:
@@ -120,7 +123,8 @@ class Plan:
 
 
 def _slots(app: str) -> int:
-    return {"subgraph": SUBGRAPH_WRITE_SLOTS, "nested": NESTED_WRITE_SLOTS}.get(app, WRITE_SLOTS)
+    slots = {"subgraph": SUBGRAPH_WRITE_SLOTS, "nested": NESTED_WRITE_SLOTS}
+    return {**slots, "deep": DEEP_WRITE_SLOTS}.get(app, WRITE_SLOTS)
 
 
 @dataclass
@@ -177,13 +181,24 @@ def build(
             hook("after", tool_call_id)
         return f"{city}: sunny, 21°C"
 
-    if app in ("subgraph", "nested"):
+    if app in ("subgraph", "nested", "deep"):
         # The agent is a node of a parent graph sharing its `messages` log: its own
         # model/tool steps are checkpointed in the subgraph's namespace ("nested": the
-        # parent's node is a `team` subgraph whose node is the agent, "team:<t>|agent:<t>").
+        # parent's node is a `team` subgraph whose node is the agent, "agent:<t>|agent:<t>";
+        # "deep": parent -> team -> subteam -> agent, "team:<t>|subteam:<t>|agent:<t>").
         agent = threadlog.create_agent(
             threadlog.OfflineChatModel(), [get_weather], per_call_branches=branches
         )
+        if app == "deep":
+            for node in ("agent", "subteam"):  # subteam runs the agent; team, subteam
+                g = StateGraph(threadlog.AgentState)
+                g.add_node(node, agent)
+                g.add_edge(START, node)
+                agent = g.compile()
+            parent = StateGraph(threadlog.AgentState)
+            parent.add_node("team", agent)
+            parent.add_edge(START, "team")
+            return parent.compile(checkpointer=saver)
         if app == "nested":
             team = StateGraph(threadlog.AgentState)
             team.add_node("agent", agent)
@@ -394,16 +409,26 @@ def _stored_results(snap: Any) -> set[str]:
     return found
 
 
+def thread_of(plan: Plan) -> str:
+    return f"kill-{plan.seed}-{plan.trial}" + ("" if plan.app == "agent" else f"-{plan.app}")
+
+
 def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
     out = Outcome(plan)
     work = root / f"trial{plan.trial}"
-    work.mkdir(parents=True, exist_ok=True)
-    thread_id = f"kill-{plan.seed}-{plan.trial}" + ("" if plan.app == "agent" else f"-{plan.app}")
-    effects = work / "effects.jsonl"
     if plan.kind == "diskfull":
         # A database of its own: it grows at its end as the turn writes, so the size
         # limit lands at a random write (in a shared file, rows go into inner pages).
         url = f"sqlite:///{work / 'db.sqlite'}"
+    run_worker(url, plan, work, out)
+    check_after_fault(url, plan, work, out)
+    return out
+
+
+def run_worker(url: str, plan: Plan, work: Path, out: Outcome) -> None:
+    """Run the trial's worker until its fault (or its end); sets `out.killed`."""
+    work.mkdir(parents=True, exist_ok=True)
+    thread_id = thread_of(plan)
     proc = multiprocessing.get_context("fork").Process(
         target=_worker, args=(url, thread_id, plan, work)
     )
@@ -429,6 +454,12 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
     out.killed = proc.exitcode == -signal.SIGKILL or (faulted and proc.exitcode == 1)
     if proc.exitcode not in (0, -signal.SIGKILL) and not faulted:
         out.unreadable.append(f"worker failed with exit code {proc.exitcode}")
+
+
+def check_after_fault(url: str, plan: Plan, work: Path, out: Outcome) -> None:
+    """Read, resume like a user, send one more message, and count (module doc)."""
+    thread_id = thread_of(plan)
+    effects = work / "effects.jsonl"
 
     stored = {mid: kind for rec in _read(work / "stored.jsonl") for mid, kind in rec["ids"]}
     out.stored = len(stored)
@@ -471,7 +502,6 @@ def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
                 out.repeated.append(call)  # the worker itself ran it twice
             else:
                 out.rerun_unstored += 1
-    return out
 
 
 # -- runs ----------------------------------------------------------------------------
@@ -571,11 +601,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument(
         "--app",
-        choices=("agent", "subgraph", "nested"),
+        choices=("agent", "subgraph", "nested", "deep"),
         default="agent",
         help="agent: the weather agent (default); subgraph: the same agent as a node of a "
         "parent graph sharing its messages log, so the fault lands inside the subgraph; "
-        "nested: the agent two subgraph levels down (parent -> team -> agent)",
+        "nested: the agent two subgraph levels down (parent -> team -> agent); "
+        "deep: three levels down (parent -> team -> subteam -> agent)",
     )
     args = p.parse_args(argv)
     if (args.fault, args.backend) in (("pgterm", "sqlite"), ("diskfull", "postgres")):

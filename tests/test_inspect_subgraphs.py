@@ -1,8 +1,8 @@
 """The inspector in subgraph namespaces: a subgraph stopped mid-turn (an interrupt inside
 its tool step) is listed under the root thread, and its own checkpoints and messages are
 shown with `namespace=` / `--namespace`, text and JSON, on SQLite and Postgres;
-`threadlog export --namespace` exports a (nested) subgraph's log and `threadlog threads`
-counts each thread's subgraph namespaces.
+`threadlog export --namespace` exports a (nested) subgraph's log, with what its stopped
+step stored, and `threadlog threads` counts each thread's subgraph namespaces.
 
 The subgraph's steps are stored under `checkpoint_ns = "agent:<task id>"`; the root's
 checkpoints show none of them until the subgraph returns.
@@ -128,9 +128,12 @@ def test_export_reads_a_nested_subgraphs_log_and_threads_counts_namespaces(
     root, _ = messages_at(backend, "t")
     assert [m.id for m in root] == ["u1"]  # the call is the sub-subgraph's, not yet returned
     messages, head = messages_at(backend, "t", namespace=inner)
-    assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage"]
+    # The head's log and the result Beijing's finished task stored before Shanghai's
+    # interrupt stopped the step (tests/test_export_stopped_step.py).
+    assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert messages[0].id == "u1"
     assert [c["args"]["city"] for c in messages[1].tool_calls] == ["Beijing", "Shanghai"]
+    assert messages[2].tool_call_id == messages[1].tool_calls[0]["id"]
     (row,) = [s for s in threadlog.inspect.thread(backend, "t").subgraphs().rows()
               if s["namespace"] == inner]
     assert head == row["head"]
@@ -151,7 +154,7 @@ def test_the_cli_exports_a_namespace_and_lists_subgraph_counts_as_text_and_json(
     base = ["export", "--db", sqlite_url, "--thread", "t"]
     assert main([*base, "--namespace", inner]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant"]
+    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant", "tool"]
     assert main([*base, "--namespace", inner, "--format", "langchain"]) == 0
     exported = loads(capsys.readouterr().out)
     assert exported[0].id == "u1" and len(exported[1].tool_calls) == 2

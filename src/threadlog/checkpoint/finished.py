@@ -44,6 +44,9 @@ Contract:
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
   (nothing left to run) keeps its open calls: the input may be their results.
+* `with_finished_work(saver, tup)`: the reader's carry for one tuple of any namespace,
+  read by id (finished work only: no subgraph work, no "not completed" answers), so
+  the inspector's export of a head, root or subgraph, shows what the graph would read.
 * Nothing is stored: this changes what a reader of the head sees, never the database.
   Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
   are returned unchanged, at the cost of one scan of the head's pending writes.
@@ -75,7 +78,7 @@ from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
-__all__ = ["Batch", "finished_work", "keep_finished_work", "message_items"]
+__all__ = ["Batch", "finished_work", "keep_finished_work", "message_items", "with_finished_work"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
@@ -338,6 +341,22 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             )
             abandon = replace(abandon, recovered=stored)
         return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
+
+
+def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> CheckpointTuple:
+    """`tup` (a head of any namespace, read by id) as a reader of the root's head sees it:
+    its finished tasks' stored messages carried as `NULL_TASK_ID` writes, only what its
+    log accepts, nothing invented (open calls stay open). For the inspector's export."""
+    rounds = [finished_work(tup)]
+    wanted = _wanted(rounds, None)
+    if not wanted:
+        return tup
+    missing = _needs_history(tup, wanted)
+    history = (
+        saver.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
+    )
+    logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
+    return _carry(tup, rounds, logs, reader=True)
 
 
 def _new_input_loop() -> Any | None:

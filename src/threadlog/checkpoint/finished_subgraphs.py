@@ -17,9 +17,10 @@ calls left without a result are answered "not completed" there.
 Contract:
 
 * `may_run_subgraphs(tup)`: whether a head (of the root graph or
-  of a subgraph's namespace) has a task still to run (a
-  `branch:to:<node>` trigger, or a `Send` in its pending writes) — only then is it worth
-  looking for subgraph namespaces; a finished turn's head costs nothing more.
+  of a subgraph's namespace) has a task still to run (a `branch:to:<node>` trigger, or
+  a `Send` waiting in its tasks channel's value (`TASKS`) or its pending writes) — only
+  then is it worth looking for subgraph namespaces; a finished turn's head costs
+  nothing more.
 * `subgraph_work(saver, tup)` / `asubgraph_work(saver, tup)`: one batch of message items
   per write, per channel, oldest checkpoint first, for each namespace below the head whose
   parent task has not finished (a finished task's own writes are the parent's finished
@@ -60,7 +61,9 @@ _Walk = Generator[dict[str, Any], list[CheckpointTuple], None]
 
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     values = tup.checkpoint.get("channel_values", {})
-    if any(str(k).startswith(BRANCH_TO) for k in values):
+    # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
+    # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
+    if values.get(TASKS) or any(str(k).startswith(BRANCH_TO) for k in values):
         return True
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
 

@@ -7,8 +7,10 @@ Contract:
   path (`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL. Returns
   `(messages, checkpoint_id)`. `namespace=NS` reads a subgraph's log instead of the
   root's (its `checkpoint_ns`, as listed by `Thread.subgraphs()`; a local database or
-  checkpointer only): the messages its newest (or named) checkpoint holds — a stopped
-  step's stored results are pending writes, shown by `inspect --namespace`.
+  checkpointer only). The head (no `checkpoint`), root or namespace, is read as
+  LangGraph's `get_state` of it shows it: its log plus what a stopped step's finished
+  tasks stored (`finished.with_finished_work`: only what the log accepts, open calls
+  left open); a named checkpoint is exactly its own log.
 * `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
   `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
   `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
@@ -132,11 +134,14 @@ def _from_saver(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None, namespace: str
 ) -> tuple[list[BaseMessage], str]:
     from threadlog.inspect.catalog import checkpoint_ids
-    from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
+    from threadlog.inspect.namespaces import (
+        HeadWithFinishedWork,
+        InNamespace,
+        subgraph_namespaces,
+    )
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
     # The stand-in reads a subgraph's checkpoints through a view whose root is its namespace.
-    reader = InNamespace(saver, namespace) if namespace else saver
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     ids = checkpoint_ids(saver, thread_id, namespace) if checkpoint or namespace else []
     if namespace and not ids:
@@ -145,10 +150,15 @@ def _from_saver(
             f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
             f"its subgraph namespaces: {', '.join(known) or 'none'}"
         )
-    if checkpoint:
+    reader: BaseCheckpointSaver[Any]
+    if checkpoint:  # exactly that checkpoint's log
         conf["checkpoint_id"] = resolve_checkpoint(ids, checkpoint, thread_id)
-    elif namespace:
-        conf["checkpoint_id"] = ids[-1]  # its newest, read by id as the inspector does
+        reader = InNamespace(saver, namespace) if namespace else saver
+    else:  # the head, with what its stopped step's finished tasks stored
+        head = ids[-1] if namespace else None  # a namespace's newest, read by id
+        if head:
+            conf["checkpoint_id"] = head
+        reader = HeadWithFinishedWork(saver, namespace, head)
     with quiet_stand_in(True):
         snap = stand_in(reader, None).get_state({"configurable": conf})
     cid = (snap.config.get("configurable") or {}).get("checkpoint_id")

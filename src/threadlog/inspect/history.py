@@ -36,6 +36,7 @@ class ThreadRecords:
         self.records = records
         self.bytes_known = bytes_known
         self._by_id = {r.checkpoint_id: r for r in records}
+        self._inherited: frozenset[str] | None = None
 
     @property
     def label(self) -> str:
@@ -85,6 +86,20 @@ class ThreadRecords:
             out.append(rec)
             rec = self.parent(rec)
         return out[::-1]
+
+    def inherited_ids(self) -> frozenset[str]:
+        """In a subgraph's namespace, the ids of the messages it received as input from
+        the enclosing graph (what the step after each of its `input` checkpoints
+        appended); empty for the root, whose input is the user's."""
+        if self._inherited is None:  # every turn of the page asks: computed once
+            out: set[str] = set()
+            for rec in self.records if self.namespace else ():
+                parent = self.parent(rec)
+                if parent is not None and parent.source == "input":
+                    before = {m.id for m in parent.messages}
+                    out.update(m.id for m in rec.messages if m.id and m.id not in before)
+            self._inherited = frozenset(out)
+        return self._inherited
 
     def model_node(self) -> ModelNode | None:
         """The graph's model node, when the thread was loaded from a graph that has one."""

@@ -30,13 +30,19 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import ERROR, INTERRUPT, NS_END, NS_SEP, postgres_cursor
+from threadlog.checkpoint.finished import with_finished_work
 from threadlog.checkpoint.finished_subgraphs import may_run_subgraphs
 from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
 __all__ = [
-    "InNamespace", "Subgraph", "SubgraphTable", "subgraph_counts", "subgraph_namespaces",
+    "HeadWithFinishedWork",
+    "InNamespace",
+    "Subgraph",
+    "SubgraphTable",
+    "subgraph_counts",
+    "subgraph_namespaces",
 ]
 
 
@@ -169,6 +175,23 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
     def get_next_version(self, current: Any, channel: Any = None) -> Any:
         return self.inner.get_next_version(current, channel)
+
+
+class HeadWithFinishedWork(InNamespace):
+    """`InNamespace` whose read of the head (`head`: its id, or None for a read naming
+    no checkpoint) carries what the stopped step's finished tasks stored
+    (`finished.with_finished_work`), as LangGraph's `get_state` of the head applies
+    finished tasks' writes — for the export."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None) -> None:
+        super().__init__(inner, namespace)
+        self.head = head
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = super().get_tuple(config)
+        if tup is None or (config.get("configurable") or {}).get("checkpoint_id") != self.head:
+            return tup
+        return with_finished_work(self.inner, tup)
 
 
 class SubgraphTable(Table):

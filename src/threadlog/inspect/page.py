@@ -16,6 +16,10 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
 * A model call shows its model name, latency and tokens when `ModelNode` recorded them
   (`response_metadata["threadlog"]`). A turn with parallel tool calls or timed model
   calls gets a waterfall: one bar per call, from when it started to when it ended.
+* A subgraph's namespace (`thread(..., namespace=NS)`) is titled with it, and shows its
+  own steps only: the messages it received as input from the enclosing graph
+  (`ThreadRecords.inherited_ids`) are one line, "input from the enclosing graph: N
+  messages", not rows, links or waterfall bars; its pairs table lists its own calls.
 * The style is the tables' own (`threadlog.inspect.table.STYLE`).
 """
 
@@ -146,6 +150,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     t0 = _ts(turn[0].created_at)
     if t0 is None:
         return ""
+    inherited = thread.inherited_ids()
     bars: list[tuple[str, str, float, float]] = []  # kind, label, start s, duration s
     durations = {
         r["call_id"]: r["duration_s"]
@@ -156,6 +161,8 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
         parent = thread.parent(rec)
         start = _ts(parent.created_at) if parent else None
         for m in appended(rec, parent) if parent else []:
+            if m.id in inherited:
+                continue
             timing = model_timing(m)
             began = _ts(str(timing.get("started_at") or ""))
             if isinstance(m, AIMessage) and began and timing.get("latency_ms") is not None:
@@ -195,9 +202,13 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
     # With `last=N` the turn's parent may not be loaded: count only what is known.
     known = first_parent or (turn[0] if turn[0].parent_id else None)
     before = {m.id for m in known.messages} if known else set()
-    new = [m for m in head.messages if m.id not in before]
+    inherited = thread.inherited_ids()  # a subgraph's input from the enclosing graph
+    got = [m for m in head.messages if m.id not in before and m.id in inherited]
+    new = [m for m in head.messages if m.id not in before and m.id not in inherited]
     users = [m for m in new if isinstance(m, HumanMessage)]
     said = " ".join(_text(users[0]).split())[:80] if users else f"({turn[0].source})"
+    if got and not users:
+        said = f"{len(got)} message(s) from the enclosing graph"
     tokens = sum(
         int(m.usage_metadata["total_tokens"])
         for m in new
@@ -209,7 +220,13 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
     for rec in turn:
         parent = thread.parent(rec)
         msgs = appended(rec, parent) if (parent or rec.parent_id is None) else []
-        events = [_message(m) for m in msgs]
+        events = []
+        if given := [m for m in msgs if m.id in inherited]:
+            events.append(
+                f'<div class="tl-meta tl-input">input from the enclosing graph: '
+                f"{len(given)} message(s)</div>"
+            )
+        events += [_message(m) for m in msgs if m.id not in inherited]
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
             for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
@@ -244,7 +261,7 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
 def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
     tree = ForkTree(thread)
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
-    parts.append(f'<div class="tl-title">thread {escape(thread.thread_id)}</div>')
+    parts.append(f'<div class="tl-title">{escape(thread.label)}</div>')
     parts.extend(
         f'<div class="tl-summary">{escape(s)}</div>'
         for s in Timeline(thread, thread.records).summary()
@@ -277,7 +294,7 @@ def thread_page(
 ) -> str:
     """A standalone HTML document for `thread` (see the module docstring); `extra` views
     (e.g. `thread.context(call)`) follow the tool pairs."""
-    name = title or f"thread {thread.thread_id}"
+    name = title or thread.label
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(name)}</title>'
         "<style>body .threadlog-inspect{font-size:14px}</style>"

@@ -4,7 +4,8 @@ Contract: for the log at one checkpoint (default: the head), one row per call of
 AIMessage (`tool_calls`, then `invalid_tool_calls` that carry an id), in log order: the call
 (id, name, args), the checkpoint and step where it was requested, its result (id, status,
 short content, the error kind a ToolNode recorded) and the checkpoint where the result
-landed, or status "open" when there is none.
+landed, or status "open" when there is none. In a subgraph's namespace, the calls that
+came with its input (asked by the enclosing graph) are counted in a note, not listed.
 
 Duration: when the result carries one in `response_metadata` (`duration_ms` or
 `threadlog_duration_ms`), that figure, marked "recorded"; otherwise the time between the
@@ -65,12 +66,18 @@ class ToolPairs(Table):
         # Loaded with `last=N`: the oldest loaded checkpoint holds the whole log, so its
         # calls are older than the window read; list only the calls asked inside it.
         window = path[0] if thread.partial and len(path) > 1 else None
-        self.older = 0
+        # In a subgraph's namespace, calls that came with its input were asked by the
+        # enclosing graph: they are listed in its view, not here.
+        inherited = thread.inherited_ids()
+        self.older = self.inherited = 0
         for m in self.at.messages:
             if not isinstance(m, AIMessage):
                 continue
             if window is not None and first_seen.get(m.id or "") is window:
                 self.older += len(m.tool_calls) + len(m.invalid_tool_calls)
+                continue
+            if m.id in inherited:
+                self.inherited += len(m.tool_calls) + len(m.invalid_tool_calls)
                 continue
             calls: list[tuple[Any, Any, Any, bool]] = [
                 (c.get("id"), c.get("name"), c.get("args"), True) for c in m.tool_calls
@@ -168,6 +175,11 @@ class ToolPairs(Table):
             notes.append(
                 f"{self.older} older calls, asked before the checkpoints loaded (--last), "
                 "are not listed"
+            )
+        if self.inherited:
+            notes.append(
+                f"{self.inherited} calls came with the input from the enclosing graph and "
+                "are listed in its view"
             )
         if any(r["duration_source"] == "derived" for r in self._rows):
             notes.append(
