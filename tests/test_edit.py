@@ -198,13 +198,24 @@ class SnapshotState(TypedDict):
     messages: Annotated[list[AnyMessage], threadlog.MessageLogChannel(snapshot_frequency=1)]
 
 
+class SaysCall1Again(Recorder):
+    """A server that numbers calls per reply: turn 2's request says `call-1` again (under
+    a new message id)."""
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        ai = super().__call__(messages)
+        turn = sum(isinstance(m, HumanMessage) for m in messages)
+        return ai.model_copy(update={"id": f"ai-t{turn}"}) if ai.tool_calls and turn > 1 else ai
+
+
 def test_the_audit_survives_a_snapshot_and_pairing_follows_a_renamed_call(
     sqlite_url: str,
 ) -> None:
     """Every checkpoint a full snapshot: the edited message carries its own audit record,
     so a thread read back from a snapshot still knows the edit and refuses a result for
-    the call it renamed; open-call repair answers the renamed call."""
-    model = Recorder()
+    the call it renamed; open-call repair answers the renamed call; a later reply that
+    says the renamed call's old id is re-keyed (the audit record keeps that id)."""
+    model = SaysCall1Again()
     with threadlog.checkpointer(sqlite_url) as saver:
         app = review_app(model, saver, SnapshotState)
         app.invoke({"messages": [HumanMessage("hi", id="u1")]}, CFG)
@@ -224,9 +235,13 @@ def test_the_audit_survives_a_snapshot_and_pairing_follows_a_renamed_call(
         stored = app.get_state(CFG).values["messages"]
     assert [c["id"] for c in original_of(stored[1]).tool_calls] == ["call-1"]
     repaired = [m for m in stored if isinstance(m, ToolMessage)]
-    assert [m.tool_call_id for m in repaired][:1] == ["call-1b"]
+    assert [m.tool_call_id for m in repaired] == ["call-1b"]
     assert repaired[0].status == "error"
-    threadlog.validate(stored, allow_pending_calls=False)
+    assert [m.id for m in stored] == ["u1", "ai-1", repaired[0].id, "u2", "ai-t2"]
+    (rekeyed,) = stored[4].tool_calls
+    assert rekeyed["id"] not in ("call-1", "call-1b")
+    assert stored[4].response_metadata["threadlog_call_ids_rekeyed"] == {rekeyed["id"]: "call-1"}
+    threadlog.validate(stored, allow_pending_calls=True)
 
 
 class FailsAfterTool(Recorder):

@@ -22,7 +22,9 @@ Contract:
   (`original_of`, `edits_of`). A snapshot of the log therefore keeps the audit too.
 * **Pairing follows the edit.** Results must answer the edited calls; a result for a call
   an edit dropped or renamed is refused (`ToolPairingError` naming the edit), and open-call
-  repair answers the edited calls.
+  repair answers the edited calls. Such an id stays taken (the audit record holds it): a
+  later AIMessage reusing it is refused like any reused call id, and `ModelNode` re-keys
+  a reply that does (`audit_call_ids`).
 * **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log
   with at least one call still waiting for its result (a message under review); a call
   that already has a result may not change or disappear (the error names the message and
@@ -53,6 +55,7 @@ __all__ = [
     "EDIT_TYPE",
     "Edit",
     "EditEvent",
+    "audit_call_ids",
     "cache_key",
     "edits_of",
     "is_edit",
@@ -284,6 +287,19 @@ def versions(message: AIMessage) -> list[AIMessage]:
 
 def _fields(rec: Mapping[str, Any]) -> dict[str, Any]:
     return {k: rec.get(k) if k == "content" else list(rec.get(k) or ()) for k in _FIELDS}
+
+
+def audit_call_ids(message: BaseMessage) -> set[str]:
+    """The call ids an edited message's audit record holds (the original's and every
+    edit's calls); empty if never edited. With its live calls: every id it ever used."""
+    rec = record_of(message)
+    if rec is None:
+        return set()
+    out: set[str] = set()
+    for entry in [rec["original"], *rec["edits"]]:
+        for key in ("tool_calls", "invalid_tool_calls"):
+            out.update(str(c.get("id") or "") for c in entry.get(key) or ())
+    return out
 
 
 def original_of(message: BaseMessage) -> BaseMessage:

@@ -12,7 +12,9 @@ Contract (what every write to a threadlog message log obeys):
   one (`derive_id`), so replaying stored writes rebuilds identical ids.
 * **Pairing.** A `ToolMessage` must answer an open call of an *earlier* `AIMessage`;
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
-  does a new `AIMessage` that reuses a call id.
+  does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
+  or renamed, which the edited message's audit record keeps (stored history written
+  before that rule is trusted: its later message owns the id).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
@@ -341,6 +343,13 @@ class MessageLog:
                                 position=pos,
                                 fix="each tool call needs an id unique in the thread",
                             )
+                        dropped = self._superseded.get(cid)
+                        if dropped is not None and not stored:
+                            # The edited message's audit record still holds the id: a
+                            # second owner would make it name two calls. (Stored history
+                            # is trusted: a thread written before this rule still loads,
+                            # and its later message owns the id, see `_index`.)
+                            raise _reused_superseded(i, call, dropped, mid, pos)
                         new_calls[cid] = _Call(mid, i, call["name"])
                 if not isinstance(msg, ToolMessage):
                     anchor = mid
@@ -475,14 +484,13 @@ class MessageLog:
         for key in keys:
             cid = key or ""
             owner = self._calls.get(cid)
-            dropped = self._superseded.get(cid)
-            if (owner is not None and owner.ai_id != target) or (
-                dropped is not None and dropped[0] != target
-            ):
-                other = owner.ai_id if owner is not None else dropped[0]  # type: ignore[index]
+            dropped = self._superseded.get(cid) if owner is None else None
+            other = owner.ai_id if owner is not None else dropped[0] if dropped else target
+            if other != target:
+                how = f" (edit {dropped[1]!r} dropped it there)" if dropped else ""
                 raise ToolPairingError(
                     f"edit {event.id!r} gives message {target!r} call id {cid!r}, already "
-                    f"used by message {other!r}",
+                    f"used by message {other!r}{how}",
                     message_id=target,
                     role="assistant",
                     position=position,
@@ -548,6 +556,8 @@ class MessageLog:
                 cid = call.get("id")
                 if cid and cid not in self._calls:
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
+                    if self._superseded and cid in self._superseded:
+                        del self._superseded[cid]  # a stored later message owns it now
         if isinstance(msg, ToolMessage):
             answered = self._calls.get(msg.tool_call_id)
             if answered is not None and answered.result_id is None:
@@ -666,6 +676,22 @@ def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> Con
         role=role_of(msg),
         position=pos,
         fix=fix,
+    )
+
+
+def _reused_superseded(
+    index: int, call: Mapping[str, Any], dropped: tuple[str, str], mid: str, pos: int
+) -> ToolPairingError:
+    cid = call.get("id")
+    return ToolPairingError(
+        f"call {index} ({call.get('name')!r}) reuses call id {cid!r}, which edit "
+        f"{dropped[1]!r} dropped from message {dropped[0]!r} (its audit record keeps the id)",
+        message_id=mid,
+        role="assistant",
+        position=pos,
+        fix="each tool call needs an id unique in the thread, the calls an edit superseded "
+        "included: give the new call a fresh id (threadlog.ModelNode re-keys a reply's "
+        "colliding ids itself)",
     )
 
 
