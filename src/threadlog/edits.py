@@ -38,6 +38,7 @@ Contract:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -202,6 +203,37 @@ def fields_of(message: AIMessage) -> dict[str, Any]:
         "invalid_tool_calls": [
             {**c, "type": "invalid_tool_call"} for c in message.invalid_tool_calls
         ],
+    }
+
+
+RESENT_REASON = "the AIMessage was changed in place and written again under its id"
+"""`reason` of an edit the log made from a re-sent, changed-in-place AIMessage."""
+
+
+def snapshot_fields(message: AIMessage) -> dict[str, Any]:
+    """`fields_of(message)` as an independent copy: what the message read when it was
+    logged, kept while its calls are open so a change made in place can be told apart."""
+    return copy.deepcopy(fields_of(message))
+
+
+def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The edit event standing for `message` re-sent with `fields` (see `MessageLog`'s
+    "Edits in place"). Its id comes from the message id and the new fields, so the live
+    write and a replay of the stored write record the same event."""
+    blob = json.dumps(
+        [message.id, fields["content"],
+         [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]],
+        sort_keys=True, default=repr,
+    )
+    return {
+        "type": EDIT_TYPE,
+        "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
+        "message": message.model_copy(update=copy.deepcopy(dict(fields))),
+        "by": None,
+        "reason": RESENT_REASON,
+        "at": None,
+        "source": "resent",
+        "base": None,
     }
 
 

@@ -34,6 +34,7 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,9 @@ from threadlog.edits import (
     fields_of,
     merge,
     record_of,
+    resent_edit,
     same_fields,
+    snapshot_fields,
     versions,
 )
 from threadlog.errors import ConflictingIdError, EditError, ParallelWriteError, ToolPairingError
@@ -102,6 +105,7 @@ class MessageLog:
 
     __slots__ = (
         "_anchor",
+        "_baseline",
         "_by_id",
         "_calls",
         "_digests",
@@ -129,6 +133,9 @@ class MessageLog:
         # call ids an edit dropped: call id -> (message id, edit id).
         self._edits: dict[str, tuple[str, BaseMessage, BaseMessage]] = {}
         self._superseded: dict[str, tuple[str, str]] = {}
+        # What each request with open calls read when logged (`snapshot_fields`): a
+        # node may change the very object in place and write it again ("Edits in place").
+        self._baseline: dict[str, dict[str, Any]] = {}
         edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
@@ -142,6 +149,11 @@ class MessageLog:
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
         self._journal.extend(edited)
+        for call in self._calls.values():
+            if call.result_id is None and call.ai_id not in self._baseline:
+                ai = self._by_id[call.ai_id]
+                assert isinstance(ai, AIMessage)
+                self._baseline[call.ai_id] = snapshot_fields(ai)
 
     def copy(self) -> MessageLog:
         new = MessageLog.__new__(MessageLog)
@@ -156,6 +168,7 @@ class MessageLog:
         new._journal = list(self._journal)
         new._edits = dict(self._edits)
         new._superseded = dict(self._superseded)
+        new._baseline = dict(self._baseline)  # values are never mutated: shared
         return new
 
     def _restore_edits(self, message: AIMessage) -> list[str]:
@@ -290,6 +303,12 @@ class MessageLog:
         pairing, placement) still applies. `dry_run=True` checks and commits nothing
         (the storage edge asks "would the log take this?" without a copy).
         """
+        resent = self._resent_as_edits(writes, stored=stored, dry_run=dry_run)
+        if resent is not None:
+            return self._extend_with_edits(
+                resent[0], single_writer=single_writer, stored=stored, dry_run=dry_run,
+                restored=resent[1],
+            )
         if any(_has_edit(w) for w in writes):
             return self._extend_with_edits(
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run
@@ -375,6 +394,62 @@ class MessageLog:
 
     # -- edits ---------------------------------------------------------------
 
+    def _resent_as_edits(
+        self, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
+    ) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
+        """`writes` with each AIMessage that was changed in place and written again under
+        its id replaced by the edit event it amounts to, and the requests as logged
+        (by id); None when there is none (the usual case: one dict lookup per AIMessage).
+
+        Why. A node that sets `ai.tool_calls = [...]` on the state's message and returns it
+        (LangChain's `HumanInTheLoopMiddleware` before 1.5 does, for an `edit` decision)
+        changes the log's own object, so the re-sent message reads like a replay; the
+        stored write holds the new calls, and replaying it would conflict with the stored
+        original — the thread would become unreadable. Live, the change shows against the
+        request's `_baseline`: the log holds a copy of the request as logged in the
+        changed object's place, and records the change as an edit. Replaying a stored
+        write, a different AIMessage under a logged id is such a change (a re-sent copy
+        is refused before it is ever stored), so it reads as the same edit.
+        """
+        out: list[list[Any]] | None = None
+        restored: dict[str, AIMessage] = {}
+        for w, write in enumerate(writes):
+            for k, raw in enumerate(write):
+                if not isinstance(raw, AIMessage) or raw.id is None:
+                    continue
+                existing = self._by_id.get(raw.id)
+                if not isinstance(existing, AIMessage):
+                    continue
+                fields = self._changed_in_place(existing, raw, stored=stored)
+                if fields is None:
+                    continue
+                mid = raw.id
+                base = self._baseline.get(mid)
+                if base is not None and not same_fields(fields_of(existing), base):
+                    # The object itself is left alone: LangGraph may serialize it into
+                    # the stored write later, which must hold the change (see above).
+                    existing = existing.model_copy(update=copy.deepcopy(base))
+                    restored[mid] = existing
+                if out is None:
+                    out = [list(x) for x in writes]
+                out[w][k] = resent_edit(existing, fields)
+        return None if out is None else (out, restored)
+
+    def _changed_in_place(
+        self, existing: AIMessage, raw: AIMessage, *, stored: bool
+    ) -> dict[str, Any] | None:
+        """The fields `raw` sets if it is `existing` changed in place (see
+        `_resent_as_edits`), else None."""
+        if stored:
+            if self._digest_of(existing) == digest(raw) or self._is_version(existing, raw):
+                return None
+            return snapshot_fields(raw)
+        base = self._baseline.get(raw.id or "")
+        if base is None or same_fields(fields_of(existing), base):
+            return None  # the logged object is as it was: a replay or a re-sent copy
+        now = snapshot_fields(raw)
+        return None if same_fields(now, base) else now
+
     def _extend_with_edits(
         self,
         writes: Sequence[Sequence[Any]],
@@ -382,12 +457,17 @@ class MessageLog:
         single_writer: bool,
         stored: bool,
         dry_run: bool,
+        restored: Mapping[str, AIMessage] | None = None,
     ) -> list[BaseMessage]:
         """`extend_writes` for writes holding edits: the items in order on a copy (edits
         are rare; a copy keeps all-or-nothing simple), then the copy's state adopted.
         Edits do not count as conversation for the parallel-writer rule: parallel
         approval branches each edit their own call (`base`, see `threadlog.edits`)."""
         trial = self.copy()
+        for mid, ai in (restored or {}).items():  # requests as logged (`_resent_as_edits`)
+            trial._by_id[mid] = ai
+            trial._digests.pop(mid, None)
+            trial.messages = [ai if m.id == mid else m for m in trial.messages]
         added: list[BaseMessage] = []
         conversational: list[tuple[int, list[BaseMessage]]] = []
         for w, write in enumerate(writes):
@@ -526,6 +606,10 @@ class MessageLog:
                 self._superseded[cid] = (mid, eid)
         for cid in fresh:
             self._superseded.pop(cid, None)
+        if any(c.result_id is None for c in fresh.values()):
+            self._baseline[mid] = snapshot_fields(edited)
+        else:
+            self._baseline.pop(mid, None)
         for j in range(len(self.messages) - 1, -1, -1):
             if self.messages[j].id == mid:
                 self.messages[j] = edited
@@ -552,18 +636,33 @@ class MessageLog:
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
         if isinstance(msg, AIMessage):
-            for i, call in enumerate(calls_of(msg)):
+            calls = calls_of(msg)
+            for i, call in enumerate(calls):
                 cid = call.get("id")
                 if cid and cid not in self._calls:
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
                     if self._superseded and cid in self._superseded:
                         del self._superseded[cid]  # a stored later message owns it now
+            if calls and new_calls is not None:
+                self._baseline[mid] = snapshot_fields(msg)
         if isinstance(msg, ToolMessage):
             answered = self._calls.get(msg.tool_call_id)
             if answered is not None and answered.result_id is None:
                 answered.result_id = mid
+                if answered.ai_id in self._baseline:
+                    self._settle(answered.ai_id)
         else:
             self._anchor = mid
+
+    def _settle(self, ai_id: str) -> None:
+        """Forget a request's baseline once all its calls have results (an edit, the one
+        change allowed in place, needs an open call)."""
+        ai = self._by_id.get(ai_id)
+        for c in calls_of(ai) if isinstance(ai, AIMessage) else ():
+            call = self._calls.get(c.get("id") or "")
+            if call is not None and call.result_id is None:
+                return
+        del self._baseline[ai_id]
 
     def _digest_of(self, msg: BaseMessage) -> str:
         # Digests are computed on first collision only: most ids never collide, and
