@@ -26,6 +26,12 @@ Contract (what every write to a threadlog message log obeys):
   (`threadlog.edits`): `messages` then holds the edited message in the original's place,
   its audit record carrying the original; pairing follows the edited calls. A re-sent
   copy of any version of an edited message is a replay.
+* **Edits in place.** A request with open calls that a node changed *in place* (the
+  log's own object: `ai.tool_calls = [...]`) and wrote again under its id is recorded as
+  the edit it amounts to (`source="resent"`), not taken as a replay: the object changed
+  under the log, and the stored write holding the change would otherwise conflict with
+  the stored original when the thread is read back. A changed *copy* re-sent under the id
+  is still a `ConflictingIdError` (write a `threadlog.Edit`).
 
 `MessageLog` keeps the indexes (id → message, call id → call) that make a write cost
 O(new messages) instead of O(history); `append_messages` is the same logic as a pure
@@ -108,6 +114,7 @@ class MessageLog:
         "_baseline",
         "_by_id",
         "_calls",
+        "_changed",
         "_digests",
         "_edits",
         "_journal",
@@ -136,6 +143,9 @@ class MessageLog:
         # What each request with open calls read when logged (`snapshot_fields`): a
         # node may change the very object in place and write it again ("Edits in place").
         self._baseline: dict[str, dict[str, Any]] = {}
+        # The fields of each change in place taken as an edit, by message id: a log taken
+        # from this one at an older version (`at`) gets the same re-sent object again.
+        self._changed: dict[str, list[dict[str, Any]]] = {}
         edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
@@ -169,6 +179,7 @@ class MessageLog:
         new._edits = dict(self._edits)
         new._superseded = dict(self._superseded)
         new._baseline = dict(self._baseline)  # values are never mutated: shared
+        new._changed = {k: list(v) for k, v in self._changed.items()}
         return new
 
     def _restore_edits(self, message: AIMessage) -> list[str]:
@@ -225,7 +236,9 @@ class MessageLog:
         """A separate log equal to this one at `version` (O(history))."""
         if version >= len(self._journal):
             return self.copy()
-        return MessageLog(self.messages_at(version))
+        older = MessageLog(self.messages_at(version))
+        older._changed = {k: list(v) for k, v in self._changed.items()}
+        return older
 
     def rewind(self, version: int, items: Sequence[Any]) -> int | None:
         """The version before `items` if they are exactly the last messages committed up
@@ -252,7 +265,12 @@ class MessageLog:
                     return None
                 v += 1  # the same edit, committed next
                 continue
-            if not isinstance(item, BaseMessage) or v >= len(journal) or item.id != journal[v]:
+            if not isinstance(item, BaseMessage) or v >= len(journal):
+                return None
+            if item.id != journal[v]:
+                if self._is_resent_edit(journal[v], item):
+                    v += 1  # the request changed in place, which this log took as an edit
+                    continue
                 return None
             held = by_id[journal[v]]
             if held is not item and held != item and not self._was(held, item):
@@ -445,8 +463,15 @@ class MessageLog:
                 return None
             return snapshot_fields(raw)
         base = self._baseline.get(raw.id or "")
-        if base is None or same_fields(fields_of(existing), base):
-            return None  # the logged object is as it was: a replay or a re-sent copy
+        if base is None:
+            return None
+        if same_fields(fields_of(existing), base):
+            # The logged object is as it was: a replay or a re-sent copy — unless the log
+            # this one was taken from already took this very change as an edit.
+            now = fields_of(raw)
+            if any(same_fields(now, f) for f in self._changed.get(raw.id or "", ())):
+                return snapshot_fields(raw)
+            return None
         now = snapshot_fields(raw)
         return None if same_fields(now, base) else now
 
@@ -577,6 +602,8 @@ class MessageLog:
                     fix="each tool call needs an id unique in the thread",
                 )
         self._commit_edit(event.id, current, edited)
+        if event.source == "resent":
+            self._changed.setdefault(target, []).append(fields_of(edited))
         return True
 
     def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
@@ -618,6 +645,17 @@ class MessageLog:
         self._digests.pop(mid, None)
         self._edits[eid] = (mid, current, edited)
         self._journal.append(eid)
+
+    def _is_resent_edit(self, entry: str, item: BaseMessage) -> bool:
+        """Whether journal `entry` is the edit `_resent_as_edits` made of `item`."""
+        done = self._edits.get(entry)
+        return (
+            done is not None
+            and done[0] == item.id
+            and isinstance(item, AIMessage)
+            and isinstance(done[2], AIMessage)
+            and same_fields(fields_of(done[2]), fields_of(item))
+        )
 
     def _is_version(self, existing: BaseMessage, msg: BaseMessage) -> bool:
         """Whether `msg` reads like an earlier version of the edited `existing`."""
