@@ -432,3 +432,50 @@ def test_a_reviewer_can_fix_a_malformed_call_under_its_id() -> None:
     assert [m.id for m in log.messages][-2:] == ["a2", "t7"] and not log.open_calls()
     assert original_of(now).invalid_tool_calls[0]["args"] == "{x: 1"  # type: ignore[attr-defined]
     threadlog.validate(log.messages, allow_pending_calls=False)
+
+
+def test_a_request_changed_in_place_and_written_again_is_recorded_as_an_edit() -> None:
+    """A node that sets `ai.tool_calls` on the log's own object and returns it (LangChain
+    1.0 to 1.4's HITL edit): not a replay, not a conflict, but the edit it amounts to —
+    live, in a dry run (which changes nothing), in a log taken at an older version, and
+    when the stored write is replayed onto the stored original; all the same event."""
+    request = with_args(1, 2)
+    log = MessageLog()
+    log.extend([HumanMessage("hi", id="u1"), request])
+    request.tool_calls = [{**request.tool_calls[0], "args": {"x": 9}}, request.tool_calls[1]]
+
+    log.extend_writes([[request]], dry_run=True)
+    assert log.version == 2 and not edits_of(log.messages[1])
+    older = log.at(2)
+    log.extend([request, ToolMessage("r2", tool_call_id="c2", id="t2")])
+    ai = log.get("a1")
+    assert isinstance(ai, AIMessage) and ai is not request
+    assert [c["args"] for c in ai.tool_calls] == [{"x": 9}, {"x": 2}]
+    assert [c["args"] for c in original_of(ai).tool_calls] == [{"x": 1}, {"x": 2}]  # type: ignore[attr-defined]
+    (edit,) = edits_of(ai)
+    assert edit["source"] == "resent" and edit["by"] is None
+    # Pairing follows the edit; the log at the version before it reads the original.
+    assert [c.get("id") for _, c in log.open_calls()] == ["c1"]
+    assert [c["args"] for c in log.messages_at(2)[1].tool_calls] == [{"x": 1}, {"x": 2}]  # type: ignore[attr-defined]
+
+    # A log taken before the edit (another reader of the same history) gets the same
+    # object again: the same event.
+    older.extend([request])
+    assert [e["id"] for e in edits_of(older.messages[1])] == [edit["id"]]
+    # Read back: the stored original, then the stored write (which holds the change).
+    stored = MessageLog([HumanMessage("hi", id="u1"), with_args(1, 2)])
+    stored.extend_writes([[request.model_copy()]], stored=True)
+    assert [e["id"] for e in edits_of(stored.messages[1])] == [edit["id"]]
+    threadlog.validate(log.messages)
+
+
+def test_a_changed_copy_is_still_refused_after_an_in_place_edit_was_taken() -> None:
+    """Only the change the log took as an edit is recognised again: a different copy
+    under the id is refused as before."""
+    request = with_args(1, 2)
+    log = MessageLog()
+    log.extend([HumanMessage("hi", id="u1"), request])
+    request.tool_calls = [{**request.tool_calls[0], "args": {"x": 9}}, request.tool_calls[1]]
+    log.extend([request])
+    with pytest.raises(threadlog.ConflictingIdError):
+        log.extend([with_args(5, 2)])
