@@ -479,3 +479,18 @@ def test_a_changed_copy_is_still_refused_after_an_in_place_edit_was_taken() -> N
     log.extend([request])
     with pytest.raises(threadlog.ConflictingIdError):
         log.extend([with_args(5, 2)])
+
+
+def test_a_stored_in_place_change_after_the_results_reads_back_as_logged() -> None:
+    """A request changed in place after its calls ran is nothing the log noticed live; if
+    the stored write holds the change, reading the thread back keeps the request as first
+    stored (the edit rules refuse changing answered calls) instead of failing."""
+    answered = [ToolMessage("r1", tool_call_id="c1", id="t1"),
+                ToolMessage("r2", tool_call_id="c2", id="t2")]
+    stored = MessageLog([HumanMessage("hi", id="u1"), with_args(1, 2), *answered])
+    stored.extend_writes([[with_args(9, 2)]], stored=True)
+    ai = stored.get("a1")
+    assert isinstance(ai, AIMessage) and [c["args"] for c in ai.tool_calls] == [{"x": 1}, {"x": 2}]
+    assert not edits_of(ai) and len(stored) == 4
+    with pytest.raises(EditError, match="not under review"):  # written live: refused
+        stored.extend([Edit(with_args(9, 2))])

@@ -506,7 +506,14 @@ class MessageLog:
                     here += trial.extend_writes([run], stored=stored)
                     run = []
                 if raw is not _END:
-                    trial.apply_edit(raw, len(trial.messages))
+                    try:
+                        trial.apply_edit(raw, len(trial.messages))
+                    except (EditError, ToolPairingError):
+                        if not (stored and raw.get("source") == "resent"):
+                            raise
+                        # Read back, a stored in-place change the edit rules refuse (a
+                        # request changed after its calls ran): the thread reads as it
+                        # was logged rather than not at all.
             added += here
             talk = [m for m in here if not isinstance(m, ToolMessage)]
             if talk:
