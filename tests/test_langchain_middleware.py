@@ -724,3 +724,48 @@ def test_a_new_message_while_edit_and_reject_decisions_wait_answers_each_call_on
     after_u2 = model.seen[1]
     assert [m.id for m in after_u2] == [m.id for m in stored[:5]]
     threadlog.validate(after_u2, allow_pending_calls=False)
+
+
+def test_per_call_review_a_new_message_instead_then_edit_and_reject_by_interrupt_id(
+    backend: str,
+) -> None:
+    """`interrupt_mode="per_call"`: one interrupt per call, raised inside the tool tasks
+    LangChain sends. A new user message while both wait answers each paused call "not
+    completed" once (the pause shows only as the checkpoint's pending sends); the next
+    turn's two interrupts, resumed by id from the database, run the edited call only and
+    answer the rejected one with LangChain's error result."""
+    model, weather, cfg = TwoCities(), Forecast(), _cfg("per-call")
+
+    def app(saver: Any) -> Any:
+        hitl = HumanInTheLoopMiddleware(
+            interrupt_on={"get_weather": True}, interrupt_mode="per_call"
+        )
+        return _two_city_app(model, weather, saver, hitl)
+
+    with threadlog.checkpointer(backend) as saver:
+        first = app(saver).invoke({"messages": [HumanMessage("u1", id="u1")]}, cfg)
+    assert sorted(i.value["tool_call_id"] for i in first["__interrupt__"]) == [
+        "call-1-0", "call-1-1"]
+    with threadlog.checkpointer(backend) as saver:
+        second = app(saver).invoke({"messages": [HumanMessage("u2", id="u2")]}, cfg)
+    ids = {i.value["tool_call_id"]: i.id for i in second["__interrupt__"]}
+    assert sorted(ids) == ["call-2-0", "call-2-1"] and weather.runs == []
+    with threadlog.checkpointer(backend) as saver:
+        agent = app(saver)
+        decisions = {ids["call-2-0"]: _edit("Tokyo"), ids["call-2-1"]: {"type": "reject"}}
+        agent.invoke(Command(resume=decisions), cfg)
+        stored: list[BaseMessage] = agent.get_state(cfg).values["messages"]
+    assert weather.runs == ["Tokyo"]
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
+    by_call = _results_by_call(stored)
+    assert {k: len(v) for k, v in by_call.items()} == {
+        "call-1-0": 1, "call-1-1": 1, "call-2-0": 1, "call-2-1": 1}
+    for cid in ("call-1-0", "call-1-1"):
+        assert "not completed" in str(by_call[cid][0].content)
+    assert [m.id for m in stored[:5]] == [
+        "u1", stored[1].id, by_call["call-1-0"][0].id, by_call["call-1-1"][0].id, "u2"]
+    assert str(by_call["call-2-0"][0].content).endswith("weather in Tokyo")
+    assert by_call["call-2-1"][0].status == "error"
+    for sent in model.seen[1:]:  # every request after the abandoned pause is paired
+        threadlog.validate(sent, allow_pending_calls=False)

@@ -67,6 +67,7 @@ from threadlog._upstream import (
     INTERRUPT,
     MISSING,
     NULL_TASK_ID,
+    TASKS,
     entering_loop,
 )
 from threadlog.checkpoint import finished_subgraphs as subs
@@ -297,7 +298,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
+        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(subs.subgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
@@ -319,7 +320,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
+        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(await subs.asubgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
@@ -338,6 +339,16 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             )
             abandon = replace(abandon, recovered=stored)
         return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
+
+
+def _has_tasks_to_run(tup: CheckpointTuple) -> bool:
+    """Whether the head still has a task to run: a branch taken, a `Send` written by its
+    step's tasks, or one the checkpoint holds — LangChain's `create_agent` sends each tool
+    call to its tool node, and `HumanInTheLoopMiddleware(interrupt_mode="per_call")`
+    pauses inside those tasks, which only `channel_values[TASKS]` shows."""
+    return subs.may_run_subgraphs(tup) or bool(
+        tup.checkpoint.get("channel_values", {}).get(TASKS)
+    )
 
 
 def _new_input_loop() -> Any | None:
