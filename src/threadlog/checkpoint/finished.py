@@ -35,7 +35,8 @@ Contract:
   Readers and resumes do not: a resumed subgraph returns its own work.
 * New input on a head that still has a task to run abandons that task (LangGraph
   discards it): an approval interrupt, a failed or killed tool step — in the root graph
-  or in a subgraph. Each call left open in the message logs the graph declares
+  or in a subgraph, a branch's node or a `Send`'s (LangChain's per-call review pauses
+  inside the tool tasks `create_agent` sends). Each call left open in the message logs the graph declares
   (`MessageLogChannel` keys of the run's channel specs), after the carried work, gets
   one explicit `status="error"` "not completed" result, as `ModelNode` would record it
   (`repair_open_calls`: same id and text; a result the step had stored is read back
