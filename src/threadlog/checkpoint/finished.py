@@ -36,11 +36,12 @@ Contract:
 * New input on a head that still has a task to run abandons that task (LangGraph
   discards it): an approval interrupt, a failed or killed tool step — in the root graph
   or in a subgraph, a branch's node or a `Send`'s (LangChain's per-call review pauses
-  inside the tool tasks `create_agent` sends). Each call left open in the message logs the graph declares
-  (`MessageLogChannel` keys of the run's channel specs), after the carried work, gets
-  one explicit `status="error"` "not completed" result, as `ModelNode` would record it
-  (`repair_open_calls`: same id and text; a result the step had stored is read back
-  with `recover` and logged as stored) — unless the input itself answers the call.
+  inside the tool tasks `create_agent` sends). Each call left open in the message logs
+  the graph declares (`MessageLogChannel` keys of the run's channel specs), after the
+  carried work, gets one explicit `status="error"` "not completed" result, as
+  `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
+  had stored is read back with `recover` and logged as stored) — unless the input
+  itself answers the call.
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
