@@ -156,6 +156,16 @@ def _abandoning(loop: Any) -> _Abandon:
     return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
 
 
+def _has_tasks_to_run(tup: CheckpointTuple) -> bool:
+    """Whether the head still has a task to run: a branch taken, a `Send` written by its
+    step's tasks, or one the checkpoint holds — LangChain's `create_agent` sends each tool
+    call to its tool node, and `HumanInTheLoopMiddleware(interrupt_mode="per_call")`
+    pauses inside those tasks, which only `channel_values[TASKS]` shows."""
+    return subs.may_run_subgraphs(tup) or bool(
+        tup.checkpoint.get("channel_values", {}).get(TASKS)
+    )
+
+
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
     """Call ids the input's tool results answer (a client-side tool's result, say)."""
     out: set[str] = set()
@@ -341,16 +351,6 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             )
             abandon = replace(abandon, recovered=stored)
         return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
-
-
-def _has_tasks_to_run(tup: CheckpointTuple) -> bool:
-    """Whether the head still has a task to run: a branch taken, a `Send` written by its
-    step's tasks, or one the checkpoint holds — LangChain's `create_agent` sends each tool
-    call to its tool node, and `HumanInTheLoopMiddleware(interrupt_mode="per_call")`
-    pauses inside those tasks, which only `channel_values[TASKS]` shows."""
-    return subs.may_run_subgraphs(tup) or bool(
-        tup.checkpoint.get("channel_values", {}).get(TASKS)
-    )
 
 
 def _new_input_loop() -> Any | None:
