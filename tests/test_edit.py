@@ -198,13 +198,24 @@ class SnapshotState(TypedDict):
     messages: Annotated[list[AnyMessage], threadlog.MessageLogChannel(snapshot_frequency=1)]
 
 
+class SaysCall1Again(Recorder):
+    """A server that numbers calls per reply: turn 2's request says `call-1` again (under
+    a new message id)."""
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        ai = super().__call__(messages)
+        turn = sum(isinstance(m, HumanMessage) for m in messages)
+        return ai.model_copy(update={"id": f"ai-t{turn}"}) if ai.tool_calls and turn > 1 else ai
+
+
 def test_the_audit_survives_a_snapshot_and_pairing_follows_a_renamed_call(
     sqlite_url: str,
 ) -> None:
     """Every checkpoint a full snapshot: the edited message carries its own audit record,
     so a thread read back from a snapshot still knows the edit and refuses a result for
-    the call it renamed; open-call repair answers the renamed call."""
-    model = Recorder()
+    the call it renamed; open-call repair answers the renamed call; a later reply that
+    says the renamed call's old id is re-keyed (the audit record keeps that id)."""
+    model = SaysCall1Again()
     with threadlog.checkpointer(sqlite_url) as saver:
         app = review_app(model, saver, SnapshotState)
         app.invoke({"messages": [HumanMessage("hi", id="u1")]}, CFG)
@@ -224,9 +235,13 @@ def test_the_audit_survives_a_snapshot_and_pairing_follows_a_renamed_call(
         stored = app.get_state(CFG).values["messages"]
     assert [c["id"] for c in original_of(stored[1]).tool_calls] == ["call-1"]
     repaired = [m for m in stored if isinstance(m, ToolMessage)]
-    assert [m.tool_call_id for m in repaired][:1] == ["call-1b"]
+    assert [m.tool_call_id for m in repaired] == ["call-1b"]
     assert repaired[0].status == "error"
-    threadlog.validate(stored, allow_pending_calls=False)
+    assert [m.id for m in stored] == ["u1", "ai-1", repaired[0].id, "u2", "ai-t2"]
+    (rekeyed,) = stored[4].tool_calls
+    assert rekeyed["id"] not in ("call-1", "call-1b")
+    assert stored[4].response_metadata["threadlog_call_ids_rekeyed"] == {rekeyed["id"]: "call-1"}
+    threadlog.validate(stored, allow_pending_calls=True)
 
 
 class FailsAfterTool(Recorder):
@@ -417,3 +432,65 @@ def test_a_reviewer_can_fix_a_malformed_call_under_its_id() -> None:
     assert [m.id for m in log.messages][-2:] == ["a2", "t7"] and not log.open_calls()
     assert original_of(now).invalid_tool_calls[0]["args"] == "{x: 1"  # type: ignore[attr-defined]
     threadlog.validate(log.messages, allow_pending_calls=False)
+
+
+def test_a_request_changed_in_place_and_written_again_is_recorded_as_an_edit() -> None:
+    """A node that sets `ai.tool_calls` on the log's own object and returns it (LangChain
+    1.0 to 1.4's HITL edit): not a replay, not a conflict, but the edit it amounts to —
+    live, in a dry run (which changes nothing), in a log taken at an older version, and
+    when the stored write is replayed onto the stored original; all the same event."""
+    request = with_args(1, 2)
+    log = MessageLog()
+    log.extend([HumanMessage("hi", id="u1"), request])
+    request.tool_calls = [{**request.tool_calls[0], "args": {"x": 9}}, request.tool_calls[1]]
+
+    log.extend_writes([[request]], dry_run=True)
+    assert log.version == 2 and not edits_of(log.messages[1])
+    older = log.at(2)
+    log.extend([request, ToolMessage("r2", tool_call_id="c2", id="t2")])
+    ai = log.get("a1")
+    assert isinstance(ai, AIMessage) and ai is not request
+    assert [c["args"] for c in ai.tool_calls] == [{"x": 9}, {"x": 2}]
+    assert [c["args"] for c in original_of(ai).tool_calls] == [{"x": 1}, {"x": 2}]  # type: ignore[attr-defined]
+    (edit,) = edits_of(ai)
+    assert edit["source"] == "resent" and edit["by"] is None
+    # Pairing follows the edit; the log at the version before it reads the original.
+    assert [c.get("id") for _, c in log.open_calls()] == ["c1"]
+    assert [c["args"] for c in log.messages_at(2)[1].tool_calls] == [{"x": 1}, {"x": 2}]  # type: ignore[attr-defined]
+
+    # A log taken before the edit (another reader of the same history) gets the same
+    # object again: the same event.
+    older.extend([request])
+    assert [e["id"] for e in edits_of(older.messages[1])] == [edit["id"]]
+    # Read back: the stored original, then the stored write (which holds the change).
+    stored = MessageLog([HumanMessage("hi", id="u1"), with_args(1, 2)])
+    stored.extend_writes([[request.model_copy()]], stored=True)
+    assert [e["id"] for e in edits_of(stored.messages[1])] == [edit["id"]]
+    threadlog.validate(log.messages)
+
+
+def test_a_changed_copy_is_still_refused_after_an_in_place_edit_was_taken() -> None:
+    """Only the change the log took as an edit is recognised again: a different copy
+    under the id is refused as before."""
+    request = with_args(1, 2)
+    log = MessageLog()
+    log.extend([HumanMessage("hi", id="u1"), request])
+    request.tool_calls = [{**request.tool_calls[0], "args": {"x": 9}}, request.tool_calls[1]]
+    log.extend([request])
+    with pytest.raises(threadlog.ConflictingIdError):
+        log.extend([with_args(5, 2)])
+
+
+def test_a_stored_in_place_change_after_the_results_reads_back_as_logged() -> None:
+    """A request changed in place after its calls ran is nothing the log noticed live; if
+    the stored write holds the change, reading the thread back keeps the request as first
+    stored (the edit rules refuse changing answered calls) instead of failing."""
+    answered = [ToolMessage("r1", tool_call_id="c1", id="t1"),
+                ToolMessage("r2", tool_call_id="c2", id="t2")]
+    stored = MessageLog([HumanMessage("hi", id="u1"), with_args(1, 2), *answered])
+    stored.extend_writes([[with_args(9, 2)]], stored=True)
+    ai = stored.get("a1")
+    assert isinstance(ai, AIMessage) and [c["args"] for c in ai.tool_calls] == [{"x": 1}, {"x": 2}]
+    assert not edits_of(ai) and len(stored) == 4
+    with pytest.raises(EditError, match="not under review"):  # written live: refused
+        stored.extend([Edit(with_args(9, 2))])

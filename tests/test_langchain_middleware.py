@@ -20,7 +20,11 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   result sent as the new input answers the call itself;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
   new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
-  records that edit event end to end (`tests/test_edit.py` has the `update_state` edit).
+  records that edit event end to end (`tests/test_edit.py` has the `update_state` edit);
+* `edit` and `reject` decisions on two calls per pause over two turns (only edited calls
+  run, one result per call, a paired history and payload for the model, the inspector's
+  pairs); LangChain 1.0 to 1.4's edit, which rewrites the request in place, recorded as
+  an edit event; a new message while two calls wait for decisions, batched and per call.
 """
 
 from __future__ import annotations
@@ -465,3 +469,307 @@ def test_hitl_middleware_tool_result_sent_as_new_input_answers_the_paused_call_i
         ("ToolMessage", "r1"), ("AIMessage", stored[3].id)]
     assert stored[3].content == "answer 1: sunny, 25°C"
     assert weather.runs == []
+
+
+# -- "edit" and "reject" decisions, several calls in one pause, over two turns ----------
+
+CITIES = {1: ("Beijing", "Shanghai"), 2: ("Shanghai", "Beijing")}
+
+
+class TwoCities:
+    """Asks for two cities after each user message (call ids `call-<turn>-<i>`), then
+    answers with the results of that request; remembers what it was sent."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[BaseMessage]] = []
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        self.seen.append(list(messages))
+        turn = _turn(messages)
+        if isinstance(messages[-1], HumanMessage):
+            calls = [
+                {"name": "get_weather", "args": {"city": c}, "id": f"call-{turn}-{i}"}
+                for i, c in enumerate(CITIES[turn])
+            ]
+            return AIMessage("", tool_calls=calls)
+        tail = [m for m in messages[-2:] if isinstance(m, ToolMessage)]
+        return AIMessage(f"answer {turn}: " + " | ".join(str(m.content) for m in tail))
+
+
+class Forecast:
+    """`get_weather` that records each city it ran for."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+        @tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            self.runs.append(city)
+            return f"weather in {city}"
+
+        self.tool = get_weather
+
+
+def _two_city_app(
+    model: TwoCities, weather: Forecast, saver: Any, hitl: HumanInTheLoopMiddleware | None = None
+) -> Any:
+    return create_agent(
+        Scripted(script=model),
+        [weather.tool],
+        middleware=[hitl or HumanInTheLoopMiddleware(interrupt_on={"get_weather": True})],
+        state_schema=State,
+        checkpointer=saver,
+    )
+
+
+def _edit(city: str) -> dict[str, Any]:
+    return {"type": "edit", "edited_action": {"name": "get_weather", "args": {"city": city}}}
+
+
+def _results_by_call(stored: Sequence[BaseMessage]) -> dict[str, list[ToolMessage]]:
+    out: dict[str, list[ToolMessage]] = {}
+    for m in stored:
+        if isinstance(m, ToolMessage):
+            out.setdefault(m.tool_call_id, []).append(m)
+    return out
+
+
+def _inspect_json(backend: str, thread: str) -> dict[str, Any]:
+    import contextlib
+    import io
+    import json
+
+    from threadlog.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["inspect", "--db", backend, "--thread", thread, "--json"]) == 0
+    doc: dict[str, Any] = json.loads(buf.getvalue())
+    return doc
+
+
+def test_hitl_middleware_edit_and_reject_in_one_pause_over_two_turns(backend: str) -> None:
+    """Two calls per request, each turn paused and resumed from the database in a new
+    saver: turn 1 edits the first call and rejects the second, turn 2 rejects the first
+    and edits the second. Only the edited calls run, with the reviewer's arguments; each
+    call has exactly one result; the model's next request is a valid, paired history."""
+    model, weather, thread = TwoCities(), Forecast(), "decisions"
+    cfg = _cfg(thread)
+    turns = [
+        ("u1", [_edit("Tokyo"), {"type": "reject", "message": "not Shanghai"}]),
+        ("u2", [{"type": "reject"}, _edit("Paris")]),
+    ]
+    for uid, decisions in turns:
+        with threadlog.checkpointer(backend) as saver:
+            paused = _two_city_app(model, weather, saver).invoke(
+                {"messages": [HumanMessage(uid, id=uid)]}, cfg
+            )
+        asked = [r["args"]["city"] for r in paused["__interrupt__"][0].value["action_requests"]]
+        assert asked == list(CITIES[len(decisions) and int(uid[1])])
+        with threadlog.checkpointer(backend) as saver:  # the process restarted
+            app = _two_city_app(model, weather, saver)
+            app.invoke(Command(resume={"decisions": decisions}), cfg)
+            snap = app.get_state(cfg)
+            history = list(app.get_state_history(cfg))
+    stored: list[BaseMessage] = snap.values["messages"]
+    assert snap.next == ()
+    assert weather.runs == ["Tokyo", "Paris"]  # the edited calls, nothing else
+    assert [type(m).__name__ for m in stored] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "ToolMessage", "AIMessage",
+    ] * 2
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
+    by_call = _results_by_call(stored)
+    assert sorted(by_call) == ["call-1-0", "call-1-1", "call-2-0", "call-2-1"]
+    assert all(len(rs) == 1 for rs in by_call.values())  # exactly one result each
+    # Results sit in the order of their calls, right after their request.
+    assert [m.tool_call_id for m in stored if isinstance(m, ToolMessage)] == sorted(by_call)
+    (t1_edit,), (t1_reject,) = by_call["call-1-0"], by_call["call-1-1"]
+    (t2_reject,), (t2_edit,) = by_call["call-2-0"], by_call["call-2-1"]
+    for edited, city in ((t1_edit, "Tokyo"), (t2_edit, "Paris")):
+        assert edited.status != "error"
+        assert f'{{"city": "{city}"}}' in str(edited.content)  # LangChain's notice
+        assert str(edited.content).endswith(f"weather in {city}")
+    assert t1_reject.status == t2_reject.status == "error"
+    assert "with reason: not Shanghai" in str(t1_reject.content)
+    assert "The tool was not executed" in str(t2_reject.content)
+    # The audit, where threadlog documents it for LangChain >= 1.5: the requests keep the
+    # model's own calls (LangChain does not re-send them), the results name what ran.
+    requests = [m for m in stored if isinstance(m, AIMessage) and m.tool_calls]
+    assert [[c["args"]["city"] for c in r.tool_calls] for r in requests] == [
+        list(CITIES[1]), list(CITIES[2])]
+    assert all(threadlog.edits_of(r) == [] for r in requests)
+    # What the model was sent after each resume: the paired history so far, which
+    # langchain-openai turns into a valid Chat Completions payload.
+    for sent, upto in ((model.seen[1], 4), (model.seen[3], 9)):
+        assert [m.id for m in sent] == [m.id for m in stored[:upto]]
+        threadlog.validate(sent, allow_pending_calls=False)
+        payload = threadlog.openai_payload(sent)
+        asked_ids = [c["id"] for p in payload if p["role"] == "assistant"
+                     for c in p.get("tool_calls") or ()]
+        answered = [p["tool_call_id"] for p in payload if p["role"] == "tool"]
+        assert asked_ids == answered
+    for old in history:  # every checkpoint of the thread stays a valid log
+        threadlog.validate(old.values.get("messages", []), allow_pending_calls=True)
+    doc = _inspect_json(backend, thread)
+    assert [(p["call_id"], p["status"]) for p in doc["pairs"]] == [
+        ("call-1-0", "success"), ("call-1-1", "error"),
+        ("call-2-0", "error"), ("call-2-1", "success"),
+    ]
+
+
+class ResendingHITL(HumanInTheLoopMiddleware):
+    """LangChain 1.0 to 1.4's `edit`: the reviewer's call replaces the model's in the
+    `AIMessage` itself — set in place on the state's message, which is then returned
+    under its id (`last_ai_msg.tool_calls = revised_tool_calls`). langchain 1.5 keeps
+    the model's call instead; this subclass restores the older `_process_decision`."""
+
+    @staticmethod
+    def _process_decision(  # type: ignore[override]
+        decision: Any, tool_call: Any, config: Any
+    ) -> tuple[Any, ToolMessage | None]:
+        if decision["type"] == "edit":
+            action = decision["edited_action"]
+            return {**tool_call, "name": action["name"], "args": action["args"]}, None
+        return HumanInTheLoopMiddleware._process_decision(decision, tool_call, config)
+
+
+def test_a_middleware_that_rewrites_the_request_in_place_records_an_edit_event(
+    backend: str,
+) -> None:
+    """The rewritten request is not refused and does not poison the stored thread: the
+    log records it as an edit event (`source="resent"`), shows the edited call in place
+    with the original in its audit record, the checkpoint before it still reads the
+    original, and a new saver reads the thread and runs turn 2."""
+    model, weather, cfg = TwoCities(), Forecast(), _cfg("in-place")
+    hitl = ResendingHITL(interrupt_on={"get_weather": True})
+    with threadlog.checkpointer(backend) as saver:
+        _two_city_app(model, weather, saver, hitl).invoke(
+            {"messages": [HumanMessage("u1", id="u1")]}, cfg
+        )
+    with threadlog.checkpointer(backend) as saver:
+        app = _two_city_app(model, weather, saver, hitl)
+        app.invoke(Command(resume={"decisions": [_edit("Tokyo"), {"type": "reject"}]}), cfg)
+    with threadlog.checkpointer(backend) as saver:  # read back from the database
+        app = _two_city_app(model, weather, saver, hitl)
+        stored: list[BaseMessage] = app.get_state(cfg).values["messages"]
+        history = list(app.get_state_history(cfg))
+        app.invoke({"messages": [HumanMessage("u2", id="u2")]}, cfg)
+        app.invoke(Command(resume={"decisions": [{"type": "approve"}] * 2}), cfg)
+        final: list[BaseMessage] = app.get_state(cfg).values["messages"]
+    assert weather.runs == ["Tokyo", "Shanghai", "Beijing"]
+    request = stored[1]
+    assert isinstance(request, AIMessage)
+    assert [c["args"]["city"] for c in request.tool_calls] == ["Tokyo", "Shanghai"]
+    original = threadlog.original_of(request)
+    assert isinstance(original, AIMessage)
+    assert [c["args"]["city"] for c in original.tool_calls] == ["Beijing", "Shanghai"]
+    (edit,) = threadlog.edits_of(request)
+    assert edit["source"] == "resent" and "in place" in edit["reason"]
+    # The checkpoint the review paused at still reads the original (stored append-only).
+    paused = history[-3]
+    assert paused.next == ("ResendingHITL.after_model",)
+    assert [c["args"]["city"] for c in paused.values["messages"][1].tool_calls] == [
+        "Beijing", "Shanghai"]
+    by_call = _results_by_call(final)
+    assert {k: len(v) for k, v in by_call.items()} == {
+        "call-1-0": 1, "call-1-1": 1, "call-2-0": 1, "call-2-1": 1}
+    assert by_call["call-1-1"][0].status == "error"
+    threadlog.validate(final, allow_pending_calls=False)
+    _assert_stored_once(final)
+    threadlog.validate(model.seen[1], allow_pending_calls=False)
+    sent_request = model.seen[1][1]
+    assert isinstance(sent_request, AIMessage)
+    assert [c["args"]["city"] for c in sent_request.tool_calls] == ["Tokyo", "Shanghai"]
+    doc = _inspect_json(backend, "in-place")
+    (shown,) = [e for row in doc["timeline"] for e in row["edited"]]
+    assert [c["args"] for c in shown["superseded_calls"]] == [
+        {"city": "Beijing"}, {"city": "Shanghai"}]
+    assert [c["args"] for c in shown["calls"]] == [{"city": "Tokyo"}, {"city": "Shanghai"}]
+
+
+def test_a_new_message_while_edit_and_reject_decisions_wait_answers_each_call_once(
+    backend: str,
+) -> None:
+    """The middleware waits for decisions on two calls; the user writes again instead.
+    Each paused call gets exactly one "not completed" result before the new message,
+    neither tool runs, and the new turn's own pause takes edit and reject decisions."""
+    model, weather, cfg = TwoCities(), Forecast(), _cfg("instead-multi")
+    with threadlog.checkpointer(backend) as saver:
+        _two_city_app(model, weather, saver).invoke(
+            {"messages": [HumanMessage("u1", id="u1")]}, cfg
+        )
+    with threadlog.checkpointer(backend) as saver:
+        paused = _two_city_app(model, weather, saver).invoke(
+            {"messages": [HumanMessage("u2", id="u2")]}, cfg
+        )
+    assert [r["args"]["city"] for r in paused["__interrupt__"][0].value["action_requests"]] == [
+        "Shanghai", "Beijing"]
+    assert weather.runs == []
+    with threadlog.checkpointer(backend) as saver:
+        app = _two_city_app(model, weather, saver)
+        app.invoke(Command(resume={"decisions": [_edit("Tokyo"), {"type": "reject"}]}), cfg)
+        stored: list[BaseMessage] = app.get_state(cfg).values["messages"]
+    assert weather.runs == ["Tokyo"]
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
+    by_call = _results_by_call(stored)
+    assert {k: len(v) for k, v in by_call.items()} == {
+        "call-1-0": 1, "call-1-1": 1, "call-2-0": 1, "call-2-1": 1}
+    for cid in ("call-1-0", "call-1-1"):
+        (abandoned,) = by_call[cid]
+        assert abandoned.status == "error" and "not completed" in str(abandoned.content)
+    assert [m.id for m in stored[:5]] == [
+        "u1", stored[1].id, by_call["call-1-0"][0].id, by_call["call-1-1"][0].id, "u2"]
+    assert str(by_call["call-2-0"][0].content).endswith("weather in Tokyo")
+    assert by_call["call-2-1"][0].status == "error"
+    # The model's request after the new message: the paired history, each message once.
+    after_u2 = model.seen[1]
+    assert [m.id for m in after_u2] == [m.id for m in stored[:5]]
+    threadlog.validate(after_u2, allow_pending_calls=False)
+
+
+def test_per_call_review_a_new_message_instead_then_edit_and_reject_by_interrupt_id(
+    backend: str,
+) -> None:
+    """`interrupt_mode="per_call"`: one interrupt per call, raised inside the tool tasks
+    LangChain sends. A new user message while both wait answers each paused call "not
+    completed" once (the pause shows only as the checkpoint's pending sends); the next
+    turn's two interrupts, resumed by id from the database, run the edited call only and
+    answer the rejected one with LangChain's error result."""
+    model, weather, cfg = TwoCities(), Forecast(), _cfg("per-call")
+
+    def app(saver: Any) -> Any:
+        hitl = HumanInTheLoopMiddleware(
+            interrupt_on={"get_weather": True}, interrupt_mode="per_call"
+        )
+        return _two_city_app(model, weather, saver, hitl)
+
+    with threadlog.checkpointer(backend) as saver:
+        first = app(saver).invoke({"messages": [HumanMessage("u1", id="u1")]}, cfg)
+    assert sorted(i.value["tool_call_id"] for i in first["__interrupt__"]) == [
+        "call-1-0", "call-1-1"]
+    with threadlog.checkpointer(backend) as saver:
+        second = app(saver).invoke({"messages": [HumanMessage("u2", id="u2")]}, cfg)
+    ids = {i.value["tool_call_id"]: i.id for i in second["__interrupt__"]}
+    assert sorted(ids) == ["call-2-0", "call-2-1"] and weather.runs == []
+    with threadlog.checkpointer(backend) as saver:
+        agent = app(saver)
+        decisions = {ids["call-2-0"]: _edit("Tokyo"), ids["call-2-1"]: {"type": "reject"}}
+        agent.invoke(Command(resume=decisions), cfg)
+        stored: list[BaseMessage] = agent.get_state(cfg).values["messages"]
+    assert weather.runs == ["Tokyo"]
+    threadlog.validate(stored, allow_pending_calls=False)
+    _assert_stored_once(stored)
+    by_call = _results_by_call(stored)
+    assert {k: len(v) for k, v in by_call.items()} == {
+        "call-1-0": 1, "call-1-1": 1, "call-2-0": 1, "call-2-1": 1}
+    for cid in ("call-1-0", "call-1-1"):
+        assert "not completed" in str(by_call[cid][0].content)
+    assert [m.id for m in stored[:5]] == [
+        "u1", stored[1].id, by_call["call-1-0"][0].id, by_call["call-1-1"][0].id, "u2"]
+    assert str(by_call["call-2-0"][0].content).endswith("weather in Tokyo")
+    assert by_call["call-2-1"][0].status == "error"
+    for sent in model.seen[1:]:  # every request after the abandoned pause is paired
+        threadlog.validate(sent, allow_pending_calls=False)

@@ -22,7 +22,9 @@ Contract:
   (`original_of`, `edits_of`). A snapshot of the log therefore keeps the audit too.
 * **Pairing follows the edit.** Results must answer the edited calls; a result for a call
   an edit dropped or renamed is refused (`ToolPairingError` naming the edit), and open-call
-  repair answers the edited calls.
+  repair answers the edited calls. Such an id stays taken (the audit record holds it): a
+  later AIMessage reusing it is refused like any reused call id, and `ModelNode` re-keys
+  a reply that does (`audit_call_ids`).
 * **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log
   with at least one call still waiting for its result (a message under review); a call
   that already has a result may not change or disappear (the error names the message and
@@ -36,6 +38,7 @@ Contract:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -53,6 +56,7 @@ __all__ = [
     "EDIT_TYPE",
     "Edit",
     "EditEvent",
+    "audit_call_ids",
     "cache_key",
     "edits_of",
     "is_edit",
@@ -202,6 +206,53 @@ def fields_of(message: AIMessage) -> dict[str, Any]:
     }
 
 
+RESENT_REASON = "the AIMessage was changed in place and written again under its id"
+"""`reason` of an edit the log made from a re-sent, changed-in-place AIMessage."""
+
+
+def snapshot_fields(message: AIMessage) -> dict[str, Any]:
+    """`fields_of(message)` as an independent copy: what the message read when it was
+    logged, kept while its calls are open so a change made in place can be told apart."""
+    return _plain_copy(fields_of(message))  # type: ignore[no-any-return]
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain_copy(value: Any) -> Any:
+    # `copy.deepcopy` for JSON-like data at a fraction of its cost (on every logged
+    # request with calls); anything else goes to `deepcopy`.
+    kind = type(value)
+    if kind is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain_copy(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The edit event standing for `message` re-sent with `fields` (see `MessageLog`'s
+    "Edits in place"). Its id comes from the message id and the new fields, so the live
+    write and a replay of the stored write record the same event."""
+    blob = json.dumps(
+        [message.id, fields["content"],
+         [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]],
+        sort_keys=True, default=repr,
+    )
+    return {
+        "type": EDIT_TYPE,
+        "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
+        "message": message.model_copy(update=copy.deepcopy(dict(fields))),
+        "by": None,
+        "reason": RESENT_REASON,
+        "at": None,
+        "source": "resent",
+        "base": None,
+    }
+
+
 def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
     """What makes two calls the same call: id, name and arguments."""
     return (call.get("id"), call.get("name"), json.dumps(call.get("args"), sort_keys=True,
@@ -284,6 +335,19 @@ def versions(message: AIMessage) -> list[AIMessage]:
 
 def _fields(rec: Mapping[str, Any]) -> dict[str, Any]:
     return {k: rec.get(k) if k == "content" else list(rec.get(k) or ()) for k in _FIELDS}
+
+
+def audit_call_ids(message: BaseMessage) -> set[str]:
+    """The call ids an edited message's audit record holds (the original's and every
+    edit's calls); empty if never edited. With its live calls: every id it ever used."""
+    rec = record_of(message)
+    if rec is None:
+        return set()
+    out: set[str] = set()
+    for entry in [rec["original"], *rec["edits"]]:
+        for key in ("tool_calls", "invalid_tool_calls"):
+            out.update(str(c.get("id") or "") for c in entry.get(key) or ())
+    return out
 
 
 def original_of(message: BaseMessage) -> BaseMessage:

@@ -12,7 +12,9 @@ Contract (what every write to a threadlog message log obeys):
   one (`derive_id`), so replaying stored writes rebuilds identical ids.
 * **Pairing.** A `ToolMessage` must answer an open call of an *earlier* `AIMessage`;
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
-  does a new `AIMessage` that reuses a call id.
+  does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
+  or renamed, which the edited message's audit record keeps (stored history written
+  before that rule is trusted: its later message owns the id).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
@@ -24,6 +26,12 @@ Contract (what every write to a threadlog message log obeys):
   (`threadlog.edits`): `messages` then holds the edited message in the original's place,
   its audit record carrying the original; pairing follows the edited calls. A re-sent
   copy of any version of an edited message is a replay.
+* **Edits in place.** A request with open calls that a node changed *in place* (the
+  log's own object: `ai.tool_calls = [...]`) and wrote again under its id is recorded as
+  the edit it amounts to (`source="resent"`), not taken as a replay: the object changed
+  under the log, and the stored write holding the change would otherwise conflict with
+  the stored original when the thread is read back. A changed *copy* re-sent under the id
+  is still a `ConflictingIdError` (write a `threadlog.Edit`).
 
 `MessageLog` keeps the indexes (id → message, call id → call) that make a write cost
 O(new messages) instead of O(history); `append_messages` is the same logic as a pure
@@ -32,6 +40,7 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +61,9 @@ from threadlog.edits import (
     fields_of,
     merge,
     record_of,
+    resent_edit,
     same_fields,
+    snapshot_fields,
     versions,
 )
 from threadlog.errors import ConflictingIdError, EditError, ParallelWriteError, ToolPairingError
@@ -100,8 +111,10 @@ class MessageLog:
 
     __slots__ = (
         "_anchor",
+        "_baseline",
         "_by_id",
         "_calls",
+        "_changed",
         "_digests",
         "_edits",
         "_journal",
@@ -127,6 +140,12 @@ class MessageLog:
         # call ids an edit dropped: call id -> (message id, edit id).
         self._edits: dict[str, tuple[str, BaseMessage, BaseMessage]] = {}
         self._superseded: dict[str, tuple[str, str]] = {}
+        # What each request with open calls read when logged (`snapshot_fields`): a
+        # node may change the very object in place and write it again ("Edits in place").
+        self._baseline: dict[str, dict[str, Any]] = {}
+        # The fields of each change in place taken as an edit, by message id: a log taken
+        # from this one at an older version (`at`) gets the same re-sent object again.
+        self._changed: dict[str, list[dict[str, Any]]] = {}
         edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
@@ -140,6 +159,11 @@ class MessageLog:
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
         self._journal.extend(edited)
+        for call in self._calls.values():
+            if call.result_id is None and call.ai_id not in self._baseline:
+                ai = self._by_id[call.ai_id]
+                assert isinstance(ai, AIMessage)
+                self._baseline[call.ai_id] = snapshot_fields(ai)
 
     def copy(self) -> MessageLog:
         new = MessageLog.__new__(MessageLog)
@@ -154,6 +178,8 @@ class MessageLog:
         new._journal = list(self._journal)
         new._edits = dict(self._edits)
         new._superseded = dict(self._superseded)
+        new._baseline = dict(self._baseline)  # values are never mutated: shared
+        new._changed = {k: list(v) for k, v in self._changed.items()}
         return new
 
     def _restore_edits(self, message: AIMessage) -> list[str]:
@@ -210,7 +236,9 @@ class MessageLog:
         """A separate log equal to this one at `version` (O(history))."""
         if version >= len(self._journal):
             return self.copy()
-        return MessageLog(self.messages_at(version))
+        older = MessageLog(self.messages_at(version))
+        older._changed = {k: list(v) for k, v in self._changed.items()}
+        return older
 
     def rewind(self, version: int, items: Sequence[Any]) -> int | None:
         """The version before `items` if they are exactly the last messages committed up
@@ -237,7 +265,12 @@ class MessageLog:
                     return None
                 v += 1  # the same edit, committed next
                 continue
-            if not isinstance(item, BaseMessage) or v >= len(journal) or item.id != journal[v]:
+            if not isinstance(item, BaseMessage) or v >= len(journal):
+                return None
+            if item.id != journal[v]:
+                if self._is_resent_edit(journal[v], item):
+                    v += 1  # the request changed in place, which this log took as an edit
+                    continue
                 return None
             held = by_id[journal[v]]
             if held is not item and held != item and not self._was(held, item):
@@ -288,6 +321,12 @@ class MessageLog:
         pairing, placement) still applies. `dry_run=True` checks and commits nothing
         (the storage edge asks "would the log take this?" without a copy).
         """
+        resent = self._resent_as_edits(writes, stored=stored, dry_run=dry_run)
+        if resent is not None:
+            return self._extend_with_edits(
+                resent[0], single_writer=single_writer, stored=stored, dry_run=dry_run,
+                restored=resent[1],
+            )
         if any(_has_edit(w) for w in writes):
             return self._extend_with_edits(
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run
@@ -341,6 +380,13 @@ class MessageLog:
                                 position=pos,
                                 fix="each tool call needs an id unique in the thread",
                             )
+                        dropped = self._superseded.get(cid)
+                        if dropped is not None and not stored:
+                            # The edited message's audit record still holds the id: a
+                            # second owner would make it name two calls. (Stored history
+                            # is trusted: a thread written before this rule still loads,
+                            # and its later message owns the id, see `_index`.)
+                            raise _reused_superseded(i, call, dropped, mid, pos)
                         new_calls[cid] = _Call(mid, i, call["name"])
                 if not isinstance(msg, ToolMessage):
                     anchor = mid
@@ -366,6 +412,69 @@ class MessageLog:
 
     # -- edits ---------------------------------------------------------------
 
+    def _resent_as_edits(
+        self, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
+    ) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
+        """`writes` with each AIMessage that was changed in place and written again under
+        its id replaced by the edit event it amounts to, and the requests as logged
+        (by id); None when there is none (the usual case: one dict lookup per AIMessage).
+
+        Why. A node that sets `ai.tool_calls = [...]` on the state's message and returns it
+        (LangChain's `HumanInTheLoopMiddleware` before 1.5 does, for an `edit` decision)
+        changes the log's own object, so the re-sent message reads like a replay; the
+        stored write holds the new calls, and replaying it would conflict with the stored
+        original — the thread would become unreadable. Live, the change shows against the
+        request's `_baseline`: the log holds a copy of the request as logged in the
+        changed object's place, and records the change as an edit. Replaying a stored
+        write, a different AIMessage under a logged id is such a change (a re-sent copy
+        is refused before it is ever stored), so it reads as the same edit.
+        """
+        out: list[list[Any]] | None = None
+        restored: dict[str, AIMessage] = {}
+        for w, write in enumerate(writes):
+            for k, raw in enumerate(write):
+                if not isinstance(raw, AIMessage) or raw.id is None:
+                    continue
+                existing = self._by_id.get(raw.id)
+                if not isinstance(existing, AIMessage):
+                    continue
+                fields = self._changed_in_place(existing, raw, stored=stored)
+                if fields is None:
+                    continue
+                mid = raw.id
+                base = self._baseline.get(mid)
+                if base is not None and not same_fields(fields_of(existing), base):
+                    # The object itself is left alone: LangGraph may serialize it into
+                    # the stored write later, which must hold the change (see above).
+                    existing = existing.model_copy(update=copy.deepcopy(base))
+                    restored[mid] = existing
+                if out is None:
+                    out = [list(x) for x in writes]
+                out[w][k] = resent_edit(existing, fields)
+        return None if out is None else (out, restored)
+
+    def _changed_in_place(
+        self, existing: AIMessage, raw: AIMessage, *, stored: bool
+    ) -> dict[str, Any] | None:
+        """The fields `raw` sets if it is `existing` changed in place (see
+        `_resent_as_edits`), else None."""
+        if stored:
+            if self._digest_of(existing) == digest(raw) or self._is_version(existing, raw):
+                return None
+            return snapshot_fields(raw)
+        base = self._baseline.get(raw.id or "")
+        if base is None:
+            return None
+        if same_fields(fields_of(existing), base):
+            # The logged object is as it was: a replay or a re-sent copy — unless the log
+            # this one was taken from already took this very change as an edit.
+            now = fields_of(raw)
+            if any(same_fields(now, f) for f in self._changed.get(raw.id or "", ())):
+                return snapshot_fields(raw)
+            return None
+        now = snapshot_fields(raw)
+        return None if same_fields(now, base) else now
+
     def _extend_with_edits(
         self,
         writes: Sequence[Sequence[Any]],
@@ -373,12 +482,17 @@ class MessageLog:
         single_writer: bool,
         stored: bool,
         dry_run: bool,
+        restored: Mapping[str, AIMessage] | None = None,
     ) -> list[BaseMessage]:
         """`extend_writes` for writes holding edits: the items in order on a copy (edits
         are rare; a copy keeps all-or-nothing simple), then the copy's state adopted.
         Edits do not count as conversation for the parallel-writer rule: parallel
         approval branches each edit their own call (`base`, see `threadlog.edits`)."""
         trial = self.copy()
+        for mid, ai in (restored or {}).items():  # requests as logged (`_resent_as_edits`)
+            trial._by_id[mid] = ai
+            trial._digests.pop(mid, None)
+            trial.messages = [ai if m.id == mid else m for m in trial.messages]
         added: list[BaseMessage] = []
         conversational: list[tuple[int, list[BaseMessage]]] = []
         for w, write in enumerate(writes):
@@ -392,7 +506,14 @@ class MessageLog:
                     here += trial.extend_writes([run], stored=stored)
                     run = []
                 if raw is not _END:
-                    trial.apply_edit(raw, len(trial.messages))
+                    try:
+                        trial.apply_edit(raw, len(trial.messages))
+                    except (EditError, ToolPairingError):
+                        if not (stored and raw.get("source") == "resent"):
+                            raise
+                        # Read back, a stored in-place change the edit rules refuse (a
+                        # request changed after its calls ran): the thread reads as it
+                        # was logged rather than not at all.
             added += here
             talk = [m for m in here if not isinstance(m, ToolMessage)]
             if talk:
@@ -475,20 +596,21 @@ class MessageLog:
         for key in keys:
             cid = key or ""
             owner = self._calls.get(cid)
-            dropped = self._superseded.get(cid)
-            if (owner is not None and owner.ai_id != target) or (
-                dropped is not None and dropped[0] != target
-            ):
-                other = owner.ai_id if owner is not None else dropped[0]  # type: ignore[index]
+            dropped = self._superseded.get(cid) if owner is None else None
+            other = owner.ai_id if owner is not None else dropped[0] if dropped else target
+            if other != target:
+                how = f" (edit {dropped[1]!r} dropped it there)" if dropped else ""
                 raise ToolPairingError(
                     f"edit {event.id!r} gives message {target!r} call id {cid!r}, already "
-                    f"used by message {other!r}",
+                    f"used by message {other!r}{how}",
                     message_id=target,
                     role="assistant",
                     position=position,
                     fix="each tool call needs an id unique in the thread",
                 )
         self._commit_edit(event.id, current, edited)
+        if event.source == "resent":
+            self._changed.setdefault(target, []).append(fields_of(edited))
         return True
 
     def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
@@ -518,6 +640,10 @@ class MessageLog:
                 self._superseded[cid] = (mid, eid)
         for cid in fresh:
             self._superseded.pop(cid, None)
+        if any(c.result_id is None for c in fresh.values()):
+            self._baseline[mid] = snapshot_fields(edited)
+        else:
+            self._baseline.pop(mid, None)
         for j in range(len(self.messages) - 1, -1, -1):
             if self.messages[j].id == mid:
                 self.messages[j] = edited
@@ -526,6 +652,17 @@ class MessageLog:
         self._digests.pop(mid, None)
         self._edits[eid] = (mid, current, edited)
         self._journal.append(eid)
+
+    def _is_resent_edit(self, entry: str, item: BaseMessage) -> bool:
+        """Whether journal `entry` is the edit `_resent_as_edits` made of `item`."""
+        done = self._edits.get(entry)
+        return (
+            done is not None
+            and done[0] == item.id
+            and isinstance(item, AIMessage)
+            and isinstance(done[2], AIMessage)
+            and same_fields(fields_of(done[2]), fields_of(item))
+        )
 
     def _is_version(self, existing: BaseMessage, msg: BaseMessage) -> bool:
         """Whether `msg` reads like an earlier version of the edited `existing`."""
@@ -544,16 +681,33 @@ class MessageLog:
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
         if isinstance(msg, AIMessage):
-            for i, call in enumerate(calls_of(msg)):
+            calls = calls_of(msg)
+            for i, call in enumerate(calls):
                 cid = call.get("id")
                 if cid and cid not in self._calls:
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
+                    if self._superseded and cid in self._superseded:
+                        del self._superseded[cid]  # a stored later message owns it now
+            if calls and new_calls is not None:
+                self._baseline[mid] = snapshot_fields(msg)
         if isinstance(msg, ToolMessage):
             answered = self._calls.get(msg.tool_call_id)
             if answered is not None and answered.result_id is None:
                 answered.result_id = mid
+                if answered.ai_id in self._baseline:
+                    self._settle(answered.ai_id)
         else:
             self._anchor = mid
+
+    def _settle(self, ai_id: str) -> None:
+        """Forget a request's baseline once all its calls have results (an edit, the one
+        change allowed in place, needs an open call)."""
+        ai = self._by_id.get(ai_id)
+        for c in calls_of(ai) if isinstance(ai, AIMessage) else ():
+            call = self._calls.get(c.get("id") or "")
+            if call is not None and call.result_id is None:
+                return
+        del self._baseline[ai_id]
 
     def _digest_of(self, msg: BaseMessage) -> str:
         # Digests are computed on first collision only: most ids never collide, and
@@ -666,6 +820,22 @@ def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> Con
         role=role_of(msg),
         position=pos,
         fix=fix,
+    )
+
+
+def _reused_superseded(
+    index: int, call: Mapping[str, Any], dropped: tuple[str, str], mid: str, pos: int
+) -> ToolPairingError:
+    cid = call.get("id")
+    return ToolPairingError(
+        f"call {index} ({call.get('name')!r}) reuses call id {cid!r}, which edit "
+        f"{dropped[1]!r} dropped from message {dropped[0]!r} (its audit record keeps the id)",
+        message_id=mid,
+        role="assistant",
+        position=pos,
+        fix="each tool call needs an id unique in the thread, the calls an edit superseded "
+        "included: give the new call a fresh id (threadlog.ModelNode re-keys a reply's "
+        "colliding ids itself)",
     )
 
 

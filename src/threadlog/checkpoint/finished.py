@@ -35,11 +35,13 @@ Contract:
   Readers and resumes do not: a resumed subgraph returns its own work.
 * New input on a head that still has a task to run abandons that task (LangGraph
   discards it): an approval interrupt, a failed or killed tool step — in the root graph
-  or in a subgraph. Each call left open in the message logs the graph declares
-  (`MessageLogChannel` keys of the run's channel specs), after the carried work, gets
-  one explicit `status="error"` "not completed" result, as `ModelNode` would record it
-  (`repair_open_calls`: same id and text; a result the step had stored is read back
-  with `recover` and logged as stored) — unless the input itself answers the call.
+  or in a subgraph, a branch's node or a `Send`'s (LangChain's per-call review pauses
+  inside the tool tasks `create_agent` sends). Each call left open in the message logs
+  the graph declares (`MessageLogChannel` keys of the run's channel specs), after the
+  carried work, gets one explicit `status="error"` "not completed" result, as
+  `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
+  had stored is read back with `recover` and logged as stored) — unless the input
+  itself answers the call.
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
@@ -70,6 +72,7 @@ from threadlog._upstream import (
     INTERRUPT,
     MISSING,
     NULL_TASK_ID,
+    TASKS,
     entering_loop,
 )
 from threadlog.checkpoint import finished_subgraphs as subs
@@ -154,6 +157,16 @@ def _abandoning(loop: Any) -> _Abandon:
     specs: Mapping[str, Any] = getattr(loop, "specs", None) or {}
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
     return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
+
+
+def _has_tasks_to_run(tup: CheckpointTuple) -> bool:
+    """Whether the head still has a task to run: a branch taken, a `Send` written by its
+    step's tasks, or one the checkpoint holds — LangChain's `create_agent` sends each tool
+    call to its tool node, and `HumanInTheLoopMiddleware(interrupt_mode="per_call")`
+    pauses inside those tasks, which only `channel_values[TASKS]` shows."""
+    return subs.may_run_subgraphs(tup) or bool(
+        tup.checkpoint.get("channel_values", {}).get(TASKS)
+    )
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -300,7 +313,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
+        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(subs.subgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
@@ -322,7 +335,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
+        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(await subs.asubgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)

@@ -16,8 +16,8 @@ Contract:
   last scanned position). Anything else — another branch, a result placed in the middle
   of the log (results go right after their request) — is a full scan. So the answer is
   always exact; only its cost varies.
-* `scan(messages, key)` also returns every call id the log uses (for re-keying a
-  reply's colliding ids), resumed the same way.
+* `scan(messages, key)` also returns every call id the log uses, those an edit
+  superseded included (for re-keying a reply's colliding ids), resumed the same way.
 * At most `max_threads` keys are remembered (least recently used forgotten).
 """
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from threadlog.edits import EDIT_KEY, audit_call_ids
 from threadlog.messages import calls_of
 
 __all__ = ["OpenCalls"]
@@ -55,11 +56,15 @@ def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> None:
         m = messages[i]
         if isinstance(m, ToolMessage):
             scan.open.pop(m.tool_call_id, None)
-        elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
-            for call in calls_of(m):
-                scan.open[call["id"] or ""] = m
-                scan.used.add(call["id"] or "")
-            scan.where[i] = m
+        elif isinstance(m, AIMessage):
+            if m.tool_calls or m.invalid_tool_calls:
+                for call in calls_of(m):
+                    scan.open[call["id"] or ""] = m
+                    scan.used.add(call["id"] or "")
+                scan.where[i] = m
+            if EDIT_KEY in m.response_metadata:
+                # Ids an edit dropped stay taken: the audit record holds them.
+                scan.used |= audit_call_ids(m)
     scan.count = len(messages)
     scan.last_id = messages[-1].id if messages else None
     live = {id(m) for m in scan.open.values()}

@@ -6,7 +6,8 @@
 * `step_cap_message(n)` is the assistant message that ends a turn which reached its cap:
   text saying why, no calls (so the graph ends), the reason in `response_metadata`.
 * `rekey_calls(reply, used)` gives a reply's call ids that collide with ids already in
-  the log (servers that say `call_0` every turn) or with each other fresh, unique ids,
+  the log (servers that say `call_0` every turn) — including ids an edit dropped or
+  renamed, which its audit record keeps — or with each other fresh, unique ids,
   before the reply is logged: the log's ids stay unique whatever the server does. The
   replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`.
 """
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from threadlog.edits import audit_call_ids
 from threadlog.messages import calls_of
 
 __all__ = [
@@ -67,13 +69,14 @@ def step_cap_message(limit: int, turn_id: str) -> AIMessage:
 
 
 def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
-    """Every call id the messages' assistant calls use."""
-    return {
-        c["id"] or ""
-        for m in messages
-        if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls)
-        for c in calls_of(m)
-    }
+    """Every call id the messages' assistant calls use, or used before an edit (the
+    audit record keeps those: they stay taken)."""
+    out: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            out.update(c["id"] or "" for c in calls_of(m))
+            out |= audit_call_ids(m)
+    return out
 
 
 def rekey_calls(reply: AIMessage, used: set[str]) -> AIMessage:
