@@ -72,7 +72,6 @@ from threadlog._upstream import (
     INTERRUPT,
     MISSING,
     NULL_TASK_ID,
-    TASKS,
     entering_loop,
 )
 from threadlog.checkpoint import finished_subgraphs as subs
@@ -157,16 +156,6 @@ def _abandoning(loop: Any) -> _Abandon:
     specs: Mapping[str, Any] = getattr(loop, "specs", None) or {}
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
     return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
-
-
-def _has_tasks_to_run(tup: CheckpointTuple) -> bool:
-    """Whether the head still has a task to run: a branch taken, a `Send` written by its
-    step's tasks, or one the checkpoint holds — LangChain's `create_agent` sends each tool
-    call to its tool node, and `HumanInTheLoopMiddleware(interrupt_mode="per_call")`
-    pauses inside those tasks, which only `channel_values[TASKS]` shows."""
-    return subs.may_run_subgraphs(tup) or bool(
-        tup.checkpoint.get("channel_values", {}).get(TASKS)
-    )
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -313,7 +302,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
+        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(subs.subgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)
@@ -335,7 +324,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if _has_tasks_to_run(tup) and (loop := _new_input_loop()) is not None:
+        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(await subs.asubgraph_work(self, tup))
             abandon = _abandoning(loop)
         wanted = _wanted(rounds, abandon)

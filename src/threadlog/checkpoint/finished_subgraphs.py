@@ -60,6 +60,9 @@ _Walk = Generator[dict[str, Any], list[CheckpointTuple], None]
 
 
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
+    """Whether the head still has a task to run: a branch taken, or a `Send` (a subgraph or
+    a tool branch it starts; LangChain's `create_agent` sends each tool call, and
+    `HumanInTheLoopMiddleware(interrupt_mode="per_call")` pauses inside those tasks)."""
     values = tup.checkpoint.get("channel_values", {})
     # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
     # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
