@@ -64,6 +64,21 @@ def make_weather_tool(effects: Path, hook: Hook | None = None) -> Any:
     return get_weather
 
 
+def model_tools_graph(weather: Any) -> StateGraph[Any, Any, Any, Any]:
+    """model ⇄ tools with `threadlog.ModelNode` itself as the node and one tool task per
+    call (`send_tool_calls`), errors raised: the agent the recovery tests stop and resume,
+    on its own or as a subgraph at any depth. Not compiled."""
+    g: StateGraph[Any, Any, Any, Any] = StateGraph(threadlog.AgentState)
+    g.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
+    g.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
+    g.add_edge(START, "model")
+    g.add_conditional_edges(
+        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
+    )
+    g.add_edge("tools", "model")
+    return g
+
+
 def build_agent(
     saver: BaseCheckpointSaver[Any] | None,
     effects: Path,

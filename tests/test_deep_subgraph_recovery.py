@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, user
+from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from test_recover_results import CONFIG, INSTEAD, Hook, assert_recovered, first_turn
 from test_subgraph_recovery import SUB_STOPS
 
@@ -141,14 +141,7 @@ def test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stor
 def deep(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
     """START -> team -> subteam -> agent (model ⇄ tools, one task per call) -> END."""
     weather = make_weather_tool(effects, hook(saver))
-    agent = StateGraph(threadlog.AgentState)
-    agent.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
-    agent.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
-    agent.add_edge(START, "model")
-    agent.add_conditional_edges(
-        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
-    )
-    agent.add_edge("tools", "model")
+    agent = model_tools_graph(weather)
     graph: Any = agent
     for node in ("agent", "subteam", "team"):
         outer = StateGraph(threadlog.AgentState)

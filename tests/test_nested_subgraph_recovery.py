@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, user
+from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from test_recover_results import (
     CONFIG,
     INSTEAD,
@@ -36,14 +36,7 @@ import threadlog
 def nested(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
     """START -> team (subgraph: START -> agent (sub-subgraph: model ⇄ tools)) -> END."""
     weather = make_weather_tool(effects, hook(saver))
-    agent = StateGraph(threadlog.AgentState)
-    agent.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
-    agent.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
-    agent.add_edge(START, "model")
-    agent.add_conditional_edges(
-        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
-    )
-    agent.add_edge("tools", "model")
+    agent = model_tools_graph(weather)
     team = StateGraph(threadlog.AgentState)
     team.add_node("agent", agent.compile())
     team.add_edge(START, "agent")

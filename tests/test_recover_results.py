@@ -25,12 +25,12 @@ from helpers_durability import (
     build_agent,
     check_thread,
     make_weather_tool,
+    model_tools_graph,
     read_effects,
     user,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 import threadlog
@@ -88,14 +88,7 @@ STOPS: dict[str, tuple[Hook, type[Exception] | None]] = {
 def agent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
     """model ⇄ tools with the ModelNode itself as the node (sync and async paths)."""
     weather = make_weather_tool(effects, hook(saver))
-    g = StateGraph(threadlog.AgentState)
-    g.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
-    g.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
-    g.add_edge(START, "model")
-    g.add_conditional_edges(
-        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
-    )
-    g.add_edge("tools", "model")
+    g = model_tools_graph(weather)
     return g.compile(checkpointer=saver)
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, user
+from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 from test_recover_results import (
     CONFIG,
@@ -41,14 +41,7 @@ from scripts.kill_harness import Outcome, Plan, check_after_fault, run_worker, t
 def sent_to(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
     """START -Send-> agent (a subgraph: model ⇄ tools, one task per call) -> END."""
     weather = make_weather_tool(effects, hook(saver))
-    sub = StateGraph(threadlog.AgentState)
-    sub.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
-    sub.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
-    sub.add_edge(START, "model")
-    sub.add_conditional_edges(
-        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
-    )
-    sub.add_edge("tools", "model")
+    sub = model_tools_graph(weather)
     g = StateGraph(threadlog.AgentState)
     g.add_node("agent", sub.compile())
     g.add_conditional_edges(START, lambda s: [Send("agent", s)], ["agent"])

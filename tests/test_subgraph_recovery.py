@@ -19,11 +19,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, read_effects, record_effect, user
+from helpers_durability import (
+    check_thread,
+    make_weather_tool,
+    model_tools_graph,
+    read_effects,
+    record_effect,
+    user,
+)
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from test_recover_results import (
     CONFIG,
@@ -71,14 +78,7 @@ def parent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
 
 
 def parent_with(saver: BaseCheckpointSaver[Any], weather: Any) -> Any:
-    sub = StateGraph(threadlog.AgentState)
-    sub.add_node("model", threadlog.ModelNode(threadlog.OfflineChatModel(), [weather]))
-    sub.add_node("tools", threadlog.ToolNode([weather], handle_errors=False))
-    sub.add_edge(START, "model")
-    sub.add_conditional_edges(
-        "model", lambda s: threadlog.send_tool_calls(s, node="tools") or END, ["tools", END]
-    )
-    sub.add_edge("tools", "model")
+    sub = model_tools_graph(weather)
     g = StateGraph(threadlog.AgentState)
     g.add_node("agent", sub.compile())
     g.add_edge(START, "agent")
