@@ -101,10 +101,11 @@ def test_a_full_disk_mid_turn_loses_and_repeats_nothing(tmp_path: Path) -> None:
 # -- the same agent as a subgraph of a parent graph (issue 14) -------------------------
 
 
+@pytest.mark.parametrize("app", ["subgraph", "nested"])
 def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, app: str
 ) -> None:
-    summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app="subgraph")
+    summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app=app)
     assert summary.failures == []
     assert summary.killed_by_kind["write"] >= 5, "most trials must actually kill the worker"
     assert summary.stored_messages > 0
@@ -114,49 +115,33 @@ def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
 # checkpoint, `__start__` writes and step checkpoint; 4-6 the subgraph's (its namespace);
 # 7 the subgraph model's call, 8 checkpoint, 9 the tool's result, 10 checkpoint, 11 the
 # answer, 12 checkpoint; 13-14 the parent's subgraph-task writes and checkpoint.
-SUBGRAPH = replace(BASE, trial=1, app="subgraph")  # "How about Chengdu?"
+#
+# The nested app (parent -> team -> agent, two levels down): 1-3 the parent's input
+# checkpoint, `__start__` writes and step checkpoint; 4-6 the team subgraph's; 7-9 the
+# agent's (namespace "agent:<t>|agent:<t>"); 10 the model's call, 11 checkpoint, 12 the
+# tool's result, 13 checkpoint, 14 the answer, 15 checkpoint; 16-19 the two subgraph
+# tasks' writes and checkpoints on the way back up.
+STEPS = ("the model's call", "the tool's result", "the answer")
+KILL_POINTS = {
+    "subgraph": ((7, 9, 11), "in the subgraph's namespace"),
+    "nested": ((10, 12, 14), "two namespaces down"),
+}
 
 
 @pytest.mark.parametrize(
-    ("slot", "what"), [(7, "the model's call"), (9, "the tool's result"), (11, "the answer")]
+    ("app", "slot", "what"),
+    [
+        (app, slot, what)
+        for app, (slots, _) in KILL_POINTS.items()
+        for slot, what in zip(slots, STEPS, strict=True)
+    ],
 )
 def test_new_input_after_a_kill_inside_a_subgraph_keeps_what_the_subgraph_stored(
-    backend: str, tmp_path: Path, slot: int, what: str
+    backend: str, tmp_path: Path, app: str, slot: int, what: str
 ) -> None:
-    out = run_trial(backend, replace(SUBGRAPH, slot=slot), tmp_path)
+    plan = replace(BASE, trial=1, app=app, slot=slot)  # "How about Chengdu?"
+    out = run_trial(backend, plan, tmp_path)
     assert out.killed, f"the worker was not killed after write {slot} ({what})"
-    assert out.lost == [], f"{what}: stored in the subgraph's namespace, gone after new input"
+    assert out.lost == [], f"{what}: stored {KILL_POINTS[app][1]}, gone after new input"
     assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
         [], [], [], False)
-
-
-# -- the agent two subgraph levels down: parent -> team -> agent ------------------------
-
-# A one-city turn of the nested app: 1-3 the parent's input checkpoint, `__start__` writes
-# and step checkpoint; 4-6 the team subgraph's; 7-9 the agent's (namespace
-# "agent:<t>|agent:<t>"); 10 the model's call, 11 checkpoint, 12 the tool's result, 13
-# checkpoint, 14 the answer, 15 checkpoint; 16-19 the two subgraph tasks' writes and
-# checkpoints on the way back up.
-NESTED = replace(BASE, trial=1, app="nested")  # "How about Chengdu?"
-
-
-@pytest.mark.parametrize(
-    ("slot", "what"), [(10, "the model's call"), (12, "the tool's result"), (14, "the answer")]
-)
-def test_new_input_after_a_kill_inside_a_nested_subgraph_keeps_what_it_stored(
-    backend: str, tmp_path: Path, slot: int, what: str
-) -> None:
-    out = run_trial(backend, replace(NESTED, slot=slot), tmp_path)
-    assert out.killed, f"the worker was not killed after write {slot} ({what})"
-    assert out.lost == [], f"{what}: stored two namespaces down, gone after new input"
-    assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
-        [], [], [], False)
-
-
-def test_random_kills_inside_a_nested_subgraph_lose_duplicate_and_repeat_nothing(
-    backend: str, tmp_path: Path
-) -> None:
-    summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app="nested")
-    assert summary.failures == []
-    assert summary.killed_by_kind["write"] >= 5, "most trials must actually kill the worker"
-    assert summary.stored_messages > 0

@@ -29,7 +29,7 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -364,16 +364,18 @@ def test_a_turn_that_failed_after_its_tool_ran_resumes_from_the_database(backend
 
 
 class Weather:
-    """`get_weather` that counts its runs (the side effect a paused call must not have)."""
+    """`get_weather` that records each city it ran for (the side effect a paused call must
+    not have); `answer` says what it returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: Callable[[str], str] | None = None) -> None:
         self.runs: list[str] = []
+        say = answer or (lambda city: BEIJING if city == "Beijing" else TOKYO)
 
         @tool
         def get_weather(city: str) -> str:
             """The weather in a city."""
             self.runs.append(city)
-            return BEIJING if city == "Beijing" else TOKYO
+            return say(city)
 
         self.tool = get_weather
 
@@ -496,23 +498,13 @@ class TwoCities:
         return AIMessage(f"answer {turn}: " + " | ".join(str(m.content) for m in tail))
 
 
-class Forecast:
-    """`get_weather` that records each city it ran for."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-        @tool
-        def get_weather(city: str) -> str:
-            """The weather in a city."""
-            self.runs.append(city)
-            return f"weather in {city}"
-
-        self.tool = get_weather
+def forecast(city: str) -> str:
+    """What `Weather(forecast)` answers in the two-call tests."""
+    return f"weather in {city}"
 
 
 def _two_city_app(
-    model: TwoCities, weather: Forecast, saver: Any, hitl: HumanInTheLoopMiddleware | None = None
+    model: TwoCities, weather: Weather, saver: Any, hitl: HumanInTheLoopMiddleware | None = None
 ) -> Any:
     return create_agent(
         Scripted(script=model),
@@ -554,7 +546,7 @@ def test_hitl_middleware_edit_and_reject_in_one_pause_over_two_turns(backend: st
     saver: turn 1 edits the first call and rejects the second, turn 2 rejects the first
     and edits the second. Only the edited calls run, with the reviewer's arguments; each
     call has exactly one result; the model's next request is a valid, paired history."""
-    model, weather, thread = TwoCities(), Forecast(), "decisions"
+    model, weather, thread = TwoCities(), Weather(forecast), "decisions"
     cfg = _cfg(thread)
     turns = [
         ("u1", [_edit("Tokyo"), {"type": "reject", "message": "not Shanghai"}]),
@@ -642,7 +634,7 @@ def test_a_middleware_that_rewrites_the_request_in_place_records_an_edit_event(
     log records it as an edit event (`source="resent"`), shows the edited call in place
     with the original in its audit record, the checkpoint before it still reads the
     original, and a new saver reads the thread and runs turn 2."""
-    model, weather, cfg = TwoCities(), Forecast(), _cfg("in-place")
+    model, weather, cfg = TwoCities(), Weather(forecast), _cfg("in-place")
     hitl = ResendingHITL(interrupt_on={"get_weather": True})
     with threadlog.checkpointer(backend) as saver:
         _two_city_app(model, weather, saver, hitl).invoke(
@@ -695,7 +687,7 @@ def test_a_new_message_while_edit_and_reject_decisions_wait_answers_each_call_on
     """The middleware waits for decisions on two calls; the user writes again instead.
     Each paused call gets exactly one "not completed" result before the new message,
     neither tool runs, and the new turn's own pause takes edit and reject decisions."""
-    model, weather, cfg = TwoCities(), Forecast(), _cfg("instead-multi")
+    model, weather, cfg = TwoCities(), Weather(forecast), _cfg("instead-multi")
     with threadlog.checkpointer(backend) as saver:
         _two_city_app(model, weather, saver).invoke(
             {"messages": [HumanMessage("u1", id="u1")]}, cfg
@@ -738,7 +730,7 @@ def test_per_call_review_a_new_message_instead_then_edit_and_reject_by_interrupt
     completed" once (the pause shows only as the checkpoint's pending sends); the next
     turn's two interrupts, resumed by id from the database, run the edited call only and
     answer the rejected one with LangChain's error result."""
-    model, weather, cfg = TwoCities(), Forecast(), _cfg("per-call")
+    model, weather, cfg = TwoCities(), Weather(forecast), _cfg("per-call")
 
     def app(saver: Any) -> Any:
         hitl = HumanInTheLoopMiddleware(
