@@ -305,18 +305,7 @@ class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
         if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
             rounds.append(subs.subgraph_work(self, tup))
             abandon = _abandoning(loop)
-        wanted = _wanted(rounds, abandon)
-        if not wanted:
-            return tup
-        missing = _needs_history(tup, wanted)
-        history = (
-            self.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
-        )
-        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
-        if abandon is not None and (calls := _open_in(logs, abandon)):
-            stored = recover_results(self, tup.config, list(calls), requests=_requests(calls))
-            abandon = replace(abandon, recovered=stored)
-        return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
+        return _carry_read(self, tup, rounds, abandon, reader=_is_reader(config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await super().aget_tuple(config)
@@ -349,8 +338,20 @@ def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) ->
     """`tup` (a head of any namespace, read by id) as a reader of the root's head sees it:
     its finished tasks' stored messages carried as `NULL_TASK_ID` writes, only what its
     log accepts, nothing invented (open calls stay open). For the inspector's export."""
-    rounds = [finished_work(tup)]
-    wanted = _wanted(rounds, None)
+    return _carry_read(saver, tup, [finished_work(tup)], None, reader=True)
+
+
+def _carry_read(
+    saver: BaseCheckpointSaver[Any],
+    tup: CheckpointTuple,
+    rounds: Sequence[Mapping[str, list[Batch]]],
+    abandon: _Abandon | None,
+    *,
+    reader: bool,
+) -> CheckpointTuple:
+    """The synchronous rest of a head read (`get_tuple`, `with_finished_work`): the logs
+    the carried work needs, the stored results of abandoned calls, then `_carry`."""
+    wanted = _wanted(rounds, abandon)
     if not wanted:
         return tup
     missing = _needs_history(tup, wanted)
@@ -358,7 +359,10 @@ def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) ->
         saver.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
     )
     logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
-    return _carry(tup, rounds, logs, reader=True)
+    if abandon is not None and (calls := _open_in(logs, abandon)):
+        stored = recover_results(saver, tup.config, list(calls), requests=_requests(calls))
+        abandon = replace(abandon, recovered=stored)
+    return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
 
 
 def _new_input_loop() -> Any | None:
