@@ -42,11 +42,15 @@ class Recorder:
         return AIMessage(f"answer: {messages[-1].content}", id=f"ai-{len(self.seen)}")
 
 
-def review_app(model: Recorder, saver: Any, state: Any = threadlog.AgentState) -> Any:
-    """model ⇄ tools, paused before the tools run: LangGraph's standard review point."""
+def review_app(
+    model: Any, saver: Any, state: Any = threadlog.AgentState, tools: Sequence[Any] = ()
+) -> Any:
+    """model ⇄ tools (`get_weather` unless `tools`), paused before the tools run:
+    LangGraph's standard review point."""
+    tools = list(tools) or [get_weather]
     g = StateGraph(state)
-    g.add_node("model", threadlog.ModelNode(Scripted(script=model), [get_weather]))
-    g.add_node("tools", threadlog.ToolNode([get_weather]))
+    g.add_node("model", threadlog.ModelNode(Scripted(script=model), tools))
+    g.add_node("tools", threadlog.ToolNode(tools))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", threadlog.tools_condition, {"tools": "tools", END: END})
     g.add_edge("tools", "model")
@@ -267,13 +271,7 @@ def test_a_crash_after_the_edited_call_ran_resumes_with_its_result(backend: str)
         return f"sunny in {city}"
 
     def app_for(model: Recorder, saver: Any) -> Any:
-        g = StateGraph(threadlog.AgentState)
-        g.add_node("model", threadlog.ModelNode(Scripted(script=model), [weather]))
-        g.add_node("tools", threadlog.ToolNode([weather]))
-        g.add_edge(START, "model")
-        g.add_conditional_edges("model", threadlog.tools_condition, {"tools": "tools", END: END})
-        g.add_edge("tools", "model")
-        return g.compile(checkpointer=saver, interrupt_before=["tools"])
+        return review_app(model, saver, tools=[weather])
 
     model = FailsAfterTool()
     with threadlog.checkpointer(backend) as saver:

@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode as PrebuiltToolNode
 from langgraph.prebuilt import tools_condition as prebuilt_tools_condition
 
 import threadlog
 from tests.helpers_multi_agent import Scripted
+from tests.test_edit import review_app as edit_review_app
 from threadlog import Edit, MessageLog, edits_of, original_of
 from threadlog.cli import main
 from threadlog.examples.weather import get_weather
@@ -57,13 +58,7 @@ class PerReplyIds:
 
 
 def review_app(model: PerReplyIds, saver: Any) -> Any:
-    g = StateGraph(threadlog.AgentState)
-    g.add_node("model", threadlog.ModelNode(Scripted(script=model), [get_weather]))
-    g.add_node("tools", threadlog.ToolNode([get_weather]))
-    g.add_edge(START, "model")
-    g.add_conditional_edges("model", threadlog.tools_condition, {"tools": "tools", END: END})
-    g.add_edge("tools", "model")
-    return g.compile(checkpointer=saver, interrupt_before=["tools"])
+    return edit_review_app(model, saver, tools=[get_weather])
 
 
 def step(url: str, model: PerReplyIds, *, edit: Any = None, send: Any = None) -> list[Any]:
