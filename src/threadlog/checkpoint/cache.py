@@ -65,12 +65,14 @@ from langgraph.checkpoint.base import (
 import threadlog.checkpoint.cache_sql as history_reads
 from threadlog._upstream import DeltaSnapshot
 from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
-from threadlog.checkpoint.mixin import mix_into
-from threadlog.checkpoint.own_writes import own_writes_of
+from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.own_writes import OwnWrites
+from threadlog.checkpoint.steps import Flow, Io
 
 __all__ = [
     "CachedSeed",
     "HistoryCache",
+    "HistoryLayer",
     "KeyedWrites",
     "history_cache_of",
     "with_history_cache",
@@ -133,79 +135,59 @@ class HistoryCache:
             self._size = 0
 
 
-class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
-    """Overrides the delta-history reads of any saver class it is mixed into."""
+class HistoryLayer(Layer):
+    """The history cache as a saver layer: delta-history reads consult `cache` first."""
 
-    _threadlog_history_cache: HistoryCache
+    name = "history"
+
+    def __init__(self, cache: HistoryCache, own: OwnWrites | None = None) -> None:
+        self.cache = cache
+        self.own = own  # what this saver stored itself: walks with no query
 
     def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+        self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Flow[Mapping[str, DeltaChannelHistory]]:
         if not channels:
             return {}
-        cache = self._threadlog_history_cache
+        cache = self.cache
         thread_id, ns, target = _address(config)
         if target is None:
-            tup = self.get_tuple(config)
+            tup = yield from below.flow("get_tuple", config)
             if tup is None:
-                return super().get_delta_channel_history(config=config, channels=channels)
+                return (
+                    yield from below.flow(
+                        "get_delta_channel_history", config=config, channels=channels
+                    )
+                )
             target = str(tup.config["configurable"]["checkpoint_id"])
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
-            found = self._walk_to_cached(thread_id, ns, list(group), config, target, cached_id)
+            found = yield from self._walk_to_cached(
+                below, thread_id, ns, list(group), config, target, cached_id
+            )
             if found is not None:
                 out.update(_hits(found, group, cache, thread_id, ns, target))
                 continue
-            back = self._back_from_cached(thread_id, ns, group, target, cached_id)
+            back = yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
             if back is None:
                 rest.extend(group)
             else:
                 out.update(back)
         if rest:
             cache.misses += 1
-            sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
-            fast = (
-                None
-                if sqlite is None
-                else history_reads.sqlite_read(sqlite, thread_id, ns, rest, target)
-            )
-            read = (
-                fast
-                if fast is not None
-                else super().get_delta_channel_history(config=config, channels=rest)
-            )
+            sqlite = history_reads.underlying(below.inner, history_reads.sqlite_saver_class)
+            fast = None
+            if sqlite is not None:
+                args = (sqlite, thread_id, ns, rest, target)
+                fast = yield Io(history_reads.sqlite_read, None, args)
+            if fast is None:
+                fast = yield from below.flow(
+                    "get_delta_channel_history", config=config, channels=rest
+                )
             for ch in rest:
-                out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
-        return out
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        if not channels:
-            return {}
-        cache = self._threadlog_history_cache
-        thread_id, ns, target = _address(config)
-        if target is None:
-            tup = await self.aget_tuple(config)
-            if tup is None:
-                return await super().aget_delta_channel_history(config=config, channels=channels)
-            target = str(tup.config["configurable"]["checkpoint_id"])
-            config = tup.config
-        out: dict[str, DeltaChannelHistory] = {}
-        rest: list[str] = []
-        for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
-            found = await self._awalk_to_cached(list(group), config, target, cached_id)
-            if found is None:
-                rest.extend(group)
-            else:
-                out.update(_hits(found, group, cache, thread_id, ns, target))
-        if rest:
-            cache.misses += 1
-            read = await super().aget_delta_channel_history(config=config, channels=rest)
-            for ch in rest:
-                out[ch] = _keyed(read[ch], cache, (thread_id, ns, ch), target)
+                out[ch] = _keyed(fast[ch], cache, (thread_id, ns, ch), target)
         return out
 
     # Snapshots this process stores: LangGraph writes the live channel's value
@@ -214,37 +196,21 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
 
     def put(
         self,
+        below: SaverView,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        out = super().put(config, checkpoint, metadata, new_versions)
-        _adopt_snapshots(self._threadlog_history_cache, config, checkpoint)
-        return out
+    ) -> Flow[RunnableConfig]:
+        out = yield from below.flow("put", config, checkpoint, metadata, new_versions)
+        _adopt_snapshots(self.cache, config, checkpoint)
+        return out  # type: ignore[no-any-return]
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = super().get_tuple(config)
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        tup = yield from below.flow("get_tuple", config)
         if tup is not None:
-            _seed_snapshots(self._threadlog_history_cache, tup)
-        return tup
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = await super().aget_tuple(config)
-        if tup is not None:
-            _seed_snapshots(self._threadlog_history_cache, tup)
-        return tup
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        out = await super().aput(config, checkpoint, metadata, new_versions)
-        _adopt_snapshots(self._threadlog_history_cache, config, checkpoint)
-        return out
+            _seed_snapshots(self.cache, tup)
+        return tup  # type: ignore[no-any-return]
 
     # The walk: follow parent ids from the target, collecting the channels' pending
     # writes, until the cached checkpoint id. Same order rule as the base saver's
@@ -254,61 +220,52 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
 
     def _walk_to_cached(
         self,
+        below: SaverView,
         thread_id: str,
         ns: str,
         channels: list[str],
         config: RunnableConfig,
         target: str,
         cached_id: str,
-    ) -> dict[str, list[PendingWrite]] | None:
+    ) -> Flow[dict[str, list[PendingWrite]] | None]:
         if target == cached_id:
             return {ch: [] for ch in channels}
-        max_walk = self._threadlog_history_cache.max_walk
-        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
-        if own is not None:
-            return own
-        sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
-        if sqlite is not None:
-            return history_reads.sqlite_walk(
-                sqlite, thread_id, ns, channels, target, cached_id, max_walk
-            )
-        postgres = history_reads.underlying(self, history_reads.postgres_saver_class())
-        if postgres is not None:
-            return history_reads.postgres_walk(
-                postgres, thread_id, ns, channels, target, cached_id, max_walk
-            )
-        tup = self.get_tuple(config)
+        max_walk = self.cache.max_walk
+        if self.own is not None:
+            own = self.own.walk((thread_id, ns), channels, target, cached_id, max_walk)
+            if own is not None:
+                return own
+        walked = yield from _sql_walk(below, thread_id, ns, channels, target, cached_id, max_walk)
+        if walked is not _NO_SQL:
+            return walked  # type: ignore[no-any-return]
+        tup = yield from below.flow("get_tuple", config)
         collected: list[list[PendingWrite]] = []
         for _ in range(max_walk):
             cursor = None if tup is None else tup.parent_config
-            tup = None if cursor is None else self.get_tuple(cursor)
+            tup = None if cursor is None else (yield from below.flow("get_tuple", cursor))
             step = _walk_step(tup, channels, cached_id, collected)
             if step is not _GO:
                 return None if step is _STOP else _by_channel(collected, channels)
         return None
 
     def _back_from_cached(
-        self, thread_id: str, ns: str, group: _Group, target: str, cached_id: str
-    ) -> dict[str, DeltaChannelHistory] | None:
+        self,
+        below: SaverView,
+        thread_id: str,
+        ns: str,
+        group: _Group,
+        target: str,
+        cached_id: str,
+    ) -> Flow[dict[str, DeltaChannelHistory] | None]:
         """The logs at `target` when it is an *ancestor* of the cached checkpoint (reading
         history newest-first: `get_state_history`, the inspector): the cached log minus
         the writes from `target` to it, checked message by message (`rewind`). Not
         registered, so the cache stays at the newest checkpoint the thread runs from."""
-        max_walk = self._threadlog_history_cache.max_walk
-        sqlite = history_reads.underlying(self, history_reads.sqlite_saver_class)
-        postgres = history_reads.underlying(self, history_reads.postgres_saver_class())
         channels = list(group)
-        if sqlite is not None:
-            found = history_reads.sqlite_walk(
-                sqlite, thread_id, ns, channels, cached_id, target, max_walk
-            )
-        elif postgres is not None:
-            found = history_reads.postgres_walk(
-                postgres, thread_id, ns, channels, cached_id, target, max_walk
-            )
-        else:
-            return None
-        if found is None:
+        found = yield from _sql_walk(
+            below, thread_id, ns, channels, cached_id, target, self.cache.max_walk
+        )
+        if found is None or found is _NO_SQL:
             return None
         out: dict[str, DeltaChannelHistory] = {}
         for ch, (_, log, version) in group.items():
@@ -317,38 +274,32 @@ class _HistoryCacheMixin(BaseCheckpointSaver[Any]):
             if before is None:
                 return None
             out[ch] = {"seed": CachedSeed(log, before), "writes": []}
-        self._threadlog_history_cache.hits += len(out)
+        self.cache.hits += len(out)
         return out
 
-    async def _awalk_to_cached(
-        self, channels: list[str], config: RunnableConfig, target: str, cached_id: str
-    ) -> dict[str, list[PendingWrite]] | None:
-        if target == cached_id:
-            return {ch: [] for ch in channels}
-        thread_id, ns, _ = _address(config)
-        max_walk = self._threadlog_history_cache.max_walk
-        own = _own_walk(self, thread_id, ns, channels, target, cached_id, max_walk)
-        if own is not None:
-            return own
-        tup = await self.aget_tuple(config)
-        collected: list[list[PendingWrite]] = []
-        for _ in range(self._threadlog_history_cache.max_walk):
-            cursor = None if tup is None else tup.parent_config
-            tup = None if cursor is None else await self.aget_tuple(cursor)
-            step = _walk_step(tup, channels, cached_id, collected)
-            if step is not _GO:
-                return None if step is _STOP else _by_channel(collected, channels)
-        return None
+
+_NO_SQL: Any = object()  # the backend has no one-query walk: walk with get_tuple
 
 
-def _own_walk(
-    saver: Any, thread_id: str, ns: str, channels: list[str], target: str, cached_id: str,
+def _sql_walk(
+    below: SaverView,
+    thread_id: str,
+    ns: str,
+    channels: list[str],
+    target: str,
+    cached_id: str,
     max_walk: int,
-) -> dict[str, list[PendingWrite]] | None:
-    """The walk from what this saver stored itself, with no query (`own_writes`)."""
-    own = own_writes_of(saver)
-    return None if own is None else own.walk((thread_id, ns), channels, target, cached_id,
-                                             max_walk)
+) -> Flow[Any]:
+    """The one- or two-query walk on a SQLite / Postgres backend (`cache_sql`), or
+    `_NO_SQL`."""
+    args = (thread_id, ns, channels, target, cached_id, max_walk)
+    sqlite = history_reads.underlying(below.inner, history_reads.sqlite_saver_class)
+    if sqlite is not None:
+        return (yield Io(history_reads.sqlite_walk, None, (sqlite, *args)))
+    postgres = history_reads.underlying(below.inner, history_reads.postgres_saver_class())
+    if postgres is not None:
+        return (yield Io(history_reads.postgres_walk, None, (postgres, *args)))
+    return _NO_SQL
 
 
 _GO, _STOP, _FOUND = object(), object(), object()
@@ -494,18 +445,18 @@ def with_history_cache(
 ) -> S:
     """Give `saver` a warm-process history cache; returns the same object.
 
-    Safe on any `BaseCheckpointSaver` (sqlite, postgres, memory, their async forms).
-    Calling it twice keeps the first cache.
+    Safe on any `BaseCheckpointSaver` (sqlite, postgres, memory, their async forms): the
+    cache is a layer bound onto the saver's own methods (`bind_layers`); its class is
+    unchanged. Calling it twice keeps the first cache.
     """
-    if isinstance(saver, _HistoryCacheMixin):
+    if layer_of(saver, HistoryLayer) is not None:
         return saver
-    mix_into(saver, _HistoryCacheMixin, "HistoryCached")
-    saver._threadlog_history_cache = HistoryCache(  # type: ignore[attr-defined]
-        max_messages=max_messages, max_walk=max_walk
-    )
-    return saver
+    cache = HistoryCache(max_messages=max_messages, max_walk=max_walk)
+    return bind_layers(saver, [HistoryLayer(cache)])
 
 
 def history_cache_of(saver: BaseCheckpointSaver[Any]) -> HistoryCache | None:
-    """The cache `with_history_cache` attached to `saver`, if any (stats, `clear()`)."""
-    return getattr(saver, "_threadlog_history_cache", None)
+    """The cache serving `saver`, if any (stats, `clear()`): a saver from
+    `threadlog.checkpointer`, the backend inside it, or one `with_history_cache` gave one."""
+    layer = layer_of(saver, HistoryLayer)
+    return None if layer is None else layer.cache

@@ -51,9 +51,10 @@ Contract.
   `__error__` write, as a failed task does. Every other read (runs, `update_state`,
   `list`) gets the raw checkpoint, so resuming it raises the error again.
 
-Subgraph namespaces are not guarded (their parent's checkpoints are). Sync and async
-share one sans-IO generator per operation (`_put_steps`, `_put_writes_steps`, …),
-driven by `_drive` / `_adrive`.
+Subgraph namespaces are not guarded (their parent's checkpoints are). The guard is the
+outermost layer of the saver (`GuardLayer`, `threadlog.checkpoint.layered`): each hook is
+one flow for sync and async alike (`threadlog.checkpoint.steps`). `GuardedSaver` is the
+wrapper whose first layer it is, with the guard's own methods (`exclusive`, strategies).
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, cast, get_args
 
 from langchain_core.runnables import RunnableConfig
@@ -81,9 +82,17 @@ from langgraph.constants import START
 from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, entering_loop, reading_state
 from threadlog.checkpoint.heads import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
+from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
+from threadlog.checkpoint.steps import Flow, Io
 from threadlog.errors import ConcurrentRunError
 
-__all__ = ["MULTITASK_STRATEGIES", "ConcurrentRunError", "GuardedSaver", "MultitaskStrategy"]
+__all__ = [
+    "MULTITASK_STRATEGIES",
+    "ConcurrentRunError",
+    "GuardLayer",
+    "GuardedSaver",
+    "MultitaskStrategy",
+]
 
 MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
@@ -125,67 +134,36 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
         _HELD.reset(token)
 
 
-# -- the operations a step asks its driver for ---------------------------------------
+# -- the I/O a guard step needs (performed by `steps.run` / `steps.arun`) -------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Store:
-    """Call a (blocking) head-store function: in a worker thread under asyncio."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
+def _store(fn: Callable[..., Any], *args: Any) -> Io:
+    """A (blocking) head-store call: in a worker thread under asyncio."""
+    return Io(fn, functools.partial(_blocking, fn), args)
 
 
-@dataclass(frozen=True, slots=True)
-class _RunLock:
-    """Take the thread's run lock: wait for it (`wait`), or try once (→ bool)."""
-
-    thread_id: str
-    wait: bool
+def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Io:
+    """Take the thread's run lock: wait for it (`wait`), or try once (-> bool)."""
+    return Io(store.try_run_lock, functools.partial(_arun_lock, store), (thread_id, wait))
 
 
-@dataclass(frozen=True, slots=True)
-class _Inner:
-    """Call the wrapped saver's `name` (sync) or `a<name>` (async)."""
-
-    name: str
-    args: tuple[Any, ...]
+_Steps = Flow[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class _Check:
-    """Dry-run input against the stored log (`InputCheck.check` / `acheck`)."""
+class GuardLayer(Layer):
+    """The run guard as the outermost layer: whole turns per thread, checked writes."""
 
-    at: RunnableConfig | None
-    values: dict[str, Any]
-    base: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Refused:
-    """Which tasks' stored writes the log refuses (`InputCheck.refused_writes`)."""
-
-    saved: CheckpointTuple
-
-
-_Op = _Store | _RunLock | _Inner | _Check | _Refused
-_Steps = Generator[_Op, Any, Any]
-
-
-class GuardedSaver(BaseCheckpointSaver[Any]):
-    """Wraps a saver: whole turns per thread, checked writes (see module doc)."""
+    name = "guard"
 
     def __init__(
         self,
-        inner: BaseCheckpointSaver[Any],
         store: HeadStore,
         input_check: InputCheck | None = None,
-        _own_parents: _Recent | None = None,
         *,
+        serde: Any,
         multitask_strategy: MultitaskStrategy = "enqueue",
     ) -> None:
-        super().__init__(serde=inner.serde)
-        self.inner = inner
+        self.serde = serde
         self.store = store
         self.input_check = input_check
         self.multitask_strategy: MultitaskStrategy = _strategy(multitask_strategy)
@@ -193,7 +171,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # Checkpoints this saver stored a child of. LangGraph saves a step's task
         # writes and the next checkpoint concurrently ("async" durability), so a
         # run's own writes may land after its own child: those are not strays.
-        self.own_parents = _own_parents or _Recent()
+        self.own_parents = _Recent()
         # The task writes this saver saw on each checkpoint it read, and the ones it
         # wrote itself: new input on a checkpoint discards its unfinished tasks' writes
         # in memory, but readers replay every write stored there, so another run's
@@ -213,7 +191,6 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         # (the kill harness found this), so writes wait for their checkpoint's put.
         self._putting: dict[str, threading.Event] = {}
         self._putting_lock = threading.Lock()
-        self.__class__ = _with_maintenance(type(self), type(inner))
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -266,7 +243,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         if _holds(tid):
             return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
-        if not (yield _RunLock(tid, strategy == "enqueue")):
+        if not (yield _run_lock(self.store, tid, strategy == "enqueue")):
             raise ConcurrentRunError(
                 "another run is working on this thread (multitask_strategy='reject'); "
                 "nothing of this run was stored",
@@ -293,33 +270,14 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         weakref.finalize(loop, release)
         return True
 
-    # -- reads and everything else: the wrapped saver ---------------------------
+    # -- the hooks -------------------------------------------------------------------
 
-    @property
-    def config_specs(self) -> list[Any]:
-        return self.inner.config_specs
-
-    def __getattr__(self, name: str) -> Any:
-        # setup(), conn, … of the concrete saver stay reachable. ("inner" itself is
-        # missing only mid-construction or mid-copy: no recursion then.)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> _Steps:
         loop, shown = _reader(config)
-        return cast(CheckpointTuple | None, _drive(self._get_steps(config, loop, shown), self))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        loop, shown = _reader(config)
-        steps = self._get_steps(config, loop, shown)
-        return cast(CheckpointTuple | None, await _adrive(steps, self))
-
-    def _get_steps(self, config: RunnableConfig, loop: Any, shown: bool) -> _Steps:
         took = False
         if loop is not None:
             took = yield from self._hold_for_run(config, loop)
-        tup: CheckpointTuple | None = yield _Inner("get_tuple", (config,))
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if loop is not None:
             self._note_run_head(config, tup, took)
         if tup is None or _guarded_key(tup.config) is None:
@@ -339,7 +297,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             return tup
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
-        refused: dict[str, Exception] = yield _Refused(tup)
+        assert self.input_check is not None
+        refused: dict[str, Exception] = yield from self.input_check.refused_flow(below, tup)
         return _with_errors(tup, refused) if refused else tup
 
     def _note_run_head(
@@ -378,100 +337,40 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 checkpoint_id=parent,
             )
 
-    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        return self.inner.list(config, **kwargs)
-
-    async def alist(
-        self, config: RunnableConfig | None, **kwargs: Any
-    ) -> AsyncIterator[CheckpointTuple]:
-        async for item in self.inner.alist(config, **kwargs):
-            yield item
-
-    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        return self.inner.get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Any:
-        return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-
-    def get_next_version(self, current: Any, channel: None = None) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(thread_id)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.inner.adelete_thread(thread_id)
-
-    def with_allowlist(self, extra_allowlist: Any) -> GuardedSaver:
-        inner = self.inner.with_allowlist(extra_allowlist)
-        if inner is self.inner:
-            return self
-        out = GuardedSaver(
-            inner, self.store, self.input_check, self.own_parents,
-            multitask_strategy=self.multitask_strategy,
-        )
-        out._strategies = self._strategies
-        return out
-
     # -- guarded writes: one generator each, two drivers ---------------------------
 
     def put(
         self,
+        below: SaverView,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> _Steps:
         with self._storing(checkpoint):
+            args = (config, checkpoint, metadata, new_versions)
             if self._trusted_put(config, metadata):
-                out = self.inner.put(config, checkpoint, metadata, new_versions)
+                out = yield from below.flow("put", *args)
                 return self._stored(config, out)
-            steps = self._put_steps(config, checkpoint, metadata, new_versions)
-            return cast(RunnableConfig, _drive(steps, self))
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        with self._storing(checkpoint):
-            if self._trusted_put(config, metadata):
-                out = await self.inner.aput(config, checkpoint, metadata, new_versions)
-                return self._stored(config, out)
-            steps = self._put_steps(config, checkpoint, metadata, new_versions)
-            return cast(RunnableConfig, await _adrive(steps, self))
+            return (yield from self._put_steps(below, *args))
 
     def put_writes(
         self,
+        below: SaverView,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> None:
+    ) -> _Steps:
         pending = self._checkpoint_in_flight(config)
         if pending is not None:
-            pending.wait(_CHECKPOINT_WAIT)
-        if self._trusted_writes(config, writes, task_id, task_path):
-            return self.inner.put_writes(config, writes, task_id, task_path)
-        _drive(self._put_writes_steps(config, writes, task_id, task_path), self)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        pending = self._checkpoint_in_flight(config)
-        if pending is not None:
-            await asyncio.to_thread(pending.wait, _CHECKPOINT_WAIT)
-        if self._trusted_writes(config, writes, task_id, task_path):
-            return await self.inner.aput_writes(config, writes, task_id, task_path)
-        await _adrive(self._put_writes_steps(config, writes, task_id, task_path), self)
+            # An event, not a parked executor thread: under asyncio the awaited put
+            # this waits for may itself need the default executor's few threads.
+            yield Io(pending.wait, functools.partial(_await_event, pending), (_CHECKPOINT_WAIT,))
+        args = (config, writes, task_id, task_path)
+        if self._trusted_writes(*args):
+            return (yield from below.flow("put_writes", *args))
+        return (yield from self._put_writes_steps(below, *args))
 
     # -- a task's writes never land before their checkpoint ---------------------------
 
@@ -532,6 +431,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
 
     def _put_steps(
         self,
+        below: SaverView,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
@@ -540,7 +440,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         args = (config, checkpoint, metadata, new_versions)
         key = _guarded_key(config)
         if key is None:
-            return (yield _Inner("put", args))
+            return (yield from below.flow("put", *args))
         parent = config["configurable"].get("checkpoint_id")
         is_input = metadata.get("source") == "input"
         if is_input and self.input_check is not None:
@@ -549,7 +449,8 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             )
             if values:
                 base = self._bases.get(key[0])
-                yield _Check(config if parent else None, values, base if base == parent else None)
+                at = config if parent else None
+                yield from self._check(below, at, values, base if base == parent else None)
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
             # This run holds the thread for its turn and read it after taking the hold;
@@ -559,29 +460,29 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             if is_input:
                 head = self._run_heads.pop(key[0], _UNREAD)
                 if head is _UNREAD or head != parent:
-                    head = yield _Store(self.store.head, key)
+                    head = yield _store(self.store.head, *key)
                 self._refuse_moved(key, parent, head, metadata)
-            stored: RunnableConfig = yield _Inner("put", args)
+            stored: RunnableConfig = yield from below.flow("put", *args)
             self.own_parents.add(parent)
             return stored
         updating = not in_run and (yield from self._hold_for_update(key[0], config))
         lock = self.store.lock(key[0])
-        yield _Store(lock.__enter__, ())
+        yield _store(lock.__enter__)
         try:
             if in_run or parent is not None:
-                self._refuse_moved(key, parent, (yield _Store(self.store.head, key)), metadata)
+                self._refuse_moved(key, parent, (yield _store(self.store.head, *key)), metadata)
             # else: a direct root put (module doc) is stored as given.
             if is_input and parent:
-                now = yield _Store(self.store.write_keys, (*key, parent))
+                now = yield _store(self.store.write_keys, *key, parent)
                 self._check_unseen_writes(key, parent, now)
-            out: RunnableConfig = yield _Inner("put", args)
+            out: RunnableConfig = yield from below.flow("put", *args)
             # Before the lock goes: this run's own late writes on `parent` (stored
             # concurrently with this checkpoint) must not look like strays.
             self.own_parents.add(parent)
         finally:
-            yield _Store(lock.__exit__, (None, None, None))
+            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _Store(self.store.run_unlock, (key[0],))
+                yield _store(self.store.run_unlock, key[0])
         return out
 
     @staticmethod
@@ -605,7 +506,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         True when the lock was taken here (the caller releases it)."""
         if _holds(thread_id):
             return False  # an exclusive() block, or a node of the run that holds it
-        if not (yield _RunLock(thread_id, self.strategy_for(config) == "enqueue")):
+        if not (yield _run_lock(self.store, thread_id, self.strategy_for(config) == "enqueue")):
             raise ConcurrentRunError(
                 "a run is working on this thread (multitask_strategy='reject'); the "
                 "update stored nothing",
@@ -615,6 +516,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
 
     def _put_writes_steps(
         self,
+        below: SaverView,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
@@ -623,7 +525,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         args = (config, writes, task_id, task_path)
         key = _guarded_key(config)
         if key is None:
-            return (yield _Inner("put_writes", args))
+            return (yield from below.flow("put_writes", *args))
         cid = config["configurable"]["checkpoint_id"]
         # update_state writes run in no loop: no runtime in their config.
         is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
@@ -631,24 +533,24 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             if is_update:
                 values = self.input_check.from_start_writes(writes)
                 if values:
-                    yield _Check(config, values, None)
+                    yield from self._check(below, config, values, None)
             elif task_path.rsplit(", ", 1)[-1] == START:
                 # task_path of a root pull task is "~__pregel_pull, <node>".
                 values = self.input_check.from_start_writes(writes)
                 if values:
-                    yield _Check(config, values, self._bases.get(key[0]))
+                    yield from self._check(below, config, values, self._bases.get(key[0]))
         if not is_update and self._held_by_run(key[0], config):
             # This run holds the thread for its whole turn: no other run can have
             # stored a result for its task, or a child of its checkpoint, meanwhile.
             self._note_own(cid, writes, task_id)
-            return (yield _Inner("put_writes", args))
+            return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
         lock = self.store.lock(key[0])
-        yield _Store(lock.__enter__, ())
+        yield _store(lock.__enter__)
         try:
             # update_state replays a pending task's id on purpose: it replaces.
             if not is_update:
-                stored = yield _Store(self.store.writes, (*key, cid, task_id))
+                stored = yield _store(self.store.writes, *key, cid, task_id)
                 new = self._compare_writes(key, cid, task_id, writes, stored)
             else:
                 new = True
@@ -656,9 +558,9 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                 # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
                 # only a head newer than `cid` can be a child of it: the common case —
                 # `cid` is the head, or not stored yet — needs one indexed query.
-                head = yield _Store(self.store.head, key)
+                head = yield _store(self.store.head, *key)
                 if head is not None and head > cid and (
-                    yield _Store(self.store.has_child, (*key, cid))
+                    yield _store(self.store.has_child, *key, cid)
                 ):
                     raise ConcurrentRunError(
                         f"checkpoint {cid!r} already has a newer checkpoint after it, so "
@@ -669,11 +571,11 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
                         head=head,
                     )
             self._note_own(cid, writes, task_id)
-            yield _Inner("put_writes", args)
+            yield from below.flow("put_writes", *args)
         finally:
-            yield _Store(lock.__exit__, (None, None, None))
+            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _Store(self.store.run_unlock, (key[0],))
+                yield _store(self.store.run_unlock, key[0])
 
     def _compare_writes(
         self,
@@ -702,70 +604,99 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
             )
         return new
 
+    def _check(
+        self,
+        below: SaverView,
+        at: RunnableConfig | None,
+        values: dict[str, Any],
+        base: str | None,
+    ) -> _Steps:
+        assert self.input_check is not None
+        yield from self.input_check.check_flow(below, at, values, base)
+
     def _note_own(self, cid: str, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
         if len(self._own_writes) > 4096:
             self._own_writes.pop(next(iter(self._own_writes)))
         self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
 
 
-# -- drivers: the only places that do I/O ------------------------------------------------
-
-
-def _drive(steps: _Steps, saver: GuardedSaver) -> Any:
-    send: Callable[[Any], _Op] = steps.send
-    value: Any = None
-    while True:
-        try:
-            op = send(value)
-        except StopIteration as done:
-            return done.value
-        try:
-            if isinstance(op, _Store):
-                value = op.fn(*op.args)
-            elif isinstance(op, _RunLock):
-                value = saver.store.try_run_lock(op.thread_id, op.wait)
-            elif isinstance(op, _Inner):
-                value = getattr(saver.inner, op.name)(*op.args)
-            elif isinstance(op, _Check):
-                assert saver.input_check is not None
-                saver.input_check.check(saver.inner, op.at, op.values, op.base)
-                value = None
-            else:
-                assert saver.input_check is not None
-                value = saver.input_check.refused_writes(saver.inner, op.saved)
-            send = steps.send
-        except BaseException as exc:  # handed to the step, whose `with`/finally see it
-            value, send = exc, steps.throw
-
-
-async def _adrive(steps: _Steps, saver: GuardedSaver) -> Any:
-    send: Callable[[Any], _Op] = steps.send
-    value: Any = None
-    while True:
-        try:
-            op = send(value)
-        except StopIteration as done:
-            return done.value
-        try:
-            if isinstance(op, _Store):
-                value = await _blocking(op.fn, *op.args)
-            elif isinstance(op, _RunLock):
-                value = await _arun_lock(saver.store, op.thread_id, op.wait)
-            elif isinstance(op, _Inner):
-                value = await getattr(saver.inner, "a" + op.name)(*op.args)
-            elif isinstance(op, _Check):
-                assert saver.input_check is not None
-                await saver.input_check.acheck(saver.inner, op.at, op.values, op.base)
-                value = None
-            else:
-                assert saver.input_check is not None
-                value = await saver.input_check.arefused_writes(saver.inner, op.saved)
-            send = steps.send
-        except BaseException as exc:
-            value, send = exc, steps.throw
-
-
 _GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+class GuardedSaver(LayeredSaver):
+    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend.
+
+    `layers` below the guard are the other capabilities, in order (the saver module
+    builds them)."""
+
+    def __init__(
+        self,
+        inner: BaseCheckpointSaver[Any],
+        store: HeadStore,
+        input_check: InputCheck | None = None,
+        *,
+        multitask_strategy: MultitaskStrategy = "enqueue",
+        layers: Sequence[Layer] = (),
+    ) -> None:
+        guard = GuardLayer(
+            store, input_check, serde=inner.serde, multitask_strategy=multitask_strategy
+        )
+        super().__init__(inner, (guard, *layers))
+
+    @property
+    def guard(self) -> GuardLayer:
+        layer = self.layers[0]
+        assert isinstance(layer, GuardLayer)
+        return layer
+
+    @property
+    def store(self) -> HeadStore:
+        return self.guard.store
+
+    @property
+    def input_check(self) -> InputCheck | None:
+        return self.guard.input_check
+
+    @property
+    def multitask_strategy(self) -> MultitaskStrategy:
+        return self.guard.multitask_strategy
+
+    @multitask_strategy.setter
+    def multitask_strategy(self, value: MultitaskStrategy) -> None:
+        self.guard.multitask_strategy = _strategy(value)
+
+    def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
+        """What a run does when another run holds `thread_id` (None: the saver's default)."""
+        self.guard.set_multitask_strategy(thread_id, strategy)
+
+    def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
+        return self.guard.strategy_for(config)
+
+    def exclusive(
+        self, thread_id: str, *, wait: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
+
+        Another holder — a run or an `exclusive` block, in this process or any other
+        using the same database — makes this raise `ConcurrentRunError` at once
+        (`wait=False`) before anything is stored, or wait its turn (`wait=True`).
+        Runs inside the block do not wait for it. The lock dies with its process.
+        """
+        return self.guard.exclusive(thread_id, wait=wait)
+
+
+async def _await_event(event: threading.Event, timeout: float) -> bool:
+    """`event.wait(timeout)` without a thread: polled, backing off to 20 ms."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    pause = 0.0005
+    while not event.is_set():
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 0.02)
+    return True
 
 
 async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
@@ -841,8 +772,8 @@ def _reader(config: RunnableConfig) -> tuple[Any, bool]:
     """(the loop starting a run with this read, or None; whether get_state shows it)."""
     if _guarded_key(config) is None:
         return None, False
-    loop = entering_loop(depth=5)
-    return loop, loop is None and reading_state(depth=5)
+    loop = entering_loop(depth=16)
+    return loop, loop is None and reading_state(depth=16)
 
 
 def _strategy(value: object) -> MultitaskStrategy:
@@ -880,48 +811,3 @@ def _guarded_key(config: RunnableConfig) -> tuple[str, str] | None:
     if ns or thread_id is None:
         return None  # subgraph checkpoints ride on their parent's, which are guarded
     return str(thread_id), ns
-
-
-# Maintenance calls (copy_thread, prune, delete_for_runs) rewrite or drop whole threads;
-# they are the operator's, not a run's, so they go straight to the wrapped saver. A guarded
-# saver has exactly the ones its wrapped saver has: LangGraph Server and the conformance
-# suite detect them by class, and a claimed method that raises NotImplementedError breaks
-# thread copy / prune.
-_MAINTENANCE = (
-    "delete_for_runs",
-    "adelete_for_runs",
-    "copy_thread",
-    "acopy_thread",
-    "prune",
-    "aprune",
-)
-_maintained: dict[tuple[type[Any], frozenset[str]], type[Any]] = {}
-
-
-def _forward(name: str) -> Any:
-    if name.startswith("a") and name[1:] in _MAINTENANCE:
-
-        async def forward_async(self: GuardedSaver, *args: Any, **kwargs: Any) -> Any:
-            return await getattr(self.inner, name)(*args, **kwargs)
-
-        return forward_async
-
-    def forward(self: GuardedSaver, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.inner, name)(*args, **kwargs)
-
-    return forward
-
-
-def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
-    names = frozenset(
-        n for n in _MAINTENANCE if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
-    )
-    if not names:
-        return cls
-    key = (cls, names)
-    sub = _maintained.get(key)
-    if sub is None:
-        sub = type(cls.__name__, (cls,), {n: _forward(n) for n in sorted(names)})
-        sub.__module__ = cls.__module__
-        _maintained[key] = sub
-    return sub

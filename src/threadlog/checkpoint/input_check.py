@@ -20,6 +20,7 @@ copied. When the history cache already holds the log of the checkpoint the run r
 a turn's check costs O(its input). Otherwise the log is rebuilt through LangGraph's
 loader (and the cache).
 
+Each check is one flow (`check_flow`, `refused_flow`) for sync and async savers alike.
 `refused_writes` answers the reader's question: which tasks' stored writes on a
 checkpoint would the log refuse (a failed step), so `get_state` can show the last good
 state with the error on the task instead of raising it.
@@ -43,6 +44,7 @@ from threadlog._upstream import (
 )
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
+from threadlog.checkpoint.steps import Flow, Io, arun, call, run
 from threadlog.edits import is_edit
 from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.log import MessageLog, flatten_write
@@ -66,6 +68,23 @@ class InputCheck:
         """The values to check in the `__start__` task's writes."""
         return {c: v for c, v in writes if c in self.message_keys}
 
+    def check_flow(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        at: RunnableConfig | None,
+        values: dict[str, Any],
+        base: str | None = None,
+    ) -> Flow[None]:
+        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error.
+
+        `base`: a checkpoint id known to hold the same logs as `at` (the one the run
+        read), whose log the history cache may already hold."""
+        if values:
+            logs = _cached_logs(saver, at, base, list(values))
+            if logs is None:
+                logs = yield from _logs_at(saver, at, list(values))
+            self._check_against(logs, values)
+
     def check(
         self,
         saver: BaseCheckpointSaver[Any],
@@ -73,13 +92,7 @@ class InputCheck:
         values: dict[str, Any],
         base: str | None = None,
     ) -> None:
-        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error.
-
-        `base`: a checkpoint id known to hold the same logs as `at` (the one the run
-        read), whose log the history cache may already hold."""
-        if values:
-            logs = _cached_logs(saver, at, base, list(values))
-            self._check_against(logs or _logs_at(saver, at, list(values)), values)
+        run(self.check_flow(saver, at, values, base))
 
     async def acheck(
         self,
@@ -88,9 +101,7 @@ class InputCheck:
         values: dict[str, Any],
         base: str | None = None,
     ) -> None:
-        if values:
-            logs = _cached_logs(saver, at, base, list(values))
-            self._check_against(logs or await _alogs_at(saver, at, list(values)), values)
+        await arun(self.check_flow(saver, at, values, base))
 
     def _check_against(self, logs: dict[str, MessageLog], values: dict[str, Any]) -> None:
         for key, value in values.items():
@@ -106,24 +117,21 @@ class InputCheck:
                     self._check_size(msg, len(log) + i)
             log.extend_writes([items], dry_run=True)  # raises the log's own error
 
-    def refused_writes(
+    def refused_flow(
         self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
-    ) -> dict[str, MessageLogError]:
+    ) -> Flow[dict[str, MessageLogError]]:
         """Tasks whose stored writes on `saved` the log refuses, with the log's error."""
         by_task = _message_writes(saved, self.message_keys)
         if not by_task:
             return {}
-        logs = _loaded_logs(saver, saved, list({k for ws in by_task.values() for k in ws}))
+        keys = list({k for ws in by_task.values() for k in ws})
+        logs = yield from _loaded_logs(saver, saved, keys)
         return _refused(logs, by_task)
 
-    async def arefused_writes(
+    def refused_writes(
         self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
     ) -> dict[str, MessageLogError]:
-        by_task = _message_writes(saved, self.message_keys)
-        if not by_task:
-            return {}
-        keys = list({k for ws in by_task.values() for k in ws})
-        return _refused(await _aloaded_logs(saver, saved, keys), by_task)
+        return run(self.refused_flow(saver, saved))
 
     def _check_size(self, msg: BaseMessage, position: int) -> None:
         assert self.max_chars is not None
@@ -158,37 +166,18 @@ def _coerce(raw: Any, position: int) -> BaseMessage:
 
 def _logs_at(
     saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
-) -> dict[str, MessageLog]:
+) -> Flow[dict[str, MessageLog]]:
     """The message logs of checkpoint `at` as LangGraph reads them (empty on a new thread).
 
     A key whose checkpoint holds a plain list is some other reducer's (`add_messages`
     stores the whole list); it is left out, and its input is not checked here.
     """
-    saved = saver.get_tuple(at) if at is not None else None
+    saved = (yield from call(saver, "get_tuple", at)) if at is not None else None
     if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
-        saved = saver.get_tuple(_latest(at))
+        saved = yield from call(saver, "get_tuple", _latest(at))
     if saved is None:
         return {k: MessageLog() for k in keys}
-    ours = _ours(saved, keys)
-    channels, _ = channels_from_checkpoint(
-        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
-    )
-    return _collect(channels, ours)
-
-
-async def _alogs_at(
-    saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
-) -> dict[str, MessageLog]:
-    saved = await saver.aget_tuple(at) if at is not None else None
-    if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
-        saved = await saver.aget_tuple(_latest(at))
-    if saved is None:
-        return {k: MessageLog() for k in keys}
-    ours = _ours(saved, keys)
-    channels, _ = await achannels_from_checkpoint(
-        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
-    )
-    return _collect(channels, ours)
+    return (yield from _loaded_logs(saver, saved, keys))
 
 
 def _cached_logs(
@@ -215,20 +204,12 @@ def _cached_logs(
 
 def _loaded_logs(
     saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, keys: list[str]
-) -> dict[str, MessageLog]:
+) -> Flow[dict[str, MessageLog]]:
     ours = _ours(saved, keys)
-    channels, _ = channels_from_checkpoint(
-        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
-    )
-    return _collect(channels, ours)
-
-
-async def _aloaded_logs(
-    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, keys: list[str]
-) -> dict[str, MessageLog]:
-    ours = _ours(saved, keys)
-    channels, _ = await achannels_from_checkpoint(
-        {k: MessageLogChannel() for k in ours}, saved.checkpoint, saver=saver, config=saved.config
+    specs = {k: MessageLogChannel() for k in ours}
+    kwargs = {"saver": saver, "config": saved.config}
+    channels, _ = yield Io(
+        channels_from_checkpoint, achannels_from_checkpoint, (specs, saved.checkpoint), kwargs
     )
     return _collect(channels, ours)
 

@@ -7,9 +7,9 @@ fails on read with `threadlog.StoredDataError` instead.
 
 Contract:
 
-* `chain_writes(saver)` gives any saver this behaviour and returns the same object (its
-  class is swapped for a subclass, like `with_history_cache`); `threadlog.checkpointer()`
-  does it for every saver it builds.
+* `ChecksumLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`);
+  `threadlog.checkpointer()` gives it to every saver it builds, and `chain_writes(saver)`
+  binds it onto any saver, returning the same object.
 * **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: for every
   channel that holds messages and is rebuilt from writes, `[n, sum]` — how many writes
   rows its value is rebuilt from (since its last snapshot) and the sum, modulo 2**64, of
@@ -50,12 +50,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from threadlog.checkpoint.cache import CachedSeed
-from threadlog.checkpoint.mixin import mix_into
+from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_of
+from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.steps import Flow
 from threadlog.errors import StoredDataError
 from threadlog.log import flatten_write
 
-__all__ = ["CHAIN_KEY", "chain_writes", "row_hash"]
+__all__ = ["CHAIN_KEY", "ChecksumLayer", "chain_writes", "row_hash"]
 
 CHAIN_KEY = "threadlog_chain"
 _MASK = (1 << 64) - 1
@@ -158,10 +159,16 @@ def _checkpoint_id(config: RunnableConfig | None) -> str | None:
     return str(cid) if cid else None
 
 
-class _ChainMixin(BaseCheckpointSaver[Any]):
-    """Writes and checks the chain for any saver class it is mixed into (module doc)."""
+class ChecksumLayer(Layer):
+    """Writes and checks the chain of the checkpoints that pass through it (module doc).
 
-    _threadlog_seen: _Seen
+    `cache`: the history cache below it, whose seeds' chains a check starts from."""
+
+    name = "checksums"
+
+    def __init__(self, cache: HistoryCache | None = None) -> None:
+        self._threadlog_seen = _Seen()
+        self.cache = cache
 
     # -- remembering what was read -------------------------------------------------
 
@@ -178,40 +185,25 @@ class _ChainMixin(BaseCheckpointSaver[Any]):
         seen.add_writes(cid, _indexed((str(t), c, v) for t, c, v in tup.pending_writes or ()))
         return tup
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._remember(super().get_tuple(config))
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        return self._remember((yield from below.flow("get_tuple", config)))
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._remember(await super().aget_tuple(config))
-
-    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Any:
-        for tup in super().list(config, **kwargs):
-            yield self._remember(tup)
-
-    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> Any:
-        async for tup in super().alist(config, **kwargs):
-            yield self._remember(tup)
+    def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
+        out = self._remember(tup)
+        assert out is not None
+        return out
 
     # -- writing ----------------------------------------------------------------------
 
     def put_writes(
         self,
+        below: SaverView,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> None:
-        super().put_writes(config, writes, task_id, task_path)
-        self._note_writes(config, writes, task_id)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await super().aput_writes(config, writes, task_id, task_path)
+    ) -> Flow[None]:
+        yield from below.flow("put_writes", config, writes, task_id, task_path)
         self._note_writes(config, writes, task_id)
 
     def _note_writes(
@@ -223,31 +215,20 @@ class _ChainMixin(BaseCheckpointSaver[Any]):
 
     def put(
         self,
+        below: SaverView,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> Flow[RunnableConfig]:
         parent = _checkpoint_id(config)
         if parent is not None and not self._knows(parent):
-            self.get_tuple(config)  # another process wrote it: read it once
+            # another process wrote it: read it once
+            self._remember((yield from below.flow("get_tuple", config)))
         metadata = self._with_chain(parent, checkpoint, metadata)
-        out = super().put(config, checkpoint, metadata, new_versions)
-        self._after_put(out, metadata)
-        return out
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        parent = _checkpoint_id(config)
-        if parent is not None and not self._knows(parent):
-            await self.aget_tuple(config)
-        metadata = self._with_chain(parent, checkpoint, metadata)
-        out = await super().aput(config, checkpoint, metadata, new_versions)
+        out: RunnableConfig = yield from below.flow(
+            "put", config, checkpoint, metadata, new_versions
+        )
         self._after_put(out, metadata)
         return out
 
@@ -286,26 +267,18 @@ class _ChainMixin(BaseCheckpointSaver[Any]):
     # -- reading: check ------------------------------------------------------------------
 
     def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+        self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Flow[Mapping[str, DeltaChannelHistory]]:
         seeds = self._cached_seeds(config, channels)
-        out = super().get_delta_channel_history(config=config, channels=channels)
-        self._check(config, out, seeds)
-        return out
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        seeds = self._cached_seeds(config, channels)
-        out = await super().aget_delta_channel_history(config=config, channels=channels)
+        out: Mapping[str, DeltaChannelHistory] = yield from below.flow(
+            "get_delta_channel_history", config=config, channels=channels
+        )
         self._check(config, out, seeds)
         return out
 
     def _cached_seeds(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, str]:
         """channel -> the checkpoint id of the log the history cache may answer from."""
-        from threadlog.checkpoint.cache import history_cache_of
-
-        cache = history_cache_of(self)
+        cache = self.cache
         conf = config.get("configurable") or {}
         if cache is None:
             return {}
@@ -369,12 +342,9 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
     return out
 
 
-
-
 def chain_writes(saver: S) -> S:
-    """Give `saver` the write chain (module doc); returns the same object."""
-    if isinstance(saver, _ChainMixin):
+    """Give `saver` the write chain (module doc), bound onto its own methods
+    (`bind_layers`); returns the same object."""
+    if layer_of(saver, ChecksumLayer) is not None:
         return saver
-    mix_into(saver, _ChainMixin, "Chained")
-    saver._threadlog_seen = _Seen()  # type: ignore[attr-defined]
-    return saver
+    return bind_layers(saver, [ChecksumLayer(history_cache_of(saver))])

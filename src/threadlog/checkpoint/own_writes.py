@@ -8,9 +8,10 @@ one round trip a turn, whose cost on Postgres grew with the thread (issue 12, ta
 
 Contract:
 
-* `record_own_writes(saver)` gives any saver this memory and returns the same object
-  (its class is swapped for a subclass, like `with_history_cache`);
-  `threadlog.checkpointer()` does it whenever the history cache is on.
+* `OwnWritesLayer` is this memory as a saver layer (`threadlog.checkpoint.layered`),
+  below the checksums and above the history cache, which walks from it;
+  `threadlog.checkpointer()` has it whenever the history cache is on.
+  `record_own_writes(saver)` binds it onto any saver and returns the same object.
 * **Recorded:** every checkpoint this saver `put` (its parent id, which channels it
   stores a value for) and every task write it `put_writes` on one of them, keyed and
   kept as storage keeps them (first write per task and index wins; LangGraph's special
@@ -53,9 +54,10 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from threadlog.checkpoint.mixin import mix_into
+from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.steps import Flow
 
-__all__ = ["OwnWrites", "own_writes_of", "record_own_writes"]
+__all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of", "record_own_writes"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 # Per-thread records are for threads in use right now; 256 keeps a long-lived server's
@@ -203,107 +205,70 @@ def _key(config: RunnableConfig) -> tuple[tuple[str, str], str] | None:
     return (str(thread_id), str(conf.get("checkpoint_ns") or "")), str(cid)
 
 
-class _OwnWritesMixin(BaseCheckpointSaver[Any]):
-    """Records the puts and writes of any saver class it is mixed into (module doc)."""
+class OwnWritesLayer(Layer):
+    """Records the puts and writes that pass through it (module doc); no I/O of its own."""
 
-    _threadlog_own_writes: OwnWrites
+    name = "own_writes"
+
+    def __init__(self, record: OwnWrites | None = None) -> None:
+        self.record = record if record is not None else OwnWrites()
 
     def put(
         self,
+        below: SaverView,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        out = super().put(config, checkpoint, metadata, new_versions)
-        self._record_put(config, checkpoint, out)
-        return out
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        out = await super().aput(config, checkpoint, metadata, new_versions)
-        self._record_put(config, checkpoint, out)
+    ) -> Flow[RunnableConfig]:
+        out: RunnableConfig = yield from below.flow(
+            "put", config, checkpoint, metadata, new_versions
+        )
+        stored = _key(out)
+        if stored is not None:
+            parent = (config.get("configurable") or {}).get("checkpoint_id")
+            self.record.put(
+                stored[0], stored[1], str(parent) if parent else None,
+                checkpoint.get("channel_values") or {},
+            )
         return out
 
     def put_writes(
         self,
+        below: SaverView,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> None:
-        super().put_writes(config, writes, task_id, task_path)
-        self._record_writes(config, writes, task_id, task_path)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await super().aput_writes(config, writes, task_id, task_path)
-        self._record_writes(config, writes, task_id, task_path)
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._seen(super().get_tuple(config))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._seen(await super().aget_tuple(config))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._threadlog_own_writes.forget(str(thread_id))
-        super().delete_thread(thread_id)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        self._threadlog_own_writes.forget(str(thread_id))
-        await super().adelete_thread(thread_id)
-
-    def _record_put(
-        self, config: RunnableConfig, checkpoint: Checkpoint, out: RunnableConfig
-    ) -> None:
-        stored = _key(out)
-        if stored is None:
-            return
-        parent = (config.get("configurable") or {}).get("checkpoint_id")
-        self._threadlog_own_writes.put(
-            stored[0], stored[1], str(parent) if parent else None,
-            checkpoint.get("channel_values") or {},
-        )
-
-    def _record_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> None:
+    ) -> Flow[None]:
+        yield from below.flow("put_writes", config, writes, task_id, task_path)
         at = _key(config)
         if at is not None:
-            self._threadlog_own_writes.put_writes(at[0], at[1], writes, task_id, task_path)
+            self.record.put_writes(at[0], at[1], writes, task_id, task_path)
 
-    def _seen(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if tup is not None:
             at = _key(tup.config)
             if at is not None:
-                self._threadlog_own_writes.seen(at[0], at[1], tup.pending_writes or ())
+                self.record.seen(at[0], at[1], tup.pending_writes or ())
         return tup
+
+    def delete_thread(self, below: SaverView, thread_id: str) -> Flow[None]:
+        self.record.forget(str(thread_id))
+        yield from below.flow("delete_thread", thread_id)
 
 
 def record_own_writes(saver: S, *, max_threads: int = DEFAULT_MAX_THREADS) -> S:
-    """Give `saver` the record of its own checkpoints and writes (module doc); returns it."""
-    if isinstance(saver, _OwnWritesMixin):
+    """Give `saver` the record of its own checkpoints and writes (module doc), bound onto
+    its own methods (`bind_layers`); returns it."""
+    if layer_of(saver, OwnWritesLayer) is not None:
         return saver
-    mix_into(saver, _OwnWritesMixin, "OwnWrites")
-    saver._threadlog_own_writes = OwnWrites(max_threads)  # type: ignore[attr-defined]
-    return saver
+    return bind_layers(saver, [OwnWritesLayer(OwnWrites(max_threads))])
 
 
 def own_writes_of(saver: Any) -> OwnWrites | None:
-    """The record `record_own_writes` attached to `saver`, if any."""
-    return getattr(saver, "_threadlog_own_writes", None)
+    """The record serving `saver` (a threadlog saver, the backend inside one, or a saver
+    `record_own_writes` was given), if any."""
+    layer = layer_of(saver, OwnWritesLayer)
+    return None if layer is None else layer.record

@@ -37,12 +37,12 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
+from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
 
 from threadlog._upstream import (
     CONFIG_KEY_CHECKPOINT_MAP,
@@ -50,6 +50,7 @@ from threadlog._upstream import (
     CONFIG_KEY_CHECKPOINTER,
     NS_SEP,
 )
+from threadlog.checkpoint.steps import Flow, arun, call, listed, run
 from threadlog.errors import MessageLogError
 from threadlog.log import flatten_write
 from threadlog.messages import coerce_message
@@ -59,6 +60,7 @@ __all__ = [
     "arecover_for_node",
     "arecover_results",
     "node_checkpoint",
+    "recover_flow",
     "recover_for_node",
     "recover_results",
 ]
@@ -91,38 +93,40 @@ def recover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> dict[str, ToolMessage]:
     """Stored results of `calls` (call id -> its request), read from inside a node."""
-    found = node_checkpoint(config) if calls else None
-    if found is None:
-        return {}
-    saver, at = found
-    return recover_results(saver, at, list(calls), requests=_request_ids(calls))
+    return run(_for_node(config, calls))
 
 
 async def arecover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> dict[str, ToolMessage]:
     """`recover_for_node` through the saver's async methods."""
+    return await arun(_for_node(config, calls))
+
+
+def _for_node(
+    config: RunnableConfig | None, calls: Mapping[str, AIMessage]
+) -> Flow[dict[str, ToolMessage]]:
     found = node_checkpoint(config) if calls else None
     if found is None:
         return {}
     saver, at = found
-    return await arecover_results(saver, at, list(calls), requests=_request_ids(calls))
+    requests = {m.id for m in calls.values() if m.id is not None}
+    return (yield from recover_flow(saver, at, list(calls), requests=requests))
 
 
-def _request_ids(calls: Mapping[str, AIMessage]) -> set[str]:
-    return {m.id for m in calls.values() if m.id is not None}
-
-
-# -- one sans-IO walk, two thin drivers (httpx's auth_flow style) ----------------------
-# The walk yields the read it needs — ("get", config) or ("before", thread, checkpoint id):
-# the newest stored checkpoint older than that id — and is sent the `CheckpointTuple` (or
-# None). The drivers only perform reads, so the sync and async paths cannot drift.
-
-_Read = tuple[str, RunnableConfig] | tuple[str, RunnableConfig, str]
-_Walk = Generator[_Read, CheckpointTuple | None, None]
-
-
-def _walk(config: RunnableConfig, search: _Search, max_walk: int) -> _Walk:
+def recover_flow(
+    saver: BaseCheckpointSaver[Any],
+    config: RunnableConfig,
+    call_ids: Collection[str],
+    *,
+    requests: Collection[str] = (),
+    max_walk: int = DEFAULT_MAX_WALK,
+) -> Flow[dict[str, ToolMessage]]:
+    """The walk (module doc) as one flow: `run` / `arun` drive it through the saver's
+    sync or async methods, so the two cannot drift."""
+    search = _Search(call_ids, requests)
+    if not search.wanted:
+        return {}
     conf = config.get("configurable") or {}
     thread: RunnableConfig = {
         "configurable": {
@@ -131,15 +135,22 @@ def _walk(config: RunnableConfig, search: _Search, max_walk: int) -> _Walk:
         }
     }
     checkpoint_id = conf.get("checkpoint_id")
-    saved = yield ("get", thread if checkpoint_id is None else config)
-    if saved is None and checkpoint_id is not None:
-        # Not stored yet: start from the newest stored one before it. Checkpoint ids
-        # grow with time, and LangGraph stores a run's checkpoints in order.
-        saved = yield ("before", thread, checkpoint_id)
-    for _ in range(max_walk):
-        if saved is None or search.read(saved.pending_writes or ()):
-            return
-        saved = (yield ("get", saved.parent_config)) if saved.parent_config else None
+    try:
+        saved = yield from call(saver, "get_tuple", thread if checkpoint_id is None else config)
+        if saved is None and checkpoint_id is not None:
+            # Not stored yet: start from the newest stored one before it. Checkpoint ids
+            # grow with time, and LangGraph stores a run's checkpoints in order.
+            before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}  # type: ignore[misc]
+            older = yield from listed(saver, thread, before=before, limit=1)
+            saved = older[0] if older else None
+        for _ in range(max_walk):
+            if saved is None or search.read(saved.pending_writes or ()):
+                break
+            parent = saved.parent_config
+            saved = (yield from call(saver, "get_tuple", parent)) if parent else None
+    except NotImplementedError:  # a saver without this form (SqliteSaver in async code)
+        return {}
+    return search.found
 
 
 def recover_results(
@@ -151,24 +162,7 @@ def recover_results(
     max_walk: int = DEFAULT_MAX_WALK,
 ) -> dict[str, ToolMessage]:
     """Stored results of `call_ids` on this branch's recent checkpoints (module doc)."""
-    search = _Search(call_ids, requests)
-    if not search.wanted:
-        return {}
-    flow = _walk(config, search, max_walk)
-    try:
-        read = next(flow)
-        while True:
-            if read[0] == "get":
-                answer = saver.get_tuple(read[1])
-            else:
-                before: RunnableConfig = {"configurable": {"checkpoint_id": read[2]}}  # type: ignore[misc]
-                answer = next(iter(saver.list(read[1], before=before, limit=1)), None)
-            read = flow.send(answer)
-    except StopIteration:
-        pass
-    except NotImplementedError:  # e.g. an async-only saver read from sync code
-        return {}
-    return search.found
+    return run(recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk))
 
 
 async def arecover_results(
@@ -180,26 +174,8 @@ async def arecover_results(
     max_walk: int = DEFAULT_MAX_WALK,
 ) -> dict[str, ToolMessage]:
     """`recover_results` through the saver's async methods."""
-    search = _Search(call_ids, requests)
-    if not search.wanted:
-        return {}
-    flow = _walk(config, search, max_walk)
-    try:
-        read = next(flow)
-        while True:
-            if read[0] == "get":
-                answer = await saver.aget_tuple(read[1])
-            else:
-                before: RunnableConfig = {"configurable": {"checkpoint_id": read[2]}}  # type: ignore[misc]
-                answer = None
-                async for older in saver.alist(read[1], before=before, limit=1):
-                    answer = older
-            read = flow.send(answer)
-    except StopIteration:
-        pass
-    except NotImplementedError:  # e.g. a sync-only saver (SqliteSaver) in async code
-        return {}
-    return search.found
+    flow = recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk)
+    return await arun(flow)
 
 
 class _Search:

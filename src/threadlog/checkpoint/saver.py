@@ -39,8 +39,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadlog.checkpoint.cache import with_history_cache
-from threadlog.checkpoint.finished import keep_finished_work
+from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.heads import (
     HeadStore,
@@ -49,9 +48,11 @@ from threadlog.checkpoint.heads import (
     SqliteHeadStore,
 )
 from threadlog.checkpoint.input_check import InputCheck
-from threadlog.checkpoint.integrity import chain_writes
-from threadlog.checkpoint.own_writes import record_own_writes
+from threadlog.checkpoint.integrity import ChecksumLayer
+from threadlog.checkpoint.layered import Layer, bind_layers
+from threadlog.checkpoint.own_writes import OwnWritesLayer
 from threadlog.checkpoint.serde import strict_serializer
+from threadlog.checkpoint.stopped_work import StoppedWorkLayer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
 
@@ -108,7 +109,8 @@ def checkpointer(
         guard: wrap the saver in the run guard (no silent forks, input checked first).
         allowed_types: extra `(module, class)` pairs or classes the strict serializer may
             rebuild from stored blobs (your own state classes).
-        wrap: a function applied to the backend saver before the guard (your own wrapper).
+        wrap: a function applied to the backend saver (your own wrapper); threadlog's
+            layers sit above what it returns.
         max_input_chars: refuse a turn's input message longer than this many characters.
         cache: keep the warm-process history cache on (a turn reads only new writes).
         multitask_strategy: what a run does while another run holds its thread:
@@ -202,28 +204,41 @@ def _finish(
     cache: bool,
     multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> BaseCheckpointSaver[Any]:
-    """The one place a ready saver gets wrapped: the history cache, finished work, `wrap`,
-    the guard.
+    """The one place a ready saver gets its layers, in this order (outermost first):
 
-    The read cache (`threadlog.checkpoint.cache`) wraps the backend saver *inside* the
-    guard, so both the graph's reads and the guard's input check read through it, and
-    every write still passes the guard. It is on by default: without it every turn
-    re-reads and re-checks the thread's whole history (see BENCHMARKS.md). Head reads
-    carry the work a crash left without its checkpoint (`threadlog.checkpoint.finished`),
-    so new input does not drop it; every checkpoint records a count and checksum of the
-    message writes it is rebuilt from, checked on read (`threadlog.checkpoint.integrity`).
+    1. the run guard (`guard.GuardLayer`, `guard=True`): whole turns, checked writes;
+    2. stopped work (`stopped_work.StoppedWorkLayer`): a head read carries what a
+       stopped step stored, so new input does not drop it;
+    3. checksums (`integrity.ChecksumLayer`): a count and checksum of the message writes
+       each checkpoint is rebuilt from, checked on read;
+    4. own writes (`own_writes.OwnWritesLayer`, `cache=True`): what this saver stored,
+       so a warm turn's history walk needs no query;
+    5. the history cache (`cache.HistoryLayer`, `cache=True`): a warm process rebuilds a
+       thread from the new writes only (without it every turn re-reads and re-checks
+       the whole history; BENCHMARKS.md).
+
+    Then the backend, after the user's `wrap`. With the guard the result is one wrapper,
+    `GuardedSaver`; without it the layers are bound onto the backend object itself, which
+    stays the LangGraph class it is (`layered.bind_layers`). A backend `wrap` already gave
+    a history cache keeps it: the layer serves that cache, so there is one.
     """
-    out: BaseCheckpointSaver[Any] = (
-        record_own_writes(with_history_cache(saver)) if cache else saver
+    inner = wrap(saver) if wrap is not None else saver
+    layers: list[Layer] = []
+    history: HistoryCache | None = None
+    if cache:
+        history = history_cache_of(inner) or HistoryCache()
+        own = OwnWritesLayer()
+        layers = [own, HistoryLayer(history, own.record)]
+    layers = [StoppedWorkLayer(), ChecksumLayer(history), *layers]
+    if not guard:
+        return bind_layers(inner, layers)
+    return GuardedSaver(
+        inner,
+        store,
+        InputCheck(max_chars=max_input_chars),
+        multitask_strategy=multitask_strategy,
+        layers=layers,
     )
-    out = keep_finished_work(chain_writes(out))
-    out = wrap(out) if wrap is not None else out
-    if guard:
-        out = GuardedSaver(
-            out, store, InputCheck(max_chars=max_input_chars),
-            multitask_strategy=multitask_strategy,
-        )
-    return out
 
 
 def _sqlite_saver(

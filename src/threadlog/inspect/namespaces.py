@@ -30,8 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import ERROR, INTERRUPT, NS_END, NS_SEP, postgres_cursor
-from threadlog.checkpoint.finished import with_finished_work
-from threadlog.checkpoint.finished_subgraphs import may_run_subgraphs
+from threadlog.checkpoint.stopped_work import may_run_subgraphs, with_finished_work
 from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table

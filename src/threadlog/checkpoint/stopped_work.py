@@ -1,4 +1,4 @@
-"""Work a crash left without its checkpoint is kept, not dropped by the next input.
+"""What a stopped step stored is kept: a crashed step's finished work, a stopped subgraph's.
 
 Why. LangGraph stores each task's writes the moment the task finishes, and the step's
 checkpoint after all of them. A process killed in between leaves the thread's newest
@@ -11,9 +11,9 @@ a final answer or a tool call the user had seen streamed (issue 15, item 1; plai
 
 Contract:
 
-* `keep_finished_work(saver)` gives any saver this behaviour and returns the same
-  object (its class is swapped for a subclass, like `with_history_cache`).
-  `threadlog.checkpointer()` does it for every saver it builds.
+* `StoppedWorkLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`),
+  under the run guard; `threadlog.checkpointer()` gives it to every saver it builds, and
+  `keep_finished_work(saver)` binds it onto any saver, returning the same object.
 * Reading the head — `get_tuple` / `aget_tuple` with a config that names a thread but no
   `checkpoint_id`, root namespace — adds, for each channel that finished work wrote
   messages to, one write of task `NULL_TASK_ID` carrying those messages: the `__start__`
@@ -30,7 +30,7 @@ Contract:
   as before. Messages without an id (bare strings, tuples) are not carried: their ids
   derive from their position, which would differ when the task's own write is replayed.
 * A run that brings new input also gets what the subgraphs running from the head stored
-  in their own namespaces, nested ones too (`finished_subgraphs`), after the head's own
+  in their own namespaces, nested ones too (below, "Subgraphs"), after the head's own
   finished work.
   Readers and resumes do not: a resumed subgraph returns its own work.
 * New input on a head that still has a task to run abandons that task (LangGraph
@@ -52,6 +52,37 @@ Contract:
 * Nothing is stored: this changes what a reader of the head sees, never the database.
   Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
   are returned unchanged, at the cost of one scan of the head's pending writes.
+
+Subgraphs. A compiled subgraph used as a node (sharing the parent's `messages` key) stores its
+steps in its own namespace (`checkpoint_ns = "node:task_id"`): its model's tool calls,
+its tools' results. The parent sees none of it until the subgraph *returns*. A process
+killed (or a run interrupted or failed) inside the subgraph leaves the parent's head with
+the subgraph's task unfinished; resuming (`invoke(None)`) re-enters the subgraph at its
+own checkpoint, but **new input** gives the parent a new step, so the subgraph runs again
+as a new task in a new namespace from the parent's log — everything the first run stored
+(calls, tool results, answers the user saw streamed) was silently dropped, and the model
+re-asked for tools whose side effects had happened.
+
+* `may_run_subgraphs(tup)`: whether a head (of the root graph or
+  of a subgraph's namespace) has a task still to run (a `branch:to:<node>` trigger, or
+  a `Send` waiting in its tasks channel's value (`TASKS`) or its pending writes) — only
+  then is it worth looking for subgraph namespaces; a finished turn's head costs
+  nothing more.
+* `subgraph_work(saver, tup)` / `asubgraph_work(saver, tup)`: one batch of message items
+  per write, per channel, oldest checkpoint first, for each namespace below the head whose
+  parent task has not finished (a finished task's own writes are the parent's finished
+  work already). Writes of a task that failed or was interrupted are skipped, as
+  `finished_work` does; so is anything not made of messages with ids.
+  The subgraph's first write re-sends the parent's log (its input): the log takes it as
+  a replay, so what is new is what the subgraph added.
+* Nested subgraphs are walked level by level: LangGraph names a namespace two levels
+  down `outer:<task>|inner:<task>` and records every enclosing checkpoint id in
+  `metadata["parents"]` (`{"": head_id, "outer:<task>": outer_head_id}`), so each level
+  is one `list(filter={"parents": ...})` query, made only when the level's newest
+  checkpoint (its head) still has a task to run. A namespace's work comes before the
+  work of the subgraphs it was running, which ran from its head.
+* The walk itself does no I/O (`_walk` yields each query and receives its checkpoints),
+  so the sync and async savers share it.
 """
 
 from __future__ import annotations
@@ -67,20 +98,33 @@ from langgraph.constants import START
 from langgraph.types import Command
 
 from threadlog._upstream import (
+    BRANCH_TO,
     CONFIG_KEY_RUNTIME,
     ERROR,
     INTERRUPT,
     MISSING,
+    NS_END,
+    NS_SEP,
     NULL_TASK_ID,
+    TASKS,
     entering_loop,
 )
-from threadlog.checkpoint import finished_subgraphs as subs
-from threadlog.checkpoint.mixin import mix_into
-from threadlog.checkpoint.recover import arecover_results, recover_results
+from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.recover import recover_flow
+from threadlog.checkpoint.steps import Flow, call, listed, run
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
 
-__all__ = ["Batch", "finished_work", "keep_finished_work", "message_items", "with_finished_work"]
+__all__ = [
+    "Batch",
+    "StoppedWorkLayer",
+    "finished_work",
+    "keep_finished_work",
+    "may_run_subgraphs",
+    "message_items",
+    "subgraph_work",
+    "with_finished_work",
+]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
@@ -293,74 +337,52 @@ def _wanted(rounds: Sequence[Mapping[str, list[Batch]]], abandon: _Abandon | Non
     return list(wanted)
 
 
-class _KeepFinishedMixin(BaseCheckpointSaver[Any]):
-    """Overrides the head reads of any saver class it is mixed into (module doc)."""
+class StoppedWorkLayer(Layer):
+    """Head reads carry what a stopped step stored (module doc)."""
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = super().get_tuple(config)
+    name = "stopped_work"
+
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if tup is None or not _is_head_read(config):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            rounds.append(subs.subgraph_work(self, tup))
+        if may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
+            rounds.append((yield from _subgraph_flow(below, tup)))
             abandon = _abandoning(loop)
-        return _carry_read(self, tup, rounds, abandon, reader=_is_reader(config))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = await super().aget_tuple(config)
-        if tup is None or not _is_head_read(config):
-            return tup
-        rounds = [finished_work(tup)]
-        abandon = None
-        if subs.may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            rounds.append(await subs.asubgraph_work(self, tup))
-            abandon = _abandoning(loop)
-        wanted = _wanted(rounds, abandon)
-        if not wanted:
-            return tup
-        missing = _needs_history(tup, wanted)
-        history = (
-            await self.aget_delta_channel_history(config=tup.config, channels=missing)
-            if missing
-            else None
-        )
-        logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
-        if abandon is not None and (calls := _open_in(logs, abandon)):
-            stored = await arecover_results(
-                self, tup.config, list(calls), requests=_requests(calls)
-            )
-            abandon = replace(abandon, recovered=stored)
-        return _carry(tup, rounds, logs, reader=_is_reader(config), abandon=abandon)
+        return (yield from _carry_flow(below, tup, rounds, abandon, reader=_is_reader(config)))
 
 
 def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> CheckpointTuple:
     """`tup` (a head of any namespace, read by id) as a reader of the root's head sees it:
     its finished tasks' stored messages carried as `NULL_TASK_ID` writes, only what its
     log accepts, nothing invented (open calls stay open). For the inspector's export."""
-    return _carry_read(saver, tup, [finished_work(tup)], None, reader=True)
+    return run(_carry_flow(saver, tup, [finished_work(tup)], None, reader=True))
 
 
-def _carry_read(
+def _carry_flow(
     saver: BaseCheckpointSaver[Any],
     tup: CheckpointTuple,
     rounds: Sequence[Mapping[str, list[Batch]]],
     abandon: _Abandon | None,
     *,
     reader: bool,
-) -> CheckpointTuple:
-    """The synchronous rest of a head read (`get_tuple`, `with_finished_work`): the logs
-    the carried work needs, the stored results of abandoned calls, then `_carry`."""
+) -> Flow[CheckpointTuple]:
+    """The rest of a head read: the logs the carried work needs, the stored results of
+    abandoned calls, then `_carry`."""
     wanted = _wanted(rounds, abandon)
     if not wanted:
         return tup
     missing = _needs_history(tup, wanted)
-    history = (
-        saver.get_delta_channel_history(config=tup.config, channels=missing) if missing else None
-    )
+    history = None
+    if missing:
+        history = yield from call(
+            saver, "get_delta_channel_history", config=tup.config, channels=missing
+        )
     logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
     if abandon is not None and (calls := _open_in(logs, abandon)):
-        stored = recover_results(saver, tup.config, list(calls), requests=_requests(calls))
+        stored = yield from recover_flow(saver, tup.config, list(calls), requests=_requests(calls))
         abandon = replace(abandon, recovered=stored)
     return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
 
@@ -374,7 +396,7 @@ def _new_input_loop() -> Any | None:
     abandons the head's tasks. Readers see the subgraph's stored work through
     `get_state(subgraphs=True)`.
     """
-    loop = entering_loop(depth=8)
+    loop = entering_loop(depth=16)
     if loop is None:
         return None
     given = getattr(loop, "input", None)
@@ -385,11 +407,86 @@ def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Bat
     return {c: b for work in rounds for c, b in work.items() if b}
 
 
-
-
 def keep_finished_work(saver: S) -> S:
-    """Make `saver`'s head reads carry finished work (module doc); returns `saver`."""
-    if isinstance(saver, _KeepFinishedMixin):
+    """Make `saver`'s head reads carry finished work (module doc), bound onto its own
+    methods (`bind_layers`); returns `saver`."""
+    if layer_of(saver, StoppedWorkLayer) is not None:
         return saver
-    mix_into(saver, _KeepFinishedMixin, "KeepFinished")
-    return saver
+    return bind_layers(saver, [StoppedWorkLayer()])
+
+
+# -- subgraphs: what they stored in their own namespaces --------------------------------
+
+def may_run_subgraphs(tup: CheckpointTuple) -> bool:
+    """Whether the head still has a task to run: a branch taken, or a `Send` (a subgraph or
+    a tool branch it starts; LangChain's `create_agent` sends each tool call, and
+    `HumanInTheLoopMiddleware(interrupt_mode="per_call")` pauses inside those tasks)."""
+    values = tup.checkpoint.get("channel_values", {})
+    # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
+    # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
+    if values.get(TASKS) or any(str(k).startswith(BRANCH_TO) for k in values):
+        return True
+    return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
+
+
+Work = dict[str, list[Batch]]
+
+
+def subgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work:
+    """channel -> batches of the subgraphs' stored messages, every level (module doc)."""
+    return run(_subgraph_flow(saver, tup))
+
+
+def _subgraph_flow(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Flow[Work]:
+    out: Work = {}
+    yield from _walk(saver, tup, "", {}, out)
+    return out
+
+
+def _walk(
+    saver: BaseCheckpointSaver[Any],
+    head: CheckpointTuple,
+    head_ns: str,
+    head_parents: dict[str, str],
+    out: Work,
+) -> Flow[None]:
+    """Add to `out` the work of the subgraphs running from `head` (namespace `head_ns`),
+    then, for each, of the subgraphs running from its own head."""
+    parents = {**head_parents, head_ns: _id(head)}
+    found = yield from listed(saver, _thread(head), filter={"parents": parents})
+    writes = head.pending_writes or ()
+    unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
+    done = {task for task, _, _ in writes} - unfinished
+    prefix = f"{head_ns}{NS_SEP}" if head_ns else ""
+    by_ns: dict[str, list[CheckpointTuple]] = {}
+    for sub in found:
+        ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
+        # Postgres' metadata filter is containment, SQLite's equality: keep one level.
+        if not ns.startswith(prefix) or NS_SEP in ns[len(prefix):] or ns == prefix:
+            continue
+        if ((sub.metadata or {}).get("parents") or {}) != parents:
+            continue
+        if ns.rsplit(NS_END, 1)[-1] in done:
+            continue
+        by_ns.setdefault(ns, []).append(sub)
+    for ns, subs in sorted(by_ns.items(), key=lambda kv: min(_id(t) for t in kv[1])):
+        subs.sort(key=_id)
+        for sub in subs:
+            sub_writes = sub.pending_writes or ()
+            failed = {task for task, channel, _ in sub_writes if channel in _UNFINISHED}
+            for task, channel, value in sub_writes:
+                if task in failed:
+                    continue
+                if (items := message_items(value)) is not None:
+                    out.setdefault(str(channel), []).append((None, items))
+        if may_run_subgraphs(subs[-1]):
+            yield from _walk(saver, subs[-1], ns, parents, out)
+
+
+def _thread(tup: CheckpointTuple) -> RunnableConfig:
+    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
+    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
+
+
+def _id(tup: CheckpointTuple) -> str:
+    return str(tup.config["configurable"]["checkpoint_id"])

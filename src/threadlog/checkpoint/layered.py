@@ -1,0 +1,356 @@
+"""`LayeredSaver`: one wrapper class, the saver's capabilities as an ordered tuple of layers.
+
+Contract (the model is Temporal's interceptor chain, written sans-IO):
+
+* A `Layer` is one capability (the run guard, stopped work, checksums, own writes, the
+  history cache). It defines some of the hooks named in `HOOKS`; each hook is a flow
+  (`threadlog.checkpoint.steps`): `hook(below, *args)` yields the I/O it needs and returns
+  the operation's result. `below` is the saver as seen from under the layer — the layers
+  after it, then the backend — used two ways: `yield from below.flow("get_tuple", cfg)`
+  to pass the operation on, or as an ordinary `BaseCheckpointSaver` handed to code that
+  wants one (LangGraph's channel loader). A layer may also define `listed(tup)`, a pure
+  function applied to each checkpoint `list` / `alist` yields.
+* `layers` is a tuple, first = outermost. An operation enters at the first layer that
+  hooks it and goes down in tuple order; layers that do not hook it cost nothing. Layers
+  never look each other up: what one needs of another is passed in when they are built
+  (`threadlog.checkpoint.saver`, the one place the order is stated).
+* Every `BaseCheckpointSaver` method is written once, here, for sync and async alike
+  (`run` / `arun` drive the same flow); anything else (`setup()`, `conn`, …) is the
+  backend's. The wrapper's class has exactly the maintenance methods (`copy_thread`,
+  `prune`, `delete_for_runs` and their async forms) its backend's class has, forwarded
+  as they are: LangGraph Server and the conformance suite detect them by class.
+* `bind_layers(saver, layers)` gives a saver object the same layers *in place* — its
+  own methods become the layers' entry points, its class is untouched — for the calls
+  documented to return the caller's saver itself (`with_history_cache(saver)`,
+  `checkpointer(url, guard=False)`). Binding again puts the new layers on top.
+* `layer_of(saver, cls)`: the layer of type `cls` serving a saver — the wrapper, a saver
+  with bound layers, or the backend inside a wrapper.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from threadlog.checkpoint.steps import Flow, arun, call, run
+
+__all__ = ["HOOKS", "Layer", "LayeredSaver", "SaverView", "bind_layers", "layer_of"]
+
+HOOKS = ("get_tuple", "put", "put_writes", "get_delta_channel_history", "delete_thread")
+"""The operations a layer may hook (each also covers its `a…` async form)."""
+
+L = TypeVar("L", bound="Layer")
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
+
+
+class Layer:
+    """One capability of a saver: some of `HOOKS` as flows, and/or `listed`."""
+
+    name: ClassVar[str] = ""
+
+    def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
+        return tup
+
+
+def _hooks(layer: Layer) -> frozenset[str]:
+    return frozenset(h for h in HOOKS if callable(getattr(layer, h, None)))
+
+
+def _lists(layer: Layer) -> bool:
+    return type(layer).listed is not Layer.listed
+
+
+class _Stack:
+    """The backend and its layers, with each hook's entry resolved once."""
+
+    def __init__(self, inner: Any, layers: Sequence[Layer], *, bound: bool) -> None:
+        self.inner = inner
+        self.layers = tuple(layers)
+        # A saver with bound layers is its own backend: the class's methods are the end.
+        self.end = _ClassMethods(inner) if bound else inner
+        n = len(self.layers)
+        hooked = [_hooks(layer) for layer in self.layers]
+        # entry[name][level]: the first layer at or after `level` hooking `name`, or None.
+        self.entry: dict[str, list[int | None]] = {}
+        for name in HOOKS:
+            row: list[int | None] = [None] * (n + 1)
+            for level in range(n - 1, -1, -1):
+                row[level] = level if name in hooked[level] else row[level + 1]
+            self.entry[name] = row
+        self.listers = [i for i, layer in enumerate(self.layers) if _lists(layer)]
+        self.views = [SaverView(self, level) for level in range(n + 1)]
+
+    def flow(
+        self, name: str, level: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Flow[Any]:
+        at = self.entry[name][level]
+        if at is None:
+            return call(self.end, name, *args, **kwargs)
+        hook = getattr(self.layers[at], name)
+        return hook(self.views[at + 1], *args, **kwargs)  # type: ignore[no-any-return]
+
+    def listed(self, level: int, tup: CheckpointTuple) -> CheckpointTuple:
+        for i in self.listers:
+            if i >= level:
+                tup = self.layers[i].listed(tup)
+        return tup
+
+
+class _ClassMethods:
+    """A bound saver's own class methods (its instance attributes are the layers')."""
+
+    __slots__ = ("_saver",)
+
+    def __init__(self, saver: Any) -> None:
+        self._saver = saver
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(type(self._saver), name).__get__(self._saver)
+
+
+class SaverView(BaseCheckpointSaver[Any]):
+    """The saver from `level` down: every method is the same flow, driven sync or async."""
+
+    def __init__(self, stack: _Stack, level: int) -> None:
+        super().__init__(serde=stack.inner.serde)
+        self._stack = stack
+        self._level = level
+
+    def flow(self, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
+        """This operation as a flow, for a layer above to `yield from`."""
+        return self._stack.flow(name, self._level, args, kwargs)
+
+    def _direct(self, name: str) -> Any | None:
+        # No layer from here hooks it: the backend's method itself, no driver.
+        if self._stack.entry[name][self._level] is None:
+            return getattr(self._stack.end, name)
+        return None
+
+    @property
+    def inner(self) -> Any:
+        """The backend (for a saver with bound layers: the saver itself)."""
+        return self._stack.inner
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return self._stack.inner.config_specs  # type: ignore[no-any-return]
+
+    def get_next_version(self, current: Any, channel: None = None) -> Any:
+        return self._stack.inner.get_next_version(current, channel)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return run(self.flow("get_tuple", config))  # type: ignore[no-any-return]
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await arun(self.flow("get_tuple", config))  # type: ignore[no-any-return]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return run(self.flow("put", config, checkpoint, metadata, new_versions))  # type: ignore[no-any-return]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await arun(self.flow("put", config, checkpoint, metadata, new_versions))  # type: ignore[no-any-return]
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        run(self.flow("put_writes", config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await arun(self.flow("put_writes", config, writes, task_id, task_path))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        direct = self._direct("get_delta_channel_history")
+        if direct is not None:
+            return direct(config=config, channels=channels)  # type: ignore[no-any-return]
+        return run(self.flow("get_delta_channel_history", config=config, channels=channels))  # type: ignore[no-any-return]
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        flow = self.flow("get_delta_channel_history", config=config, channels=channels)
+        return await arun(flow)  # type: ignore[no-any-return]
+
+    def delete_thread(self, thread_id: str) -> None:
+        run(self.flow("delete_thread", thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await arun(self.flow("delete_thread", thread_id))
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        stack, level = self._stack, self._level
+        for tup in stack.end.list(config, **kwargs):
+            yield stack.listed(level, tup)
+
+    async def alist(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        stack, level = self._stack, self._level
+        async for tup in stack.end.alist(config, **kwargs):
+            yield stack.listed(level, tup)
+
+
+_SERVING: weakref.WeakKeyDictionary[Any, _Stack] = weakref.WeakKeyDictionary()
+
+
+class LayeredSaver(SaverView):
+    """A backend saver wrapped in `layers` (module doc); `inner` is the backend."""
+
+    layers: tuple[Layer, ...]
+
+    def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> LayeredSaver:
+        # The class with exactly the backend's maintenance methods (module doc).
+        return super().__new__(_with_maintenance(cls, type(inner)))  # type: ignore[no-any-return]
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
+        self._join(inner, layers)
+
+    def _join(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
+        SaverView.__init__(self, _Stack(inner, layers, bound=False), 0)
+        self.layers = tuple(layers)
+        try:
+            _SERVING[inner] = self._stack
+        except TypeError:  # not weak-referenceable: layer_of(inner) just finds nothing
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        # setup(), conn, … of the backend stay reachable. ("inner" itself is missing
+        # only mid-construction or mid-copy: no recursion then.)
+        if name in ("inner", "_stack"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def with_allowlist(self, extra_allowlist: Any) -> LayeredSaver:
+        inner = self.inner.with_allowlist(extra_allowlist)
+        if inner is self.inner:
+            return self
+        # The same layers (their state is the thread's, not the serializer's).
+        out = object.__new__(_with_maintenance(type(self), type(inner)))
+        out._join(inner, self.layers)
+        return out
+
+
+def bind_layers(saver: S, layers: Sequence[Layer]) -> S:
+    """Give `saver` these layers in place, on top of any it has (module doc)."""
+    below = saver.__dict__.get("_threadlog_stack")
+    stack = _Stack(saver, [*layers, *(below.layers if below else ())], bound=True)
+    top = stack.views[0]
+    names = {n for layer in stack.layers for n in _hooks(layer)}
+    if stack.listers:
+        names.add("list")
+    for name in names:
+        saver.__dict__[name] = getattr(top, name)
+        saver.__dict__["a" + name] = getattr(top, "a" + name)
+    saver.__dict__["_threadlog_stack"] = stack
+    return saver
+
+
+def _stack_of(saver: Any) -> _Stack | None:
+    for _ in range(8):  # through users' wrappers that keep the saver as `.inner`
+        if saver is None:
+            return None
+        found = saver.__dict__.get("_stack") if isinstance(saver, SaverView) else None
+        found = found or getattr(saver, "__dict__", {}).get("_threadlog_stack")
+        if found is None:
+            try:
+                found = _SERVING.get(saver)
+            except TypeError:
+                found = None
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        saver = getattr(saver, "__dict__", {}).get("inner")
+    return None
+
+
+def layer_of(saver: Any, cls: type[L]) -> L | None:
+    """The `cls` layer serving `saver` (module doc), or None."""
+    stack = _stack_of(saver)
+    while stack is not None:
+        for layer in stack.layers:
+            if isinstance(layer, cls):
+                return layer
+        # A wrapper over a saver with bound layers: those serve it too.
+        stack = _stack_of(stack.inner) if stack.inner is not saver else None
+        saver = None if stack is None else stack.inner
+    return None
+
+
+# -- maintenance calls: forwarded as the backend has them --------------------------------
+# copy_thread, prune and delete_for_runs rewrite or drop whole threads; they are the
+# operator's, not a run's, so they go straight to the backend. A claimed method that
+# raises NotImplementedError would break LangGraph Server's thread copy / prune.
+_MAINTENANCE = (
+    "delete_for_runs",
+    "adelete_for_runs",
+    "copy_thread",
+    "acopy_thread",
+    "prune",
+    "aprune",
+)
+_maintained: dict[tuple[type[Any], frozenset[str]], type[Any]] = {}
+
+
+def _forward(name: str) -> Any:
+    if name.startswith("a") and name[1:] in _MAINTENANCE:
+
+        async def forward_async(self: LayeredSaver, *args: Any, **kwargs: Any) -> Any:
+            return await getattr(self.inner, name)(*args, **kwargs)
+
+        return forward_async
+
+    def forward(self: LayeredSaver, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    return forward
+
+
+def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
+    base = getattr(cls, "_threadlog_base", cls)
+    names = frozenset(
+        n for n in _MAINTENANCE if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
+    )
+    if not names:
+        return base  # type: ignore[no-any-return]
+    key = (base, names)
+    sub = _maintained.get(key)
+    if sub is None:
+        attrs: dict[str, Any] = {n: _forward(n) for n in sorted(names)}
+        attrs["_threadlog_base"] = base
+        sub = type(base.__name__, (base,), attrs)
+        sub.__module__ = base.__module__
+        _maintained[key] = sub
+    return sub

@@ -1,0 +1,92 @@
+"""One sans-IO flow, two thin drivers: how every storage operation is written once.
+
+Contract (httpx's `_auth.py` pattern):
+
+* A *flow* is a generator that does no I/O itself. Each time it needs storage it yields
+  one `Io` — the call in both forms, `sync(*args)` and `async_(*args)` — and is sent the
+  result (or has the call's exception thrown into it, so its `try`/`finally` run).
+* `run(flow)` performs each `Io` with its sync form; `arun(flow)` awaits its async form.
+  An `Io` with no async form is a blocking call: `arun` runs it in a worker thread. Those
+  are the only two places where threadlog's savers do I/O, so the sync and the async
+  paths of an operation cannot drift apart.
+* `call(saver, "get_tuple", config)` is the `Io` of a `BaseCheckpointSaver` method
+  (`aget_tuple` in async); `listed(saver, config, ...)` reads `list` / `alist` whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = ["Flow", "Io", "arun", "call", "listed", "run"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Io:
+    """One storage call a flow needs, in both forms."""
+
+    sync: Callable[..., Any]
+    async_: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+Flow = Generator[Io, Any, T]
+
+
+def run(flow: Flow[T]) -> T:
+    """Drive `flow` with the sync form of each call."""
+    send: Callable[[Any], Io] = flow.send
+    value: Any = None
+    while True:
+        try:
+            op = send(value)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            value = op.sync(*op.args, **op.kwargs)
+            send = flow.send
+        except BaseException as exc:  # handed to the flow, whose `with`/finally see it
+            value, send = exc, flow.throw
+
+
+async def arun(flow: Flow[T]) -> T:
+    """Drive `flow` awaiting the async form of each call (blocking ones in a thread)."""
+    send: Callable[[Any], Io] = flow.send
+    value: Any = None
+    while True:
+        try:
+            op = send(value)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            if op.async_ is not None:
+                value = await op.async_(*op.args, **op.kwargs)
+            else:
+                value = await asyncio.to_thread(op.sync, *op.args, **op.kwargs)
+            send = flow.send
+        except BaseException as exc:
+            value, send = exc, flow.throw
+
+
+def call(saver: Any, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
+    """`saver.<name>(...)`, or `await saver.a<name>(...)` under `arun`."""
+    return (
+        yield Io(getattr(saver, name), getattr(saver, "a" + name, None), args, kwargs)
+    )
+
+
+def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
+    """`list(saver.list(config, ...))`, or the same of `alist` under `arun`."""
+
+    def sync() -> list[Any]:
+        return list(saver.list(config, **kwargs))
+
+    async def async_() -> list[Any]:
+        return [t async for t in saver.alist(config, **kwargs)]
+
+    return (yield Io(sync, async_))
