@@ -30,6 +30,7 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,6 +53,7 @@ from threadlog.checkpoint.integrity import ChecksumLayer
 from threadlog.checkpoint.layered import Layer, bind_layers
 from threadlog.checkpoint.own_writes import OwnWritesLayer
 from threadlog.checkpoint.serde import strict_serializer
+from threadlog.checkpoint.steps import Flow, Io, arun, run
 from threadlog.checkpoint.stopped_work import StoppedWorkLayer
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
@@ -91,6 +93,16 @@ def _bad_url(url: object, why: str) -> ValueError:
     )
 
 
+@dataclass(frozen=True)
+class _Options:
+    guard: bool
+    allowed_types: tuple[tuple[str, str] | type, ...]
+    wrap: SaverWrapper | None
+    max_input_chars: int | None
+    cache: bool
+    multitask_strategy: MultitaskStrategy
+
+
 @contextlib.contextmanager
 def checkpointer(
     url: str,
@@ -117,26 +129,11 @@ def checkpointer(
             `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
             anything is stored (per thread: `saver.set_multitask_strategy`).
     """
-    target = parse_url(url)
-    serde = strict_serializer(allowed_types)
+    options = _Options(
+        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy
+    )
     with contextlib.ExitStack() as stack:
-        saver: BaseCheckpointSaver[Any]
-        store: HeadStore
-        if target.kind == "memory":
-            mem = InMemorySaver(serde=serde)
-            saver, store = mem, MemoryHeadStore(mem)
-        elif target.kind == "sqlite":
-            saver = _sqlite_saver(target.location, serde, stack)
-            shared = saver.conn if target.location == ":memory:" else None  # type: ignore[attr-defined]
-            store = SqliteHeadStore(target.location, shared)
-        else:
-            saver = _postgres_saver(target.location, serde, stack)
-            store = PostgresHeadStore(target.location)
-        stack.callback(store.close)
-        yield _finish(
-            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache,
-            multitask_strategy=multitask_strategy,
-        )
+        yield run(_build(url, options, stack))
 
 
 @contextlib.asynccontextmanager
@@ -150,48 +147,56 @@ async def acheckpointer(
     cache: bool = True,
     multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An async saver for `url` (see module doc), closed when the block ends."""
-    target = parse_url(url)
-    serde = strict_serializer(allowed_types)
+    """An async saver for `url` (the arguments of `checkpointer`), closed when the block
+    ends."""
+    options = _Options(
+        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy
+    )
     async with contextlib.AsyncExitStack() as stack:
-        saver: BaseCheckpointSaver[Any]
-        store: HeadStore
-        if target.kind == "memory":
-            mem = InMemorySaver(serde=serde)
-            saver, store = mem, MemoryHeadStore(mem)
-        elif target.kind == "sqlite":
-            import aiosqlite
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        yield await arun(_build(url, options, stack))
 
-            conn = await stack.enter_async_context(aiosqlite.connect(target.location))
-            asaver = AsyncSqliteSaver(conn, serde=serde)
-            await asaver.setup()
-            saver, store = asaver, SqliteHeadStore(target.location)
-        else:
-            _require_postgres()
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg import AsyncConnection
-            from psycopg.rows import dict_row
 
-            aconn = await stack.enter_async_context(
-                await AsyncConnection.connect(
-                    target.location, autocommit=True, prepare_threshold=0, row_factory=dict_row
-                )
-            )
-            pg = AsyncPostgresSaver(aconn, serde=serde)
-            store = PostgresHeadStore(target.location)
-            if target.location not in _SET_UP:
-                # Migrations under an advisory lock, so workers starting together
-                # do not race on CREATE TABLE.
-                with store.lock("__setup__"):
-                    await pg.setup()
-                _SET_UP.add(target.location)
-            saver = pg
-        stack.callback(store.close)
-        yield _finish(
-            saver, store, guard=guard, wrap=wrap, max_input_chars=max_input_chars, cache=cache,
-            multitask_strategy=multitask_strategy,
-        )
+def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
+    """The one build path, for both: open the backend (each `Io` names its sync and async
+    opener), its head store, the schema once per process, then the layers (`_finish`)."""
+    target = parse_url(url)
+    serde = strict_serializer(options.allowed_types)
+    saver: BaseCheckpointSaver[Any]
+    store: HeadStore
+    if target.kind == "memory":
+        mem = InMemorySaver(serde=serde)
+        saver, store = mem, MemoryHeadStore(mem)
+    elif target.kind == "sqlite":
+        saver, shared = yield Io(_open_sqlite, _aopen_sqlite, (target.location, serde, stack))
+        # ":memory:" is private to one connection: the head store reads through it.
+        store = SqliteHeadStore(target.location, shared)
+    else:
+        _require_postgres()
+        saver = yield Io(_open_postgres, _aopen_postgres, (target.location, serde, stack))
+        store = PostgresHeadStore(target.location)
+    stack.callback(store.close)
+    if target.kind == "sqlite":
+        yield _setup(saver)  # CREATE TABLE IF NOT EXISTS; SQLite serializes it
+    elif target.kind == "postgres" and target.location not in _SET_UP:
+        # Migrations under an advisory lock, so workers starting together do not race on
+        # CREATE TABLE; once per process and URL. Under asyncio the lock is taken in a
+        # worker thread, never on the event loop.
+        lock = store.lock("__setup__")
+        yield Io(lock.__enter__)
+        try:
+            yield _setup(saver)
+        finally:
+            yield Io(lock.__exit__, None, (None, None, None))
+        _SET_UP.add(target.location)
+    return _finish(
+        saver,
+        store,
+        guard=options.guard,
+        wrap=options.wrap,
+        max_input_chars=options.max_input_chars,
+        cache=options.cache,
+        multitask_strategy=options.multitask_strategy,
+    )
 
 
 def _finish(
@@ -241,26 +246,42 @@ def _finish(
     )
 
 
-def _sqlite_saver(
-    path: str, serde: JsonPlusSerializer, stack: contextlib.ExitStack
-) -> BaseCheckpointSaver[Any]:
-    import sqlite3
+def _setup(saver: BaseCheckpointSaver[Any]) -> Io:
+    # LangGraph's async savers name their coroutine `setup` too.
+    return Io(saver.setup, saver.setup)  # type: ignore[attr-defined]
 
+
+# The openers: one per backend and form, each only connects (the build path does the rest).
+
+
+def _open_sqlite(
+    path: str, serde: JsonPlusSerializer, stack: contextlib.ExitStack
+) -> tuple[BaseCheckpointSaver[Any], sqlite3.Connection | None]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     # check_same_thread=False: LangGraph writes from its background threads (as
     # SqliteSaver.from_conn_string does); timeout: other processes may hold the file.
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
     stack.callback(conn.close)
-    saver = SqliteSaver(conn, serde=serde)
-    saver.setup()
-    return saver
+    return SqliteSaver(conn, serde=serde), conn if path == ":memory:" else None
 
 
-def _postgres_saver(
+async def _aopen_sqlite(
+    path: str, serde: JsonPlusSerializer, stack: contextlib.AsyncExitStack
+) -> tuple[BaseCheckpointSaver[Any], sqlite3.Connection | None]:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await stack.enter_async_context(aiosqlite.connect(path, check_same_thread=False))
+    # aiosqlite runs its sqlite3 connection on its own thread; ":memory:" lives only in
+    # that connection, so the head store shares it (`_conn`: aiosqlite has no public
+    # accessor; tests/storage cover it).
+    return AsyncSqliteSaver(conn, serde=serde), conn._conn if path == ":memory:" else None
+
+
+def _open_postgres(
     url: str, serde: JsonPlusSerializer, stack: contextlib.ExitStack
 ) -> BaseCheckpointSaver[Any]:
-    _require_postgres()
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
     from psycopg.rows import dict_row
@@ -268,18 +289,22 @@ def _postgres_saver(
     conn = stack.enter_context(
         Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     )
-    saver = PostgresSaver(conn, serde=serde)
-    if url not in _SET_UP:
-        # Migrations under an advisory lock, so workers starting together do not
-        # race on CREATE TABLE; once per process and URL is enough.
-        lock_store = PostgresHeadStore(url)
-        try:
-            with lock_store.lock("__setup__"):
-                saver.setup()
-        finally:
-            lock_store.close()
-        _SET_UP.add(url)
-    return saver
+    return PostgresSaver(conn, serde=serde)
+
+
+async def _aopen_postgres(
+    url: str, serde: JsonPlusSerializer, stack: contextlib.AsyncExitStack
+) -> BaseCheckpointSaver[Any]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    conn = await stack.enter_async_context(
+        await AsyncConnection.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+    )
+    return AsyncPostgresSaver(conn, serde=serde)
 
 
 _SET_UP: set[str] = set()
