@@ -1,11 +1,63 @@
-"""Checkpoint helpers: a ready saver from a URL, the run guard, the history cache.
+"""Checkpoint helpers: `checkpointer(url)` / `acheckpointer(url)` and the saver they return.
 
-One file per idea: `saver` (`checkpointer(url)` / `acheckpointer(url)`), `serde` (the
-strict msgpack allowlist), `guard` (`GuardedSaver`: whole turns per thread, no silent
-forks), `heads` (per-backend thread heads and cross-process locks), `input_check` (bad
-input refused before it is stored), `recover` (results a crashed step had already
-stored), `cache` + `cache_sql` (the warm-process history cache and its one-query walks),
-`own_writes` (what this saver stored itself: a warm turn's walk with no query).
+THE CONTRACT of that saver. `threadlog.checkpointer(url)` returns one wrapper,
+`GuardedSaver` (a `LayeredSaver`, `layered.py`), around LangGraph's own saver for the URL
+(`SqliteSaver`, `PostgresSaver`, `InMemorySaver`, or their async forms), which it stores
+through unchanged: threads stay LangGraph threads, readable by any LangGraph saver. Each
+capability is one *layer*, and the layers are an ordered tuple stated in code
+(`saver._finish`), outermost first. Every promise below is kept by one layer and proved
+by the tests named beside it (`tests/storage/test_contract.py` checks the names):
+
+    promise                                       layer          proved by
+    --------------------------------------------  -------------  -------------------------------
+    a run holds its thread for its whole turn; a  guard          test_checkpoint_guard.py,
+      second run waits ("enqueue") or gets                       test_shared_thread.py
+      ConcurrentRunError before anything is
+      stored ("reject"), across processes
+    no silent fork: a run's put follows the       guard          test_checkpoint_guard.py,
+      thread's head; `update_state` forks on                     test_checkpoint_conformance.py
+      purpose; a direct root put is stored as
+      given
+    a refused write stores nothing (the input is  guard          test_refused_writes.py
+      dry-run first)
+    get_state answers after a step failed on      guard          test_refused_writes.py
+      refused writes
+    a task's writes never land before their       guard          test_kill_harness.py
+      checkpoint
+    nothing lost or duplicated across a SIGKILL:  stopped_work   test_durability.py,
+      a head read carries the work a stopped                     test_kill_harness.py
+      step stored
+    new input on a head with a task to run:       stopped_work   test_abandoned_calls.py,
+      stored results kept, each abandoned call                   test_langchain_middleware.py,
+      answered "not completed" once                              test_subgraph_by_send.py
+    a subgraph's stored work is carried on new    stopped_work   test_subgraph_recovery.py,
+      input, at every level                                      test_deep_subgraph_recovery.py
+    a deleted or swapped writes row is an error   checksums      test_integrity.py
+      on read
+    a warm turn's history walk needs no query     own_writes     test_own_writes.py
+    a warm turn reads only new writes, and every  history        test_history_cache.py,
+      read equals what the uncached saver reads                  test_cache_history_reads.py
+    storage grows with the messages, not with     history        test_dropin_snapshots.py,
+      messages x turns                                           test_compactions_storage.py
+    LangGraph's checkpointer conformance suite    (all)          test_checkpoint_conformance.py
+      passes; maintenance calls are the
+      backend's own
+    sync and async run the same code (one flow    (all)          test_async_drifts.py,
+      each)                                                      test_layered_saver.py
+    stored blobs rebuild only allowlisted types   (serde.py)     test_checkpoint.py
+
+Not promised: subgraph namespaces are not guarded (their parent's checkpoints are); a
+direct put that names a stale parent is refused where a plain saver stores it; rows
+swapped *within* one task's writes to one channel are not detected; nothing here holds
+across two SQLite files or two Postgres databases. docs/durability.md says the same for
+users, with the measured figures.
+
+Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
+wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
+an async driver), the layers `guard`, `stopped_work`, `integrity` (checksums),
+`own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
+is stored), `recover` (results a stopped step stored), `heads` (thread heads and locks per
+backend), `cache_sql` (the history walks' SQL), and `serde` (the strict allowlist).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """
