@@ -154,11 +154,10 @@ class HistoryLayer(Layer):
         if target is None:
             tup = yield from below.flow("get_tuple", config)
             if tup is None:
-                return (
-                    yield from below.flow(
-                        "get_delta_channel_history", config=config, channels=channels
-                    )
+                plain: Mapping[str, DeltaChannelHistory] = yield from below.flow(
+                    "get_delta_channel_history", config=config, channels=channels
                 )
+                return plain
             target = str(tup.config["configurable"]["checkpoint_id"])
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}

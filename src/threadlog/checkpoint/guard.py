@@ -65,7 +65,7 @@ import contextvars
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast, get_args
 
 from langchain_core.runnables import RunnableConfig
@@ -298,7 +298,7 @@ class GuardLayer(Layer):
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
         assert self.input_check is not None
-        refused: dict[str, Exception] = yield from self.input_check.refused_flow(below, tup)
+        refused = yield from self.input_check.refused_flow(below, tup)
         return _with_errors(tup, refused) if refused else tup
 
     def _note_run_head(
@@ -784,7 +784,7 @@ def _strategy(value: object) -> MultitaskStrategy:
     return cast(MultitaskStrategy, value)
 
 
-def _with_errors(tup: CheckpointTuple, refused: dict[str, Exception]) -> CheckpointTuple:
+def _with_errors(tup: CheckpointTuple, refused: Mapping[str, Exception]) -> CheckpointTuple:
     """`tup` with each refused task's writes replaced by its error (a failed task)."""
     kept = [w for w in tup.pending_writes or () if w[0] not in refused]
     kept += [(task_id, ERROR, err) for task_id, err in refused.items()]

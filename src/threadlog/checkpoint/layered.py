@@ -153,7 +153,7 @@ class SaverView(BaseCheckpointSaver[Any]):
         return run(self.flow("get_tuple", config))  # type: ignore[no-any-return]
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await arun(self.flow("get_tuple", config))  # type: ignore[no-any-return]
+        return await arun(self.flow("get_tuple", config))
 
     def put(
         self,
@@ -171,7 +171,7 @@ class SaverView(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await arun(self.flow("put", config, checkpoint, metadata, new_versions))  # type: ignore[no-any-return]
+        return await arun(self.flow("put", config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -197,13 +197,13 @@ class SaverView(BaseCheckpointSaver[Any]):
         direct = self._direct("get_delta_channel_history")
         if direct is not None:
             return direct(config=config, channels=channels)  # type: ignore[no-any-return]
-        return run(self.flow("get_delta_channel_history", config=config, channels=channels))  # type: ignore[no-any-return]
+        return run(self.flow("get_delta_channel_history", config=config, channels=channels))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         flow = self.flow("get_delta_channel_history", config=config, channels=channels)
-        return await arun(flow)  # type: ignore[no-any-return]
+        return await arun(flow)
 
     def delete_thread(self, thread_id: str) -> None:
         run(self.flow("delete_thread", thread_id))
@@ -259,7 +259,7 @@ class LayeredSaver(SaverView):
         if inner is self.inner:
             return self
         # The same layers (their state is the thread's, not the serializer's).
-        out = object.__new__(_with_maintenance(type(self), type(inner)))
+        out: LayeredSaver = object.__new__(_with_maintenance(type(self), type(inner)))
         out._join(inner, self.layers)
         return out
 
@@ -291,7 +291,7 @@ def _stack_of(saver: Any) -> _Stack | None:
             except TypeError:
                 found = None
         if found is not None:
-            return found  # type: ignore[no-any-return]
+            return found
         saver = getattr(saver, "__dict__", {}).get("inner")
     return None
 
@@ -344,7 +344,7 @@ def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
         n for n in _MAINTENANCE if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
     )
     if not names:
-        return base  # type: ignore[no-any-return]
+        return base
     key = (base, names)
     sub = _maintained.get(key)
     if sub is None:

@@ -140,7 +140,7 @@ def recover_flow(
         if saved is None and checkpoint_id is not None:
             # Not stored yet: start from the newest stored one before it. Checkpoint ids
             # grow with time, and LangGraph stores a run's checkpoints in order.
-            before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}  # type: ignore[misc]
+            before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
             older = yield from listed(saver, thread, before=before, limit=1)
             saved = older[0] if older else None
         for _ in range(max_walk):

@@ -89,4 +89,5 @@ def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
     async def async_() -> list[Any]:
         return [t async for t in saver.alist(config, **kwargs)]
 
-    return (yield Io(sync, async_))
+    found: list[Any] = yield Io(sync, async_)
+    return found
