@@ -273,13 +273,14 @@ def repair_open_calls(
     pending = open_in(context)
     if not pending:
         return list(context), []
+    for msg, index, call in pending:  # first: no policy answers these
+        if not call_id(call):
+            raise unanswerable(call, msg, index)
     stored_results = recovered or {}
     known = {m.id for m in context if m.id is not None}
     new: list[ToolMessage] = []
-    for msg, index, call in pending:
+    for msg, _, call in pending:
         cid = call_id(call)
-        if not cid:
-            raise unanswerable(call, msg, index)
         result = stored_results.get(cid)
         if result is None or result.id in known:
             if repair == "refuse":
