@@ -95,13 +95,62 @@ class OpenCall(NamedTuple):
 # -- the scan: one implementation for whole logs and incremental ones ----------------
 
 
+_Found = tuple[AIMessage, int, AnyCall]  # an `OpenCall` while scanning (a plain tuple: cheaper)
+# Calls with an id under it (a result pops it); one without under its (position, index),
+# which no result's tool_call_id can equal. Insertion order is log order.
+_Open = dict[str | tuple[int, int], _Found]
+
+
+def _scan(
+    found: _Open,
+    messages: Sequence[BaseMessage],
+    start: int = 0,
+    where: dict[int, AIMessage] | None = None,
+    used: set[str] | None = None,
+) -> _Open:
+    """The one loop deciding what is open: `found` advanced over `messages[start:]`.
+    An incremental scan also keeps `where` (position -> request with calls) and `used`
+    (every call id, those an edit's audit record holds included)."""
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if isinstance(m, ToolMessage):
+            found.pop(m.tool_call_id, None)
+        elif isinstance(m, AIMessage):
+            if m.tool_calls or m.invalid_tool_calls:
+                for k, call in enumerate(calls_of(m)):
+                    cid = call.get("id") or NO_ID  # `call_id`, inlined: the hot loop
+                    found[cid or (i, k)] = (m, k, call)
+                    if used is not None:
+                        used.add(cid)
+                if where is not None:
+                    where[i] = m
+            if used is not None and EDIT_KEY in m.response_metadata:
+                # Ids an edit dropped stay taken: the audit record holds them.
+                used |= audit_call_ids(m)
+    return found
+
+
+def open_in(messages: Sequence[BaseMessage]) -> list[OpenCall]:
+    """The open calls of `messages`, in log order (module doc: "Open")."""
+    return [OpenCall(*f) for f in _scan({}, messages).values()]
+
+
+def open_calls(messages: Sequence[BaseMessage]) -> dict[str, AIMessage]:
+    """The calls of `messages` with no result, in order: call id -> its request."""
+    return _by_id(_scan({}, messages))
+
+
+def _by_id(found: _Open) -> dict[str, AIMessage]:
+    return {call_id(call): m for m, _, call in found.values()}
+
+
 @dataclass
-class _Scan:
+class _Resumable:
+    """A key's scan as `OpenCalls` keeps it."""
+
     count: int = 0
     last_id: str | None = None
-    # Calls with an id under it (a result pops it); one without under its (position,
-    # index), which no result's tool_call_id can equal. Insertion order is log order.
-    open: dict[str | tuple[int, int], OpenCall] = field(default_factory=dict)
+    found: _Open = field(default_factory=dict)
     # Where each request with open calls sits: an edit (`threadlog.Edit`) changes a
     # request's calls in place, which a resumed scan must notice.
     where: dict[int, AIMessage] = field(default_factory=dict)
@@ -111,44 +160,16 @@ class _Scan:
     # then copies.
     owns_used: bool = True
 
-
-def _advance(scan: _Scan, messages: Sequence[BaseMessage]) -> _Scan:
-    for i in range(scan.count, len(messages)):
-        m = messages[i]
-        if isinstance(m, ToolMessage):
-            scan.open.pop(m.tool_call_id, None)
-        elif isinstance(m, AIMessage):
-            if m.tool_calls or m.invalid_tool_calls:
-                for k, call in enumerate(calls_of(m)):
-                    cid = call_id(call)
-                    scan.open[cid or (i, k)] = OpenCall(m, k, call)
-                    scan.used.add(cid)
-                scan.where[i] = m
-            if EDIT_KEY in m.response_metadata:
-                # Ids an edit dropped stay taken: the audit record holds them.
-                scan.used |= audit_call_ids(m)
-    scan.count = len(messages)
-    scan.last_id = messages[-1].id if messages else None
-    live = {id(o.request) for o in scan.open.values()}
-    scan.where = {i: m for i, m in scan.where.items() if id(m) in live}
-    return scan
+    def advance(self, messages: Sequence[BaseMessage]) -> _Resumable:
+        _scan(self.found, messages, self.count, self.where, self.used)
+        self.count = len(messages)
+        self.last_id = messages[-1].id if messages else None
+        live = {id(m) for m, _, _ in self.found.values()}
+        self.where = {i: m for i, m in self.where.items() if id(m) in live}
+        return self
 
 
-def open_in(messages: Sequence[BaseMessage]) -> list[OpenCall]:
-    """The open calls of `messages`, in log order (module doc: "Open")."""
-    return list(_advance(_Scan(), messages).open.values())
-
-
-def open_calls(messages: Sequence[BaseMessage]) -> dict[str, AIMessage]:
-    """The calls of `messages` with no result, in order: call id -> its request."""
-    return _by_id(_advance(_Scan(), messages))
-
-
-def _by_id(scan: _Scan) -> dict[str, AIMessage]:
-    return {call_id(o.call): o.request for o in scan.open.values()}
-
-
-def _unedited(scan: _Scan, messages: Sequence[BaseMessage]) -> bool:
+def _unedited(scan: _Resumable, messages: Sequence[BaseMessage]) -> bool:
     return all(
         messages[i] is m or calls_of(messages[i]) == calls_of(m) for i, m in scan.where.items()
     )
@@ -164,7 +185,7 @@ class OpenCalls:
     """
 
     def __init__(self, max_threads: int = 256) -> None:
-        self._scans: OrderedDict[Hashable, _Scan] = OrderedDict()
+        self._scans: OrderedDict[Hashable, _Resumable] = OrderedDict()
         self._max = max_threads
         self._lock = threading.Lock()
 
@@ -179,16 +200,16 @@ class OpenCalls:
         """(`of(messages, key)`, every call id the log's assistant messages use — the
         same set as `threadlog.nodes.turns.call_ids(messages)`; read it at once, a later
         scan of the same key may add to it)."""
-        scan = _advance(self._resume(messages, key), messages)
+        scan = self._resume(messages, key).advance(messages)
         if key is not None:
             with self._lock:
                 self._scans[key] = scan
                 self._scans.move_to_end(key)
                 while len(self._scans) > self._max:
                     self._scans.popitem(last=False)
-        return _by_id(scan), scan.used
+        return _by_id(scan.found), scan.used
 
-    def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Scan:
+    def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Resumable:
         with self._lock:
             old = self._scans.get(key) if key is not None else None
         if (
@@ -200,8 +221,8 @@ class OpenCalls:
             with self._lock:
                 used = old.used if old.owns_used else set(old.used)
                 old.owns_used = False
-            return _Scan(old.count, old.last_id, dict(old.open), dict(old.where), used)
-        return _Scan()
+            return _Resumable(old.count, old.last_id, dict(old.found), dict(old.where), used)
+        return _Resumable()
 
 
 # -- answering open calls ----------------------------------------------------------
