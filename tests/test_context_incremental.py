@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.helpers_model import ai, ids, user
 from threadlog import ContextPolicy, build_context
-from threadlog.nodes.open_calls import OpenCalls
+from threadlog.pairing import OpenCalls
 from threadlog.nodes.turns import call_ids
 
 

@@ -14,7 +14,7 @@ from tests.helpers_model import ai, get_weather, result, user
 from tests.test_model_node import Recorder
 from threadlog import ContextPolicy, ModelNode, ToolPairingError, validate
 from threadlog.nodes.model import NOT_COMPLETED, open_calls
-from threadlog.nodes.open_calls import OpenCalls
+from threadlog.pairing import OpenCalls
 
 
 def _config() -> Any:

@@ -34,6 +34,9 @@ Contract:
 * **Concurrent edits.** An edit may carry `base`, the message as its writer saw it. When
   another edit landed since, only what this edit changed relative to `base` is applied
   (content, and calls by id), so parallel approval branches each edit their own call.
+* **Before edits were events** an approval edit lived only on the call's result
+  (`APPROVAL_KEY`); `apply_edits` is what the model sees of it (the arguments the call
+  ran with), for the context policy.
 """
 
 from __future__ import annotations
@@ -46,16 +49,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import EditError, MessageLogError
 from threadlog.messages import coerce_message, digest, role_of
 
 __all__ = [
+    "APPROVAL_KEY",
     "EDIT_KEY",
     "EDIT_TYPE",
     "Edit",
     "EditEvent",
+    "apply_edits",
     "audit_call_ids",
     "cache_key",
     "edits_of",
@@ -67,6 +72,9 @@ EDIT_TYPE = "threadlog.edit"
 """The `type` of an edit's stored dict (no message type or role uses it)."""
 EDIT_KEY = "threadlog_edit"
 """`response_metadata` key of an edited message: its audit record."""
+APPROVAL_KEY = "threadlog_approval"
+"""`response_metadata` key of a result whose call a reviewer decided on (the approval
+flow, `threadlog.nodes.tools.approval`): the decision, the new arguments of an edit."""
 
 _FIELDS = ("content", "tool_calls", "invalid_tool_calls")
 
@@ -371,3 +379,32 @@ def cache_key(message: BaseMessage) -> str | None:
         return message.id
     last = record_of(message)
     return message.id if last is None else f"{message.id}\x00{last['edits'][-1].get('id')}"
+
+
+def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
+    """What the model sees of an approval edit on a thread stored before edits were
+    events: there the edit lives only on the call's result (`APPROVAL_KEY`), and the
+    model sees the arguments the call ran with. A request that has an edit record
+    already shows them. `messages` itself when nothing changes."""
+    edits: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            record = m.response_metadata.get(APPROVAL_KEY)
+            if isinstance(record, dict) and record.get("action") == "edit":
+                edits[m.tool_call_id] = dict(record.get("args") or {})
+    if not edits:
+        return messages
+    out: list[BaseMessage] = []
+    for m in messages:
+        if (
+            isinstance(m, AIMessage)
+            and record_of(m) is None
+            and any(c.get("id") in edits for c in m.tool_calls)
+        ):
+            calls = [
+                {**c, "args": edits[c["id"] or ""]} if c.get("id") in edits else c
+                for c in m.tool_calls
+            ]
+            m = m.model_copy(update={"tool_calls": calls})
+        out.append(m)
+    return out

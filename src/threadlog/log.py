@@ -14,11 +14,14 @@ Contract (what every write to a threadlog message log obeys):
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
   does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
   or renamed, which the edited message's audit record keeps (stored history written
-  before that rule is trusted: its later message owns the id).
+  before that rule is trusted: its later message owns the id). A new call without an id
+  is refused (`InvalidMessageError`); stored history holding one reads as it is, the
+  call open for good (`threadlog.pairing`: nothing can answer it).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
-  whatever order they arrived in. Every other message goes at the end. The final list
+  whatever order they arrived in (`threadlog.pairing.result_slot`, the rule repairs
+  follow too). Every other message goes at the end. The final list
   is therefore a function of *which* messages were written, not of how the writes were
   batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
@@ -78,6 +81,7 @@ from threadlog.messages import (
     preview,
     role_of,
 )
+from threadlog.pairing import open_in, result_slot
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
 
@@ -285,17 +289,10 @@ class MessageLog:
         return self._by_id.get(message_id)
 
     def open_calls(self) -> list[tuple[AIMessage, ToolCall | InvalidToolCall]]:
-        """Calls that have no result yet, as (request, call) in log order.
-
-        Includes `invalid_tool_calls`: a provider needs a result for those too.
-        """
-        out: list[tuple[AIMessage, ToolCall | InvalidToolCall]] = []
-        for call in self._calls.values():
-            if call.result_id is None:
-                ai = self._by_id[call.ai_id]
-                assert isinstance(ai, AIMessage)
-                out.append((ai, calls_of(ai)[call.index]))
-        return out
+        """Calls that have no result yet, as (request, call) in log order
+        (`threadlog.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
+        result for, and a stored call without an id, which nothing can answer)."""
+        return [(o.request, o.call) for o in open_in(self.messages)]
 
     # -- writing -------------------------------------------------------------
 
@@ -369,7 +366,11 @@ class MessageLog:
                 elif isinstance(msg, AIMessage):
                     for i, call in enumerate(calls_of(msg)):
                         cid = call["id"]
-                        assert cid is not None
+                        if not cid:
+                            # Only stored history gets here (a new call without an id
+                            # is refused when coerced): trusted, it stays open as it
+                            # is, since no result can answer it (`threadlog.pairing`).
+                            continue
                         prior = new_calls.get(cid) or self._calls.get(cid)
                         if prior is not None:
                             raise ToolPairingError(
@@ -760,18 +761,14 @@ class MessageLog:
             )
 
     def _slot(self, msg: ToolMessage) -> int:
-        """Where a result goes: after its request and that request's earlier results."""
+        """Where a result goes: after its request and that request's earlier results
+        (`threadlog.pairing.result_slot`)."""
         call = self._calls[msg.tool_call_id]
-        msgs = self.messages
-        for j in range(len(msgs) - 1, -1, -1):
-            m = msgs[j]
-            if m.id == call.ai_id:
-                return j + 1
-            if isinstance(m, ToolMessage):
-                other = self._calls.get(m.tool_call_id)
-                if other is not None and other.ai_id == call.ai_id and other.index < call.index:
-                    return j + 1
-        return len(msgs)  # unreachable for a checked result; keeps the log whole
+        return result_slot(self.messages, call.ai_id, call.index, self._call_at)
+
+    def _call_at(self, call_id: str) -> tuple[str, int] | None:
+        call = self._calls.get(call_id)
+        return (call.ai_id, call.index) if call is not None else None
 
     def _position_hint(self, existing: BaseMessage, staged: list[BaseMessage]) -> int:
         for j in range(len(self.messages) - 1, -1, -1):

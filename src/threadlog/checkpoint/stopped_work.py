@@ -114,6 +114,7 @@ from threadlog.checkpoint.recover import recover_flow
 from threadlog.checkpoint.steps import Flow, call, listed, run
 from threadlog.errors import MessageLogError
 from threadlog.log import MessageLog, flatten_write
+from threadlog.pairing import open_calls, repair_open_calls
 
 __all__ = [
     "Batch",
@@ -219,8 +220,6 @@ def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
 
 def _open_in(logs: Mapping[str, list[BaseMessage]], abandon: _Abandon) -> dict[str, AIMessage]:
     """The head logs' open calls the input leaves unanswered: call id -> its request."""
-    from threadlog.nodes.model import open_calls  # nodes import checkpoint code
-
     found: dict[str, AIMessage] = {}
     for channel in abandon.channels:
         if channel in logs:
@@ -288,8 +287,6 @@ def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
     as stored): the new input abandons the step that would have answered them, and the
     graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's prebuilt
     agent). Calls the input answers are left to it."""
-    from threadlog.nodes.model import repair_open_calls  # nodes import checkpoint code
-
     _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
     results = [r for r in results if r.tool_call_id not in abandon.answered]
     try:

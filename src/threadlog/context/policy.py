@@ -46,10 +46,9 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from threadlog.edits import cache_key
+from threadlog.edits import apply_edits, cache_key
 from threadlog.errors import InvalidMessageError
 from threadlog.messages import calls_of
-from threadlog.nodes.tools.approval import apply_edits
 
 __all__ = [
     "ContextPolicy",

@@ -42,7 +42,8 @@ FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
 
 def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
     """`messages` in `fmt`, complete (see the module docstring)."""
-    from threadlog import openai_payload, role_of
+    from threadlog.messages import role_of
+    from threadlog.wire import openai_payload
 
     if fmt == "jsonl":
         return "".join(

@@ -1,10 +1,11 @@
 """`ToolPairs`: each tool call in the log with its result, status and duration.
 
 Contract: for the log at one checkpoint (default: the head), one row per call of every
-AIMessage (`tool_calls`, then `invalid_tool_calls` that carry an id), in log order: the call
-(id, name, args), the checkpoint and step where it was requested, its result (id, status,
-short content, the error kind a ToolNode recorded) and the checkpoint where the result
-landed, or status "open" when there is none. In a subgraph's namespace, the calls that
+AIMessage (`tool_calls`, then `invalid_tool_calls`), in log order: the call (id, name,
+args), the checkpoint and step where it was requested, its result (id, status, short
+content, the error kind a ToolNode recorded) and the checkpoint where the result landed,
+or status "open" when there is none (`threadlog.pairing`: a call without an id, listed
+under the id `""`, is open for good). In a subgraph's namespace, the calls that
 came with its input (asked by the enclosing graph) are counted in a note, not listed.
 
 Duration: when the result carries one in `response_metadata` (`duration_ms` or
@@ -15,6 +16,7 @@ checkpoint that requested the call and the one that holds its result, marked "de
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
-from threadlog.messages import preview
+from threadlog.messages import calls_of, preview
+from threadlog.pairing import call_id, open_in
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords
@@ -62,6 +65,7 @@ class ToolPairs(Table):
                 if m.id and m.id not in first_seen:
                     first_seen[m.id] = rec
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
+        still_open = {(id(o.request), o.call_index) for o in open_in(self.at.messages)}
         self._rows: list[dict[str, Any]] = []
         # Loaded with `last=N`: the oldest loaded checkpoint holds the whole log, so its
         # calls are older than the window read; list only the calls asked inside it.
@@ -79,31 +83,23 @@ class ToolPairs(Table):
             if m.id in inherited:
                 self.inherited += len(m.tool_calls) + len(m.invalid_tool_calls)
                 continue
-            calls: list[tuple[Any, Any, Any, bool]] = [
-                (c.get("id"), c.get("name"), c.get("args"), True) for c in m.tool_calls
-            ]
-            calls += [
-                (c.get("id"), c.get("name"), c.get("args"), False)
-                for c in m.invalid_tool_calls
-                if c.get("id")
-            ]
-            for cid, name, args, valid in calls:
-                asked = first_seen.get(m.id or "")
-                self._rows.append(self._row(cid, name, args, valid, m, asked, results, first_seen))
+            asked = first_seen.get(m.id or "")
+            for i, c in enumerate(calls_of(m)):
+                result = None if (id(m), i) in still_open else results.get(call_id(c))
+                self._rows.append(
+                    self._row(c, i < len(m.tool_calls), m, asked, result, first_seen)
+                )
         self.title = f"{thread.label} · tool calls at {short(self.at.checkpoint_id)}"
 
     def _row(
         self,
-        cid: Any,
-        name: Any,
-        args: Any,
+        call: Mapping[str, Any],
         valid: bool,
         ai: AIMessage,
         asked: CheckpointRecord | None,
-        results: dict[str, ToolMessage],
+        result: ToolMessage | None,
         first_seen: dict[str, CheckpointRecord],
     ) -> dict[str, Any]:
-        result = results.get(str(cid))
         answered = first_seen.get(result.id or "") if result is not None else None
         duration, how = None, None
         if result is not None:
@@ -116,9 +112,9 @@ class ToolPairs(Table):
                 if t0 and t1:
                     duration, how = (t1 - t0).total_seconds(), "derived"
         return {
-            "call_id": cid,
-            "tool": name,
-            "args": args,
+            "call_id": call_id(call),
+            "tool": call.get("name"),
+            "args": call.get("args"),
             "valid": valid,
             "request_id": ai.id,
             "requested_step": asked.step if asked else None,

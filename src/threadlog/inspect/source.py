@@ -46,10 +46,9 @@ def quiet_stand_in(active: bool) -> Iterator[None]:
 
 
 def _default_schema() -> type[Any]:
-    import threadlog
+    from threadlog.context.compaction import AgentState  # the messages and compactions
 
-    schema: type[Any] = getattr(threadlog, "AgentState", None) or threadlog.MessagesState
-    return schema
+    return AgentState
 
 
 def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph:

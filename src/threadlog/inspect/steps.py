@@ -3,7 +3,8 @@
 Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)` is the messages in
 `rec`'s log whose ids are not in the parent's, in log order (a tool result may land in the
 middle of the log, next to its call, so this is a set difference, not a suffix).
-`open_calls(messages)` are calls with no result yet, `usage(messages)` sums the
+`open_calls(messages)` are the ids of calls with no result yet (`threadlog.pairing`: a
+call without an id is open, listed as `""`), `usage(messages)` sums the
 `usage_metadata` of the AIMessages, and `message_line` is the one-line form shared by the
 text and HTML renderers. `edits_added(rec, parent)` is the reviewer edits
 (`threadlog.Edit`) recorded by `rec`'s step, each with the calls it superseded and the
@@ -19,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from threadlog.edits import edits_of, original_of
 from threadlog.inspect.records import CheckpointRecord
 from threadlog.messages import calls_of, preview, role_of
+from threadlog.pairing import call_id, open_in
 
 __all__ = [
     "appended",
@@ -99,16 +101,9 @@ def compactions_added(
 
 
 def open_calls(messages: list[BaseMessage]) -> list[str]:
-    """Ids of tool calls still waiting for a result, in log order."""
+    """Ids of tool calls still waiting for a result, in log order (one per call)."""
     # One pass, no index: building a MessageLog per checkpoint cost O(log) each time.
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return [
-        str(call.get("id"))
-        for m in messages
-        if isinstance(m, AIMessage)
-        for call in calls_of(m)
-        if call.get("id") not in answered
-    ]
+    return [call_id(o.call) for o in open_in(messages)]
 
 
 def usage(messages: list[BaseMessage]) -> dict[str, int]:

@@ -16,8 +16,9 @@ Contract, in the order a call happens:
    policy: `repair="error-result"` (default) appends an explicit
    `ToolMessage(status="error")` saying the call was not completed — logged like any
    result, never faked as success; `repair="refuse"` raises `ToolPairingError` naming it.
-   Without a checkpointer (the node called outside a checkpointed run) nothing is
-   recovered.
+   A call without an id raises `ToolPairingError` under either policy: no result can
+   answer it. Without a checkpointer (the node called outside a checkpointed run)
+   nothing is recovered. (What is open, and the repair itself: `threadlog.pairing`.)
 3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
    history the provider would reject is never sent.
 4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
@@ -45,15 +46,13 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     BaseMessageChunk,
-    InvalidToolCall,
     SystemMessage,
-    ToolCall,
     ToolMessage,
     message_chunk_to_message,
 )
@@ -63,10 +62,7 @@ from threadlog._upstream import NS_SEP, RunnableCallable
 from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
 from threadlog.context.compaction import acompact, compact
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
-from threadlog.errors import InvalidMessageError, ToolPairingError
-from threadlog.log import MessageLog
-from threadlog.messages import calls_of
-from threadlog.nodes.open_calls import OpenCalls
+from threadlog.errors import InvalidMessageError
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import timed
 from threadlog.nodes.turns import (
@@ -75,9 +71,12 @@ from threadlog.nodes.turns import (
     step_cap_message,
     turn_started,
 )
+from threadlog.pairing import NOT_COMPLETED, OpenCalls, Repair, open_calls, repair_open_calls
 from threadlog.profiles import Profile, get_profile, validate
 from threadlog.wire import profile_for, to_wire, with_profile
 
+# `NOT_COMPLETED`, `open_calls` and `repair_open_calls` are re-exported (their home used
+# to be here); calls without a result are defined once, in `threadlog.pairing`.
 __all__ = [
     "DEFAULT_MAX_MODEL_CALLS",
     "NOT_COMPLETED",
@@ -92,84 +91,6 @@ DEFAULT_MAX_MODEL_CALLS = 25
 would otherwise run until LangGraph's recursion limit)."""
 
 _log = logging.getLogger("threadlog")
-
-NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
-
-Repair = Literal["error-result", "refuse"]
-
-
-def open_calls(context: Sequence[BaseMessage]) -> dict[str, AIMessage]:
-    """The calls of `context` with no result, in order: call id -> its request."""
-    return {call["id"] or "": msg for msg, _, call in _open(context)}
-
-
-def _open(
-    context: Sequence[BaseMessage],
-) -> list[tuple[AIMessage, int, ToolCall | InvalidToolCall]]:
-    answered: set[str] = set()
-    requests: list[AIMessage] = []
-    for m in context:  # one pass; most contexts have nothing open
-        if isinstance(m, ToolMessage):
-            answered.add(m.tool_call_id)
-        elif isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
-            requests.append(m)
-    return [
-        (msg, index, call)
-        for msg in requests
-        for index, call in enumerate(calls_of(msg))
-        if (call["id"] or "") not in answered
-    ]
-
-
-def repair_open_calls(
-    context: Sequence[BaseMessage],
-    *,
-    repair: Repair = "error-result",
-    recovered: Mapping[str, ToolMessage] | None = None,
-) -> tuple[list[BaseMessage], list[ToolMessage]]:
-    """Answer every call of `context` that has no result.
-
-    A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
-    `threadlog.checkpoint.recover`) gets that result as it is; the others are repaired
-    by the `repair` policy. Returns the answered context and the new results, in call
-    order. Each result is placed where the log places it — after its request and that
-    request's earlier results — so the context sent equals what the log holds after the
-    write.
-    """
-    new: list[ToolMessage] = []
-    pending = _open(context)
-    if not pending:
-        return list(context), new
-    stored_results = recovered or {}
-    known = {m.id for m in context if m.id is not None}
-    for msg, _index, call in pending:
-        cid = call["id"] or ""
-        result = stored_results.get(cid)
-        if result is None or result.id in known:
-            if repair == "refuse":
-                raise ToolPairingError(
-                    f"call {cid!r} ({call.get('name')}) has no result; the model call "
-                    "was refused (repair='refuse')",
-                    message_id=msg.id,
-                    role="assistant",
-                    fix="run the tools first, or use ModelNode(repair='error-result') to "
-                    "record an explicit error result for it",
-                )
-            result = ToolMessage(
-                content=NOT_COMPLETED,
-                tool_call_id=cid,
-                name=call.get("name") or None,
-                status="error",
-                id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
-            )
-        # else: a real result of a tool that ran, logged as stored; never re-run.
-        new.append(result)
-    # The log places each result (after its request and that request's earlier results),
-    # exactly as the stored log will when the node's write lands.
-    log = MessageLog(context)
-    log.extend(new)
-    return log.messages, new
-
 
 def _bind(model: Any, tools: list[Any], **kwargs: Any) -> Runnable[Any, Any]:
     try:

@@ -12,7 +12,9 @@ Contract:
   `threadlog.Edit` of the request before its results (`approval_edits`): the same event an
   `update_state` edit records, so the log shows the edited call in place, keeps the
   original in the audit record, and the model sees the call as it ran. The result also
-  carries the decision (`response_metadata["threadlog_approval"]`). A rejected call
+  carries the decision (`response_metadata["threadlog_approval"]`, `APPROVAL_KEY`; what
+  the model sees of such a record on a thread stored before edits were events is
+  `threadlog.edits.apply_edits`). A rejected call
   becomes an error result saying a reviewer rejected it. Any other value raises `ApprovalError`
   and is not saved (LangGraph's `response_schema` check), so the same approval can
   simply be answered again.
@@ -27,11 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError, model_validator
 
-from threadlog.edits import Edit, record_of
+# `APPROVAL_KEY` and `apply_edits` are re-exported: what the model sees of an edit is
+# the context's business, so it lives below both (`threadlog.edits`).
+from threadlog.edits import APPROVAL_KEY, Edit, apply_edits
 from threadlog.errors import ApprovalError
 
 __all__ = [
@@ -43,8 +47,6 @@ __all__ = [
     "approval_payload",
     "ask_approval",
 ]
-
-APPROVAL_KEY = "threadlog_approval"  # response_metadata of a result whose call was edited
 
 ACTIONS = ("approve", "edit", "reject")
 _HINT = (
@@ -130,31 +132,3 @@ def approval_edits(
             )
             out.append(edit)
     return out[::-1]
-
-
-def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """Threads stored before edits were events: their approval edit lives only on the
-    call's result (`APPROVAL_KEY`); the model sees the arguments the call ran with. A
-    request that has an edit record (`threadlog.edits`) already shows them."""
-    edits: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        if isinstance(m, ToolMessage):
-            record = m.response_metadata.get(APPROVAL_KEY)
-            if isinstance(record, dict) and record.get("action") == "edit":
-                edits[m.tool_call_id] = dict(record.get("args") or {})
-    if not edits:
-        return messages
-    out: list[BaseMessage] = []
-    for m in messages:
-        if (
-            isinstance(m, AIMessage)
-            and record_of(m) is None
-            and any(c.get("id") in edits for c in m.tool_calls)
-        ):
-            calls = [
-                {**c, "args": edits[c["id"] or ""]} if c.get("id") in edits else c
-                for c in m.tool_calls
-            ]
-            m = m.model_copy(update={"tool_calls": calls})
-        out.append(m)
-    return out

@@ -5,7 +5,9 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
 * **Input.** Graph state (the open calls of its last AIMessage, `tool_calls` then
   `invalid_tool_calls`), a list of messages, or a per-call `Send` payload from
   `send_tool_calls` (a list holding one call). Calls that already have a result are
-  skipped, so a step never answers a call twice.
+  skipped, so a step never answers a call twice. A call without an id raises
+  `ToolPairingError` before any tool runs: no result could answer it
+  (`threadlog.pairing`).
 * **Output.** `{"messages": [ToolMessage, ...]}` with exactly one result per call, in call
   order, each with the call's id, the tool's name and `status` "success" or "error";
   a tool returning a `Command` yields LangGraph's list-of-updates form, as upstream.
@@ -48,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import (
     ContextThreadPoolExecutor,
@@ -73,8 +75,9 @@ from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approva
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
-from threadlog.nodes.tools.routing import AnyCall, messages_of, open_calls
+from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, run_async, run_sync
+from threadlog.pairing import call_id, unanswerable
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -350,16 +353,31 @@ class ToolNode(_LangGraphToolNode):
     # -- input and planning -----------------------------------------------------
 
     def _parse(self, input: Any, config: RunnableConfig) -> tuple[list[AnyCall], InputType, Any]:
+        calls, input_type, state, request = self._calls_in(input, config)
+        for call in calls:
+            if not call_id(call):
+                raise unanswerable(call, request)
+        return calls, input_type, state
+
+    def _calls_in(
+        self, input: Any, config: RunnableConfig
+    ) -> tuple[list[AnyCall], InputType, Any, AIMessage | None]:
         if isinstance(input, list) and input and isinstance(input[-1], dict):
             if input[-1].get("type") in ("tool_call", "invalid_tool_call"):
                 calls = cast(list[AnyCall], input)
                 valid = [c for c in calls if c.get("type") == "tool_call"]
                 state = self._extract_state(cast(Any, valid), config) if valid else {}
-                return self._unanswered(calls, state), "tool_calls", state
+                return self._unanswered(calls, state), "tool_calls", state, None
         if isinstance(input, dict) and input.get("__type") == "tool_call_with_context":
-            return [input["tool_call"]], "tool_calls", input["state"]
+            return [input["tool_call"]], "tool_calls", input["state"], None
         messages = messages_of(input, self._messages_key)
-        return open_calls(messages), "list" if isinstance(input, list) else "dict", input
+        found = last_request(messages)
+        return (
+            open_calls(messages),
+            "list" if isinstance(input, list) else "dict",
+            input,
+            found[1] if found else None,
+        )
 
     def _unanswered(self, calls: list[AnyCall], state: Any) -> list[AnyCall]:
         # A per-call branch re-entered after its result was written must not answer twice.
@@ -368,7 +386,8 @@ class ToolNode(_LangGraphToolNode):
         except ValueError:
             return calls
         done = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        return [c for c in calls if c.get("id") not in done]
+        # A call without an id is never answered (not even by a result with an empty id).
+        return [c for c in calls if not (cid := call_id(c)) or cid not in done]
 
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]

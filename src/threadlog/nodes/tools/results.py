@@ -30,7 +30,8 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import InjectedArgs, filter_validation_errors
-from threadlog.nodes.tools.approval import APPROVAL_KEY, Decision
+from threadlog.edits import APPROVAL_KEY
+from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
     InputType,

@@ -4,8 +4,10 @@ Contract:
 
 * The calls of a step are the **open** calls of the last `AIMessage`: its `tool_calls`
   then its `invalid_tool_calls` (the order langchain-openai sends them in, and the order
-  the log places their results in), minus any call that already has a result after it.
-  So a tool step never produces a second result for a call.
+  the log places their results in), minus any call that already has a result after it
+  (`threadlog.pairing.open_in`). So a tool step never produces a second result for a
+  call. A call without an id is open like any other (no result can answer it); the tool
+  step refuses it (`ToolPairingError`, `threadlog.pairing.unanswerable`).
 * `tools_condition(state)` routes to `"tools"` when the last message is an `AIMessage`
   with `tool_calls` *or* `invalid_tool_calls` (a malformed call still needs an answer
   telling the model what to fix), and to `END` otherwise.
@@ -20,13 +22,13 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Send
 from pydantic import BaseModel
 
-from threadlog.messages import calls_of
+from threadlog.pairing import AnyCall, open_in
 
 __all__ = [
     "AnyCall",
@@ -36,9 +38,6 @@ __all__ = [
     "send_tool_calls",
     "tools_condition",
 ]
-
-AnyCall: TypeAlias = ToolCall | InvalidToolCall
-
 
 def messages_of(state: Any, messages_key: str = "messages") -> Sequence[AnyMessage]:
     """The message list of a graph state (dict, object with an attribute, or list)."""
@@ -73,9 +72,8 @@ def open_calls(messages: Sequence[AnyMessage]) -> list[AnyCall]:
     found = last_request(messages)
     if found is None:
         return []
-    pos, ai = found
-    answered = {m.tool_call_id for m in messages[pos + 1 :] if isinstance(m, ToolMessage)}
-    return [c for c in calls_of(ai) if c.get("id") and c.get("id") not in answered]
+    # From the last request on, the only calls are its own.
+    return [o.call for o in open_in(messages[found[0] :])]
 
 
 def tools_condition(state: Any, messages_key: str = "messages") -> Literal["tools", "__end__"]:

@@ -1,0 +1,336 @@
+"""Calls without a result, defined once: which calls of a log are open, where a result
+goes, and the "not completed" result that answers an abandoned call.
+
+Every place that asks "which calls have no result?" asks this module: the log
+(`MessageLog.open_calls`), the model node's repair (`repair_open_calls`), the tool step
+(`threadlog.nodes.tools.routing`), the abandon-on-new-input repair
+(`threadlog.checkpoint.finished`) and the inspector (`threadlog.inspect`).
+
+Contract:
+
+* **Open.** A call (`calls_of`: `tool_calls`, then `invalid_tool_calls`) is answered by
+  a `ToolMessage` that comes *after* its request with `tool_call_id` equal to its id;
+  every other call is open. `open_in(messages)` lists the open calls in log order (a
+  request's calls in call order); `open_calls(messages)` is the same as
+  `{call id: its request}`.
+* **A call without an id** (LangChain allows `tool_calls[i]["id"] is None`; every
+  provider requires one, and a result pairs only by id) **is open and can never be
+  answered**: a `ToolMessage` needs a non-empty `tool_call_id`, so nothing pairs with
+  it — LangGraph's own history check (`_validate_chat_history`) counts it as a call
+  without a result the same way. It is listed under the id `""` (`call_id`; `NO_ID`),
+  and every path that would *answer* it — `repair_open_calls` (both policies), the tool
+  step, new input abandoning it — raises `ToolPairingError` naming the message and the
+  call (`unanswerable`) before anything runs or is written: no path invents an id, which
+  would leave the provider a call whose result it cannot pair. The log itself refuses a
+  new one (`InvalidMessageError`) and reads stored history holding one as it is.
+* **Placement.** A result goes right after its request and after the results of that
+  request's earlier calls (`result_slot`), whatever order results arrive in: the log
+  places every result this way, and `repair_open_calls` places its results the same way,
+  so the context a node sends equals what the log holds after the node's write.
+* **Not completed.** `not_completed(call)` is the one result of a call whose step
+  stopped before recording it: `ToolMessage(NOT_COMPLETED, status="error")` with the
+  deterministic id `tl-repair-<blake2b(call id)>` (threads written before read the same;
+  two processes repairing the same call write the same message, a replay).
+* **Incremental.** `OpenCalls` answers `open_calls` for a log that grows at its end
+  (the model node's every turn, issue 15 item 8: a 20,000-message scan costs ~10 ms),
+  resuming per key where its last scan stopped; anything else — another branch, a result
+  placed in the middle of the log, a request edited in place — is a full scan. The answer
+  is always exactly `open_calls(messages)`; only its cost varies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, TypeAlias
+
+from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall, ToolMessage
+
+from threadlog.edits import EDIT_KEY, audit_call_ids
+from threadlog.errors import ToolPairingError
+from threadlog.messages import calls_of
+
+__all__ = [
+    "NOT_COMPLETED",
+    "NO_ID",
+    "AnyCall",
+    "OpenCall",
+    "OpenCalls",
+    "Repair",
+    "call_id",
+    "not_completed",
+    "open_calls",
+    "open_in",
+    "repair_open_calls",
+    "result_slot",
+    "unanswerable",
+]
+
+AnyCall: TypeAlias = ToolCall | InvalidToolCall
+Repair = Literal["error-result", "refuse"]
+
+NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
+
+NO_ID = ""
+"""The id a call without one is listed under: never a result's `tool_call_id` (the log
+refuses an empty one), so it cannot be mistaken for an answerable call."""
+
+
+def call_id(call: Mapping[str, Any]) -> str:
+    """The id a call is paired by; `NO_ID` for a call without one (module doc)."""
+    return call.get("id") or NO_ID
+
+
+class OpenCall(NamedTuple):
+    """One call with no result: its request, its index in `calls_of(request)`, the call."""
+
+    request: AIMessage
+    call_index: int
+    call: AnyCall
+
+
+# -- the scan: one implementation for whole logs and incremental ones ----------------
+
+
+_Found = tuple[AIMessage, int, AnyCall]  # an `OpenCall` while scanning (a plain tuple: cheaper)
+# Calls with an id under it (a result pops it); one without under its (position, index),
+# which no result's tool_call_id can equal. Insertion order is log order.
+_Open = dict[str | tuple[int, int], _Found]
+
+
+def _scan(
+    found: _Open,
+    messages: Sequence[BaseMessage],
+    start: int = 0,
+    where: dict[int, AIMessage] | None = None,
+    used: set[str] | None = None,
+) -> _Open:
+    """The one loop deciding what is open: `found` advanced over `messages[start:]`.
+    An incremental scan also keeps `where` (position -> request with calls) and `used`
+    (every call id, those an edit's audit record holds included)."""
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if isinstance(m, ToolMessage):
+            found.pop(m.tool_call_id, None)
+        elif isinstance(m, AIMessage):
+            if m.tool_calls or m.invalid_tool_calls:
+                for k, call in enumerate(calls_of(m)):
+                    cid = call.get("id") or NO_ID  # `call_id`, inlined: the hot loop
+                    found[cid or (i, k)] = (m, k, call)
+                    if used is not None:
+                        used.add(cid)
+                if where is not None:
+                    where[i] = m
+            if used is not None and EDIT_KEY in m.response_metadata:
+                # Ids an edit dropped stay taken: the audit record holds them.
+                used |= audit_call_ids(m)
+    return found
+
+
+def open_in(messages: Sequence[BaseMessage]) -> list[OpenCall]:
+    """The open calls of `messages`, in log order (module doc: "Open")."""
+    return [OpenCall(*f) for f in _scan({}, messages).values()]
+
+
+def open_calls(messages: Sequence[BaseMessage]) -> dict[str, AIMessage]:
+    """The calls of `messages` with no result, in order: call id -> its request."""
+    return _by_id(_scan({}, messages))
+
+
+def _by_id(found: _Open) -> dict[str, AIMessage]:
+    return {call_id(call): m for m, _, call in found.values()}
+
+
+@dataclass
+class _Resumable:
+    """A key's scan as `OpenCalls` keeps it."""
+
+    count: int = 0
+    last_id: str | None = None
+    found: _Open = field(default_factory=dict)
+    # Where each request with open calls sits: an edit (`threadlog.Edit`) changes a
+    # request's calls in place, which a resumed scan must notice.
+    where: dict[int, AIMessage] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)  # every call id of the log
+    # Whether `used` is this scan's alone: a resumed scan takes the set over instead of
+    # copying it (a copy costs O(history) per call); a second resume from the same scan
+    # then copies.
+    owns_used: bool = True
+
+    def advance(self, messages: Sequence[BaseMessage]) -> _Resumable:
+        _scan(self.found, messages, self.count, self.where, self.used)
+        self.count = len(messages)
+        self.last_id = messages[-1].id if messages else None
+        live = {id(m) for m, _, _ in self.found.values()}
+        self.where = {i: m for i, m in self.where.items() if id(m) in live}
+        return self
+
+
+def _unedited(scan: _Resumable, messages: Sequence[BaseMessage]) -> bool:
+    return all(
+        messages[i] is m or calls_of(messages[i]) == calls_of(m) for i, m in scan.where.items()
+    )
+
+
+class OpenCalls:
+    """`open_calls`, scanned incrementally per key (the thread and namespace).
+
+    A key's scan resumes where it stopped when the log still starts with what it saw
+    (same length reached, same id at the last scanned position, its open requests not
+    edited in place). At most `max_threads` keys are remembered (least recently used
+    forgotten: a forgotten key costs one full scan).
+    """
+
+    def __init__(self, max_threads: int = 256) -> None:
+        self._scans: OrderedDict[Hashable, _Resumable] = OrderedDict()
+        self._max = max_threads
+        self._lock = threading.Lock()
+
+    def of(
+        self, messages: Sequence[BaseMessage], key: Hashable | None = None
+    ) -> dict[str, AIMessage]:
+        return self.scan(messages, key)[0]
+
+    def scan(
+        self, messages: Sequence[BaseMessage], key: Hashable | None = None
+    ) -> tuple[dict[str, AIMessage], set[str]]:
+        """(`of(messages, key)`, every call id the log's assistant messages use — the
+        same set as `threadlog.nodes.turns.call_ids(messages)`; read it at once, a later
+        scan of the same key may add to it)."""
+        scan = self._resume(messages, key).advance(messages)
+        if key is not None:
+            with self._lock:
+                self._scans[key] = scan
+                self._scans.move_to_end(key)
+                while len(self._scans) > self._max:
+                    self._scans.popitem(last=False)
+        return _by_id(scan.found), scan.used
+
+    def _resume(self, messages: Sequence[BaseMessage], key: Hashable | None) -> _Resumable:
+        with self._lock:
+            old = self._scans.get(key) if key is not None else None
+        if (
+            old is not None
+            and 0 < old.count <= len(messages)
+            and messages[old.count - 1].id == old.last_id
+            and _unedited(old, messages)
+        ):
+            with self._lock:
+                used = old.used if old.owns_used else set(old.used)
+                old.owns_used = False
+            return _Resumable(old.count, old.last_id, dict(old.found), dict(old.where), used)
+        return _Resumable()
+
+
+# -- answering open calls ----------------------------------------------------------
+
+
+def unanswerable(
+    call: Mapping[str, Any], request: BaseMessage | None = None, index: int | None = None
+) -> ToolPairingError:
+    """The error of a path asked to answer a call without an id (module doc)."""
+    which = f"call {index}" if index is not None else "a tool call"
+    return ToolPairingError(
+        f"{which} ({call.get('name')!r}, args {call.get('args')!r}) has no id, so no "
+        "result can answer it",
+        message_id=request.id if request is not None else None,
+        role="assistant",
+        fix="every tool call needs an id, which providers require to pair its result; "
+        "have the model's integration set one (threadlog.ModelNode re-keys a reply's "
+        "empty ids before logging it)",
+    )
+
+
+def not_completed(call: Mapping[str, Any]) -> ToolMessage:
+    """The explicit error result of a call whose step stopped before recording one."""
+    cid = call_id(call)
+    return ToolMessage(
+        content=NOT_COMPLETED,
+        tool_call_id=cid,
+        name=call.get("name") or None,
+        status="error",
+        id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
+    )
+
+
+def result_slot(
+    messages: Sequence[BaseMessage],
+    request_id: str,
+    index: int,
+    call_at: Callable[[str], tuple[str, int] | None],
+) -> int:
+    """Where the result of call `index` of request `request_id` goes in `messages`:
+    right after the request and the results of its earlier calls. `call_at(call id)` is
+    (request id, index) of a call, or None."""
+    for j in range(len(messages) - 1, -1, -1):
+        m = messages[j]
+        if m.id == request_id:
+            return j + 1
+        if isinstance(m, ToolMessage):
+            other = call_at(m.tool_call_id)
+            if other is not None and other[0] == request_id and other[1] < index:
+                return j + 1
+    return len(messages)  # no such request (a checked log always has it)
+
+
+def repair_open_calls(
+    context: Sequence[BaseMessage],
+    *,
+    repair: Repair = "error-result",
+    recovered: Mapping[str, ToolMessage] | None = None,
+) -> tuple[list[BaseMessage], list[ToolMessage]]:
+    """Answer every call of `context` that has no result.
+
+    A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
+    `threadlog.checkpoint.recover`) gets that result as it is — a tool that ran is never
+    re-run; the others are repaired by the `repair` policy: `"error-result"` answers
+    each with `not_completed(call)`, `"refuse"` raises `ToolPairingError` naming it. A
+    call without an id raises under either policy (`unanswerable`). Returns the answered
+    context and the new results, in call order, each placed where the log places it.
+    """
+    pending = open_in(context)
+    if not pending:
+        return list(context), []
+    for msg, index, call in pending:  # first: no policy answers these
+        if not call_id(call):
+            raise unanswerable(call, msg, index)
+    stored_results = recovered or {}
+    known = {m.id for m in context if m.id is not None}
+    new: list[ToolMessage] = []
+    for msg, _, call in pending:
+        cid = call_id(call)
+        result = stored_results.get(cid)
+        if result is None or result.id in known:
+            if repair == "refuse":
+                raise ToolPairingError(
+                    f"call {cid!r} ({call.get('name')}) has no result; the model call "
+                    "was refused (repair='refuse')",
+                    message_id=msg.id,
+                    role="assistant",
+                    fix="run the tools first, or use ModelNode(repair='error-result') to "
+                    "record an explicit error result for it",
+                )
+            result = not_completed(call)
+        new.append(result)
+    return _placed(context, pending, new), new
+
+
+def _placed(
+    context: Sequence[BaseMessage], pending: list[OpenCall], results: list[ToolMessage]
+) -> list[BaseMessage]:
+    # Only calls of the answered requests decide a slot (`result_slot`).
+    at = {
+        call_id(c): (o.request.id, i)
+        for o in pending
+        if o.request.id is not None
+        for i, c in enumerate(calls_of(o.request))
+    }
+    out = list(context)
+    for r in results:
+        where = at.get(r.tool_call_id)
+        slot = result_slot(out, where[0], where[1], at.get) if where else len(out)
+        out.insert(slot, r)
+    return out
