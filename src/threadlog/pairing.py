@@ -4,7 +4,7 @@ goes, and the "not completed" result that answers an abandoned call.
 Every place that asks "which calls have no result?" asks this module: the log
 (`MessageLog.open_calls`), the model node's repair (`repair_open_calls`), the tool step
 (`threadlog.nodes.tools.routing`), the abandon-on-new-input repair
-(`threadlog.checkpoint.finished`) and the inspector (`threadlog.inspect`).
+(`threadlog.checkpoint.stopped_work`) and the inspector (`threadlog.inspect`).
 
 Contract:
 

@@ -39,20 +39,19 @@ LAYERS: list[tuple[object, ...]] = [
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
                     (
-                        "checkpoint.mixin",
+                        "checkpoint.steps",
                         "checkpoint.serde",
                         "checkpoint.heads",
                         "checkpoint.cache_sql",
-                        "checkpoint.recover",
                     ),
+                    ("checkpoint.layered", "checkpoint.recover"),
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),
                     (
                         "checkpoint.input_check",
                         "checkpoint.integrity",
-                        "checkpoint.finished_subgraphs",
+                        "checkpoint.stopped_work",
                     ),
-                    ("checkpoint.finished",),
                     ("checkpoint.guard",),
                     ("checkpoint.saver",),
                     ("checkpoint",),

@@ -2,10 +2,11 @@
 
 Contract:
 
-* `with_history_cache(saver)` returns the *same* saver object with its class swapped
-  for a subclass whose `get_delta_channel_history` / `aget_delta_channel_history`
-  consult a `HistoryCache` first. Everything else (put, list, writes, setup,
-  connections, wrappers' own methods) is the saver's own.
+* `HistoryLayer` is the cache as a saver layer (`threadlog.checkpoint.layered`), the
+  innermost one of `threadlog.checkpointer()`: its `get_delta_channel_history` consults
+  a `HistoryCache` first; its `put` / `get_tuple` only look at what passes (snapshots,
+  below). `with_history_cache(saver)` binds it onto any saver and returns the *same*
+  object, of the same class; everything else (setup, connections) is the saver's own.
 * The cache maps `(thread_id, checkpoint_ns, channel)` to the log at one checkpoint
   id — the last one loaded there — as a `(MessageLog, version)` pair (see
   `MessageLog.messages_at`). Checkpoints are immutable, so what a checkpoint id names
@@ -25,11 +26,12 @@ Contract:
   so the log is not rebuilt from the decoded copy. A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
-* When every checkpoint on the walk was stored by this saver (`record_own_writes`, on
-  by default in `threadlog.checkpointer`), the walk needs no query
+* When every checkpoint on the walk was stored by this saver (the own-writes record the
+  layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
   (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
   behind wrappers exposing `.inner`) the walk is one or two queries
-  (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`.
+  (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`. Sync and async
+  reads run the same flow.
   A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'

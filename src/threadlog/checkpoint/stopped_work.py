@@ -242,7 +242,7 @@ def _carry(
     """The head with NULL-task writes carrying the new messages its log accepts.
 
     `rounds`: the head's own finished work, then what its unfinished subgraphs stored
-    (`finished_subgraphs`); each is taken or refused whole, after the ones before it.
+    (below, "Subgraphs"); each is taken or refused whole, after the ones before it.
     With `abandon` (new input leaves the head's tasks), the calls still open after them
     are answered "not completed", before the input.
     For a reader (not a run), the carried tasks' own writes are left out as well, so
