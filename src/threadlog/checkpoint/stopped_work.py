@@ -287,9 +287,11 @@ def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
     as stored): the new input abandons the step that would have answered them, and the
     graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's prebuilt
     agent). Calls the input answers are left to it."""
-    _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
-    results = [r for r in results if r.tool_call_id not in abandon.answered]
     try:
+        # A stored call without an id cannot be answered (`pairing`): refused here too,
+        # so a head read never fails on it; the model node names it when it repairs.
+        _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
+        results = [r for r in results if r.tool_call_id not in abandon.answered]
         if results:
             log.extend_writes([results], single_writer=False)
     except (MessageLogError, ValueError, TypeError):
