@@ -172,3 +172,25 @@ def test_sync_and_async_head_reads_carry_the_same_stopped_work(tmp_path: Path) -
     assert kinds[:4] == ["HumanMessage", "AIMessage", "ToolMessage", "ToolMessage"]
     assert results[0][2][1] == "sunny" and "not completed" in results[0][3][1]
     assert results[0][4] == ("HumanMessage", "never mind")
+
+
+async def test_concurrent_async_runs_on_postgres_never_wait_on_the_executor(
+    pg_backend: str,
+) -> None:
+    # Was: a task's writes waited for their checkpoint's put (up to 30 s) parked in the
+    # loop's default executor, whose few threads the awaited put itself needed: about 8
+    # concurrent runs stalled each other for the whole 30 s. Two executor threads here, so
+    # any such wait would hold the runs up past the limit below.
+    from concurrent.futures import ThreadPoolExecutor
+
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+    async with threadlog.acheckpointer(pg_backend) as saver:
+        graph = _echo_graph(saver)
+        runs = [
+            graph.ainvoke({"messages": [HumanMessage("hi", id=f"h{i}")]}, _cfg(f"c{i}"))
+            for i in range(12)
+        ]
+        done = await asyncio.wait_for(asyncio.gather(*runs), timeout=25)
+    assert [[m.id for m in out["messages"]] for out in done] == [
+        [f"h{i}", "ai-1"] for i in range(12)
+    ]
