@@ -63,17 +63,11 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.constants import START
 from langgraph.types import Command
 
-from threadlog._upstream import (
-    CONFIG_KEY_RUNTIME,
-    ERROR,
-    INTERRUPT,
-    MISSING,
-    NULL_TASK_ID,
-    entering_loop,
-)
+from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint import finished_subgraphs as subs
 from threadlog.checkpoint.mixin import mix_into
 from threadlog.checkpoint.recover import arecover_results, recover_results
@@ -132,7 +126,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     by_task: dict[tuple[str, str], list[Any]] = {}
     for task, channel, value in writes:
-        if task == NULL_TASK_ID or task in unfinished:
+        if task == PREGEL.null_task_id or task in unfinished:
             continue
         if (items := message_items(value)) is not None:
             by_task.setdefault((task, channel), []).extend(items)
@@ -153,9 +147,9 @@ class _Abandon:
 def _abandoning(loop: Any) -> _Abandon:
     from threadlog.channel import MessageLogChannel  # the channel imports the log
 
-    specs: Mapping[str, Any] = getattr(loop, "specs", None) or {}
+    specs: Mapping[str, Any] = loop.specs
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
-    return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
+    return _Abandon(channels, _answered_by(loop.input, channels))
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -229,7 +223,7 @@ def _carry(
         ):
             new += _answer_open_calls(trial, abandon)
         if new:
-            added.append((NULL_TASK_ID, channel, new))
+            added.append((PREGEL.null_task_id, channel, new))
     if not added:
         return tup
     writes = list(tup.pending_writes or ())
@@ -374,10 +368,10 @@ def _new_input_loop() -> Any | None:
     abandons the head's tasks. Readers see the subgraph's stored work through
     `get_state(subgraphs=True)`.
     """
-    loop = entering_loop(depth=8)
+    loop = running_loop()
     if loop is None:
         return None
-    given = getattr(loop, "input", None)
+    given = loop.input
     return None if given is None or isinstance(given, Command) else loop
 
 

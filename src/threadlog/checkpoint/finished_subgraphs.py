@@ -45,8 +45,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
+from langgraph.constants import TASKS
 
-from threadlog._upstream import BRANCH_TO, ERROR, INTERRUPT, NS_END, NS_SEP, TASKS
+from threadlog._upstream import PREGEL
 
 # finished.py imports this module; its names are read when called, not at import.
 from threadlog.checkpoint import finished
@@ -66,7 +68,7 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     values = tup.checkpoint.get("channel_values", {})
     # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
     # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
-    if values.get(TASKS) or any(str(k).startswith(BRANCH_TO) for k in values):
+    if values.get(TASKS) or any(str(k).startswith(PREGEL.branch_to) for k in values):
         return True
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
 
@@ -103,16 +105,16 @@ def _walk(head: CheckpointTuple, head_ns: str, head_parents: dict[str, str], out
     writes = head.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     done = {task for task, _, _ in writes} - unfinished
-    prefix = f"{head_ns}{NS_SEP}" if head_ns else ""
+    prefix = f"{head_ns}{PREGEL.ns_sep}" if head_ns else ""
     by_ns: dict[str, list[CheckpointTuple]] = {}
     for sub in found:
         ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
         # Postgres' metadata filter is containment, SQLite's equality: keep one level.
-        if not ns.startswith(prefix) or NS_SEP in ns[len(prefix):] or ns == prefix:
+        if not ns.startswith(prefix) or PREGEL.ns_sep in ns[len(prefix):] or ns == prefix:
             continue
         if ((sub.metadata or {}).get("parents") or {}) != parents:
             continue
-        if ns.rsplit(NS_END, 1)[-1] in done:
+        if ns.rsplit(PREGEL.ns_end, 1)[-1] in done:
             continue
         by_ns.setdefault(ns, []).append(sub)
     for ns, subs in sorted(by_ns.items(), key=lambda kv: min(_id(t) for t in kv[1])):

@@ -39,6 +39,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from threadlog._upstream import averify_hooks, verify_hooks
 from threadlog.checkpoint.cache import with_history_cache
 from threadlog.checkpoint.finished import keep_finished_work
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
@@ -115,6 +116,8 @@ def checkpointer(
             `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
             anything is stored (per thread: `saver.set_multitask_strategy`).
     """
+    if guard:
+        verify_hooks()  # once per process: UpstreamChangedError on an incompatible LangGraph
     target = parse_url(url)
     serde = strict_serializer(allowed_types)
     with contextlib.ExitStack() as stack:
@@ -149,6 +152,8 @@ async def acheckpointer(
     multitask_strategy: MultitaskStrategy = "enqueue",
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An async saver for `url` (see module doc), closed when the block ends."""
+    if guard:
+        await averify_hooks()
     target = parse_url(url)
     serde = strict_serializer(allowed_types)
     async with contextlib.AsyncExitStack() as stack:
