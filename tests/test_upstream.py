@@ -13,7 +13,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER, TASKS
 from langgraph.types import Overwrite
 from pydantic import BaseModel, ValidationError
 
@@ -93,14 +95,14 @@ def test_config_keys_are_the_ones_langgraph_sets_for_a_running_task() -> None:
     with saver as s:
         g.compile(checkpointer=s).invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
     for key in (
-        _upstream.CONFIG_KEY_CHECKPOINTER,
-        _upstream.CONFIG_KEY_CHECKPOINT_MAP,
-        _upstream.CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_CHECKPOINTER,  # public: langgraph.constants
+        _upstream.PREGEL.checkpoint_map,
+        "checkpoint_ns",  # public: the checkpointer API's config key
         _upstream.CONFIG_KEY_RUNTIME,
     ):
         assert key in seen, key
-    assert _upstream.NS_SEP == "|"
-    assert _upstream.TASKS == "__pregel_tasks"
+    assert _upstream.PREGEL.ns_sep == "|"
+    assert TASKS == "__pregel_tasks"
 
 
 def test_sqlite_saver_cursor_task_path_and_delta_sql_still_exist(tmp_path: pathlib.Path) -> None:
@@ -124,11 +126,19 @@ def test_postgres_saver_runs_queries_through_its_cursor_context(postgres_url: st
 
 
 def test_msgpack_tables_and_strict_allowlist_are_readable() -> None:
-    assert _upstream.msgpack_tables.SAFE_MSGPACK_TYPES
-    assert _upstream.msgpack_tables.SAFE_MSGPACK_METHODS is not None
+    from langgraph.checkpoint.serde import _msgpack
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
     from threadlog.checkpoint.serde import strict_serializer
 
-    assert _upstream.allowed_msgpack_modules(strict_serializer()) is not True
+    assert _msgpack.SAFE_MSGPACK_TYPES
+    assert _msgpack.SAFE_MSGPACK_METHODS is not None
+    rebuilds = _upstream.msgpack_rebuilds(strict_serializer())
+    assert rebuilds is not None  # the allowlist is read: strict
+    assert all(rebuilds(key) for key in _msgpack.SAFE_MSGPACK_TYPES)
+    assert all(rebuilds(key) for key in _msgpack.SAFE_MSGPACK_METHODS)
+    assert not rebuilds(("os", "system"))
+    assert _upstream.msgpack_rebuilds(JsonPlusSerializer()) is None  # not strict
 
 
 def test_ls_provider_names_the_provider_of_a_chat_model() -> None:
@@ -138,7 +148,7 @@ def test_ls_provider_names_the_provider_of_a_chat_model() -> None:
     assert _upstream.ls_provider(object()) is None
 
 
-def test_the_guard_finds_a_starting_run_and_get_state_on_the_stack() -> None:
+def test_the_guard_finds_a_starting_run_and_get_state_through_the_hooks() -> None:
     # The run guard takes a thread's run lock when a Pregel loop's __enter__ reads the
     # thread through the saver, and releases it from the loop's exit stack; get_state's
     # own read (not update_state's) is where refused writes are shown as task errors.
@@ -155,15 +165,15 @@ def test_the_guard_finds_a_starting_run_and_get_state_on_the_stack() -> None:
 
     class Probe(InMemorySaver):
         def get_tuple(self, config: RunnableConfig) -> Any:
-            loop = _upstream.entering_loop()
+            loop = _upstream.running_loop()
             seen.append(("get", loop is not None and hasattr(loop, "stack"),
-                         _upstream.reading_state()))
+                         _upstream.in_get_state()))
             return super().get_tuple(config)
 
         async def aget_tuple(self, config: RunnableConfig) -> Any:
-            loop = _upstream.entering_loop()
+            loop = _upstream.running_loop()
             seen.append(("aget", loop is not None and hasattr(loop, "stack"),
-                         _upstream.reading_state()))
+                         _upstream.in_get_state()))
             return await super().aget_tuple(config)
 
     g = StateGraph(S)
@@ -179,8 +189,8 @@ def test_the_guard_finds_a_starting_run_and_get_state_on_the_stack() -> None:
     assert ("get", False, True) in seen  # get_state's read
     assert ("aget", True, False) in seen  # the async run's read
     assert ("get", False, False) in seen  # update_state's read: neither
-    assert _upstream.ERROR == "__error__"
-    assert len(_upstream.NULL_TASK_ID) == 36
+    assert ERROR == "__error__"
+    assert len(_upstream.PREGEL.null_task_id) == 36
 
 
 def test_no_module_but_upstream_touches_private_upstream_names() -> None:
@@ -188,7 +198,9 @@ def test_no_module_but_upstream_touches_private_upstream_names() -> None:
     pattern = re.compile(
         r"_internal|from langgraph[\w.]* import _|import _|__pregel_|\._cursor\(|"
         r"_allowed_msgpack|_get_ls_params\(|\._has_task_path|_get_request_payload|"
-        r"_convert_message_to_dict|_construct_responses_api_input"
+        r"_convert_message_to_dict|_construct_responses_api_input|"
+        # The hooks: only `_upstream` wraps LangGraph's entry points or reads its loops.
+        r"PregelLoop|_prepare_state_snapshot|_getframe|\bf_back\b|\bf_locals\b"
     )
     comment = re.compile(r"^\s*#")
     offenders = []
@@ -264,11 +276,11 @@ def test_request_payload_hook_rewrites_every_body_langchain_openai_sends() -> No
 
 
 def test_langchain_openai_message_converters_build_chat_and_responses_json() -> None:
-    assert _upstream.convert_message_to_dict(HumanMessage("hi")) == {
+    assert _upstream.openai_message_json([HumanMessage("hi")], responses_api=False) == [{
         "content": "hi",
         "role": "user",
-    }
-    items = list(_upstream.construct_responses_api_input([HumanMessage("hi")]))
+    }]
+    items = _upstream.openai_message_json([HumanMessage("hi")], responses_api=True)
     assert items and items[0]["role"] == "user"
 
 
@@ -278,8 +290,8 @@ def test_task_status_channels_and_null_task_id_are_what_the_loop_uses() -> None:
     from langgraph.pregel import _loop
     from langgraph.pregel._task_status import CONTROL_WRITES
 
-    assert {_upstream.ERROR, _upstream.INTERRUPT} <= CONTROL_WRITES
-    assert _upstream.NULL_TASK_ID == "00000000-0000-0000-0000-000000000000"
+    assert {ERROR, INTERRUPT} <= CONTROL_WRITES
+    assert _upstream.PREGEL.null_task_id == "00000000-0000-0000-0000-000000000000"
     assert "w[0] == NULL_TASK_ID" in inspect.getsource(_loop.PregelLoop._first)
 
 
@@ -291,8 +303,8 @@ def test_subgraph_namespaces_and_node_triggers_are_named_as_finished_subgraphs_r
     from langgraph.graph import state
     from langgraph.pregel import _loop
 
-    assert (_upstream.NS_END, _upstream.NS_SEP) == (":", "|")
-    assert f'"{_upstream.BRANCH_TO}{{node}}"' in inspect.getsource(state)
+    assert (_upstream.PREGEL.ns_end, _upstream.PREGEL.ns_sep) == (":", "|")
+    assert f'"{_upstream.PREGEL.branch_to}{{node}}"' in inspect.getsource(state)
     assert 'metadata["parents"]' in inspect.getsource(_loop)
     # A run's input is the loop's `input` (None or a Command: a resume), read while the
     # loop enters to tell new input from a resume (checkpoint/finished.py).
@@ -334,3 +346,57 @@ def test_infer_handled_types_reads_a_handlers_annotation() -> None:
 
     assert _upstream.infer_handled_types(one) == (ValueError,)
     assert _upstream.infer_handled_types(unannotated) == (Exception,)
+
+
+def test_pregel_formats_are_how_langgraph_spells_what_a_run_stores_and_passes() -> None:
+    # Each `PREGEL` field observed on a real run with a subgraph: the task_path of a root
+    # pull task (checkpoint/guard.py), a subgraph's namespace and `metadata["parents"]`
+    # (checkpoint/finished_subgraphs.py), a task's checkpoint map (checkpoint/recover.py),
+    # and the `branch:to:` trigger channels of a head (checkpoint/finished_subgraphs.py).
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    fmt = _upstream.PREGEL
+
+    class S(TypedDict):
+        n: int
+
+    task_paths: list[tuple[str, str]] = []  # (namespace, task_path)
+    maps: list[dict] = []
+
+    class Spy(InMemorySaver):
+        def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[no-untyped-def]
+            task_paths.append((config["configurable"].get("checkpoint_ns", ""), task_path))
+            return super().put_writes(config, writes, task_id, task_path)
+
+    def leaf(state: S, config: RunnableConfig) -> S:
+        maps.append(dict(config["configurable"][fmt.checkpoint_map]))
+        return {"n": state["n"] + 1}
+
+    sub = StateGraph(S)
+    sub.add_node("leaf", leaf)
+    sub.add_edge(START, "leaf")
+    g = StateGraph(S)
+    g.add_node("inner", sub.compile())
+    g.add_edge(START, "inner")
+    saver = Spy()
+    config: Any = {"configurable": {"thread_id": "t"}}
+    g.compile(checkpointer=saver).invoke({"n": 0}, config)
+
+    root_paths = {path for ns, path in task_paths if ns == ""}
+    assert fmt.root_pull_task_path.format(node="__start__") in root_paths
+    assert fmt.root_pull_task_path.format(node="inner") in root_paths
+    assert {p.rsplit(", ", 1)[-1] for p in root_paths} == {"__start__", "inner"}  # guard's read
+
+    subs = [c for c in saver.list(None) if c.config["configurable"]["checkpoint_ns"]]
+    ns = subs[0].config["configurable"]["checkpoint_ns"]
+    node, task_id = ns.split(fmt.ns_end)
+    assert node == "inner" and fmt.ns_sep not in ns and len(task_id) == 36
+    roots = {c.config["configurable"]["checkpoint_id"] for c in saver.list(config)}
+    parents = [c.metadata[fmt.parents] for c in subs]  # type: ignore[literal-required]
+    assert all(set(p) == {""} and p[""] in roots for p in parents)
+    assert maps and set(maps[0]) == {"", ns} and maps[0][""] in roots
+
+    versions = [set(c.checkpoint["channel_versions"]) for c in saver.list(config)]
+    assert any(f"{fmt.branch_to}inner" in v for v in versions)

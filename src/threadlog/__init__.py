@@ -20,7 +20,7 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
   `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
   `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
 * Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
-  `with_history_cache`, `HistoryCache`.
+  `with_history_cache`, `HistoryCache`; `UpstreamChangedError` (an incompatible LangGraph).
 * Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
 
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         ThreadlogError,
         ToolCallError,
         ToolPairingError,
+        UpstreamChangedError,
     )
     from threadlog.log import MessageLog, append_messages
     from threadlog.messages import coerce_message, digest, role_of
@@ -87,6 +88,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ThreadlogError",
         "ToolCallError",
         "ToolPairingError",
+        "UpstreamChangedError",
     ),
     "threadlog.log": ("MessageLog", "append_messages"),
     "threadlog.messages": ("coerce_message", "digest", "role_of"),
@@ -153,6 +155,7 @@ __all__ = [
     "ToolCallError",
     "ToolNode",
     "ToolPairingError",
+    "UpstreamChangedError",
     "acheckpointer",
     "append_messages",
     "build_context",

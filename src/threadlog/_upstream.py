@@ -5,27 +5,45 @@ file to read when that happens, and `tests/test_upstream.py` checks that each on
 exists and behaves as used, so a breaking release fails our suite instead of users' apps.
 Each name carries why we need it; "checked" is the version it was last verified against
 (langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
-langgraph-prebuilt 1.1.3, langchain-core 1.8.3). Prefer a public hook where one exists.
+langgraph-prebuilt 1.1.3, langchain-core 1.8.3). Prefer a public hook where one exists:
+names LangGraph exports publicly (`ERROR`, `INTERRUPT` from `langgraph.checkpoint.serde.types`,
+`TASKS`, `CONFIG_KEY_CHECKPOINTER` from `langgraph.constants`, the `"checkpoint_ns"` config
+key) are imported from there by their users, not from here.
+
+Three kinds of reliance, three sections:
+
+* **Names**: private classes, functions and constants, imported under a public name.
+* **Formats** (`PREGEL`): how LangGraph spells what it stores and passes — namespaces, task
+  paths, metadata keys, channel prefixes. Not names upstream could rename, but strings
+  threads already stored depend on; each field says who reads it.
+* **Hooks**: the moments threadlog must recognise while LangGraph runs — a run's loop
+  reading its thread (`running_loop()`), `get_state` reading it (`in_get_state()`) and
+  previewing its stored writes (`in_state_preview()`). LangGraph has no callback for them,
+  so the entry points in `_ENTRY_POINTS` are wrapped once, at import: each wrapper
+  publishes what is running in a `ContextVar` for exactly the duration of that call (reset
+  in `finally`, and marked over, so a context copied meanwhile stops seeing it). Nothing
+  walks stack frames. `verify_hooks()` / `averify_hooks()` run a one-off canary graph to
+  prove every hook still fires on the installed LangGraph, and raise
+  `UpstreamChangedError` (naming the version and the entry point) if one does not — a
+  guarded saver never runs unguarded.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+import asyncio
+import contextlib
+import contextvars
+import functools
+import importlib.metadata
+import threading
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, NamedTuple, TypedDict
 
-# Config keys LangGraph puts in `config["configurable"]` for a running task.
-# A task's failure and interrupt channels in its pending writes (a task with either did
-# not finish), and the task id of writes that are input to a step rather than a task's
-# output: the loop applies them first, for resumes and new input alike. Used to carry
-# work a crash left without its checkpoint (`checkpoint/finished.py`); and for
-# `get_state`, to show a refused write as its task's error (`checkpoint/guard.py`).
+# Config keys and ids LangGraph uses while it runs (the `PREGEL` formats below read them).
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
-    CONFIG_KEY_CHECKPOINT_NS,
-    CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_RUNTIME,
-    ERROR,
-    INTERRUPT,
     NS_END,
     NS_SEP,
     NULL_TASK_ID,
@@ -44,15 +62,15 @@ from langgraph._internal._typing import MISSING
 # (object and dict), so the append-only log can refuse it with a clear error.
 from langgraph.channels.binop import _get_overwrite
 
+# The canary graph's saver (`verify_hooks`).
+from langgraph.checkpoint.memory import InMemorySaver
+
 # The safe-type tables of LangGraph's msgpack loader: whether a strict serializer would
-# rebuild a type on load (asked before a tool result is stored).
-from langgraph.checkpoint.serde import _msgpack as msgpack_tables
+# rebuild a type on load (asked before a tool result is stored; `msgpack_rebuilds`).
+from langgraph.checkpoint.serde import _msgpack
 
 # The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
-
-# The channel LangGraph stores `Send` packets in, in a checkpoint's pending writes.
-from langgraph.constants import TASKS
 
 # How upstream's ToolNode filters injected arguments out of a validation error, and the
 # type of its injected-argument map: reused so schema errors read like upstream's.
@@ -67,13 +85,13 @@ from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
 # the input check rebuilds the log exactly as a run would see it.
 from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
 
-# A run's Pregel loop reads the thread's head through the saver from its `__enter__` /
-# `__aenter__`: the one moment a saver can tell a run from a reader, and the loop's
-# `stack` (an ExitStack) is the one hook that runs however the run ends. `get_state`
-# previews pending writes from `_prepare_state_snapshot`. Found by their code objects
-# on the stack (`entering_loop`, `reading_state`, `in_state_preview`).
+# The hooked entry points (`_ENTRY_POINTS`): a run's Pregel loop reads the thread's head
+# from its `__enter__` / `__aenter__`; `get_state` reads it and previews its pending writes
+# in `_prepare_state_snapshot`.
 from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 from langgraph.pregel.main import Pregel
+
+from threadlog.errors import UpstreamChangedError
 
 # -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
 try:
@@ -87,46 +105,32 @@ except ImportError:  # pragma: no cover - the sqlite saver is a dependency; kept
     build_delta_channels_writes_history = None  # type: ignore[assignment]
     build_delta_stage2_sql = None  # type: ignore[assignment]
 
-# The channel a StateGraph edge writes to trigger a node (`branch:to:<node>`): a head that
-# still holds one has a task to run, so a subgraph may have stored work below it
-# (`checkpoint/finished_subgraphs.py`). A literal in `langgraph/graph/state.py`.
-BRANCH_TO = "branch:to:"
-
 __all__ = [
-    "BRANCH_TO",
-    "CONFIG_KEY_CHECKPOINTER",
-    "CONFIG_KEY_CHECKPOINT_MAP",
-    "CONFIG_KEY_CHECKPOINT_NS",
     "CONFIG_KEY_RUNTIME",
     "DELTA_STAGE1_SQL",
-    "ERROR",
-    "INTERRUPT",
     "MISSING",
-    "NS_END",
-    "NS_SEP",
-    "NULL_TASK_ID",
-    "TASKS",
+    "PREGEL",
     "DeltaSnapshot",
     "InjectedArgs",
     "RunnableCallable",
     "achannels_from_checkpoint",
-    "allowed_msgpack_modules",
+    "averify_hooks",
     "build_delta_channels_writes_history",
     "build_delta_stage2_sql",
     "channels_from_checkpoint",
-    "construct_responses_api_input",
-    "convert_message_to_dict",
-    "entering_loop",
     "filter_validation_errors",
+    "in_get_state",
     "in_state_preview",
     "infer_handled_types",
     "is_overwrite",
     "ls_provider",
-    "msgpack_tables",
+    "msgpack_rebuilds",
+    "openai_message_json",
     "postgres_cursor",
-    "reading_state",
+    "running_loop",
     "saver_has_task_path",
     "set_saver_has_task_path",
+    "verify_hooks",
     "with_request_payload_rewrite",
 ]
 
@@ -154,9 +158,23 @@ def set_saver_has_task_path(saver: Any, value: bool) -> None:
     saver._has_task_path = value
 
 
-def allowed_msgpack_modules(serde: Any) -> Any:
-    """A serializer's strict-msgpack allowlist (`True` = not strict); no public accessor."""
-    return getattr(serde, "_allowed_msgpack_modules", True)
+def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
+    """Whether `serde`'s msgpack loader rebuilds a stored `(module, class)` or calls a
+    stored `(module, class, method)`, or None when it is not strict (rebuilds all).
+
+    Its allowlist (`_allowed_msgpack_modules`, `True` = not strict) has no public
+    accessor; LangGraph's own safe types and methods are always allowed."""
+    allowed = getattr(serde, "_allowed_msgpack_modules", True)
+    if allowed is True:
+        return None
+    extra = allowed if isinstance(allowed, (set, frozenset)) else frozenset()
+
+    def rebuilds(key: tuple[str, ...]) -> bool:
+        if len(key) == 3:
+            return key in _msgpack.SAFE_MSGPACK_METHODS
+        return key in _msgpack.SAFE_MSGPACK_TYPES or key in extra
+
+    return rebuilds
 
 
 def ls_provider(model: Any) -> str | None:
@@ -170,49 +188,459 @@ def ls_provider(model: Any) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
-_LOOP_ENTRIES = frozenset({SyncPregelLoop.__enter__.__code__, AsyncPregelLoop.__aenter__.__code__})
-_STATE_READS = frozenset({Pregel.get_state.__code__, Pregel.aget_state.__code__})
-_PREVIEWS = frozenset(
-    {Pregel._prepare_state_snapshot.__code__, Pregel._aprepare_state_snapshot.__code__}
+# -- formats: how LangGraph spells what it stores and passes ---------------------------------
+
+
+@dataclass(frozen=True)
+class _PregelFormat:
+    """How LangGraph spells what it stores and passes. Threads already stored depend on
+    these spellings, so they are facts to check (`tests/test_upstream.py`), not names."""
+
+    ns_sep: str = NS_SEP
+    """`"|"` joins nested checkpoint namespaces (a subgraph's, its subgraph's, …): a
+    task's graph namespace is its own namespace up to the last `ns_sep`
+    (`nodes/model.py`, `checkpoint/recover.py`, `checkpoint/finished_subgraphs.py`,
+    `inspect/`)."""
+    ns_end: str = NS_END
+    """`":"` ends the node name in a namespace segment, `"<node>:<task_id>"`."""
+    null_task_id: str = NULL_TASK_ID
+    """The task id of writes that are input to a step rather than a task's output: the
+    loop applies them first, for resumes and new input alike (`checkpoint/finished.py`
+    carries a crash's finished work as such writes; `checkpoint/input_check.py`)."""
+    checkpoint_map: str = CONFIG_KEY_CHECKPOINT_MAP
+    """The config key of a running task's `{graph namespace: checkpoint id}` map: which
+    checkpoint each enclosing graph is at (`checkpoint/recover.py`)."""
+    parents: str = "parents"
+    """The metadata key under which each checkpoint records that map of its enclosing
+    graphs (`metadata["parents"]`; `checkpoint/finished_subgraphs.py`,
+    `inspect/namespaces.py` list a subgraph's checkpoints by it)."""
+    branch_to: str = "branch:to:"
+    """The channel prefix a StateGraph edge writes to trigger a node (`branch:to:<node>`;
+    a literal in `langgraph/graph/state.py`): a head that still holds one has a task to
+    run, so a subgraph may have stored work below it (`checkpoint/finished_subgraphs.py`)."""
+    root_pull_task_path: str = "~__pregel_pull, {node}"
+    """The `task_path` (the `put_writes` argument) of a root graph's pull task of node
+    `{node}`: the guard tells a turn's `__start__` input writes by its last `", "` part
+    (`checkpoint/guard.py`)."""
+
+
+PREGEL = _PregelFormat()
+
+
+# -- hooks: what LangGraph is doing right now, in this context --------------------------------
+
+
+class _Call:
+    """One hooked call in progress: what it runs on, and which thread / task runs it."""
+
+    __slots__ = ("live", "owner", "target")
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.owner = _owner()
+        self.live = True
+
+
+def _owner() -> tuple[int, object]:
+    # A context copied during the call (LangGraph's background writes, tasks it creates)
+    # runs elsewhere and must not see it: only the thread and task making the call do.
+    try:
+        task: object = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
+        task = None
+    return threading.get_ident(), task
+
+
+_CALLS: dict[str, contextvars.ContextVar[_Call | None]] = {
+    kind: contextvars.ContextVar(f"threadlog_upstream_{kind}", default=None)
+    for kind in ("loop_enter", "get_state", "state_preview")
+}
+
+# (class, attribute, kind, is async): the entry points wrapped, as data. While one runs,
+# `_CALLS[kind]` holds it; `verify_hooks` proves each still fires.
+_ENTRY_POINTS: tuple[tuple[type, str, str, bool], ...] = (
+    # The loop reads the thread's head while it enters: the one moment a saver can tell a
+    # run from a reader (the run guard takes the thread's lock then; new input abandons
+    # the head's tasks then, `checkpoint/finished.py`).
+    (SyncPregelLoop, "__enter__", "loop_enter", False),
+    (AsyncPregelLoop, "__aenter__", "loop_enter", True),
+    # get_state's own read (not update_state's): shown with refused writes as task errors.
+    (Pregel, "get_state", "get_state", False),
+    (Pregel, "aget_state", "get_state", True),
+    # get_state (and get_state_history) applying a checkpoint's stored writes to preview
+    # the state: the message log shows the last good state instead of raising.
+    (Pregel, "_prepare_state_snapshot", "state_preview", False),
+    (Pregel, "_aprepare_state_snapshot", "state_preview", True),
+)
+_NOT_HOOKED: dict[str, str] = {}  # "Class.attr" -> why it could not be wrapped
+
+
+def _active(kind: str) -> Any | None:
+    call = _CALLS[kind].get()
+    if call is None or not call.live or call.owner != _owner():
+        return None
+    return call.target
+
+
+class RunningLoop(NamedTuple):
+    """What threadlog reads off the Pregel loop whose enter is running (`running_loop()`).
+    Other modules read these fields, never the loop's own attributes."""
+
+    loop: object  # the loop itself: for its lifetime (`weakref.finalize`), nothing else
+    stack: Any  # its (Async)ExitStack, unwound however the run ends: `stack.callback(fn)`
+    input: Any  # the run's input: new input, or None / a `Command` for a resume
+    specs: Mapping[str, Any]  # channel name -> channel, as the running graph declares them
+
+
+def running_loop() -> RunningLoop | None:
+    """The Pregel loop whose `__enter__` / `__aenter__` is running in this thread / task
+    (reading the thread it starts from), else None — also while the run's steps run.
+    Raises `UpstreamChangedError` if the loop lacks what `RunningLoop` reads."""
+    loop = _active("loop_enter")
+    if loop is None:
+        return None
+    try:
+        return RunningLoop(loop, loop.stack, loop.input, loop.specs)
+    except AttributeError as exc:
+        raise UpstreamChangedError(
+            f"{type(loop).__name__} has no `{exc.name}` attribute any more",
+            package="langgraph",
+            version=_version(),
+        ) from exc
+
+
+def in_get_state() -> bool:
+    """Whether `get_state` / `aget_state` is running in this context (not `update_state`)."""
+    return _active("get_state") is not None
+
+
+def in_state_preview() -> bool:
+    """Whether `get_state` is previewing a checkpoint's pending writes in this context."""
+    return _active("state_preview") is not None
+
+
+def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
+    var = _CALLS[kind]
+    if is_async:
+
+        @functools.wraps(original)
+        async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(self)
+            token = var.set(call)
+            try:
+                return await original(self, *args, **kwargs)
+            finally:
+                call.live = False
+                with contextlib.suppress(ValueError):  # reset from another context
+                    var.reset(token)
+
+        hook: Callable[..., Any] = ahook
+    else:
+
+        @functools.wraps(original)
+        def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(self)
+            token = var.set(call)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                call.live = False
+                with contextlib.suppress(ValueError):
+                    var.reset(token)
+
+        hook = shook
+    hook._threadlog_hook = kind  # type: ignore[attr-defined]
+    return hook
+
+
+def _is_hooked(fn: Any) -> bool:
+    """Whether `fn` is our hook, or wraps it (`functools.wraps` keeps `__wrapped__`)."""
+    for _ in range(100):
+        if fn is None:
+            return False
+        if getattr(fn, "_threadlog_hook", None) is not None:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def _install_hooks() -> None:
+    """Wrap each entry point once; again only if something replaced it since."""
+    for cls, attr, kind, is_async in _ENTRY_POINTS:
+        name = f"{cls.__name__}.{attr}"
+        original = getattr(cls, attr, None)
+        if not callable(original):
+            _NOT_HOOKED[name] = f"{name} no longer exists"
+            continue
+        _NOT_HOOKED.pop(name, None)
+        if not _is_hooked(original):
+            setattr(cls, attr, _hooked(original, kind, is_async))
+
+
+_install_hooks()
+
+
+# -- verifying the hooks: a canary graph, once per process -----------------------------------
+
+_VERIFIED: set[bool] = set()  # is_async values whose canary passed in this process
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("langgraph")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - it is installed
+        return "(version unknown)"
+
+
+def verify_hooks() -> None:
+    """Prove the hooks fire on the installed LangGraph (`invoke` + `get_state` on a canary
+    graph), once per process; raise `UpstreamChangedError` naming what stopped working.
+
+    Runs in an empty context (a caller inside a graph's node lends it no callbacks, so its
+    events never show up in the caller's run) with LangSmith tracing off."""
+    if False in _VERIFIED:
+        return
+    contextvars.Context().run(_drive, _canary(is_async=False))
+    _VERIFIED.add(False)
+
+
+async def averify_hooks() -> None:
+    """`verify_hooks` for the async entry points (`ainvoke` + `aget_state`)."""
+    if True in _VERIFIED:
+        return
+    await asyncio.create_task(_adrive(_canary(is_async=True)), context=contextvars.Context())
+    _VERIFIED.add(True)
+
+
+@dataclass(frozen=True, slots=True)
+class _GraphCall:
+    """Call the canary graph's `method` (sync) or `a<method>` (async)."""
+
+    graph: Any
+    method: str
+    args: tuple[Any, ...]
+
+
+_Canary = Generator[_GraphCall, Any, None]
+
+
+def _drive(steps: _Canary) -> None:
+    from langsmith import tracing_context
+
+    with tracing_context(enabled=False):
+        send: Callable[[Any], _GraphCall] = steps.send
+        value: Any = None
+        while True:
+            try:
+                op = send(value)
+            except StopIteration:
+                return
+            try:
+                value, send = getattr(op.graph, op.method)(*op.args), steps.send
+            except Exception as exc:  # the step names what failed
+                value, send = exc, steps.throw
+
+
+async def _adrive(steps: _Canary) -> None:
+    from langsmith import tracing_context
+
+    with tracing_context(enabled=False):
+        send: Callable[[Any], _GraphCall] = steps.send
+        value: Any = None
+        while True:
+            try:
+                op = send(value)
+            except StopIteration:
+                return
+            try:
+                value, send = await getattr(op.graph, "a" + op.method)(*op.args), steps.send
+            except Exception as exc:
+                value, send = exc, steps.throw
+
+
+class _Seen:
+    """What the canary's saver, nodes and reducer saw, per phase ("run" / "get_state").
+    Facts only, never the loop itself: LangGraph may keep the canary graph's reducer."""
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+        self.phase = "run"
+        self.reads: list[tuple[str, _LoopFacts | None, bool]] = []
+        self.in_nodes: list[tuple[str, bool]] = []  # (phase, a loop was published)
+        self.updates: list[tuple[str, bool]] = []  # (phase, in_state_preview())
+        self.unwound = False
+        self.error: UpstreamChangedError | None = None
+
+    def read(self) -> None:
+        try:
+            loop = running_loop()
+        except UpstreamChangedError as exc:
+            self.error = exc
+            return
+        facts = None
+        if loop is not None:
+            facts = _LoopFacts(
+                loop.input == self.given,
+                isinstance(loop.specs, Mapping) and "n" in loop.specs,
+                callable(getattr(loop.stack, "callback", None)),
+            )
+            if facts.has_callback and self.phase == "run":
+                loop.stack.callback(self.unwind)
+        self.reads.append((self.phase, facts, in_get_state()))
+
+    def unwind(self) -> None:
+        self.unwound = True
+
+
+class _LoopFacts(NamedTuple):
+    input_is_the_runs: bool
+    specs_name_the_channels: bool
+    has_callback: bool
+
+
+# The canary's parts read the `_Seen` of the canary running in their context: module-level,
+# so nothing of a finished canary stays reachable (typing caches `Annotated[...]` aliases).
+_SEEN: contextvars.ContextVar[_Seen | None] = contextvars.ContextVar(
+    "threadlog_canary", default=None
 )
 
 
-def _caller_in(codes: frozenset[Any], depth: int) -> Any:
-    """The frame among our caller's `depth` callers that runs one of `codes`, if any."""
-    frame: Any = sys._getframe(2)
-    for _ in range(depth):
-        if frame is None:
-            return None
-        if frame.f_code in codes:
-            return frame
-        frame = frame.f_back
-    return None
+def _canary_keep(old: int, new: int) -> int:
+    if (seen := _SEEN.get()) is not None:
+        seen.updates.append((seen.phase, in_state_preview()))
+    return new
 
 
-def entering_loop(depth: int = 5) -> Any | None:
-    """The Pregel loop whose `__enter__` / `__aenter__` is calling us, if any (its `stack`
-    attribute is the ExitStack unwound when the run ends)."""
-    frame = _caller_in(_LOOP_ENTRIES, depth)
-    return None if frame is None else frame.f_locals.get("self")
+class _CanaryState(TypedDict):
+    n: Annotated[int, _canary_keep]
 
 
-def reading_state(depth: int = 5) -> bool:
-    """Whether `get_state` / `aget_state` itself is calling us (not `update_state`)."""
-    return _caller_in(_STATE_READS, depth) is not None
+def _canary_write(state: _CanaryState) -> dict[str, int]:
+    if (seen := _SEEN.get()) is not None:
+        seen.in_nodes.append((seen.phase, running_loop() is not None))
+    return {"n": 1}
 
 
-def in_state_preview(depth: int = 8) -> bool:
-    """Whether `get_state` is previewing a checkpoint's pending writes (we are below it)."""
-    return _caller_in(_PREVIEWS, depth) is not None
+def _canary_ask(state: _CanaryState) -> dict[str, int]:
+    from langgraph.types import interrupt
+
+    interrupt("canary")  # the step stops; `_canary_write`'s result stays a pending write
+    return {}
+
+
+class _CanarySaver(InMemorySaver):
+    def get_tuple(self, config: Any) -> Any:  # aget_tuple calls it too
+        if (seen := _SEEN.get()) is not None:
+            seen.read()
+        return super().get_tuple(config)
+
+
+def _canary_graph() -> Any:
+    from langgraph.graph import START, StateGraph
+
+    g: Any = StateGraph(_CanaryState)
+    g.add_node("write", _canary_write)
+    g.add_node("ask", _canary_ask)
+    g.add_edge(START, "write")
+    g.add_edge(START, "ask")
+    return g.compile(checkpointer=_CanarySaver())
+
+
+def _entry(kind: str, is_async: bool) -> str:
+    return next(
+        f"{cls.__name__}.{attr}" for cls, attr, k, a in _ENTRY_POINTS if (k, a) == (kind, is_async)
+    )
+
+
+def _canary(*, is_async: bool) -> _Canary:
+    """The one check both drivers run: a run (two nodes, one stops on an interrupt, so the
+    other's result is a stored pending write), then `get_state` on it."""
+    given = {"n": 0}
+    seen = _Seen(given)
+    _SEEN.set(seen)  # the drivers run this in a context of its own
+    graph = _canary_graph()
+    config = {"configurable": {"thread_id": "threadlog-canary"}}
+    problems = [why for name, why in _NOT_HOOKED.items() if _entry_is(name, is_async)]
+    for phase, call in (
+        ("run", _GraphCall(graph, "invoke", (given, config))),
+        ("get_state", _GraphCall(graph, "get_state", (config,))),
+    ):
+        seen.phase = phase
+        result = yield call
+        if isinstance(result, Exception):
+            problems.append(f"the canary graph's {call.method} failed: {result!r}")
+            break
+    if seen.error is not None:
+        raise seen.error
+    problems += _problems(seen, is_async)
+    if problems:
+        raise UpstreamChangedError("; ".join(problems), package="langgraph", version=_version())
+
+
+def _entry_is(name: str, is_async: bool) -> bool:
+    return any(f"{c.__name__}.{a}" == name and i == is_async for c, a, _, i in _ENTRY_POINTS)
+
+
+def _problems(seen: _Seen, is_async: bool) -> list[str]:
+    enter = _entry("loop_enter", is_async)
+    get_state = _entry("get_state", is_async)
+    preview = _entry("state_preview", is_async)
+    out: list[str] = []
+    run_loops = [loop for phase, loop, _ in seen.reads if phase == "run"]
+    loops = [loop for loop in run_loops if loop is not None]
+    if not run_loops:
+        out.append(f"{enter}: a run no longer reads its thread through the checkpointer")
+    elif not loops:
+        out.append(
+            f"{enter}: a run's read of its thread is no longer inside the hooked call "
+            "(no entering loop seen), so the run guard would not take the thread's lock"
+        )
+    else:
+        loop = loops[0]
+        if not loop.input_is_the_runs:
+            out.append(f"{enter}: the entering loop's `input` is not the run's input")
+        if not loop.specs_name_the_channels:
+            out.append(f"{enter}: the entering loop's `specs` do not name the graph's channels")
+        if not (loop.has_callback and seen.unwound):
+            out.append(f"{enter}: the entering loop's `stack` was not unwound when the run ended")
+    if any(published for _, published in seen.in_nodes):
+        out.append(f"{enter}: the entering loop is still published while the run's nodes run")
+    if any(state for phase, _, state in seen.reads if phase == "run"):
+        out.append(f"{get_state}: a run's read of its thread counts as get_state's")
+    if any(preview_ for phase, preview_ in seen.updates if phase == "run"):
+        out.append(f"{preview}: a run's channel updates count as get_state's preview")
+    state_reads = [(loop, state) for phase, loop, state in seen.reads if phase == "get_state"]
+    if not any(state for _, state in state_reads):
+        out.append(
+            f"{get_state}: its read of the thread is no longer inside the hooked call, so "
+            "get_state would not show refused writes as task errors"
+        )
+    if any(loop is not None for loop, _ in state_reads):
+        out.append(f"{get_state}: get_state's read counts as a run's")
+    if not any(preview_ for phase, preview_ in seen.updates if phase == "get_state"):
+        out.append(
+            f"{preview}: get_state's preview of stored writes is no longer inside the "
+            "hooked call, so a failed step's refused writes would raise in get_state"
+        )
+    return out
+
+
 # -- langchain-openai ------------------------------------------------------------------------
 # Its own message → JSON converters (Chat Completions dicts, Responses API input items):
 # `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.
 from langchain_openai.chat_models.base import (  # noqa: E402
-    _construct_responses_api_input as construct_responses_api_input,
+    _construct_responses_api_input,
+    _convert_message_to_dict,
 )
-from langchain_openai.chat_models.base import (  # noqa: E402
-    _convert_message_to_dict as convert_message_to_dict,
-)
+
+
+def openai_message_json(messages: Sequence[Any], *, responses_api: bool) -> list[dict[str, Any]]:
+    """The JSON langchain-openai sends for `messages`: Chat Completions `messages` dicts,
+    or (`responses_api`) Responses API `input` items."""
+    if responses_api:
+        return list(_construct_responses_api_input(messages))
+    return [_convert_message_to_dict(m) for m in messages]
+
 
 # The request body, after conversion, before it is sent.
 # `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body

@@ -14,7 +14,10 @@
     ├── ToolCallError (RuntimeError)    a tool call failed and `handle_errors=False`
     ├── StoredDataError (ValueError)    stored data that cannot be trusted: a record naming
     │                                   a type outside the allowlist, a broken writes chain
-    └── ApprovalError (ValueError)      a resume value that is no approval decision
+    ├── ApprovalError (ValueError)      a resume value that is no approval decision
+    └── UpstreamChangedError (RuntimeError)  the installed LangGraph no longer does what
+                                        threadlog hooks into; names its version and the
+                                        entry point (raised before anything runs unguarded)
 
 The builtin bases are kept so code that catches `ValueError` / `RuntimeError` (as for
 LangGraph's own errors) keeps working. Errors pickle with all their fields: they cross
@@ -38,6 +41,7 @@ __all__ = [
     "ThreadlogError",
     "ToolCallError",
     "ToolPairingError",
+    "UpstreamChangedError",
 ]
 
 
@@ -201,3 +205,30 @@ class StoredDataError(ThreadlogError, ValueError):
     or a thread whose writes no longer form the chain they were stored as (a row deleted
     or swapped). Reading such a thread fails loudly instead of showing a different history.
     """
+
+
+class UpstreamChangedError(ThreadlogError, RuntimeError):
+    """The installed LangGraph (or langchain) release no longer does what threadlog relies
+    on: a hooked entry point that stopped firing, an attribute that is gone.
+
+    `threadlog.checkpointer(url)` checks its hooks once per process before it returns a
+    guarded saver, so an incompatible upgrade fails there instead of running unguarded.
+    `package` and `version` name the installed release; `problem` says what stopped working.
+    """
+
+    def __init__(self, problem: str, *, package: str, version: str) -> None:
+        self.problem = problem
+        self.package = package
+        self.version = version
+        super().__init__(
+            f"threadlog does not work with the installed {package} {version}: {problem}. "
+            f"Install a {package} version threadlog supports (docs/compatibility.md, "
+            "\"Tested versions\"), or a threadlog release that supports this one"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_upstream, (self.problem, self.package, self.version))
+
+
+def _rebuild_upstream(problem: str, package: str, version: str) -> UpstreamChangedError:
+    return UpstreamChangedError(problem, package=package, version=version)

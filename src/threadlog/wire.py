@@ -44,7 +44,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from threadlog._upstream import ls_provider, with_request_payload_rewrite
+from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
 from threadlog.edits import cache_key
 from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, role_of
 from threadlog.profiles import Profile, get_profile
@@ -150,13 +150,9 @@ def openai_payload(
     Chat Completions profiles give the `messages` list; `openai-responses` gives the
     Responses API `input` items.
     """
-    from threadlog._upstream import construct_responses_api_input, convert_message_to_dict
-
     prof = get_profile(profile)
-    wire = to_wire(messages, prof)
-    if prof.name == "openai-responses":
-        return list(construct_responses_api_input(wire))
-    return [convert_message_to_dict(m) for m in wire]
+    responses_api = prof.name == "openai-responses"
+    return openai_message_json(to_wire(messages, prof), responses_api=responses_api)
 
 
 _PROVIDERS = {

@@ -77,9 +77,10 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
-from threadlog._upstream import CONFIG_KEY_RUNTIME, ERROR, entering_loop, reading_state
+from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
 from threadlog.checkpoint.heads import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
@@ -267,7 +268,7 @@ class GuardLayer(Layer):
         loop.stack.callback(forget)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
-        weakref.finalize(loop, release)
+        weakref.finalize(loop.loop, release)
         return True
 
     # -- the hooks -------------------------------------------------------------------
@@ -772,8 +773,8 @@ def _reader(config: RunnableConfig) -> tuple[Any, bool]:
     """(the loop starting a run with this read, or None; whether get_state shows it)."""
     if _guarded_key(config) is None:
         return None, False
-    loop = entering_loop(depth=16)
-    return loop, loop is None and reading_state(depth=16)
+    loop = running_loop()
+    return loop, loop is None and in_get_state()
 
 
 def _strategy(value: object) -> MultitaskStrategy:

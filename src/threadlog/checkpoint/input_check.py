@@ -35,13 +35,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import ERROR
 
-from threadlog._upstream import (
-    ERROR,
-    NULL_TASK_ID,
-    achannels_from_checkpoint,
-    channels_from_checkpoint,
-)
+from threadlog._upstream import PREGEL, achannels_from_checkpoint, channels_from_checkpoint
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
 from threadlog.checkpoint.steps import Flow, Io, arun, call, run
@@ -221,7 +217,7 @@ def _message_writes(
     failed = {t for t, c, _ in saved.pending_writes or () if c == ERROR}
     out: dict[str, dict[str, list[Any]]] = {}
     for task_id, channel, value in saved.pending_writes or ():
-        if channel in keys and task_id != NULL_TASK_ID and task_id not in failed:
+        if channel in keys and task_id != PREGEL.null_task_id and task_id not in failed:
             out.setdefault(task_id, {}).setdefault(channel, []).append(value)
     return out
 

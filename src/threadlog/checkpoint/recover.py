@@ -43,13 +43,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
-from threadlog._upstream import (
-    CONFIG_KEY_CHECKPOINT_MAP,
-    CONFIG_KEY_CHECKPOINT_NS,
-    CONFIG_KEY_CHECKPOINTER,
-    NS_SEP,
-)
+from threadlog._upstream import PREGEL
 from threadlog.checkpoint.steps import Flow, arun, call, listed, run
 from threadlog.errors import MessageLogError
 from threadlog.log import flatten_write
@@ -80,10 +76,10 @@ def node_checkpoint(
         return None
     # A task's namespace is its graph's namespace plus "node:task_id"; the checkpoint
     # map names the checkpoint each enclosing graph is at, keyed by its namespace.
-    task_ns = str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or "")
-    graph_ns = task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
+    task_ns = str(conf.get("checkpoint_ns") or "")
+    graph_ns = task_ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in task_ns else ""
     at: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": graph_ns}
-    checkpoint_id = (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_ns)
+    checkpoint_id = (conf.get(PREGEL.checkpoint_map) or {}).get(graph_ns)
     if checkpoint_id:
         at["checkpoint_id"] = checkpoint_id
     return saver, {"configurable": at}

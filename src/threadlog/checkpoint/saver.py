@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from threadlog._upstream import averify_hooks, verify_hooks
 from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.heads import (
@@ -161,6 +162,10 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
     opener), its head store, the schema once per process, then the layers (`_finish`)."""
     target = parse_url(url)
     serde = strict_serializer(options.allowed_types)
+    if options.guard:
+        # Once per process: UpstreamChangedError on a LangGraph whose entry points the
+        # guard's hook no longer sees (`_upstream.verify_hooks`), never an unguarded run.
+        yield Io(verify_hooks, averify_hooks)
     saver: BaseCheckpointSaver[Any]
     store: HeadStore
     if target.kind == "memory":

@@ -94,21 +94,11 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, PendingWrite
-from langgraph.constants import START
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
+from langgraph.constants import START, TASKS
 from langgraph.types import Command
 
-from threadlog._upstream import (
-    BRANCH_TO,
-    CONFIG_KEY_RUNTIME,
-    ERROR,
-    INTERRUPT,
-    MISSING,
-    NS_END,
-    NS_SEP,
-    NULL_TASK_ID,
-    TASKS,
-    entering_loop,
-)
+from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.recover import recover_flow
 from threadlog.checkpoint.steps import Flow, call, listed, run
@@ -177,7 +167,7 @@ def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     by_task: dict[tuple[str, str], list[Any]] = {}
     for task, channel, value in writes:
-        if task == NULL_TASK_ID or task in unfinished:
+        if task == PREGEL.null_task_id or task in unfinished:
             continue
         if (items := message_items(value)) is not None:
             by_task.setdefault((task, channel), []).extend(items)
@@ -198,9 +188,9 @@ class _Abandon:
 def _abandoning(loop: Any) -> _Abandon:
     from threadlog.channel import MessageLogChannel  # the channel imports the log
 
-    specs: Mapping[str, Any] = getattr(loop, "specs", None) or {}
+    specs: Mapping[str, Any] = loop.specs
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
-    return _Abandon(channels, _answered_by(getattr(loop, "input", None), channels))
+    return _Abandon(channels, _answered_by(loop.input, channels))
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -272,7 +262,7 @@ def _carry(
         ):
             new += _answer_open_calls(trial, abandon)
         if new:
-            added.append((NULL_TASK_ID, channel, new))
+            added.append((PREGEL.null_task_id, channel, new))
     if not added:
         return tup
     writes = list(tup.pending_writes or ())
@@ -395,10 +385,10 @@ def _new_input_loop() -> Any | None:
     abandons the head's tasks. Readers see the subgraph's stored work through
     `get_state(subgraphs=True)`.
     """
-    loop = entering_loop(depth=16)
+    loop = running_loop()
     if loop is None:
         return None
-    given = getattr(loop, "input", None)
+    given = loop.input
     return None if given is None or isinstance(given, Command) else loop
 
 
@@ -423,7 +413,7 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     values = tup.checkpoint.get("channel_values", {})
     # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
     # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
-    if values.get(TASKS) or any(str(k).startswith(BRANCH_TO) for k in values):
+    if values.get(TASKS) or any(str(k).startswith(PREGEL.branch_to) for k in values):
         return True
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
 
@@ -456,16 +446,16 @@ def _walk(
     writes = head.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     done = {task for task, _, _ in writes} - unfinished
-    prefix = f"{head_ns}{NS_SEP}" if head_ns else ""
+    prefix = f"{head_ns}{PREGEL.ns_sep}" if head_ns else ""
     by_ns: dict[str, list[CheckpointTuple]] = {}
     for sub in found:
         ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
         # Postgres' metadata filter is containment, SQLite's equality: keep one level.
-        if not ns.startswith(prefix) or NS_SEP in ns[len(prefix):] or ns == prefix:
+        if not ns.startswith(prefix) or PREGEL.ns_sep in ns[len(prefix):] or ns == prefix:
             continue
         if ((sub.metadata or {}).get("parents") or {}) != parents:
             continue
-        if ns.rsplit(NS_END, 1)[-1] in done:
+        if ns.rsplit(PREGEL.ns_end, 1)[-1] in done:
             continue
         by_ns.setdefault(ns, []).append(sub)
     for ns, subs in sorted(by_ns.items(), key=lambda kv: min(_id(t) for t in kv[1])):

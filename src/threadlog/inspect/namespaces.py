@@ -28,8 +28,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
-from threadlog._upstream import ERROR, INTERRUPT, NS_END, NS_SEP, postgres_cursor
+from threadlog._upstream import PREGEL, postgres_cursor
 from threadlog.checkpoint.stopped_work import may_run_subgraphs, with_finished_work
 from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
@@ -133,10 +134,10 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
         parents = ((tup.metadata if tup else None) or {}).get("parents") or {}
         parent = parents.get("")
         # "node:task_id", nested: "outer:id|inner:id" — the innermost node names it.
-        node = ns.split(NS_SEP)[-1].rsplit(NS_END, 1)[0]
+        node = ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
         out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, _finished(tup)))
     # Oldest first: by the root checkpoint it ran from, then its own first steps.
-    out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(NS_SEP), s.head_id))
+    out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(PREGEL.ns_sep), s.head_id))
     return out
 
 

@@ -24,10 +24,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
-
-from threadlog._upstream import TASKS
 
 __all__ = ["CheckpointRecord", "Graph", "Progress", "TaskError", "load_records"]
 

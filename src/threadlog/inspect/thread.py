@@ -227,7 +227,8 @@ def _load(
 
 
 def _has_subgraph(graph: Graph, namespace: str) -> bool:
-    from threadlog._upstream import NS_END, NS_SEP
+    from threadlog._upstream import PREGEL
 
-    recast = NS_SEP.join(part.rsplit(NS_END, 1)[0] for part in namespace.split(NS_SEP))
+    sep, end = PREGEL.ns_sep, PREGEL.ns_end
+    recast = sep.join(part.rsplit(end, 1)[0] for part in namespace.split(sep))
     return any(True for _ in graph.get_subgraphs(namespace=recast, recurse=True))

@@ -58,7 +58,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from threadlog._upstream import NS_SEP, RunnableCallable
+from threadlog._upstream import PREGEL, RunnableCallable
 from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
 from threadlog.context.compaction import acompact, compact
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
@@ -350,7 +350,7 @@ def _thread_key(config: RunnableConfig | None) -> tuple[str, str] | None:
         return None
     # A task's namespace is its graph's namespace plus "node:task_id" (new every step).
     task_ns = str(conf.get("checkpoint_ns") or "")
-    return str(thread_id), task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
+    return str(thread_id), task_ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in task_ns else ""
 
 
 # -- ContextNode: the same context policy as a node of its own ----------------------

@@ -17,6 +17,7 @@ It returns a short description of the problem, or None when the value round-trip
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ormsgpack
@@ -24,8 +25,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
-from threadlog._upstream import CONFIG_KEY_CHECKPOINTER, allowed_msgpack_modules, msgpack_tables
+from threadlog._upstream import msgpack_rebuilds
 
 __all__ = ["serializer_for", "storage_problem"]
 
@@ -53,11 +55,11 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
         return f"type {_unencodable_type(culprit, serde)} cannot be serialized"
     if kind != "msgpack":
         return None
-    allowed = allowed_msgpack_modules(serde)
-    if allowed is True:
+    rebuilds = msgpack_rebuilds(serde)
+    if rebuilds is None:
         return None
     blocked: list[str] = []
-    _walk(data, allowed, blocked)
+    _walk(data, rebuilds, blocked)
     if blocked:
         return (
             f"type {blocked[0]} is not in the checkpointer's allowed_msgpack_modules, "
@@ -66,7 +68,7 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
     return None
 
 
-def _walk(data: bytes, allowed: Any, blocked: list[str]) -> None:
+def _walk(data: bytes, rebuilds: Callable[[tuple[str, ...]], bool], blocked: list[str]) -> None:
     def hook(code: int, payload: bytes) -> Any:
         if code in _NESTED_CODES:
             return None
@@ -74,15 +76,11 @@ def _walk(data: bytes, allowed: Any, blocked: list[str]) -> None:
         key: tuple[str, ...]
         if code in _CONSTRUCTOR_CODES:
             key = (tup[0], tup[1])
-            ok = key in msgpack_tables.SAFE_MSGPACK_TYPES or (
-                isinstance(allowed, (set, frozenset)) and key in allowed
-            )
         elif code == _METHOD_CODE:
             key = (tup[0], tup[1], tup[3])
-            ok = key in msgpack_tables.SAFE_MSGPACK_METHODS
         else:
             return None
-        if not ok:
+        if not rebuilds(key):
             blocked.append(f"{key[0]}.{key[1]}")
         return None
 
