@@ -45,6 +45,10 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     sync and async run the same code (one flow    (all)          test_async_drifts.py,
       each)                                                      test_layered_saver.py
     stored blobs rebuild only allowlisted types   (serde.py)     test_checkpoint.py
+    a LangGraph whose entry points the guard's    (_upstream)    test_hooks.py
+      hook no longer sees is refused when the
+      saver is built (UpstreamChangedError),
+      never run unguarded
 
 Not promised: subgraph namespaces are not guarded (their parent's checkpoints are); a
 direct put that names a stale parent is refused where a plain saver stores it; rows
