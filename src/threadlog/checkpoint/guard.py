@@ -19,9 +19,10 @@ Contract.
   Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
   worker never blocks a thread.
 * **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
-  writes take the thread's run lock for the one write. A node's own `update_state` or
-  nested run does not wait for itself: a hold lives in the run's context, which
-  LangGraph copies into its tasks and background writes.
+  writes take the thread's run lock for the one write. A node's own `update_state`
+  does not wait for itself: a hold lives in the run's context, which LangGraph copies
+  into its tasks and background writes. (A node must not run the graph again on its own
+  thread: that run would fork the turn it is part of.)
 * **Writes outside a hold are checked** under a short per-thread lock (a turn's input,
   `update_state`, other tools and versions); a run's own later checkpoints and task
   writes skip the re-checks — every other guarded writer waits for the hold:
