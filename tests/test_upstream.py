@@ -103,24 +103,11 @@ def test_config_keys_are_the_ones_langgraph_sets_for_a_running_task() -> None:
     assert _upstream.TASKS == "__pregel_tasks"
 
 
-def test_sqlite_saver_cursor_task_path_and_delta_sql_still_exist(tmp_path: pathlib.Path) -> None:
+def test_sqlite_saver_still_keeps_its_task_path_flag(tmp_path: pathlib.Path) -> None:
     conn = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)
     saver = SqliteSaver(conn)
     saver.setup()
     assert isinstance(_upstream.saver_has_task_path(saver), bool)
-    assert isinstance(_upstream.DELTA_STAGE1_SQL, str)
-    assert callable(_upstream.build_delta_stage2_sql)
-    assert callable(_upstream.build_delta_channels_writes_history)
-
-
-def test_postgres_saver_runs_queries_through_its_cursor_context(postgres_url: str) -> None:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with PostgresSaver.from_conn_string(postgres_url) as saver:
-        saver.setup()
-        with _upstream.postgres_cursor(saver) as cur:
-            cur.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = 'none'")
-            assert cur.fetchone()["n"] == 0
 
 
 def test_msgpack_tables_and_strict_allowlist_are_readable() -> None:

@@ -75,18 +75,6 @@ from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_fro
 from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 from langgraph.pregel.main import Pregel
 
-# -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
-try:
-    from langgraph.checkpoint.sqlite._delta import (
-        DELTA_STAGE1_SQL,
-        build_delta_channels_writes_history,
-        build_delta_stage2_sql,
-    )
-except ImportError:  # pragma: no cover - the sqlite saver is a dependency; kept defensive
-    DELTA_STAGE1_SQL = None  # type: ignore[assignment]
-    build_delta_channels_writes_history = None  # type: ignore[assignment]
-    build_delta_stage2_sql = None  # type: ignore[assignment]
-
 # The channel a StateGraph edge writes to trigger a node (`branch:to:<node>`): a head that
 # still holds one has a task to run, so a subgraph may have stored work below it
 # (`checkpoint/finished_subgraphs.py`). A literal in `langgraph/graph/state.py`.
@@ -98,7 +86,6 @@ __all__ = [
     "CONFIG_KEY_CHECKPOINT_MAP",
     "CONFIG_KEY_CHECKPOINT_NS",
     "CONFIG_KEY_RUNTIME",
-    "DELTA_STAGE1_SQL",
     "ERROR",
     "INTERRUPT",
     "MISSING",
@@ -111,8 +98,6 @@ __all__ = [
     "RunnableCallable",
     "achannels_from_checkpoint",
     "allowed_msgpack_modules",
-    "build_delta_channels_writes_history",
-    "build_delta_stage2_sql",
     "channels_from_checkpoint",
     "construct_responses_api_input",
     "convert_message_to_dict",
@@ -123,7 +108,6 @@ __all__ = [
     "is_overwrite",
     "ls_provider",
     "msgpack_tables",
-    "postgres_cursor",
     "reading_state",
     "saver_has_task_path",
     "set_saver_has_task_path",
@@ -134,12 +118,6 @@ __all__ = [
 def is_overwrite(value: Any) -> bool:
     """Whether `value` is LangGraph's `Overwrite` (object or dict form)."""
     return bool(_get_overwrite(value)[0])
-
-
-def postgres_cursor(saver: Any) -> Any:
-    """A PostgresSaver's own cursor context (its pool or connection handling, pipeline
-    mode): `_cursor()` is how the saver runs its queries, and our reads must share it."""
-    return saver._cursor()
 
 
 def saver_has_task_path(saver: Any) -> bool:
