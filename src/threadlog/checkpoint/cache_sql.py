@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 
-from threadlog.checkpoint.backends.base import backend_of, unwrap
+from threadlog.checkpoint.backends import backend_of, unwrap
 
 __all__ = [
     "postgres_saver_class",

@@ -1,12 +1,10 @@
-"""What threadlog asks of a checkpointer's storage, and `backend_of(saver)`: which one it is.
+"""What threadlog asks of a checkpointer's storage: the `Backend` and `HeadStore` protocols.
 
 Contract:
 
-* `backend_of(saver)` is THE unwrap: from any saver — threadlog's wrappers (which keep
-  the saver they wrap as `.inner`), LangGraph's sync or async SQLite / Postgres / memory
-  savers, a saver `open_readonly` opened — to its `Backend`, choosing by the concrete
-  saver's class here and nowhere else. A saver module that is not loaded cannot have an
-  instance, so nothing is imported to decide (`import threadlog` stays light).
+* `unwrap(saver)` is THE unwrap: the concrete saver under threadlog's wrappers (each
+  keeps the saver it wraps as `.inner`). `backend_of(saver)` (in the package's
+  `__init__`, above the backends it chooses from) picks the concrete saver's `Backend`.
 * A `Backend` answers, for the saver it was made from:
   - the run guard: `head_store(location)`, the `HeadStore` for that storage (a thread's
     head, `has_child`, a task's stored writes, write keys; the short per-thread write lock
@@ -30,7 +28,6 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +46,6 @@ __all__ = [
     "StoredWrite",
     "Walk",
     "adrive",
-    "backend_of",
     "drive",
     "unwrap",
 ]
@@ -291,29 +287,6 @@ def unwrap(saver: Any) -> Any:
             return saver
         saver = inner
     return saver
-
-
-def backend_of(saver: Any) -> Backend:
-    """The `Backend` of `saver`, found from its concrete saver's class (module doc)."""
-    raw = unwrap(saver)
-    for module, name, make in _known():
-        cls = getattr(sys.modules.get(module), name, None)
-        if cls is not None and isinstance(raw, cls):
-            return make(raw, saver)
-    return Backend(raw, saver)
-
-
-def _known() -> list[tuple[str, str, Callable[[Any, Any], Backend]]]:
-    # Imported here, not at the top: the backends import this module.
-    from threadlog.checkpoint.backends import memory, postgres, sqlite
-
-    return [
-        ("langgraph.checkpoint.memory", "InMemorySaver", memory.MemoryBackend),
-        ("langgraph.checkpoint.sqlite", "SqliteSaver", sqlite.SqliteBackend),
-        ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", sqlite.AsyncSqliteBackend),
-        ("langgraph.checkpoint.postgres", "PostgresSaver", postgres.PostgresBackend),
-        ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", postgres.AsyncPostgresBackend),
-    ]
 
 
 # -- shared row handling -------------------------------------------------------------------
