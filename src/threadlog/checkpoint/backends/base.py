@@ -61,6 +61,8 @@ HeadRow = tuple[str, str, str, int]
 Walk = dict[str, list[PendingWrite]]
 """Each channel's writes on a walk, oldest checkpoint first."""
 
+ERROR_CHANNEL = "__error__"  # the channel a failed task's error is stored in
+
 
 # -- sans-IO queries ---------------------------------------------------------------------
 
@@ -274,9 +276,6 @@ class Backend:
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         """`{checkpoint_id: bytes its rows hold}` in `ns`, or None when not measurable."""
         return None
-
-
-ERROR_CHANNEL = "__error__"  # the channel of a failed task's error (a public literal)
 
 
 def unwrap(saver: Any) -> Any:
