@@ -232,7 +232,7 @@ def test_postgres_resumes_forks_and_updates_read_the_same_as_an_uncached_saver(
 def test_the_cold_sqlite_read_returns_what_the_savers_own_walk_returns(
     cached: SqliteSaver, db: str
 ) -> None:
-    from threadlog.checkpoint.cache_sql import sqlite_read
+    from threadlog.checkpoint.backends import backend_of
 
     graph = build_loop(cached)
     for i in range(3):
@@ -245,7 +245,7 @@ def test_the_cold_sqlite_read_returns_what_the_savers_own_walk_returns(
     for snap in list(plain.list(CFG)):
         cfg = snap.config
         cid = cfg["configurable"]["checkpoint_id"]
-        ours = sqlite_read(plain, "t1", "", ["messages", "branch:to:agent"], cid)
+        ours = backend_of(plain).read("t1", "", ["messages", "branch:to:agent"], cid)
         theirs = plain.get_delta_channel_history(
             config=cfg, channels=["messages", "branch:to:agent"]
         )

@@ -116,7 +116,7 @@ def test_warm_turns_see_what_another_process_wrote(backend: str, how: str) -> No
 def test_a_warm_turn_walks_without_a_query(sqlite_url: str) -> None:
     """Between two turns of one process the walk is answered from memory: the stored
     writes are the same list the database walk returns."""
-    from threadlog.checkpoint.cache_sql import sqlite_saver_class, sqlite_walk, underlying
+    from threadlog.checkpoint.backends import backend_of
 
     with threadlog.checkpointer(sqlite_url) as saver:
         graph = _graph(saver)
@@ -128,8 +128,7 @@ def test_a_warm_turn_walks_without_a_query(sqlite_url: str) -> None:
         assert own is not None and cache is not None
         cached_id = cache.get(("shared", "", "messages"))[0]  # type: ignore[index]
         head = saver.get_tuple(THREAD).config["configurable"]["checkpoint_id"]
-        db = sqlite_walk(underlying(inner, sqlite_saver_class), "shared", "", ["messages"],
-                         head, cached_id, 64)
+        db = backend_of(inner).walk("shared", "", ["messages"], head, cached_id, 64)
         mem = own.walk(("shared", ""), ["messages"], head, cached_id, 64)
     assert db is not None and mem is not None
     assert [(t, c, [m.id for m in v]) for t, c, v in mem["messages"]] == [

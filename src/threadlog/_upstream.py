@@ -72,14 +72,13 @@ from langgraph.checkpoint.serde import _msgpack
 # The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 
-# How upstream's ToolNode filters injected arguments out of a validation error, and the
-# type of its injected-argument map: reused so schema errors read like upstream's.
+# How upstream's ToolNode filters injected arguments out of a validation error: reused so
+# schema errors read like upstream's.
 from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
 
 # Which exception types a `handle_tool_errors` callable handles, read from its annotation:
 # reused so a handler means exactly what it means to upstream's ToolNode.
 from langgraph.prebuilt.tool_node import _infer_handled_types as infer_handled_types
-from langgraph.prebuilt.tool_node import _InjectedArgs as InjectedArgs
 
 # LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
 # the input check rebuilds the log exactly as a run would see it.
@@ -93,30 +92,14 @@ from langgraph.pregel.main import Pregel
 
 from threadlog.errors import UpstreamChangedError
 
-# -- SQLite saver: the delta-channel history SQL (one query instead of a row per step) ------
-try:
-    from langgraph.checkpoint.sqlite._delta import (
-        DELTA_STAGE1_SQL,
-        build_delta_channels_writes_history,
-        build_delta_stage2_sql,
-    )
-except ImportError:  # pragma: no cover - the sqlite saver is a dependency; kept defensive
-    DELTA_STAGE1_SQL = None  # type: ignore[assignment]
-    build_delta_channels_writes_history = None  # type: ignore[assignment]
-    build_delta_stage2_sql = None  # type: ignore[assignment]
-
 __all__ = [
     "CONFIG_KEY_RUNTIME",
-    "DELTA_STAGE1_SQL",
     "MISSING",
     "PREGEL",
     "DeltaSnapshot",
-    "InjectedArgs",
     "RunnableCallable",
     "achannels_from_checkpoint",
     "averify_hooks",
-    "build_delta_channels_writes_history",
-    "build_delta_stage2_sql",
     "channels_from_checkpoint",
     "filter_validation_errors",
     "in_get_state",
@@ -126,10 +109,8 @@ __all__ = [
     "ls_provider",
     "msgpack_rebuilds",
     "openai_message_json",
-    "postgres_cursor",
     "running_loop",
-    "saver_has_task_path",
-    "set_saver_has_task_path",
+    "saver_task_path",
     "verify_hooks",
     "with_request_payload_rewrite",
 ]
@@ -140,22 +121,13 @@ def is_overwrite(value: Any) -> bool:
     return bool(_get_overwrite(value)[0])
 
 
-def postgres_cursor(saver: Any) -> Any:
-    """A PostgresSaver's own cursor context (its pool or connection handling, pipeline
-    mode): `_cursor()` is how the saver runs its queries, and our reads must share it."""
-    return saver._cursor()
-
-
-def saver_has_task_path(saver: Any) -> bool:
-    """Whether a SqliteSaver's writes table has the `task_path` column (newer schema);
-    the saver's delta SQL builder needs to know."""
+def saver_task_path(saver: Any, value: bool | None = None) -> bool:
+    """A SqliteSaver's flag for whether its writes table has the `task_path` column (newer
+    schema), which its own reads consult; with `value`, set it first — a saver opened
+    read-only never runs the `setup()` migration that normally finds out."""
+    if value is not None:
+        saver._has_task_path = value
     return bool(saver._has_task_path)
-
-
-def set_saver_has_task_path(saver: Any, value: bool) -> None:
-    """Tell a SqliteSaver opened read-only (its `setup()` migration never runs) whether
-    its writes table has `task_path`; `setup()` is what normally finds out."""
-    saver._has_task_path = value
 
 
 def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:

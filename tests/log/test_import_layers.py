@@ -42,8 +42,6 @@ LAYERS: list[tuple[object, ...]] = [
                     (
                         "checkpoint.steps",
                         "checkpoint.serde",
-                        "checkpoint.heads",
-                        "checkpoint.cache_sql",
                     ),
                     ("checkpoint.layered", "checkpoint.recover"),
                     ("checkpoint.own_writes",),

@@ -59,7 +59,7 @@ def _empty_checkpoint() -> Any:
 def _hold_setup_lock(url: str, seconds: float, held: threading.Event) -> None:
     import psycopg
 
-    from threadlog.checkpoint.heads import PostgresHeadStore
+    from threadlog.checkpoint.backends import PostgresHeadStore
 
     with psycopg.Connection.connect(url, autocommit=True) as conn:
         key = PostgresHeadStore.lock_key("__setup__")

@@ -60,8 +60,9 @@ Modules, one idea each: `saver` (the build path and the layer order), `layered` 
 wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
 an async driver), the layers `guard`, `stopped_work`, `integrity` (checksums),
 `own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
-is stored), `recover` (results a stopped step stored), `heads` (thread heads and locks per
-backend), `cache_sql` (the history walks' SQL), and `serde` (the strict allowlist).
+is stored), `recover` (results a stopped step stored), `backends/` (all SQL and locks on LangGraph's
+tables, one `Backend` per saver kind, `backend_of(saver)`), and `serde` (the strict
+allowlist).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """

@@ -30,9 +30,9 @@ Contract:
   layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
   (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
   behind wrappers exposing `.inner`) the walk is one or two queries
-  (`threadlog.checkpoint.cache_sql`); other savers walk with `get_tuple`. Sync and async
-  reads run the same flow.
-  A cold SQLite read goes through `history_reads.sqlite_read`: the saver's own result
+  (`threadlog.checkpoint.backends`: `walk` / `awalk`); other savers walk with
+  `get_tuple`. Sync and async reads run the same flow.
+  A cold SQLite read goes through the backend's `read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
   `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
@@ -64,9 +64,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-import threadlog.checkpoint.cache_sql as history_reads
 from threadlog._upstream import DeltaSnapshot
 from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
+from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
 from threadlog.checkpoint.steps import Flow, Io
@@ -178,11 +178,9 @@ class HistoryLayer(Layer):
                 out.update(back)
         if rest:
             cache.misses += 1
-            sqlite = history_reads.underlying(below.inner, history_reads.sqlite_saver_class)
-            fast = None
-            if sqlite is not None:
-                args = (sqlite, thread_id, ns, rest, target)
-                fast = yield Io(history_reads.sqlite_read, None, args)
+            backend = backend_of(below.inner)
+            # A cold read the backend answers more cheaply (SQLite), else the saver's own.
+            fast = yield Io(backend.read, backend.aread, (thread_id, ns, rest, target))
             if fast is None:
                 fast = yield from below.flow(
                     "get_delta_channel_history", config=config, channels=rest
@@ -291,15 +289,20 @@ def _sql_walk(
     cached_id: str,
     max_walk: int,
 ) -> Flow[Any]:
-    """The one- or two-query walk on a SQLite / Postgres backend (`cache_sql`), or
-    `_NO_SQL`."""
-    args = (thread_id, ns, channels, target, cached_id, max_walk)
-    sqlite = history_reads.underlying(below.inner, history_reads.sqlite_saver_class)
-    if sqlite is not None:
-        return (yield Io(history_reads.sqlite_walk, None, (sqlite, *args)))
-    postgres = history_reads.underlying(below.inner, history_reads.postgres_saver_class())
-    if postgres is not None:
-        return (yield Io(history_reads.postgres_walk, None, (postgres, *args)))
+    """The backend's one- or two-query walk (`backends`), or `_NO_SQL` when it has none
+    (the walk then goes checkpoint by checkpoint)."""
+    backend = backend_of(below.inner)
+    kind = type(backend)
+    sync = backend.walk if kind.walk is not Backend.walk else _no_sql
+    async_ = backend.awalk if kind.awalk is not Backend.awalk else _ano_sql
+    return (yield Io(sync, async_, (thread_id, ns, channels, target, cached_id, max_walk)))
+
+
+def _no_sql(*_: Any) -> Any:
+    return _NO_SQL
+
+
+async def _ano_sql(*_: Any) -> Any:
     return _NO_SQL
 
 

@@ -82,7 +82,7 @@ from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
-from threadlog.checkpoint.heads import HeadStore, StoredWrite
+from threadlog.checkpoint.backends import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.steps import Flow, Io

@@ -41,14 +41,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadlog._upstream import averify_hooks, verify_hooks
-from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
-from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
-from threadlog.checkpoint.heads import (
+from threadlog.checkpoint.backends import (
     HeadStore,
     MemoryHeadStore,
     PostgresHeadStore,
     SqliteHeadStore,
 )
+from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
+from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.integrity import ChecksumLayer
 from threadlog.checkpoint.layered import Layer, bind_layers

@@ -7,12 +7,12 @@ Contract:
   under `"node:task_id"`, nested ones joined by `|`), oldest first: its node, the root
   checkpoint it ran from (`metadata["parents"][""]`), its checkpoint count, its newest
   checkpoint, and whether it finished (its newest checkpoint has no task left to run) or
-  stopped (killed, interrupted or failed mid-way). One grouped query on LangGraph's own
-  SQLite / Postgres tables plus one read of each namespace's newest checkpoint; any
-  other saver is listed with `saver.list`.
+  stopped (killed, interrupted or failed mid-way). One grouped query of the saver's
+  backend (`backend_of(saver).namespace_counts`) plus one read of each namespace's newest
+  checkpoint; a saver without tables threadlog knows is listed with `saver.list`.
 * `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
-  for those threads (threads without subgraphs are absent), one grouped query on
-  LangGraph's own tables (`saver.list(None)` for any other saver) — for the listing.
+  for those threads (threads without subgraphs are absent), one grouped query of the
+  saver's backend (`saver.list(None)` for any other saver) — for the listing.
 * `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
   `namespace`: a stand-in graph compiled on it rebuilds the subgraph's checkpoints with
   LangGraph's own loader, as it does the root's.
@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +29,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
-from threadlog._upstream import PREGEL, postgres_cursor
+from threadlog._upstream import PREGEL
+from threadlog.checkpoint.backends import backend_of
 from threadlog.checkpoint.stopped_work import may_run_subgraphs, with_finished_work
-from threadlog.inspect.catalog import unwrap_saver
 from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
@@ -56,36 +55,6 @@ class Subgraph:
     finished: bool
 
 
-def _counts(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[str, int, str]]:
-    """(namespace, checkpoints, newest id) of each non-root namespace."""
-    raw = unwrap_saver(saver)
-    conn = getattr(raw, "conn", None)
-    if isinstance(conn, sqlite3.Connection):
-        rows = conn.execute(
-            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns != '' GROUP BY checkpoint_ns",
-            (thread_id,),
-        ).fetchall()
-        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
-    if type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
-        with postgres_cursor(raw) as cur:
-            cur.execute(
-                "SELECT checkpoint_ns AS ns, count(*) AS n, max(checkpoint_id) AS h "
-                "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns != '' "
-                "GROUP BY checkpoint_ns",
-                (thread_id,),
-            )
-            return [(str(r["ns"]), int(r["n"]), str(r["h"])) for r in cur.fetchall()]
-    seen: dict[str, list[Any]] = {}
-    for tup in saver.list({"configurable": {"thread_id": thread_id}}):
-        conf = tup.config["configurable"]
-        ns, cid = str(conf.get("checkpoint_ns") or ""), str(conf["checkpoint_id"])
-        if ns:
-            entry = seen.setdefault(ns, [ns, 0, cid])
-            entry[1], entry[2] = entry[1] + 1, max(entry[2], cid)
-    return [(ns, n, h) for ns, n, h in seen.values()]
-
-
 def subgraph_counts(
     saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]
 ) -> dict[str, int]:
@@ -93,27 +62,7 @@ def subgraph_counts(
     wanted = set(thread_ids)
     if not wanted:
         return {}
-    raw = unwrap_saver(saver)
-    conn = getattr(raw, "conn", None)
-    sql = (
-        "SELECT thread_id, count(DISTINCT checkpoint_ns) AS n FROM checkpoints "
-        "WHERE checkpoint_ns != '' GROUP BY thread_id"
-    )
-    rows: list[tuple[str, int]]
-    if isinstance(conn, sqlite3.Connection):
-        rows = [(str(t), int(n)) for t, n in conn.execute(sql).fetchall()]
-    elif type(raw).__module__.startswith("langgraph.checkpoint.postgres"):
-        with postgres_cursor(raw) as cur:
-            cur.execute(sql)
-            rows = [(str(r["thread_id"]), int(r["n"])) for r in cur.fetchall()]
-    else:
-        seen: dict[str, set[str]] = {}
-        for tup in saver.list(None):
-            conf = tup.config["configurable"]
-            if ns := str(conf.get("checkpoint_ns") or ""):
-                seen.setdefault(str(conf["thread_id"]), set()).add(ns)
-        rows = [(t, len(nss)) for t, nss in seen.items()]
-    return {t: n for t, n in rows if t in wanted}
+    return {t: n for t, n in backend_of(saver).subgraph_counts().items() if t in wanted}
 
 
 def _finished(tup: CheckpointTuple | None) -> bool:
@@ -128,7 +77,7 @@ def _finished(tup: CheckpointTuple | None) -> bool:
 
 def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[Subgraph]:
     out: list[Subgraph] = []
-    for ns, n, head_id in _counts(saver, thread_id):
+    for ns, n, head_id in backend_of(saver).namespace_counts(thread_id):
         conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": head_id}
         tup = saver.get_tuple({"configurable": conf})
         parents = ((tup.metadata if tup else None) or {}).get("parents") or {}

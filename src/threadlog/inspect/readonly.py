@@ -14,7 +14,8 @@ Before a thread is read, the tables are checked for LangGraph's shape, so a file
 a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
 server or a bad URL each raise `SourceError` — one line naming the source (a password in
 the URL is replaced by `***`) and what is wrong with it. `describe(source)` is that safe
-name. The strict serializer (`threadlog`'s allowlist) decodes every value.
+name. The strict serializer (`threadlog`'s allowlist) decodes every value. The tables'
+expected shape and the queries reading it are the backends' (`checkpoint.backends`).
 """
 
 from __future__ import annotations
@@ -28,26 +29,11 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from threadlog._upstream import set_saver_has_task_path
+from threadlog._upstream import saver_task_path
+from threadlog.checkpoint.backends import postgres as postgres_tables
+from threadlog.checkpoint.backends import sqlite as sqlite_tables
 
 __all__ = ["SourceError", "describe", "is_server_url", "open_readonly", "sqlite_path"]
-
-# The columns LangGraph's savers read; `task_path` is newer and optional.
-_SQLITE_TABLES = {
-    "checkpoints": {
-        "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
-        "checkpoint", "metadata",
-    },
-    "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
-               "type", "value"},
-}
-_POSTGRES_TABLES = {
-    "checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
-                    "checkpoint", "metadata"},
-    "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"},
-    "checkpoint_writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx",
-                          "channel", "type", "blob"},
-}
 
 
 class SourceError(ValueError):
@@ -117,28 +103,19 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
     except sqlite3.Error as exc:
         raise SourceError(f"cannot open {path!r}: {_one_line(exc)}") from None
     try:
-        columns = _sqlite_columns(conn, path)
-        for table, needed in _SQLITE_TABLES.items():
+        try:
+            columns = sqlite_tables.table_columns(conn)
+        except sqlite3.DatabaseError as exc:
+            raise SourceError(f"{path!r} is not a SQLite database ({_one_line(exc)})") from None
+        for table, needed in sqlite_tables.TABLES.items():
             _check_table(path, table, columns.get(table), needed)
         saver = SqliteSaver(conn, serde=_serde())
         saver.is_setup = True  # setup() creates tables: a reader must not
         # An older LangGraph's writes table has no task_path; read it as such.
-        set_saver_has_task_path(saver, "task_path" in (columns.get("writes") or set()))
+        saver_task_path(saver, "task_path" in (columns.get("writes") or set()))
         yield saver
     finally:
         conn.close()
-
-
-def _sqlite_columns(conn: sqlite3.Connection, path: str) -> dict[str, set[str]]:
-    try:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {
-            n: {r[1] for r in conn.execute(f"PRAGMA table_info({n!r})")}
-            for n in names
-            if n in _SQLITE_TABLES
-        }
-    except sqlite3.DatabaseError as exc:
-        raise SourceError(f"{path!r} is not a SQLite database ({_one_line(exc)})") from None
 
 
 def _check_table(where: str, table: str, have: set[str] | None, needed: set[str]) -> None:
@@ -178,17 +155,10 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
         raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
     with conn:
         try:
-            rows = conn.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
-                (list(_POSTGRES_TABLES),),
-            ).fetchall()
+            columns = postgres_tables.table_columns(conn)
         except psycopg.Error as exc:
             raise SourceError(f"cannot read {describe(url)}: {_one_line(exc)}") from None
-        columns: dict[str, set[str]] = {}
-        for r in rows:
-            columns.setdefault(r["table_name"], set()).add(r["column_name"])
-        for table, needed in _POSTGRES_TABLES.items():
+        for table, needed in postgres_tables.TABLES.items():
             _check_table(url, table, columns.get(table), needed)
         yield PostgresSaver(conn, serde=_serde())
 

@@ -29,7 +29,7 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from threadlog._upstream import InjectedArgs, filter_validation_errors
+from threadlog._upstream import filter_validation_errors
 from threadlog.edits import APPROVAL_KEY
 from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
@@ -142,7 +142,7 @@ def classify(
     outcome: Outcome,
     call: ToolCall,
     *,
-    injected: InjectedArgs | None,
+    injected: Any,  # upstream ToolNode's injected-argument map, for its error filter
     decision: Decision | None,
     messages_key: str,
     handling: ErrorHandling,
@@ -174,7 +174,7 @@ def classify(
 def _classify(
     outcome: Outcome,
     call: ToolCall,
-    injected: InjectedArgs | None,
+    injected: Any,  # upstream ToolNode's injected-argument map, for its error filter
     decision: Decision | None,
     messages_key: str,
     handling: ErrorHandling,
@@ -207,7 +207,7 @@ def _classify(
 def from_error(
     e: Exception,
     call: ToolCall,
-    injected: InjectedArgs | None,
+    injected: Any,  # upstream ToolNode's injected-argument map, for its error filter
     handling: ErrorHandling,
     *,
     filter_types: bool = True,

@@ -1,0 +1,79 @@
+"""A checkpointer's storage as threadlog reads it: one `Backend` per saver kind.
+
+`backend_of(saver)` is the one place that looks at a saver's class: from any saver —
+threadlog's wrappers (`.inner`, unwrapped by `base.unwrap`), LangGraph's sync or async
+SQLite / Postgres / memory savers, a saver `open_readonly` opened — to its `Backend`. A
+saver module that is not loaded cannot have an instance, so nothing is imported to decide
+(`import threadlog` stays light); any other saver gets the base `Backend` (its API). It
+gives: the run guard's `head_store(location)`, the history cache's walks
+(`walk` / `awalk`, `read` / `aread`), the inspector's listings and sizes. `base` holds the
+protocol and the sans-IO query steps; `memory`, `sqlite`, `postgres` hold every SQL
+statement and lock threadlog uses on LangGraph's tables. Nothing outside this package
+knows a table name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from threadlog.checkpoint.backends.base import (
+    Backend,
+    HeadRow,
+    HeadStore,
+    StoredWrite,
+    Walk,
+    unwrap,
+)
+from threadlog.checkpoint.backends.memory import MemoryBackend, MemoryHeadStore
+from threadlog.checkpoint.backends.postgres import (
+    AsyncPostgresBackend,
+    PostgresBackend,
+    PostgresHeadStore,
+)
+from threadlog.checkpoint.backends.sqlite import (
+    AsyncSqliteBackend,
+    SqliteBackend,
+    SqliteHeadStore,
+)
+
+__all__ = [
+    "AsyncPostgresBackend",
+    "AsyncSqliteBackend",
+    "Backend",
+    "HeadRow",
+    "HeadStore",
+    "MemoryBackend",
+    "MemoryHeadStore",
+    "PostgresBackend",
+    "PostgresHeadStore",
+    "SqliteBackend",
+    "SqliteHeadStore",
+    "StoredWrite",
+    "Walk",
+    "backend_of",
+    "unwrap",
+]
+
+
+# (module, class): the saver classes whose storage threadlog reads. Subclasses (the
+# capabilities threadlog mixes into a saver's class) count; `ShallowPostgresSaver`'s
+# tables have another shape, so it is "any other saver".
+_KNOWN: tuple[tuple[str, str, Callable[[Any, Any], Backend]], ...] = (
+    ("langgraph.checkpoint.memory", "InMemorySaver", MemoryBackend),
+    ("langgraph.checkpoint.sqlite", "SqliteSaver", SqliteBackend),
+    ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", AsyncSqliteBackend),
+    ("langgraph.checkpoint.postgres", "PostgresSaver", PostgresBackend),
+    ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", AsyncPostgresBackend),
+)
+
+
+def backend_of(saver: Any) -> Backend:
+    """The `Backend` of `saver`, found from its concrete saver's class (module doc)."""
+    raw = unwrap(saver)
+    for module, name, make in _KNOWN:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(raw, cls):
+            return make(raw, saver)
+    return Backend(raw, saver)

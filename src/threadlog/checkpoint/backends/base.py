@@ -1,0 +1,336 @@
+"""What threadlog asks of a checkpointer's storage: the `Backend` and `HeadStore` protocols.
+
+Contract:
+
+* `unwrap(saver)` is THE unwrap: the concrete saver under threadlog's wrappers (each
+  keeps the saver it wraps as `.inner`). `backend_of(saver)` (in the package's
+  `__init__`, above the backends it chooses from) picks the concrete saver's `Backend`.
+* A `Backend` answers, for the saver it was made from:
+  - the run guard: `head_store(location)`, the `HeadStore` for that storage (a thread's
+    head, `has_child`, a task's stored writes, write keys; the short per-thread write lock
+    and the cross-process run lock, `try_run_lock` / `run_unlock`), on its own connection;
+  - the history cache: `walk` / `awalk` (a channel's writes from the target's parent back
+    to a cached checkpoint, None when that is not provable by a query) and `read` /
+    `aread` (the cold read, exactly the saver's own `get_delta_channel_history`; None: let
+    the saver read);
+  - the inspector: `thread_heads`, `head_errors`, `checkpoint_ids`, `namespace_counts`,
+    `subgraph_counts`, `stored_bytes`.
+  This base class answers everything through the saver's public API (`list`, `get_tuple`)
+  or not at all (walks, reads, sizes: None); the backends override what their tables
+  answer in one query. Every SQL statement and lock lives in `memory.py`, `sqlite.py`,
+  `postgres.py`.
+* Queries with sync and async users are written once, sans-IO: a step generator yields
+  `Query`s (SQL, params, a per-row parser that runs as rows stream in, so blobs are dropped
+  early) and gets each one's parsed rows back; `drive` / `adrive` run one over a sync or an
+  async executor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
+
+__all__ = [
+    "Backend",
+    "HeadRow",
+    "HeadStore",
+    "LocalRuns",
+    "Query",
+    "Steps",
+    "StoredWrite",
+    "Walk",
+    "adrive",
+    "drive",
+    "unwrap",
+]
+
+T = TypeVar("T")
+
+StoredWrite = tuple[str, bytes]
+"""(serializer type tag, blob) of one stored write."""
+
+HeadRow = tuple[str, str, str, int]
+"""(thread_id, newest checkpoint id, first checkpoint id, checkpoints) of one thread."""
+
+Walk = dict[str, list[PendingWrite]]
+"""Each channel's writes on a walk, oldest checkpoint first."""
+
+ERROR_CHANNEL = "__error__"  # the channel a failed task's error is stored in
+
+
+# -- sans-IO queries ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement: its SQL, its parameters, and how each row is read as it arrives."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    row: Callable[[Sequence[Any]], Any] | None = None
+
+
+Steps = Generator[Query, list[Any], T]
+"""A step generator: yields queries, is sent each one's parsed rows, returns its answer."""
+
+
+def parse_rows(query: Query, rows: Any) -> list[Any]:
+    """The rows of `query`, each through its parser (rows of a sync cursor stream in)."""
+    return list(rows) if query.row is None else [query.row(r) for r in rows]
+
+
+def drive(steps: Steps[T], execute: Callable[[Query], list[Any]]) -> T:
+    """Run `steps` with a sync executor (`execute(query)` → parsed rows)."""
+    rows: Any = None
+    while True:
+        try:
+            query = steps.send(rows)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        rows = execute(query)
+
+
+async def adrive(steps: Steps[T], execute: Callable[[Query], Awaitable[list[Any]]]) -> T:
+    """Run `steps` with an async executor."""
+    rows: Any = None
+    while True:
+        try:
+            query = steps.send(rows)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        rows = await execute(query)
+
+
+# -- the run guard's view of a thread ------------------------------------------------------
+
+
+class HeadStore(Protocol):
+    """What the guard needs to know about a thread, read under its lock.
+
+    Memory uses `threading` locks, SQLite an `flock` on a file next to the database,
+    Postgres advisory locks. Every lock dies with its holder (a file descriptor or a
+    database session), so a SIGKILLed worker never blocks a thread. The stores read
+    LangGraph's own tables; they never write.
+    """
+
+    def lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]: ...
+
+    def try_run_lock(self, thread_id: str, wait: bool) -> bool: ...
+
+    def run_unlock(self, thread_id: str) -> None: ...
+
+    def head(self, thread_id: str, ns: str) -> str | None: ...
+
+    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool: ...
+
+    def writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
+    ) -> dict[int, StoredWrite]: ...
+
+    def write_keys(
+        self, thread_id: str, ns: str, checkpoint_id: str
+    ) -> frozenset[tuple[str, str]]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalRuns:
+    """Which threads this process holds a run lock on (OS/database locks are per
+    process or per session, so they cannot keep two threads of one process apart)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held: set[str] = set()
+
+    def acquire(self, thread_id: str, wait: bool) -> bool:
+        with self._cond:
+            while thread_id in self._held:
+                if not wait:
+                    return False
+                self._cond.wait()
+            self._held.add(thread_id)
+            return True
+
+    def release(self, thread_id: str) -> None:
+        with self._cond:
+            self._held.discard(thread_id)
+            self._cond.notify_all()
+
+
+# -- the backend ---------------------------------------------------------------------------
+
+
+class Backend:
+    """A saver's storage as threadlog reads it; this base reads through the saver's API.
+
+    `saver` is the concrete saver (its connection, serializer, dicts); `outer` the saver
+    `backend_of` was given, whose public reads the fallbacks use as the caller would.
+    """
+
+    kind: ClassVar[str] = "saver"
+
+    def __init__(self, saver: Any, outer: Any = None) -> None:
+        self.saver = saver
+        self.outer = saver if outer is None else outer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {type(self.saver).__name__}>"
+
+    # -- the run guard
+
+    def head_store(self, location: str) -> HeadStore:
+        """The guard's `HeadStore` for this storage (`location`: the SQLite path or the
+        Postgres URL the saver was opened from; "" for memory)."""
+        raise TypeError(
+            f"threadlog keeps no thread heads or run locks for a {type(self.saver).__name__}; "
+            "use a SQLite, Postgres or in-memory saver"
+        )
+
+    # -- the history cache (None: not answerable by a query here; the saver reads)
+
+    def walk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        """The channels' writes on the checkpoints from `cached_id` (its own writes lead to
+        its child) up to `target`'s parent, oldest first — or None when `cached_id` is not
+        within `max_walk` ancestors of `target`, or a checkpoint after it on the way stores
+        a value of one of the channels (a fork's snapshot: the saver reads)."""
+        return None
+
+    async def awalk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        return None
+
+    def read(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """The saver's own `get_delta_channel_history` at `target`, read more cheaply; None
+        when this backend has no cheaper read (or the target is not stored)."""
+        return None
+
+    async def aread(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return None
+
+    # -- the inspector
+
+    def thread_heads(self) -> list[HeadRow]:
+        """One row per thread of the root namespace (any order)."""
+        seen: dict[str, list[Any]] = {}
+        for tup in self.outer.list(None):
+            conf = tup.config["configurable"]
+            if conf.get("checkpoint_ns", ""):
+                continue
+            tid, cid = str(conf["thread_id"]), str(conf["checkpoint_id"])
+            entry = seen.setdefault(tid, [tid, cid, cid, 0])
+            entry[1], entry[2], entry[3] = max(entry[1], cid), min(entry[2], cid), entry[3] + 1
+        return [(t, h, f, n) for t, h, f, n in seen.values()]
+
+    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
+        """(thread_id, checkpoint_id, decoded value) of each `__error__` write saved
+        against one of `heads` ((thread_id, checkpoint_id) of the root namespace)."""
+        found: list[tuple[str, str, Any]] = []
+        for tid, cid in heads:
+            conf = {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": cid}
+            tup = self.outer.get_tuple({"configurable": conf})
+            for _, channel, value in (tup.pending_writes if tup else None) or ():
+                if channel == ERROR_CHANNEL:
+                    found.append((tid, cid, value))
+        return found
+
+    def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
+        """The ids of a thread's checkpoints in `ns`, oldest first (no blob decoded)."""
+        base: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+        return sorted(str(t.config["configurable"]["checkpoint_id"]) for t in self.outer.list(base))
+
+    def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
+        """(namespace, checkpoints, newest id) of each non-root namespace of the thread."""
+        seen: dict[str, list[Any]] = {}
+        for tup in self.outer.list({"configurable": {"thread_id": thread_id}}):
+            conf = tup.config["configurable"]
+            ns, cid = str(conf.get("checkpoint_ns") or ""), str(conf["checkpoint_id"])
+            if ns:
+                entry = seen.setdefault(ns, [ns, 0, cid])
+                entry[1], entry[2] = entry[1] + 1, max(entry[2], cid)
+        return [(ns, n, h) for ns, n, h in seen.values()]
+
+    def subgraph_counts(self) -> dict[str, int]:
+        """`{thread_id: its number of non-root namespaces}` (threads with none absent)."""
+        seen: dict[str, set[str]] = {}
+        for tup in self.outer.list(None):
+            conf = tup.config["configurable"]
+            if ns := str(conf.get("checkpoint_ns") or ""):
+                seen.setdefault(str(conf["thread_id"]), set()).add(ns)
+        return {t: len(nss) for t, nss in seen.items()}
+
+    def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
+        """`{checkpoint_id: bytes its rows hold}` in `ns`, or None when not measurable."""
+        return None
+
+
+def unwrap(saver: Any) -> Any:
+    """The saver under threadlog's wrappers: each keeps the one it wraps as `.inner`."""
+    for _ in range(8):
+        inner = vars(saver).get("inner") if hasattr(saver, "__dict__") else None
+        if inner is None:
+            return saver
+        saver = inner
+    return saver
+
+
+# -- shared row handling -------------------------------------------------------------------
+
+
+def collect_writes(
+    channels: Sequence[str],
+    chain_by_ch: Mapping[str, Sequence[str]],
+    rows: Iterable[tuple[str, str, str, int, str, Any]],
+) -> Walk:
+    """Each channel's writes on its chain (newest checkpoint first), oldest checkpoint
+    first and in `writes_sort_key` order within one — the order of the savers' own
+    delta history. `rows`: (checkpoint_id, channel, task_id, idx, task_path, value)."""
+    by_cid: dict[tuple[str, str], list[tuple[str, str, int, str, Any]]] = {}
+    for cid, ch, task_id, idx, task_path, value in rows:
+        by_cid.setdefault((ch, cid), []).append((ch, task_id, idx, task_path or "", value))
+    out: Walk = {}
+    for ch in channels:
+        collected: list[PendingWrite] = []
+        for cid in reversed(chain_by_ch.get(ch, ())):
+            found = by_cid.get((ch, cid), [])
+            found.sort(key=lambda w: writes_sort_key(w[3], w[1], w[2]))
+            collected.extend((task_id, ch, value) for _, task_id, _, _, value in found)
+        out[ch] = collected
+    return out
+
+
+def attribute_blobs(
+    out: dict[str, int],
+    checkpoints: Iterable[tuple[str, Mapping[str, Any]]],
+    blobs: Mapping[tuple[str, str], int],
+) -> None:
+    """Add each channel blob's size to the first checkpoint (oldest first) whose channel
+    versions name it: where that value was stored (memory and Postgres keep them apart)."""
+    counted: set[tuple[str, str]] = set()
+    for cid, versions in checkpoints:
+        for ch, ver in versions.items():
+            key = (ch, str(ver))
+            if key in blobs and key not in counted:
+                counted.add(key)
+                out[cid] = out.get(cid, 0) + int(blobs[key])
+
+
+def add_sizes(out: dict[str, int], rows: Iterable[Sequence[Any]]) -> None:
+    """Add (checkpoint_id, bytes) rows to `out`."""
+    for cid, size in rows:
+        if cid is not None:
+            out[str(cid)] = out.get(str(cid), 0) + int(size or 0)

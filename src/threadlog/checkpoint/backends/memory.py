@@ -1,0 +1,92 @@
+"""`InMemorySaver`'s storage: its dicts, read in place; one process, so `threading` locks.
+
+`MemoryBackend` measures stored sizes from the dicts and lists through the saver's API
+(the base class); walks and reads are the saver's own (nothing to save over a dict).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadlog.checkpoint.backends.base import (
+    Backend,
+    HeadStore,
+    LocalRuns,
+    StoredWrite,
+    attribute_blobs,
+)
+
+__all__ = ["MemoryBackend", "MemoryHeadStore"]
+
+
+class MemoryHeadStore:
+    """Reads an `InMemorySaver`'s dicts; one process, so a thread lock is the mutex."""
+
+    def __init__(self, saver: InMemorySaver) -> None:
+        self.saver = saver
+        self._lock = threading.Lock()
+        self._runs = LocalRuns()
+
+    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
+        return self._runs.acquire(thread_id, wait)
+
+    def run_unlock(self, thread_id: str) -> None:
+        self._runs.release(thread_id)
+
+    @contextlib.contextmanager
+    def lock(self, thread_id: str) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def head(self, thread_id: str, ns: str) -> str | None:
+        ids = self.saver.storage.get(thread_id, {}).get(ns, {})
+        return max(ids) if ids else None
+
+    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        saved = self.saver.storage.get(thread_id, {}).get(ns, {})
+        return any(entry[2] == checkpoint_id for entry in saved.values())
+
+    def writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
+    ) -> dict[int, StoredWrite]:
+        stored = self.saver.writes.get((thread_id, ns, checkpoint_id), {})
+        return {idx: w[2] for (tid, idx), w in stored.items() if tid == task_id}
+
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        stored = self.saver.writes.get((thread_id, ns, checkpoint_id), {})
+        return frozenset((tid, w[1]) for (tid, _), w in stored.items())
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryBackend(Backend):
+    kind: ClassVar[str] = "memory"
+    saver: InMemorySaver
+
+    def head_store(self, location: str) -> HeadStore:
+        return MemoryHeadStore(self.saver)
+
+    def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
+        saver = self.saver
+        out: dict[str, int] = {}
+        versions: dict[str, Mapping[str, Any]] = {}
+        for cid, (ckpt, meta, _parent) in saver.storage.get(thread_id, {}).get(ns, {}).items():
+            out[cid] = len(ckpt[1]) + len(meta[1])
+            # The saver's own serializer reads the checkpoint (for its channel versions).
+            versions[cid] = saver.serde.loads_typed(ckpt).get("channel_versions") or {}
+        blobs = {
+            (ch, str(ver)): len(blob[1])
+            for (tid, bns, ch, ver), blob in saver.blobs.items()
+            if tid == thread_id and bns == ns
+        }
+        attribute_blobs(out, [(cid, versions[cid]) for cid in sorted(versions)], blobs)
+        for (tid, wns, cid), writes in saver.writes.items():
+            if tid == thread_id and wns == ns:
+                out[cid] = out.get(cid, 0) + sum(len(w[2][1]) for w in writes.values())
+        return out

@@ -1,0 +1,513 @@
+"""LangGraph's SQLite tables (`checkpoints`, `writes`): every query threadlog runs on them.
+
+Contract:
+
+* `SqliteBackend` (`SqliteSaver`, sqlite3) and `AsyncSqliteBackend` (`AsyncSqliteSaver`,
+  aiosqlite) run the same step generators, each under the saver's own `lock`, on the
+  saver's own connection:
+  - `walk` / `awalk`: the target's ancestors back to the cached checkpoint in one
+    recursive query (stopped there, and after `max_walk` rows), then that chain's writes
+    to the channels in a second. Same walk as `SqliteSaver.get_delta_channel_history`,
+    stopped at the cached id instead of at a stored snapshot; a snapshot on the way means
+    a fork (None).
+  - `read` / `aread`: the saver's own `get_delta_channel_history`, for a cold read of a
+    long thread. Same result; it differs in cost only. The saver's walk fully
+    deserializes every ancestor checkpoint to look for a snapshot, which costs several
+    times the messages' own decoding. Here: one scan of the thread's checkpoint rows, a
+    structural msgpack read (no object construction) to see which hold a snapshot, and
+    one query for the channels' writes. None: the target is not stored.
+  - whether the `writes` table has `task_path` (newer LangGraph) is asked of SQLite
+    itself (`pragma_table_info`), once per saver once it has one.
+* `SqliteBackend` also answers the inspector's listings and sizes in one query each
+  (`length()` only: no value is decoded for a size).
+* `SqliteHeadStore`: the run guard's heads and locks, on a connection of its own (opened
+  on first use) and `flock`s on files next to the database.
+* `table_columns(conn)` / `TABLES`: the tables and columns LangGraph's saver reads, for
+  `open_readonly`'s shape check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any, ClassVar
+
+import ormsgpack
+from langgraph.checkpoint.base import DeltaChannelHistory
+
+from threadlog.checkpoint.backends.base import (
+    ERROR_CHANNEL,
+    Backend,
+    HeadRow,
+    HeadStore,
+    LocalRuns,
+    Query,
+    Steps,
+    StoredWrite,
+    Walk,
+    add_sizes,
+    adrive,
+    collect_writes,
+    drive,
+    parse_rows,
+)
+
+__all__ = [
+    "TABLES",
+    "AsyncSqliteBackend",
+    "SqliteBackend",
+    "SqliteHeadStore",
+    "table_columns",
+]
+
+# The columns LangGraph's savers read; `task_path` is newer and optional.
+TABLES = {
+    "checkpoints": {
+        "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+        "checkpoint", "metadata",
+    },
+    "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
+               "type", "value"},
+}
+
+
+def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """`{table: its columns}` for those of `TABLES` the database has (raises
+    `sqlite3.DatabaseError` when the file is not a database)."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {
+        n: {r[1] for r in conn.execute(f"PRAGMA table_info({n!r})")}
+        for n in names
+        if n in TABLES
+    }
+
+
+# -- the history walks (sans-IO) ------------------------------------------------------------
+
+# Savers whose `writes` table is known to have `task_path` (a column is never dropped, so
+# only a yes is kept; an older table is asked again, in case a migration added it).
+_TASK_PATH: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _task_path(saver: Any) -> Steps[str]:
+    """The SQL for a write's `task_path`: the column, or '' on an older table."""
+    if saver not in _TASK_PATH:
+        found = yield Query("SELECT 1 FROM pragma_table_info('writes') WHERE name = 'task_path'")
+        if not found:
+            return "''"
+        _TASK_PATH[saver] = True
+    return "task_path"
+
+
+# The target's parent and its ancestors, nearest first, following parent ids (ids only
+# order checkpoints of one process): stopped after the cached id and after `max_walk`
+# rows (a loop `INSERT OR REPLACE` can make ends there too). CROSS JOIN keeps the chain
+# as the outer loop, so each step is one primary-key lookup.
+_CHAIN_SQL = (
+    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, type, checkpoint, depth) AS ("
+    "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, 1 "
+    "FROM checkpoints t CROSS JOIN checkpoints c ON c.checkpoint_id = t.parent_checkpoint_id "
+    "WHERE t.thread_id = ? AND t.checkpoint_ns = ? AND t.checkpoint_id = ? "
+    "AND c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns "
+    "UNION ALL "
+    "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, a.depth + 1 "
+    "FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
+    "WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND a.checkpoint_id <> ? AND a.depth < ?"
+    ") SELECT checkpoint_id, type, checkpoint FROM chain"
+)
+
+
+def _writes_sql(task_path: str, chain: int, channels: int) -> str:
+    return (
+        f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({_marks(chain)}) "
+        f"AND channel IN ({_marks(channels)})"
+    )
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def walk_steps(
+    saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str,
+    cached_id: str, max_walk: int,
+) -> Steps[Walk | None]:
+    """The walk of `Backend.walk`, as queries."""
+    channels = list(channels)
+    if target == cached_id:
+        return {ch: [] for ch in channels}
+    serde = saver.serde
+    task_path = yield from _task_path(saver)
+    rows = yield Query(
+        _CHAIN_SQL,
+        (thread_id, ns, target, thread_id, ns, cached_id, max_walk),
+        lambda r: (r[0], any(ch in _value_keys(serde, r[1], r[2]) for ch in channels)),
+    )
+    chain: list[str] = []
+    for cid, holds in rows:
+        if cid in chain:
+            return None  # a loop
+        chain.append(cid)
+        if cid != cached_id and holds:
+            return None  # a stored snapshot on the way: a fork; the saver reads
+    if not chain or chain[-1] != cached_id:
+        return None
+    writes = yield Query(
+        _writes_sql(task_path, len(chain), len(channels)),
+        (thread_id, ns, *chain, *channels),
+        lambda r: (*r[:5], serde.loads_typed((r[5], r[6]))),
+    )
+    return collect_writes(channels, {ch: chain for ch in channels}, writes)
+
+
+_THREAD_CHECKPOINTS_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ?"
+)
+_ONE_CHECKPOINT_SQL = (
+    "SELECT type, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+def read_steps(
+    saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
+) -> Steps[dict[str, DeltaChannelHistory] | None]:
+    """The cold read of `Backend.read`, as queries."""
+    channels = list(channels)
+    serde = saver.serde
+    wanted = set(channels)
+    task_path = yield from _task_path(saver)
+    # Per checkpoint: its parent and which wanted channels it holds a value for.
+    # Blobs are not kept: a long thread's checkpoints would cost memory.
+    found = yield Query(
+        _THREAD_CHECKPOINTS_SQL,
+        (thread_id, ns),
+        lambda r: (r[0], r[1], [ch for ch in _value_keys(serde, r[2], r[3]) if ch in wanted]),
+    )
+    rows: dict[str, tuple[str | None, list[str]]] = {cid: (p, h) for cid, p, h in found}
+    del found
+    if target not in rows:
+        return None
+    chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
+    seeds: dict[str, Any] = {}
+    active = set(channels)
+    walked = {target}
+    cid = rows[target][0]
+    while cid is not None and active and cid in rows and cid not in walked:
+        walked.add(cid)
+        parent, holds = rows[cid]
+        for ch in active:
+            chain_by_ch[ch].append(cid)
+        held = [ch for ch in holds if ch in active]
+        if held:
+            (values,) = yield Query(
+                _ONE_CHECKPOINT_SQL,
+                (thread_id, ns, cid),
+                lambda r: serde.loads_typed((r[0], r[1])).get("channel_values") or {},
+            )
+            for ch in held:
+                seeds[ch] = values[ch]
+                active.discard(ch)
+        cid = parent
+    del rows
+    on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
+    writes = yield Query(
+        f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({_marks(len(channels))})",
+        (thread_id, ns, *channels),
+        # Only the chain's writes are decoded.
+        lambda r: (*r[:5], serde.loads_typed((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
+    )
+    by_ch = collect_writes(channels, chain_by_ch, [w for w in writes if w is not None])
+    out: dict[str, DeltaChannelHistory] = {}
+    for ch in channels:
+        out[ch] = {"writes": by_ch[ch]}
+        if ch in seeds:
+            out[ch]["seed"] = seeds[ch]
+    return out
+
+
+def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
+    """The keys of a stored checkpoint's `channel_values`, cheaply when it is msgpack."""
+    if type_tag == "msgpack":
+        try:
+            ckpt = ormsgpack.unpackb(blob, ext_hook=_skip_ext)
+        except ormsgpack.MsgpackDecodeError:
+            ckpt = None
+        if isinstance(ckpt, dict):
+            return ckpt.get("channel_values") or {}
+    return serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+
+
+def _skip_ext(code: int, data: bytes) -> None:
+    return None  # values are not needed, only which channels have one
+
+
+def _one(query: Query) -> Steps[list[Any]]:
+    rows = yield query
+    return rows
+
+
+# -- the backends ---------------------------------------------------------------------------
+
+
+class SqliteBackend(Backend):
+    """A `SqliteSaver`: its connection under its lock."""
+
+    kind: ClassVar[str] = "sqlite"
+
+    def _run(self, steps: Steps[Any]) -> Any:
+        with self.saver.lock:
+            cur = self.saver.conn.cursor()
+            try:
+                return drive(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params)))
+            finally:
+                cur.close()
+
+    def head_store(self, location: str) -> HeadStore:
+        # ":memory:" is private to one connection: the guard reads the saver's own.
+        return SqliteHeadStore(location, self.saver.conn if location == ":memory:" else None)
+
+    def walk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
+        return self._run(steps)  # type: ignore[no-any-return]
+
+    def read(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
+
+    def _rows(self, sql: str, params: Sequence[Any] = (), row: Any = None) -> list[Any]:
+        return self._run(_one(Query(sql, params, row)))  # type: ignore[no-any-return]
+
+    def thread_heads(self) -> list[HeadRow]:
+        return [
+            (str(t), str(h), str(f), int(n))
+            for t, h, f, n in self._rows(
+                "SELECT thread_id, max(checkpoint_id), min(checkpoint_id), count(*) "
+                "FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
+            )
+        ]
+
+    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
+        wanted = set(heads)
+        serde = self.saver.serde
+        found = self._rows(
+            "SELECT thread_id, checkpoint_id, type, value FROM writes "
+            "WHERE checkpoint_ns = '' AND channel = ?",
+            (ERROR_CHANNEL,),
+            lambda r: (r[0], r[1], serde.loads_typed((r[2], r[3])))
+            if (r[0], r[1]) in wanted else None,
+        )
+        return [f for f in found if f is not None]
+
+    def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
+        rows = self._rows(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        )
+        return sorted(str(r[0]) for r in rows)
+
+    def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
+        rows = self._rows(
+            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns != '' GROUP BY checkpoint_ns",
+            (thread_id,),
+        )
+        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
+
+    def subgraph_counts(self) -> dict[str, int]:
+        rows = self._rows(
+            "SELECT thread_id, count(DISTINCT checkpoint_ns) FROM checkpoints "
+            "WHERE checkpoint_ns != '' GROUP BY thread_id"
+        )
+        return {str(t): int(n) for t, n in rows}
+
+    def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
+        out: dict[str, int] = {}
+        add_sizes(out, self._rows(
+            "SELECT checkpoint_id, length(checkpoint) + length(metadata) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        ))
+        add_sizes(out, self._rows(
+            "SELECT checkpoint_id, sum(length(value)) FROM writes "
+            "WHERE thread_id = ? AND checkpoint_ns = ? GROUP BY checkpoint_id",
+            (thread_id, ns),
+        ))
+        return out
+
+
+class AsyncSqliteBackend(Backend):
+    """An `AsyncSqliteSaver`: its aiosqlite connection under its asyncio lock. The sync
+    listings are the saver's API (the base class): an async saver has no sync connection."""
+
+    kind: ClassVar[str] = "sqlite"
+
+    async def _arun(self, steps: Steps[Any]) -> Any:
+        saver = self.saver
+
+        async def execute(q: Query) -> list[Any]:
+            out: list[Any] = []
+            async with saver.conn.execute(q.sql, q.params) as cur:
+                async for r in cur:
+                    out.append(r if q.row is None else q.row(r))
+            return out
+
+        async with saver.lock:
+            return await adrive(steps, execute)
+
+    def head_store(self, location: str) -> HeadStore:
+        return SqliteHeadStore(location)
+
+    async def awalk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
+        return await self._arun(steps)  # type: ignore[no-any-return]
+
+    async def aread(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return await self._arun(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
+
+
+# -- the run guard's heads and locks ------------------------------------------------------
+
+_HEAD_SQL = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_HAS_CHILD_SQL = (
+    "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "AND parent_checkpoint_id = ? LIMIT 1"
+)
+_TASK_WRITES_SQL = (
+    "SELECT idx, type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+    "AND checkpoint_id = ? AND task_id = ?"
+)
+_WRITE_KEYS_SQL = (
+    "SELECT task_id, channel FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+    "AND checkpoint_id = ?"
+)
+
+
+class SqliteHeadStore:
+    """Reads a SQLite checkpoint file through its own connection; `flock` across processes."""
+
+    def __init__(self, path: str, conn: sqlite3.Connection | None = None) -> None:
+        self.path = path
+        self._thread_lock = threading.Lock()
+        # ":memory:" is private to one connection, so that one is shared (`conn`).
+        self._own = conn is None
+        # Opened on first use: a process that only reads a database (get_state, the
+        # inspector) must leave no lock file next to it.
+        self._conn_: sqlite3.Connection | None = conn
+        self._lock_fd: int | None = None
+        self._runs = LocalRuns()
+        self._run_fds: dict[str, int] = {}
+        self._open_lock = threading.Lock()
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._conn_ is None:
+            with self._open_lock:
+                if self._conn_ is None:
+                    self._conn_ = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        return self._conn_
+
+    def _lock_file(self) -> int | None:
+        if self.path == ":memory:":
+            return None
+        if self._lock_fd is None:
+            with self._open_lock:
+                if self._lock_fd is None:
+                    self._lock_fd = os.open(
+                        self.path + ".threadlog-lock", os.O_RDWR | os.O_CREAT, 0o644
+                    )
+        return self._lock_fd
+
+    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
+        if not self._runs.acquire(thread_id, wait):
+            return False
+        if self.path == ":memory:":
+            return True
+        # One lock file per thread in a directory next to the database.
+        folder = self.path + ".threadlog-runs"
+        os.makedirs(folder, exist_ok=True)
+        name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
+        fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            self._runs.release(thread_id)
+            return False
+        self._run_fds[thread_id] = fd
+        return True
+
+    def run_unlock(self, thread_id: str) -> None:
+        fd = self._run_fds.pop(thread_id, None)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._runs.release(thread_id)
+
+    @contextlib.contextmanager
+    def lock(self, thread_id: str) -> Iterator[None]:
+        # One lock for the whole file: SQLite serializes writers anyway, and a
+        # byte-range lock per thread would buy nothing but complexity.
+        fd = self._lock_file()
+        with self._thread_lock:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []  # nothing stored yet
+            raise
+
+    def head(self, thread_id: str, ns: str) -> str | None:
+        rows = self._all(_HEAD_SQL, (thread_id, ns))
+        return str(rows[0][0]) if rows else None
+
+    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        return bool(self._all(_HAS_CHILD_SQL, (thread_id, ns, checkpoint_id)))
+
+    def writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
+    ) -> dict[int, StoredWrite]:
+        rows = self._all(_TASK_WRITES_SQL, (thread_id, ns, checkpoint_id, task_id))
+        return {int(idx): (str(typ), bytes(val)) for idx, typ, val in rows}
+
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        rows = self._all(_WRITE_KEYS_SQL, (thread_id, ns, checkpoint_id))
+        return frozenset((str(t), str(c)) for t, c in rows)
+
+    def close(self) -> None:
+        if self._own and self._conn_ is not None:
+            self._conn_.close()
+            self._conn_ = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
