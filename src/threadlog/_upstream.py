@@ -36,7 +36,7 @@ import contextvars
 import functools
 import importlib.metadata
 import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, TypedDict
 
@@ -91,6 +91,7 @@ from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 from langgraph.pregel.main import Pregel
 
 from threadlog.errors import UpstreamChangedError
+from threadlog.flows import Flow, arun, call, run
 
 __all__ = [
     "CONFIG_KEY_RUNTIME",
@@ -384,50 +385,21 @@ async def averify_hooks() -> None:
     _VERIFIED.add(True)
 
 
-@dataclass(frozen=True, slots=True)
-class _GraphCall:
-    """Call the canary graph's `method` (sync) or `a<method>` (async)."""
-
-    graph: Any
-    method: str
-    args: tuple[Any, ...]
-
-
-_Canary = Generator[_GraphCall, Any, None]
+_Canary = Flow[None]
 
 
 def _drive(steps: _Canary) -> None:
     from langsmith import tracing_context
 
     with tracing_context(enabled=False):
-        send: Callable[[Any], _GraphCall] = steps.send
-        value: Any = None
-        while True:
-            try:
-                op = send(value)
-            except StopIteration:
-                return
-            try:
-                value, send = getattr(op.graph, op.method)(*op.args), steps.send
-            except Exception as exc:  # the step names what failed
-                value, send = exc, steps.throw
+        run(steps)
 
 
 async def _adrive(steps: _Canary) -> None:
     from langsmith import tracing_context
 
     with tracing_context(enabled=False):
-        send: Callable[[Any], _GraphCall] = steps.send
-        value: Any = None
-        while True:
-            try:
-                op = send(value)
-            except StopIteration:
-                return
-            try:
-                value, send = await getattr(op.graph, "a" + op.method)(*op.args), steps.send
-            except Exception as exc:
-                value, send = exc, steps.throw
+        await arun(steps)
 
 
 class _Seen:
@@ -533,14 +505,15 @@ def _canary(*, is_async: bool) -> _Canary:
     graph = _canary_graph()
     config = {"configurable": {"thread_id": "threadlog-canary"}}
     problems = [why for name, why in _NOT_HOOKED.items() if _entry_is(name, is_async)]
-    for phase, call in (
-        ("run", _GraphCall(graph, "invoke", (given, config))),
-        ("get_state", _GraphCall(graph, "get_state", (config,))),
+    for phase, method, args in (
+        ("run", "invoke", (given, config)),
+        ("get_state", "get_state", (config,)),
     ):
         seen.phase = phase
-        result = yield call
-        if isinstance(result, Exception):
-            problems.append(f"the canary graph's {call.method} failed: {result!r}")
+        try:
+            yield from call(graph, method, *args)
+        except Exception as exc:  # named below, with what else stopped working
+            problems.append(f"the canary graph's {method} failed: {exc!r}")
             break
     if seen.error is not None:
         raise seen.error

@@ -26,7 +26,7 @@ class Branches(tuple[list[tuple[object, ...]], ...]):
 # `threadlog/__init__.py`) that do not import each other, or one `Branches`. A module may
 # import any module of a lower rank; inside a branch, a lower rank of its own branch.
 LAYERS: list[tuple[object, ...]] = [
-    ("errors",),
+    ("errors", "flows"),
     ("_upstream",),
     ("message_values",),
     ("messages",),
@@ -40,7 +40,6 @@ LAYERS: list[tuple[object, ...]] = [
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
                     (
-                        "checkpoint.steps",
                         "checkpoint.serde",
                     ),
                     ("checkpoint.layered", "checkpoint.recover"),

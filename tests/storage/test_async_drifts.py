@@ -1,6 +1,6 @@
 """The drifts the old sync/async copies of the saver had, each pinned by a test that failed
 on them: the async path now runs the same flows as the sync one
-(`threadlog.checkpoint.steps`), so these hold for both. Public API only, so the same file
+(`threadlog.flows`), so these hold for both. Public API only, so the same file
 runs against older code."""
 
 from __future__ import annotations

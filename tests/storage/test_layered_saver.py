@@ -3,7 +3,7 @@ the drifts the old sync/async copies had, each pinned by a test that failed on t
 
 The layers are stated in `threadlog.checkpoint.saver._finish`; the contract of each is in
 `threadlog.checkpoint` (its docstring). Sync and async run the same flows
-(`threadlog.checkpoint.steps`), so a behaviour tested on one side holds on the other; the
+(`threadlog.flows`), so a behaviour tested on one side holds on the other; the
 tests below are the places where the two used to differ.
 """
 

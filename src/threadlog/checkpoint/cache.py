@@ -69,7 +69,7 @@ from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapsho
 from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
-from threadlog.checkpoint.steps import Flow, Io
+from threadlog.flows import Flow, Io
 
 __all__ = [
     "CachedSeed",

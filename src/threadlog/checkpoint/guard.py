@@ -54,7 +54,7 @@ Contract.
 
 Subgraph namespaces are not guarded (their parent's checkpoints are). The guard is the
 outermost layer of the saver (`GuardLayer`, `threadlog.checkpoint.layered`): each hook is
-one flow for sync and async alike (`threadlog.checkpoint.steps`). `GuardedSaver` is the
+one flow for sync and async alike (`threadlog.flows`). `GuardedSaver` is the
 wrapper whose first layer it is, with the guard's own methods (`exclusive`, strategies).
 """
 
@@ -85,8 +85,8 @@ from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
 from threadlog.checkpoint.backends import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
-from threadlog.checkpoint.steps import Flow, Io
 from threadlog.errors import ConcurrentRunError
+from threadlog.flows import Flow, Io
 
 __all__ = [
     "MULTITASK_STRATEGIES",

@@ -40,9 +40,9 @@ from langgraph.checkpoint.serde.types import ERROR
 from threadlog._upstream import PREGEL, achannels_from_checkpoint, channels_from_checkpoint
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
-from threadlog.checkpoint.steps import Flow, Io, arun, call, run
 from threadlog.edits import is_edit
 from threadlog.errors import InvalidMessageError, MessageLogError
+from threadlog.flows import Flow, Io, arun, call, run
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import coerce_message, role_of
 

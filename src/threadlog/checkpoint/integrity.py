@@ -52,8 +52,8 @@ from langgraph.checkpoint.base import (
 
 from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
-from threadlog.checkpoint.steps import Flow
 from threadlog.errors import StoredDataError
+from threadlog.flows import Flow
 from threadlog.log import flatten_write
 
 __all__ = ["CHAIN_KEY", "ChecksumLayer", "chain_writes", "row_hash"]

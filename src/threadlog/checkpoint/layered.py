@@ -4,7 +4,7 @@ Contract (the model is Temporal's interceptor chain, written sans-IO):
 
 * A `Layer` is one capability (the run guard, stopped work, checksums, own writes, the
   history cache). It defines some of the hooks named in `HOOKS`; each hook is a flow
-  (`threadlog.checkpoint.steps`): `hook(below, *args)` yields the I/O it needs and returns
+  (`threadlog.flows`): `hook(below, *args)` yields the I/O it needs and returns
   the operation's result. `below` is the saver as seen from under the layer — the layers
   after it, then the backend — used two ways: `yield from below.flow("get_tuple", cfg)`
   to pass the operation on, or as an ordinary `BaseCheckpointSaver` handed to code that
@@ -43,7 +43,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from threadlog.checkpoint.steps import Flow, arun, call, run
+from threadlog.flows import Flow, arun, call, run
 
 __all__ = ["HOOKS", "Layer", "LayeredSaver", "SaverView", "bind_layers", "layer_of"]
 

@@ -55,7 +55,7 @@ from langgraph.checkpoint.base import (
 )
 
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
-from threadlog.checkpoint.steps import Flow
+from threadlog.flows import Flow
 
 __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of", "record_own_writes"]
 

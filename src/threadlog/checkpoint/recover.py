@@ -46,8 +46,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from threadlog._upstream import PREGEL
-from threadlog.checkpoint.steps import Flow, arun, call, listed, run
 from threadlog.errors import MessageLogError
+from threadlog.flows import Flow, arun, call, listed, run
 from threadlog.log import flatten_write
 from threadlog.messages import coerce_message
 
@@ -58,6 +58,7 @@ __all__ = [
     "node_checkpoint",
     "recover_flow",
     "recover_for_node",
+    "recover_for_node_flow",
     "recover_results",
 ]
 
@@ -89,19 +90,20 @@ def recover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> dict[str, ToolMessage]:
     """Stored results of `calls` (call id -> its request), read from inside a node."""
-    return run(_for_node(config, calls))
+    return run(recover_for_node_flow(config, calls))
 
 
 async def arecover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> dict[str, ToolMessage]:
     """`recover_for_node` through the saver's async methods."""
-    return await arun(_for_node(config, calls))
+    return await arun(recover_for_node_flow(config, calls))
 
 
-def _for_node(
+def recover_for_node_flow(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> Flow[dict[str, ToolMessage]]:
+    """`recover_for_node` as one flow, for a node's own flow to `yield from`."""
     found = node_checkpoint(config) if calls else None
     if found is None:
         return {}

@@ -54,8 +54,8 @@ from threadlog.checkpoint.integrity import ChecksumLayer
 from threadlog.checkpoint.layered import Layer, bind_layers
 from threadlog.checkpoint.own_writes import OwnWritesLayer
 from threadlog.checkpoint.serde import strict_serializer
-from threadlog.checkpoint.steps import Flow, Io, arun, run
 from threadlog.checkpoint.stopped_work import StoppedWorkLayer
+from threadlog.flows import Flow, Io, arun, run
 
 __all__ = ["SCHEMES", "SaverWrapper", "acheckpointer", "checkpointer", "parse_url"]
 

@@ -101,8 +101,8 @@ from langgraph.types import Command
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.recover import recover_flow
-from threadlog.checkpoint.steps import Flow, call, listed, run
 from threadlog.errors import MessageLogError
+from threadlog.flows import Flow, call, listed, run
 from threadlog.log import MessageLog, flatten_write
 from threadlog.pairing import open_calls, repair_open_calls
 

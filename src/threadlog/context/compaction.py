@@ -47,6 +47,7 @@ from threadlog.channel import MessagesState
 from threadlog.context.events import CompactionsChannel, append_events
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
+from threadlog.flows import Flow, Io, arun, run
 from threadlog.messages import role_of
 
 __all__ = [
@@ -245,15 +246,7 @@ def compact(
 ) -> _Result:
     """The context for this log and the new events to record (empty when nothing new
     is hidden). Calls `policy.summarizer` when it is set and the cut moved."""
-    rounds = _rounds(messages, compactions, policy, reserve_tokens)
-    try:
-        request = next(rounds)
-        while True:
-            reply = policy.summarizer.invoke(request, _quiet(config))
-            request = rounds.send(_text_of(reply))
-    except StopIteration as done:
-        result: _Result = done.value
-        return result
+    return run(compact_flow(messages, compactions, policy, reserve_tokens, config))
 
 
 async def acompact(
@@ -265,11 +258,23 @@ async def acompact(
     config: RunnableConfig | None = None,
 ) -> _Result:
     """`compact` with the summarizer awaited."""
+    return await arun(compact_flow(messages, compactions, policy, reserve_tokens, config))
+
+
+def compact_flow(
+    messages: Sequence[BaseMessage],
+    compactions: Sequence[Mapping[str, Any]],
+    policy: ContextPolicy,
+    reserve_tokens: int = 0,
+    config: RunnableConfig | None = None,
+) -> Flow[_Result]:
+    """`compact` as one flow (`threadlog.flows`): the summarizer's `invoke` / `ainvoke`."""
     rounds = _rounds(messages, compactions, policy, reserve_tokens)
     try:
         request = next(rounds)
         while True:
-            reply = await policy.summarizer.ainvoke(request, _quiet(config))
+            summarizer = policy.summarizer
+            reply = yield Io(summarizer.invoke, summarizer.ainvoke, (request, _quiet(config)))
             request = rounds.send(_text_of(reply))
     except StopIteration as done:
         result: _Result = done.value

@@ -59,10 +59,11 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from threadlog._upstream import PREGEL, RunnableCallable
-from threadlog.checkpoint.recover import arecover_for_node, recover_for_node
-from threadlog.context.compaction import acompact, compact
+from threadlog.checkpoint.recover import recover_for_node_flow
+from threadlog.context.compaction import acompact, compact, compact_flow
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
+from threadlog.flows import Flow, Io, arun, run
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import timed
 from threadlog.nodes.turns import (
@@ -285,41 +286,29 @@ class ModelNode(RunnableCallable):
         return [r for r in results if r.tool_call_id in outside]
 
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        step0 = time.perf_counter()
-        messages, events_in, has_events = self._inputs(state)
-        view, events = compact(
-            messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
-        )
-        inside, outside, used = self._open(messages, view, config)
-        recovered = recover_for_node(config, {**outside, **inside})
-        wire, repairs = self._prepare(view, recovered)
-        repairs = [*self._outside(outside, recovered), *repairs]
-        capped = self._step_cap(messages)
-        if capped is not None:
-            return self._update(capped, repairs, events, has_events)
-        wall0, call0 = time.time(), time.perf_counter()
-        ai = self._timed(
-            self._runnable(messages).invoke(wire, config), wire, step0, call0, wall0
-        )
-        return self._update(ai, repairs, events, has_events, used)
+        return run(self._call(state, config))
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return await arun(self._call(state, config))
+
+    def _call(self, state: Any, config: RunnableConfig) -> Flow[dict[str, Any]]:
+        """One model step as one flow (`threadlog.flows`), for `invoke` and `ainvoke`."""
         step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
-        view, events = await acompact(
-            messages, events_in, self.policy, reserve_tokens=self._reserve(), config=config
+        view, events = yield from compact_flow(
+            messages, events_in, self.policy, self._reserve(), config
         )
         inside, outside, used = self._open(messages, view, config)
-        recovered = await arecover_for_node(config, {**outside, **inside})
+        recovered = yield from recover_for_node_flow(config, {**outside, **inside})
         wire, repairs = self._prepare(view, recovered)
         repairs = [*self._outside(outside, recovered), *repairs]
         capped = self._step_cap(messages)
         if capped is not None:
             return self._update(capped, repairs, events, has_events)
+        runnable = self._runnable(messages)
         wall0, call0 = time.time(), time.perf_counter()
-        ai = self._timed(
-            await self._runnable(messages).ainvoke(wire, config), wire, step0, call0, wall0
-        )
+        reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, config))
+        ai = self._timed(reply, wire, step0, call0, wall0)
         return self._update(ai, repairs, events, has_events, used)
 
     def _runnable(self, log: Sequence[BaseMessage]) -> Runnable[Any, Any]:

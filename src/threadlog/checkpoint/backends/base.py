@@ -36,6 +36,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 
+from threadlog.flows import Flow, Io, arun, run
+
 __all__ = [
     "Backend",
     "HeadRow",
@@ -87,24 +89,24 @@ def parse_rows(query: Query, rows: Any) -> list[Any]:
 
 def drive(steps: Steps[T], execute: Callable[[Query], list[Any]]) -> T:
     """Run `steps` with a sync executor (`execute(query)` → parsed rows)."""
-    rows: Any = None
-    while True:
-        try:
-            query = steps.send(rows)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        rows = execute(query)
+    return run(_executed(steps, execute, None))
 
 
 async def adrive(steps: Steps[T], execute: Callable[[Query], Awaitable[list[Any]]]) -> T:
     """Run `steps` with an async executor."""
+    return await arun(_executed(steps, None, execute))
+
+
+def _executed(steps: Steps[T], execute: Any, aexecute: Any) -> Flow[T]:
+    """The query steps as one flow (`threadlog.flows`): each query is one `Io` whose two
+    forms are the backend's executors."""
     rows: Any = None
     while True:
         try:
             query = steps.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        rows = await execute(query)
+        rows = yield Io(execute, aexecute, (query,))
 
 
 # -- the run guard's view of a thread ------------------------------------------------------
