@@ -39,9 +39,13 @@ LAYERS: list[tuple[object, ...]] = [
             (
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
+                    ("checkpoint.serde", "checkpoint.backends.base"),
                     (
-                        "checkpoint.serde",
+                        "checkpoint.backends.memory",
+                        "checkpoint.backends.sqlite",
+                        "checkpoint.backends.postgres",
                     ),
+                    ("checkpoint.backends",),
                     ("checkpoint.layered", "checkpoint.recover"),
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),

@@ -126,6 +126,9 @@ class SaverView(BaseCheckpointSaver[Any]):
         super().__init__(serde=stack.inner.serde)
         self._stack = stack
         self._level = level
+        # The backend (for a saver with bound layers: the saver itself), as every
+        # threadlog wrapper keeps it: `backends.unwrap` follows `.inner`.
+        self.inner: Any = stack.inner
 
     def flow(self, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
         """This operation as a flow, for a layer above to `yield from`."""
@@ -136,11 +139,6 @@ class SaverView(BaseCheckpointSaver[Any]):
         if self._stack.entry[name][self._level] is None:
             return getattr(self._stack.end, name)
         return None
-
-    @property
-    def inner(self) -> Any:
-        """The backend (for a saver with bound layers: the saver itself)."""
-        return self._stack.inner
 
     @property
     def config_specs(self) -> list[Any]:
