@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.upstream.version_matrix import lower_bounds
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_lists_exactly_the_oldest_versions_ci_tests() -> None:
