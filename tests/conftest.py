@@ -8,6 +8,8 @@
   `threadlog.checkpointer(url)` pointing at fresh storage — a new SQLite file, or a
   new Postgres database — so tests never see each other's threads.
 * `sqlite_url`, `pg_backend`: the two halves on their own.
+* `pg_databases` (session): where those new Postgres databases come from — made one or
+  two ahead in a thread, as `fresh_database` would, while the tests before run.
 
 Markers (registered in pyproject.toml, `--strict-markers`), applied here at collection so
 the test files need no decorators (see tests/README.md):
@@ -21,8 +23,10 @@ the test files need no decorators (see tests/README.md):
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +50,23 @@ def postgres_url() -> Iterator[str]:
     pgdata = tempfile.mkdtemp(prefix="threadlog-pg-")
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
+        _no_fsync(server.get_uri())
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+def _no_fsync(url: str) -> None:
+    """A throwaway server need not survive an OS crash: no fsync, no waiting for the WAL.
+    Every test gets its own database (`CREATE DATABASE` copies a template each time) and
+    nothing here crashes the server itself (the kill tests kill clients), so what a test
+    reads is the same; the Postgres tests just stop waiting on the disk."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def with_database(url: str, dbname: str) -> str:
@@ -66,21 +84,86 @@ def fresh_database(postgres_url: str) -> str:
     return with_database(postgres_url, name)
 
 
+class Databases:
+    """New, empty databases on the server at `url`, made `ahead` at a time in a thread.
+
+    `CREATE DATABASE` copies a template (~0.25 s, the server's work): made ahead, it runs
+    while the previous tests do and a test's setup only takes a name. Each database is
+    still used by exactly one test. The ones left at the end are dropped."""
+
+    def __init__(self, url: str, ahead: int = 2) -> None:
+        self.url = url
+        self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=ahead)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="pg-databases", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                while not self._stop.is_set():
+                    name = "tl_" + uuid.uuid4().hex[:12]
+                    conn.execute(f'CREATE DATABASE "{name}"')
+                    self._offer(name)
+        except BaseException as exc:  # handed to the test that takes the next one
+            self._offer(exc)
+
+    def _offer(self, item: str | BaseException) -> None:
+        while not self._stop.is_set():
+            try:
+                self._ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def take(self) -> str:
+        item = self._ready.get(timeout=120)
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"could not create a test database on {self.url}") from item
+        return with_database(self.url, item)
+
+    def close(self) -> None:
+        import psycopg
+
+        self._stop.set()
+        self._thread.join(timeout=30)
+        left = []
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, str):
+                left.append(item)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name in left:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="session")
+def pg_databases(postgres_url: str) -> Iterator[Databases]:
+    databases = Databases(postgres_url)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'checkpoints.sqlite'}"
 
 
 @pytest.fixture
-def pg_backend(postgres_url: str) -> str:
-    return fresh_database(postgres_url)
+def pg_backend(pg_databases: Databases) -> str:
+    return pg_databases.take()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'checkpoints.sqlite'}"
-    return fresh_database(request.getfixturevalue("postgres_url"))
+    databases: Databases = request.getfixturevalue("pg_databases")
+    return databases.take()
 
 
 # Module basename -> test function names; "*" is the whole module. A name that is not a
@@ -160,7 +243,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_log_properties.py": ("test_messages_read_back_through_the_checkpoint_serializer_replay",),
     "test_checkpoint_guard.py": ("test_a_finished_run_leaves_nothing_of_itself_in_the_guard",),
 }
-POSTGRES_FIXTURES = {"postgres_url", "pg_backend"}
+POSTGRES_FIXTURES = {"postgres_url", "pg_databases", "pg_backend"}
 
 
 def _uses_postgres(item: pytest.Item) -> bool:
