@@ -8,8 +8,8 @@
   `threadlog.checkpointer(url)` pointing at fresh storage — a new SQLite file, or a
   new Postgres database — so tests never see each other's threads.
 * `sqlite_url`, `pg_backend`: the two halves on their own.
-* `pg_databases` (session): where those new Postgres databases come from — made one or
-  two ahead in a thread, as `fresh_database` would, while the tests before run.
+* `pg_databases` (session): where those new Postgres databases come from — made up to
+  eight ahead in a thread, as `fresh_database` would, while the tests before run.
 
 Markers (registered in pyproject.toml, `--strict-markers`), applied here at collection so
 the test files need no decorators (see tests/README.md):
@@ -91,7 +91,7 @@ class Databases:
     while the previous tests do and a test's setup only takes a name. Each database is
     still used by exactly one test. The ones left at the end are dropped."""
 
-    def __init__(self, url: str, ahead: int = 2) -> None:
+    def __init__(self, url: str, ahead: int = 8) -> None:
         self.url = url
         self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=ahead)
         self._stop = threading.Event()
