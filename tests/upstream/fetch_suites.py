@@ -27,7 +27,7 @@ The suites (one row each in docs/compatibility.md):
 
 `expected.toml` beside this file is the manifest of tests expected to fail with threadlog's
 parts, each under the deliberate difference (an id with a section in docs/compatibility.md)
-that explains it; tests/test_upstream_suites.py fails on any new failure and any new pass.
+that explains it; tests/upstream/test_upstream_suites.py fails on any new failure and any new pass.
 """
 
 from __future__ import annotations

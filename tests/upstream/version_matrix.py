@@ -1,7 +1,7 @@
 """Run the LangGraph-facing tests on the oldest and the newest versions pyproject.toml allows.
 
     python tests/upstream/version_matrix.py                  # both ends, the default tests
-    python tests/upstream/version_matrix.py --only oldest -- tests/test_tool_node.py
+    python tests/upstream/version_matrix.py --only oldest -- tests/nodes/test_tool_node.py
 
 For each end it makes a venv under `$THREADLOG_MATRIX_DIR` (default
 `~/.cache/threadlog-matrix/<end>`; `--fresh` deletes it first) and installs `.[dev]` with
@@ -34,11 +34,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TESTS = [
-    "tests/test_upstream.py",
-    "tests/test_tool_node.py",
-    "tests/test_tool_node_langgraph_api.py",
-    "tests/test_upstream_suites.py",
-    "tests/test_checkpoint_conformance.py",
+    "tests/upstream/test_upstream.py",
+    "tests/nodes/test_tool_node.py",
+    "tests/nodes/test_tool_node_langgraph_api.py",
+    "tests/upstream/test_upstream_suites.py",
+    "tests/storage/test_checkpoint_conformance.py",
 ]
 SHOWN = (
     "langgraph",

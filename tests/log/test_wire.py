@@ -176,6 +176,6 @@ def test_profile_is_inferred_from_the_model() -> None:
 def test_the_profile_table_documents_every_profile() -> None:
     from pathlib import Path
 
-    table = Path(__file__).parent.parent.joinpath("docs", "profiles.md").read_text()
+    table = Path(__file__).parents[2].joinpath("docs", "profiles.md").read_text()
     for name, prof in PROFILES.items():
         assert f"| `{name}` | {prof.description} |" in table

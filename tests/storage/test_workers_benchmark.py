@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture

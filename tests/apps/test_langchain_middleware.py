@@ -20,7 +20,7 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   result sent as the new input answers the call itself;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
   new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
-  records that edit event end to end (`tests/test_edit.py` has the `update_state` edit);
+  records that edit event end to end (`tests/log/test_edit.py` has the `update_state` edit);
 * `edit` and `reject` decisions on two calls per pause over two turns (only edited calls
   run, one result per call, a paired history and payload for the model, the inspector's
   pairs); LangChain 1.0 to 1.4's edit, which rewrites the request in place, recorded as

@@ -129,7 +129,7 @@ def test_export_reads_a_nested_subgraphs_log_and_threads_counts_namespaces(
     assert [m.id for m in root] == ["u1"]  # the call is the sub-subgraph's, not yet returned
     messages, head = messages_at(backend, "t", namespace=inner)
     # The head's log and the result Beijing's finished task stored before Shanghai's
-    # interrupt stopped the step (tests/test_export_stopped_step.py).
+    # interrupt stopped the step (tests/inspect/test_export_stopped_step.py).
     assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert messages[0].id == "u1"
     assert [c["args"]["city"] for c in messages[1].tool_calls] == ["Beijing", "Shanghai"]

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers_browser import CHROMIUM, computed
 from tests.helpers_inspect import CONFIG, ScriptedAgent
-from tests.test_inspect_cli import raw_saver, write_thread
+from tests.inspect.test_inspect_cli import raw_saver, write_thread
 from threadlog import inspect
 
 

@@ -21,7 +21,7 @@ from nbclient import NotebookClient
 
 from threadlog import inspect
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL = "threadlog-tests"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.upstream.version_matrix import lower_bounds
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_lists_exactly_the_oldest_versions_ci_tests() -> None:
@@ -29,3 +29,10 @@ def test_langgraph_and_langchain_dependencies_have_both_bounds() -> None:
     assert len(ours) >= 7
     for dep in ours:
         assert re.search(r">=\s*[0-9][^,]*,\s*<\s*[0-9]", dep), f"{dep}: needs >=lower,<next-major"
+
+
+def test_the_version_matrix_runs_test_files_that_exist() -> None:
+    from tests.upstream.version_matrix import DEFAULT_TESTS
+
+    missing = [path for path in DEFAULT_TESTS if not (ROOT / path).is_file()]
+    assert not missing, f"tests/upstream/version_matrix.py DEFAULT_TESTS: no such file {missing}"

@@ -117,7 +117,7 @@ def test_a_second_process_reads_exactly_the_history_the_first_wrote(
         print(json.dumps(shape(g.get_state(cfg).values["messages"])))
         """
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 import threadlog
 from tests.helpers_model import ai, get_weather, result, user
-from tests.test_model_node import Recorder
+from tests.nodes.test_model_node import Recorder
 from threadlog import ContextPolicy, ModelNode, ToolPairingError, validate
 from threadlog.nodes.model import NOT_COMPLETED, open_calls
 from threadlog.pairing import OpenCalls

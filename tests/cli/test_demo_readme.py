@@ -11,7 +11,7 @@ from tests.helpers_demo import REPO
 from threadlog.cli import main
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
-MARK = "<!-- tested: tests/test_demo_readme.py -->"
+MARK = "<!-- tested: tests/cli/test_demo_readme.py -->"
 
 
 def snippets() -> list[str]:

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from tests.helpers_inspect import CONFIG, ScriptedAgent
-from tests.test_inspect_cli import raw_saver
+from tests.inspect.test_inspect_cli import raw_saver
 from threadlog import digest, inspect, openai_payload
 from threadlog.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ from threadlog import MessageLogChannel, MessageLogError, append_messages
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import calls_of, coerce_message, role_of
 
-VECTOR_DIR = Path(__file__).resolve().parent.parent / "reducers"
+VECTOR_DIR = Path(__file__).resolve().parents[2] / "reducers"
 
 
 def _load() -> list[tuple[str, dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """Threads served by a real `langgraph dev`, read through its URL with `langgraph-sdk`.
 
-One server for the module (started as tests/test_langgraph_dev.py does); every view, the
+One server for the module (started as tests/apps/test_langgraph_dev.py does); every view, the
 listing, the export and the CLI read the same two threads through `http://127.0.0.1:PORT`.
 """
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.upstream import fetch_suites as fs
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "compatibility.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@
 (`tests/openai_server.py`), which records every body. Each server profile's two bodies —
 the turn's first call, and the call after a tool result — are compared with
 `tests/fixtures/wire/<profile>.json`. To re-record after a deliberate change:
-`THREADLOG_UPDATE_FIXTURES=1 pytest tests/test_server_profiles.py` and review the diff.
+`THREADLOG_UPDATE_FIXTURES=1 pytest tests/nodes/test_server_profiles.py` and review the diff.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from threadlog import (
     with_profile,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "wire"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "wire"
 SYSTEM = "You are a weather assistant."
 
 
