@@ -1,7 +1,7 @@
 """Every private LangGraph / langchain name threadlog relies on, in one place.
 
 Upstream may rename or change any of these in a minor release. Keeping them here means one
-file to read when that happens, and `tests/test_upstream.py` checks that each one still
+file to read when that happens, and `tests/upstream/test_upstream.py` checks that each one still
 exists and behaves as used, so a breaking release fails our suite instead of users' apps.
 Each name carries why we need it; "checked" is the version it was last verified against
 (langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
@@ -167,7 +167,7 @@ def ls_provider(model: Any) -> str | None:
 @dataclass(frozen=True)
 class _PregelFormat:
     """How LangGraph spells what it stores and passes. Threads already stored depend on
-    these spellings, so they are facts to check (`tests/test_upstream.py`), not names."""
+    these spellings, so they are facts to check (`tests/upstream/test_upstream.py`), not names."""
 
     ns_sep: str = NS_SEP
     """`"|"` joins nested checkpoint namespaces (a subgraph's, its subgraph's, …): a

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TESTS = [
     "tests/upstream/test_upstream.py",
+    "tests/upstream/test_hooks.py",
     "tests/nodes/test_tool_node.py",
     "tests/nodes/test_tool_node_langgraph_api.py",
     "tests/upstream/test_upstream_suites.py",
