@@ -236,7 +236,8 @@ def _finish(
     layers: list[Layer] = []
     history: HistoryCache | None = None
     if cache:
-        history = history_cache_of(inner) or HistoryCache()
+        given = history_cache_of(inner)  # (a HistoryCache is falsy while empty)
+        history = given if given is not None else HistoryCache()
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
     layers = [StoppedWorkLayer(), ChecksumLayer(history), *layers]
