@@ -26,7 +26,7 @@ class Branches(tuple[list[tuple[object, ...]], ...]):
 # `threadlog/__init__.py`) that do not import each other, or one `Branches`. A module may
 # import any module of a lower rank; inside a branch, a lower rank of its own branch.
 LAYERS: list[tuple[object, ...]] = [
-    ("errors", "flows"),
+    ("errors", "flows", "terminal"),
     ("_upstream",),
     ("message_values",),
     ("messages",),

@@ -12,7 +12,10 @@ text) as two columns, as terminals draw them. Fixed-width columns keep their wid
 column of width 0 takes what is left. A cell is a list of lines; a line longer than its
 column is cut with "…", never wrapped into the next column. A column marked `below` is not a
 column in text: its lines follow the row, indented, with nearly the whole width to
-themselves.
+themselves. Every piece of text (title, summary, header, cell, note) goes through
+`threadlog.terminal.fit`: stored text is untrusted, so its control characters (ESC
+sequences, C1, bidi overrides, CR, BS…) print as visible escapes (`\\x1b[2J`), newlines and
+tabs as a space, and widths are measured after escaping; `repr(table)` escapes its title.
 
 HTML (`render_html`, for Jupyter's `_repr_html_`; `render_page` for a file): one self-
 contained `<div class="threadlog-inspect">` with its own small style block (class-scoped, so
@@ -23,10 +26,11 @@ colour, so a reader can follow the conversation down the rows."""
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
+
+from threadlog.terminal import display_width, fit, safe
 
 if TYPE_CHECKING:
     import pandas  # type: ignore[import-untyped]
@@ -93,40 +97,12 @@ class Table:
         return render_html(self)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__}: {self.title}>"
+        return f"<{type(self).__name__}: {safe(self.title)}>"
 
 
 # -- plain text ------------------------------------------------------------------
 
 WIDTH = 100
-
-
-def _char_width(ch: str) -> int:
-    if unicodedata.combining(ch):
-        return 0
-    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-
-
-def display_width(text: str) -> int:
-    """Terminal columns `text` occupies (wide CJK characters count two)."""
-    return sum(_char_width(ch) for ch in text)
-
-
-def fit(text: str, width: int) -> str:
-    """`text` on one line, cut to `width` terminal columns with an ellipsis."""
-    text = " ".join(str(text).split())
-    if width <= 0:
-        return ""
-    if display_width(text) <= width:
-        return text
-    out, used = [], 0
-    for ch in text:
-        w = _char_width(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + "…"
 
 
 def _pad(text: str, width: int, align: str) -> str:
@@ -174,8 +150,8 @@ def render_text(table: Table, width: int = WIDTH) -> str:
             out.extend(" " * INDENT + fit(x, width - INDENT) for x in _lines(row.get(c.key, "")))
     if not rows:
         out.append("(nothing to show)")
-    for note in table.notes():  # notes are prose: wrapped, not cut
-        out.extend(fit(line, width) for line in textwrap.wrap(note, width))
+    for note in table.notes():  # notes are prose: wrapped, not cut (escaped first)
+        out.extend(fit(line, width) for line in textwrap.wrap(safe(note, keep="\n\t"), width))
     return "\n".join(out)
 
 

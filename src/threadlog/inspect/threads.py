@@ -30,6 +30,7 @@ from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
+from threadlog.terminal import display_width, safe
 
 __all__ = ["ThreadList", "ThreadSummary", "summaries", "summarize", "threads"]
 
@@ -90,8 +91,9 @@ class ThreadList(Table):
         self.items = items
         self.title = f"threads in {source}"
         self.more = more
-        # Ids are what you pass to `inspect --thread`: shown whole (a uuid is 36 columns).
-        width = min(36, max([6, *(len(s.thread_id) for s in items)]))
+        # Ids are what you pass to `inspect --thread`: shown whole (a uuid is 36 columns),
+        # measured as printed (control characters escaped, wide characters two columns).
+        width = min(36, max([6, *(display_width(safe(s.thread_id)) for s in items)]))
         self.columns = tuple(
             Column(c.key, c.header, width) if c.key == "thread" else c for c in self.columns
         )

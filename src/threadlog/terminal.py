@@ -1,0 +1,85 @@
+"""Text for a terminal: stored text made safe to print, then measured and cut.
+
+Why. Message text, tool names, call ids, thread ids and error texts come from users,
+models and tools: untrusted. A terminal obeys control characters in what it prints — ESC
+sequences set the window title, clear the screen, move the cursor up and erase lines
+(hiding earlier output, such as an error), make OSC 8 links whose text differs from their
+target; C1 bytes do the same on terminals that read them; bidi controls reorder what is
+shown (a right-to-left override makes `exe.txt` read as `txt.exe`). Printed raw, they also
+break the widths every text view promises (100 columns).
+
+Contract:
+
+* `safe(text, keep="")`: `text` with every C0 control (U+0000 to U+001F) except those in
+  `keep` (a view that lays out newlines or tabs passes them), DEL (U+007F), every C1
+  control (U+0080 to U+009F) and the bidi controls (U+061C, U+200E, U+200F, U+202A to U+202E,
+  U+2066 to U+2069) shown as visible escapes — `\\xNN` below U+0100, `\\uNNNN` above — so
+  `ESC [ 2 J` prints as the seven characters `\\x1b[2J`. Nothing else changes; a
+  backslash already in the text is left as it is (the escapes are for reading: JSON
+  output carries the exact text).
+* `safe_line(text)`: `text` escaped by `safe`, then every run of whitespace (newlines and
+  tabs included) one space — one line, as an error line or a table cell prints.
+* `display_width(text)`: the terminal columns `text` takes (East Asian wide characters
+  count two, combining marks none).
+* `fit(text, width)`: `safe_line(text)` cut to `width` columns with "…".
+  The width is measured after escaping, so an escaped line still fits its column.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cache
+
+__all__ = ["CONTROLS", "display_width", "fit", "safe", "safe_line"]
+
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+CONTROLS: frozenset[int] = frozenset((*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI))
+"""The code points `safe` escapes (unless kept)."""
+
+
+def _escape(cp: int) -> str:
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
+
+
+@cache
+def _table(keep: str) -> dict[int, str]:
+    kept = {ord(ch) for ch in keep}
+    return {cp: _escape(cp) for cp in CONTROLS if cp not in kept}
+
+
+def safe(text: str, keep: str = "") -> str:
+    """`text` with its control characters as visible escapes (module doc)."""
+    return str(text).translate(_table(keep))
+
+
+def safe_line(text: str) -> str:
+    """`text` escaped, each run of whitespace (newlines, tabs) one space (module doc)."""
+    return " ".join(safe(str(text), keep="\n\t").split())
+
+
+def _char_width(ch: str) -> int:
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """Terminal columns `text` occupies (wide CJK characters count two)."""
+    return sum(_char_width(ch) for ch in text)
+
+
+def fit(text: str, width: int) -> str:
+    """`text` escaped, on one line, cut to `width` terminal columns with an ellipsis."""
+    text = safe_line(text)
+    if width <= 0:
+        return ""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = _char_width(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
