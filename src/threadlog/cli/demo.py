@@ -17,6 +17,9 @@ Contract:
   So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
   the profile to try and whether the thread can continue
   (`threadlog.models.servers.explain_failure`).
+* Every line printed is terminal-safe (`threadlog.terminal`, `cli/transcript.py`): the
+  control characters of a message, a tool's output, an id or an error print as visible
+  escapes. `--json` prints the exact text.
 * `--profile` picks the server's wire rules (default: detected from the endpoint's
   `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
   (default: the profile's); `--max-model-calls` caps a turn (default 6).
@@ -33,6 +36,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from threadlog.terminal import safe_line
 
 if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
     from langchain_core.language_models import BaseChatModel
@@ -188,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 _print_turn(graph, config, turn, args, out, profile)
     except DemoError as e:
-        print(f"threadlog demo: error: {e}", file=sys.stderr)
+        print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
         return 1
     except Exception as e:
         # A database that fails mid-turn (locked, disk full, connection lost) is one line
@@ -199,8 +204,10 @@ def run(args: argparse.Namespace) -> int:
 
         if isinstance(e, (OSError, SourceError, LookupError)) or _module_root(e) in _DB_DRIVERS:
             print(
-                f"threadlog demo: error: the checkpoint database {db_url(args.db)} failed: "
-                f"{_one_line(e)}",
+                safe_line(
+                    f"threadlog demo: error: the checkpoint database {db_url(args.db)} "
+                    f"failed: {_one_line(e)}"
+                ),
                 file=sys.stderr,
             )
         else:
@@ -352,7 +359,7 @@ def _errors_explained(
 
 
 def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+    return safe_line(str(e)) or type(e).__name__
 
 
 # -- output -----------------------------------------------------------------------
@@ -371,7 +378,10 @@ def _print_turn(
     if profile is not None:
         model_name += f" · profile {profile.name}"
     print(
-        f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}",
+        safe_line(
+            f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · "
+            f"model {model_name}"
+        ),
         file=out,
     )
     if earlier:

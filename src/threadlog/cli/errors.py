@@ -4,7 +4,10 @@ Contract: `run_command(name, body)` runs `body()` and returns its exit status. A
 becomes one line, `threadlog NAME: error: <what went wrong>`, on stderr with exit status 1:
 the message of an error the user can act on (a bad source, a missing thread, a bad file)
 as it is, anything else prefixed with its type. `THREADLOG_DEBUG=1` re-raises instead, for
-the traceback. Ctrl-C is "interrupted" (130); a closed stdout (`| head`) ends quietly (0).
+the traceback. The line is terminal-safe (`threadlog.terminal.safe_line`): an error that
+quotes a stored id or text, or a path typed on the command line, prints its control
+characters as visible escapes. Ctrl-C is "interrupted" (130); a closed stdout (`| head`)
+ends quietly (0).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+
+from threadlog.terminal import safe_line
 
 __all__ = ["CommandError", "one_line", "run_command"]
 
@@ -21,9 +26,10 @@ class CommandError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
+    """The exception's message on one line, terminal-safe."""
     # A KeyError's str() is the repr of its key; its first argument is the sentence.
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
+    return safe_line(text) or type(exc).__name__
 
 
 def _expected(exc: BaseException) -> bool:

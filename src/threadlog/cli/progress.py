@@ -4,7 +4,9 @@ Contract: `Progress(label)` is a callable `(done, total)` and a context manager.
 printed until `after` seconds (default 1, `THREADLOG_PROGRESS_AFTER` overrides) have
 passed; then, on a terminal, one line rewritten in place (`label 120/551`), elsewhere one
 line when it starts and one when it ends — so a log file gets two lines, not hundreds. A
-hint (e.g. "use --last N") is printed once with the first line.
+hint (e.g. "use --last N") is printed once with the first line. The label and hint are
+terminal-safe (`threadlog.terminal.safe_line`): a label naming a thread id shows its
+control characters as visible escapes.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import sys
 import time
 from types import TracebackType
 
+from threadlog.terminal import safe_line
+
 __all__ = ["Progress"]
 
 
 class Progress:
     def __init__(self, label: str, hint: str = "", after: float | None = None) -> None:
-        self.label = label
-        self.hint = hint
+        self.label = safe_line(label)
+        self.hint = safe_line(hint)
         env = os.environ.get("THREADLOG_PROGRESS_AFTER")
         self.after = after if after is not None else float(env) if env else 1.0
         self.start = time.monotonic()

@@ -1,6 +1,12 @@
 """A turn printed as a paired transcript: one line per message with its role, tool calls
 and results both showing the call id, the answer streamed token by token, then usage.
-Also the thread as JSON (`history_json`). Used by `threadlog demo`."""
+Also the thread as JSON (`history_json`). Used by `threadlog demo`.
+
+Everything printed is terminal-safe (`threadlog.terminal.safe`): stored and streamed text
+is untrusted, so its control characters (ESC sequences, C1, bidi overrides, CR, BS…) print
+as visible escapes. A message's text keeps its newlines and tabs (the answer is prose, laid
+out as written); names, ids, arguments and the other fields are one line, a newline in
+them escaped too. The JSON (`history_json`) carries the exact text."""
 
 from __future__ import annotations
 
@@ -11,6 +17,10 @@ from typing import Any, TextIO
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.messages import role_of
+from threadlog.terminal import safe
+
+# What a message's text keeps as it is: its own line breaks and tabs.
+_PROSE = "\n\t"
 
 __all__ = ["Transcript", "history_json", "messages_in"]
 
@@ -35,8 +45,10 @@ class Transcript:
         self.model_calls = 0
         self.usage_reported = 0  # model calls whose reply carried token usage
 
-    def line(self, label: str, text: str) -> None:
-        print(f"{label:<11}{text}", file=self.out, flush=True)
+    def line(self, label: str, text: str, *, prose: bool = False) -> None:
+        """`label  text`; `prose`: `text` is a message's text (keeps newlines and tabs)."""
+        shown = safe(text, keep=_PROSE if prose else "")
+        print(f"{safe(label):<11}{shown}", file=self.out, flush=True)
 
     def token(self, text: str) -> None:
         if not text:
@@ -44,7 +56,8 @@ class Transcript:
         if not self._streaming:
             self.out.write(f"{'assistant':<11}")
             self._streaming = self._streamed = True
-        self.out.write(text)
+        # Escaped one character at a time, so a sequence split across tokens is too.
+        self.out.write(safe(text, keep=_PROSE))
         self.out.flush()
 
     def end_stream(self) -> None:
@@ -64,7 +77,7 @@ class Transcript:
                 self.usage["output_tokens"] += m.usage_metadata["output_tokens"]
                 self.usage["total_tokens"] += m.usage_metadata["total_tokens"]
             if m.text and not self._streamed:
-                self.line("assistant", m.text)
+                self.line("assistant", m.text, prose=True)
             for call in [*m.tool_calls, *m.invalid_tool_calls]:
                 args = call.get("args")
                 shown = (
@@ -82,7 +95,7 @@ class Transcript:
             took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
             self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")
         else:
-            self.line(role_of(m), m.text)
+            self.line(role_of(m), m.text, prose=True)
 
     def usage_summary(self) -> str:
         # A server that reports no usage gets no made-up zeros.
