@@ -41,8 +41,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, TypedDict
 
 # Config keys and ids LangGraph uses while it runs (the `PREGEL` formats below read them).
+# `CONFIG_KEY_DURABILITY` holds a running task's `durability`: the tool node stores no
+# "started" marker under "exit", where nothing of the run is stored before it ends
+# (`nodes/tools/started.py`).
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_DURABILITY,
     CONFIG_KEY_RUNTIME,
     NS_END,
     NS_SEP,
@@ -94,6 +98,7 @@ from threadlog.errors import UpstreamChangedError
 from threadlog.flows import Flow, arun, call, run
 
 __all__ = [
+    "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_RUNTIME",
     "MISSING",
     "PREGEL",

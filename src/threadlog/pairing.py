@@ -28,9 +28,21 @@ Contract:
   places every result this way, and `repair_open_calls` places its results the same way,
   so the context a node sends equals what the log holds after the node's write.
 * **Not completed.** `not_completed(call)` is the one result of a call whose step
-  stopped before recording it: `ToolMessage(NOT_COMPLETED, status="error")` with the
-  deterministic id `tl-repair-<blake2b(call id)>` (threads written before read the same;
-  two processes repairing the same call write the same message, a replay).
+  stopped before recording it and whose tool never ran (or reported back that it did
+  not finish: it raised, or paused in `interrupt()`):
+  `ToolMessage(NOT_COMPLETED, status="error")` with the deterministic id
+  `tl-repair-<blake2b(call id)>` (threads written before read the same; two processes
+  repairing the same call write the same message, a replay).
+* **Outcome unknown.** `outcome_unknown(call)` is the result of a call whose tool
+  *started* (`threadlog.ToolNode` stores a marker before it runs a tool, read back by
+  `threadlog.checkpoint.recover`) and never reported back: the process was killed, the
+  run cancelled or timed out while the tool ran. The tool may have finished its side
+  effect after the run stopped, so the text (`OUTCOME_UNKNOWN`) tells the model not to
+  assume it did not happen, nor to repeat it blindly. Same id as `not_completed` (one
+  repair per call), `status="error"`, and `response_metadata["threadlog_error"] =
+  "outcome_unknown"` (`UNKNOWN_OUTCOME_KIND`) for programs and the inspector;
+  `repair_kind(message)` tells the two repairs apart, stored before or after this.
+  `Recovered` carries which calls started, next to the stored results.
 * **Incremental.** `OpenCalls` answers `open_calls` for a log that grows at its end
   (the model node's every turn, issue 15 item 8: a 20,000-message scan costs ~10 ms),
   resuming per key where its last scan stopped; anything else — another branch, a result
@@ -43,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias
 
@@ -56,14 +68,20 @@ from threadlog.messages import calls_of
 __all__ = [
     "NOT_COMPLETED",
     "NO_ID",
+    "OUTCOME_UNKNOWN",
+    "UNKNOWN_OUTCOME_KIND",
     "AnyCall",
     "OpenCall",
     "OpenCalls",
+    "Recovered",
     "Repair",
+    "RepairKind",
     "call_id",
     "not_completed",
     "open_calls",
     "open_in",
+    "outcome_unknown",
+    "repair_kind",
     "repair_open_calls",
     "result_slot",
     "unanswerable",
@@ -73,6 +91,18 @@ AnyCall: TypeAlias = ToolCall | InvalidToolCall
 Repair = Literal["error-result", "refuse"]
 
 NOT_COMPLETED = "Error: call was not completed (the run stopped before its result was recorded)"
+
+OUTCOME_UNKNOWN = (
+    "Error: the outcome of this call is unknown: its tool started, but the run stopped "
+    "before the tool reported back, so it may have taken effect. Do not assume it did not "
+    "happen, and do not repeat it blindly: check its effect first, or ask the user."
+)
+UNKNOWN_OUTCOME_KIND = "outcome_unknown"
+"""`response_metadata["threadlog_error"]` of an `outcome_unknown` result."""
+_ERROR_KEY = "threadlog_error"  # the tool node's key for an error result's kind
+_REPAIR_PREFIX = "tl-repair-"
+
+RepairKind = Literal["not_completed", "outcome_unknown"]
 
 NO_ID = ""
 """The id a call without one is listed under: never a result's `tool_call_id` (the log
@@ -252,8 +282,51 @@ def not_completed(call: Mapping[str, Any]) -> ToolMessage:
         tool_call_id=cid,
         name=call.get("name") or None,
         status="error",
-        id="tl-repair-" + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
+        id=_repair_id(cid),
     )
+
+
+def outcome_unknown(call: Mapping[str, Any]) -> ToolMessage:
+    """The result of a call whose tool started and never reported back (module doc)."""
+    cid = call_id(call)
+    return ToolMessage(
+        content=OUTCOME_UNKNOWN,
+        tool_call_id=cid,
+        name=call.get("name") or None,
+        status="error",
+        id=_repair_id(cid),
+        response_metadata={_ERROR_KEY: UNKNOWN_OUTCOME_KIND},
+    )
+
+
+def repair_kind(message: BaseMessage) -> RepairKind | None:
+    """Which repair `message` is — "not_completed", "outcome_unknown" — or None when it
+    is not one of them (a tool's own result, an error result of the tool node)."""
+    if not isinstance(message, ToolMessage) or not (message.id or "").startswith(_REPAIR_PREFIX):
+        return None
+    if message.content == NOT_COMPLETED:
+        return "not_completed"
+    if message.response_metadata.get(_ERROR_KEY) == UNKNOWN_OUTCOME_KIND:
+        return "outcome_unknown"
+    return None
+
+
+def _repair_id(cid: str) -> str:
+    return _REPAIR_PREFIX + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest()
+
+
+class Recovered(dict[str, ToolMessage]):
+    """What storage knows of open calls: their stored results (call id -> the stored
+    `ToolMessage`; this is a dict of them) and `started`, the calls without one whose
+    tool started and never reported back (module doc: "Outcome unknown")."""
+
+    __slots__ = ("started",)
+
+    def __init__(
+        self, results: Mapping[str, ToolMessage] | None = None, started: Iterable[str] = ()
+    ) -> None:
+        super().__init__(results or {})
+        self.started: frozenset[str] = frozenset(started)
 
 
 def result_slot(
@@ -281,15 +354,18 @@ def repair_open_calls(
     *,
     repair: Repair = "error-result",
     recovered: Mapping[str, ToolMessage] | None = None,
+    started: Collection[str] | None = None,
 ) -> tuple[list[BaseMessage], list[ToolMessage]]:
     """Answer every call of `context` that has no result.
 
     A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
     `threadlog.checkpoint.recover`) gets that result as it is — a tool that ran is never
     re-run; the others are repaired by the `repair` policy: `"error-result"` answers
-    each with `not_completed(call)`, `"refuse"` raises `ToolPairingError` naming it. A
-    call without an id raises under either policy (`unanswerable`). Returns the answered
-    context and the new results, in call order, each placed where the log places it.
+    each with `outcome_unknown(call)` when its tool started (its id in `started`, by
+    default `recovered.started` of a `Recovered`), else with `not_completed(call)`;
+    `"refuse"` raises `ToolPairingError` naming it. A call without an id raises under
+    either policy (`unanswerable`). Returns the answered context and the new results, in
+    call order, each placed where the log places it.
     """
     pending = open_in(context)
     if not pending:
@@ -298,22 +374,26 @@ def repair_open_calls(
         if not call_id(call):
             raise unanswerable(call, msg, index)
     stored_results = recovered or {}
+    if started is None:
+        started = recovered.started if isinstance(recovered, Recovered) else ()
     known = {m.id for m in context if m.id is not None}
     new: list[ToolMessage] = []
     for msg, _, call in pending:
         cid = call_id(call)
         result = stored_results.get(cid)
         if result is None or result.id in known:
+            unknown = cid in started
             if repair == "refuse":
+                why = " (its tool started, so its outcome is unknown)" if unknown else ""
                 raise ToolPairingError(
-                    f"call {cid!r} ({call.get('name')}) has no result; the model call "
+                    f"call {cid!r} ({call.get('name')}) has no result{why}; the model call "
                     "was refused (repair='refuse')",
                     message_id=msg.id,
                     role="assistant",
                     fix="run the tools first, or use ModelNode(repair='error-result') to "
                     "record an explicit error result for it",
                 )
-            result = not_completed(call)
+            result = outcome_unknown(call) if unknown else not_completed(call)
         new.append(result)
     return _placed(context, pending, new), new
 

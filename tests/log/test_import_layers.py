@@ -73,6 +73,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "nodes.tools.storage_check",
                         "nodes.tools.routing",
                         "nodes.tools.approval",
+                        "nodes.tools.started",
                     ),
                     ("nodes.tools.results",),
                     ("nodes.tools.running",),

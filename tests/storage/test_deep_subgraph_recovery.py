@@ -71,8 +71,9 @@ def assert_three_stopped_levels(url: str, thread_id: str) -> list[str]:
 # A two-city turn of `--app deep` with one tool task for both calls makes these saver
 # writes: 1-3 the parent's input checkpoint, `__start__` writes and step checkpoint;
 # 4-6 team's; 7-9 subteam's; 10-12 the agent's; 13 the model's call, 14 checkpoint,
-# 15 both tools' results, 16 checkpoint, 17 the answer, 18 checkpoint; 19-24 the three
-# subgraph tasks' writes and checkpoints on the way back up.
+# 15-16 the tool node's "started" markers (one per call, before its tool runs), 17 both
+# tools' results, 18 checkpoint, 19 the answer, 20 checkpoint; 21-26 the three subgraph
+# tasks' writes and checkpoints on the way back up.
 DEEP = Plan(
     trial=1,  # QUESTIONS[1]: Beijing and Shanghai
     seed=15,
@@ -89,7 +90,7 @@ DEEP = Plan(
 
 @pytest.mark.parametrize(
     ("slot", "stored"),
-    [(13, "the model's call"), (15, "the tools' results"), (17, "the answer")],
+    [(13, "the model's call"), (17, "the tools' results"), (19, "the answer")],
 )
 def test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored(
     backend: str, tmp_path: Path, slot: int, stored: str
@@ -100,7 +101,7 @@ def test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stor
     assert out.killed and out.unreadable == [], f"the worker was not killed after {stored}"
     journal = [mid for rec in read_jsonl(work / "stored.jsonl") for mid, _ in rec["ids"]]
     kept = list(dict.fromkeys(journal))  # every message the worker's saver stored
-    assert len(kept) == {13: 2, 15: 4, 17: 5}[slot]
+    assert len(kept) == {13: 2, 17: 4, 19: 5}[slot]
 
     *outer, inner = assert_three_stopped_levels(backend, thread_id)
     exported, _ = messages_at(backend, thread_id, namespace=inner)

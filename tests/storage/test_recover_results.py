@@ -4,7 +4,8 @@ The step runs one task per call (`send_tool_calls`). Beijing's call finishes and
 stored as a pending write; Shanghai's call interrupts or raises. The user then sends a
 new message instead of resuming: LangGraph drops the step's pending writes, and the
 model node must log Beijing's *stored* result (same id and content, the tool not run
-again) and answer only Shanghai's call as not completed.
+again) and answer only Shanghai's call: "not completed" when its tool reported back (it
+interrupted or raised), "outcome unknown" when the worker was killed inside it.
 
 Each scenario runs on SQLite and Postgres through `threadlog.checkpointer(url)`, sync
 and async, and on plain LangGraph savers.
@@ -36,6 +37,7 @@ from langgraph.types import interrupt
 import threadlog
 from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.nodes.model import NOT_COMPLETED
+from threadlog.pairing import OUTCOME_UNKNOWN
 
 TWO_CITIES = "What's the weather in Beijing and Shanghai?"
 INSTEAD = "Never mind. Weather in Guangzhou?"
@@ -125,9 +127,15 @@ async def afirst_turn(graph: Any, stop: str) -> None:
 
 
 def assert_recovered(
-    final: list[BaseMessage], saved: dict[str, ToolMessage], effects: Path
+    final: list[BaseMessage],
+    saved: dict[str, ToolMessage],
+    effects: Path,
+    shanghai_reads: str = NOT_COMPLETED,
 ) -> None:
-    """Beijing's stored result, Shanghai's explicit error, u2 and the answer: once each."""
+    """Beijing's stored result, Shanghai's explicit error, u2 and the answer: once each.
+    `shanghai_reads`: the repair of Shanghai's call — "not completed" when its tool
+    reported back (it raised, or paused), `OUTCOME_UNKNOWN` when it was killed while its
+    tool ran (issue 24 item 4: the tool may have finished its effect)."""
     threadlog.validate(final, allow_pending_calls=False)
     ids = [m.id for m in final]
     assert len(ids) == len(set(ids)), f"message ids appear more than once: {ids}"
@@ -145,7 +153,7 @@ def assert_recovered(
         beijing, stored.id, stored.content, "success")
     assert first.content == "Beijing: sunny, 21°C"
     assert (second.tool_call_id, second.status, second.content) == (
-        shanghai, "error", NOT_COMPLETED)
+        shanghai, "error", shanghai_reads)
     answer = final[-1]
     assert isinstance(answer, AIMessage) and not answer.tool_calls
     assert "Guangzhou" in answer.text
@@ -215,7 +223,8 @@ def test_new_message_after_a_worker_killed_mid_step_logs_the_saved_result(
     backend: str, tmp_path: Path
 ) -> None:
     effects = tmp_path / "effects.jsonl"
-    # SIGKILLed inside Shanghai's tool, once Beijing's result is stored.
+    # SIGKILLed inside Shanghai's tool, once Beijing's result is stored: its tool had
+    # started, so its outcome is unknown (it is not "not completed").
     worker = start("turn", backend, "t", str(effects), TWO_CITIES, "u1", "--kill", "between_tools")
     worker.join(60)
     assert worker.exitcode == -9, "the worker was not killed"
@@ -223,7 +232,7 @@ def test_new_message_after_a_worker_killed_mid_step_logs_the_saved_result(
         graph = build_agent(saver, effects)
         saved = stored_results(saver)
         out = graph.invoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
-        assert_recovered(out["messages"], saved, effects)
+        assert_recovered(out["messages"], saved, effects, OUTCOME_UNKNOWN)
         check_thread(graph, CONFIG, repaired_input_ok=True)
 
 

@@ -108,6 +108,31 @@ def test_config_keys_are_the_ones_langgraph_sets_for_a_running_task() -> None:
     assert TASKS == "__pregel_tasks"
 
 
+def test_a_running_task_reads_its_runs_durability_under_the_durability_key() -> None:
+    # The tool node stores no "started" marker under durability="exit".
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    seen: list[Any] = []
+
+    def node(state: S, config: RunnableConfig) -> S:
+        seen.append(config["configurable"].get(_upstream.CONFIG_KEY_DURABILITY))
+        return {"n": 1}
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    with threadlog.checkpointer("memory://") as s:
+        graph = g.compile(checkpointer=s)
+        for durability in ("exit", "sync", "async"):
+            cfg: RunnableConfig = {"configurable": {"thread_id": durability}}
+            graph.invoke({"n": 0}, cfg, durability=durability)
+    assert seen == ["exit", "sync", "async"]
+
+
 def test_sqlite_saver_still_keeps_its_task_path_flag(tmp_path: pathlib.Path) -> None:
     conn = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)
     saver = SqliteSaver(conn)

@@ -30,6 +30,9 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     new input on a head with a task to run:       stopped_work   test_abandoned_calls.py,
       stored results kept, each abandoned call                   test_langchain_middleware.py,
       answered "not completed" once                              test_subgraph_by_send.py
+    ... but "outcome unknown" when its tool       stopped_work   test_outcome_unknown.py
+      started and never reported back (the tool
+      node's marker, read with the results)
     a subgraph's stored work is carried on new    stopped_work   test_subgraph_recovery.py,
       input, at every level                                      test_deep_subgraph_recovery.py
     a deleted or swapped writes row is an error   checksums      test_integrity.py

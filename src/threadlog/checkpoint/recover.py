@@ -25,6 +25,14 @@ Contract:
   checkpoint whose writes hold every AIMessage id in `requests` (a call is never
   answered before it was made), at the thread's first checkpoint, or after `max_walk`
   checkpoints.
+* **Which calls started.** The same walk reads the tool node's markers
+  (`threadlog.nodes.tools.started`): a write on `STARTED_CHANNEL` whose value is
+  `{"call_id", "event": "started" | "stopped", "at": ns}`, stored before a tool runs
+  ("started") and when it reported back by raising or pausing ("stopped"). The newest
+  marker of each wanted call without a stored result decides: "started" puts it in
+  the answer's `started` (`threadlog.pairing.Recovered`, a dict of the results), which
+  the repair answers "outcome unknown" instead of "not completed". Threads without
+  markers (written before them, by another tool node) read as before.
 * Any `BaseCheckpointSaver` works, wrappers included (`GuardedSaver`, the history
   cache): only `get_tuple` / `list` and their async forms are used. A saver that does
   not implement the needed form (`NotImplementedError`) yields `{}`.
@@ -33,12 +41,15 @@ Contract:
   checkpointer LangGraph hands the node, starting at the checkpoint the node runs from.
   `{}` without calls, or outside a checkpointed run (`node_checkpoint(config)` is then
   `None`).
+* `started_marker(call_id, event)`: the task id and the write of one marker, as the tool
+  node stores it (the format is defined here, next to its reader).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -50,9 +61,12 @@ from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, arun, call, listed, run
 from threadlog.log import flatten_write
 from threadlog.messages import coerce_message
+from threadlog.pairing import Recovered
 
 __all__ = [
     "DEFAULT_MAX_WALK",
+    "STARTED_CHANNEL",
+    "MarkerEvent",
     "arecover_for_node",
     "arecover_results",
     "node_checkpoint",
@@ -60,10 +74,29 @@ __all__ = [
     "recover_for_node",
     "recover_for_node_flow",
     "recover_results",
+    "started_marker",
 ]
 
 DEFAULT_MAX_WALK = 16
 """Checkpoints read at most: a tool step is a few checkpoints behind the model step."""
+
+STARTED_CHANNEL = "__threadlog_started__"
+"""The channel of the tool node's markers: never a channel of a graph, so LangGraph
+applies nothing from it (and its task ids are none LangGraph schedules)."""
+
+MarkerEvent = Literal["started", "stopped"]
+_EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1}
+
+
+def started_marker(call_id: str, event: MarkerEvent) -> tuple[str, list[tuple[str, Any]]]:
+    """(task id, writes) of one marker of `call_id` (module doc: "Which calls started").
+
+    The task id is the marker's own, unique per marker (storage keeps a task's first row
+    at an index): no task's rows can collide with it, nor a later marker with an older.
+    The value is not a message, so every reader of messages skips it."""
+    at = time.time_ns()
+    value = {"call_id": call_id, "event": event, "at": at}
+    return f"threadlog-{event}:{call_id}:{at}", [(STARTED_CHANNEL, value)]
 
 
 def node_checkpoint(
@@ -88,25 +121,25 @@ def node_checkpoint(
 
 def recover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
-) -> dict[str, ToolMessage]:
+) -> Recovered:
     """Stored results of `calls` (call id -> its request), read from inside a node."""
     return run(recover_for_node_flow(config, calls))
 
 
 async def arecover_for_node(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
-) -> dict[str, ToolMessage]:
+) -> Recovered:
     """`recover_for_node` through the saver's async methods."""
     return await arun(recover_for_node_flow(config, calls))
 
 
 def recover_for_node_flow(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
-) -> Flow[dict[str, ToolMessage]]:
+) -> Flow[Recovered]:
     """`recover_for_node` as one flow, for a node's own flow to `yield from`."""
     found = node_checkpoint(config) if calls else None
     if found is None:
-        return {}
+        return Recovered()
     saver, at = found
     requests = {m.id for m in calls.values() if m.id is not None}
     return (yield from recover_flow(saver, at, list(calls), requests=requests))
@@ -119,12 +152,12 @@ def recover_flow(
     *,
     requests: Collection[str] = (),
     max_walk: int = DEFAULT_MAX_WALK,
-) -> Flow[dict[str, ToolMessage]]:
+) -> Flow[Recovered]:
     """The walk (module doc) as one flow: `run` / `arun` drive it through the saver's
     sync or async methods, so the two cannot drift."""
     search = _Search(call_ids, requests)
     if not search.wanted:
-        return {}
+        return Recovered()
     conf = config.get("configurable") or {}
     thread: RunnableConfig = {
         "configurable": {
@@ -147,8 +180,8 @@ def recover_flow(
             parent = saved.parent_config
             saved = (yield from call(saver, "get_tuple", parent)) if parent else None
     except NotImplementedError:  # a saver without this form (SqliteSaver in async code)
-        return {}
-    return search.found
+        return Recovered()
+    return search.result()
 
 
 def recover_results(
@@ -158,7 +191,7 @@ def recover_results(
     *,
     requests: Collection[str] = (),
     max_walk: int = DEFAULT_MAX_WALK,
-) -> dict[str, ToolMessage]:
+) -> Recovered:
     """Stored results of `call_ids` on this branch's recent checkpoints (module doc)."""
     return run(recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk))
 
@@ -170,7 +203,7 @@ async def arecover_results(
     *,
     requests: Collection[str] = (),
     max_walk: int = DEFAULT_MAX_WALK,
-) -> dict[str, ToolMessage]:
+) -> Recovered:
     """`recover_results` through the saver's async methods."""
     flow = recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk)
     return await arun(flow)
@@ -184,10 +217,14 @@ class _Search:
         self.requests = set(requests)
         self.bounded = bool(self.requests)
         self.found: dict[str, ToolMessage] = {}
+        self.markers: dict[str, tuple[int, int]] = {}  # call id -> newest (at, event order)
 
     def read(self, writes: Iterable[PendingWrite]) -> bool:
         """Take the results in one checkpoint's writes; True when the walk may stop."""
-        for _task, _channel, value in writes:
+        for _task, channel, value in writes:
+            if channel == STARTED_CHANNEL:
+                self._marker(value)
+                continue
             for item in _items(value):
                 if isinstance(item, ToolMessage):
                     cid = item.tool_call_id
@@ -196,6 +233,22 @@ class _Search:
                 elif item.id is not None:
                     self.requests.discard(item.id)
         return len(self.found) == len(self.wanted) or (self.bounded and not self.requests)
+
+    def _marker(self, value: Any) -> None:
+        if not isinstance(value, Mapping) or value.get("call_id") not in self.wanted:
+            return
+        at, event = value.get("at"), value.get("event")
+        if not isinstance(at, int) or event not in _EVENT_ORDER:
+            return
+        cid = str(value["call_id"])
+        # The newest wins; at the same instant "stopped" (the report came second).
+        key = (at, _EVENT_ORDER[event])
+        if key > self.markers.get(cid, (-1, -1)):
+            self.markers[cid] = key
+
+    def result(self) -> Recovered:
+        started = (c for c, (_, e) in self.markers.items() if e == 0 and c not in self.found)
+        return Recovered(self.found, started)
 
 
 def _items(value: Any) -> list[ToolMessage | AIMessage]:

@@ -40,8 +40,9 @@ Contract:
   the graph declares (`MessageLogChannel` keys of the run's channel specs), after the
   carried work, gets one explicit `status="error"` "not completed" result, as
   `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
-  had stored is read back with `recover` and logged as stored) — unless the input
-  itself answers the call.
+  had stored is read back with `recover` and logged as stored; a call whose tool had
+  started — the tool node's marker, read by the same `recover` walk — is answered
+  "outcome unknown" instead) — unless the input itself answers the call.
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
@@ -274,9 +275,10 @@ def _carry(
 def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
     """Explicit "not completed" results for the calls still open in `log`, as the model
     node would record them (`repair_open_calls`; a result the step had stored is logged
-    as stored): the new input abandons the step that would have answered them, and the
-    graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's prebuilt
-    agent). Calls the input answers are left to it."""
+    as stored, a call whose tool started is answered "outcome unknown": `recovered` is a
+    `pairing.Recovered`): the new input abandons the step that would have answered them,
+    and the graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's
+    prebuilt agent). Calls the input answers are left to it."""
     try:
         # A stored call without an id cannot be answered (`pairing`): refused here too,
         # so a head read never fails on it; the model node names it when it repairs.

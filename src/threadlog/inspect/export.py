@@ -14,7 +14,12 @@ Contract:
 * `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
   `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
   `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
-  `messages` list langchain-openai would send (`threadlog.openai_payload`).
+  `messages` list langchain-openai would send (`threadlog.openai_payload`). A repaired
+  call's result is marked as the log holds it: an "outcome unknown" repair (its tool
+  started, the run stopped before it reported back) carries
+  `response_metadata["threadlog_error"] == "outcome_unknown"` in `jsonl` and
+  `langchain` (`threadlog.pairing.repair_kind` reads it back); `openai` has no metadata,
+  and its text says so.
 * `loads(text)` reads any of the three back into `BaseMessage`s, so an export re-imported
   into a fresh thread gives the same model-visible history (`threadlog.digest` of each
   message for `jsonl`/`langchain`; the same OpenAI payload for `openai`, which has no ids).

@@ -5,8 +5,11 @@ AIMessage (`tool_calls`, then `invalid_tool_calls`), in log order: the call (id,
 args), the checkpoint and step where it was requested, its result (id, status, short
 content, the error kind a ToolNode recorded) and the checkpoint where the result landed,
 or status "open" when there is none (`threadlog.pairing`: a call without an id, listed
-under the id `""`, is open for good). In a subgraph's namespace, the calls that
-came with its input (asked by the enclosing graph) are counted in a note, not listed.
+under the id `""`, is open for good). A result that is a repair says which (`repair`:
+"not_completed", or "outcome_unknown" — the call's tool started and the run stopped
+before it reported back, so it may have taken effect; shown "⚠ outcome unknown"). In a
+subgraph's namespace, the calls that came with its input (asked by the enclosing graph)
+are counted in a note, not listed.
 
 Duration: when the result carries one in `response_metadata` (`duration_ms` or
 `threadlog_duration_ms`), that figure, marked "recorded"; otherwise the time between the
@@ -26,7 +29,7 @@ from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.messages import calls_of, preview
-from threadlog.pairing import call_id, open_in
+from threadlog.pairing import call_id, open_in, repair_kind
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords
@@ -122,6 +125,7 @@ class ToolPairs(Table):
             "result_id": result.id if result is not None else None,
             "status": result.status if result is not None else "open",
             "error_kind": result.response_metadata.get(_ERROR_KEY) if result is not None else None,
+            "repair": repair_kind(result) if result is not None else None,
             "result": preview(result, 80) if result is not None else None,
             "answered_step": answered.step if answered else None,
             "answered_checkpoint": answered.checkpoint_id if answered else None,
@@ -146,7 +150,9 @@ class ToolPairs(Table):
             args = r["args"] if isinstance(r["args"], str) else _args(r["args"])
             status = r["status"] if r["valid"] else f"{r['status']}*"
             result = r["result"] or "-"
-            if r["error_kind"]:
+            if r["repair"] == "outcome_unknown":
+                result = f"⚠ outcome unknown: {result}"
+            elif r["error_kind"]:
                 result = f"⚠ {r['error_kind']}: {result}"
             dur = "-"
             if r["duration_s"] is not None:
@@ -181,6 +187,11 @@ class ToolPairs(Table):
             notes.append(
                 "≈ derived from checkpoint timestamps (the step's whole time, and any wait "
                 "before a resume); the tool did not record its own duration"
+            )
+        if any(r["repair"] == "outcome_unknown" for r in self._rows):
+            notes.append(
+                "⚠ outcome unknown: the tool started, but the run stopped before it "
+                "reported back; it may have taken effect"
             )
         if any(not r["valid"] for r in self._rows):
             notes.append("* an invalid tool call (its arguments did not parse)")

@@ -35,6 +35,12 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
   finished siblings are kept. Approvals (`requires_approval`) are asked before any tool
   runs, so they never cause a re-run (see `tools_approval`).
+* **Started calls.** Before a call's tool runs, the node stores a "started" marker
+  through the run's checkpointer, and a "stopped" one when the tool raised or paused
+  (`started`): a call the run then abandons is answered "outcome unknown" when its tool
+  started and never reported back, "not completed" when it never started
+  (`threadlog.pairing`). Each call's work is one flow (`threadlog.flows`): the marker,
+  the tool, the result.
 * **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (in the log, never
   model-visible); content above `max_content_chars` is cut with a marker and kept whole
   in the artifact.
@@ -46,6 +52,7 @@ is LangGraph's own (`_inject_tool_args`), so tools written for its node keep wor
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -71,12 +78,14 @@ from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
+from threadlog.flows import Flow, Io, arun, run
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, run_async, run_sync
+from threadlog.nodes.tools.started import note_flow
 from threadlog.pairing import call_id, unanswerable
 
 if TYPE_CHECKING:
@@ -188,6 +197,8 @@ class ToolNode(_LangGraphToolNode):
         self.requires_approval = frozenset(requires_approval)
         self.max_content_chars = max_content_chars
         self.record_durations = record_durations
+        # (tool, change) pairs whose "reads back as other types" warning was logged.
+        self._changes_warned: set[tuple[str, str]] = set()
 
     @property
     def handle_tool_errors(self) -> HandleToolErrors:
@@ -297,10 +308,7 @@ class ToolNode(_LangGraphToolNode):
     def _execute_sync(
         self, request: ToolCallRequest, decision: Decision | None, input_type: InputType
     ) -> Output:
-        job = self._job(request)
-        if isinstance(job, ToolMessage):
-            return job
-        return self._classify(run_sync(job), job, decision, input_type, request.state)
+        return run(self._execute(request, decision, input_type, None))
 
     async def _execute_async(
         self,
@@ -309,11 +317,30 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         pool: ContextThreadPoolExecutor,
     ) -> Output:
+        return await arun(self._execute(request, decision, input_type, pool))
+
+    def _execute(
+        self,
+        request: ToolCallRequest,
+        decision: Decision | None,
+        input_type: InputType,
+        pool: ContextThreadPoolExecutor | None,
+    ) -> Flow[Output]:
+        """One call's work as one flow (`threadlog.flows`; `pool` for the async form):
+        note that its tool starts, run it, classify what happened. A tool that reported
+        back by raising (an interrupt included) is noted as stopped (`started`)."""
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        outcome = await run_async(job, pool)
-        return self._classify(outcome, job, decision, input_type, request.state)
+        yield from note_flow(job.config, job.call, "started")
+        async_run = None if pool is None else functools.partial(run_async, pool=pool)
+        outcome: Outcome = yield Io(run_sync, async_run, (job,))
+        try:
+            return self._classify(outcome, job, decision, input_type, request.state)
+        except BaseException:
+            if outcome.error is not None:
+                yield from note_flow(job.config, job.call, "stopped")
+            raise
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
         """The job running `request`, or the result for a call that cannot run."""
@@ -348,6 +375,7 @@ class ToolNode(_LangGraphToolNode):
             input_type=input_type,
             record_duration=self.record_durations,
             state=state,
+            warned=self._changes_warned,
         )
 
     # -- input and planning -----------------------------------------------------

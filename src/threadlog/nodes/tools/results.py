@@ -10,7 +10,9 @@ ready error) into that call's output — exactly one `ToolMessage` for the call 
   `ToolCallError` for threadlog's own refusals.
 
 On the way it checks the return value (`tools_results.normalize_response`), asks the
-checkpointer's serializer whether each result can be stored (`tools_artifacts`), cuts
+checkpointer's serializer whether each result can be stored (`storage_check`: one that
+cannot is refused; one that reads back as other types is kept, and a warning is logged
+on the `threadlog.tools` logger, once per node, tool and change when given `warned`), cuts
 oversized content, and records in `response_metadata` (never model-visible) a reviewer's
 edit (`threadlog_approval`) and, only when asked (`record_durations`), how long the tool
 ran (`threadlog_duration_ms`): a successful result otherwise carries no threadlog key, so
@@ -19,6 +21,7 @@ it compares equal to the one LangGraph's ToolNode returns.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +46,7 @@ from threadlog.nodes.tools.checks import (
 )
 from threadlog.nodes.tools.handling import ErrorHandling
 from threadlog.nodes.tools.routing import messages_of
-from threadlog.nodes.tools.storage_check import serializer_for, storage_problem
+from threadlog.nodes.tools.storage_check import change_warning, check_storage, serializer_for
 
 try:
     from langgraph.errors import is_invalid_resume
@@ -55,7 +58,10 @@ except ImportError:  # older langgraph never marks resume errors
 
 __all__ = ["Outcome", "classify", "from_error", "refuse_or_raise"]
 
+_log = logging.getLogger("threadlog.tools")
+
 DURATION_KEY = "threadlog_duration_ms"
+_MAX_WARNED = 1024  # (tool, change) pairs a node remembers having warned about
 _MAX_DETAIL = 300  # characters of an exception's text shown to the model
 
 
@@ -82,12 +88,21 @@ class Outcome:
         return cls(message=error_result(call, kind, text), kind=kind)
 
     @classmethod
-    def timed_out(cls, call: ToolCall, seconds: float) -> Outcome:
+    def timed_out(cls, call: ToolCall, seconds: float, *, still_running: bool) -> Outcome:
+        # The call started: whatever it does may have happened (a sync tool cannot be
+        # stopped and finishes in the background; a cancelled async one may have acted
+        # before it was stopped), so the model is not told it did not happen.
+        how = (
+            "is still running in the background, where it may yet complete"
+            if still_running
+            else "was cancelled, possibly after it had taken effect"
+        )
         return cls.ready(
             call,
             "timeout",
-            f"Error: {call['name']} did not finish within {seconds:g} s and was stopped. "
-            "Try a smaller request, or go on without this result.",
+            f"Error: {call['name']} did not finish within {seconds:g} s and {how}, so its "
+            "outcome is unknown. Do not assume it did not happen, and do not repeat it "
+            "blindly: check its effect first, or go on without this result.",
         )
 
     @classmethod
@@ -151,8 +166,10 @@ def classify(
     input_type: InputType,
     record_duration: bool = False,
     state: Any = None,
+    warned: set[tuple[str, str]] | None = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """The output for `call` (see module doc); `state` is the graph state the tool saw."""
+    """The output for `call` (see module doc); `state` is the graph state the tool saw;
+    `warned`: the (tool, change) pairs already warned about, which this adds to."""
     output = _classify(
         outcome,
         call,
@@ -164,6 +181,7 @@ def classify(
         config,
         input_type,
         state,
+        warned,
     )
     if outcome.duration_ms is None or not record_duration:
         return output
@@ -182,6 +200,7 @@ def _classify(
     config: RunnableConfig,
     input_type: InputType,
     state: Any,
+    warned: set[tuple[str, str]] | None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     if outcome.message is not None:
         return refuse_or_raise(outcome, handling.raises_refusals)
@@ -196,7 +215,7 @@ def _classify(
             output,
             call,
             messages_key,
-            lambda m: _finish_result(m, call, decision, max_content_chars, config),
+            lambda m: _finish_result(m, call, decision, max_content_chars, config, warned),
         )
     except Refused as r:
         if handling.raises_refusals:
@@ -262,15 +281,22 @@ def _finish_result(
     decision: Decision | None,
     max_content_chars: int | None,
     config: RunnableConfig,
+    warned: set[tuple[str, str]] | None = None,
 ) -> ToolMessage:
-    problem = storage_problem(message, serializer_for(config))
-    if problem is not None:
+    check = check_storage(message, serializer_for(config))
+    if check.problem is not None:
         raise Refused(
             "artifact",
             f"Error: tool {call['name']!r} returned a result the checkpointer cannot "
-            f"store: {problem}. The result was discarded; the tool must return plain "
+            f"store: {check.problem}. The result was discarded; the tool must return plain "
             "data (str, numbers, lists, dicts) as content and artifact.",
         )
+    if check.change is not None:
+        key = (call["name"], check.change)
+        if warned is None or key not in warned:
+            _log.warning(change_warning(call["name"], check.change))
+            if warned is not None and len(warned) < _MAX_WARNED:
+                warned.add(key)
     message = cut_content(message, max_content_chars)
     if decision is not None and decision.action == "edit":
         edit = {"action": "edit", "args": decision.args}

@@ -8,11 +8,15 @@ cancellation): whatever happens — a return value, an exception (interrupts inc
 
 * `run_sync` runs in one of the node's worker threads. With a timeout, the tool runs in
   a thread of its own that the worker waits on; on timeout that thread is abandoned
-  (Python cannot stop a thread) and finishes in the background, its result discarded.
+  (Python cannot stop a thread) and finishes in the background, its result discarded;
+  the timeout result says the outcome is unknown, as it is.
   An async-only tool runs on a private event loop in that thread.
 * `run_async` awaits async tools on the running loop and sends sync tools to the node's
   thread pool, not the loop's default executor (a few threads on a small machine, which
-  would serialize a wide step). A timed-out async tool is cancelled.
+  would serialize a wide step) — or, with a timeout, to a thread of their own, so a
+  timed-out one never holds a thread the next call waits for: a call that passed the
+  node's `max_concurrency` gate starts at once, and its "started" marker
+  (`threadlog.nodes.tools.started`) is true. A timed-out async tool is cancelled.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def _run_sync(job: Job) -> Outcome:
         try:
             return Outcome.returned(own_thread.submit(_invoke, job).result(job.timeout))
         except concurrent.futures.TimeoutError:
-            return Outcome.timed_out(job.call, job.timeout)
+            return Outcome.timed_out(job.call, job.timeout, still_running=True)
         finally:
             own_thread.shutdown(wait=False)
     except Exception as e:
@@ -76,9 +80,19 @@ def _run_sync(job: Job) -> Outcome:
 
 
 async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
+    sync_only = _sync_only(job.tool)
+    # With a timeout, a sync tool gets a thread of its own, as under `run_sync`: once
+    # timed out it keeps running there, not in one of the node's threads, where the
+    # next call would wait for it (a call that passed the node's gate starts at once).
+    own_thread = (
+        ContextThreadPoolExecutor(max_workers=1)
+        if sync_only and job.timeout is not None
+        else None
+    )
     try:
-        if _sync_only(job.tool):
-            run = run_in_executor(pool, job.tool.invoke, job.tool_input, job.config)
+        if sync_only:
+            threads = own_thread or pool
+            run = run_in_executor(threads, job.tool.invoke, job.tool_input, job.config)
         else:
             run = job.tool.ainvoke(job.tool_input, job.config)
         if job.timeout is None:
@@ -89,13 +103,17 @@ async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
                 result = await run
         except TimeoutError as e:
             if scope.expired():  # ours, not a TimeoutError the tool raised
-                return Outcome.timed_out(job.call, job.timeout)
+                # A sync tool's thread goes on; an async tool was cancelled.
+                return Outcome.timed_out(job.call, job.timeout, still_running=sync_only)
             return Outcome.failed(e)
         return Outcome.returned(result)
     except Exception as e:
         return Outcome.failed(e)
     except SystemExit as e:
         return Outcome.failed(_exited(e))
+    finally:
+        if own_thread is not None:
+            own_thread.shutdown(wait=False)
 
 
 def _exited(exit: SystemExit) -> RuntimeError:

@@ -2,7 +2,7 @@
 
 LangGraph serializes a node's writes only when it saves the step, so an artifact the
 serializer cannot encode fails later with "Type is not msgpack serializable: ToolMessage",
-naming neither the tool nor the type. `storage_problem` asks the run's own serializer
+naming neither the tool nor the type. `check_storage` asks the run's own serializer
 (the checkpointer's `serde`, else LangGraph's default `JsonPlusSerializer`) up front,
 on the whole `ToolMessage` as it will be stored (pydantic's `model_dump`, which turns
 dataclasses and models inside the artifact into dicts):
@@ -10,14 +10,26 @@ dataclasses and models inside the artifact into dicts):
 * encoding fails → the offending type, found by walking the value;
 * encoding works but a strict msgpack allowlist (`allowed_msgpack_modules`, or
   `LANGGRAPH_STRICT_MSGPACK=true`) would refuse to rebuild a type on load → that type,
-  because the thread would read back something other than what the tool returned.
+  because the thread would read back something other than what the tool returned;
+* it encodes and would load back, but as other types — a tuple as a list, a pydantic
+  model or a dataclass as a dict (LangGraph's own ToolNode stores the same values the
+  same way) → a *change*, not a problem: the result is kept as the tool returned it, and
+  the node logs a warning (`change_warning`) naming the tool, where in the result, and
+  both types. Refusing it would refuse results LangGraph's ToolNode takes; silence
+  would let this run see a tuple where every later read (a resume, `get_state`,
+  another process) sees a list.
 
-It returns a short description of the problem, or None when the value round-trips.
+`check_storage` returns both (`StorageCheck`); `storage_problem` the problem alone — a
+short description, or None when the value can be stored. The round trip is made only
+when something could change (an artifact, or content that is not a plain string); a
+value that compares equal after it (a dict subclass read back as a dict, say) counts as
+unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
@@ -29,7 +41,7 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from threadlog._upstream import msgpack_rebuilds
 
-__all__ = ["serializer_for", "storage_problem"]
+__all__ = ["StorageCheck", "change_warning", "check_storage", "serializer_for", "storage_problem"]
 
 _DEFAULT = JsonPlusSerializer()
 # Ext codes whose payload starts with (module, name, ...) — see jsonplus._msgpack_default.
@@ -45,27 +57,93 @@ def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
     return serde if serde is not None else _DEFAULT
 
 
+@dataclass(frozen=True, slots=True)
+class StorageCheck:
+    """What storing a result would do: `problem` (it cannot be stored, or loaded back:
+    the node refuses it) or `change` (it reads back as other types: kept, warned about),
+    each a short description, or None."""
+
+    problem: str | None = None
+    change: str | None = None
+
+
 def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | None:
     """Why `serde` cannot store `message` and load it back as written, or None."""
+    return check_storage(message, serde).problem
+
+
+def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageCheck:
+    """Store `message` with `serde` and read it back, without storing anything (module doc)."""
     try:
         kind, data = serde.dumps_typed(message)
     except Exception:
         # The message is stored as its model_dump(), so look for the culprit there.
         culprit = message.model_dump().get("artifact")
-        return f"type {_unencodable_type(culprit, serde)} cannot be serialized"
-    if kind != "msgpack":
+        return StorageCheck(f"type {_unencodable_type(culprit, serde)} cannot be serialized")
+    if kind == "msgpack" and (rebuilds := msgpack_rebuilds(serde)) is not None:
+        blocked: list[str] = []
+        _walk(data, rebuilds, blocked)
+        if blocked:
+            return StorageCheck(
+                f"type {blocked[0]} is not in the checkpointer's allowed_msgpack_modules, "
+                "so it would not load back"
+            )
+    if message.artifact is None and isinstance(message.content, str):
+        return StorageCheck()  # nothing in it can change type
+    try:
+        back = serde.loads_typed((kind, data))
+    except Exception as e:
+        return StorageCheck(f"it would not load back ({type(e).__name__}: {e})")
+    for field in ("content", "artifact"):
+        before = getattr(message, field)
+        after = getattr(back, field, back.get(field) if isinstance(back, dict) else None)
+        change = _changed(before, after, field)
+        if change is not None:
+            return StorageCheck(change=change)
+    return StorageCheck()
+
+
+def change_warning(tool: str, change: str) -> str:
+    """The warning logged for a result kept although it reads back changed."""
+    return (
+        f"threadlog: tool {tool!r} returned a result the checkpointer stores as other "
+        f"types: {change}. The result is kept as returned, but every later read of the "
+        "thread (a resume, get_state, another process) holds the stored form; return "
+        "plain data (lists, dicts, str, numbers) to make the two the same."
+    )
+
+
+def _same(before: Any, after: Any) -> bool:
+    try:
+        return bool(type(before) is type(after) and before == after)
+    except Exception:  # an == without a truth value (numpy arrays): compare the parts
+        return False
+
+
+def _changed(before: Any, after: Any, where: str) -> str | None:
+    """The first place where `after` (read back) has another type than `before`, as
+    "<where> is a <type> and reads back as a <type>", or None."""
+    if _same(before, after):
         return None
-    rebuilds = msgpack_rebuilds(serde)
-    if rebuilds is None:
-        return None
-    blocked: list[str] = []
-    _walk(data, rebuilds, blocked)
-    if blocked:
-        return (
-            f"type {blocked[0]} is not in the checkpointer's allowed_msgpack_modules, "
-            "so it would not load back"
-        )
+    stack: list[tuple[Any, Any, str]] = [(before, after, where)]
+    while stack:
+        b, a, path = stack.pop()
+        if _same(b, a):
+            continue
+        if type(b) is not type(a):
+            return f"{path} is a {_type_name(b)} and reads back as a {_type_name(a)}"
+        pairs: list[tuple[Any, Any, str]] = []
+        if isinstance(b, dict):
+            pairs = [(v, a[k], f"{path}[{k!r}]") for k, v in b.items() if k in a]
+        elif isinstance(b, (list, tuple)):
+            pairs = [(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(b, a, strict=False))]
+        stack.extend(reversed(pairs))  # depth first, in order: the first change is named
     return None
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _walk(data: bytes, rebuilds: Callable[[tuple[str, ...]], bool], blocked: list[str]) -> None:

@@ -1,0 +1,104 @@
+"""Which calls' tools started: a marker stored before a tool runs, so a repair can tell.
+
+Why (issue 24, item 4). A call whose tool started but never reported back — the process
+was SIGKILLed, the run cancelled or timed out while a sync tool ran — used to be repaired
+like a call that never ran: "not completed". The tool may well have finished its side
+effect after the run stopped (a thread cannot be stopped), and the model was told the
+action did not happen. With this marker the repair (`threadlog.pairing`) answers such a
+call "outcome unknown" instead, and keeps "not completed" for calls that never started.
+
+Contract:
+
+* `note_flow(config, call, "started")` is yielded by the tool node right before it runs
+  a call's tool (each attempt: an interceptor's retry notes again); `"stopped"` right
+  after the tool reported back by raising — an exception the node re-raises, or an
+  interrupt — so a paused or failed call stays "not completed": LangGraph re-runs the
+  code before `interrupt()` on resume, which must therefore be safe to repeat, and a
+  failed call failed. A result the node returns needs no marker: it is the report.
+* The marker is one pending write (`checkpoint.recover.started_marker`: its own task id,
+  channel `STARTED_CHANNEL`, a plain dict) on the checkpoint the node's step runs from,
+  stored through the run's own checkpointer, and the tool runs only once it is stored.
+* Not written outside a checkpointed run (no checkpointer in the config), with
+  `durability="exit"` (nothing of the run is stored before it ends, so no repair would
+  ever read it), or when the saver cannot store it: the failure is logged and the tool
+  runs anyway (that call then reads "not completed" after a crash, as before).
+* With `durability="async"` (LangGraph's default) the step's checkpoint is stored in the
+  background while its tasks run, so the marker may land just before it (under
+  `threadlog.checkpointer()` it waits for a put already under way): a kill in that
+  instant loses both, and the call reads "not completed", as LangGraph loses the step.
+* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt.
+
+Why through the checkpointer, and not a write of the node's task. LangGraph stores what a
+node writes — its return value, `Send`s, anything sent through the task's `CONFIG_KEY_SEND`
+— only when the task ends: the runner's `commit` calls `put_writes` once per finished,
+failed or interrupted task. The writes of a task that is SIGKILLed, cancelled or cut off
+by a step timeout are never stored, which are exactly the cases the marker is for; a
+custom channel or a `StreamWriter` event has the same fate (a stream is not stored at
+all). A `put_writes` the node makes itself through `config["configurable"]
+[CONFIG_KEY_CHECKPOINTER]` (as `checkpoint.recover.node_checkpoint` finds it) is stored
+when the call returns, before the tool starts, so it survives:
+
+* a SIGKILL — the row is committed (SQLite, Postgres) before the tool's first line runs;
+* a cancel (`asyncio` cancellation of `ainvoke`) and a step timeout — the row is in, and
+  nothing the cancelled run does afterwards removes it;
+* the tool node's own `timeout` — the call gets its timeout result, stored as the task's
+  write; only if that is lost too does the marker decide;
+* an interrupt — the `"stopped"` marker is stored before the interrupt propagates.
+
+Under `threadlog.checkpointer()`, the write is the run's own (its config carries the run's
+runtime, inside the run's hold on the thread), so the guard passes it like the task's own
+writes, after the put of its checkpoint when one is under way. LangGraph applies only the
+writes of the tasks it schedules (and `NULL_TASK_ID`'s), so a marker changes no state, on
+any saver; readers of messages (`recover`, `stopped_work`, checksums) skip its value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from threadlog._upstream import CONFIG_KEY_DURABILITY
+from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_marker
+from threadlog.flows import Flow
+from threadlog.flows import call as saver_call
+
+__all__ = ["note_flow"]
+
+_log = logging.getLogger("threadlog.tools")
+
+
+def note_flow(
+    config: RunnableConfig | None, call: Mapping[str, Any], event: MarkerEvent
+) -> Flow[None]:
+    """Store `event` for `call` on the checkpoint the running node's step runs from
+    (module doc); a no-op outside a checkpointed run or with `durability="exit"`."""
+    conf = (config or {}).get("configurable") or {}
+    cid = call.get("id")
+    if not cid or conf.get(CONFIG_KEY_DURABILITY) == "exit":
+        return
+    found = node_checkpoint(config)
+    if found is None:
+        return
+    saver, at = found
+    # The run's own config (its runtime, its hold on the thread) with the step's
+    # checkpoint: the guard passes the write as the run's own.
+    target: RunnableConfig = {"configurable": {**conf, **at["configurable"]}}
+    if "checkpoint_id" not in at["configurable"]:
+        return  # no step checkpoint to hang it on
+    task_id, writes = started_marker(str(cid), event)
+    try:
+        yield from saver_call(saver, "put_writes", target, writes, task_id)
+    except NotImplementedError:
+        return  # a saver without this form (a sync-only saver under ainvoke)
+    except Exception as e:  # the tool still runs: this only sharpens a later repair
+        _log.warning(
+            "threadlog: could not record that tool call %r (%s) %s: %s: %s",
+            cid,
+            call.get("name"),
+            event,
+            type(e).__name__,
+            e,
+        )
