@@ -85,6 +85,7 @@ from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
 from threadlog.checkpoint.backends import HeadStore, StoredWrite
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
+from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io
 
@@ -328,8 +329,11 @@ class GuardLayer(Layer):
         seen = self._seen_writes.get(parent or "")
         if seen is None:
             return
+        # LangGraph's upsert channels, and the tool node's started/stopped markers: a late
+        # marker (a timed-out sync tool's queued call starting after its run stopped)
+        # changes nothing a reader rebuilds, so it is no other run's result.
         unseen = {
-            (t, c) for t, c in now if c not in WRITES_IDX_MAP
+            (t, c) for t, c in now if c not in WRITES_IDX_MAP and c != STARTED_CHANNEL
         } - seen - self._own_writes.get(parent or "", set())
         if unseen:
             raise ConcurrentRunError(
