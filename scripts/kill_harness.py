@@ -2,10 +2,13 @@
 
     python scripts/kill_harness.py --trials 200 --backend sqlite --seed 1
     python scripts/kill_harness.py --trials 200 --backend postgres --seed 1 [--pg-url URL]
+    python scripts/kill_harness.py --trials 200 --backend sqlite --seed 11 --durability async
 
 Each trial is one thread. A worker process (forked, its own `threadlog.checkpointer(url)`)
 runs 0-2 finished turns of a `threadlog.create_agent(OfflineChatModel(), [get_weather])`
-weather agent with `durability="sync"`, then one more turn that is SIGKILLed. Where, is
+weather agent, then one more turn that is SIGKILLed; every run, the parent's too, uses
+`--durability` (default "sync"; "async" is LangGraph's default, "exit" stores a run
+only as it returns). Where, is
 drawn from a seeded RNG (`random.Random(f"{seed}:{trial}")`), so a trial is reproduced
 by its seed and number (`--only N`):
 
@@ -25,8 +28,13 @@ The parent then reads the thread (`get_state`, `get_state_history`,
 message, chosen by the RNG — sends one more message, and checks:
 
 * **lost**: a message the worker stored (an independent journal of every write that
-  returned, fsynced by the worker) is missing from the final log;
+  returned, fsynced by the worker) is missing from the final log. Each is traced to the
+  checkpoint its first write was on (or was) and whether that checkpoint's row exists:
+  under "async" / "exit" a message of the killed turn whose checkpoint was never stored
+  is allowed (`Outcome.lost_unstored_step`) and counted apart; any other loss fails;
 * **duplicated**: a message id twice in the log, or a call with two results;
+* **split**: a tool result whose call is not before it (after the kill or at the end),
+  or a call without its result in the final log;
 * **repeated**: a tool's side effect (an fsynced line per finished call, outside the
   database) happened twice for a call whose result was already stored;
 * **unfinished shown finished**: right after the kill, `get_state` shows `next=()` while
@@ -34,7 +42,8 @@ message, chosen by the RNG — sends one more message, and checks:
 * **unreadable**: any read raised, or the final log fails `threadlog.validate`.
 
 Re-runs of a tool whose result was never stored are allowed (documented: make side
-effects idempotent) and counted as `rerun_unstored`.
+effects idempotent) and counted as `rerun_unstored`; under "async", re-runs of one whose
+result was written on a checkpoint never stored, as `rerun_unreachable`.
 """
 
 from __future__ import annotations
@@ -72,6 +81,8 @@ QUESTIONS = (
     "Weather in Hangzhou and Shenzhen?",
     "And Guangzhou?",
 )
+DURABILITIES = ("sync", "async", "exit")
+"""LangGraph's `durability` values (`langgraph.types.Durability`); "async" is its default."""
 WRITE_SLOTS = 9
 """Saver writes a turn makes at most (input, start, model, tools, model: puts and writes)."""
 SUBGRAPH_WRITE_SLOTS = 15
@@ -99,9 +110,17 @@ class Plan:
     delay: float  # timer: seconds after the worker started
     resume: str  # none | input
     app: str = "agent"  # agent | subgraph (of a parent graph) | nested / deep (2 / 3 levels)
+    durability: str = "sync"  # LangGraph's `durability` for every run: sync | async | exit
 
     @classmethod
-    def draw(cls, seed: int, trial: int, fault: str = "kill", app: str = "agent") -> Plan:
+    def draw(
+        cls,
+        seed: int,
+        trial: int,
+        fault: str = "kill",
+        app: str = "agent",
+        durability: str = "sync",
+    ) -> Plan:
         rng = random.Random(f"{seed}:{trial}")
         kind = rng.choices(("write", "tool", "timer"), weights=(7, 1, 2))[0]
         if fault != "kill":
@@ -119,6 +138,7 @@ class Plan:
             delay=rng.uniform(0.0, 0.12),
             resume=rng.choice(("none", "input")),
             app=app,
+            durability=durability,  # drawn from nothing: one seed plans alike in every mode
         )
 
 
@@ -133,16 +153,48 @@ class Outcome:
     killed: bool = False
     stored: int = 0
     lost: list[str] = field(default_factory=list)
+    # Where each lost message was first stored: `ns|checkpoint` of the checkpoint its write
+    # was on (or was), and whether that checkpoint's row exists after the kill.
+    lost_on: dict[str, str] = field(default_factory=dict)
+    lost_on_missing: list[str] = field(default_factory=list)  # rows never stored
+    lost_before_the_kill: list[str] = field(default_factory=list)  # a finished turn's
+    # …of `lost_on_missing`: a subgraph's stored checkpoint whose parent-level one is not
+    lost_under_missing_parent: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
+    split: list[str] = field(default_factory=list)  # a call without its result, or back
     repeated: list[str] = field(default_factory=list)
     rerun_unstored: int = 0
+    rerun_unreachable: int = 0  # its result was stored, on a checkpoint never stored
     shown_finished: bool = False
     unreadable: list[str] = field(default_factory=list)
 
     @property
+    def lost_unstored_step(self) -> list[str]:
+        """Lost messages of the killed turn whose write was on (or was) a checkpoint that
+        was never stored: unreachable, as LangGraph reads writes through their checkpoint."""
+        missing = set(self.lost_on_missing)
+        early = set(self.lost_before_the_kill)
+        return [i for i in self.lost if self.lost_on.get(i) in missing and i not in early]
+
+    @property
+    def lost_beyond_mode(self) -> list[str]:
+        """Lost messages the trial's durability does not allow: any under "sync" (each
+        step is stored before the next starts); under "async" / "exit", any but
+        `lost_unstored_step` (the docs' promise, docs/durability.md)."""
+        if self.plan.durability == "sync":
+            return self.lost
+        allowed = set(self.lost_unstored_step)
+        return [i for i in self.lost if i not in allowed]
+
+    @property
     def ok(self) -> bool:
         return not (
-            self.lost or self.duplicated or self.repeated or self.shown_finished or self.unreadable
+            self.lost_beyond_mode
+            or self.duplicated
+            or self.split
+            or self.repeated
+            or self.shown_finished
+            or self.unreadable
         )
 
 
@@ -216,23 +268,25 @@ def build(
     )
 
 
-def _message_ids(value: Any) -> Iterator[tuple[str, str]]:
-    """(id, kind) of every message inside a stored value (writes, channel values)."""
+def _messages(value: Any) -> Iterator[tuple[str, str, str | None]]:
+    """(id, kind, the call a tool result answers) of every message inside a stored value."""
     if isinstance(value, BaseMessage):
         if value.id:
             kind = "user" if isinstance(value, HumanMessage) else value.type
             if isinstance(value, AIMessage):
                 kind = "ai_call" if value.tool_calls else "answer"
-            yield value.id, kind
+            call = value.tool_call_id if isinstance(value, ToolMessage) else None
+            yield value.id, kind, call
     elif isinstance(value, dict):
         if "role" in value and isinstance(value.get("id"), str):
-            yield value["id"], "user" if value["role"] in ("user", "human") else value["role"]
+            kind = "user" if value["role"] in ("user", "human") else value["role"]
+            yield value["id"], kind, value.get("tool_call_id")
         else:
             for v in value.values():
-                yield from _message_ids(v)
+                yield from _messages(v)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _message_ids(v)
+            yield from _messages(v)
 
 
 class Journal(BaseCheckpointSaver[Any]):
@@ -279,7 +333,8 @@ class Journal(BaseCheckpointSaver[Any]):
         n = self._next()
         self._tick("before", n)
         out = self.inner.put(config, checkpoint, metadata, new_versions)
-        self._note(list(_message_ids(checkpoint.get("channel_values", {}))))
+        found = list(_messages(checkpoint.get("channel_values", {})))
+        self._note(found, "put", config, checkpoint["id"], step=metadata.get("step"))
         self._tick("after", n)
         return out
 
@@ -289,12 +344,26 @@ class Journal(BaseCheckpointSaver[Any]):
         n = self._next()
         self._tick("before", n)
         self.inner.put_writes(config, writes, task_id, task_path)
-        self._note(list(_message_ids([v for _, v in writes])))
+        found = list(_messages([v for _, v in writes]))
+        self._note(found, "writes", config, config["configurable"].get("checkpoint_id"))
         self._tick("after", n)
 
-    def _note(self, ids: list[tuple[str, str]]) -> None:
-        if ids:
-            _append(self.path, {"ids": ids})
+    def _note(
+        self,
+        found: Sequence[tuple[str, str, str | None]],
+        op: str,
+        config: Any,
+        checkpoint: str | None,
+        step: int | None = None,
+    ) -> None:
+        """One line per write that returned, with the checkpoint it is stored as (put) or
+        on (writes): a lost message is then traced to a checkpoint row that is missing."""
+        ns = config["configurable"].get("checkpoint_ns", "")
+        ids = [[mid, kind] for mid, kind, _ in found]
+        calls = sorted({call for _, _, call in found if call})  # calls answered here
+        record = {"ids": ids, "calls": calls, "op": op, "ns": ns, "checkpoint": checkpoint}
+        record["step"] = step
+        _append(self.path, {**record, "killed_turn": self.armed})
 
 
 # -- the worker ----------------------------------------------------------------------
@@ -340,7 +409,9 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
                         _disk_full_after(url, plan.slot)
                     _append(work / "progress.jsonl", {"kill_turn": turn})
                 graph.invoke(
-                    {"messages": [_user(plan, turn)]}, _config(thread_id), durability="sync"
+                    {"messages": [_user(plan, turn)]},
+                    _config(thread_id),
+                    durability=plan.durability,
                 )
         code = 0
     except BaseException as exc:
@@ -409,8 +480,72 @@ def _stored_results(snap: Any) -> set[str]:
     return found
 
 
+def _pairs(messages: Sequence[BaseMessage], *, open_calls: bool) -> tuple[list[str], list[str]]:
+    """(split, doubled) call ids: a result whose call is not before it, or (unless
+    `open_calls`: mid-turn) a call without a result; a call with two results."""
+    calls: set[str] = set()
+    results = Counter[str]()
+    split: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            calls.update(c["id"] for c in m.tool_calls if c["id"])
+        elif isinstance(m, ToolMessage):
+            results[m.tool_call_id] += 1
+            if m.tool_call_id not in calls:
+                split.add(m.tool_call_id)
+    if not open_calls:
+        split |= calls - set(results)
+    return sorted(split), sorted(c for c, n in results.items() if n > 1)
+
+
+def _trace_lost(
+    backend: BaseCheckpointSaver[Any], thread_id: str, records: list[dict[str, Any]], out: Outcome
+) -> None:
+    """For each lost message, the checkpoint its first stored write was on (or was) and
+    whether that checkpoint's row exists: a write whose checkpoint was never stored is
+    unreachable (LangGraph reads writes through their checkpoint). So is a subgraph's
+    checkpoint whose enclosing graph's checkpoint, the one it ran from (its metadata's
+    `parents`), was never stored: nothing at the parent level leads to it."""
+    first: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        for mid, _ in rec["ids"]:
+            first.setdefault(mid, rec)
+
+    def stored(ns: str, checkpoint: str | None) -> Any:
+        if checkpoint is None:
+            return None
+        return backend.get_tuple(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint,
+                }
+            }
+        )
+
+    missing: set[str] = set()
+    under: set[str] = set()
+    for item in out.lost:
+        rec = first[item.split(":", 1)[1]]
+        where = f"{rec['ns']}|{rec['checkpoint']}"
+        out.lost_on[item] = where
+        saved = stored(rec["ns"], rec["checkpoint"])
+        if saved is None:
+            missing.add(where)
+        elif any(stored(ns, c) is None for ns, c in (saved.metadata.get("parents") or {}).items()):
+            missing.add(where)
+            under.add(where)
+    out.lost_on_missing = sorted(missing)
+    out.lost_under_missing_parent = sorted(under)
+    out.lost_before_the_kill = [i for i in out.lost if not first[i.split(":", 1)[1]]["killed_turn"]]
+
+
 def thread_of(plan: Plan) -> str:
-    return f"kill-{plan.seed}-{plan.trial}" + ("" if plan.app == "agent" else f"-{plan.app}")
+    app = "" if plan.app == "agent" else f"-{plan.app}"
+    return f"kill-{plan.seed}-{plan.trial}{app}" + (
+        "" if plan.durability == "sync" else f"-{plan.durability}"
+    )
 
 
 def run_trial(url: str, plan: Plan, root: Path) -> Outcome:
@@ -461,10 +596,18 @@ def check_after_fault(url: str, plan: Plan, work: Path, out: Outcome) -> None:
     thread_id = thread_of(plan)
     effects = work / "effects.jsonl"
 
-    stored = {mid: kind for rec in _read(work / "stored.jsonl") for mid, kind in rec["ids"]}
+    records = _read(work / "stored.jsonl")
+    stored = {mid: kind for rec in records for mid, kind in rec["ids"]}
+    answered = {call for rec in records for call in rec.get("calls", ())}
     out.stored = len(stored)
     effects_before = Counter(r["call"] for r in _read(effects))
-    with threadlog.checkpointer(url) as saver:
+    backends: list[BaseCheckpointSaver[Any]] = []
+
+    def keep(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
+        backends.append(saver)  # the database as it is, under every threadlog layer
+        return saver
+
+    with threadlog.checkpointer(url, wrap=keep) as saver:
         graph = build(saver, effects, plan.branches, app=plan.app)
         config = _config(thread_id)
         snap = _read_all(graph, url, thread_id, out, "after the kill")
@@ -474,19 +617,30 @@ def check_after_fault(url: str, plan: Plan, work: Path, out: Outcome) -> None:
             results_stored = _stored_results(graph.get_state(config, subgraphs=True))
             if not snap.next and not _answered(messages):
                 out.shown_finished = True
-        try:
-            if plan.resume == "none" and snap is not None and snap.values:
-                graph.invoke(None, config, durability="sync")
-            graph.invoke({"messages": [_user(plan, 90)]}, config, durability="sync")
-            graph.invoke({"messages": [_user(plan, 91)]}, config, durability="sync")
-        except Exception as exc:
-            out.unreadable.append(f"resume: {type(exc).__name__}: {exc}"[:300])
+            split, doubled = _pairs(messages, open_calls=True)
+            out.split += [f"after the kill: {c}" for c in split]
+            out.duplicated += [f"after the kill: two results for {c}" for c in doubled]
+        mode = plan.durability
+        runs: list[tuple[str, Any]] = [("new input", {"messages": [_user(plan, 90)]})]
+        if plan.resume == "none" and snap is not None and snap.values:
+            runs.insert(0, ("invoke(None)", None))
+        runs.append(("one more message", {"messages": [_user(plan, 91)]}))
+        for what, value in runs:  # each on its own: a failed resume still gets new input
+            try:
+                graph.invoke(value, config, durability=mode)
+            except Exception as exc:
+                out.unreadable.append(f"resume, {what}: {type(exc).__name__}: {exc}"[:300])
         final = _read_all(graph, url, thread_id, out, "after the resume")
-    if final is not None:
-        head = list(final.values.get("messages", []))
+        head = list(final.values.get("messages", [])) if final is not None else []
         ids = [m.id for m in head]
-        out.lost = sorted(f"{kind}:{mid}" for mid, kind in stored.items() if mid not in ids)
-        out.duplicated = sorted({i for i in ids if ids.count(i) > 1 and i is not None})
+        if final is not None:
+            out.lost = sorted(f"{kind}:{mid}" for mid, kind in stored.items() if mid not in ids)
+            _trace_lost(backends[0], thread_id, records, out)
+    if final is not None:
+        out.duplicated += sorted({i for i in ids if ids.count(i) > 1 and i is not None})
+        split, doubled = _pairs(head, open_calls=False)
+        out.split += split
+        out.duplicated += [f"two results for {c}" for c in doubled]
         try:
             threadlog.validate(head, allow_pending_calls=False)
         except Exception as exc:
@@ -500,6 +654,8 @@ def check_after_fault(url: str, plan: Plan, work: Path, out: Outcome) -> None:
                 out.repeated.append(call)
             elif effects_before[call] > 1:
                 out.repeated.append(call)  # the worker itself ran it twice
+            elif call in answered:
+                out.rerun_unreachable += 1
             else:
                 out.rerun_unstored += 1
 
@@ -518,9 +674,23 @@ class Summary:
     killed_by_kind: Counter[str] = field(default_factory=Counter)
     stored_messages: int = 0
     lost: int = 0
+    # Lost messages of the killed turn whose write was on (or was) a checkpoint that was
+    # never stored (`Outcome.lost_unstored_step`), those the trial's durability does not
+    # allow, and the most checkpoints one trial's lost messages were on (one per step: a
+    # step's tasks write on the checkpoint before it).
+    lost_unstored_step: int = 0
+    lost_under_unstored_parent: int = 0  # …of those: in a subgraph whose parent's was not
+    lost_beyond_mode: int = 0
+    lost_steps_most: int = 0
+    trials_by_lost_steps: Counter[int] = field(default_factory=Counter)  # 1 step: n trials…
+    trials_with_loss: int = 0
+    lost_by_kind: Counter[str] = field(default_factory=Counter)  # user, ai_call, tool, answer
+    lost_before_the_kill: int = 0  # from a turn that had returned before the killed one
     duplicated: int = 0
+    split: int = 0
     repeated: int = 0
     rerun_unstored: int = 0
+    rerun_unreachable: int = 0
     shown_finished: int = 0
     unreadable: int = 0
     seconds: float = 0.0
@@ -531,9 +701,21 @@ class Summary:
         self.killed_by_kind[o.plan.kind] += o.killed
         self.stored_messages += o.stored
         self.lost += len(o.lost)
+        self.lost_unstored_step += len(o.lost_unstored_step)
+        under = set(o.lost_under_missing_parent)
+        self.lost_under_unstored_parent += sum(o.lost_on[i] in under for i in o.lost_unstored_step)
+        self.lost_beyond_mode += len(o.lost_beyond_mode)
+        self.lost_steps_most = max(self.lost_steps_most, len(set(o.lost_on.values())))
+        if o.lost:
+            self.trials_by_lost_steps[len(set(o.lost_on.values()))] += 1
+        self.trials_with_loss += bool(o.lost)
+        self.lost_by_kind.update(item.split(":", 1)[0] for item in o.lost)
+        self.lost_before_the_kill += len(o.lost_before_the_kill)
         self.duplicated += len(o.duplicated)
+        self.split += len(o.split)
         self.repeated += len(o.repeated)
         self.rerun_unstored += o.rerun_unstored
+        self.rerun_unreachable += o.rerun_unreachable
         self.shown_finished += o.shown_finished
         self.unreadable += bool(o.unreadable)
         if not o.ok:
@@ -542,13 +724,43 @@ class Summary:
             self.failures.append(failure)
 
     def line(self) -> str:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.killed_by_kind.items()))
+        lost = f"lost {self.lost}"
+        if self.lost:
+            by_kind = ", ".join(f"{k} {n}" for k, n in sorted(self.lost_by_kind.items()))
+            steps = ", ".join(f"{n}: {k}" for n, k in sorted(self.trials_by_lost_steps.items()))
+            lost += (
+                f" ({by_kind}; in {self.trials_with_loss} trials — by how many checkpoints "
+                f"their lost messages were on, {steps}; {self.lost_unstored_step} of the "
+                "killed turn on a checkpoint never stored"
+                + (
+                    f" ({self.lost_under_unstored_parent} in a subgraph whose enclosing "
+                    "checkpoint was never stored)"
+                    if self.lost_under_unstored_parent
+                    else ""
+                )
+                + f"; {self.lost_before_the_kill} from "
+                f"a turn finished before the kill; {self.lost_beyond_mode} beyond what "
+                "the durability mode allows)"
+            )
         return (
-            f"{self.backend}: {self.trials} trials (seed {self.seed}), {self.killed} killed, "
-            f"{self.stored_messages} stored messages — lost {self.lost}, duplicated "
-            f"{self.duplicated}, repeated side effects {self.repeated}, shown finished "
-            f"{self.shown_finished}, unreadable {self.unreadable} (re-run, result never "
-            f"stored: {self.rerun_unstored}); {self.seconds:.0f} s"
+            f"{self.backend}: {self.trials} trials (seed {self.seed}), {self.killed} killed "
+            f"({kinds}), {self.stored_messages} stored messages — {lost}, duplicated "
+            f"{self.duplicated}, split pairs {self.split}, repeated side effects "
+            f"{self.repeated}, shown finished {self.shown_finished}, unreadable "
+            f"{self.unreadable} (re-run, result never stored: {self.rerun_unstored}; "
+            f"re-run, result stored on a checkpoint never stored: {self.rerun_unreachable}); "
+            f"{self.seconds:.0f} s"
         )
+
+    def as_json(self) -> dict[str, Any]:
+        """The summary as JSON values (`asdict` would rebuild the Counter from its
+        (key, count) pairs, counting tuples: keys JSON cannot write)."""
+        out = asdict(self)
+        out["killed_by_kind"] = dict(self.killed_by_kind)
+        out["lost_by_kind"] = dict(self.lost_by_kind)
+        out["trials_by_lost_steps"] = dict(self.trials_by_lost_steps)
+        return out
 
 
 def run_trials(
@@ -561,16 +773,17 @@ def run_trials(
     root: Path | None = None,
     fault: str = "kill",
     app: str = "agent",
+    durability: str = "sync",
 ) -> Summary:
     label = backend if fault == "kill" else f"{backend} ({fault})"
-    summary = Summary(
-        label if app == "agent" else f"{label}, {app}", seed, trials if only is None else 1
-    )
+    label += "" if app == "agent" else f", {app}"
+    label += "" if durability == "sync" else f", durability={durability}"
+    summary = Summary(label, seed, trials if only is None else 1)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="killharness-") as tmp:
         base = root or Path(tmp)
         for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial, fault, app), base))
+            summary.add(run_trial(url, Plan.draw(seed, trial, fault, app, durability), base))
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -608,6 +821,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nested: the agent two subgraph levels down (parent -> team -> agent); "
         "deep: three levels down (parent -> team -> subteam -> agent)",
     )
+    p.add_argument(
+        "--durability",
+        choices=DURABILITIES,
+        default="sync",
+        help="LangGraph's durability for every run of the trial: sync (default: each "
+        "step stored before the next starts), async (LangGraph's default: stored while "
+        "the next step runs), exit (stored when the run returns)",
+    )
     args = p.parse_args(argv)
     if (args.fault, args.backend) in (("pgterm", "sqlite"), ("diskfull", "postgres")):
         p.error(f"--fault {args.fault} does not apply to {args.backend}")
@@ -626,15 +847,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 only=args.only,
                 fault=args.fault,
                 app=args.app,
+                durability=args.durability,
             )
         finally:
             if server is not None:
                 server.cleanup()
+    if args.json:
+        args.json.write_text(json.dumps(summary.as_json(), indent=1, ensure_ascii=False))
     print(summary.line())
     for failure in summary.failures[:20]:
         print(json.dumps(failure, ensure_ascii=False)[:600])
-    if args.json:
-        args.json.write_text(json.dumps(asdict(summary), indent=1, ensure_ascii=False))
     return 0 if not summary.failures else 1
 
 

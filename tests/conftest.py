@@ -238,6 +238,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_kill_harness.py": (
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
         "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
+        "test_under_async_durability_a_kill_loses_only_its_turns_unstored_steps",
     ),
     "test_own_writes.py": ("test_warm_turns_see_what_another_process_wrote",),
     "test_dropin_snapshots.py": (

@@ -2,17 +2,20 @@
 
 The long run is the script (`--trials 200`); here 15 seeded trials per backend, plus the
 exact kill points of issue 15 item 1: the process dies after a step's writes are stored
-and before its checkpoint, and the next user turn must keep what was stored.
+and before its checkpoint, and the next user turn must keep what was stored. The same
+short run under LangGraph's default durability ("async") checks what docs/durability.md
+promises there (issue 24 item 5).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from scripts.kill_harness import Plan, run_trial, run_trials
+from scripts.kill_harness import Outcome, Plan, _read, main, run_trial, run_trials
 
 SEED = 15
 
@@ -145,3 +148,86 @@ def test_new_input_after_a_kill_inside_a_subgraph_keeps_what_the_subgraph_stored
     assert out.lost == [], f"{what}: stored {KILL_POINTS[app][1]}, gone after new input"
     assert (out.duplicated, out.repeated, out.unreadable, out.shown_finished) == (
         [], [], [], False)
+
+
+# -- LangGraph's default durability, "async" (issue 24 item 5) -------------------------
+
+
+def test_under_async_durability_a_kill_loses_only_its_turns_unstored_steps(
+    backend: str, tmp_path: Path
+) -> None:
+    # docs/durability.md, "Durability modes": a kill may lose what the killed turn wrote
+    # on a checkpoint that was never stored — nothing else, and never a duplicate, a
+    # split request/result pair, a re-run of a visible result or an unreadable thread.
+    summary = run_trials(backend, "test", trials=15, seed=SEED, root=tmp_path, durability="async")
+    assert summary.failures == []
+    # Counted on write kill points only: a timer's lands or not by the machine's speed.
+    assert summary.killed_by_kind["write"] >= 10, "most trials must actually kill the worker"
+    assert summary.stored_messages > 0
+    assert (
+        summary.lost_beyond_mode,
+        summary.lost_before_the_kill,
+        summary.duplicated,
+        summary.split,
+        summary.repeated,
+        summary.shown_finished,
+        summary.unreadable,
+    ) == (0, 0, 0, 0, 0, 0, 0)
+
+
+def _lost(durability: str, *, row_stored: bool, killed_turn: bool = True) -> Outcome:
+    out = Outcome(replace(BASE, durability=durability), killed=True)
+    out.lost, out.lost_on = ["tool:m1"], {"tool:m1": "|c1"}
+    out.lost_on_missing = [] if row_stored else ["|c1"]
+    out.lost_before_the_kill = [] if killed_turn else ["tool:m1"]
+    return out
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_a_message_lost_with_its_unstored_checkpoint_fails_only_a_sync_trial(
+    durability: str,
+) -> None:
+    assert _lost(durability, row_stored=False).ok
+    assert not _lost("sync", row_stored=False).ok
+    # A write whose checkpoint row exists was reachable: losing it breaks every mode,
+    # and so does losing a message of a turn that had returned.
+    assert not _lost(durability, row_stored=True).ok
+    assert not _lost(durability, row_stored=False, killed_turn=False).ok
+
+
+STEPWISE = ["put", "writes"] * 4 + ["put"]  # each step's checkpoint, then the next's writes
+
+
+@pytest.mark.parametrize(
+    ("durability", "ops"),
+    [
+        ("sync", STEPWISE),
+        ("async", None),  # the same writes, in the order the background saves land
+        ("exit", ["writes"] * 4 + ["put"]),  # kept in memory, stored as the run returns
+    ],
+)
+def test_the_trials_durability_reaches_every_run_of_the_worker(
+    sqlite_url: str, tmp_path: Path, durability: str, ops: list[str] | None
+) -> None:
+    # A one-city turn makes 9 saver writes (above); the killed turn must run in the
+    # plan's mode (here it is not killed: there is no 99th write).
+    plan = replace(BASE, trial=1, slot=99, durability=durability)
+    out = run_trial(sqlite_url, plan, tmp_path)
+    assert not out.killed and out.ok
+    turn = [r["op"] for r in _read(tmp_path / "trial1" / "stored.jsonl") if r["killed_turn"]]
+    if ops is None:
+        assert sorted(turn) == sorted(STEPWISE)
+    else:
+        assert turn == ops
+
+
+def test_the_json_summary_is_written_with_kills_by_kind(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    argv = ["--trials", "3", "--backend", "sqlite", "--seed", str(SEED), "--json", str(path)]
+    assert main([*argv, "--durability", "async"]) == 0
+    summary = json.loads(path.read_text())
+    assert summary["killed_by_kind"] and all(
+        isinstance(k, str) and isinstance(n, int) for k, n in summary["killed_by_kind"].items()
+    )
+    assert sum(summary["killed_by_kind"].values()) == summary["killed"]
+    assert summary["backend"] == "sqlite, durability=async"
