@@ -116,18 +116,19 @@ def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
 
 # A one-city turn of the subgraph app makes these saver writes: 1-3 the parent's input
 # checkpoint, `__start__` writes and step checkpoint; 4-6 the subgraph's (its namespace);
-# 7 the subgraph model's call, 8 checkpoint, 9 the tool's result, 10 checkpoint, 11 the
-# answer, 12 checkpoint; 13-14 the parent's subgraph-task writes and checkpoint.
+# 7 the subgraph model's call, 8 checkpoint, 9 the tool node's "started" marker, 10 the
+# tool's result, 11 checkpoint, 12 the answer, 13 checkpoint; 14-15 the parent's
+# subgraph-task writes and checkpoint.
 #
 # The nested app (parent -> team -> agent, two levels down): 1-3 the parent's input
 # checkpoint, `__start__` writes and step checkpoint; 4-6 the team subgraph's; 7-9 the
 # agent's (namespace "agent:<t>|agent:<t>"); 10 the model's call, 11 checkpoint, 12 the
-# tool's result, 13 checkpoint, 14 the answer, 15 checkpoint; 16-19 the two subgraph
-# tasks' writes and checkpoints on the way back up.
+# "started" marker, 13 the tool's result, 14 checkpoint, 15 the answer, 16 checkpoint;
+# 17-20 the two subgraph tasks' writes and checkpoints on the way back up.
 STEPS = ("the model's call", "the tool's result", "the answer")
 KILL_POINTS = {
-    "subgraph": ((7, 9, 11), "in the subgraph's namespace"),
-    "nested": ((10, 12, 14), "two namespaces down"),
+    "subgraph": ((7, 10, 12), "in the subgraph's namespace"),
+    "nested": ((10, 13, 15), "two namespaces down"),
 }
 
 
@@ -195,7 +196,10 @@ def test_a_message_lost_with_its_unstored_checkpoint_fails_only_a_sync_trial(
     assert not _lost(durability, row_stored=False, killed_turn=False).ok
 
 
-STEPWISE = ["put", "writes"] * 4 + ["put"]  # each step's checkpoint, then the next's writes
+# Each step's checkpoint, then the next step's writes; the tool step's are two: the tool
+# node's "started" marker (stored by the node itself, before the tool runs; not under
+# "exit"), then the result.
+STEPWISE = ["put", "writes", "put", "writes", "put", "writes", "writes", "put", "writes", "put"]
 
 
 @pytest.mark.parametrize(
@@ -209,7 +213,7 @@ STEPWISE = ["put", "writes"] * 4 + ["put"]  # each step's checkpoint, then the n
 def test_the_trials_durability_reaches_every_run_of_the_worker(
     sqlite_url: str, tmp_path: Path, durability: str, ops: list[str] | None
 ) -> None:
-    # A one-city turn makes 9 saver writes (above); the killed turn must run in the
+    # A one-city turn makes 10 saver writes (above); the killed turn must run in the
     # plan's mode (here it is not killed: there is no 99th write).
     plan = replace(BASE, trial=1, slot=99, durability=durability)
     out = run_trial(sqlite_url, plan, tmp_path)

@@ -23,10 +23,13 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     get_state answers after a step failed on      guard          test_refused_writes.py
       refused writes
     a task's writes never land before their       guard          test_kill_harness.py
-      checkpoint
-    nothing lost or duplicated across a SIGKILL:  stopped_work   test_durability.py,
-      a head read carries the work a stopped                     test_kill_harness.py
-      step stored
+      checkpoint's put, once it has started
+      (durability="sync": always)
+    nothing lost or duplicated across a SIGKILL   stopped_work   test_durability.py,
+      under durability="sync": a head read                       test_kill_harness.py
+      carries the work a stopped step stored;
+      under "async" (LangGraph's default) only
+      the killed turn's unstored steps are lost
     new input on a head with a task to run:       stopped_work   test_abandoned_calls.py,
       stored results kept, each abandoned call                   test_langchain_middleware.py,
       answered "not completed" once                              test_subgraph_by_send.py
@@ -56,7 +59,8 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
 Not promised: subgraph namespaces are not guarded (their parent's checkpoints are); a
 direct put that names a stale parent is refused where a plain saver stores it; rows
 swapped *within* one task's writes to one channel are not detected; nothing here holds
-across two SQLite files or two Postgres databases. docs/durability.md says the same for
+across two SQLite files or two Postgres databases; `durability="exit"` has no crash promise
+(the kill harness finds turns shown finished and unreadable threads under it). docs/durability.md says the same for
 users, with the measured figures.
 
 Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
