@@ -60,8 +60,8 @@ Not promised: subgraph namespaces are not guarded (their parent's checkpoints ar
 direct put that names a stale parent is refused where a plain saver stores it; rows
 swapped *within* one task's writes to one channel are not detected; nothing here holds
 across two SQLite files or two Postgres databases; `durability="exit"` has no crash promise
-(the kill harness finds turns shown finished and unreadable threads under it). docs/durability.md says the same for
-users, with the measured figures.
+(the kill harness finds turns shown finished and unreadable threads under it).
+docs/durability.md says the same for users, with the measured figures.
 
 Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
 wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
