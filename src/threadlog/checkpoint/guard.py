@@ -82,11 +82,12 @@ from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
-from threadlog.checkpoint.backends import HeadStore, StoredWrite
+from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io
+from threadlog.flows import run as run_flow
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -140,13 +141,19 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
 
 
 def _store(fn: Callable[..., Any], *args: Any) -> Io:
-    """A (blocking) head-store call: in a worker thread under asyncio."""
-    return Io(fn, functools.partial(_blocking, fn), args)
+    """A head-store call: one statement or file call that never waits on a lock another
+    run holds (locks are polled, `take_lock`), so under asyncio a worker thread runs it."""
+    return Io(fn, None, args)
 
 
-def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Io:
+def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Flow[bool]:
     """Take the thread's run lock: wait for it (`wait`), or try once (-> bool)."""
-    return Io(store.try_run_lock, functools.partial(_arun_lock, store), (thread_id, wait))
+    return take_lock(store.try_run_lock, store.run_unlock, thread_id, wait)
+
+
+def _write_lock(store: HeadStore, thread_id: str) -> Flow[bool]:
+    """Take the thread's short write lock, waiting for it."""
+    return take_lock(store.try_lock, store.unlock, thread_id, True)
 
 
 _Steps = Flow[Any]
@@ -220,7 +227,7 @@ class GuardLayer(Layer):
         Runs inside the block do not wait for it. The lock dies with its process.
         """
         tid = str(thread_id)
-        if not self.store.try_run_lock(tid, wait):
+        if not run_flow(_run_lock(self.store, tid, wait)):
             raise ConcurrentRunError(
                 "another run holds this thread (saver.exclusive)", thread_id=tid
             )
@@ -245,7 +252,7 @@ class GuardLayer(Layer):
         if _holds(tid):
             return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
-        if not (yield _run_lock(self.store, tid, strategy == "enqueue")):
+        if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
             raise ConcurrentRunError(
                 "another run is working on this thread (multitask_strategy='reject'); "
                 "nothing of this run was stored",
@@ -265,7 +272,11 @@ class GuardLayer(Layer):
             if self._runs.get(tid) is entry:
                 del self._runs[tid]
 
-        loop.stack.callback(release)
+        if isinstance(loop.stack, contextlib.AsyncExitStack):
+            # Awaited off the event loop: the unlock is a statement on a shared session.
+            loop.stack.push_async_callback(release.aclose)
+        else:
+            loop.stack.callback(release)
         loop.stack.callback(forget)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
@@ -468,23 +479,25 @@ class GuardLayer(Layer):
             self.own_parents.add(parent)
             return stored
         updating = not in_run and (yield from self._hold_for_update(key[0], config))
-        lock = self.store.lock(key[0])
-        yield _store(lock.__enter__)
         try:
-            if in_run or parent is not None:
-                self._refuse_moved(key, parent, (yield _store(self.store.head, *key)), metadata)
-            # else: a direct root put (module doc) is stored as given.
-            if is_input and parent:
-                now = yield _store(self.store.write_keys, *key, parent)
-                self._check_unseen_writes(key, parent, now)
-            out: RunnableConfig = yield from below.flow("put", *args)
-            # Before the lock goes: this run's own late writes on `parent` (stored
-            # concurrently with this checkpoint) must not look like strays.
-            self.own_parents.add(parent)
+            yield from _write_lock(self.store, key[0])
+            try:
+                if in_run or parent is not None:
+                    head = yield _store(self.store.head, *key)
+                    self._refuse_moved(key, parent, head, metadata)
+                # else: a direct root put (module doc) is stored as given.
+                if is_input and parent:
+                    now = yield _store(self.store.write_keys, *key, parent)
+                    self._check_unseen_writes(key, parent, now)
+                out: RunnableConfig = yield from below.flow("put", *args)
+                # Before the lock goes: this run's own late writes on `parent` (stored
+                # concurrently with this checkpoint) must not look like strays.
+                self.own_parents.add(parent)
+            finally:
+                yield release_lock(self.store.unlock, key[0])
         finally:
-            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _store(self.store.run_unlock, key[0])
+                yield release_lock(self.store.run_unlock, key[0])
         return out
 
     @staticmethod
@@ -508,7 +521,8 @@ class GuardLayer(Layer):
         True when the lock was taken here (the caller releases it)."""
         if _holds(thread_id):
             return False  # an exclusive() block, or a node of the run that holds it
-        if not (yield _run_lock(self.store, thread_id, self.strategy_for(config) == "enqueue")):
+        enqueue = self.strategy_for(config) == "enqueue"
+        if not (yield from _run_lock(self.store, thread_id, enqueue)):
             raise ConcurrentRunError(
                 "a run is working on this thread (multitask_strategy='reject'); the "
                 "update stored nothing",
@@ -547,37 +561,51 @@ class GuardLayer(Layer):
             self._note_own(cid, writes, task_id)
             return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
-        lock = self.store.lock(key[0])
-        yield _store(lock.__enter__)
         try:
-            # update_state replays a pending task's id on purpose: it replaces.
-            if not is_update:
-                stored = yield _store(self.store.writes, *key, cid, task_id)
-                new = self._compare_writes(key, cid, task_id, writes, stored)
-            else:
-                new = True
-            if new and cid not in self.own_parents:
-                # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
-                # only a head newer than `cid` can be a child of it: the common case —
-                # `cid` is the head, or not stored yet — needs one indexed query.
-                head = yield _store(self.store.head, *key)
-                if head is not None and head > cid and (
-                    yield _store(self.store.has_child, *key, cid)
-                ):
-                    raise ConcurrentRunError(
-                        f"checkpoint {cid!r} already has a newer checkpoint after it, so "
-                        f"new writes of task {task_id!r} there would leak into another "
-                        "run's history",
-                        thread_id=key[0],
-                        checkpoint_id=cid,
-                        head=head,
-                    )
-            self._note_own(cid, writes, task_id)
-            yield from below.flow("put_writes", *args)
+            yield from _write_lock(self.store, key[0])
+            try:
+                yield from self._checked_writes(below, key, cid, args, is_update)
+            finally:
+                yield release_lock(self.store.unlock, key[0])
         finally:
-            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _store(self.store.run_unlock, key[0])
+                yield release_lock(self.store.run_unlock, key[0])
+
+    def _checked_writes(
+        self,
+        below: SaverView,
+        key: tuple[str, str],
+        cid: str,
+        args: tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str],
+        is_update: bool,
+    ) -> _Steps:
+        """`put_writes(*args)` under the thread's short lock: refused when another run
+        stored a different result for the task, or a child of `cid` (module doc)."""
+        writes, task_id = args[1], args[2]
+        # update_state replays a pending task's id on purpose: it replaces.
+        if not is_update:
+            stored = yield _store(self.store.writes, *key, cid, task_id)
+            new = self._compare_writes(key, cid, task_id, writes, stored)
+        else:
+            new = True
+        if new and cid not in self.own_parents:
+            # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
+            # only a head newer than `cid` can be a child of it: the common case —
+            # `cid` is the head, or not stored yet — needs one indexed query.
+            head = yield _store(self.store.head, *key)
+            if head is not None and head > cid and (
+                yield _store(self.store.has_child, *key, cid)
+            ):
+                raise ConcurrentRunError(
+                    f"checkpoint {cid!r} already has a newer checkpoint after it, so "
+                    f"new writes of task {task_id!r} there would leak into another "
+                    "run's history",
+                    thread_id=key[0],
+                    checkpoint_id=cid,
+                    head=head,
+                )
+        self._note_own(cid, writes, task_id)
+        yield from below.flow("put_writes", *args)
 
     def _compare_writes(
         self,
@@ -620,9 +648,6 @@ class GuardLayer(Layer):
         if len(self._own_writes) > 4096:
             self._own_writes.pop(next(iter(self._own_writes)))
         self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
-
-
-_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 class GuardedSaver(LayeredSaver):
@@ -701,33 +726,6 @@ async def _await_event(event: threading.Event, timeout: float) -> bool:
     return True
 
 
-async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    """A blocking store call (file locks, a psycopg session) in a worker thread. Lock
-    waits go behind a per-event-loop gate, so parked waiters cannot use up the executor
-    that the holder (and LangGraph's sync nodes) need to go on."""
-    if getattr(fn, "__name__", "") != "__enter__":
-        return await asyncio.to_thread(fn, *args)
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
-    if gate is None:
-        gate = _GATES[loop] = asyncio.Lock()
-    async with gate:
-        return await asyncio.to_thread(fn, *args)
-
-
-async def _arun_lock(store: HeadStore, thread_id: str, wait: bool) -> bool:
-    """A run lock under asyncio: tried, and while waiting tried again after a pause —
-    a whole turn is too long to park an executor thread on."""
-    pause = 0.002
-    while True:
-        if await asyncio.to_thread(store.try_run_lock, thread_id, False):
-            return True
-        if not wait:
-            return False
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.05)
-
-
 class _Release:
     """Releases a run lock once, whichever of the loop's exit or its collection comes first."""
 
@@ -741,13 +739,23 @@ class _Release:
         # or update_state on the same thread does not wait for it.
         self._hold, self._token = _enter_hold(thread_id)
 
-    def __call__(self, *_: Any) -> None:
+    def _claim(self) -> bool:
         with self._lock:
             if self._done:
-                return
+                return False
             self._done = True
         _exit_hold(self._hold, self._token)
-        self.store.run_unlock(self.thread_id)
+        return True
+
+    def __call__(self, *_: Any) -> None:
+        if self._claim():
+            self.store.run_unlock(self.thread_id)
+
+    async def aclose(self) -> None:
+        """The release under asyncio: the unlock in a worker thread, finished even when
+        the run's exit is cancelled meanwhile (shielded)."""
+        if self._claim():
+            await asyncio.shield(asyncio.to_thread(self.store.run_unlock, self.thread_id))
 
 
 class _Recent:
