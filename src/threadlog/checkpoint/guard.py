@@ -5,7 +5,7 @@ Contract.
 * **Whole turns (`multitask_strategy`).** A run holds its thread from the moment its
   Pregel loop reads the thread until the loop exits — finished, interrupted, failed or
   cancelled — through a per-thread lock that spans processes (a Postgres advisory lock,
-  an `flock` next to a SQLite database, a `threading` condition in memory). A second run
+  an `flock` next to a SQLite database, a mutex-guarded set in memory). A second run
   on the thread meanwhile, in this process or another, follows the thread's strategy,
   LangGraph Server's words: `"enqueue"` (the default) waits for the thread and then
   reads it fresh; `"reject"` raises `ConcurrentRunError` before anything is stored.
@@ -17,7 +17,10 @@ Contract.
   (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)`
   holds the same lock around any block of code; runs inside it do not wait for it.
   Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
-  worker never blocks a thread.
+  worker never blocks a thread. A held lock is waited for by polling (`take_lock`,
+  `threadlog.checkpoint.backends`): under asyncio nothing of the guard waits in the event
+  loop's executor — a worker thread runs one statement or file call at a time, and a
+  task's writes await their checkpoint's put on a future of their loop.
 * **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
   writes take the thread's run lock for the one write. A node's own `update_state`
   does not wait for itself: a hold lives in the run's context, which LangGraph copies
@@ -63,7 +66,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -198,7 +200,7 @@ class GuardLayer(Layer):
         # and its tasks' writes from background threads; a task's writes that landed
         # before their checkpoint would be unreachable if the process died in between
         # (the kill harness found this), so writes wait for their checkpoint's put.
-        self._putting: dict[str, threading.Event] = {}
+        self._putting: dict[str, _InFlight] = {}
         self._putting_lock = threading.Lock()
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
@@ -377,9 +379,9 @@ class GuardLayer(Layer):
     ) -> _Steps:
         pending = self._checkpoint_in_flight(config)
         if pending is not None:
-            # An event, not a parked executor thread: under asyncio the awaited put
-            # this waits for may itself need the default executor's few threads.
-            yield Io(pending.wait, functools.partial(_await_event, pending), (_CHECKPOINT_WAIT,))
+            # Awaited, not a parked executor thread: under asyncio the awaited put this
+            # waits for may itself need the default executor's few threads.
+            yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
         args = (config, writes, task_id, task_path)
         if self._trusted_writes(*args):
             return (yield from below.flow("put_writes", *args))
@@ -389,7 +391,7 @@ class GuardLayer(Layer):
 
     @contextlib.contextmanager
     def _storing(self, checkpoint: Checkpoint) -> Iterator[None]:
-        done = threading.Event()
+        done = _InFlight()
         with self._putting_lock:
             self._putting[checkpoint["id"]] = done
         try:
@@ -400,7 +402,7 @@ class GuardLayer(Layer):
                 if self._putting.get(checkpoint["id"]) is done:
                     del self._putting[checkpoint["id"]]
 
-    def _checkpoint_in_flight(self, config: RunnableConfig) -> threading.Event | None:
+    def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
         checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
         if not checkpoint_id:
             return None
@@ -712,18 +714,47 @@ class GuardedSaver(LayeredSaver):
         return self.guard.exclusive(thread_id, wait=wait)
 
 
-async def _await_event(event: threading.Event, timeout: float) -> bool:
-    """`event.wait(timeout)` without a thread: polled, backing off to 20 ms."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    pause = 0.0005
-    while not event.is_set():
-        left = deadline - loop.time()
-        if left <= 0:
+class _InFlight:
+    """A checkpoint being stored, which its task writes wait for: a thread on an event, a
+    task on a future of its own loop — woken when the put ends, with no polling."""
+
+    __slots__ = ("_event", "_mutex", "_waiters")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._mutex = threading.Lock()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+    async def wait_async(self, timeout: float) -> bool:
+        waiter = asyncio.get_running_loop().create_future()
+        with self._mutex:
+            if self._event.is_set():
+                return True
+            self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
             return False
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, 0.02)
-    return True
+        return True
+
+    def set(self) -> None:
+        with self._mutex:
+            self._event.set()
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _Release:
