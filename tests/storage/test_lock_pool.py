@@ -245,3 +245,27 @@ async def test_a_lock_an_attempt_took_for_a_cancelled_waiter_is_given_back() -> 
             break
         await asyncio.sleep(0.01)
     assert given_back == ["t1"]
+
+
+def test_a_lock_session_the_server_ended_is_replaced_and_runs_go_on(pg_backend: str) -> None:
+    import psycopg
+
+    def reply(state: threadlog.MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("ok", id=f"ok-{state['messages'][-1].id}")]}
+
+    builder = StateGraph(threadlog.MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    with threadlog.checkpointer(pg_backend) as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("one", id="m1")]}, _cfg("r1"))
+        with psycopg.connect(pg_backend, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                (LOCK_APPLICATION_NAME,),
+            ).fetchone()
+        assert ended is not None and ended[0] >= 1
+        out = graph.invoke({"messages": [HumanMessage("two", id="m2")]}, _cfg("r2"))
+    assert out["messages"][-1].id == "ok-m2"

@@ -387,20 +387,32 @@ class LockSessions:
         self._mutex = threading.Lock()  # guards the fields above; held for no I/O
 
     def take(self, key: int) -> bool:
-        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there)."""
-        session = self._session()
-        try:
-            row = session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            taken = bool(row and row[0])
-            if taken:
-                with self._mutex:
-                    self._held[key] = session
-            return taken
-        except BaseException:
-            self._drop(session)
-            raise
-        finally:
-            session.mutex.release()
+        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there). A
+        session found dead (the server restarted, the connection cut) is dropped and the
+        attempt made once more on another."""
+        import psycopg
+
+        for retry in (True, False):
+            session = self._session()
+            try:
+                row = session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except psycopg.OperationalError:
+                self._drop(session)
+                if retry:
+                    continue
+                raise
+            except BaseException:
+                self._drop(session)
+                raise
+            else:
+                taken = bool(row and row[0])
+                if taken:
+                    with self._mutex:
+                        self._held[key] = session
+                return taken
+            finally:
+                session.mutex.release()
+        raise AssertionError("unreachable")
 
     def give_back(self, key: int) -> None:
         """`pg_advisory_unlock(key)` on the session that holds it (a dead one: nothing)."""
