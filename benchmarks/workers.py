@@ -357,44 +357,43 @@ def async_worker(variant: str, url: str, concurrency: int, turns: int, deadline:
 class ConnectionPeak:
     """The most server connections to one database seen while it runs (sampled every
     20 ms from a session of its own, which is not counted). Entered once the sessions of
-    earlier users (the setup) have left the server, so only the run's own are counted."""
+    earlier users (the setup) have left the server, so only the run's own are counted;
+    one session drains and samples (a second one would linger in the count as it left)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._conn: Any = None
 
     def __enter__(self) -> ConnectionPeak:
         import psycopg
 
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            for _ in range(250):
-                if not self._count(conn):
-                    break
-                time.sleep(0.02)
+        self._conn = psycopg.connect(self.url, autocommit=True)
+        for _ in range(250):
+            if not self._count():
+                break
+            time.sleep(0.02)
         self._thread.start()
         return self
 
-    @staticmethod
-    def _count(conn: Any) -> int:
-        row = conn.execute(
+    def __exit__(self, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._conn.close()
+
+    def _count(self) -> int:
+        row = self._conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND pid <> pg_backend_pid()"
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def __exit__(self, *_: Any) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
     def _sample(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            while not self._stop.is_set():
-                self.peak = max(self.peak, self._count(conn))
-                self._stop.wait(0.02)
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._count())
+            self._stop.wait(0.02)
 
 
 def run_async(variant: str, url: str, concurrency: int, turns: int,
