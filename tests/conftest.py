@@ -246,6 +246,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_log_properties.py": ("test_messages_read_back_through_the_checkpoint_serializer_replay",),
     "test_checkpoint_guard.py": ("test_a_finished_run_leaves_nothing_of_itself_in_the_guard",),
+    "test_lock_pool.py": (
+        "test_64_concurrent_async_runs_on_postgres_lose_duplicate_and_fail_nothing",
+    ),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }

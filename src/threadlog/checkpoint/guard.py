@@ -5,7 +5,7 @@ Contract.
 * **Whole turns (`multitask_strategy`).** A run holds its thread from the moment its
   Pregel loop reads the thread until the loop exits — finished, interrupted, failed or
   cancelled — through a per-thread lock that spans processes (a Postgres advisory lock,
-  an `flock` next to a SQLite database, a `threading` condition in memory). A second run
+  an `flock` next to a SQLite database, a mutex-guarded set in memory). A second run
   on the thread meanwhile, in this process or another, follows the thread's strategy,
   LangGraph Server's words: `"enqueue"` (the default) waits for the thread and then
   reads it fresh; `"reject"` raises `ConcurrentRunError` before anything is stored.
@@ -17,7 +17,10 @@ Contract.
   (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)`
   holds the same lock around any block of code; runs inside it do not wait for it.
   Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
-  worker never blocks a thread.
+  worker never blocks a thread. A held lock is waited for by polling (`take_lock`,
+  `threadlog.checkpoint.backends`): under asyncio nothing of the guard waits in the event
+  loop's executor — a worker thread runs one statement or file call at a time, and a
+  task's writes await their checkpoint's put on a future of their loop.
 * **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
   writes take the thread's run lock for the one write. A node's own `update_state`
   does not wait for itself: a hold lives in the run's context, which LangGraph copies
@@ -63,7 +66,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -82,12 +84,13 @@ from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
-from threadlog.checkpoint.backends import HeadStore, StoredWrite
+from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io
+from threadlog.flows import run as run_flow
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -141,13 +144,19 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
 
 
 def _store(fn: Callable[..., Any], *args: Any) -> Io:
-    """A (blocking) head-store call: in a worker thread under asyncio."""
-    return Io(fn, functools.partial(_blocking, fn), args)
+    """A head-store call: one statement or file call that never waits on a lock another
+    run holds (locks are polled, `take_lock`), so under asyncio a worker thread runs it."""
+    return Io(fn, None, args)
 
 
-def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Io:
+def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Flow[bool]:
     """Take the thread's run lock: wait for it (`wait`), or try once (-> bool)."""
-    return Io(store.try_run_lock, functools.partial(_arun_lock, store), (thread_id, wait))
+    return take_lock(store.try_run_lock, store.run_unlock, thread_id, wait)
+
+
+def _write_lock(store: HeadStore, thread_id: str) -> Flow[bool]:
+    """Take the thread's short write lock, waiting for it."""
+    return take_lock(store.try_lock, store.unlock, thread_id, True)
 
 
 _Steps = Flow[Any]
@@ -192,7 +201,7 @@ class GuardLayer(Layer):
         # and its tasks' writes from background threads; a task's writes that landed
         # before their checkpoint would be unreachable if the process died in between
         # (the kill harness found this), so writes wait for their checkpoint's put.
-        self._putting: dict[str, threading.Event] = {}
+        self._putting: dict[str, _InFlight] = {}
         self._putting_lock = threading.Lock()
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
@@ -221,7 +230,7 @@ class GuardLayer(Layer):
         Runs inside the block do not wait for it. The lock dies with its process.
         """
         tid = str(thread_id)
-        if not self.store.try_run_lock(tid, wait):
+        if not run_flow(_run_lock(self.store, tid, wait)):
             raise ConcurrentRunError(
                 "another run holds this thread (saver.exclusive)", thread_id=tid
             )
@@ -246,7 +255,7 @@ class GuardLayer(Layer):
         if _holds(tid):
             return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
-        if not (yield _run_lock(self.store, tid, strategy == "enqueue")):
+        if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
             raise ConcurrentRunError(
                 "another run is working on this thread (multitask_strategy='reject'); "
                 "nothing of this run was stored",
@@ -266,7 +275,11 @@ class GuardLayer(Layer):
             if self._runs.get(tid) is entry:
                 del self._runs[tid]
 
-        loop.stack.callback(release)
+        if isinstance(loop.stack, contextlib.AsyncExitStack):
+            # Awaited off the event loop: the unlock is a statement on a shared session.
+            loop.stack.push_async_callback(release.aclose)
+        else:
+            loop.stack.callback(release)
         loop.stack.callback(forget)
         # Belt and braces: a loop whose __enter__ failed after this read never runs
         # its exit stack; its lock goes when the loop is collected.
@@ -370,9 +383,9 @@ class GuardLayer(Layer):
     ) -> _Steps:
         pending = self._checkpoint_in_flight(config)
         if pending is not None:
-            # An event, not a parked executor thread: under asyncio the awaited put
-            # this waits for may itself need the default executor's few threads.
-            yield Io(pending.wait, functools.partial(_await_event, pending), (_CHECKPOINT_WAIT,))
+            # Awaited, not a parked executor thread: under asyncio the awaited put this
+            # waits for may itself need the default executor's few threads.
+            yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
         args = (config, writes, task_id, task_path)
         if self._trusted_writes(*args):
             return (yield from below.flow("put_writes", *args))
@@ -382,7 +395,7 @@ class GuardLayer(Layer):
 
     @contextlib.contextmanager
     def _storing(self, checkpoint: Checkpoint) -> Iterator[None]:
-        done = threading.Event()
+        done = _InFlight()
         with self._putting_lock:
             self._putting[checkpoint["id"]] = done
         try:
@@ -393,7 +406,7 @@ class GuardLayer(Layer):
                 if self._putting.get(checkpoint["id"]) is done:
                     del self._putting[checkpoint["id"]]
 
-    def _checkpoint_in_flight(self, config: RunnableConfig) -> threading.Event | None:
+    def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
         checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
         if not checkpoint_id:
             return None
@@ -472,23 +485,25 @@ class GuardLayer(Layer):
             self.own_parents.add(parent)
             return stored
         updating = not in_run and (yield from self._hold_for_update(key[0], config))
-        lock = self.store.lock(key[0])
-        yield _store(lock.__enter__)
         try:
-            if in_run or parent is not None:
-                self._refuse_moved(key, parent, (yield _store(self.store.head, *key)), metadata)
-            # else: a direct root put (module doc) is stored as given.
-            if is_input and parent:
-                now = yield _store(self.store.write_keys, *key, parent)
-                self._check_unseen_writes(key, parent, now)
-            out: RunnableConfig = yield from below.flow("put", *args)
-            # Before the lock goes: this run's own late writes on `parent` (stored
-            # concurrently with this checkpoint) must not look like strays.
-            self.own_parents.add(parent)
+            yield from _write_lock(self.store, key[0])
+            try:
+                if in_run or parent is not None:
+                    head = yield _store(self.store.head, *key)
+                    self._refuse_moved(key, parent, head, metadata)
+                # else: a direct root put (module doc) is stored as given.
+                if is_input and parent:
+                    now = yield _store(self.store.write_keys, *key, parent)
+                    self._check_unseen_writes(key, parent, now)
+                out: RunnableConfig = yield from below.flow("put", *args)
+                # Before the lock goes: this run's own late writes on `parent` (stored
+                # concurrently with this checkpoint) must not look like strays.
+                self.own_parents.add(parent)
+            finally:
+                yield release_lock(self.store.unlock, key[0])
         finally:
-            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _store(self.store.run_unlock, key[0])
+                yield release_lock(self.store.run_unlock, key[0])
         return out
 
     @staticmethod
@@ -512,7 +527,8 @@ class GuardLayer(Layer):
         True when the lock was taken here (the caller releases it)."""
         if _holds(thread_id):
             return False  # an exclusive() block, or a node of the run that holds it
-        if not (yield _run_lock(self.store, thread_id, self.strategy_for(config) == "enqueue")):
+        enqueue = self.strategy_for(config) == "enqueue"
+        if not (yield from _run_lock(self.store, thread_id, enqueue)):
             raise ConcurrentRunError(
                 "a run is working on this thread (multitask_strategy='reject'); the "
                 "update stored nothing",
@@ -551,37 +567,51 @@ class GuardLayer(Layer):
             self._note_own(cid, writes, task_id)
             return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
-        lock = self.store.lock(key[0])
-        yield _store(lock.__enter__)
         try:
-            # update_state replays a pending task's id on purpose: it replaces.
-            if not is_update:
-                stored = yield _store(self.store.writes, *key, cid, task_id)
-                new = self._compare_writes(key, cid, task_id, writes, stored)
-            else:
-                new = True
-            if new and cid not in self.own_parents:
-                # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
-                # only a head newer than `cid` can be a child of it: the common case —
-                # `cid` is the head, or not stored yet — needs one indexed query.
-                head = yield _store(self.store.head, *key)
-                if head is not None and head > cid and (
-                    yield _store(self.store.has_child, *key, cid)
-                ):
-                    raise ConcurrentRunError(
-                        f"checkpoint {cid!r} already has a newer checkpoint after it, so "
-                        f"new writes of task {task_id!r} there would leak into another "
-                        "run's history",
-                        thread_id=key[0],
-                        checkpoint_id=cid,
-                        head=head,
-                    )
-            self._note_own(cid, writes, task_id)
-            yield from below.flow("put_writes", *args)
+            yield from _write_lock(self.store, key[0])
+            try:
+                yield from self._checked_writes(below, key, cid, args, is_update)
+            finally:
+                yield release_lock(self.store.unlock, key[0])
         finally:
-            yield _store(lock.__exit__, None, None, None)
             if updating:
-                yield _store(self.store.run_unlock, key[0])
+                yield release_lock(self.store.run_unlock, key[0])
+
+    def _checked_writes(
+        self,
+        below: SaverView,
+        key: tuple[str, str],
+        cid: str,
+        args: tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str],
+        is_update: bool,
+    ) -> _Steps:
+        """`put_writes(*args)` under the thread's short lock: refused when another run
+        stored a different result for the task, or a child of `cid` (module doc)."""
+        writes, task_id = args[1], args[2]
+        # update_state replays a pending task's id on purpose: it replaces.
+        if not is_update:
+            stored = yield _store(self.store.writes, *key, cid, task_id)
+            new = self._compare_writes(key, cid, task_id, writes, stored)
+        else:
+            new = True
+        if new and cid not in self.own_parents:
+            # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
+            # only a head newer than `cid` can be a child of it: the common case —
+            # `cid` is the head, or not stored yet — needs one indexed query.
+            head = yield _store(self.store.head, *key)
+            if head is not None and head > cid and (
+                yield _store(self.store.has_child, *key, cid)
+            ):
+                raise ConcurrentRunError(
+                    f"checkpoint {cid!r} already has a newer checkpoint after it, so "
+                    f"new writes of task {task_id!r} there would leak into another "
+                    "run's history",
+                    thread_id=key[0],
+                    checkpoint_id=cid,
+                    head=head,
+                )
+        self._note_own(cid, writes, task_id)
+        yield from below.flow("put_writes", *args)
 
     def _compare_writes(
         self,
@@ -624,9 +654,6 @@ class GuardLayer(Layer):
         if len(self._own_writes) > 4096:
             self._own_writes.pop(next(iter(self._own_writes)))
         self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
-
-
-_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 class GuardedSaver(LayeredSaver):
@@ -691,45 +718,47 @@ class GuardedSaver(LayeredSaver):
         return self.guard.exclusive(thread_id, wait=wait)
 
 
-async def _await_event(event: threading.Event, timeout: float) -> bool:
-    """`event.wait(timeout)` without a thread: polled, backing off to 20 ms."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    pause = 0.0005
-    while not event.is_set():
-        left = deadline - loop.time()
-        if left <= 0:
+class _InFlight:
+    """A checkpoint being stored, which its task writes wait for: a thread on an event, a
+    task on a future of its own loop — woken when the put ends, with no polling."""
+
+    __slots__ = ("_event", "_mutex", "_waiters")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._mutex = threading.Lock()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+    async def wait_async(self, timeout: float) -> bool:
+        waiter = asyncio.get_running_loop().create_future()
+        with self._mutex:
+            if self._event.is_set():
+                return True
+            self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
             return False
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, 0.02)
-    return True
+        return True
+
+    def set(self) -> None:
+        with self._mutex:
+            self._event.set()
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
 
 
-async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    """A blocking store call (file locks, a psycopg session) in a worker thread. Lock
-    waits go behind a per-event-loop gate, so parked waiters cannot use up the executor
-    that the holder (and LangGraph's sync nodes) need to go on."""
-    if getattr(fn, "__name__", "") != "__enter__":
-        return await asyncio.to_thread(fn, *args)
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
-    if gate is None:
-        gate = _GATES[loop] = asyncio.Lock()
-    async with gate:
-        return await asyncio.to_thread(fn, *args)
-
-
-async def _arun_lock(store: HeadStore, thread_id: str, wait: bool) -> bool:
-    """A run lock under asyncio: tried, and while waiting tried again after a pause —
-    a whole turn is too long to park an executor thread on."""
-    pause = 0.002
-    while True:
-        if await asyncio.to_thread(store.try_run_lock, thread_id, False):
-            return True
-        if not wait:
-            return False
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.05)
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _Release:
@@ -745,13 +774,23 @@ class _Release:
         # or update_state on the same thread does not wait for it.
         self._hold, self._token = _enter_hold(thread_id)
 
-    def __call__(self, *_: Any) -> None:
+    def _claim(self) -> bool:
         with self._lock:
             if self._done:
-                return
+                return False
             self._done = True
         _exit_hold(self._hold, self._token)
-        self.store.run_unlock(self.thread_id)
+        return True
+
+    def __call__(self, *_: Any) -> None:
+        if self._claim():
+            self.store.run_unlock(self.thread_id)
+
+    async def aclose(self) -> None:
+        """The release under asyncio: the unlock in a worker thread, finished even when
+        the run's exit is cancelled meanwhile (shielded)."""
+        if self._claim():
+            await asyncio.shield(asyncio.to_thread(self.store.run_unlock, self.thread_id))
 
 
 class _Recent:

@@ -21,6 +21,15 @@ Contract:
   fork the thread silently are refused. A turn's input is checked against the stored log
   before it is stored (`threadlog.checkpoint.input_check`; `max_input_chars` caps a message's
   text), so bad input raises the log's own error and leaves the thread unchanged.
+* **Run locks** (`max_lock_connections`). The guard's locks share a bounded set of
+  connections per saver, however many runs hold a thread: on Postgres at most that many
+  sessions (default 2), each holding any number of advisory locks, so a process opens
+  2 + N connections per saver (the saver's, the guard's reads, N lock sessions) for 1 or
+  1000 concurrent runs, and no run waits for a session longer than one statement; on
+  SQLite at most that many run-lock files open at once (default 256: a held run lock is
+  an open file), past which runs queue for a file instead of failing; memory holds
+  nothing to bound. A held thread is waited for by polling (1 ms doubling to 20 ms),
+  never inside the database or in a worker thread.
 * **History cache.** With `cache=True` (the default) the backend saver gets
   `threadlog.with_history_cache`: a warm process rebuilds a thread's log from the new
   writes only, instead of re-reading the whole thread every turn.
@@ -46,6 +55,9 @@ from threadlog.checkpoint.backends import (
     MemoryHeadStore,
     PostgresHeadStore,
     SqliteHeadStore,
+    lock_bound,
+    release_lock,
+    take_lock,
 )
 from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
@@ -102,6 +114,23 @@ class _Options:
     max_input_chars: int | None
     cache: bool
     multitask_strategy: MultitaskStrategy
+    max_lock_connections: int | None
+
+
+def _options(
+    guard: bool,
+    allowed_types: Iterable[tuple[str, str] | type],
+    wrap: SaverWrapper | None,
+    max_input_chars: int | None,
+    cache: bool,
+    multitask_strategy: MultitaskStrategy,
+    max_lock_connections: int | None,
+) -> _Options:
+    lock_bound(max_lock_connections, 1)  # a bad value fails here, before anything opens
+    return _Options(
+        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy,
+        max_lock_connections,
+    )
 
 
 @contextlib.contextmanager
@@ -114,6 +143,7 @@ def checkpointer(
     max_input_chars: int | None = None,
     cache: bool = True,
     multitask_strategy: MultitaskStrategy = "enqueue",
+    max_lock_connections: int | None = None,
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A sync saver for `url` (see module doc), closed when the block ends.
 
@@ -129,9 +159,12 @@ def checkpointer(
         multitask_strategy: what a run does while another run holds its thread:
             `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
             anything is stored (per thread: `saver.set_multitask_strategy`).
+        max_lock_connections: how many connections the run guard's locks may hold open
+            (module doc, "Run locks"); None: 2 Postgres sessions, 256 SQLite lock files.
     """
-    options = _Options(
-        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy
+    options = _options(
+        guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
+        max_lock_connections,
     )
     with contextlib.ExitStack() as stack:
         yield run(_build(url, options, stack))
@@ -147,11 +180,13 @@ async def acheckpointer(
     max_input_chars: int | None = None,
     cache: bool = True,
     multitask_strategy: MultitaskStrategy = "enqueue",
+    max_lock_connections: int | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An async saver for `url` (the arguments of `checkpointer`), closed when the block
     ends."""
-    options = _Options(
-        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy
+    options = _options(
+        guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
+        max_lock_connections,
     )
     async with contextlib.AsyncExitStack() as stack:
         yield await arun(_build(url, options, stack))
@@ -174,24 +209,23 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
     elif target.kind == "sqlite":
         saver, shared = yield Io(_open_sqlite, _aopen_sqlite, (target.location, serde, stack))
         # ":memory:" is private to one connection: the head store reads through it.
-        store = SqliteHeadStore(target.location, shared)
+        store = SqliteHeadStore(target.location, shared, options.max_lock_connections)
     else:
         _require_postgres()
         saver = yield Io(_open_postgres, _aopen_postgres, (target.location, serde, stack))
-        store = PostgresHeadStore(target.location)
+        store = PostgresHeadStore(target.location, options.max_lock_connections)
     stack.callback(store.close)
     if target.kind == "sqlite":
         yield _setup(saver)  # CREATE TABLE IF NOT EXISTS; SQLite serializes it
     elif target.kind == "postgres" and target.location not in _SET_UP:
         # Migrations under an advisory lock, so workers starting together do not race on
-        # CREATE TABLE; once per process and URL. Under asyncio the lock is taken in a
-        # worker thread, never on the event loop.
-        lock = store.lock("__setup__")
-        yield Io(lock.__enter__)
+        # CREATE TABLE; once per process and URL. Waited for by polling (`take_lock`):
+        # under asyncio neither the event loop nor a worker thread waits on it.
+        yield from take_lock(store.try_lock, store.unlock, "__setup__", True)
         try:
             yield _setup(saver)
         finally:
-            yield Io(lock.__exit__, None, (None, None, None))
+            yield release_lock(store.unlock, "__setup__")
         _SET_UP.add(target.location)
     return _finish(
         saver,

@@ -24,10 +24,14 @@ from threadlog.checkpoint.backends.base import (
     HeadStore,
     StoredWrite,
     Walk,
+    lock_bound,
+    release_lock,
+    take_lock,
     unwrap,
 )
 from threadlog.checkpoint.backends.memory import MemoryBackend, MemoryHeadStore
 from threadlog.checkpoint.backends.postgres import (
+    LOCK_APPLICATION_NAME,
     AsyncPostgresBackend,
     PostgresBackend,
     PostgresHeadStore,
@@ -39,6 +43,7 @@ from threadlog.checkpoint.backends.sqlite import (
 )
 
 __all__ = [
+    "LOCK_APPLICATION_NAME",
     "AsyncPostgresBackend",
     "AsyncSqliteBackend",
     "Backend",
@@ -53,6 +58,9 @@ __all__ = [
     "StoredWrite",
     "Walk",
     "backend_of",
+    "lock_bound",
+    "release_lock",
+    "take_lock",
     "unwrap",
 ]
 

@@ -8,7 +8,8 @@ Contract:
 * A `Backend` answers, for the saver it was made from:
   - the run guard: `head_store(location)`, the `HeadStore` for that storage (a thread's
     head, `has_child`, a task's stored writes, write keys; the short per-thread write lock
-    and the cross-process run lock, `try_run_lock` / `run_unlock`), on its own connection;
+    and the cross-process run lock, `try_lock` / `try_run_lock`, each one attempt), on its
+    own connection;
   - the history cache: `walk` / `awalk` (a channel's writes from the target's parent back
     to a cached checkpoint, None when that is not provable by a query) and `read` /
     `aread` (the cold read, exactly the saver's own `get_delta_channel_history`; None: let
@@ -23,12 +24,21 @@ Contract:
   `Query`s (SQL, params, a per-row parser that runs as rows stream in, so blobs are dropped
   early) and gets each one's parsed rows back; `drive` / `adrive` run one over a sync or an
   async executor.
+* Locks are taken by one flow for both drivers, `take_lock` (and given back by
+  `release_lock`, shielded from cancellation): a store's lock call is one
+  attempt that never waits on a lock another run holds (at most one statement's round
+  trip), and waiting is the flow's own polling with backoff — `time.sleep` in a sync
+  caller's thread, `asyncio.sleep` on the event loop. So no worker thread of an event
+  loop's executor ever parks on a thread's lock, and no database session or file is
+  pinned by a waiter. The order in which waiters get a lock is not promised.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import functools
 import threading
+import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -49,6 +59,9 @@ __all__ = [
     "Walk",
     "adrive",
     "drive",
+    "lock_bound",
+    "release_lock",
+    "take_lock",
     "unwrap",
 ]
 
@@ -116,14 +129,20 @@ class HeadStore(Protocol):
     """What the guard needs to know about a thread, read under its lock.
 
     Memory uses `threading` locks, SQLite an `flock` on a file next to the database,
-    Postgres advisory locks. Every lock dies with its holder (a file descriptor or a
-    database session), so a SIGKILLed worker never blocks a thread. The stores read
-    LangGraph's own tables; they never write.
+    Postgres advisory locks on a bounded pool of sessions. Every lock dies with its holder
+    (a file descriptor or a database session), so a SIGKILLed worker never blocks a
+    thread. The stores read LangGraph's own tables; they never write.
+
+    The lock calls are one attempt each (take them with `take_lock`): True, taken; False,
+    another holder has it; None (run locks only), no lock session or file is free in this
+    process right now — try again, whatever the strategy (the thread is not busy).
     """
 
-    def lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]: ...
+    def try_lock(self, thread_id: str) -> bool | None: ...
 
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool: ...
+    def unlock(self, thread_id: str) -> None: ...
+
+    def try_run_lock(self, thread_id: str) -> bool | None: ...
 
     def run_unlock(self, thread_id: str) -> None: ...
 
@@ -142,27 +161,85 @@ class HeadStore(Protocol):
     def close(self) -> None: ...
 
 
+# Seconds between two attempts at a held lock: from 1 ms, doubling, up to 20 ms (a turn
+# takes longer; a waiter then costs ~50 cheap attempts a second).
+_FIRST_PAUSE, _LAST_PAUSE = 0.001, 0.02
+
+
+def take_lock(
+    try_lock: Callable[[str], bool | None], unlock: Callable[[str], None], name: str, wait: bool
+) -> Flow[bool]:
+    """Take a lock through its one-attempt call `try_lock(name)` (`HeadStore`): True once
+    taken; False when another holder has it and not `wait`. Meanwhile it polls, backing
+    off: the pause is an `Io` too (`time.sleep` / `asyncio.sleep`), and each attempt a
+    call that returns at once, run by `arun` in a worker thread — where, if the awaiting
+    task is cancelled meanwhile, a lock the attempt took is given back (`unlock`)."""
+    pause = _FIRST_PAUSE
+    while True:
+        got = yield Io(try_lock, functools.partial(_attempt, try_lock, unlock), (name,))
+        if got:
+            return True
+        if got is False and not wait:
+            return False
+        yield Io(time.sleep, asyncio.sleep, (pause,))
+        pause = min(pause * 2, _LAST_PAUSE)
+
+
+def release_lock(unlock: Callable[[str], None], name: str) -> Io:
+    """Give a lock back: under asyncio in a worker thread, finished even if the awaiting
+    task is cancelled (shielded) — a lock left taken would block its thread for good."""
+    return Io(unlock, functools.partial(_shielded, unlock), (name,))
+
+
+async def _attempt(
+    try_lock: Callable[[str], bool | None], unlock: Callable[[str], None], name: str
+) -> bool | None:
+    attempt = asyncio.ensure_future(asyncio.to_thread(try_lock, name))
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        loop = asyncio.get_running_loop()
+
+        def undo(done: asyncio.Future[bool | None]) -> None:
+            if not done.cancelled() and done.exception() is None and done.result():
+                loop.run_in_executor(None, unlock, name)
+
+        attempt.add_done_callback(undo)
+        raise
+
+
+async def _shielded(fn: Callable[[str], None], name: str) -> None:
+    await asyncio.shield(asyncio.to_thread(fn, name))
+
+
+def lock_bound(value: int | None, default: int) -> int:
+    """`max_lock_connections` checked (None: the backend's `default`)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_lock_connections must be a positive int or None, got {value!r}")
+    return value
+
+
 class LocalRuns:
-    """Which threads this process holds a run lock on (OS/database locks are per
-    process or per session, so they cannot keep two threads of one process apart)."""
+    """Which threads this process holds a lock on (OS/database locks are per process or
+    per session, so they cannot keep two threads of one process apart)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
         self._held: set[str] = set()
 
-    def acquire(self, thread_id: str, wait: bool) -> bool:
-        with self._cond:
-            while thread_id in self._held:
-                if not wait:
-                    return False
-                self._cond.wait()
+    def acquire(self, thread_id: str) -> bool:
+        """Claim `thread_id` (False: already claimed; never waits)."""
+        with self._mutex:
+            if thread_id in self._held:
+                return False
             self._held.add(thread_id)
             return True
 
     def release(self, thread_id: str) -> None:
-        with self._cond:
+        with self._mutex:
             self._held.discard(thread_id)
-            self._cond.notify_all()
 
 
 # -- the backend ---------------------------------------------------------------------------
@@ -186,9 +263,10 @@ class Backend:
 
     # -- the run guard
 
-    def head_store(self, location: str) -> HeadStore:
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         """The guard's `HeadStore` for this storage (`location`: the SQLite path or the
-        Postgres URL the saver was opened from; "" for memory)."""
+        Postgres URL the saver was opened from; "" for memory; `max_lock_connections`:
+        the bound of `checkpointer(url, max_lock_connections=...)`, None its default)."""
         raise TypeError(
             f"threadlog keeps no thread heads or run locks for a {type(self.saver).__name__}; "
             "use a SQLite, Postgres or in-memory saver"

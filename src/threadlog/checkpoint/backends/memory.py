@@ -6,9 +6,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -25,23 +24,25 @@ __all__ = ["MemoryBackend", "MemoryHeadStore"]
 
 
 class MemoryHeadStore:
-    """Reads an `InMemorySaver`'s dicts; one process, so a thread lock is the mutex."""
+    """Reads an `InMemorySaver`'s dicts; one process, so a thread lock is the mutex. A lock
+    holds nothing but a set entry, so `max_lock_connections` has nothing to bound here."""
 
     def __init__(self, saver: InMemorySaver) -> None:
         self.saver = saver
         self._lock = threading.Lock()
         self._runs = LocalRuns()
 
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        return self._runs.acquire(thread_id, wait)
+    def try_run_lock(self, thread_id: str) -> bool:
+        return self._runs.acquire(thread_id)
 
     def run_unlock(self, thread_id: str) -> None:
         self._runs.release(thread_id)
 
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        with self._lock:
-            yield
+    def try_lock(self, thread_id: str) -> bool:
+        return self._lock.acquire(blocking=False)
+
+    def unlock(self, thread_id: str) -> None:
+        self._lock.release()
 
     def head(self, thread_id: str, ns: str) -> str | None:
         ids = self.saver.storage.get(thread_id, {}).get(ns, {})
@@ -69,7 +70,7 @@ class MemoryBackend(Backend):
     kind: ClassVar[str] = "memory"
     saver: InMemorySaver
 
-    def head_store(self, location: str) -> HeadStore:
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return MemoryHeadStore(self.saver)
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:

@@ -16,8 +16,10 @@ Contract:
   - `read`: None — the saver's own delta read is already two queries.
 * `PostgresBackend` also answers the inspector's listings and sizes (`octet_length()`
   only: no value is decoded for a size).
-* `PostgresHeadStore`: the run guard's heads on a session of its own, and a session
-  advisory lock per thread — released by Postgres itself when its holder dies.
+* `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
+  advisory locks per thread (run, write) on a bounded pool of sessions shared by all
+  locks (`LockSessions`: `max_lock_connections`) — released by Postgres itself when
+  their holder dies.
 * `table_columns(conn)` / `TABLES`: the shape check of `open_readonly`.
 
 psycopg is imported only inside functions: `import threadlog` never loads it.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -46,12 +49,16 @@ from threadlog.checkpoint.backends.base import (
     attribute_blobs,
     collect_writes,
     drive,
+    lock_bound,
     parse_rows,
 )
 
 __all__ = [
+    "DEFAULT_LOCK_SESSIONS",
+    "LOCK_APPLICATION_NAME",
     "TABLES",
     "AsyncPostgresBackend",
+    "LockSessions",
     "PostgresBackend",
     "PostgresHeadStore",
     "table_columns",
@@ -203,8 +210,8 @@ class PostgresBackend(Backend):
 
             return drive(steps, execute)
 
-    def head_store(self, location: str) -> HeadStore:
-        return PostgresHeadStore(location)
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
+        return PostgresHeadStore(location, max_lock_connections)
 
     def walk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
@@ -309,8 +316,8 @@ class AsyncPostgresBackend(Backend):
 
             return await adrive(steps, execute)
 
-    def head_store(self, location: str) -> HeadStore:
-        return PostgresHeadStore(location)
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
+        return PostgresHeadStore(location, max_lock_connections)
 
     async def awalk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
@@ -340,84 +347,212 @@ _WRITE_KEYS_SQL = (
 )
 
 
-class PostgresHeadStore:
-    """Reads through its own connection; a session advisory lock per thread.
+# Sessions one head store holds for its locks by default (`max_lock_connections`).
+DEFAULT_LOCK_SESSIONS = 2
+# What the lock sessions call themselves in `pg_stat_activity`.
+LOCK_APPLICATION_NAME = "threadlog-locks"
 
-    The lock lives on this store's connection, so it is released by Postgres itself
-    when the holder's process dies.
+
+class _Session:
+    """One lock session: used by one statement at a time (`mutex`)."""
+
+    __slots__ = ("conn", "mutex")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.mutex = threading.Lock()
+
+
+class LockSessions:
+    """A bounded pool of Postgres sessions shared by every lock of one head store.
+
+    Advisory locks belong to the session that took them, so each lock is taken with
+    `pg_try_advisory_lock` on whichever session is free and released with
+    `pg_advisory_unlock` on that same session (`_held` remembers which). One session holds
+    any number of locks, so the bound limits connections, never runs: at most `size`
+    sessions, opened as statements need them, and a statement that finds them all busy
+    waits for the next one's statement to end (one round trip). No statement waits
+    inside the server (a blocking `pg_advisory_lock` would pin its session): a held lock
+    is waited for by polling (`take_lock`). A session that dies — its process SIGKILLed,
+    the server gone — releases every lock it held, so a dead worker never blocks a thread.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, size: int) -> None:
+        self._url = url
+        self.size = size
+        self._sessions: list[_Session] = []
+        self._opening = 0
+        self._turn = 0
+        self._held: dict[int, _Session] = {}
+        self._mutex = threading.Lock()  # guards the fields above; held for no I/O
+
+    def take(self, key: int) -> bool:
+        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there). A
+        session found dead (the server restarted, the connection cut) is dropped and the
+        attempt made once more on another."""
+        import psycopg
+
+        for retry in (True, False):
+            session = self._session()
+            try:
+                row = session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except psycopg.OperationalError:
+                self._drop(session)
+                if retry:
+                    continue
+                raise
+            except BaseException:
+                self._drop(session)
+                raise
+            else:
+                taken = bool(row and row[0])
+                if taken:
+                    with self._mutex:
+                        self._held[key] = session
+                return taken
+            finally:
+                session.mutex.release()
+        raise AssertionError("unreachable")
+
+    def give_back(self, key: int) -> None:
+        """`pg_advisory_unlock(key)` on the session that holds it (a dead one: nothing)."""
+        with self._mutex:
+            session = self._held.pop(key, None)
+        if session is None:
+            return
+        with session.mutex:
+            if session.conn.closed:
+                return  # its locks went with it
+            try:
+                session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except Exception:
+                # A torn session: closing it is what releases whatever it still holds.
+                self._drop(session)
+
+    def _session(self) -> _Session:
+        """A session whose mutex the caller now holds: a free one, else a new one while
+        below the bound, else the next one in turn once its statement ends."""
+        while True:
+            with self._mutex:
+                sessions = list(self._sessions)
+                grow = len(sessions) + self._opening < self.size
+                self._opening += grow
+            for session in sessions:
+                if session.mutex.acquire(blocking=False):
+                    if session.conn.closed:  # dropped meanwhile
+                        session.mutex.release()
+                        continue
+                    with self._mutex:
+                        self._opening -= grow
+                    return session
+            if grow:
+                try:
+                    session = _Session(self._connect())
+                except Exception:
+                    with self._mutex:
+                        self._opening -= 1
+                    if not sessions:
+                        raise  # no session at all: the server refuses this process
+                else:
+                    session.mutex.acquire()
+                    with self._mutex:
+                        self._opening -= 1
+                        self._sessions.append(session)
+                    return session
+            if not sessions:
+                time.sleep(0.001)  # the bound's sessions are being opened right now
+                continue
+            with self._mutex:
+                self._turn += 1
+            session = sessions[self._turn % len(sessions)]
+            session.mutex.acquire()  # bounded: the one statement running on it
+            if not session.conn.closed:
+                return session
+            session.mutex.release()  # it died meanwhile: pick again
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        return psycopg.Connection.connect(
+            self._url, autocommit=True, prepare_threshold=0, application_name=LOCK_APPLICATION_NAME
+        )
+
+    def _drop(self, session: _Session) -> None:
+        with self._mutex:
+            if session in self._sessions:
+                self._sessions.remove(session)
+            for key in [k for k, s in self._held.items() if s is session]:
+                del self._held[key]
+        session.conn.close()
+
+    def sessions(self) -> int:
+        """How many sessions are open now."""
+        with self._mutex:
+            return len(self._sessions)
+
+    def close(self) -> None:
+        with self._mutex:
+            sessions, self._sessions = self._sessions, []
+            self._held.clear()
+        for session in sessions:
+            session.conn.close()
+
+
+class PostgresHeadStore:
+    """Reads through its own connection; locks on a bounded pool of sessions.
+
+    Every thread has two advisory locks, the run lock and the short write lock, each
+    taken on one of the store's `LockSessions` (at most `max_lock_connections`, default
+    `DEFAULT_LOCK_SESSIONS`; so a process holds 2 + that many connections for a saver —
+    its own, this store's reads, its lock sessions — however many runs it holds). Two
+    runs of this process on one thread are kept apart in the process (`LocalRuns`): on
+    one session Postgres would grant the same advisory lock twice. Locks are released by
+    Postgres itself when the holder's process dies.
+    """
+
+    def __init__(self, url: str, max_lock_connections: int | None = None) -> None:
         import psycopg
 
         self._conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0)
-        self._thread_lock = threading.Lock()
-        self._url = url
+        self.locks = LockSessions(url, lock_bound(max_lock_connections, DEFAULT_LOCK_SESSIONS))
         self._runs = LocalRuns()
-        self._run_conns: dict[str, Any] = {}
-        self._idle: list[Any] = []
+        self._writers = LocalRuns()
 
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        import psycopg
-
-        if not self._runs.acquire(thread_id, wait):
-            return False
-        # A session per held run lock: a blocking wait must not hold up the
-        # write-guard queries of this process's other runs. Sessions are reused (a
-        # run lock is taken for every run), at most a few kept idle.
-        try:
-            conn = self._idle.pop() if self._idle else psycopg.Connection.connect(
-                self._url, autocommit=True, prepare_threshold=0
-            )
-            key = self.lock_key("run:" + thread_id)
-            if wait:
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            else:
-                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-                if not (row and row[0]):
-                    self._park(conn)
-                    self._runs.release(thread_id)
-                    return False
-        except BaseException:
-            self._runs.release(thread_id)
-            raise
-        self._run_conns[thread_id] = conn
-        return True
+    def try_run_lock(self, thread_id: str) -> bool:
+        return self._try(self._runs, "run:" + thread_id, thread_id)
 
     def run_unlock(self, thread_id: str) -> None:
-        conn = self._run_conns.pop(thread_id, None)
-        if conn is not None:
-            try:
-                conn.execute(
-                    "SELECT pg_advisory_unlock(%s)", (self.lock_key("run:" + thread_id),)
-                )
-            except Exception:
-                conn.close()  # closing the session releases its advisory locks
-            else:
-                self._park(conn)
-        self._runs.release(thread_id)
+        self._untake(self._runs, "run:" + thread_id, thread_id)
 
-    def _park(self, conn: Any) -> None:
-        if len(self._idle) < 4 and not conn.closed:
-            self._idle.append(conn)
-        else:
-            conn.close()
+    def try_lock(self, thread_id: str) -> bool:
+        return self._try(self._writers, thread_id, thread_id)
+
+    def unlock(self, thread_id: str) -> None:
+        self._untake(self._writers, thread_id, thread_id)
+
+    def _try(self, local: LocalRuns, name: str, thread_id: str) -> bool:
+        if not local.acquire(thread_id):
+            return False
+        try:
+            taken = self.locks.take(self.lock_key(name))
+        except BaseException:
+            local.release(thread_id)
+            raise
+        if not taken:
+            local.release(thread_id)
+        return taken
+
+    def _untake(self, local: LocalRuns, name: str, thread_id: str) -> None:
+        try:
+            self.locks.give_back(self.lock_key(name))
+        finally:
+            local.release(thread_id)
 
     @staticmethod
     def lock_key(thread_id: str) -> int:
         # A stable signed 64-bit key; "threadlog:" keeps us off other apps' lock keys.
         digest = hashlib.blake2b(f"threadlog:{thread_id}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big", signed=True)
-
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        key = self.lock_key(thread_id)
-        with self._thread_lock:
-            self._conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            try:
-                yield
-            finally:
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def head(self, thread_id: str, ns: str) -> str | None:
         row = self._conn.execute(_HEAD_SQL, (thread_id, ns)).fetchone()
@@ -439,8 +574,5 @@ class PostgresHeadStore:
         return frozenset((str(t), str(c)) for t, c in rows)
 
     def close(self) -> None:
-        for conn in [*self._idle, *self._run_conns.values()]:
-            conn.close()
-        self._idle.clear()
-        self._run_conns.clear()
+        self.locks.close()
         self._conn.close()

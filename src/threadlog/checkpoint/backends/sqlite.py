@@ -21,21 +21,21 @@ Contract:
 * `SqliteBackend` also answers the inspector's listings and sizes in one query each
   (`length()` only: no value is decoded for a size).
 * `SqliteHeadStore`: the run guard's heads and locks, on a connection of its own (opened
-  on first use) and `flock`s on files next to the database.
+  on first use) and `flock`s on files next to the database — at most
+  `max_lock_connections` run-lock files open at once (runs past that queue).
 * `table_columns(conn)` / `TABLES`: the tables and columns LangGraph's saver reads, for
   `open_readonly`'s shape check.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 import ormsgpack
@@ -55,10 +55,12 @@ from threadlog.checkpoint.backends.base import (
     adrive,
     collect_writes,
     drive,
+    lock_bound,
     parse_rows,
 )
 
 __all__ = [
+    "DEFAULT_LOCK_FILES",
     "TABLES",
     "AsyncSqliteBackend",
     "SqliteBackend",
@@ -272,9 +274,10 @@ class SqliteBackend(Backend):
             finally:
                 cur.close()
 
-    def head_store(self, location: str) -> HeadStore:
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         # ":memory:" is private to one connection: the guard reads the saver's own.
-        return SqliteHeadStore(location, self.saver.conn if location == ":memory:" else None)
+        shared = self.saver.conn if location == ":memory:" else None
+        return SqliteHeadStore(location, shared, max_lock_connections)
 
     def walk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
@@ -368,8 +371,8 @@ class AsyncSqliteBackend(Backend):
         async with saver.lock:
             return await adrive(steps, execute)
 
-    def head_store(self, location: str) -> HeadStore:
-        return SqliteHeadStore(location)
+    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
+        return SqliteHeadStore(location, None, max_lock_connections)
 
     async def awalk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
@@ -404,10 +407,27 @@ _WRITE_KEYS_SQL = (
 )
 
 
-class SqliteHeadStore:
-    """Reads a SQLite checkpoint file through its own connection; `flock` across processes."""
+# Run-lock files one store holds open at most by default: far below a process's usual
+# 1024 descriptors, far above the runs one SQLite file serves at once (writers queue).
+DEFAULT_LOCK_FILES = 256
 
-    def __init__(self, path: str, conn: sqlite3.Connection | None = None) -> None:
+
+class SqliteHeadStore:
+    """Reads a SQLite checkpoint file through its own connection; `flock` across processes.
+
+    A held run lock is an open file (one per thread, in `<db>.threadlog-runs/`), so at
+    most `max_lock_connections` (default `DEFAULT_LOCK_FILES`) are held at once by this
+    store: past that, a run queues for a free one (`try_run_lock` answers None) instead
+    of failing with "too many open files". The short write lock is one file for the
+    whole database (`<db>.threadlog-lock`), held by one writer of this process at a time.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        conn: sqlite3.Connection | None = None,
+        max_lock_connections: int | None = None,
+    ) -> None:
         self.path = path
         self._thread_lock = threading.Lock()
         # ":memory:" is private to one connection, so that one is shared (`conn`).
@@ -418,6 +438,9 @@ class SqliteHeadStore:
         self._lock_fd: int | None = None
         self._runs = LocalRuns()
         self._run_fds: dict[str, int] = {}
+        self._files = threading.BoundedSemaphore(
+            lock_bound(max_lock_connections, DEFAULT_LOCK_FILES)
+        )
         self._open_lock = threading.Lock()
 
     @property
@@ -439,45 +462,68 @@ class SqliteHeadStore:
                     )
         return self._lock_fd
 
-    def try_run_lock(self, thread_id: str, wait: bool) -> bool:
-        if not self._runs.acquire(thread_id, wait):
+    def try_run_lock(self, thread_id: str) -> bool | None:
+        if not self._runs.acquire(thread_id):
             return False
         if self.path == ":memory:":
             return True
-        # One lock file per thread in a directory next to the database.
-        folder = self.path + ".threadlog-runs"
-        os.makedirs(folder, exist_ok=True)
-        name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
-        fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        if not self._files.acquire(blocking=False):
             self._runs.release(thread_id)
-            return False
+            return None  # every lock file this store may hold open is in use: queue
+        try:
+            # One lock file per thread in a directory next to the database.
+            folder = self.path + ".threadlog-runs"
+            os.makedirs(folder, exist_ok=True)
+            name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
+            fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
+        except BaseException:
+            self._files.release()
+            self._runs.release(thread_id)
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException as exc:
+            os.close(fd)
+            self._files.release()
+            self._runs.release(thread_id)
+            if isinstance(exc, BlockingIOError):
+                return False
+            raise
         self._run_fds[thread_id] = fd
         return True
 
     def run_unlock(self, thread_id: str) -> None:
         fd = self._run_fds.pop(thread_id, None)
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+                self._files.release()
         self._runs.release(thread_id)
 
-    @contextlib.contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
+    def try_lock(self, thread_id: str) -> bool:
         # One lock for the whole file: SQLite serializes writers anyway, and a
         # byte-range lock per thread would buy nothing but complexity.
+        if not self._thread_lock.acquire(blocking=False):
+            return False
         fd = self._lock_file()
-        with self._thread_lock:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+        if fd is not None:
             try:
-                yield
-            finally:
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BaseException as exc:
+                self._thread_lock.release()
+                if isinstance(exc, BlockingIOError):
+                    return False
+                raise
+        return True
+
+    def unlock(self, thread_id: str) -> None:
+        try:
+            if self._lock_fd is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
 
     def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         try:
