@@ -98,7 +98,6 @@ from threadlog.errors import UpstreamChangedError
 from threadlog.flows import Flow, arun, call, run
 
 __all__ = [
-    "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_RUNTIME",
     "MISSING",
     "PREGEL",
@@ -177,25 +176,29 @@ class _PregelFormat:
     ns_sep: str = NS_SEP
     """`"|"` joins nested checkpoint namespaces (a subgraph's, its subgraph's, …): a
     task's graph namespace is its own namespace up to the last `ns_sep`
-    (`nodes/model.py`, `checkpoint/recover.py`, `checkpoint/finished_subgraphs.py`,
+    (`nodes/model.py`, `checkpoint/recover.py`, `checkpoint/stopped_work.py`,
     `inspect/`)."""
     ns_end: str = NS_END
     """`":"` ends the node name in a namespace segment, `"<node>:<task_id>"`."""
     null_task_id: str = NULL_TASK_ID
     """The task id of writes that are input to a step rather than a task's output: the
-    loop applies them first, for resumes and new input alike (`checkpoint/finished.py`
+    loop applies them first, for resumes and new input alike (`checkpoint/stopped_work.py`
     carries a crash's finished work as such writes; `checkpoint/input_check.py`)."""
     checkpoint_map: str = CONFIG_KEY_CHECKPOINT_MAP
     """The config key of a running task's `{graph namespace: checkpoint id}` map: which
     checkpoint each enclosing graph is at (`checkpoint/recover.py`)."""
+    durability: str = CONFIG_KEY_DURABILITY
+    """The config key of a running task's `durability`: the tool node stores no "started"
+    marker under "exit", where nothing of the run is stored before it ends
+    (`nodes/tools/started.py`)."""
     parents: str = "parents"
     """The metadata key under which each checkpoint records that map of its enclosing
-    graphs (`metadata["parents"]`; `checkpoint/finished_subgraphs.py`,
+    graphs (`metadata["parents"]`; `checkpoint/stopped_work.py`,
     `inspect/namespaces.py` list a subgraph's checkpoints by it)."""
     branch_to: str = "branch:to:"
     """The channel prefix a StateGraph edge writes to trigger a node (`branch:to:<node>`;
     a literal in `langgraph/graph/state.py`): a head that still holds one has a task to
-    run, so a subgraph may have stored work below it (`checkpoint/finished_subgraphs.py`)."""
+    run, so a subgraph may have stored work below it (`checkpoint/stopped_work.py`)."""
     root_pull_task_path: str = "~__pregel_pull, {node}"
     """The `task_path` (the `put_writes` argument) of a root graph's pull task of node
     `{node}`: the guard tells a turn's `__start__` input writes by its last `", "` part
@@ -239,7 +242,7 @@ _CALLS: dict[str, contextvars.ContextVar[_Call | None]] = {
 _ENTRY_POINTS: tuple[tuple[type, str, str, bool], ...] = (
     # The loop reads the thread's head while it enters: the one moment a saver can tell a
     # run from a reader (the run guard takes the thread's lock then; new input abandons
-    # the head's tasks then, `checkpoint/finished.py`).
+    # the head's tasks then, `checkpoint/stopped_work.py`).
     (SyncPregelLoop, "__enter__", "loop_enter", False),
     (AsyncPregelLoop, "__aenter__", "loop_enter", True),
     # get_state's own read (not update_state's): shown with refused writes as task errors.

@@ -119,7 +119,7 @@ def test_a_running_task_reads_its_runs_durability_under_the_durability_key() -> 
     seen: list[Any] = []
 
     def node(state: S, config: RunnableConfig) -> S:
-        seen.append(config["configurable"].get(_upstream.CONFIG_KEY_DURABILITY))
+        seen.append(config["configurable"].get(_upstream.PREGEL.durability))
         return {"n": 1}
 
     g = StateGraph(S)

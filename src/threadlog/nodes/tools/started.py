@@ -60,7 +60,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from threadlog._upstream import CONFIG_KEY_DURABILITY
+from threadlog._upstream import PREGEL
 from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_marker
 from threadlog.flows import Flow
 from threadlog.flows import call as saver_call
@@ -77,7 +77,7 @@ def note_flow(
     (module doc); a no-op outside a checkpointed run or with `durability="exit"`."""
     conf = (config or {}).get("configurable") or {}
     cid = call.get("id")
-    if not cid or conf.get(CONFIG_KEY_DURABILITY) == "exit":
+    if not cid or conf.get(PREGEL.durability) == "exit":
         return
     found = node_checkpoint(config)
     if found is None:
