@@ -12,10 +12,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
+from test_async_drifts import _echo_graph
 
 import threadlog
 from threadlog.checkpoint.cache import history_cache_of
@@ -24,18 +24,6 @@ from threadlog.checkpoint.layered import LayeredSaver, layer_of
 from threadlog.checkpoint.stopped_work import StoppedWorkLayer
 
 LAYERS = ("guard", "stopped_work", "checksums", "own_writes", "history")
-
-
-def _echo_graph(saver: Any) -> Any:
-    def reply(state: threadlog.MessagesState) -> dict[str, Any]:
-        n = len(state["messages"])
-        return {"messages": [AIMessage(f"echo {n}", id=f"ai-{n}")]}
-
-    builder = StateGraph(threadlog.MessagesState)
-    builder.add_node("reply", reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=saver)
 
 
 def test_the_checkpointer_is_one_wrapper_whose_layers_are_an_ordered_tuple(
