@@ -22,6 +22,7 @@ it compares equal to the one LangGraph's ToolNode returns.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,6 +63,7 @@ _log = logging.getLogger("threadlog.tools")
 
 DURATION_KEY = "threadlog_duration_ms"
 _MAX_WARNED = 1024  # (tool, change) pairs a node remembers having warned about
+_WARNED_LOCK = threading.Lock()
 _MAX_DETAIL = 300  # characters of an exception's text shown to the model
 
 
@@ -293,10 +295,12 @@ def _finish_result(
         )
     if check.change is not None:
         key = (call["name"], check.change)
-        if warned is None or key not in warned:
-            _log.warning(change_warning(call["name"], check.change))
-            if warned is not None and len(warned) < _MAX_WARNED:
+        with _WARNED_LOCK:  # a step's calls finish in parallel threads: check and add as one
+            first = warned is None or key not in warned
+            if first and warned is not None and len(warned) < _MAX_WARNED:
                 warned.add(key)
+        if first:
+            _log.warning(change_warning(call["name"], check.change))
     message = cut_content(message, max_content_chars)
     if decision is not None and decision.action == "edit":
         edit = {"action": "edit", "args": decision.args}
