@@ -14,8 +14,8 @@ from typing import Any
 
 from tests.helpers_model import ai, ids, user
 from threadlog import ContextPolicy, build_context
-from threadlog.pairing import OpenCalls
 from threadlog.nodes.turns import call_ids
+from threadlog.pairing import OpenCalls
 
 
 def _log(turns: int) -> list[Any]:
