@@ -50,6 +50,7 @@ from threadlog.flows import Flow, Io, arun, run
 
 __all__ = [
     "Backend",
+    "CheckpointsListings",
     "HeadRow",
     "HeadStore",
     "LocalRuns",
@@ -356,6 +357,49 @@ class Backend:
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         """`{checkpoint_id: bytes its rows hold}` in `ns`, or None when not measurable."""
         return None
+
+
+class CheckpointsListings:
+    """The inspector's listings over LangGraph's `checkpoints` table, which SQLite and
+    Postgres store alike: written once, with the dialect's parameter `placeholder`. A
+    backend mixing this in gives `_rows(sql, params)`."""
+
+    placeholder: ClassVar[str]
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def thread_heads(self) -> list[HeadRow]:
+        return [
+            (str(t), str(h), str(f), int(n))
+            for t, h, f, n in self._rows(
+                "SELECT thread_id, max(checkpoint_id), min(checkpoint_id), count(*) "
+                "FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
+            )
+        ]
+
+    def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
+        p = self.placeholder
+        rows = self._rows(
+            f"SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p}",
+            (thread_id, ns),
+        )
+        return sorted(str(r[0]) for r in rows)
+
+    def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
+        rows = self._rows(
+            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
+            f"WHERE thread_id = {self.placeholder} AND checkpoint_ns != '' GROUP BY checkpoint_ns",
+            (thread_id,),
+        )
+        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
+
+    def subgraph_counts(self) -> dict[str, int]:
+        rows = self._rows(
+            "SELECT thread_id, count(DISTINCT checkpoint_ns) FROM checkpoints "
+            "WHERE checkpoint_ns != '' GROUP BY thread_id"
+        )
+        return {str(t): int(n) for t, n in rows}
 
 
 def unwrap(saver: Any) -> Any:

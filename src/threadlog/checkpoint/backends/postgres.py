@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
     Backend,
-    HeadRow,
+    CheckpointsListings,
     HeadStore,
     LocalRuns,
     Query,
@@ -190,10 +190,11 @@ async def _aconnection(conn: Any) -> AsyncIterator[Any]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(CheckpointsListings, Backend):
     """A `PostgresSaver`: its connection (or pool) under its lock."""
 
     kind: ClassVar[str] = "postgres"
+    placeholder: ClassVar[str] = "%s"
 
     def _run(self, steps: Steps[Any]) -> Any:
         from psycopg.rows import tuple_row
@@ -223,15 +224,6 @@ class PostgresBackend(Backend):
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._run(_one(Query(sql, params)))  # type: ignore[no-any-return]
 
-    def thread_heads(self) -> list[HeadRow]:
-        return [
-            (str(t), str(h), str(f), int(n))
-            for t, h, f, n in self._rows(
-                "SELECT thread_id, max(checkpoint_id), min(checkpoint_id), count(*) "
-                "FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
-            )
-        ]
-
     def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
         wanted = set(heads)
         rows = self._rows(
@@ -245,28 +237,6 @@ class PostgresBackend(Backend):
             for tid, cid, typ, blob in rows
             if (tid, cid) in wanted
         ]
-
-    def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
-        rows = self._rows(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s",
-            (thread_id, ns),
-        )
-        return sorted(str(r[0]) for r in rows)
-
-    def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
-        rows = self._rows(
-            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
-            "WHERE thread_id = %s AND checkpoint_ns != '' GROUP BY checkpoint_ns",
-            (thread_id,),
-        )
-        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
-
-    def subgraph_counts(self) -> dict[str, int]:
-        rows = self._rows(
-            "SELECT thread_id, count(DISTINCT checkpoint_ns) FROM checkpoints "
-            "WHERE checkpoint_ns != '' GROUP BY thread_id"
-        )
-        return {str(t): int(n) for t, n in rows}
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         checkpoints = self._rows(

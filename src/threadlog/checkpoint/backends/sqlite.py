@@ -44,7 +44,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
     Backend,
-    HeadRow,
+    CheckpointsListings,
     HeadStore,
     LocalRuns,
     Query,
@@ -261,10 +261,11 @@ def _one(query: Query) -> Steps[list[Any]]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(CheckpointsListings, Backend):
     """A `SqliteSaver`: its connection under its lock."""
 
     kind: ClassVar[str] = "sqlite"
+    placeholder: ClassVar[str] = "?"
 
     def _run(self, steps: Steps[Any]) -> Any:
         with self.saver.lock:
@@ -294,15 +295,6 @@ class SqliteBackend(Backend):
     def _rows(self, sql: str, params: Sequence[Any] = (), row: Any = None) -> list[Any]:
         return self._run(_one(Query(sql, params, row)))  # type: ignore[no-any-return]
 
-    def thread_heads(self) -> list[HeadRow]:
-        return [
-            (str(t), str(h), str(f), int(n))
-            for t, h, f, n in self._rows(
-                "SELECT thread_id, max(checkpoint_id), min(checkpoint_id), count(*) "
-                "FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id"
-            )
-        ]
-
     def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
         wanted = set(heads)
         serde = self.saver.serde
@@ -314,28 +306,6 @@ class SqliteBackend(Backend):
             if (r[0], r[1]) in wanted else None,
         )
         return [f for f in found if f is not None]
-
-    def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
-        rows = self._rows(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
-            (thread_id, ns),
-        )
-        return sorted(str(r[0]) for r in rows)
-
-    def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
-        rows = self._rows(
-            "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns != '' GROUP BY checkpoint_ns",
-            (thread_id,),
-        )
-        return [(str(ns), int(n), str(h)) for ns, n, h in rows]
-
-    def subgraph_counts(self) -> dict[str, int]:
-        rows = self._rows(
-            "SELECT thread_id, count(DISTINCT checkpoint_ns) FROM checkpoints "
-            "WHERE checkpoint_ns != '' GROUP BY thread_id"
-        )
-        return {str(t): int(n) for t, n in rows}
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         out: dict[str, int] = {}
