@@ -20,7 +20,9 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
   `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
   `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
 * Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
-  `with_history_cache`, `HistoryCache`; `UpstreamChangedError` (an incompatible LangGraph).
+  `with_history_cache`, `HistoryCache`; `allow_state_types` (your state's own types on a
+  saver's strict serializer), `UndecodedValue` (what a reader shows for a type it may not
+  rebuild); `UpstreamChangedError` (an incompatible LangGraph).
 * Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
 """
 
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from threadlog.channel import MessageLogChannel, Messages, MessagesState
     from threadlog.checkpoint.cache import HistoryCache, with_history_cache
     from threadlog.checkpoint.saver import acheckpointer, checkpointer
+    from threadlog.checkpoint.serde import UndecodedValue
+    from threadlog.checkpoint.state_types import allow_state_types
     from threadlog.context.compaction import AgentState, Compactions
     from threadlog.context.policy import ContextPolicy, build_context, plan_context
     from threadlog.edits import Edit, edits_of, original_of
@@ -72,6 +76,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.channel": ("MessageLogChannel", "Messages", "MessagesState"),
     "threadlog.checkpoint.cache": ("HistoryCache", "with_history_cache"),
     "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
+    "threadlog.checkpoint.serde": ("UndecodedValue",),
+    "threadlog.checkpoint.state_types": ("allow_state_types",),
     "threadlog.context.compaction": ("AgentState", "Compactions"),
     "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
     "threadlog.edits": ("Edit", "edits_of", "original_of"),
@@ -155,8 +161,10 @@ __all__ = [
     "ToolCallError",
     "ToolNode",
     "ToolPairingError",
+    "UndecodedValue",
     "UpstreamChangedError",
     "acheckpointer",
+    "allow_state_types",
     "append_messages",
     "build_context",
     "checkpointer",

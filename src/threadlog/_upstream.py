@@ -59,6 +59,13 @@ from langgraph._internal._constants import (
 # equivalent: a plain function node cannot carry the node's options and async twin.
 from langgraph._internal._runnable import RunnableCallable
 
+# LangGraph's own walk of a state schema's annotations for the types a strict msgpack
+# serializer must allow (pydantic models, dataclasses, enums, through TypedDicts, unions,
+# containers, `Annotated`) — what `StateGraph.compile()` feeds `with_allowlist` when
+# `LANGGRAPH_STRICT_MSGPACK` is on. Reused so `allow_state_types` allows exactly what
+# LangGraph would (`checkpoint/state_types.py`); there is no public form of it.
+from langgraph._internal._serde import collect_allowlist_from_schemas
+
 # `MISSING` is the sentinel `DeltaChannel.from_checkpoint` receives for "no value stored".
 from langgraph._internal._typing import MISSING
 
@@ -116,6 +123,7 @@ __all__ = [
     "openai_message_json",
     "running_loop",
     "saver_task_path",
+    "schema_types",
     "verify_hooks",
     "with_request_payload_rewrite",
 ]
@@ -152,6 +160,17 @@ def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
         return key in _msgpack.SAFE_MSGPACK_TYPES or key in extra
 
     return rebuilds
+
+
+def schema_types(
+    schemas: Sequence[Any], channels: Mapping[str, Any]
+) -> set[tuple[str, ...]]:
+    """The `(module, class)` pairs LangGraph's strict serializer must allow for these
+    schemas and channels (`ValueType` / `UpdateType`), as `compile()` collects them."""
+    found: set[tuple[str, ...]] = collect_allowlist_from_schemas(
+        schemas=[s for s in schemas if s is not None], channels=dict(channels)
+    )
+    return found
 
 
 def ls_provider(model: Any) -> str | None:

@@ -23,7 +23,8 @@ Contract:
 * `requires_approval` names tools that pause the run (LangGraph `interrupt`) until a
   human approves each call (see `threadlog.ToolNode`).
 * The result is an ordinary compiled LangGraph graph: `invoke`, `stream`, checkpoints,
-  `langgraph dev` all work as usual.
+  `langgraph dev` all work as usual. Its state's types are allowed by the checkpointer's
+  strict serializer (`threadlog.allow_state_types`), so nothing needs listing.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Send
 
+from threadlog.checkpoint.state_types import allow_state_types
 from threadlog.context.compaction import AgentState
 from threadlog.context.policy import ContextPolicy
 from threadlog.nodes.model import DEFAULT_MAX_MODEL_CALLS, ModelNode
@@ -60,6 +63,8 @@ def create_agent(
     tool_choice: str | dict[str, Any] | None = None,
     max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
     name: str | None = None,
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile a model ⇄ tools agent over `AgentState` (see the module docstring).
 
@@ -81,9 +86,13 @@ def create_agent(
         max_model_calls: model calls one turn may make before it is stopped with an
             explicit, logged reason (default 25); None: no cap.
         name: the compiled graph's name.
+        state_schema: your state, extending `threadlog.AgentState` (default: it); the
+            types it holds are allowed by the checkpointer's serializer.
+        context_schema: the run context's type (`graph.invoke(..., context=...)`), read by
+            a `model` / `system_prompt` callable through `runtime.context`.
     """
     tools = list(tools)
-    builder = StateGraph(AgentState)
+    builder = StateGraph(state_schema or AgentState, context_schema=context_schema)
     builder.add_node(
         "model",
         ModelNode(
@@ -106,7 +115,10 @@ def create_agent(
         builder.add_conditional_edges("model", _one_task_per_call, ["tools", END])
     else:
         builder.add_conditional_edges("model", tools_condition, ["tools", END])
-    return builder.compile(checkpointer=checkpointer, name=name)
+    graph = builder.compile(checkpointer=checkpointer, name=name)
+    if isinstance(checkpointer, BaseCheckpointSaver):
+        allow_state_types(graph)
+    return graph
 
 
 def _one_task_per_call(state: AgentState) -> list[Send] | str:

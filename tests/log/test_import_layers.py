@@ -46,7 +46,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.backends.postgres",
                     ),
                     ("checkpoint.backends",),
-                    ("checkpoint.layered", "checkpoint.recover"),
+                    ("checkpoint.layered", "checkpoint.recover", "checkpoint.state_types"),
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),
                     (
@@ -111,6 +111,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("examples.weather",),
     ("examples",),
     ("cli.progress", "cli.errors", "cli.transcript"),
+    ("cli.types",),
     ("cli.threads", "cli.demo"),
     ("cli.inspect",),
     ("cli.export",),

@@ -156,6 +156,31 @@ def test_msgpack_tables_and_strict_allowlist_are_readable() -> None:
     assert _upstream.msgpack_rebuilds(JsonPlusSerializer()) is None  # not strict
 
 
+class _Kind(__import__("enum").Enum):
+    A = "a"
+
+
+@__import__("dataclasses").dataclass
+class _Leg:
+    kind: _Kind
+
+
+class _Trip(BaseModel):
+    legs: list[_Leg]
+
+
+def test_schema_types_walks_a_state_schema_as_compile_does() -> None:
+    from typing import TypedDict
+
+    class State(TypedDict):
+        trip: _Trip | None
+
+    found = _upstream.schema_types([State, None], {})
+    names = {name for _, name in found}
+    assert {"_Trip", "_Leg", "_Kind"} <= names
+    assert (_Trip.__module__, "_Trip") in found
+
+
 def test_ls_provider_names_the_provider_of_a_chat_model() -> None:
     from langchain_openai import ChatOpenAI
 

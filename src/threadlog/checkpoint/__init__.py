@@ -68,8 +68,8 @@ wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a
 an async driver), the layers `guard`, `stopped_work`, `integrity` (checksums),
 `own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
 is stored), `recover` (results a stopped step stored), `backends/` (all SQL and locks on LangGraph's
-tables, one `Backend` per saver kind, `backend_of(saver)`), and `serde` (the strict
-allowlist).
+tables, one `Backend` per saver kind, `backend_of(saver)`), `serde` (the strict
+allowlist; a reader's placeholders) and `state_types` (a graph's state types on that list).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """

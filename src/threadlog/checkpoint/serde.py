@@ -16,20 +16,56 @@ instead: reading such a blob raises `threadlog.StoredDataError` naming the type 
 listens to LangGraph's serde events for the blocked record). threadlog's own state (the
 message log and the `compactions` events) is messages and plain dicts, so it needs
 nothing beyond the safe set; pickle fallback stays off.
+
+Widening is code-side only: `allow_types(serde, types)` adds types to a serializer in
+place (LangGraph's own `with_msgpack_allowlist` computes the new list; `allow_state_types`
+in `checkpoint/state_types.py` feeds it the graph's state types), and the reader's
+serializer takes `--allow-type` / `THREADLOG_ALLOW_TYPES`. Nothing read from a database
+can widen it.
+
+A reader (the inspector, the `threadlog` command) is built with `placeholders=True`: a
+blocked record reads as an `UndecodedValue` naming its type, where it stood, and the rest
+of the blob reads as usual — never a failed read, and never the record's raw arguments
+taken for data. Only a blob that held a blocked record pays for this (it is decoded
+once more, its blocked records rewritten as placeholders; `_placeholders`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+import ormsgpack
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_DELTA_SNAPSHOT,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+    JsonPlusSerializer,
+)
 
+from threadlog._upstream import msgpack_rebuilds
 from threadlog.errors import StoredDataError
 
-__all__ = ["THREADLOG_TYPES", "StrictSerializer", "strict_serializer"]
+__all__ = [
+    "ALLOW_TYPES_ENV",
+    "THREADLOG_TYPES",
+    "StrictSerializer",
+    "UndecodedValue",
+    "allow_types",
+    "parse_type_names",
+    "strict_serializer",
+]
+
+ALLOW_TYPES_ENV = "THREADLOG_ALLOW_TYPES"
+"""The environment variable a reader takes more types from: `module:Class`, comma-separated."""
 
 THREADLOG_TYPES: tuple[tuple[str, str], ...] = ()
 """(module, name) pairs threadlog adds to LangGraph's safe set: none today, because
@@ -37,18 +73,76 @@ the log and compaction events are messages and plain dicts (kept as the one plac
 some)."""
 
 
-def strict_serializer(extra: Iterable[tuple[str, str] | type] = ()) -> JsonPlusSerializer:
+@dataclass(frozen=True, slots=True)
+class UndecodedValue:
+    """A stored value a reader was not allowed to rebuild: only its type's name is read."""
+
+    type: str
+    """`module.Class` as the record names it (stored text: show it through `terminal`)."""
+
+    def __repr__(self) -> str:
+        return f"<not decoded: {self.type}>"
+
+    __str__ = __repr__
+
+
+_PLACEHOLDER_KEY = (UndecodedValue.__module__, UndecodedValue.__name__)
+
+
+def strict_serializer(
+    extra: Iterable[tuple[str, str] | type] = (), *, placeholders: bool = False
+) -> JsonPlusSerializer:
     """A `JsonPlusSerializer` with the msgpack allowlist on (see module doc).
 
     `extra`: more types your state stores, as classes or `(module, name)` pairs.
+    `placeholders`: a reader's serializer — a blocked record reads as an `UndecodedValue`
+    instead of raising `StoredDataError`.
     """
-    allowed: list[tuple[str, str]] = list(THREADLOG_TYPES)
-    for item in extra:
-        if isinstance(item, type):
-            allowed.append((item.__module__, item.__name__))
-        else:
-            allowed.append((item[0], item[1]))
-    return StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed))
+    allowed: list[tuple[str, str]] = [*THREADLOG_TYPES, *_keys(extra)]
+    serde = StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed))
+    serde.placeholders = placeholders
+    return serde
+
+
+def _keys(types: Iterable[tuple[str, ...] | type]) -> list[tuple[str, str]]:
+    return [
+        (t.__module__, t.__name__) if isinstance(t, type) else (t[0], t[1]) for t in types
+    ]
+
+
+def parse_type_names(text: str) -> list[tuple[str, str]]:
+    """`module:Class` names, comma-separated (`--allow-type`, `THREADLOG_ALLOW_TYPES`).
+
+    Raises ValueError naming the item that is not `module:Class`."""
+    out: list[tuple[str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        module, sep, name = item.partition(":")
+        if not sep or not module.strip() or not name.strip() or ":" in name:
+            raise ValueError(f"{item!r} is not a type name: write module:Class (app.mod:Profile)")
+        out.append((module.strip(), name.strip()))
+    return out
+
+
+def allow_types(serde: Any, types: Iterable[tuple[str, ...] | type]) -> bool:
+    """Add `types` to a strict serializer's allowlist *in place*; whether it changed.
+
+    LangGraph's `with_msgpack_allowlist` computes the widened serializer (a copy); its
+    state is then taken over by `serde` itself, because one serializer object is shared by
+    a saver, its wrappers and layers, and a copy would widen only one of them. A serializer
+    that is not strict (rebuilds everything) or not LangGraph's is left as it is.
+    """
+    if isinstance(serde, EncryptedSerializer):
+        return allow_types(serde.serde, types)
+    if not isinstance(serde, JsonPlusSerializer):
+        return False
+    keys = _keys(types)
+    wider = serde.with_msgpack_allowlist(keys)
+    if wider is serde:
+        return False
+    vars(serde).update(vars(wider))
+    return True
 
 
 _loading = threading.local()
@@ -64,7 +158,10 @@ def _on_serde_event(event: SerdeEvent) -> None:
 
 
 class StrictSerializer(JsonPlusSerializer):
-    """LangGraph's serializer with the allowlist on, refusing blocked records loudly."""
+    """LangGraph's serializer with the allowlist on, refusing blocked records loudly (or,
+    for a reader, `placeholders`, reading them as `UndecodedValue`)."""
+
+    placeholders: bool = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,12 +178,65 @@ class StrictSerializer(JsonPlusSerializer):
             value = super().loads_typed(data)
         finally:
             _loading.blocked = outer
-        if blocked:
-            raise StoredDataError(
-                f"a stored record names {', '.join(sorted(set(blocked)))}, which is not an "
-                "allowed type: it was not imported or called, and it is not read back as "
-                "data either. If your state stores this type, pass it to "
-                "threadlog.checkpointer(url, allowed_types=[...]); otherwise the database "
-                "holds a record threadlog did not write"
-            )
-        return value
+        if not blocked:
+            return value
+        if self.placeholders:
+            return _placeholders(self, data)
+        names = sorted(set(blocked))
+        raise StoredDataError(
+            f"a stored record names {', '.join(names)}: not an allowed type, so threadlog "
+            "did not rebuild it (nor read its fields back as data). If your "
+            "state stores this type, allow your graph's state types with "
+            "threadlog.allow_state_types(graph) (or checkpointer(url, allowed_types=[...])); "
+            f"the threadlog command reads it with --allow-type {_flag(names[0])} or "
+            f"{ALLOW_TYPES_ENV}. Otherwise the database holds a record your app did not write"
+        )
+
+
+def _flag(name: str) -> str:
+    module, _, cls = name.rpartition(".")
+    return f"{module}:{cls}" if module else name
+
+
+_CONSTRUCTORS = frozenset(
+    (
+        EXT_CONSTRUCTOR_SINGLE_ARG,
+        EXT_CONSTRUCTOR_POS_ARGS,
+        EXT_CONSTRUCTOR_KW_ARGS,
+        EXT_METHOD_SINGLE_ARG,
+        EXT_PYDANTIC_V1,
+        EXT_PYDANTIC_V2,
+    )
+)
+_OPT = ormsgpack.OPT_NON_STR_KEYS
+
+
+def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
+    """`data` read with each blocked record replaced by an `UndecodedValue` in its place.
+
+    The blob is rewritten (every record LangGraph would block becomes a record of
+    `UndecodedValue(name)`) and read by LangGraph's own loader with that one type added,
+    so everything allowed is rebuilt exactly as an ordinary read rebuilds it."""
+    kind, blob = data
+    rebuilds = msgpack_rebuilds(serde)
+    if kind != "msgpack" or rebuilds is None:
+        return JsonPlusSerializer.loads_typed(serde, data)
+    allowed = rebuilds
+
+    def rewrite(code: int, payload: bytes) -> ormsgpack.Ext:
+        if code in _CONSTRUCTORS:
+            tup = ormsgpack.unpackb(payload, ext_hook=rewrite, option=_OPT)
+            key = (tup[0], tup[1], tup[3]) if code == EXT_METHOD_SINGLE_ARG else (tup[0], tup[1])
+            if not allowed(key):
+                record = [*_PLACEHOLDER_KEY, ".".join(str(k) for k in key)]
+                return ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(record))
+            return ormsgpack.Ext(code, ormsgpack.packb(tup, option=_OPT))
+        if code == EXT_DELTA_SNAPSHOT:
+            inner = ormsgpack.unpackb(payload, ext_hook=rewrite, option=_OPT)
+            return ormsgpack.Ext(code, ormsgpack.packb(inner, option=_OPT))
+        return ormsgpack.Ext(code, payload)
+
+    clean = ormsgpack.packb(ormsgpack.unpackb(blob, ext_hook=rewrite, option=_OPT), option=_OPT)
+    reader = serde.with_msgpack_allowlist([_PLACEHOLDER_KEY])
+    return JsonPlusSerializer.loads_typed(reader, ("msgpack", clean))
+

@@ -22,6 +22,8 @@ __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.types import add_allow_type
+
     p = sub.add_parser(
         "export",
         help="print a thread's whole message history (jsonl, openai, langchain); reads only",
@@ -42,13 +44,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_allow_type(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import run_command
+    from threadlog.cli.types import reading
 
-    return run_command("export", lambda: _run(args))
+    return run_command("export", lambda: reading(args, _run))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ __all__ = ["check_output_path", "register", "run"]
 
 def register(sub: Any) -> None:
     from threadlog.cli.threads import SOURCE_HELP
+    from threadlog.cli.types import add_allow_type
 
     p = sub.add_parser(
         "inspect",
@@ -54,6 +55,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--last", type=int, metavar="N", help="read only the newest N checkpoints (long threads)"
     )
+    add_allow_type(p)
     p.set_defaults(func=run)
 
 
@@ -72,8 +74,9 @@ def check_output_path(path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import run_command
+    from threadlog.cli.types import reading
 
-    return run_command("inspect", lambda: _run(args))
+    return run_command("inspect", lambda: reading(args, _run))
 
 
 def _call(value: str) -> str | int:

@@ -22,6 +22,8 @@ SOURCE_HELP = (
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.types import add_allow_type
+
     p = sub.add_parser(
         "threads",
         help="list the threads of a database or LangGraph server, newest first",
@@ -36,13 +38,15 @@ def register(sub: Any) -> None:
         "--limit", type=int, default=20, metavar="N", help="at most N (0: all; default 20)"
     )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_allow_type(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import run_command
+    from threadlog.cli.types import reading
 
-    return run_command("threads", lambda: _run(args))
+    return run_command("threads", lambda: reading(args, _run))
 
 
 def _run(args: argparse.Namespace) -> int:

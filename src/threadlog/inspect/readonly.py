@@ -14,16 +14,21 @@ Before a thread is read, the tables are checked for LangGraph's shape, so a file
 a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
 server or a bad URL each raise `SourceError` — one line naming the source (a password in
 the URL is replaced by `***`) and what is wrong with it. `describe(source)` is that safe
-name. The strict serializer (`threadlog`'s allowlist) decodes every value. The tables'
-expected shape and the queries reading it are the backends' (`checkpoint.backends`).
+name. The strict serializer (`threadlog`'s allowlist) decodes every value, as a reader:
+a type it may not rebuild reads as `threadlog.UndecodedValue` naming it, and the rest of
+the thread reads. The list is widened only from code: `THREADLOG_ALLOW_TYPES`
+(`module:Class`, comma-separated) and `reading_types(...)` (the command's `--allow-type`)
+— never from what the database holds. The tables' expected shape and the queries reading
+it are the backends' (`checkpoint.backends`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -33,7 +38,18 @@ from threadlog._upstream import saver_task_path
 from threadlog.checkpoint.backends import postgres as postgres_tables
 from threadlog.checkpoint.backends import sqlite as sqlite_tables
 
-__all__ = ["SourceError", "describe", "is_server_url", "open_readonly", "sqlite_path"]
+__all__ = [
+    "SourceError",
+    "describe",
+    "is_server_url",
+    "open_readonly",
+    "reading_types",
+    "sqlite_path",
+]
+
+_READING: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar(
+    "threadlog_reading_types", default=()
+)
 
 
 class SourceError(ValueError):
@@ -81,10 +97,24 @@ def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     )
 
 
-def _serde() -> Any:
-    from threadlog.checkpoint.serde import strict_serializer
+@contextlib.contextmanager
+def reading_types(types: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """Sources opened inside the block also rebuild these `(module, class)` types."""
+    token = _READING.set((*_READING.get(), *types))
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
-    return strict_serializer()
+
+def _serde() -> Any:
+    from threadlog.checkpoint.serde import ALLOW_TYPES_ENV, parse_type_names, strict_serializer
+
+    try:
+        from_env = parse_type_names(os.environ.get(ALLOW_TYPES_ENV, ""))
+    except ValueError as exc:
+        raise SourceError(f"{ALLOW_TYPES_ENV}: {exc}") from None
+    return strict_serializer([*from_env, *_READING.get()], placeholders=True)
 
 
 @contextlib.contextmanager

@@ -54,10 +54,13 @@ def _default_schema() -> type[Any]:
 def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph:
     # A graph whose only job is to own the right channels: LangGraph's loader then
     # rebuilds each checkpoint exactly as the original graph would read it.
+    # A schema the caller passed is code: its state types are allowed, as in the app.
+    from threadlog.checkpoint.state_types import allow_state_types
+
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(schema or _default_schema())
     builder.add_node("threadlog_inspect", lambda state: None)
     builder.add_edge(START, "threadlog_inspect")
-    return builder.compile(checkpointer=saver)
+    return allow_state_types(builder.compile(checkpointer=saver))
 
 
 @contextlib.contextmanager

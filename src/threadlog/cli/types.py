@@ -1,0 +1,83 @@
+"""`--allow-type module:Class`: the reading commands' (threads, inspect, export) way to
+rebuild an app's own state types.
+
+Contract: `add_allow_type(parser)` adds the flag (repeatable; each value may also be a
+comma-separated list, like `THREADLOG_ALLOW_TYPES`, which every read also takes).
+`allowing(args)` is the block the command reads in: each named module is imported first
+(from the current folder too, as `uvicorn app:main` does), so a name that does not import
+is a one-line error naming the flag, not a value silently shown undecoded. A value of a
+type neither names still reads, as `<not decoded: module.Class>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["ALLOW_TYPE_HELP", "add_allow_type", "allowing", "reading"]
+
+ALLOW_TYPE_HELP = (
+    "a type your state stores, as module:Class (repeatable, or comma-separated; also read "
+    "from THREADLOG_ALLOW_TYPES); values of other types show as <not decoded: module.Class>"
+)
+
+
+def add_allow_type(parser: Any) -> None:
+    parser.add_argument(
+        "--allow-type",
+        action="append",
+        default=[],
+        metavar="MODULE:CLASS",
+        dest="allow_type",
+        help=ALLOW_TYPE_HELP,
+    )
+
+
+def reading(args: argparse.Namespace, body: Callable[[argparse.Namespace], int]) -> int:
+    """`body(args)` inside `allowing(args)`."""
+    with allowing(args):
+        return body(args)
+
+
+@contextlib.contextmanager
+def allowing(args: argparse.Namespace) -> Iterator[None]:
+    from threadlog.checkpoint.serde import ALLOW_TYPES_ENV, parse_type_names
+    from threadlog.cli.errors import CommandError
+    from threadlog.inspect.readonly import reading_types
+
+    flags: list[tuple[str, str]] = []
+    for value in getattr(args, "allow_type", None) or []:
+        try:
+            flags += parse_type_names(value)
+        except ValueError as exc:
+            raise CommandError(f"--allow-type: {exc}") from None
+    try:
+        env = parse_type_names(os.environ.get(ALLOW_TYPES_ENV, ""))
+    except ValueError as exc:
+        raise CommandError(f"{ALLOW_TYPES_ENV}: {exc}") from None
+    if (flags or env) and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for where, names in (("--allow-type", flags), (ALLOW_TYPES_ENV, env)):
+        for module, name in names:
+            _check_importable(where, module, name)
+    with reading_types(flags):  # the readers take the environment variable themselves
+        yield
+
+
+def _check_importable(where: str, module: str, name: str) -> None:
+    from threadlog.cli.errors import CommandError
+
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError as exc:
+        raise CommandError(
+            f"{where} {module}:{name}: cannot import {module!r} ({exc}); run threadlog "
+            "from the folder that holds it, or set PYTHONPATH"
+        ) from None
+    if not isinstance(found, type):
+        raise CommandError(f"{where} {module}:{name}: {module!r} has no class {name!r}")
