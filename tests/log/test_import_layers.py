@@ -62,7 +62,7 @@ LAYERS: list[tuple[object, ...]] = [
             )
         ),
     ),
-    ("nodes.state", "nodes.trace", "nodes.turns"),
+    ("nodes.state", "nodes.trace", "nodes.turns", "nodes.choice"),
     (
         Branches(
             (

@@ -31,10 +31,16 @@ Contract, in the order a call happens:
    assistant message saying the turn stopped and why
    (`response_metadata["threadlog_stop"] == "max_model_calls"`, also logged as a
    warning), with no calls, so the graph ends and every earlier call keeps its result.
+**Per run.** `model` and `system_prompt` may each be a callable of `(state, runtime)`
+(sync or `async def`) choosing them per run from `runtime.context`, as LangChain's dynamic
+model does (`threadlog.nodes.choice`); every step above applies to the chosen model
+(its profile's validation and wire rules, `tool_choice`, re-keying, timing).
+
 5. **Append.** The whole `AIMessage` — tool_calls, invalid_tool_calls, usage_metadata,
    response_metadata, id — goes to the log, after any repair results, with what the node
    measured under `response_metadata["threadlog"]` (call latency, step time, wall-clock
-   start, model name, context size; `threadlog.nodes.trace`) for the inspector. Call ids
+   start, model name, context size, and the system prompt sent — its id, digest, and its
+   text the first time the thread sees it; `threadlog.nodes.trace`) for the inspector. Call ids
    that are empty, repeat within the reply, or were already used in the log are re-keyed
    first (`threadlog.nodes.turns.rekey_calls`), so the log's ids are unique whatever the
    server sends.
@@ -42,10 +48,9 @@ Contract, in the order a call happens:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -64,8 +69,9 @@ from threadlog.context.compaction import acompact, compact, compact_flow
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
 from threadlog.flows import Flow, Io, arun, run
+from threadlog.nodes.choice import Chosen, Models, is_choice, resolve, runtime_of, system_message
 from threadlog.nodes.state import read_state
-from threadlog.nodes.trace import timed
+from threadlog.nodes.trace import prompt_recorded, timed
 from threadlog.nodes.turns import (
     model_calls_in_turn,
     rekey_calls,
@@ -73,8 +79,8 @@ from threadlog.nodes.turns import (
     turn_started,
 )
 from threadlog.pairing import NOT_COMPLETED, OpenCalls, Repair, open_calls, repair_open_calls
-from threadlog.profiles import Profile, get_profile, validate
-from threadlog.wire import profile_for, to_wire, with_profile
+from threadlog.profiles import Profile, validate
+from threadlog.wire import to_wire
 
 # `NOT_COMPLETED`, `open_calls` and `repair_open_calls` are re-exported (their home used
 # to be here); calls without a result are defined once, in `threadlog.pairing`.
@@ -93,27 +99,18 @@ would otherwise run until LangGraph's recursion limit)."""
 
 _log = logging.getLogger("threadlog")
 
-def _bind(model: Any, tools: list[Any], **kwargs: Any) -> Runnable[Any, Any]:
-    try:
-        bound: Runnable[Any, Any] = model.bind_tools(tools, **kwargs)
-    except (AttributeError, NotImplementedError) as exc:
-        raise TypeError(
-            f"{type(model).__name__} cannot bind tools ({exc}); pass a chat model with "
-            "tool calling (e.g. ChatOpenAI, threadlog.OfflineChatModel), or bind the "
-            "tools yourself and pass tools=()"
-        ) from exc
-    return bound
-
-
 class ModelNode(RunnableCallable):
     """A LangGraph node that calls a chat model on a pairing-safe context.
 
-    model: any LangChain chat model (e.g. `ChatOpenAI(base_url=...)`).
+    model: any LangChain chat model (e.g. `ChatOpenAI(base_url=...)`), or a callable
+        `(state, runtime) -> model` (sync or async) choosing it per run, e.g. from
+        `runtime.context` (`threadlog.nodes.choice`).
     tools: bound with `model.bind_tools(tools)` when given.
-    system_prompt: sent first on every call; not written to the log.
+    system_prompt: sent first on every call; not written to the log. A string, or a
+        callable `(state, runtime) -> str | None` (sync or async) choosing it per run.
     context: a `ContextPolicy` (default: the whole log).
     profile: provider or server profile name or `Profile`; default inferred from the
-        model (`threadlog.profile_for`).
+        model (`threadlog.profile_for`; a chosen model's own, per call).
     repair: `"error-result"` (default) or `"refuse"` for calls without a result.
     tool_choice: sent on the first model call of each turn (`"auto"`, `"required"`,
         `"none"`, a tool name); default: the profile's (`Profile.tool_choice`).
@@ -125,7 +122,7 @@ class ModelNode(RunnableCallable):
         model: Any,
         tools: Sequence[Any] = (),
         *,
-        system_prompt: str | None = None,
+        system_prompt: str | Callable[..., Any] | None = None,
         context: ContextPolicy | None = None,
         profile: str | Profile | None = None,
         repair: Repair = "error-result",
@@ -138,21 +135,29 @@ class ModelNode(RunnableCallable):
             raise ValueError(f"repair must be 'error-result' or 'refuse', got {repair!r}")
         if max_model_calls is not None and max_model_calls < 1:
             raise ValueError(f"max_model_calls must be at least 1 or None, got {max_model_calls}")
-        self.profile = get_profile(profile) if profile is not None else profile_for(model)
-        model = with_profile(model, self.profile)  # the server's body rules, if any
-        self.model = model
         self.tools = list(tools)
-        self.tool_choice = tool_choice if tool_choice is not None else self.profile.tool_choice
         self.max_model_calls = max_model_calls
-        # A server that cannot stream tool calls gets requests with tools unstreamed.
-        extra: dict[str, Any] = {} if self.profile.stream_tool_calls else {"stream": False}
-        self.bound: Runnable[Any, Any] = (
-            _bind(model, self.tools, **extra) if self.tools else model
+        self._models = Models(self.tools, tool_choice, profile)
+        # A fixed model is prepared once; a chooser's models when it returns them.
+        self.choose_model: Callable[..., Any] | None = model if is_choice(model) else None
+        self._fixed: Chosen | None = (
+            None if self.choose_model is not None else self._models.prepare(model, fixed=True)
         )
-        self.bound_first: Runnable[Any, Any] = (
-            _bind(model, self.tools, tool_choice=self.tool_choice, **extra)
-            if self.tools and self.tool_choice is not None
-            else self.bound
+        if self._fixed is not None:
+            self.model = self._fixed.model
+            self.profile: Profile | None = self._fixed.profile
+            self.bound: Runnable[Any, Any] | None = self._fixed.bound
+            self.bound_first: Runnable[Any, Any] | None = self._fixed.bound_first
+        else:
+            self.model, self.profile = model, self._models.profile
+            self.bound = self.bound_first = None
+        self.tool_choice = (
+            tool_choice
+            if tool_choice is not None
+            else (self.profile.tool_choice if self.profile is not None else None)
+        )
+        self.choose_prompt: Callable[..., Any] | None = (
+            system_prompt if callable(system_prompt) and is_choice(system_prompt) else None
         )
         self.system_prompt = system_prompt
         self.policy = context or ContextPolicy()
@@ -161,15 +166,8 @@ class ModelNode(RunnableCallable):
         self._open_calls = OpenCalls()
         # The id names the text: token counts and wire copies are cached by id, and a
         # policy may be shared by nodes with different prompts.
-        self._system = (
-            SystemMessage(
-                content=system_prompt,
-                id="tl-system-"
-                + hashlib.blake2b(system_prompt.encode(), digest_size=8).hexdigest(),
-            )
-            if system_prompt
-            else None
-        )
+        self._system = system_message(system_prompt if isinstance(system_prompt, str) else None)
+        self._systems: dict[str, SystemMessage] = {}
 
     # -- what the model is sent: one definition, used by the node and the inspector ----
 
@@ -178,7 +176,9 @@ class ModelNode(RunnableCallable):
     ) -> ContextView:
         """The policy's view of `messages` (what is kept, cut, hidden) as this node plans
         it: the system prompt's tokens reserved with the policy's own counter."""
-        return plan_context(messages, compactions, self.policy, reserve_tokens=self._reserve())
+        return plan_context(
+            messages, compactions, self.policy, reserve_tokens=self._reserve(self._system)
+        )
 
     def context_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
@@ -188,7 +188,7 @@ class ModelNode(RunnableCallable):
         from storage; calls still open get the same error results the node would add.
         `threadlog.inspect` shows "what the model saw" with this, so the two cannot drift.
         """
-        return self._assemble(self.plan_for(messages, compactions).messages, {})[0]
+        return self._assemble(self.plan_for(messages, compactions).messages, {}, self._system)[0]
 
     # -- the steps ---------------------------------------------------------------
 
@@ -203,26 +203,33 @@ class ModelNode(RunnableCallable):
             )
         return messages, events or [], has_events
 
-    def _reserve(self) -> int:
-        return self.policy.count(self._system) if self._system else 0
+    def _reserve(self, system: SystemMessage | None) -> int:
+        return self.policy.count(system) if system else 0
 
     def _assemble(
-        self, kept: Sequence[BaseMessage], recovered: Mapping[str, ToolMessage]
+        self,
+        kept: Sequence[BaseMessage],
+        recovered: Mapping[str, ToolMessage],
+        system: SystemMessage | None,
     ) -> tuple[list[BaseMessage], list[ToolMessage]]:
         context, repairs = repair_open_calls(list(kept), repair=self.repair, recovered=recovered)
-        if self._system is not None:
-            context = [self._system, *context]
+        if system is not None:
+            context = [system, *context]
         return context, repairs
 
     def _prepare(
-        self, view: ContextView, recovered: Mapping[str, ToolMessage]
+        self,
+        view: ContextView,
+        recovered: Mapping[str, ToolMessage],
+        system: SystemMessage | None,
+        profile: Profile,
     ) -> tuple[list[BaseMessage], list[ToolMessage]]:
-        context, repairs = self._assemble(view.messages, recovered)
-        validate(context, self.profile, allow_pending_calls=False, checked=True)
+        context, repairs = self._assemble(view.messages, recovered, system)
+        validate(context, profile, allow_pending_calls=False, checked=True)
         cache = self._wire_cache
         if len(cache) > 2 * len(context) + 64:  # keep only what recent contexts use
             cache = self._wire_cache = {}
-        return to_wire(context, self.profile, cache=cache), repairs
+        return to_wire(context, profile, cache=cache), repairs
 
     @staticmethod
     def _update(
@@ -246,23 +253,69 @@ class ModelNode(RunnableCallable):
             update["compactions"] = events
         return update
 
-    def _timed(self, ai: Any, wire: list[BaseMessage], step0: float, call0: float,
-               wall0: float) -> Any:
-        # Recorded at run time for the inspector (latency, model, wall clock); see trace.py.
+    def _timed(
+        self,
+        ai: Any,
+        wire: list[BaseMessage],
+        times: tuple[float, float, float],
+        chosen: Chosen,
+        system: SystemMessage | None,
+        log: Sequence[BaseMessage],
+    ) -> Any:
+        # Recorded at run time for the inspector (latency, model, wall clock, the prompt
+        # sent); see trace.py.
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
         if not isinstance(ai, AIMessage):
             return ai  # _update names the problem
+        step0, call0, wall0 = times
         done = time.perf_counter()
         return timed(
             ai,
-            model=self.model,
+            model=chosen.model,
             started=wall0,
             latency_s=done - call0,
             step_s=done - step0,
             context_messages=len(wire),
-            system_prompt=self._system.id if self._system is not None else None,
+            system_prompt=system.id if system is not None else None,
+            system=system,
+            text_recorded=system is None or prompt_recorded(log, system),
         )
+
+    def _chosen(
+        self, state: Any, config: RunnableConfig
+    ) -> Flow[tuple[Chosen, SystemMessage | None]]:
+        """This run's model and system prompt: fixed, or chosen by the callables."""
+        chosen, system = self._fixed, self._system
+        if self.choose_model is None and self.choose_prompt is None:
+            return chosen, system  # type: ignore[return-value]
+        runtime = runtime_of(config)
+        if self.choose_model is not None:
+            picked = yield from resolve("model", self.choose_model, state, runtime)
+            if picked is None:
+                raise TypeError("the ModelNode's model callable returned None, not a chat model")
+            chosen = self._models.prepare(picked)
+        if self.choose_prompt is not None:
+            text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
+            system = self._system_for(text)
+        return chosen, system  # type: ignore[return-value]
+
+    def _system_for(self, text: Any) -> SystemMessage | None:
+        if isinstance(text, SystemMessage):
+            text = text.text
+        if text is not None and not isinstance(text, str):
+            raise TypeError(
+                f"the ModelNode's system_prompt callable returned {type(text).__name__}, "
+                "not a str or None"
+            )
+        if not text:
+            return None
+        found = self._systems.get(text)
+        if found is None:
+            if len(self._systems) > 64:
+                self._systems.clear()
+            found = self._systems[text] = system_message(text)  # type: ignore[assignment]
+        return found
 
     def _open(
         self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
@@ -295,24 +348,22 @@ class ModelNode(RunnableCallable):
         """One model step as one flow (`threadlog.flows`), for `invoke` and `ainvoke`."""
         step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
+        chosen, system = yield from self._chosen(state, config)
         view, events = yield from compact_flow(
-            messages, events_in, self.policy, self._reserve(), config
+            messages, events_in, self.policy, self._reserve(system), config
         )
         inside, outside, used = self._open(messages, view, config)
         recovered = yield from recover_for_node_flow(config, {**outside, **inside})
-        wire, repairs = self._prepare(view, recovered)
+        wire, repairs = self._prepare(view, recovered, system, chosen.profile)
         repairs = [*self._outside(outside, recovered), *repairs]
         capped = self._step_cap(messages)
         if capped is not None:
             return self._update(capped, repairs, events, has_events)
-        runnable = self._runnable(messages)
+        runnable = chosen.bound_first if turn_started(messages) else chosen.bound
         wall0, call0 = time.time(), time.perf_counter()
         reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, config))
-        ai = self._timed(reply, wire, step0, call0, wall0)
+        ai = self._timed(reply, wire, (step0, call0, wall0), chosen, system, messages)
         return self._update(ai, repairs, events, has_events, used)
-
-    def _runnable(self, log: Sequence[BaseMessage]) -> Runnable[Any, Any]:
-        return self.bound_first if turn_started(log) else self.bound
 
     def _step_cap(self, log: Sequence[BaseMessage]) -> AIMessage | None:
         """The message ending this turn if it reached `max_model_calls`, else None."""

@@ -5,20 +5,28 @@ to a small JSON dict — `started_at` (ISO 8601 UTC wall clock when the model wa
 `latency_ms` (the model call), `step_ms` (the whole node: context, checks, call), `model`
 (the provider's `model_name` when it reports one, else the chat model's own name),
 `context_messages` (how many messages were sent, system prompt included) and
-`system_prompt` (the id naming the system prompt's text, or None). Tokens stay where the
-provider puts them (`usage_metadata`, per call). Everything lives under the single
-`"threadlog"` key, so a message compares and serializes as before with one extra entry,
-and `to_wire` never sends it (response metadata does not reach a provider).
+`system_prompt` (the id naming the system prompt's text, or None). With a prompt, also
+`system_prompt_digest` (`threadlog.digest` of the `SystemMessage` sent) and, on the first
+call of the thread's log that sent that prompt, `system_prompt_text` — so a prompt chosen
+per run is stored once per thread, not once per call, and "what the model saw" reads it
+(`prompt_text(log, record)`) instead of assuming it. Tokens stay where the provider puts
+them (`usage_metadata`, per call). Records written before these keys read as before.
+Everything lives under the single `"threadlog"` key, so a message compares and serializes
+as before with one extra entry, and `to_wire` never sends it (response metadata does not
+reach a provider).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-__all__ = ["TRACE_KEY", "model_name", "timed"]
+from threadlog.messages import digest
+
+__all__ = ["TRACE_KEY", "model_name", "prompt_recorded", "prompt_text", "record_of", "timed"]
 
 TRACE_KEY = "threadlog"
 
@@ -45,8 +53,10 @@ def timed(
     step_s: float,
     context_messages: int,
     system_prompt: str | None,
+    system: SystemMessage | None = None,
+    text_recorded: bool = True,
 ) -> AIMessage:
-    record = {
+    record: dict[str, Any] = {
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
         "latency_ms": round(latency_s * 1000, 3),
         "step_ms": round(step_s * 1000, 3),
@@ -54,6 +64,43 @@ def timed(
         "context_messages": context_messages,
         "system_prompt": system_prompt,
     }
+    if system is not None:
+        record["system_prompt_digest"] = digest(system)
+        if not text_recorded:
+            record["system_prompt_text"] = system.text
     return ai.model_copy(
         update={"response_metadata": {**ai.response_metadata, TRACE_KEY: record}}
     )
+
+
+def record_of(message: BaseMessage) -> Mapping[str, Any]:
+    """The trace record of a model call (`{}` for any other message)."""
+    if not isinstance(message, AIMessage):
+        return {}
+    rec = message.response_metadata.get(TRACE_KEY)
+    return rec if isinstance(rec, Mapping) else {}
+
+
+def _text_in(log: Sequence[BaseMessage], want: str) -> str | None:
+    # Newest first: a prompt used call after call is found at the previous model call.
+    for m in reversed(log):
+        rec = record_of(m)
+        if rec.get("system_prompt_digest") == want and "system_prompt_text" in rec:
+            return str(rec["system_prompt_text"])
+    return None
+
+
+def prompt_recorded(log: Sequence[BaseMessage], system: SystemMessage) -> bool:
+    """Whether a model call of `log` already stored this prompt's text."""
+    return _text_in(log, digest(system)) is not None
+
+
+def prompt_text(log: Sequence[BaseMessage], record: Mapping[str, Any]) -> str | None:
+    """The system prompt text a call's `record` sent, read from it or from the earlier
+    call of `log` that stored it; None when it sent none or the text is not stored."""
+    if record.get("system_prompt") is None:
+        return None
+    if "system_prompt_text" in record:
+        return str(record["system_prompt_text"])
+    want = record.get("system_prompt_digest")
+    return _text_in(log, str(want)) if want else None

@@ -1,0 +1,147 @@
+"""What a `ModelNode` calls for one run: its model and system prompt, fixed or chosen.
+
+Contract (LangChain's dynamic model, as `create_react_agent` and langchain-ai's
+react-agent template use it):
+
+* `model` is a chat model, or a callable `(state, runtime) -> model` — a plain function
+  or an `async def` — called at every model step with the node's input state and the
+  run's `langgraph.runtime.Runtime` (`runtime.context` is what `graph.invoke(...,
+  context=Context(...))` passed). A returned `BaseChatModel` gets the node's tools bound
+  and its profile's wire rules, exactly as a fixed model does (cached per model object,
+  so a registry of models is prepared once each); any other `Runnable` (a model the
+  callable bound itself) is called as it is.
+* `system_prompt` is a string, None, or a callable `(state, runtime) -> str | None`
+  (also `async def`). The text names its `SystemMessage`: `tl-system-<blake2b of the
+  text>`, so token counts and wire copies are cached by id and two prompts never share one.
+* An `async def` callable needs an async run (`ainvoke` / `astream`): a sync run raises
+  `TypeError` saying so (it is one flow, `threadlog.flows`: the async driver awaits it).
+* Outside a graph (the node invoked by hand) a callable gets `Runtime()` (context None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import Runtime
+
+from threadlog._upstream import CONFIG_KEY_RUNTIME
+from threadlog.flows import Flow, Io
+from threadlog.profiles import Profile, get_profile
+from threadlog.wire import profile_for, with_profile
+
+__all__ = ["Chosen", "Models", "is_choice", "resolve", "runtime_of", "system_message"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """One model as a node calls it: the model (profile rules applied), its profile, and
+    the runnables for a turn's later calls and its first call (`tool_choice`)."""
+
+    model: Any
+    profile: Profile
+    bound: Runnable[Any, Any]
+    bound_first: Runnable[Any, Any]
+
+
+def is_choice(value: Any) -> bool:
+    """Whether `value` is a callable choosing per run, not a model or a text itself."""
+    return callable(value) and not isinstance(value, (Runnable, str))
+
+
+def _bind(model: Any, tools: list[Any], **kwargs: Any) -> Runnable[Any, Any]:
+    try:
+        bound: Runnable[Any, Any] = model.bind_tools(tools, **kwargs)
+    except (AttributeError, NotImplementedError) as exc:
+        raise TypeError(
+            f"{type(model).__name__} cannot bind tools ({exc}); pass a chat model with "
+            "tool calling (e.g. ChatOpenAI, threadlog.OfflineChatModel), or bind the "
+            "tools yourself and pass tools=()"
+        ) from exc
+    return bound
+
+
+class Models:
+    """Prepares models for one node (its tools, `tool_choice`, `profile`); remembers the
+    few a chooser returns, by object, so each is bound once."""
+
+    _KEEP = 16
+
+    def __init__(
+        self,
+        tools: Sequence[Any],
+        tool_choice: str | dict[str, Any] | None,
+        profile: str | Profile | None,
+    ) -> None:
+        self.tools = list(tools)
+        self.tool_choice = tool_choice
+        self.profile = get_profile(profile) if profile is not None else None
+        self._seen: dict[int, tuple[Any, Chosen]] = {}
+
+    def prepare(self, model: Any, *, fixed: bool = False) -> Chosen:
+        """`model` ready to call (contract). `fixed`: the node's own model, which is
+        bound whatever its type (as `ModelNode` always did)."""
+        original = model
+        hit = self._seen.get(id(original))
+        if hit is not None and hit[0] is original:
+            return hit[1]
+        profile = self.profile if self.profile is not None else profile_for(model)
+        if fixed or isinstance(model, BaseChatModel):
+            model = with_profile(model, profile)  # the server's body rules, if any
+            # A server that cannot stream tool calls gets requests with tools unstreamed.
+            extra: dict[str, Any] = {} if profile.stream_tool_calls else {"stream": False}
+            choice = self.tool_choice if self.tool_choice is not None else profile.tool_choice
+            bound = _bind(model, self.tools, **extra) if self.tools else model
+            first = (
+                _bind(model, self.tools, tool_choice=choice, **extra)
+                if self.tools and choice is not None
+                else bound
+            )
+            chosen = Chosen(model, profile, bound, first)
+        else:
+            chosen = Chosen(model, profile, model, model)
+        if not fixed:
+            if len(self._seen) >= self._KEEP:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[id(original)] = (original, chosen)  # kept alive: its id stays its own
+        return chosen
+
+
+def system_message(text: str | None) -> SystemMessage | None:
+    """The system prompt as the message sent, its id naming its text (module doc)."""
+    if not text:
+        return None
+    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return SystemMessage(content=text, id=f"tl-system-{digest}")
+
+
+def runtime_of(config: RunnableConfig | None) -> Runtime[Any]:
+    """The run's `Runtime` (what LangGraph injects as a node's `runtime`), or `Runtime()`."""
+    found = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+    return found if isinstance(found, Runtime) else Runtime()
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+def resolve(what: str, choose: Callable[..., Any], state: Any, runtime: Runtime[Any]) -> Flow[Any]:
+    """`choose(state, runtime)`, awaited under the async driver when it is `async def`."""
+    if not _is_async(choose):
+        return choose(state, runtime)
+
+    def in_sync_run(*_: Any) -> Any:
+        raise TypeError(
+            f"the ModelNode's {what} is an async function; run the graph with "
+            "ainvoke / astream, or pass a plain function"
+        )
+
+    return (yield Io(in_sync_run, choose, (state, runtime)))
