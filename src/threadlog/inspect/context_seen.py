@@ -25,6 +25,7 @@ from threadlog.inspect.steps import message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.messages import digest
 from threadlog.nodes.model import ModelNode
+from threadlog.nodes.trace import prompt_text, record_of
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords
@@ -73,25 +74,35 @@ class ContextSeen(Table):
         self.thread = thread
         self.call = _find_call(thread, call, checkpoint)
         self.at = self._made_at(thread, checkpoint)
-        # The same ModelNode that made the call (loaded from a graph), or one built from
-        # the given settings: the context comes from `ModelNode.context_for`, the node's
-        # own definition, so the inspector cannot drift from what was sent.
-        node = thread.model_node()
-        if node is None or policy is not None or system_prompt is not None:
-            node = ModelNode(
-                None,
-                system_prompt=system_prompt
-                if system_prompt is not None
-                else (node.system_prompt if node is not None else None),
-                context=policy if policy is not None else (node.policy if node else None),
-            )
-            self.assumed = thread.model_node() is None
-        else:
-            self.assumed = False
-        self.node = node
         log = self.at.messages
         idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
         self.log: list[BaseMessage] = log[:idx]
+        # The same ModelNode that made the call (loaded from a graph), or one built from
+        # what the run recorded and the given settings: the context comes from
+        # `ModelNode.context_for`, the node's own definition, so the inspector cannot
+        # drift from what was sent.
+        graph_node = thread.model_node()
+        prompt, self.prompt_source = self._prompt(graph_node, system_prompt)
+        self.assumed_policy = policy is None and graph_node is None
+        fixed_prompt = graph_node is not None and graph_node.choose_prompt is None
+        if (
+            graph_node is not None
+            and policy is None
+            and fixed_prompt
+            and prompt == graph_node.system_prompt
+        ):
+            node = graph_node
+        else:
+            if policy is None and graph_node is not None:
+                policy = graph_node.policy
+            node = ModelNode(
+                None,
+                system_prompt=prompt,
+                context=policy,
+                repair=graph_node.repair if graph_node is not None else "error-result",
+            )
+        self.assumed = self.assumed_policy or self.prompt_source == "assumed"
+        self.node = node
         self.view = node.plan_for(self.log, self.at.compactions)
         self.context: list[BaseMessage] = node.context_for(self.log, self.at.compactions)
         self.context_tokens = count_tokens_approximately(self.context)
@@ -101,6 +112,21 @@ class ContextSeen(Table):
             f"{thread.label} · what the model saw for {self.call.id} "
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
+
+    def _prompt(self, graph_node: ModelNode | None, given: str | None) -> tuple[str | None, str]:
+        """The system prompt this call was sent, and where that was learnt: "given",
+        "recorded" (the run's trace), "graph" (its fixed prompt) or "assumed" (none)."""
+        if given is not None:
+            return given, "given"
+        rec = record_of(self.call)
+        if "system_prompt_digest" in rec or (rec and rec.get("system_prompt") is None):
+            text = prompt_text(self.log, rec)
+            if text is not None or rec.get("system_prompt") is None:
+                return text, "recorded"
+        if graph_node is not None and graph_node.choose_prompt is None:
+            fixed = graph_node.system_prompt
+            return (fixed if isinstance(fixed, str) else None), "graph"
+        return None, "assumed"
 
     def _made_at(self, thread: ThreadRecords, checkpoint: str | None) -> CheckpointRecord:
         for rec in thread.path(checkpoint):
@@ -152,21 +178,33 @@ class ContextSeen(Table):
 
     def summary(self) -> list[str]:
         events = len(self.at.compactions)
+        prompt = self.node._system
         return [
             f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
             f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
-            f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}"
+            f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
+            self._prompt_line(prompt.id if prompt is not None else None),
         ] + (
             [
-                "assumed (not read from a graph): "
-                f"system prompt {'given' if self.node.system_prompt else 'none'}, "
-                f"policy max_turns={self.node.policy.max_turns} "
-                f"max_tokens={self.node.policy.max_tokens} — pass policy=/system_prompt= "
-                "or open the thread through its compiled graph"
+                f"policy assumed: max_turns={self.node.policy.max_turns} "
+                f"max_tokens={self.node.policy.max_tokens}",
+                "  pass policy= (or open the thread through its compiled graph)",
             ]
-            if self.assumed
+            if self.assumed_policy
             else []
         ) + self._recorded()
+
+    def _prompt_line(self, prompt_id: str | None) -> str:
+        named = prompt_id or "none"
+        model = self.recorded.get("model")
+        by = f"model {model} · " if model else ""
+        if self.prompt_source == "assumed":
+            sent = self.recorded.get("system_prompt")
+            if sent:  # a fixed prompt: its id is recorded, its text is the app's code
+                return f"{by}system prompt {sent} sent, its text is in the app: pass system_prompt="
+            return f"{by}system prompt assumed: {named} (not recorded): pass system_prompt="
+        where = {"given": "given", "recorded": "read from the run's record", "graph": "the graph's"}
+        return f"{by}system prompt {named} ({where[self.prompt_source]})"
 
     @property
     def recorded(self) -> dict[str, Any]:
@@ -193,8 +231,8 @@ class ContextSeen(Table):
             return [f"the run recorded sending {rec['context_messages']} messages: the same"]
         return [
             f"⚠ the run recorded sending {rec['context_messages']} messages (system prompt "
-            f"{rec.get('system_prompt') or 'none'}); this rebuild has {len(self.context)} "
-            "— pass the app's policy= and system_prompt="
+            f"{rec.get('system_prompt') or 'none'});",
+            f"  this rebuild has {len(self.context)} — pass the app's policy= and system_prompt=",
         ]
 
     def display_rows(self) -> list[dict[str, Cell]]:

@@ -279,7 +279,10 @@ class ModelNode(RunnableCallable):
             context_messages=len(wire),
             system_prompt=system.id if system is not None else None,
             system=system,
-            text_recorded=system is None or prompt_recorded(log, system),
+            # A fixed prompt's text is the app's code; a chosen one is stored once per thread.
+            text_recorded=system is None
+            or self.choose_prompt is None
+            or prompt_recorded(log, system),
         )
 
     def _chosen(
