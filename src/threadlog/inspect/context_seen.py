@@ -183,28 +183,36 @@ class ContextSeen(Table):
             f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
             f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
             f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
-            self._prompt_line(prompt.id if prompt is not None else None),
+            *self._prompt_lines(prompt.id if prompt is not None else None),
         ] + (
             [
                 f"policy assumed: max_turns={self.node.policy.max_turns} "
                 f"max_tokens={self.node.policy.max_tokens}",
-                "  pass policy= (or open the thread through its compiled graph)",
+                "pass policy= (or open the thread through its compiled graph)",
             ]
             if self.assumed_policy
             else []
         ) + self._recorded()
 
-    def _prompt_line(self, prompt_id: str | None) -> str:
-        named = prompt_id or "none"
+    def _prompt_lines(self, prompt_id: str | None) -> list[str]:
+        # Short lines: the text view cuts every line at 100 columns.
         model = self.recorded.get("model")
-        by = f"model {model} · " if model else ""
+        lines = [f"model {model} (recorded)"] if model else []
         if self.prompt_source == "assumed":
             sent = self.recorded.get("system_prompt")
             if sent:  # a fixed prompt: its id is recorded, its text is the app's code
-                return f"{by}system prompt {sent} sent, its text is in the app: pass system_prompt="
-            return f"{by}system prompt assumed: {named} (not recorded): pass system_prompt="
+                return [
+                    *lines,
+                    f"system prompt {sent} sent (fixed: its text is the app's code)",
+                    "pass system_prompt= (or open the thread through its graph) to see it",
+                ]
+            return [
+                *lines,
+                f"system prompt assumed: {prompt_id or 'none'} (the run recorded none)",
+                "pass system_prompt= (or open the thread through its graph)",
+            ]
         where = {"given": "given", "recorded": "read from the run's record", "graph": "the graph's"}
-        return f"{by}system prompt {named} ({where[self.prompt_source]})"
+        return [*lines, f"system prompt {prompt_id or 'none'} ({where[self.prompt_source]})"]
 
     @property
     def recorded(self) -> dict[str, Any]:
@@ -232,7 +240,7 @@ class ContextSeen(Table):
         return [
             f"⚠ the run recorded sending {rec['context_messages']} messages (system prompt "
             f"{rec.get('system_prompt') or 'none'});",
-            f"  this rebuild has {len(self.context)} — pass the app's policy= and system_prompt=",
+            f"this rebuild has {len(self.context)} — pass the app's policy= and system_prompt=",
         ]
 
     def display_rows(self) -> list[dict[str, Cell]]:
