@@ -126,3 +126,66 @@ def test_a_bad_type_name_is_one_line_naming_the_flag_or_the_variable(
     code, _, err = cli(capsys, "threads", "--db", app_db)
     assert code == 1 and "THREADLOG_ALLOW_TYPES" in err, err
     assert "allowed_types" not in err and "not imported" not in err
+
+
+MESSAGE_APP = "tl_cli_message_app"
+MESSAGE_SOURCE = textwrap.dedent(
+    """
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, StateGraph
+    import threadlog
+
+    class TicketMessage(AIMessage):
+        '''An app's own message class: a reply carrying a ticket.'''
+
+    def reply(state):
+        call = {"name": "open_ticket", "args": {}, "id": "call-t1"}
+        return {"messages": [TicketMessage("filed", id="ai-t1", tool_calls=[call])]}
+
+    def build(saver):
+        builder = StateGraph(threadlog.MessagesState)
+        builder.add_node("reply", reply)
+        builder.add_edge(START, "reply")
+        return builder.compile(checkpointer=saver)
+    """
+)
+
+
+def test_a_message_of_the_apps_own_class_reads_as_a_named_placeholder_message(
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folder = tmp_path / "msgapp"
+    folder.mkdir()
+    (folder / f"{MESSAGE_APP}.py").write_text(MESSAGE_SOURCE)
+    monkeypatch.setattr(sys, "path", [str(folder), *sys.path])
+    module = __import__(MESSAGE_APP)
+    with threadlog.checkpointer(sqlite_url, allowed_types=[module.TicketMessage]) as saver:
+        module.build(saver).invoke(
+            {"messages": [("user", "file it")]}, {"configurable": {"thread_id": "t1"}}
+        )
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(folder)])
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("THREADLOG_ALLOW_TYPES", raising=False)
+    db = sqlite_url.removeprefix("sqlite:///")
+
+    caplog.clear()
+    code, out, err = cli(capsys, "inspect", "--db", db, "--thread", "t1")
+    assert code == 0, err
+    assert f"<not decoded: {MESSAGE_APP}.TicketMessage>" in out
+    # LangGraph's own "blocked" warning advises a Python argument: not in a reader's output.
+    assert not [r for r in caplog.records if "Blocked deserial" in r.getMessage()]
+    shown = thread(db, "t1").head.messages[-1]
+    assert shown.type == "ai" and shown.id == "ai-t1"
+    assert shown.additional_kwargs == {"threadlog_undecoded": f"{MESSAGE_APP}.TicketMessage"}
+    assert [c["id"] for c in shown.tool_calls] == ["call-t1"]  # the log still pairs
+
+    code, out, err = cli(
+        capsys, "export", "--db", db, "--thread", "t1", "--allow-type", f"{MESSAGE_APP}:Ticket"
+        "Message"
+    )
+    assert code == 0, err
+    assert '"content": "filed"' in out and "not decoded" not in out

@@ -13,7 +13,8 @@ Contract:
   naming the supported schemes.
 * **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
   rebuild allowlisted types (`threadlog.checkpoint.serde`), whatever
-  `LANGGRAPH_STRICT_MSGPACK` says. Pass `allowed_types=` for your own state classes.
+  `LANGGRAPH_STRICT_MSGPACK` says. `threadlog.allow_state_types(graph)` allows the
+  types your state's annotations name; `allowed_types=` any others.
 * **Run guard.** With `guard=True` (the default) the saver is wrapped in `GuardedSaver`
   (`threadlog.checkpoint.guard`): a run holds its thread for its whole turn, and a
   second run meanwhile waits for it (`multitask_strategy="enqueue"`, the default) or
@@ -150,7 +151,8 @@ def checkpointer(
     Args:
         url: `sqlite:///path.db`, `postgresql://...` (the `postgres` extra) or `memory://`.
         guard: wrap the saver in the run guard (no silent forks, input checked first).
-        allowed_types: extra `(module, class)` pairs or classes the strict serializer may
+            rebuild from stored blobs, beyond what `threadlog.allow_state_types(graph)` allows
+            (a field typed `Any`, an object inside a `dict`).
             rebuild from stored blobs (your own state classes).
         wrap: a function applied to the backend saver (your own wrapper); threadlog's
             layers sit above what it returns.

@@ -27,17 +27,24 @@ A reader (the inspector, the `threadlog` command) is built with `placeholders=Tr
 blocked record reads as an `UndecodedValue` naming its type, where it stood, and the rest
 of the blob reads as usual — never a failed read, and never the record's raw arguments
 taken for data. Only a blob that held a blocked record pays for this (it is decoded
-once more, its blocked records rewritten as placeholders; `_placeholders`).
+once more, its blocked records rewritten as placeholders; `_placeholders`). A blocked
+record shaped like a LangChain message (a custom message class) reads as a message of its
+stored `type` whose content is the placeholder text — its id, and an AI message's call ids
+or a tool result's `tool_call_id`, kept so the log still pairs — marked
+`additional_kwargs["threadlog_undecoded"]`; nothing else of it is read. LangGraph's own
+"blocked" log line, whose advice is a Python argument, is left out of a reader's loads.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import (
@@ -150,6 +157,19 @@ _listening = threading.Lock()
 _listener_on: list[bool] = []
 
 
+class _QuietInReaders(logging.Filter):
+    """Drops LangGraph's "Blocked deserialization …" warning inside a reader's load: the
+    reader shows a placeholder instead, and the warning's advice is a Python argument."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            getattr(_loading, "quiet", False) and str(record.msg).startswith("Blocked deserial")
+        )
+
+
+logging.getLogger("langgraph.checkpoint.serde.jsonplus").addFilter(_QuietInReaders())
+
+
 def _on_serde_event(event: SerdeEvent) -> None:
     blocked = getattr(_loading, "blocked", None)
     if blocked is not None and event["kind"] in ("msgpack_blocked", "msgpack_method_blocked"):
@@ -172,12 +192,15 @@ class StrictSerializer(JsonPlusSerializer):
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         outer = getattr(_loading, "blocked", None)
+        quiet = getattr(_loading, "quiet", False)
         blocked: list[str] = []
         _loading.blocked = blocked
+        _loading.quiet = self.placeholders
         try:
             value = super().loads_typed(data)
         finally:
             _loading.blocked = outer
+            _loading.quiet = quiet
         if not blocked:
             return value
         if self.placeholders:
@@ -228,7 +251,11 @@ def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
             tup = ormsgpack.unpackb(payload, ext_hook=rewrite, option=_OPT)
             key = (tup[0], tup[1], tup[3]) if code == EXT_METHOD_SINGLE_ARG else (tup[0], tup[1])
             if not allowed(key):
-                record = [*_PLACEHOLDER_KEY, ".".join(str(k) for k in key)]
+                name = ".".join(str(k) for k in key)
+                as_message = _message_placeholder(code, tup, name)
+                if as_message is not None:
+                    return as_message
+                record = [*_PLACEHOLDER_KEY, name]
                 return ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(record))
             return ormsgpack.Ext(code, ormsgpack.packb(tup, option=_OPT))
         if code == EXT_DELTA_SNAPSHOT:
@@ -237,6 +264,42 @@ def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
         return ormsgpack.Ext(code, payload)
 
     clean = ormsgpack.packb(ormsgpack.unpackb(blob, ext_hook=rewrite, option=_OPT), option=_OPT)
+    quiet = getattr(_loading, "quiet", False)
     reader = serde.with_msgpack_allowlist([_PLACEHOLDER_KEY])
-    return JsonPlusSerializer.loads_typed(reader, ("msgpack", clean))
+    _loading.quiet = True
+    try:
+        return JsonPlusSerializer.loads_typed(reader, ("msgpack", clean))
+    finally:
+        _loading.quiet = quiet
+
+
+# A blocked record of these stored `type`s reads as this LangChain class (module doc).
+_MESSAGE_CLASSES: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+_KEPT_FIELDS = {"ai": ("tool_calls",), "tool": ("tool_call_id", "status")}
+
+
+def _message_placeholder(code: int, tup: list[Any], name: str) -> ormsgpack.Ext | None:
+    fields = tup[2] if code in (EXT_PYDANTIC_V2, EXT_PYDANTIC_V1, EXT_CONSTRUCTOR_KW_ARGS) else None
+    if not isinstance(fields, Mapping) or "content" not in fields:
+        return None
+    kind = fields.get("type")
+    cls = _MESSAGE_CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return None
+    msg: dict[str, Any] = {
+        "content": f"<not decoded: {name}>",
+        "additional_kwargs": {"threadlog_undecoded": name},
+    }
+    if isinstance(fields.get("id"), str):
+        msg["id"] = fields["id"]
+    for key in _KEPT_FIELDS.get(str(kind), ()):
+        if key in fields:
+            msg[key] = fields[key]
+    record = [cls.__module__, cls.__name__, msg]
+    return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(record, option=_OPT))
 
