@@ -151,9 +151,9 @@ def checkpointer(
     Args:
         url: `sqlite:///path.db`, `postgresql://...` (the `postgres` extra) or `memory://`.
         guard: wrap the saver in the run guard (no silent forks, input checked first).
-            rebuild from stored blobs, beyond what `threadlog.allow_state_types(graph)` allows
-            (a field typed `Any`, an object inside a `dict`).
-            rebuild from stored blobs (your own state classes).
+        allowed_types: extra `(module, class)` pairs or classes the strict serializer may
+            rebuild from stored blobs, beyond what `threadlog.allow_state_types(graph)`
+            allows (a field typed `Any`, an object inside a `dict`).
         wrap: a function applied to the backend saver (your own wrapper); threadlog's
             layers sit above what it returns.
         max_input_chars: refuse a turn's input message longer than this many characters.
