@@ -51,10 +51,10 @@ __all__ = ["create_agent"]
 
 
 def create_agent(
-    model: BaseChatModel,
+    model: BaseChatModel | Callable[..., Any],
     tools: Sequence[BaseTool | Callable[..., Any]],
     *,
-    system_prompt: str | None = None,
+    system_prompt: str | Callable[..., Any] | None = None,
     context: ContextPolicy | None = None,
     checkpointer: Checkpointer = None,
     per_call_branches: bool = False,
@@ -70,9 +70,11 @@ def create_agent(
 
     Args:
         model: any LangChain chat model (`ChatOpenAI(base_url=...)` for a real endpoint,
-            `threadlog.OfflineChatModel()` offline); the tools are bound to it.
+            `threadlog.OfflineChatModel()` offline); the tools are bound to it. Or a
+            callable `(state, runtime) -> model` choosing it per run (`ModelNode`).
         tools: the tools the model may call (`BaseTool`s or plain functions).
-        system_prompt: sent first on every model call; not written to the log.
+        system_prompt: sent first on every model call; not written to the log. Or a
+            callable `(state, runtime) -> str | None` choosing it per run.
         context: a `ContextPolicy` (turns / token budget / summarizer); the model step
             records its compaction events.
         checkpointer: any LangGraph saver, e.g. `threadlog.checkpointer(url)`.
