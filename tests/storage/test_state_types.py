@@ -150,6 +150,11 @@ def test_the_database_cannot_widen_the_list(sqlite_url: str, tmp_path: Any) -> N
         assert saver.serde.loads_typed(saver.serde.dumps_typed(profile)) == profile
         with pytest.raises(threadlog.StoredDataError, match=r"names os\.system"):
             saver.serde.loads_typed(("msgpack", blob))
+        # The readers' placeholder type is a reader's only: an app's saver refuses it too.
+        forged = ormsgpack.packb(("threadlog.checkpoint.serde", "UndecodedValue", "x"))
+        placeholder = ormsgpack.packb(ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, forged))
+        with pytest.raises(threadlog.StoredDataError, match="UndecodedValue"):
+            saver.serde.loads_typed(("msgpack", placeholder))
     assert not marker.exists()
 
 
