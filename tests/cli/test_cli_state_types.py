@@ -63,8 +63,9 @@ def app_db(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str
     with threadlog.checkpointer(backend) as saver:
         graph = module.build(saver)
         graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
-    # The reader runs from the app's folder, with nothing else on its path.
+    # The reader runs from the app's folder, with nothing of the app on its path or loaded.
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(folder)])
+    monkeypatch.delitem(sys.modules, APP)
     monkeypatch.chdir(folder)
     monkeypatch.delenv("THREADLOG_ALLOW_TYPES", raising=False)
     return backend.removeprefix("sqlite:///")
@@ -168,6 +169,7 @@ def test_a_message_of_the_apps_own_class_reads_as_a_named_placeholder_message(
             {"messages": [("user", "file it")]}, {"configurable": {"thread_id": "t1"}}
         )
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(folder)])
+    monkeypatch.delitem(sys.modules, MESSAGE_APP)
     monkeypatch.chdir(folder)
     monkeypatch.delenv("THREADLOG_ALLOW_TYPES", raising=False)
     db = sqlite_url.removeprefix("sqlite:///")
