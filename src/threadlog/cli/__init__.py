@@ -16,9 +16,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _subcommands() -> list[Register]:
-    from threadlog.cli import demo, export, inspect, threads
+    from threadlog.cli import check, demo, export, inspect, threads
 
-    return [demo.register, threads.register, inspect.register, export.register]
+    return [demo.register, threads.register, inspect.register, export.register, check.register]
 
 
 def _version() -> str:

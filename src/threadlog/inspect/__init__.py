@@ -16,6 +16,7 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.plot()              # messages, context tokens, stored bytes, tool latency
     t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
     inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
+    inspect.check("app.db")  # every thread a provider would reject, and why
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
 to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
@@ -25,6 +26,7 @@ database is opened read-only (`SourceError`, one line, when it cannot be read).
 """
 
 from threadlog.inspect import export
+from threadlog.inspect.checks import CheckReport, Problem, check
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
@@ -39,10 +41,12 @@ from threadlog.inspect.timeline import Timeline
 
 __all__ = [
     "Branch",
+    "CheckReport",
     "CheckpointDiff",
     "CheckpointRecord",
     "ContextSeen",
     "ForkTree",
+    "Problem",
     "SourceError",
     "Subgraph",
     "SubgraphTable",
@@ -53,6 +57,7 @@ __all__ = [
     "ThreadSummary",
     "Timeline",
     "ToolPairs",
+    "check",
     "export",
     "thread",
     "threads",
