@@ -44,8 +44,12 @@ def _found(messages: list[Any], profile: str | None = None) -> list[tuple[str, i
 
 
 def test_a_call_the_conversation_moved_past_is_an_open_call_and_its_late_result_an_orphan() -> None:
-    msgs = [HumanMessage("q", id="h"), _call("c1", "a1"), HumanMessage("again", id="h2"),
-            ToolMessage("r", tool_call_id="c1", id="t1")]
+    msgs = [
+        HumanMessage("q", id="h"),
+        _call("c1", "a1"),
+        HumanMessage("again", id="h2"),
+        ToolMessage("r", tool_call_id="c1", id="t1"),
+    ]
     assert _found(msgs) == [("open_call", 1, "a1"), ("orphan_result", 3, "t1")]
 
 
@@ -69,8 +73,12 @@ def test_results_before_their_call_duplicates_and_calls_without_ids_are_named() 
 
 
 def test_late_system_text_and_a_first_assistant_turn_are_rejected_where_a_profile_says() -> None:
-    msgs = [AIMessage("hello", id="a0"), HumanMessage("q", id="h"),
-            SystemMessage("late rule", id="s1"), AIMessage("ok", id="a1")]
+    msgs = [
+        AIMessage("hello", id="a0"),
+        HumanMessage("q", id="h"),
+        SystemMessage("late rule", id="s1"),
+        AIMessage("ok", id="a1"),
+    ]
     rows = {f.kind: f.profiles for f in find_problems(msgs, ALL)}
     assert set(rows) == {"system_out_of_place", "first_not_user"}
     strict = {p.name for p in ALL if not p.system_anywhere}
@@ -86,8 +94,13 @@ def test_empty_content_is_rejected_by_the_user_block_profiles_only() -> None:
 
 
 def test_a_clean_history_has_no_problem_for_any_profile() -> None:
-    msgs = [SystemMessage("s", id="s"), HumanMessage("q", id="h"), _call("c1", "a1"),
-            ToolMessage("r", tool_call_id="c1", id="t1"), AIMessage("done", id="a2")]
+    msgs = [
+        SystemMessage("s", id="s"),
+        HumanMessage("q", id="h"),
+        _call("c1", "a1"),
+        ToolMessage("r", tool_call_id="c1", id="t1"),
+        AIMessage("done", id="a2"),
+    ]
     assert find_problems(msgs, ALL) == []
 
 
@@ -241,7 +254,11 @@ def test_cli_exit_status_summary_and_json_lines(
     assert summary["threads"] == 6 and summary["with_problems"] == 5
     assert summary["by_kind"] == {"open_call": 3, "orphan_result": 2}
     assert {r["thread_id"] for r in lines[:-1]} == {
-        "p-interrupted", "p-rejected", "p-crashed", "p-trimmed", "p-updated"
+        "p-interrupted",
+        "p-rejected",
+        "p-crashed",
+        "p-trimmed",
+        "p-updated",
     }
     assert all(r["profiles"] == ["anthropic"] for r in lines[:-1])
 
@@ -284,8 +301,12 @@ def test_stored_text_prints_escaped_and_the_notebook_view_is_escaped(
         agent = react_agent(saver)
         agent.update_state(
             {"configurable": {"thread_id": "evil\x1b[2J"}},
-            {"messages": [HumanMessage("q", id="h"),
-                          ToolMessage("x", tool_call_id="<b>\x1b]0;t\x07", id="t<i>")]},
+            {
+                "messages": [
+                    HumanMessage("q", id="h"),
+                    ToolMessage("x", tool_call_id="<b>\x1b]0;t\x07", id="t<i>"),
+                ]
+            },
         )
     assert main(["check", "--db", url]) == 1
     out = capsys.readouterr().out

@@ -35,21 +35,27 @@ def register(sub: Any) -> None:
         "1 problems, 2 unreadable or bad input.",
     )
     p.add_argument(
-        "--db", required=True, metavar="SOURCE",
+        "--db",
+        required=True,
+        metavar="SOURCE",
         help="a SQLite file (path or sqlite:///path) or postgresql://…",
     )
     p.add_argument(
-        "--profile", action="append", metavar="P",
+        "--profile",
+        action="append",
+        metavar="P",
         help="a provider profile to check against (repeatable; default: every profile)",
     )
     p.add_argument("--thread", action="append", metavar="T", help="only this thread (repeatable)")
     p.add_argument(
-        "--all-checkpoints", action="store_true",
+        "--all-checkpoints",
+        action="store_true",
         help="check every checkpoint of each thread, not only its head",
     )
     p.add_argument("--json", action="store_true", help="print JSON Lines (one problem a line)")
     p.add_argument(
-        "--repair", action="store_true",
+        "--repair",
+        action="store_true",
         help="append a 'not completed' result to each call without one (through the guarded "
         "saver; nothing is rewritten or deleted)",
     )
@@ -103,8 +109,11 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
                 for p in result.problems:
                     _out(json.dumps(asdict(p), ensure_ascii=False))
                 if result.error is not None:
-                    row = {"thread_id": result.thread_id, "kind": "unreadable",
-                           "detail": result.error}
+                    row = {
+                        "thread_id": result.thread_id,
+                        "kind": "unreadable",
+                        "detail": result.error,
+                    }
                     _out(json.dumps(row, ensure_ascii=False))
                 continue
             if result.error is not None:
@@ -132,20 +141,31 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
     if args.json and args.dry_run:
         for plan in plans:
-            _out(json.dumps({
-                "thread_id": plan.thread_id, "checkpoint_id": plan.checkpoint_id,
-                "channel": plan.channel, "format": plan.format,
-                "results": [{"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name}
-                            for r in plan.results],
-                "refused": plan.refused,
-            }, ensure_ascii=False))
+            _out(
+                json.dumps(
+                    {
+                        "thread_id": plan.thread_id,
+                        "checkpoint_id": plan.checkpoint_id,
+                        "channel": plan.channel,
+                        "format": plan.format,
+                        "results": [
+                            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name}
+                            for r in plan.results
+                        ],
+                        "refused": plan.refused,
+                    },
+                    ensure_ascii=False,
+                )
+            )
     elif args.dry_run:
         for plan in plans:
             for line in plan.lines():
                 _out(safe_line(line))
     if args.dry_run:
-        _out(f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "
-             f"{sum(1 for p in plans if p.results)} thread(s); nothing written (--dry-run)")
+        _out(
+            f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "
+            f"{sum(1 for p in plans if p.results)} thread(s); nothing written (--dry-run)"
+        )
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
@@ -154,12 +174,22 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     for res in results:
         refused += res.refused is not None
         if args.json:
-            _out(json.dumps({"thread_id": res.thread_id, "written": res.written,
-                             "checkpoint_id": res.checkpoint_id, "refused": res.refused},
-                            ensure_ascii=False))
+            _out(
+                json.dumps(
+                    {
+                        "thread_id": res.thread_id,
+                        "written": res.written,
+                        "checkpoint_id": res.checkpoint_id,
+                        "refused": res.refused,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             _out(safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
-    _out(f"repaired {len(results) - refused} thread(s); {refused} refused; "
-         f"{left} call(s) appending cannot answer")
+    _out(
+        f"repaired {len(results) - refused} thread(s); {refused} refused; "
+        f"{left} call(s) appending cannot answer"
+    )
     return 1 if refused or left else 0

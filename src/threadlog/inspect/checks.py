@@ -283,8 +283,7 @@ class CheckReport(Table):
         for r in self.results:
             if r.error is not None:
                 out.append(
-                    {"thread": r.thread_id, "kind": "unreadable", "where": "-",
-                     "detail": r.error}
+                    {"thread": r.thread_id, "kind": "unreadable", "where": "-", "detail": r.error}
                 )
             for p in r.problems:
                 out.append(

@@ -122,45 +122,66 @@ def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[
             elif cid in answered:
                 out.append(
                     Finding(
-                        "duplicate_result", pos, m.id,
+                        "duplicate_result",
+                        pos,
+                        m.id,
                         f"second result for call {cid!r} (first at position {answered[cid]})",
-                        every, cid, m.name,
+                        every,
+                        cid,
+                        m.name,
                     )
                 )
             elif made_at.get(cid, -1) > pos:
                 out.append(
                     Finding(
-                        "result_before_call", pos, m.id,
+                        "result_before_call",
+                        pos,
+                        m.id,
                         f"result for call {cid!r}, which the message at position "
                         f"{made_at[cid]} makes later",
-                        every, cid, m.name,
+                        every,
+                        cid,
+                        m.name,
                     )
                 )
             elif cid in moved_past:
                 out.append(
                     Finding(
-                        "orphan_result", pos, m.id,
+                        "orphan_result",
+                        pos,
+                        m.id,
                         f"result for call {cid!r} comes after the conversation moved on "
                         f"(position {moved_past[cid]})",
-                        every, cid, m.name,
+                        every,
+                        cid,
+                        m.name,
                     )
                 )
             else:
                 out.append(
                     Finding(
-                        "orphan_result", pos, m.id,
+                        "orphan_result",
+                        pos,
+                        m.id,
                         f"result for call {cid!r}, which no earlier message made",
-                        every, cid, m.name,
+                        every,
+                        cid,
+                        m.name,
                     )
                 )
             continue
         for cid, (at, ai_id, name) in open_.items():
             out.append(
                 Finding(
-                    "open_call", at, ai_id,
+                    "open_call",
+                    at,
+                    ai_id,
                     f"call {cid!r} ({name}) has no result before the {role} message at "
                     f"position {pos}",
-                    every, cid, name, pos,
+                    every,
+                    cid,
+                    name,
+                    pos,
                 )
             )
             moved_past[cid] = pos
@@ -169,8 +190,11 @@ def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[
             if conversation and late_system:
                 out.append(
                     Finding(
-                        "system_out_of_place", pos, m.id,
-                        f"{role} message after the conversation started", late_system,
+                        "system_out_of_place",
+                        pos,
+                        m.id,
+                        f"{role} message after the conversation started",
+                        late_system,
                     )
                 )
         elif not conversation:
@@ -178,7 +202,9 @@ def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[
             if role != "user" and user_first:
                 out.append(
                     Finding(
-                        "first_not_user", pos, m.id,
+                        "first_not_user",
+                        pos,
+                        m.id,
                         f"the conversation starts with a {role} message, not a user one",
                         user_first,
                     )
@@ -194,15 +220,25 @@ def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[
             if not cid:
                 out.append(
                     Finding(
-                        "call_without_id", pos, m.id,
-                        f"call {name!r} has no id, so no result can answer it", every, None, name,
+                        "call_without_id",
+                        pos,
+                        m.id,
+                        f"call {name!r} has no id, so no result can answer it",
+                        every,
+                        None,
+                        name,
                     )
                 )
             elif cid in seen:
                 out.append(
                     Finding(
-                        "duplicate_call_id", pos, m.id,
-                        f"call id {cid!r} is used twice", every, cid, name,
+                        "duplicate_call_id",
+                        pos,
+                        m.id,
+                        f"call id {cid!r} is used twice",
+                        every,
+                        cid,
+                        name,
                     )
                 )
             else:
@@ -211,9 +247,13 @@ def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[
     for cid, (at, ai_id, name) in open_.items():
         out.append(
             Finding(
-                "open_call", at, ai_id,
+                "open_call",
+                at,
+                ai_id,
                 f"call {cid!r} ({name}) has no result (the history ends here)",
-                every, cid, name,
+                every,
+                cid,
+                name,
             )
         )
     out.sort(key=lambda f: f.position)
