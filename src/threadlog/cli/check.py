@@ -94,13 +94,13 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from dataclasses import asdict
 
-    from threadlog.inspect.checks import Tally, check_threads, problem_line
-    from threadlog.inspect.readonly import describe, open_readonly
+    from threadlog.inspect.checks import Tally, check_threads, open_database, problem_line
+    from threadlog.inspect.readonly import describe
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
     every = [p.name for p in profiles]
-    with open_readonly(args.db) as saver:
+    with open_database(args.db) as saver:
         for result in check_threads(
             saver, profiles=profiles, threads=args.thread, all_checkpoints=args.all_checkpoints
         ):
@@ -133,11 +133,12 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
-    from threadlog.inspect.readonly import open_readonly, sqlite_path
+    from threadlog.inspect.checks import open_database
+    from threadlog.inspect.readonly import sqlite_path
     from threadlog.inspect.repair import apply_repairs, plan_repairs
     from threadlog.terminal import safe_line
 
-    with open_readonly(args.db) as saver:  # plan from a read-only look first
+    with open_database(args.db) as saver:  # plan from a read-only look first
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
     if args.json and args.dry_run:
         for plan in plans:
@@ -160,7 +161,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     elif args.dry_run:
         for plan in plans:
             for line in plan.lines():
-                _out(safe_line(line))
+                _out(" " * (len(line) - len(line.lstrip())) + safe_line(line))
     if args.dry_run:
         _out(
             f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "

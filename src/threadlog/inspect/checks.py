@@ -46,6 +46,7 @@ __all__ = [
     "check",
     "check_threads",
     "message_channels",
+    "open_database",
     "resolve_profiles",
 ]
 
@@ -80,6 +81,19 @@ class ThreadCheck:
     checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
     error: str | None = None
+
+
+def open_database(source: str) -> Any:
+    """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
+    checking and replaying read LangGraph's tables themselves."""
+    from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
+
+    if is_server_url(source):
+        raise SourceError(
+            f"{describe(source)} is a LangGraph server; check and replay read its database "
+            "(a SQLite file or postgresql://…): pass that as --db"
+        )
+    return open_readonly(source)
 
 
 def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
@@ -316,7 +330,7 @@ def check(
     all_checkpoints: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` against `profiles` (module doc)."""
-    from threadlog.inspect.readonly import describe, open_readonly
+    from threadlog.inspect.readonly import describe
 
     chosen = resolve_profiles(profiles)
 
@@ -334,7 +348,7 @@ def check(
     if isinstance(source, BaseCheckpointSaver):
         return run(source, type(source).__name__)
     if isinstance(source, str):
-        with open_readonly(source) as saver:
+        with open_database(source) as saver:
             return run(saver, describe(source))
     raise TypeError(
         f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"

@@ -404,9 +404,9 @@ class ReplayReport(Table):
         Column("turn", "turn", 4, ">"),
         Column("kind", "result", 11),
         Column("call", "call", 4, ">"),
-        Column("user", "user message", 30),
+        Column("user", "user message", 26),
         Column("detail", "first divergence"),
-        Column("diff", "", 0, below=True),
+        Column("diff", "stored / replayed", 0, below=True),
     )
 
     def __init__(self, title: str, results: list[TurnResult]) -> None:
@@ -464,7 +464,8 @@ def replay(
     """Replay `thread_id` of `source` through `graph` (module doc)."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from threadlog.inspect.readonly import describe, open_readonly
+    from threadlog.inspect.checks import open_database
+    from threadlog.inspect.readonly import describe
 
     if model not in ("stored", "live"):
         raise ValueError(f"model must be 'stored' or 'live', not {model!r}")
@@ -473,7 +474,7 @@ def replay(
     if isinstance(source, BaseCheckpointSaver):
         stored, name = _turns(source, thread_id), type(source).__name__
     elif isinstance(source, str):
-        with open_readonly(source) as saver:
+        with open_database(source) as saver:
             stored, name = _turns(saver, thread_id), describe(source)
     else:
         raise TypeError(
