@@ -11,8 +11,9 @@ weather agent (`create_agent`, the message log) or LangGraph's `create_react_age
 thread ids (one in a hundred from the poisoned template), so every thread is stored
 exactly as a run stores it (for `add_messages`, whose saver stores the whole list in every
 checkpoint, only the head checkpoint is copied: it is all `check` reads). Then
-`threadlog check --db FILE` runs in a subprocess, so the figure includes start-up; wall and CPU seconds and the child's peak RSS are printed per
-size, to show the time per thread and that memory does not grow with the thread count.
+`threadlog check --db FILE` runs in a subprocess, so the figure includes start-up; wall
+and CPU seconds and the child's peak RSS are printed per size, to show the time per thread
+and that memory does not grow with the thread count.
 Nothing is asserted: the figures go into BENCHMARKS.md.
 """
 
