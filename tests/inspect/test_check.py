@@ -261,6 +261,8 @@ def test_cli_exit_status_summary_and_json_lines(
         "p-updated",
     }
     assert all(r["profiles"] == ["anthropic"] for r in lines[:-1])
+    repairable = {r["thread_id"] for r in lines[:-1] if r["repairable"]}
+    assert repairable == {"p-interrupted", "p-crashed"}  # p-rejected: only by rewriting
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,7 @@ class Problem:
     detail: str
     profiles: list[str]
     repairable: bool
+    """Whether `check --repair` can answer it by appending."""
 
 
 @dataclass(slots=True)
@@ -144,7 +145,8 @@ def _problems(
             call_name=f.call_name,
             detail=f.detail,
             profiles=list(f.profiles),
-            repairable=f.kind in REPAIRABLE,
+            # A plain list only appends: a call the conversation moved past stays open.
+            repairable=f.kind in REPAIRABLE and (fmt == LOG_FORMAT or f.closed_by is None),
         )
         for f in findings
     ]
