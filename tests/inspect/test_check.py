@@ -136,7 +136,7 @@ def test_repair_then_check_is_clean_and_nothing_stored_is_rewritten(
     backend: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     expected = {**threadlog_threads(backend)}
-    plain = plain_threads(backend) if backend.startswith("sqlite") else {}
+    plain = plain_threads(backend)
     before = check(backend)
     old_heads = {p.thread_id: p.checkpoint_id for p in before.problems}
 
@@ -153,7 +153,7 @@ def test_repair_then_check_is_clean_and_nothing_stored_is_rewritten(
     # Every open call appending can answer is answered; the plain reject is not (its
     # call is followed by the user's message, and add_messages only appends).
     unfixable = {t: k for t, k in plain.items() if k and k != {"open_call"}}
-    assert left == ({**unfixable, "p-rejected": {"open_call"}} if plain else {})
+    assert left == {**unfixable, "p-rejected": {"open_call"}}
     assert "p-rejected" not in plan or "followed by other messages" in plan
     repaired = {t for t, k in {**expected, **plain}.items() if k == {"open_call"}} - set(left)
     assert repaired and all(t in old_heads for t in repaired)

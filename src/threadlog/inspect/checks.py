@@ -252,7 +252,8 @@ class Tally:
 
 
 def profiles_cell(names: Sequence[str], every: Sequence[str]) -> str:
-    return "every profile" if list(names) == list(every) else ", ".join(names)
+    """`names` for people: "every profile" when they are all of `PROFILES`."""
+    return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
 
 
 def where(p: Problem) -> str:
