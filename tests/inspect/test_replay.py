@@ -270,3 +270,18 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
+
+
+def test_cli_a_database_that_is_not_langgraphs_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    _graph_module(tmp_path, monkeypatch, "x")
+    argv = ["replay", "--db", str(other), "--thread", "t", "--graph", "myagent:build"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is not a LangGraph checkpoint database" in err and err.count("\n") == 1

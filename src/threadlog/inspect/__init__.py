@@ -17,6 +17,7 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
     inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
     inspect.check("app.db")  # every thread a provider would reject, and why
+    inspect.replay(graph, "app.db", "t1")  # re-run stored turns through `graph`, no tool re-run
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
 to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
@@ -34,6 +35,7 @@ from threadlog.inspect.namespaces import Subgraph, SubgraphTable
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.replays import ReplayReport, replay
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
@@ -47,6 +49,7 @@ __all__ = [
     "ContextSeen",
     "ForkTree",
     "Problem",
+    "ReplayReport",
     "SourceError",
     "Subgraph",
     "SubgraphTable",
@@ -59,6 +62,7 @@ __all__ = [
     "ToolPairs",
     "check",
     "export",
+    "replay",
     "thread",
     "threads",
 ]
