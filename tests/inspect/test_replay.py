@@ -285,3 +285,48 @@ def test_cli_a_database_that_is_not_langgraphs_is_exit_2(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "is not a LangGraph checkpoint database" in err and err.count("\n") == 1
+
+
+def test_a_turn_paused_for_approval_is_an_interrupt_after_what_ran_before_matched(
+    tmp_path: Path,
+) -> None:
+    from langgraph.types import Command
+
+    url = f"sqlite:///{tmp_path / 'approved.db'}"
+    counter = Counter()
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+
+    def build(checkpointer: Any = None) -> Any:
+        return create_agent(
+            OfflineChatModel(), [counter.tool()], system_prompt=weather.SYSTEM_PROMPT,
+            context=ContextPolicy(max_turns=20), requires_approval=["get_weather"],
+            checkpointer=checkpointer,
+        )
+
+    with threadlog.checkpointer(url) as saver:
+        graph = build(saver)
+        graph.invoke({"messages": [HumanMessage(QUESTIONS[0])]}, cfg)
+        graph.invoke(Command(resume={"action": "approve"}), cfg)
+    assert counter.runs == 1
+    (r,) = replay(build(), url, "t").results
+    assert (r.turn, r.kind) == (1, "interrupt") and "interrupt()" in r.detail
+    assert counter.runs == 1
+
+
+def test_a_plain_create_react_agent_thread_replays_live_without_running_its_tool(
+    tmp_path: Path,
+) -> None:
+    from helpers_poisoned import plain_saver, react_agent
+
+    url = f"sqlite:///{tmp_path / 'react.db'}"
+    counter = Counter()
+    with plain_saver(url) as saver:
+        agent = react_agent(saver, tools=[counter.tool()])
+        for q in QUESTIONS[:2]:
+            agent.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "r"}})
+    counter.runs = 0
+    report = replay(react_agent(None, tools=[counter.tool()]), url, "r", model="live")
+    assert report.matched and len(report.results) == 2, str(report)
+    assert counter.runs == 0
+    with pytest.raises(ValueError, match=r"threadlog\.ModelNode"):
+        replay(react_agent(None, tools=[counter.tool()]), url, "r")  # stored: no ModelNode

@@ -13,6 +13,8 @@ it), each `match` or the turn's *first* divergence:
 * `call` — a different call (another tool, more or fewer calls, a call where the stored
   turn answered, an answer where it called), `args` — the same tools, other arguments,
   `answer` — a different final answer.
+* `interrupt` — the turn paused in `interrupt()` (an approval) after everything before
+  the pause matched: the decision that let the stored turn go on is not replayed.
 
 How. Each turn starts from the state stored right before its user message (messages
 and compaction events, read from `source` read-only) on a *scratch* thread in an
@@ -56,7 +58,8 @@ class TurnResult:
     user_message_id: str | None
     user_text: str
     kind: str
-    """`match`, or the first divergence: context, tool_schema, call, args, answer."""
+    """`match`, or the first divergence: context, tool_schema, call, args, answer, or
+    `interrupt` (the turn paused where the stored one was resumed)."""
     model_call: int | None
     """Which model call of the turn diverged (1-based), when one did."""
     detail: str
@@ -295,6 +298,9 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
             by_name.update(real)
 
 
+_FEWER = "the replay made"
+
+
 def _compare(
     turn: _Turn, replayed: Sequence[BaseMessage]
 ) -> tuple[str, int | None, str, str | None, str | None]:
@@ -304,7 +310,7 @@ def _compare(
             return (
                 "call",
                 k + 1,
-                f"the replay made {len(ais)} model call(s); the stored turn "
+                f"{_FEWER} {len(ais)} model call(s); the stored turn "
                 f"made {len(turn.replies)}",
                 _summary(stored),
                 None,
@@ -381,9 +387,17 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
             scratch.invoke({"messages": [turn.user]}, config)
         except _Stop as stop:
             stopped = stop
-    messages = list(scratch.get_state(config).values.get("messages") or [])
+    snap = scratch.get_state(config)
+    messages = list(snap.values.get("messages") or [])
     at = next((i for i, m in enumerate(messages) if m.id == turn.user.id), len(messages))
     kind, call, detail, stored, replayed = _compare(turn, messages[at + 1 :])
+    if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
+        # The turn paused (interrupt()): what ran before the pause matched; the decision
+        # that let the stored turn go on is not replayed.
+        kind, detail = "interrupt", (
+            f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
+            "answer interrupts: what ran before the pause matches"
+        )
     if kind == "match" and stopped is not None:
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
     elif stopped is not None and stopped.kind == "tool_schema":
