@@ -1,7 +1,8 @@
 """One line on stderr and exit status 1 for every error a `threadlog` command meets.
 
 Contract: `run_command(name, body)` runs `body()` and returns its exit status. Any exception
-becomes one line, `threadlog NAME: error: <what went wrong>`, on stderr with exit status 1:
+becomes one line, `threadlog NAME: error: <what went wrong>`, on stderr with exit status 1
+(`error_status`: `check` and `replay` use 2, keeping 1 for "problems found"):
 the message of an error the user can act on (a bad source, a missing thread, a bad file)
 as it is, anything else prefixed with its type. `THREADLOG_DEBUG=1` re-raises instead, for
 the traceback. The line is terminal-safe (`threadlog.terminal.safe_line`): an error that
@@ -38,7 +39,7 @@ def _expected(exc: BaseException) -> bool:
     return isinstance(exc, (CommandError, SourceError, LookupError, ValueError, OSError))
 
 
-def run_command(name: str, body: Callable[[], int]) -> int:
+def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> int:
     try:
         return body()
     except KeyboardInterrupt:
@@ -55,4 +56,4 @@ def run_command(name: str, body: Callable[[], int]) -> int:
         if not _expected(exc):
             text = f"{type(exc).__name__}: {text} (THREADLOG_DEBUG=1 shows the traceback)"
         print(f"threadlog {name}: error: {text}", file=sys.stderr)
-        return 1
+        return error_status

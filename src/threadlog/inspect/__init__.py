@@ -16,6 +16,8 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.plot()              # messages, context tokens, stored bytes, tool latency
     t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
     inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
+    inspect.check("app.db")  # every thread a provider would reject, and why
+    inspect.replay(graph, "app.db", "t1")  # re-run stored turns through `graph`, no tool re-run
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
 to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
@@ -25,6 +27,7 @@ database is opened read-only (`SourceError`, one line, when it cannot be read).
 """
 
 from threadlog.inspect import export
+from threadlog.inspect.checks import CheckReport, Problem, check
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
@@ -32,6 +35,7 @@ from threadlog.inspect.namespaces import Subgraph, SubgraphTable
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.replays import ReplayReport, replay
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
@@ -39,10 +43,13 @@ from threadlog.inspect.timeline import Timeline
 
 __all__ = [
     "Branch",
+    "CheckReport",
     "CheckpointDiff",
     "CheckpointRecord",
     "ContextSeen",
     "ForkTree",
+    "Problem",
+    "ReplayReport",
     "SourceError",
     "Subgraph",
     "SubgraphTable",
@@ -53,7 +60,9 @@ __all__ = [
     "ThreadSummary",
     "Timeline",
     "ToolPairs",
+    "check",
     "export",
+    "replay",
     "thread",
     "threads",
 ]

@@ -1,0 +1,196 @@
+"""`threadlog check --db SOURCE [--profile P …] [--thread T …] [--all-checkpoints] [--json]
+[--repair [--dry-run]]`.
+
+Contract: reports, per thread, what each profile (default: every one in `PROFILES`) would
+reject in its stored history and why (`threadlog.inspect.check`), streaming thread by
+thread, then one summary line. Text is terminal-safe (stored ids and text escaped);
+`--json` prints JSON Lines: one object per problem (the `Problem` fields), one
+`{"thread_id", "kind": "unreadable", "detail"}` per thread that could not be read, and a
+last `{"summary": {...}}`. Exit status: 0 every thread clean, 1 problems found, 2 a
+thread or the source could not be read or the input is bad (unknown profile, thread not
+in the database, not a LangGraph database) — one line on stderr.
+
+`--repair` appends a "not completed" result to every call without one that appending can
+answer (`threadlog.inspect.repair`), through the guarded saver, refusing a thread a run
+holds; `--dry-run` prints the plan and writes nothing. Without `--repair` the database is
+opened read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="find stored threads a provider would reject (and repair them by appending)",
+        description="Check every thread of a database against provider profiles: calls "
+        "without results, results without calls, misplaced system text, … Exit 0 clean, "
+        "1 problems, 2 unreadable or bad input.",
+    )
+    p.add_argument(
+        "--db",
+        required=True,
+        metavar="SOURCE",
+        help="a SQLite file (path or sqlite:///path) or postgresql://…",
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        metavar="P",
+        help="a provider profile to check against (repeatable; default: every profile)",
+    )
+    p.add_argument("--thread", action="append", metavar="T", help="only this thread (repeatable)")
+    p.add_argument(
+        "--all-checkpoints",
+        action="store_true",
+        help="check every checkpoint of each thread, not only its head",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON Lines (one problem a line)")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="append a 'not completed' result to each call without one (through the guarded "
+        "saver; nothing is rewritten or deleted)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="with --repair: print the plan, write nothing"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import run_command
+
+    return run_command("check", lambda: _run(args), error_status=2)
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import CommandError
+    from threadlog.inspect.checks import resolve_profiles
+
+    profiles = resolve_profiles(args.profile)
+    if args.dry_run and not args.repair:
+        raise CommandError("--dry-run goes with --repair")
+    if args.repair:
+        if args.all_checkpoints:
+            raise CommandError(
+                "--repair answers calls at each thread's head: drop --all-checkpoints"
+            )
+        return _repair(args, profiles)
+    return _check(args, profiles)
+
+
+def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
+    from dataclasses import asdict
+
+    from threadlog.inspect.checks import Tally, check_threads, open_database, problem_line
+    from threadlog.inspect.readonly import describe
+    from threadlog.terminal import safe_line
+
+    tally = Tally(profiles)
+    every = [p.name for p in profiles]
+    with open_database(args.db) as saver:
+        for result in check_threads(
+            saver, profiles=profiles, threads=args.thread, all_checkpoints=args.all_checkpoints
+        ):
+            tally.add(result)
+            if args.json:
+                for p in result.problems:
+                    _out(json.dumps(asdict(p), ensure_ascii=False))
+                if result.error is not None:
+                    row = {
+                        "thread_id": result.thread_id,
+                        "kind": "unreadable",
+                        "detail": result.error,
+                    }
+                    _out(json.dumps(row, ensure_ascii=False))
+                continue
+            if result.error is not None:
+                _out(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))
+            elif result.problems:
+                _out(safe_line(f"thread {result.thread_id}: {len(result.problems)} problem(s)"))
+                for p in result.problems:
+                    _out(problem_line(p, every))
+    if args.json:
+        _out(json.dumps({"summary": {"source": describe(args.db), **tally.as_dict()}}))
+    else:
+        _out(tally.line())
+        if tally.profile_line():
+            _out(tally.profile_line())
+    sys.stdout.flush()
+    return tally.status()
+
+
+def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
+    from threadlog.inspect.checks import open_database
+    from threadlog.inspect.readonly import sqlite_path
+    from threadlog.inspect.repair import apply_repairs, plan_repairs
+    from threadlog.terminal import safe_line
+
+    with open_database(args.db) as saver:  # plan from a read-only look first
+        plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
+    if args.json and args.dry_run:
+        for plan in plans:
+            _out(
+                json.dumps(
+                    {
+                        "thread_id": plan.thread_id,
+                        "checkpoint_id": plan.checkpoint_id,
+                        "channel": plan.channel,
+                        "format": plan.format,
+                        "results": [
+                            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name}
+                            for r in plan.results
+                        ],
+                        "refused": plan.refused,
+                    },
+                    ensure_ascii=False,
+                )
+            )
+    elif args.dry_run:
+        for plan in plans:
+            for line in plan.lines():
+                _out(" " * (len(line) - len(line.lstrip())) + safe_line(line))
+    if args.dry_run:
+        _out(
+            f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "
+            f"{sum(1 for p in plans if p.results)} thread(s); nothing written (--dry-run)"
+        )
+        return 1 if plans else 0
+    path = sqlite_path(args.db)
+    url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
+    results = apply_repairs(url, [p for p in plans if p.results])
+    refused = 0
+    for res in results:
+        refused += res.refused is not None
+        if args.json:
+            _out(
+                json.dumps(
+                    {
+                        "thread_id": res.thread_id,
+                        "written": res.written,
+                        "checkpoint_id": res.checkpoint_id,
+                        "refused": res.refused,
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        else:
+            _out(safe_line(res.line()))
+    left = sum(len(p.refused) for p in plans)
+    _out(
+        f"repaired {len(results) - refused} thread(s); {refused} refused; "
+        f"{left} call(s) appending cannot answer"
+    )
+    return 1 if refused or left else 0

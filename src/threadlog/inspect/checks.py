@@ -1,0 +1,364 @@
+"""`check`: which stored threads would a provider reject, and why — a whole database at once.
+
+Contract: `check(source, profiles=None, threads=None, all_checkpoints=False)` reads every
+thread head of `source` (a database URL or SQLite path, opened read-only, or a
+checkpointer) — or every checkpoint, `all_checkpoints=True` — and returns a `CheckReport`:
+a `Table` whose rows are the problems found (`threadlog.inspect.problems`: kind, thread,
+checkpoint, channel, position, message id, call id, the profiles that reject it, why),
+with a summary of threads checked, clean, with problems, and problems by kind and by
+profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
+
+* Every message channel of the state is checked: threadlog's log (`messages`, rebuilt by
+  LangGraph's loader through threadlog's channels) and every plain list of messages a
+  checkpoint stores (`add_messages` state, under any key).
+* `profiles` (names or `Profile`s; default every profile in `PROFILES`) are checked in one
+  pass per history; an unknown name raises `ValueError` naming the known ones.
+* `threads` limits the check to those ids; one the database does not hold raises
+  `LookupError`.
+* Streaming: `check_threads(saver, ...)` yields one `ThreadCheck` per thread and keeps
+  none, so memory stays flat in the number of threads (the report keeps only the threads
+  with problems). A thread whose checkpoint cannot be decoded is a `ThreadCheck` with
+  `error` set, not an exception.
+* Read-only: a database source is opened by `threadlog.inspect.readonly`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from threadlog.inspect.catalog import checkpoint_ids, thread_heads
+from threadlog.inspect.problems import REPAIRABLE, Finding, find_problems
+from threadlog.inspect.table import Cell, Column, Table
+from threadlog.profiles import PROFILES, Profile, get_profile
+from threadlog.terminal import safe_line
+
+__all__ = [
+    "CheckReport",
+    "Problem",
+    "Tally",
+    "ThreadCheck",
+    "check",
+    "check_threads",
+    "message_channels",
+    "open_database",
+    "resolve_profiles",
+]
+
+LOG_FORMAT = "threadlog"
+PLAIN_FORMAT = "add_messages"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem of one stored history (a row of `CheckReport`)."""
+
+    thread_id: str
+    checkpoint_id: str
+    channel: str
+    format: str
+    """`threadlog` (the message log) or `add_messages` (a plain list of messages)."""
+    kind: str
+    position: int
+    message_id: str | None
+    call_id: str | None
+    call_name: str | None
+    detail: str
+    profiles: list[str]
+    repairable: bool
+    """Whether `check --repair` can answer it by appending."""
+
+
+@dataclass(slots=True)
+class ThreadCheck:
+    """What `check_threads` found in one thread."""
+
+    thread_id: str
+    checkpoints: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    error: str | None = None
+
+
+def open_database(source: str) -> Any:
+    """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
+    checking and replaying read LangGraph's tables themselves."""
+    from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
+
+    if is_server_url(source):
+        raise SourceError(
+            f"{describe(source)} is a LangGraph server; check and replay read its database "
+            "(a SQLite file or postgresql://…): pass that as --db"
+        )
+    return open_readonly(source)
+
+
+def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
+    """`profiles` as `Profile`s (default: every one in `PROFILES`); unknown: ValueError."""
+    if profiles is None:
+        return list(PROFILES.values())
+    out = [get_profile(p) for p in profiles]
+    if not out:
+        raise ValueError("no profile to check against; name one, or none for every profile")
+    return out
+
+
+def message_channels(
+    saver: BaseCheckpointSaver[Any], graph: Any, thread_id: str, checkpoint_id: str
+) -> list[tuple[str, str, list[Any]]]:
+    """`(channel, format, messages)` for every message channel of one checkpoint."""
+    conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    tup = saver.get_tuple({"configurable": conf})
+    if tup is None:
+        raise LookupError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    values = tup.checkpoint.get("channel_values") or {}
+    out: list[tuple[str, str, list[Any]]] = []
+    for key, value in values.items():
+        if isinstance(value, list) and value and all(isinstance(m, BaseMessage) for m in value):
+            out.append((key, PLAIN_FORMAT, value))
+    stored = values.get("messages")
+    if not isinstance(stored, list) and "messages" in tup.checkpoint.get("channel_versions", {}):
+        # threadlog's log stores deltas: LangGraph's loader rebuilds it (a stand-in graph).
+        snap = graph.get_state({"configurable": conf})
+        state = snap.values if isinstance(snap.values, dict) else {}
+        out.insert(0, ("messages", LOG_FORMAT, list(state.get("messages") or [])))
+    return out
+
+
+def _problems(
+    thread_id: str, checkpoint_id: str, channel: str, fmt: str, findings: Sequence[Finding]
+) -> list[Problem]:
+    return [
+        Problem(
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            channel=channel,
+            format=fmt,
+            kind=f.kind,
+            position=f.position,
+            message_id=f.message_id,
+            call_id=f.call_id,
+            call_name=f.call_name,
+            detail=f.detail,
+            profiles=list(f.profiles),
+            # A plain list only appends: a call the conversation moved past stays open.
+            repairable=f.kind in REPAIRABLE and (fmt == LOG_FORMAT or f.closed_by is None),
+        )
+        for f in findings
+    ]
+
+
+def check_threads(
+    saver: BaseCheckpointSaver[Any],
+    *,
+    profiles: Sequence[Profile],
+    threads: Sequence[str] | None = None,
+    all_checkpoints: bool = False,
+) -> Iterator[ThreadCheck]:
+    """One `ThreadCheck` per thread of `saver`, newest first (module doc)."""
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    heads = thread_heads(saver)
+    if threads is not None:
+        by_id = {h.thread_id: h for h in heads}
+        missing = [t for t in threads if t not in by_id]
+        if missing:
+            raise LookupError(
+                f"no thread {missing[0]!r} in this database ({len(heads)} thread(s) there; "
+                "`threadlog threads --db …` lists them)"
+            )
+        heads = [by_id[t] for t in dict.fromkeys(threads)]
+    graph = stand_in(saver, None)
+    with quiet_stand_in(True):
+        for head in heads:
+            result = ThreadCheck(head.thread_id)
+            ids = checkpoint_ids(saver, head.thread_id) if all_checkpoints else [head.head_id]
+            try:
+                for cid in ids:
+                    for channel, fmt, messages in message_channels(
+                        saver, graph, head.thread_id, cid
+                    ):
+                        found = find_problems(messages, profiles)
+                        result.problems += _problems(head.thread_id, cid, channel, fmt, found)
+                    result.checkpoints += 1
+            except Exception as exc:  # one unreadable thread must not hide the others
+                result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            yield result
+
+
+class Tally:
+    """Counts over `ThreadCheck`s: the summary line and the exit status."""
+
+    def __init__(self, profiles: Sequence[Profile]) -> None:
+        self.profiles = [p.name for p in profiles]
+        self.threads = 0
+        self.checkpoints = 0
+        self.clean = 0
+        self.with_problems = 0
+        self.unreadable = 0
+        self.by_kind: Counter[str] = Counter()
+        self.by_profile: Counter[str] = Counter()  # threads each profile rejects
+
+    def add(self, result: ThreadCheck) -> None:
+        self.threads += 1
+        self.checkpoints += result.checkpoints
+        if result.error is not None:
+            self.unreadable += 1
+        elif result.problems:
+            self.with_problems += 1
+        else:
+            self.clean += 1
+        self.by_kind.update(p.kind for p in result.problems)
+        self.by_profile.update({n for p in result.problems for n in p.profiles})
+
+    def status(self) -> int:
+        """0 every thread clean, 1 problems found, 2 a thread could not be read."""
+        if self.unreadable:
+            return 2
+        return 1 if self.with_problems else 0
+
+    def line(self) -> str:
+        text = (
+            f"checked {self.threads} thread(s), {self.checkpoints} checkpoint(s): "
+            f"{self.clean} clean, {self.with_problems} with problems"
+        )
+        if self.unreadable:
+            text += f", {self.unreadable} unreadable"
+        if self.by_kind:
+            text += " — " + ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items()))
+        return text
+
+    def profile_line(self) -> str:
+        if not self.by_profile:
+            return ""
+        return "threads each profile rejects: " + ", ".join(
+            f"{name} {self.by_profile[name]}" for name in self.profiles if self.by_profile[name]
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "threads": self.threads,
+            "checkpoints": self.checkpoints,
+            "clean": self.clean,
+            "with_problems": self.with_problems,
+            "unreadable": self.unreadable,
+            "by_kind": dict(sorted(self.by_kind.items())),
+            "by_profile": {n: self.by_profile[n] for n in self.profiles if self.by_profile[n]},
+        }
+
+
+def profiles_cell(names: Sequence[str], every: Sequence[str]) -> str:
+    """`names` for people: "every profile" when they are all of `PROFILES`."""
+    return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
+
+
+def where(p: Problem) -> str:
+    text = f"{p.channel}[{p.position}]"
+    if p.message_id:
+        text += f" id {p.message_id}"
+    return text
+
+
+class CheckReport(Table):
+    """The problems `check` found: one row per problem (module doc)."""
+
+    columns: tuple[Column, ...] = (
+        Column("thread", "thread", 24),
+        Column("kind", "kind", 19),
+        Column("where", "where"),
+        Column("detail", "why", 0, below=True),
+    )
+
+    def __init__(
+        self, source: str, tally: Tally, results: list[ThreadCheck], profiles: Sequence[Profile]
+    ) -> None:
+        self.title = f"check of {source}"
+        self.tally = tally
+        self.results = results
+        self.profile_names = [p.name for p in profiles]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for r in self.results for p in r.problems]
+
+    @property
+    def status(self) -> int:
+        return self.tally.status()
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [asdict(p) for p in self.problems]
+
+    def summary(self) -> list[str]:
+        return [line for line in (self.tally.line(), self.tally.profile_line()) if line]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        out: list[dict[str, Cell]] = []
+        for r in self.results:
+            if r.error is not None:
+                out.append(
+                    {"thread": r.thread_id, "kind": "unreadable", "where": "-", "detail": r.error}
+                )
+            for p in r.problems:
+                out.append(
+                    {
+                        "thread": p.thread_id,
+                        "kind": p.kind,
+                        "where": where(p),
+                        "detail": [
+                            p.detail,
+                            "rejected by " + profiles_cell(p.profiles, self.profile_names),
+                        ],
+                    }
+                )
+        return out
+
+    def notes(self) -> list[str]:
+        if not self.tally.by_kind:
+            return []
+        return [
+            "open_call can be repaired by appending: threadlog check --db … --repair "
+            "(--dry-run prints the plan)"
+        ]
+
+
+def check(
+    source: Any,
+    *,
+    profiles: Iterable[str | Profile] | None = None,
+    threads: Sequence[str] | None = None,
+    all_checkpoints: bool = False,
+) -> CheckReport:
+    """Check the threads of `source` against `profiles` (module doc)."""
+    from threadlog.inspect.readonly import describe
+
+    chosen = resolve_profiles(profiles)
+
+    def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
+        tally = Tally(chosen)
+        kept: list[ThreadCheck] = []
+        for result in check_threads(
+            saver, profiles=chosen, threads=threads, all_checkpoints=all_checkpoints
+        ):
+            tally.add(result)
+            if result.problems or result.error is not None:
+                kept.append(result)
+        return CheckReport(name, tally, kept, chosen)
+
+    if isinstance(source, BaseCheckpointSaver):
+        return run(source, type(source).__name__)
+    if isinstance(source, str):
+        with open_database(source) as saver:
+            return run(saver, describe(source))
+    raise TypeError(
+        f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
+    )
+
+
+def problem_line(p: Problem, every: Sequence[str]) -> str:
+    """One problem as a terminal-safe line (stored ids and text escaped)."""
+    text = safe_line(f"{where(p)}: {p.detail} — rejected by {profiles_cell(p.profiles, every)}")
+    return f"  {p.kind:<19} {text}"

@@ -1,0 +1,271 @@
+"""`threadlog check --repair`: answer a thread's calls that have no result, by appending.
+
+Contract:
+
+* `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
+  `RepairPlan` per thread whose head has an `open_call` problem: for each open call the
+  result `ModelNode` gives a call whose step stopped — `threadlog.pairing.not_completed`,
+  the same message with the same deterministic id — or, when appending cannot put the
+  result in its place, why not (`refused`): a plain `add_messages` list appends at its
+  end, so a call the conversation has moved past cannot be answered there; a call
+  without an id can never be answered. threadlog's log places a result right after its
+  call wherever the call is.
+* `apply_repairs(url, plans)` writes the plans through the guarded saver
+  (`threadlog.checkpointer(url)`): per thread it takes the thread with
+  `saver.exclusive(thread_id)` — a thread a run holds is refused at once
+  (`ConcurrentRunError`, said in the result) and nothing is written — re-plans on the
+  head it then reads, and appends the results as one new checkpoint made by
+  `update_state(as_node="check")`. Nothing stored is rewritten or deleted: the new
+  checkpoint's parent is the old head, every other channel keeps its stored value and
+  version, and its metadata records the repair as an event,
+  `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
+  "channel": …, "calls": [call ids], "results": [message ids]}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypedDict, cast
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from threadlog.inspect.checks import (
+    LOG_FORMAT,
+    check_threads,
+    message_channels,
+)
+from threadlog.messages import calls_of
+from threadlog.pairing import call_id, not_completed, open_in
+from threadlog.profiles import Profile
+
+__all__ = ["AUTHOR", "RepairPlan", "RepairResult", "apply_repairs", "plan_for", "plan_repairs"]
+
+AUTHOR = "check"
+EVENT_KEY = "threadlog_repair"
+
+
+@dataclass(slots=True)
+class RepairPlan:
+    thread_id: str
+    checkpoint_id: str
+    channel: str
+    format: str
+    results: list[ToolMessage] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Open calls appending cannot answer, each with why."""
+
+    def lines(self) -> list[str]:
+        out = [
+            f"thread {self.thread_id}: append {len(self.results)} result(s) to "
+            f"{self.channel} ({self.format}) after checkpoint {self.checkpoint_id}"
+        ]
+        out += [
+            f"  call {r.tool_call_id!r} ({r.name}): {r.content} [id {r.id}]" for r in self.results
+        ]
+        out += [f"  not repaired: {why}" for why in self.refused]
+        return out
+
+
+@dataclass(slots=True)
+class RepairResult:
+    thread_id: str
+    written: list[str] = field(default_factory=list)  # result message ids appended
+    checkpoint_id: str | None = None  # the new head
+    refused: str | None = None
+
+    def line(self) -> str:
+        if self.refused:
+            return f"thread {self.thread_id}: not repaired: {self.refused}"
+        return (
+            f"thread {self.thread_id}: appended {len(self.written)} result(s), "
+            f"new checkpoint {self.checkpoint_id}"
+        )
+
+
+def plan_for(
+    thread_id: str, checkpoint_id: str, channel: str, fmt: str, messages: Sequence[BaseMessage]
+) -> RepairPlan | None:
+    """The repair of one message channel, or None when it has no open call."""
+    pending = open_in(messages)
+    if not pending:
+        return None
+    plan = RepairPlan(thread_id, checkpoint_id, channel, fmt)
+    index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
+    for request, _, call in pending:
+        cid = call_id(call)
+        where = index.get(request.id or "", -1)
+        if not cid:
+            plan.refused.append(
+                f"a call of message {request.id!r} ({call.get('name')!r}) has no id, so no "
+                "result can answer it"
+            )
+        elif fmt != LOG_FORMAT and not _at_tail(messages, where, request):
+            plan.refused.append(
+                f"call {cid!r} of message {request.id!r} at position {where} is followed by "
+                "other messages: add_messages appends at the end, where its result would "
+                "not answer it"
+            )
+        else:
+            plan.results.append(not_completed(call))
+    return plan
+
+
+def _at_tail(messages: Sequence[BaseMessage], where: int, request: AIMessage) -> bool:
+    # Only results of the request's own calls may follow it for an appended result to be
+    # in place.
+    ids = {call_id(c) for c in calls_of(request)}
+    return where >= 0 and all(
+        isinstance(m, ToolMessage) and m.tool_call_id in ids for m in messages[where + 1 :]
+    )
+
+
+def plan_repairs(
+    saver: BaseCheckpointSaver[Any],
+    *,
+    profiles: Sequence[Profile],
+    threads: Sequence[str] | None = None,
+) -> Iterator[RepairPlan]:
+    """A plan per thread head with an open call (module doc); reads only."""
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    graph = stand_in(saver, None)
+    for result in check_threads(saver, profiles=profiles, threads=threads):
+        if not any(p.kind == "open_call" for p in result.problems):
+            continue
+        checkpoint = result.problems[0].checkpoint_id
+        with quiet_stand_in(True):
+            channels = message_channels(saver, graph, result.thread_id, checkpoint)
+        for channel, fmt, messages in channels:
+            plan = plan_for(result.thread_id, checkpoint, channel, fmt, messages)
+            if plan is not None:
+                yield plan
+
+
+class _Appending(BaseCheckpointSaver[Any]):
+    """The guarded saver as the repair's stand-in graph sees it: a put keeps the stored
+    value of every channel the stand-in does not own, and records the repair event."""
+
+    def __init__(
+        self, inner: BaseCheckpointSaver[Any], kept: Mapping[str, Any], event: dict[str, Any]
+    ) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner, self.kept, self.event = inner, kept, event
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.inner.get_tuple(config)
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        return self.inner.list(config, **kwargs)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        values = dict(checkpoint["channel_values"])
+        for key, value in self.kept.items():
+            if key not in new_versions:
+                values.setdefault(key, value)
+        stored: Checkpoint = {**checkpoint, "channel_values": values}
+        meta: Any = {**metadata, EVENT_KEY: self.event}
+        return self.inner.put(config, stored, meta, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+def _writer(saver: BaseCheckpointSaver[Any], plan: RepairPlan, kept: Mapping[str, Any]) -> Any:
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    from threadlog.channel import Messages
+
+    kind: Any = Messages if plan.format == LOG_FORMAT else Annotated[list, add_messages]
+    schema: Any = TypedDict("RepairState", {plan.channel: kind})  # type: ignore[misc]
+    event = {
+        "author": AUTHOR,
+        "kind": "not_completed",
+        "channel": plan.channel,
+        "calls": [r.tool_call_id for r in plan.results],
+        "results": [r.id for r in plan.results],
+    }
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(schema)
+    builder.add_node(AUTHOR, lambda state: None)
+    builder.add_edge(START, AUTHOR)
+    return builder.compile(checkpointer=_Appending(saver, kept, event))
+
+
+def apply_repairs(url: str, plans: Sequence[RepairPlan]) -> list[RepairResult]:
+    """Write `plans` through the guarded saver, one thread at a time (module doc)."""
+    from threadlog.checkpoint.guard import GuardedSaver
+    from threadlog.checkpoint.saver import checkpointer
+    from threadlog.errors import ConcurrentRunError
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    out: list[RepairResult] = []
+    with checkpointer(url) as opened:
+        saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
+        reader = stand_in(saver, None)
+        for plan in plans:
+            result = RepairResult(plan.thread_id)
+            out.append(result)
+            try:
+                with saver.exclusive(plan.thread_id):
+                    _apply_one(saver, reader, plan, result, quiet_stand_in)
+            except ConcurrentRunError:
+                result.refused = (
+                    "a run holds this thread (its multitask strategy); nothing was written "
+                    "— run the repair again when the run ends"
+                )
+    return out
+
+
+def _apply_one(
+    saver: BaseCheckpointSaver[Any], reader: Any, plan: RepairPlan, result: RepairResult, quiet: Any
+) -> None:
+    tup = saver.get_tuple({"configurable": {"thread_id": plan.thread_id, "checkpoint_ns": ""}})
+    if tup is None:
+        result.refused = "the thread has no checkpoint any more"
+        return
+    head = tup.config["configurable"]["checkpoint_id"]
+    with quiet(True):
+        channels = message_channels(saver, reader, plan.thread_id, head)
+    fresh = next(
+        (
+            plan_for(plan.thread_id, head, ch, fmt, msgs)
+            for ch, fmt, msgs in channels
+            if ch == plan.channel
+        ),
+        None,
+    )
+    if fresh is None or not fresh.results:
+        result.refused = "nothing to append at the thread's head (answered meanwhile?)"
+        return
+    graph = _writer(saver, fresh, tup.checkpoint.get("channel_values") or {})
+    config: RunnableConfig = {
+        "configurable": {"thread_id": plan.thread_id, "checkpoint_ns": "", "checkpoint_id": head}
+    }
+    with quiet(True):  # the stand-in lacks the thread's real nodes (pending sends)
+        new = graph.update_state(config, {fresh.channel: list(fresh.results)}, as_node=AUTHOR)
+    result.written = [r.id or "" for r in fresh.results]
+    result.checkpoint_id = new["configurable"]["checkpoint_id"]

@@ -1,0 +1,499 @@
+"""`replay`: re-run a stored thread's turns through the current graph, as a regression test.
+
+Contract: `replay(graph, source, thread_id, turns=None, model="stored", tools="stored")`
+returns a `ReplayReport`, one row per turn (a turn is a user message and what followed
+it), each `match` or the turn's *first* divergence:
+
+* `context` — what the model node sent differs from what its trace recorded
+  (`response_metadata["threadlog"]`: the system prompt's id, how many messages): a
+  changed system prompt, a changed context policy.
+* `tool_schema` — a stored call no longer fits the current graph's tool (no tool of
+  that name, or arguments its schema refuses); with `model="stored"` the stored reply
+  is served, so this is how a changed schema shows.
+* `call` — a different call (another tool, more or fewer calls, a call where the stored
+  turn answered, an answer where it called), `args` — the same tools, other arguments,
+  `answer` — a different final answer.
+* `interrupt` — the turn paused in `interrupt()` (an approval) after everything before
+  the pause matched: the decision that let the stored turn go on is not replayed.
+
+How. Each turn starts from the state stored right before its user message (messages
+and compaction events, read from `source` read-only) on a *scratch* thread in an
+in-memory saver: the source is never written, and a divergence in one turn does not
+cascade into the next. `graph` (a compiled graph using `threadlog.ModelNode` /
+`ToolNode`, or LangGraph's `ToolNode`) is copied with that saver, and while the turn runs
+its tool nodes' tools are swapped for stand-ins that answer each call from the stored
+result of the same call — by name and arguments, else by position in the turn — so no
+stored tool's side effect runs again. A call the stored turn did not make is reported
+and not executed (`tools="live"` runs it). `model="stored"` serves each model call the
+turn's stored reply in order (the model is not called; `ModelNode` is required);
+`model="live"` calls the graph's own model. The graph's nodes are restored after each
+turn (the swap is not safe to share with a graph running elsewhere meanwhile).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool, StructuredTool
+
+from threadlog.inspect.table import Cell, Column, Table
+from threadlog.nodes.trace import TRACE_KEY
+
+__all__ = ["ModelMode", "ReplayReport", "ToolsMode", "TurnResult", "parse_turns", "replay"]
+
+ModelMode = Literal["stored", "live"]
+ToolsMode = Literal["stored", "live"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    turn: int
+    """1-based: the turn's user message is the thread's `turn`-th."""
+    user_message_id: str | None
+    user_text: str
+    kind: str
+    """`match`, or the first divergence: context, tool_schema, call, args, answer, or
+    `interrupt` (the turn paused where the stored one was resumed)."""
+    model_call: int | None
+    """Which model call of the turn diverged (1-based), when one did."""
+    detail: str
+    stored: str | None = None
+    replayed: str | None = None
+
+    @property
+    def matched(self) -> bool:
+        return self.kind == "match"
+
+
+class _Stop(BaseException):
+    """Ends a replayed turn at its divergence (a BaseException: no tool node catches it)."""
+
+    def __init__(self, kind: str, model_call: int | None, detail: str) -> None:
+        super().__init__(detail)
+        self.kind, self.model_call, self.detail = kind, model_call, detail
+
+
+@dataclass(slots=True)
+class _Turn:
+    index: int
+    user: HumanMessage
+    before: dict[str, Any]  # the state values stored right before the user message
+    replies: list[AIMessage]
+    results: list[ToolMessage]
+
+
+def _calls(ai: AIMessage) -> list[tuple[str, str]]:
+    return [(c["name"], json.dumps(c["args"], sort_keys=True, default=str)) for c in ai.tool_calls]
+
+
+def _text(m: BaseMessage) -> str:
+    return m.text if isinstance(m.text, str) else str(m.content)
+
+
+def _turns(saver: Any, thread_id: str) -> list[_Turn]:
+    """The stored turns, each with the state stored right before it (oldest first)."""
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+
+    graph = stand_in(saver, None)
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    with quiet_stand_in(True):
+        history = list(graph.get_state_history(config))
+    if not history:
+        raise LookupError(f"no thread {thread_id!r} in this database")
+    history.reverse()
+    head = [m for m in history[-1].values.get("messages") or [] if isinstance(m, BaseMessage)]
+    users = [m for m in head if isinstance(m, HumanMessage)]
+    before: dict[str, dict[str, Any]] = {}
+    prev: dict[str, Any] = {}
+    for snap in history:
+        values = snap.values if isinstance(snap.values, dict) else {}
+        ids = {m.id for m in values.get("messages") or []}
+        for u in users:
+            if u.id not in before and u.id in ids:
+                before[u.id or ""] = prev
+        prev = values
+    out: list[_Turn] = []
+    for n, user in enumerate(users, 1):
+        at = head.index(user)
+        end = next(
+            (i for i in range(at + 1, len(head)) if isinstance(head[i], HumanMessage)), len(head)
+        )
+        seed = before.get(user.id or "")
+        if seed is None:  # written by update_state in one go: the stored prefix
+            seed = {"messages": head[:at]}
+        body = head[at + 1 : end]
+        out.append(
+            _Turn(
+                n,
+                user,
+                dict(seed),
+                [m for m in body if isinstance(m, AIMessage)],
+                [m for m in body if isinstance(m, ToolMessage)],
+            )
+        )
+    return out
+
+
+def parse_turns(text: str | None, count: int) -> range:
+    """`A:B` (1-based, inclusive, either side optional) or `N` as a range of turns."""
+    if not text:
+        return range(1, count + 1)
+    try:
+        if ":" in text:
+            a, b = text.split(":", 1)
+            lo, hi = int(a) if a else 1, int(b) if b else count
+        else:
+            lo = hi = int(text)
+    except ValueError:
+        raise ValueError(
+            f"--turns {text!r}: give A:B, A:, :B or N (1-based turn numbers)"
+        ) from None
+    if lo < 1 or hi > count or lo > hi:
+        raise ValueError(f"--turns {text!r}: the thread has turns 1 to {count}")
+    return range(lo, hi + 1)
+
+
+class _Served:
+    """What the stand-ins serve and note for one turn."""
+
+    def __init__(self, turn: _Turn, tools_live: bool, schemas: Mapping[str, BaseTool]) -> None:
+        self.turn = turn
+        self.tools_live = tools_live
+        self.schemas = schemas
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.used: set[int] = set()
+        self.stored_calls = [
+            (c["name"], c["args"], c["id"]) for ai in turn.replies for c in ai.tool_calls
+        ]
+        self.results: dict[str | None, ToolMessage] = {r.tool_call_id: r for r in turn.results}
+
+    def reply(self, _wire: Any) -> AIMessage:
+        k = self.model_calls
+        self.model_calls += 1
+        if k >= len(self.turn.replies):
+            raise _Stop(
+                "call",
+                k + 1,
+                f"the replay calls the model a {k + 1}. time; the stored "
+                f"turn ended after {len(self.turn.replies)} call(s)",
+            )
+        stored = self.turn.replies[k]
+        for call in stored.tool_calls:
+            problem = _schema_problem(self.schemas, call["name"], call["args"])
+            if problem:
+                raise _Stop("tool_schema", k + 1, problem)
+        meta = {key: v for key, v in stored.response_metadata.items() if key != TRACE_KEY}
+        return stored.model_copy(update={"response_metadata": meta})
+
+    def result(self, name: str, args: dict[str, Any], real: BaseTool) -> Any:
+        position = self.tool_calls
+        self.tool_calls += 1
+        found = next(
+            (
+                i
+                for i, (n, a, _) in enumerate(self.stored_calls)
+                if i not in self.used and n == name and a == args
+            ),
+            None,
+        )
+        if found is None and position < len(self.stored_calls) and position not in self.used:
+            if self.stored_calls[position][0] == name:
+                found = position
+        if found is not None:
+            self.used.add(found)
+            stored = self.results.get(self.stored_calls[found][2])
+            if stored is not None:
+                return stored.content
+        if self.tools_live:
+            return real.invoke(args)
+        raise _Stop(
+            "call",
+            None,
+            f"a call the stored turn did not make: {name}({json.dumps(args)}) "
+            "— not executed (--tools live runs it)",
+        )
+
+
+def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str, Any]) -> str:
+    tool = tools.get(name)
+    if tool is None:
+        return f"the stored call {name!r} names no tool of the graph now ({sorted(tools)})"
+    schema: Any = tool.get_input_schema()  # a pydantic (v2) model class
+    try:
+        schema.model_validate(dict(args))
+    except Exception as exc:
+        first = " ".join(str(exc).split())[:160]
+        call = f"{name}({json.dumps(dict(args), ensure_ascii=False)})"
+        return f"the stored call {call} does not fit the tool's schema now: {first}"
+    extra = set(args) - set(schema.model_fields)
+    if extra:
+        return f"the stored call {name} passes {sorted(extra)}, which the tool's schema has no more"
+    return ""
+
+
+def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
+    from langgraph.prebuilt import ToolNode as LangGraphToolNode
+
+    from threadlog.nodes.model import ModelNode
+
+    models, tools = [], []
+    for spec in getattr(graph, "builder", None).nodes.values():  # type: ignore[union-attr]
+        node = spec.runnable
+        if isinstance(node, ModelNode):
+            models.append(node)
+        elif isinstance(node, LangGraphToolNode):
+            tools.append(node)
+    return models, tools
+
+
+def _stand_in_tool(real: BaseTool, served: _Served) -> BaseTool:
+    def serve(**kwargs: Any) -> Any:
+        return served.result(real.name, kwargs, real)
+
+    return StructuredTool.from_function(
+        func=serve,
+        name=real.name,
+        description=real.description,
+        args_schema=real.args_schema,
+    )
+
+
+@contextlib.contextmanager
+def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
+    models, tool_nodes = _nodes(graph)
+    if model == "stored" and not models:
+        raise ValueError(
+            "model='stored' serves stored replies through threadlog.ModelNode, which this "
+            "graph does not use; replay it with model='live'"
+        )
+    saved_models = [(m, m.bound, m.bound_first) for m in models]
+    # `tools_by_name` is the dict a tool node looks each call's tool up in (public, read
+    # only): its entries are swapped in place and put back.
+    saved_tools = [(t.tools_by_name, dict(t.tools_by_name)) for t in tool_nodes]
+    try:
+        if model == "stored":
+            stub = RunnableLambda(served.reply)
+            for m in models:
+                m.bound = m.bound_first = stub
+        for by_name, real in saved_tools:
+            by_name.update({n: _stand_in_tool(tool, served) for n, tool in real.items()})
+        for t, (_, real) in zip(tool_nodes, saved_tools, strict=True):
+            if any(t.tools_by_name.get(n) is tool for n, tool in real.items()):
+                raise RuntimeError(  # never replay with the real tools by accident
+                    f"could not swap the tools of node {t.name!r} for stored results"
+                )
+        yield
+    finally:
+        for m, bound, first in saved_models:
+            m.bound, m.bound_first = bound, first
+        for by_name, real in saved_tools:
+            by_name.clear()
+            by_name.update(real)
+
+
+_FEWER = "the replay made"
+
+
+def _compare(
+    turn: _Turn, replayed: Sequence[BaseMessage]
+) -> tuple[str, int | None, str, str | None, str | None]:
+    ais = [m for m in replayed if isinstance(m, AIMessage)]
+    for k, stored in enumerate(turn.replies):
+        if k >= len(ais):
+            return (
+                "call",
+                k + 1,
+                f"{_FEWER} {len(ais)} model call(s); the stored turn "
+                f"made {len(turn.replies)}",
+                _summary(stored),
+                None,
+            )
+        got = ais[k]
+        s_trace = stored.response_metadata.get(TRACE_KEY) or {}
+        r_trace = got.response_metadata.get(TRACE_KEY) or {}
+        if s_trace and r_trace:
+            if s_trace.get("system_prompt") != r_trace.get("system_prompt"):
+                return (
+                    "context",
+                    k + 1,
+                    "the system prompt sent differs from the stored one",
+                    str(s_trace.get("system_prompt")),
+                    str(r_trace.get("system_prompt")),
+                )
+            if s_trace.get("context_messages") != r_trace.get("context_messages"):
+                return (
+                    "context",
+                    k + 1,
+                    "the model was sent another context: "
+                    f"{r_trace.get('context_messages')} message(s), stored "
+                    f"{s_trace.get('context_messages')}",
+                    str(s_trace.get("context_messages")),
+                    str(r_trace.get("context_messages")),
+                )
+        sc, rc = _calls(stored), _calls(got)
+        if [n for n, _ in sc] != [n for n, _ in rc]:
+            return ("call", k + 1, "the model made other calls", _summary(stored), _summary(got))
+        if sc != rc:
+            return (
+                "args",
+                k + 1,
+                "the same tools with other arguments",
+                _summary(stored),
+                _summary(got),
+            )
+        if not sc and _text(stored) != _text(got):
+            return ("answer", k + 1, "a different final answer", _text(stored), _text(got))
+    if len(ais) > len(turn.replies):
+        extra = ais[len(turn.replies)]
+        return (
+            "call",
+            len(turn.replies) + 1,
+            "the replay called the model more times",
+            None,
+            _summary(extra),
+        )
+    return ("match", None, "", None, None)
+
+
+def _summary(ai: AIMessage) -> str:
+    if ai.tool_calls:
+        return "; ".join(
+            f"{c['name']}({json.dumps(c['args'], ensure_ascii=False)})" for c in ai.tool_calls
+        )
+    return _text(ai)
+
+
+def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) -> TurnResult:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    models, tool_nodes = _nodes(graph)
+    schemas = {n: t for node in tool_nodes for n, t in node.tools_by_name.items()}
+    served = _Served(turn, tools == "live", schemas)
+    scratch = graph.copy(update={"checkpointer": InMemorySaver()})
+    config: Any = {"configurable": {"thread_id": f"replay-{turn.index}"}}
+    seed = {k: v for k, v in turn.before.items() if k in ("messages", "compactions") and v}
+    if seed:
+        scratch.update_state(config, seed, as_node=models[0].name if models else None)
+    stopped: _Stop | None = None
+    with _swapped(graph, served, model):
+        try:
+            scratch.invoke({"messages": [turn.user]}, config)
+        except _Stop as stop:
+            stopped = stop
+    snap = scratch.get_state(config)
+    messages = list(snap.values.get("messages") or [])
+    at = next((i for i, m in enumerate(messages) if m.id == turn.user.id), len(messages))
+    kind, call, detail, stored, replayed = _compare(turn, messages[at + 1 :])
+    if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
+        # The turn paused (interrupt()): what ran before the pause matched; the decision
+        # that let the stored turn go on is not replayed.
+        kind, detail = "interrupt", (
+            f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
+            "answer interrupts: what ran before the pause matches"
+        )
+    if kind == "match" and stopped is not None:
+        kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
+    elif stopped is not None and stopped.kind == "tool_schema":
+        kind, call, detail, stored, replayed = (
+            stopped.kind,
+            stopped.model_call,
+            stopped.detail,
+            None,
+            None,
+        )
+    return TurnResult(
+        turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed
+    )
+
+
+class ReplayReport(Table):
+    columns: tuple[Column, ...] = (
+        Column("turn", "turn", 4, ">"),
+        Column("kind", "result", 11),
+        Column("call", "call", 4, ">"),
+        Column("user", "user message", 26),
+        Column("detail", "first divergence"),
+        Column("diff", "stored / replayed", 0, below=True),
+    )
+
+    def __init__(self, title: str, results: list[TurnResult]) -> None:
+        self.title = title
+        self.results = results
+
+    @property
+    def matched(self) -> bool:
+        return all(r.matched for r in self.results)
+
+    @property
+    def status(self) -> int:
+        return 0 if self.matched else 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.results]
+
+    def summary(self) -> list[str]:
+        bad = [r for r in self.results if not r.matched]
+        text = f"{len(self.results)} turn(s) replayed: {len(self.results) - len(bad)} match"
+        if bad:
+            text += f", {len(bad)} diverge (first at turn {bad[0].turn}: {bad[0].kind})"
+        return [text]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        out: list[dict[str, Cell]] = []
+        for r in self.results:
+            diff: list[str] = []
+            if r.stored is not None:
+                diff.append(f"stored:   {r.stored}")
+            if r.replayed is not None:
+                diff.append(f"replayed: {r.replayed}")
+            out.append(
+                {
+                    "turn": str(r.turn),
+                    "kind": r.kind,
+                    "call": "-" if r.model_call is None else str(r.model_call),
+                    "user": r.user_text,
+                    "detail": r.detail or "-",
+                    "diff": diff,
+                }
+            )
+        return out
+
+
+def replay(
+    graph: Any,
+    source: Any,
+    thread_id: str,
+    *,
+    turns: str | range | None = None,
+    model: ModelMode = "stored",
+    tools: ToolsMode = "stored",
+) -> ReplayReport:
+    """Replay `thread_id` of `source` through `graph` (module doc)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from threadlog.inspect.checks import open_database
+    from threadlog.inspect.readonly import describe
+
+    if model not in ("stored", "live"):
+        raise ValueError(f"model must be 'stored' or 'live', not {model!r}")
+    if tools not in ("stored", "live"):
+        raise ValueError(f"tools must be 'stored' or 'live', not {tools!r}")
+    if isinstance(source, BaseCheckpointSaver):
+        stored, name = _turns(source, thread_id), type(source).__name__
+    elif isinstance(source, str):
+        with open_database(source) as saver:
+            stored, name = _turns(saver, thread_id), describe(source)
+    else:
+        raise TypeError(
+            f"cannot replay from a {type(source).__name__}: pass a database URL or saver"
+        )
+    chosen = turns if isinstance(turns, range) else parse_turns(turns, len(stored))
+    results = [_replay_turn(graph, stored[n - 1], model, tools) for n in chosen]
+    return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

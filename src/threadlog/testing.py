@@ -1,0 +1,52 @@
+"""Stored threads as regression tests in your own pytest suite.
+
+    from threadlog.testing import assert_replays, stored_threads
+
+    @pytest.mark.parametrize("thread_id", stored_threads("tests/threads.db"))
+    def test_agent_still_answers_like_before(thread_id):
+        assert_replays(build_graph(), "tests/threads.db", thread_id)
+
+Contract: `assert_replays(graph, source, thread_id, turns=None, model="stored",
+tools="stored")` replays the thread (`threadlog.inspect.replays.replay`: a scratch copy,
+stored tool results served, no stored tool re-run) and raises `AssertionError` whose
+message is the replay report — every turn, the first divergence of each — unless every
+turn matches; it returns the report. `stored_threads(source)` lists the thread ids of a
+database (newest first), read-only, for `pytest.mark.parametrize`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadlog.inspect.replays import ModelMode, ReplayReport, ToolsMode, replay
+
+__all__ = ["assert_replays", "stored_threads"]
+
+
+def assert_replays(
+    graph: Any,
+    source: Any,
+    thread_id: str,
+    *,
+    turns: str | range | None = None,
+    model: ModelMode = "stored",
+    tools: ToolsMode = "stored",
+) -> ReplayReport:
+    """Replay `thread_id` of `source` through `graph`; AssertionError unless all match."""
+    report = replay(graph, source, thread_id, turns=turns, model=model, tools=tools)
+    if not report.matched:
+        raise AssertionError(f"thread {thread_id!r} no longer replays:\n{report}")
+    return report
+
+
+def stored_threads(source: Any) -> list[str]:
+    """The thread ids of `source` (a database URL or path, or a saver), newest first."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from threadlog.inspect.catalog import thread_heads
+    from threadlog.inspect.readonly import open_readonly
+
+    if isinstance(source, BaseCheckpointSaver):
+        return [h.thread_id for h in thread_heads(source)]
+    with open_readonly(source) as saver:
+        return [h.thread_id for h in thread_heads(saver)]
