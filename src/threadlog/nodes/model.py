@@ -48,6 +48,7 @@ model does (`threadlog.nodes.choice`); every step above applies to the chosen mo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -290,18 +291,26 @@ class ModelNode(RunnableCallable):
     ) -> Flow[tuple[Chosen, SystemMessage | None]]:
         """This run's model and system prompt: fixed, or chosen by the callables."""
         chosen, system = self._fixed, self._system
-        if self.choose_model is None and self.choose_prompt is None:
-            return chosen, system  # type: ignore[return-value]
-        runtime = runtime_of(config)
-        if self.choose_model is not None:
-            picked = yield from resolve("model", self.choose_model, state, runtime)
-            if picked is None:
-                raise TypeError("the ModelNode's model callable returned None, not a chat model")
-            chosen = self._models.prepare(picked)
-        if self.choose_prompt is not None:
-            text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
-            system = self._system_for(text)
-        return chosen, system  # type: ignore[return-value]
+        if self.choose_model is not None or self.choose_prompt is not None:
+            runtime = runtime_of(config)
+            if self.choose_model is not None:
+                picked = yield from resolve("model", self.choose_model, state, runtime)
+                if picked is None:
+                    raise TypeError(
+                        "the ModelNode's model callable returned None, not a chat model"
+                    )
+                chosen = self._models.prepare(picked)
+            if self.choose_prompt is not None:
+                text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
+                system = self._system_for(text)
+        assert chosen is not None
+        # `bound` / `bound_first` stay the node's runnables: set on the node (as
+        # `threadlog replay` does to serve stored replies), they are what is called.
+        if self.bound is not None and self.bound_first is not None and (
+            chosen.bound is not self.bound or chosen.bound_first is not self.bound_first
+        ):
+            chosen = dataclasses.replace(chosen, bound=self.bound, bound_first=self.bound_first)
+        return chosen, system
 
     def _system_for(self, text: Any) -> SystemMessage | None:
         if isinstance(text, SystemMessage):
