@@ -184,7 +184,9 @@ def test_rollback_of_a_run_paused_inside_a_tool_call_leaves_a_paired_log(saver: 
     app.invoke(Command(resume={"action": "approve"}), cfg0)
     done = _read(app, "t")
     assert _paired(app, "t")
-    app.invoke({"messages": [{"role": "user", "content": "Shanghai?", "id": "u1"}]}, _cfg("t", "r1"))
+    app.invoke(
+        {"messages": [{"role": "user", "content": "Shanghai?", "id": "u1"}]}, _cfg("t", "r1")
+    )
     assert not _paired(app, "t")  # r1's call waits for approval
     saver.delete_for_runs(["r1"])
     assert _read(app, "t") == done
