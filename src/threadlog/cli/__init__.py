@@ -1,4 +1,4 @@
-"""The `threadlog` command: `demo`, `threads`, `inspect` and `export`.
+"""The `threadlog` command: `demo`, `threads`, `inspect`, `export` and `prune`.
 
 Each subcommand lives in its own module and registers itself here through a
 `register(subparsers)` function, so this file stays a table of contents. Nothing heavy is
@@ -16,9 +16,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _subcommands() -> list[Register]:
-    from threadlog.cli import demo, export, inspect, threads
+    from threadlog.cli import demo, export, inspect, prune, threads
 
-    return [demo.register, threads.register, inspect.register, export.register]
+    return [demo.register, threads.register, inspect.register, export.register, prune.register]
 
 
 def _version() -> str:
