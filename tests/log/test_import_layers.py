@@ -54,6 +54,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.integrity",
                         "checkpoint.stopped_work",
                     ),
+                    ("checkpoint.lifecycle",),
                     ("checkpoint.guard",),
                     ("checkpoint.saver",),
                     ("checkpoint",),
@@ -113,7 +114,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("cli.progress", "cli.errors", "cli.transcript"),
     ("cli.threads", "cli.demo"),
     ("cli.inspect",),
-    ("cli.export",),
+    ("cli.export", "cli.prune"),
     ("cli",),
     ("cli.__main__", "__main__"),
 ]

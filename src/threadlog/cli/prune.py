@@ -197,7 +197,8 @@ def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None
     )
     for tid in sorted(by_thread):
         print(
-            f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), {sizes.get(tid, 0):,} bytes of rows"
+            f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), "
+            f"{sizes.get(tid, 0):,} bytes of rows"
         )
     if archive and by_thread:
         where = safe_line(archive)
