@@ -313,7 +313,7 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
     ckpt = tup.checkpoint
     values = ckpt.get("channel_values") or {}
     versions = ckpt.get("channel_versions") or {}
-    absent = [ch for ch in versions if ch not in values and not _internal(ch)]
+    absent = [ch for ch in versions if ch not in values and not _reserved(ch)]
     if not absent:
         return {}
     histories = yield from call(
@@ -353,7 +353,7 @@ def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any
     )
 
 
-def _internal(channel: str) -> bool:
+def _reserved(channel: str) -> bool:
     # LangGraph's own channels (branch triggers, __start__, __pregel_…): empty at a head.
     return channel.startswith(("branch:", "__"))
 
