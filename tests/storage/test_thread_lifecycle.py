@@ -7,16 +7,20 @@ next turn continuing from it; bad input changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import operator
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 import threadlog
 from threadlog.checkpoint.integrity import CHAIN_KEY
@@ -24,6 +28,12 @@ from threadlog.messages import digest
 from threadlog.pairing import open_calls
 
 ran: list[str] = []
+
+
+class Counted(TypedDict):
+    """A state with a `DeltaChannel` of the user's own (not one of threadlog's logs)."""
+
+    n: Annotated[list[int], DeltaChannel(operator.add)]
 
 
 @tool
@@ -303,3 +313,62 @@ def test_the_async_saver_runs_the_same_lifecycle(tmp_path: Path) -> None:
     assert "u2" not in [m.id for m in head]
     assert [m.id for m in head] == [m.id for m in before][: len(head)]
     assert isinstance(head[-1], AIMessage | ToolMessage) or head[-1].id
+
+
+def test_prune_keep_latest_keeps_a_finished_siblings_result_and_runs_only_the_paused_call(
+    saver: Any,
+) -> None:
+    app = _agent(saver, requires_approval=["get_weather"], per_call_branches=True)
+    cfg = _cfg("t")
+    out = app.invoke(
+        {"messages": [{"role": "user", "content": "Shanghai and Chengdu?", "id": "u0"}]}, cfg
+    )
+    first, second = out["__interrupt__"]
+    del ran[:]
+    app.invoke(Command(resume={first.id: {"action": "approve"}}), cfg)
+    assert len(ran) == 1  # one sibling ran; its result is a write on the head
+    saver.prune(["t"])
+    assert len(_checkpoints(saver, "t")) == 1
+    out = app.invoke(Command(resume={second.id: {"action": "approve"}}), cfg)
+    assert sorted(ran) == ["Chengdu", "Shanghai"]  # the finished one did not run again
+    results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(results) == 2 and _paired(app, "t")
+
+
+def test_prune_keep_latest_keeps_a_reviewers_edit_and_its_audit(saver: Any) -> None:
+    from threadlog.edits import edits_of
+
+    app = _agent(saver, requires_approval=["get_weather"])
+    cfg = _cfg("t")
+    app.invoke({"messages": [{"role": "user", "content": "Beijing?", "id": "u0"}]}, cfg)
+    app.invoke(Command(resume={"action": "edit", "args": {"city": "Nanjing"}}), cfg)
+    app.invoke({"messages": [{"role": "user", "content": "Paris?", "id": "u1"}]}, cfg)
+    app.invoke(Command(resume={"action": "approve"}), cfg)
+
+    def edited() -> list[Any]:
+        messages = app.get_state(cfg).values["messages"]
+        return [(m.id, m.tool_calls, edits_of(m)) for m in messages if edits_of(m)]
+
+    before = edited()
+    assert before and before[0][1][0]["args"] == {"city": "Nanjing"}
+    saver.prune(["t"])
+    assert edited() == before
+    _turns(app, "t", ["Rome?"], first=2)
+
+
+def test_a_delta_channel_that_is_not_threadlogs_is_refused_and_nothing_changes(
+    saver: Any,
+) -> None:
+    builder = StateGraph(Counted)
+    builder.add_node("add", lambda state: {"n": [1]})
+    builder.add_edge(START, "add")
+    builder.add_edge("add", END)
+    graph = builder.compile(checkpointer=saver)
+    for _ in range(3):
+        graph.invoke({"n": [0]}, _cfg("t"))
+    value = graph.get_state(_cfg("t")).values
+    ids = [c.config["configurable"]["checkpoint_id"] for c in _checkpoints(saver, "t")]
+    with pytest.raises(ValueError, match=r"channel 'n' is rebuilt .* nothing was changed"):
+        saver.prune(["t"])
+    assert [c.config["configurable"]["checkpoint_id"] for c in _checkpoints(saver, "t")] == ids
+    assert graph.get_state(_cfg("t")).values == value
