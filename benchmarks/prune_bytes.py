@@ -97,7 +97,8 @@ def main() -> None:
             context=threadlog.ContextPolicy(max_turns=3),
         )
         same = [(m.id, digest(m)) for m in app.get_state(cfg).values["messages"]] == head
-        app.invoke({"messages": [{"role": "user", "content": "After pruning: Oslo?", "id": "next"}]}, cfg)
+        nxt = {"role": "user", "content": "After pruning: Oslo?", "id": "next"}
+        app.invoke({"messages": [nxt]}, cfg)
         continued = app.get_state(cfg).values["messages"][-1].type == "ai"
     after_file = _vacuumed(path)
     mb = 1024 * 1024

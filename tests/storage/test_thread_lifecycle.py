@@ -289,8 +289,7 @@ def test_a_held_thread_is_refused_under_reject_and_waited_for_under_enqueue(save
     assert len(_checkpoints(saver, "t")) == 1
 
 
-def test_the_async_saver_runs_the_same_lifecycle(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'a.db'}"
+def test_the_async_saver_runs_the_same_lifecycle(url: str) -> None:
 
     async def main() -> tuple[Any, Any, Any]:
         async with threadlog.acheckpointer(url) as s:
