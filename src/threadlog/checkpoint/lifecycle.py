@@ -7,7 +7,10 @@ Postgres — each one flow here (`threadlog.flows`), driven sync or async. Each 
 * holds every thread it changes by the run guard's lock for its duration: a thread a run
   holds is waited for (`multitask_strategy="enqueue"`) or refused with
   `ConcurrentRunError` before anything changes (`"reject"`), per thread (`Maintenance.hold`);
-* reads what it needs from the backend saver itself (no layer, no cache), checks a delta
+* reads what it needs from the backend saver itself (no layer, no cache): the thread's
+  checkpoint links first (`Backend.checkpoint_links`: ids, parents, run ids, nothing
+  decoded), then only the checkpoints it rewrites (a pruned head; a rollback's kept
+  checkpoints below a removed one, usually none); checks a delta
   channel's history against its checksums (`ChecksumLayer.verify`: a tampered thread is
   refused with `StoredDataError`, not rewritten), computes one `backends.Plan`, and applies
   it in ONE transaction (`Backend.maintain`): a process killed meanwhile leaves the
@@ -59,7 +62,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import MISSING, DeltaSnapshot
 from threadlog.channel import LOG_KINDS
-from threadlog.checkpoint.backends import Plan, Rewrite, backend_of
+from threadlog.checkpoint.backends import Link, Plan, Rewrite, backend_of
 from threadlog.checkpoint.cache import HistoryLayer
 from threadlog.checkpoint.integrity import (
     CHAIN_KEY,
@@ -134,39 +137,40 @@ def _delete_for_runs(m: Maintenance, threads: list[str], wanted: set[str]) -> Fl
     plan = Plan()
     chains: dict[str, Any] = {}
     for tid in threads:
-        for tups in (yield from _by_namespace(m, tid)).values():
-            yield from _rollback_namespace(m, tups, wanted, plan, chains)
+        for ns, links in (yield from _links_by_namespace(m, tid)).items():
+            yield from _rollback_namespace(m, tid, ns, links, wanted, plan, chains)
     yield from _apply(m, plan, threads, chains)
 
 
 def _rollback_namespace(
     m: Maintenance,
-    tups: list[CheckpointTuple],
+    tid: str,
+    ns: str,
+    links: list[Link],
     wanted: set[str],
     plan: Plan,
     chains: dict[str, Any],
 ) -> Flow[None]:
-    parents = {_cid(t): _parent(t) for t in tups}
-    removed = {_cid(t) for t in tups if (t.metadata or {}).get("run_id") in wanted}
+    parents = {cid: parent for _, cid, parent, _ in links}
+    removed = {cid for _, cid, _, run in links if run in wanted}
     if not removed:
         return
     # Per kept checkpoint, the rows its chain must lose: those counted up to a
     # checkpoint materialized below it, for the channels no checkpoint between stores.
+    # Only kept checkpoints below a removed one are read (decoded); usually none are.
     lose: dict[str, dict[str, tuple[int, int]]] = {}
-    for tup in tups:  # oldest first: a parent before its children
-        cid = _cid(tup)
-        tid, ns = _thread(tup), _ns(tup)
+    for _, cid, parent, _ in links:  # oldest first: a parent before its children
         if cid in removed:
             plan.drops.append((tid, ns, cid))
             continue
-        parent = parents[cid]
         kept_parent = parent
         seen: set[str] = set()
         while kept_parent in removed and kept_parent not in seen:
             seen.add(kept_parent)
             kept_parent = parents.get(kept_parent)
-        chain = read_chain(tup.metadata)
         if kept_parent != parent:
+            tup = yield from _tuple(m, tid, ns, cid)
+            chain = read_chain(tup.metadata)
             snaps = yield from _snapshots(m, tup)
             lose[cid] = {ch: v for ch, v in (chain or {}).items() if ch in snaps}
             new_chain = None if chain is None else {
@@ -174,12 +178,15 @@ def _rollback_namespace(
             }
             plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chain, new_chain, chains))
             continue
+        below = lose.get(parent or "")
+        if not below:
+            continue
+        tup = yield from _tuple(m, tid, ns, cid)
         values = tup.checkpoint.get("channel_values") or {}
-        inherited = {
-            ch: v for ch, v in lose.get(parent or "", {}).items() if ch not in values
-        }
+        inherited = {ch: v for ch, v in below.items() if ch not in values}
         if inherited:
             lose[cid] = inherited
+            chain = read_chain(tup.metadata)
             if chain is not None:
                 new_chain = chain_minus(chain, inherited)
                 plan.rewrites.append(_rewrite(tup, parent, {}, chain, new_chain, chains))
@@ -226,14 +233,16 @@ def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
     plan = report.plan
     chains: dict[str, Any] = {}
     for tid in report.threads:
-        for tups in (yield from _by_namespace(m, tid)).values():
+        for ns, links in (yield from _links_by_namespace(m, tid)).items():
+            keys = [(tid, ns, cid) for _, cid, _, _ in links]
             if report.strategy == "delete":
-                report.dropped.extend(_key(t) for t in tups)
+                report.dropped.extend(keys)
                 continue
-            head, older = tups[-1], tups[:-1]
-            report.kept.append(_key(head))
-            if not older:
+            report.kept.append(keys[-1])
+            if len(keys) == 1:
                 continue
+            # Only the head is read (decoded): the older checkpoints just go.
+            head = yield from _tuple(m, tid, ns, keys[-1][2])
             snaps = yield from _snapshots(m, head)
             report.snapshot_bytes += sum(
                 len(m.inner.serde.dumps_typed(v)[1]) for _, v in snaps.values()
@@ -243,9 +252,8 @@ def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
                 ch: v for ch, v in chain.items() if ch not in snaps
             }
             plan.rewrites.append(_rewrite(head, None, snaps, chain, new_chain, chains))
-            for t in older:
-                plan.drops.append(_key(t))
-                report.dropped.append(_key(t))
+            plan.drops.extend(keys[:-1])
+            report.dropped.extend(keys[:-1])
     if report.strategy == "delete":
         plan.drop_threads.extend(report.threads)
     if not dry:
@@ -358,13 +366,24 @@ def _reserved(channel: str) -> bool:
     return channel.startswith(("branch:", "__"))
 
 
-def _by_namespace(m: Maintenance, thread_id: str) -> Flow[dict[str, list[CheckpointTuple]]]:
-    """A thread's checkpoints by namespace, oldest first."""
-    found: list[CheckpointTuple] = yield from listed(m.inner, _thread_config(thread_id))
-    out: dict[str, list[CheckpointTuple]] = {}
-    for tup in sorted(found, key=_cid):
-        out.setdefault(_ns(tup), []).append(tup)
+def _links_by_namespace(m: Maintenance, thread_id: str) -> Flow[dict[str, list[Link]]]:
+    """A thread's checkpoints by namespace, oldest first, without decoding any."""
+    backend = backend_of(m.inner)
+    found: list[Link] = yield Io(
+        backend.checkpoint_links, backend.acheckpoint_links, (thread_id,)
+    )
+    out: dict[str, list[Link]] = {}
+    for link in sorted(found, key=lambda link: link[1]):
+        out.setdefault(link[0], []).append(link)
     return out
+
+
+def _tuple(m: Maintenance, thread_id: str, ns: str, checkpoint_id: str) -> Flow[CheckpointTuple]:
+    conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+    tup: CheckpointTuple | None = yield from call(m.inner, "get_tuple", {"configurable": conf})
+    if tup is None:  # held by the run lock: nothing deletes it meanwhile
+        raise LookupError(f"thread {thread_id!r}: checkpoint {checkpoint_id!r} is not stored")
+    return tup
 
 
 def _ids(ids: Sequence[str], name: str) -> list[str]:
@@ -391,13 +410,3 @@ def _thread(tup: CheckpointTuple) -> str:
 
 def _ns(tup: CheckpointTuple) -> str:
     return str(_conf(tup).get("checkpoint_ns") or "")
-
-
-def _key(tup: CheckpointTuple) -> Key:
-    return (_thread(tup), _ns(tup), _cid(tup))
-
-
-def _parent(tup: CheckpointTuple) -> str | None:
-    conf = (tup.parent_config or {}).get("configurable") or {}
-    pid = conf.get("checkpoint_id")
-    return str(pid) if pid else None

@@ -53,6 +53,7 @@ __all__ = [
     "CheckpointsListings",
     "HeadRow",
     "HeadStore",
+    "Link",
     "LocalRuns",
     "Plan",
     "Query",
@@ -75,6 +76,9 @@ StoredWrite = tuple[str, bytes]
 
 HeadRow = tuple[str, str, str, int]
 """(thread_id, newest checkpoint id, first checkpoint id, checkpoints) of one thread."""
+
+Link = tuple[str, str, str | None, str | None]
+"""(checkpoint_ns, checkpoint_id, parent id, metadata's run_id) of one stored checkpoint."""
 
 Walk = dict[str, list[PendingWrite]]
 """Each channel's writes on a walk, oldest checkpoint first."""
@@ -356,6 +360,15 @@ class Backend:
 
     # -- maintenance (threadlog.checkpoint.lifecycle)
 
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        """Every checkpoint of the thread, all namespaces, as a `Link` (any order); the
+        backends read them without decoding a checkpoint."""
+        return [_link(t) for t in self.outer.list({"configurable": {"thread_id": thread_id}})]
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        return [_link(t) async for t in self.outer.alist(config)]
+
     def maintain(self, plan: Plan) -> None:
         """Apply `plan` in one transaction (all of it or nothing)."""
         raise TypeError(
@@ -463,6 +476,29 @@ class CheckpointsListings:
             "WHERE checkpoint_ns != '' GROUP BY thread_id"
         )
         return {str(t): int(n) for t, n in rows}
+
+
+def _link(tup: Any) -> Link:
+    conf = tup.config["configurable"]
+    parent = ((tup.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    run = (tup.metadata or {}).get("run_id")
+    return (
+        str(conf.get("checkpoint_ns") or ""),
+        str(conf["checkpoint_id"]),
+        None if parent is None else str(parent),
+        None if run is None else str(run),
+    )
+
+
+def link_row(row: Sequence[Any]) -> Link:
+    """A `Link` from a (ns, id, parent id, run id) row."""
+    ns, cid, parent, run = row
+    return (
+        str(ns or ""),
+        str(cid),
+        None if parent is None else str(parent),
+        None if run is None else str(run),
+    )
 
 
 def unwrap(saver: Any) -> Any:

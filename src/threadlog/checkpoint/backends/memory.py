@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from threadlog.checkpoint.backends.base import (
     Backend,
     HeadStore,
+    Link,
     LocalRuns,
     Plan,
     StoredWrite,
@@ -93,6 +94,17 @@ class MemoryBackend(Backend):
             if tid == thread_id and wns == ns:
                 out[cid] = out.get(cid, 0) + sum(len(w[2][1]) for w in writes.values())
         return out
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        out: list[Link] = []
+        for ns, saved in self.saver.storage.get(thread_id, {}).items():
+            for cid, (_ckpt, meta, parent) in saved.items():
+                run = (self.saver.serde.loads_typed(meta) or {}).get("run_id")
+                out.append((ns, cid, parent, None if run is None else str(run)))
+        return out
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        return self.checkpoint_links(thread_id)
 
     def maintain(self, plan: Plan) -> None:
         """`plan` on the saver's dicts: one process, nothing can stop half-way but this

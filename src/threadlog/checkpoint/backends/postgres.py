@@ -39,6 +39,7 @@ from threadlog.checkpoint.backends.base import (
     Backend,
     CheckpointsListings,
     HeadStore,
+    Link,
     LocalRuns,
     Plan,
     Query,
@@ -50,6 +51,7 @@ from threadlog.checkpoint.backends.base import (
     attribute_blobs,
     collect_writes,
     drive,
+    link_row,
     lock_bound,
     parse_rows,
 )
@@ -183,6 +185,12 @@ _UNNAMED_BLOBS_SQL = (
 )
 
 
+_LINKS_SQL = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'run_id' "
+    "FROM checkpoints WHERE thread_id = %s"
+)
+
+
 def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
     """The statements of `Backend.maintain` (the caller opens the transaction)."""
     from psycopg.types.json import Jsonb
@@ -286,6 +294,9 @@ class PostgresBackend(CheckpointsListings, Backend):
 
             return drive(steps, execute)
 
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        return self._run(_one(Query(_LINKS_SQL, (thread_id,), link_row)))  # type: ignore[no-any-return]
+
     def maintain(self, plan: Plan) -> None:
         from psycopg.rows import tuple_row
 
@@ -377,6 +388,10 @@ class AsyncPostgresBackend(Backend):
                 return parse_rows(q, await cur.fetchall())
 
             return await adrive(steps, execute)
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
+        return rows  # type: ignore[no-any-return]
 
     async def amaintain(self, plan: Plan) -> None:
         from psycopg.rows import tuple_row

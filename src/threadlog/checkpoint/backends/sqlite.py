@@ -47,6 +47,7 @@ from threadlog.checkpoint.backends.base import (
     Backend,
     CheckpointsListings,
     HeadStore,
+    Link,
     LocalRuns,
     Plan,
     Query,
@@ -57,6 +58,7 @@ from threadlog.checkpoint.backends.base import (
     adrive,
     collect_writes,
     drive,
+    link_row,
     lock_bound,
     parse_rows,
 )
@@ -266,6 +268,12 @@ def _one(query: Query) -> Steps[list[Any]]:
 _BATCH = 500
 
 
+_LINKS_SQL = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "json_extract(CAST(metadata AS TEXT), '$.run_id') FROM checkpoints WHERE thread_id = ?"
+)
+
+
 def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
     """The statements of `Backend.maintain` (the caller opens and ends the transaction)."""
     serde = saver.serde
@@ -344,6 +352,9 @@ class SqliteBackend(CheckpointsListings, Backend):
                 return drive(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params)))
             finally:
                 cur.close()
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        return self._rows(_LINKS_SQL, (thread_id,), link_row)
 
     def maintain(self, plan: Plan) -> None:
         # One IMMEDIATE transaction: a process killed inside it leaves the file as it was.
@@ -432,6 +443,10 @@ class AsyncSqliteBackend(Backend):
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return SqliteHeadStore(location, None, max_lock_connections)
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
+        return rows  # type: ignore[no-any-return]
 
     async def amaintain(self, plan: Plan) -> None:
         saver = self.saver
