@@ -371,3 +371,25 @@ def test_a_delta_channel_that_is_not_threadlogs_is_refused_and_nothing_changes(
         saver.prune(["t"])
     assert [c.config["configurable"]["checkpoint_id"] for c in _checkpoints(saver, "t")] == ids
     assert graph.get_state(_cfg("t")).values == value
+
+
+def test_prune_keep_latest_frees_the_rows_and_values_it_drops(saver: Any, url: str) -> None:
+    from threadlog.checkpoint.backends import backend_of
+
+    app = _agent(saver)
+    _turns(app, "t", [f"Turn {i}: Beijing and Paris?" for i in range(6)])
+    backend = backend_of(saver.inner)
+    before = sum((backend.stored_bytes("t", "") or {}).values())
+    saver.prune(["t"])
+    after = sum((backend.stored_bytes("t", "") or {}).values())
+    assert 0 < after < before
+    if url.startswith("postgresql"):
+        import psycopg
+
+        (head,) = _checkpoints(saver, "t")
+        versions = head.checkpoint["channel_versions"]
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = 't'"
+            ).fetchall()
+        assert rows and all(versions.get(ch) == ver for ch, ver in rows)
