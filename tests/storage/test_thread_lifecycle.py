@@ -393,3 +393,8 @@ def test_prune_keep_latest_frees_the_rows_and_values_it_drops(saver: Any, url: s
                 "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = 't'"
             ).fetchall()
         assert rows and all(versions.get(ch) == ver for ch, ver in rows)
+    if url == "memory://":
+        (head,) = _checkpoints(saver, "t")
+        versions = head.checkpoint["channel_versions"]
+        keys = [k for k in saver.inner.blobs if k[0] == "t"]
+        assert keys and all(versions.get(ch) == ver for _, _, ch, ver in keys)
