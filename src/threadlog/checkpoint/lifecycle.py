@@ -21,8 +21,9 @@ Postgres — each one flow here (`threadlog.flows`), driven sync or async. Each 
 The operations:
 
 * **`delete_for_runs(run_ids)`** (LangGraph Server's `multitask_strategy="rollback"`):
-  every checkpoint whose `metadata["run_id"]` is one of `run_ids`, in every namespace, goes
-  with the writes stored on it. A kept checkpoint whose parent went is re-parented to its
+  every checkpoint whose `metadata["run_id"]` is one of `run_ids`, on any thread (a copy
+  made by `copy_thread` carries its source's run ids) and in every namespace, goes with
+  the writes stored on it. A kept checkpoint whose parent went is re-parented to its
   nearest kept ancestor and *materialized*: each delta channel's value it had is stored in
   it as a snapshot (read before the deletion), so what later runs built on the removed
   run still reads the same, and its pairs stay whole; the checksums of it and of its
