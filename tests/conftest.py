@@ -175,6 +175,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_inspect_server.py": ("*",),
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
+    "test_lifecycle_kills.py": ("*",),
     "test_deep_subgraph_recovery.py": (
         "test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored",
     ),

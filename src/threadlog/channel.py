@@ -49,6 +49,7 @@ from threadlog.log import MessageLog, append_messages, flatten_write
 from threadlog.messages import coerce_message
 
 __all__ = [
+    "LOG_KINDS",
     "PLAIN_SAVER_SNAPSHOT_FREQUENCY",
     "CachedSeed",
     "KeyedWrites",
@@ -204,6 +205,12 @@ def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> 
     return out
 
 
+LOG_KINDS: list[type[LogChannel]] = []
+"""threadlog's delta channels, in the order they are defined (the message log first,
+the compaction events once `threadlog.context` is loaded): what thread maintenance
+rebuilds a stored value with (`threadlog.checkpoint.lifecycle`)."""
+
+
 class LogChannel(LoadCadence, DeltaChannel[Any]):
     """What threadlog's two delta channels share (the message log, the compaction
     events): a fixed reducer, equality by kind and cadence, and the value as a view
@@ -219,6 +226,7 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
         super().__init_subclass__(**kwargs)
         if LogChannel in cls.__bases__:
             cls._kind = cls  # subclasses of a channel compare equal to it, as before
+            LOG_KINDS.append(cls)
 
     def __init__(
         self,

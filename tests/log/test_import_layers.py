@@ -54,6 +54,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.integrity",
                         "checkpoint.stopped_work",
                     ),
+                    ("checkpoint.lifecycle",),
                     ("checkpoint.guard",),
                     ("checkpoint.saver",),
                     ("checkpoint",),
@@ -123,7 +124,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("cli.types",),
     ("cli.threads", "cli.demo", "cli.check", "cli.replay"),
     ("cli.inspect",),
-    ("cli.export",),
+    ("cli.export", "cli.prune"),
     ("cli",),
     ("cli.__main__", "__main__"),
 ]

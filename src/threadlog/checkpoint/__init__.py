@@ -46,8 +46,20 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     storage grows with the messages, not with     history        test_dropin_snapshots.py,
       messages x turns                                           test_compactions_storage.py
     LangGraph's checkpointer conformance suite    (all)          test_checkpoint_conformance.py
-      passes; maintenance calls are the
-      backend's own
+      passes, its copy_thread, prune and
+      delete_for_runs tests included, on every
+      backend (the backend's class untouched)
+    rollback (delete_for_runs), copy_thread and   (lifecycle.py) test_thread_lifecycle.py,
+      prune keep each thread readable, its                       test_cli_prune.py
+      checksums passing (re-sealed), its log
+      fully paired: a pruned head materialized,
+      with its open calls' stored results
+    a SIGKILL inside rollback, copy or prune      (lifecycle.py) test_lifecycle_kills.py
+      leaves a thread as before or as after
+      (one transaction)
+    a lifecycle call on a thread a run holds      guard          test_thread_lifecycle.py
+      waits ("enqueue") or is refused before
+      anything changes ("reject")
     sync and async run the same code (one flow    (all)          test_async_drifts.py,
       each)                                                      test_layered_saver.py
     stored blobs rebuild only allowlisted types   (serde.py)     test_checkpoint.py
@@ -60,12 +72,17 @@ Not promised: subgraph namespaces are not guarded (their parent's checkpoints ar
 direct put that names a stale parent is refused where a plain saver stores it; rows
 swapped *within* one task's writes to one channel are not detected; nothing here holds
 across two SQLite files or two Postgres databases; `durability="exit"` has no crash promise
-(the kill harness finds turns shown finished and unreadable threads under it).
+(the kill harness finds turns shown finished and unreadable threads under it); a
+lifecycle call cannot materialize a delta channel that is not one of threadlog's logs
+(your own `DeltaChannel`: refused, nothing changed); writes a rolled-back run stored on a
+checkpoint it did not make (a resumed step's results carry no run id) stay; the lifecycle
+calls are the guarded saver's (`guard=False` keeps the backend's own).
 docs/durability.md says the same for users, with the measured figures.
 
 Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
 wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
-an async driver), the layers `guard`, `stopped_work`, `integrity` (checksums),
+an async driver), `lifecycle` (rollback, copy, prune: the wrapper's maintenance calls),
+the layers `guard`, `stopped_work`, `integrity` (checksums),
 `own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
 is stored), `recover` (results a stopped step stored), `backends/` (all SQL and locks on LangGraph's
 tables, one `Backend` per saver kind, `backend_of(saver)`), `serde` (the strict

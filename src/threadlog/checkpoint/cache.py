@@ -131,6 +131,12 @@ class HistoryCache:
                 _, evicted = self._entries.popitem(last=False)
                 self._size -= evicted[2]
 
+    def forget(self, thread_id: str) -> None:
+        """Drop a thread's entries (its stored history was rewritten)."""
+        with self._lock:
+            for slot in [s for s in self._entries if s[0] == thread_id]:
+                self._size -= self._entries.pop(slot)[2]
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

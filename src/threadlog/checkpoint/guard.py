@@ -84,12 +84,13 @@ from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
+from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
-from threadlog.flows import Flow, Io
+from threadlog.flows import Flow, Io, arun
 from threadlog.flows import run as run_flow
 
 __all__ = [
@@ -240,6 +241,26 @@ class GuardLayer(Layer):
         finally:
             _exit_hold(hold, token)
             self.store.run_unlock(tid)
+
+    def maintenance_hold(self, thread_id: str) -> Flow[bool]:
+        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`): wait
+        for a run holding it ("enqueue") or refuse before anything changes ("reject"),
+        per the thread's strategy. False: the caller already holds it (an `exclusive`
+        block) and nothing is to be given back."""
+        tid = str(thread_id)
+        if _holds(tid):
+            return False
+        strategy = self._strategies.get(tid, self.multitask_strategy)
+        if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
+            raise ConcurrentRunError(
+                "a run is working on this thread (multitask_strategy='reject'); the "
+                "maintenance call changed nothing",
+                thread_id=tid,
+            )
+        return True
+
+    def maintenance_release(self, thread_id: str) -> Io:
+        return release_lock(self.store.run_unlock, str(thread_id))
 
     def _held_by_run(self, thread_id: str, config: RunnableConfig) -> bool:
         """Whether this write comes from the run (or exclusive block) holding the thread."""
@@ -704,6 +725,39 @@ class GuardedSaver(LayeredSaver):
 
     def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
         return self.guard.strategy_for(config)
+
+    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`; LangGraph Server's
+    # rollback, thread copy and TTL call these), on every backend
+
+    @property
+    def maintenance(self) -> lifecycle.Maintenance:
+        """What the lifecycle flows need of this saver."""
+        guard = self.guard
+        return lifecycle.Maintenance(
+            self.inner, self.layers[1:], guard.maintenance_hold, guard.maintenance_release
+        )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove what these runs stored, keeping the thread whole (`lifecycle`)."""
+        run_flow(lifecycle.delete_for_runs(self.maintenance, run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await arun(lifecycle.delete_for_runs(self.maintenance, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread whole under a new id, in one transaction (`lifecycle`)."""
+        run_flow(lifecycle.copy_thread(self.maintenance, source_thread_id, target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await arun(lifecycle.copy_thread(self.maintenance, source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`"keep_latest"`: keep each namespace's head, materialized; `"delete"`: drop the
+        threads (`lifecycle`)."""
+        run_flow(lifecycle.prune(self.maintenance, thread_ids, strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await arun(lifecycle.prune(self.maintenance, thread_ids, strategy))
 
     def exclusive(
         self, thread_id: str, *, wait: bool = False

@@ -56,7 +56,15 @@ from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
 from threadlog.log import flatten_write
 
-__all__ = ["CHAIN_KEY", "ChecksumLayer", "chain_writes", "row_hash"]
+__all__ = [
+    "CHAIN_KEY",
+    "ChecksumLayer",
+    "chain_metadata",
+    "chain_minus",
+    "chain_writes",
+    "read_chain",
+    "row_hash",
+]
 
 CHAIN_KEY = "threadlog_chain"
 _MASK = (1 << 64) - 1
@@ -112,6 +120,28 @@ def _read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
     for ch, pair in raw.items():
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             out[str(ch)] = (int(pair[0]), int(str(pair[1]), 16))
+    return out
+
+
+def read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
+    """A checkpoint's chain (`channel -> (rows, sum)`), or None when it has none."""
+    return _read_chain(metadata)
+
+
+def chain_metadata(chain: Chain) -> dict[str, list[Any]]:
+    """A chain as it is stored in `metadata[CHAIN_KEY]`."""
+    return {ch: [n, f"{s:016x}"] for ch, (n, s) in chain.items()}
+
+
+def chain_minus(chain: Chain, older: Mapping[str, tuple[int, int]]) -> Chain:
+    """`chain` without the rows `older` counts (rows and sums subtract): the chain of a
+    checkpoint once an ancestor whose chain was `older` stores those channels' values
+    (a snapshot), so a read starts there."""
+    out = dict(chain)
+    for ch, (n, s) in older.items():
+        if ch in out:
+            n0, s0 = out[ch]
+            out[ch] = (max(n0 - n, 0), (s0 - s) & _MASK)
     return out
 
 
@@ -192,6 +222,23 @@ class ChecksumLayer(Layer):
         out = self._remember(tup)
         assert out is not None
         return out
+
+    # -- maintenance (threadlog.checkpoint.lifecycle) --------------------------------------
+
+    def verify(self, tup: CheckpointTuple, histories: Mapping[str, DeltaChannelHistory]) -> None:
+        """Check histories read straight from the backend for `tup` against its chain
+        (StoredDataError on a mismatch), as a read through this layer would."""
+        self._remember(tup)
+        self._check(tup.config, histories, {})
+
+    def resealed(self, checkpoint_id: str, chain: Chain | None) -> None:
+        """A checkpoint's chain as maintenance rewrote it (None: it has none now)."""
+        seen = self._threadlog_seen
+        if chain is not None:
+            seen.chain(checkpoint_id, chain)
+        else:
+            with seen.lock:
+                seen.chains.pop(checkpoint_id, None)
 
     # -- writing ----------------------------------------------------------------------
 

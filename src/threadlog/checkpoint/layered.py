@@ -16,9 +16,12 @@ Contract (the model is Temporal's interceptor chain, written sans-IO):
   (`threadlog.checkpoint.saver`, the one place the order is stated).
 * Every `BaseCheckpointSaver` method is written once, here, for sync and async alike
   (`run` / `arun` drive the same flow); anything else (`setup()`, `conn`, …) is the
-  backend's. The wrapper's class has exactly the maintenance methods (`copy_thread`,
-  `prune`, `delete_for_runs` and their async forms) its backend's class has, forwarded
-  as they are: LangGraph Server and the conformance suite detect them by class.
+  backend's. The maintenance methods (`copy_thread`, `prune`, `delete_for_runs` and their
+  async forms) a wrapper class defines itself are its own (`GuardedSaver`'s: the thread
+  lifecycle, `threadlog.checkpoint.lifecycle`, on every backend); those it does not, its
+  class has exactly as its backend's class has them, forwarded as they are: LangGraph
+  Server and the conformance suite detect them by class. The backend's class is never
+  changed.
 * `bind_layers(saver, layers)` gives a saver object the same layers *in place* — its
   own methods become the layers' entry points, its class is untouched — for the calls
   documented to return the caller's saver itself (`with_history_cache(saver)`,
@@ -338,8 +341,13 @@ def _forward(name: str) -> Any:
 
 def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
     base = getattr(cls, "_threadlog_base", cls)
+    # A wrapper class with its own maintenance calls (GuardedSaver: thread lifecycle,
+    # `threadlog.checkpoint.lifecycle`) keeps them; the rest are the backend's.
     names = frozenset(
-        n for n in _MAINTENANCE if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
+        n
+        for n in _MAINTENANCE
+        if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
+        and getattr(base, n) is getattr(BaseCheckpointSaver, n)
     )
     if not names:
         return base

@@ -1,4 +1,4 @@
-"""The `threadlog` command: `demo`, `threads`, `inspect`, `export`, `check` and `replay`.
+"""The `threadlog` command: `demo`, `threads`, `inspect`, `export`, `check`, `replay` and `prune`.
 
 Each subcommand lives in its own module and registers itself here through a
 `register(subparsers)` function, so this file stays a table of contents. Nothing heavy is
@@ -16,7 +16,7 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _subcommands() -> list[Register]:
-    from threadlog.cli import check, demo, export, inspect, replay, threads
+    from threadlog.cli import check, demo, export, inspect, prune, replay, threads
 
     return [
         demo.register,
@@ -25,6 +25,7 @@ def _subcommands() -> list[Register]:
         export.register,
         check.register,
         replay.register,
+        prune.register,
     ]
 
 

@@ -40,7 +40,7 @@ import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -53,8 +53,11 @@ __all__ = [
     "CheckpointsListings",
     "HeadRow",
     "HeadStore",
+    "Link",
     "LocalRuns",
+    "Plan",
     "Query",
+    "Rewrite",
     "Steps",
     "StoredWrite",
     "Walk",
@@ -73,6 +76,9 @@ StoredWrite = tuple[str, bytes]
 
 HeadRow = tuple[str, str, str, int]
 """(thread_id, newest checkpoint id, first checkpoint id, checkpoints) of one thread."""
+
+Link = tuple[str, str, str | None, str | None]
+"""(checkpoint_ns, checkpoint_id, parent id, metadata's run_id) of one stored checkpoint."""
 
 Walk = dict[str, list[PendingWrite]]
 """Each channel's writes on a walk, oldest checkpoint first."""
@@ -121,6 +127,55 @@ def _executed(steps: Steps[T], execute: Any, aexecute: Any) -> Flow[T]:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         rows = yield Io(execute, aexecute, (query,))
+
+
+# -- maintenance: what a thread lifecycle operation changes, applied in one transaction --
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """One stored checkpoint changed in place (same id): its parent, channel values added
+    as stored snapshots (`channel -> (its version, the value to store)`), metadata keys
+    set (a None value removes the key)."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    snapshots: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one lifecycle operation changes (`threadlog.checkpoint.lifecycle`), applied by
+    `Backend.maintain` / `amaintain` in ONE transaction, in this order: whole-thread
+    copies `(source, target)`, rewrites, dropped checkpoints `(thread, ns, id)` with the
+    writes stored on them, dropped threads. A channel value no kept checkpoint names any
+    more is dropped with them (the backends that store values apart)."""
+
+    copies: list[tuple[str, str]] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    drops: list[tuple[str, str, str]] = field(default_factory=list)
+    drop_threads: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.copies or self.rewrites or self.drops or self.drop_threads)
+
+    def touched(self) -> list[tuple[str, str]]:
+        """(thread, ns) of every rewrite and drop, in first-seen order."""
+        seen: dict[tuple[str, str], None] = {}
+        for r in self.rewrites:
+            seen[(r.thread_id, r.ns)] = None
+        for tid, ns, _ in self.drops:
+            seen[(tid, ns)] = None
+        return list(seen)
+
+    def drops_by_namespace(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        for tid, ns, cid in self.drops:
+            out.setdefault((tid, ns), []).append(cid)
+        return out
 
 
 # -- the run guard's view of a thread ------------------------------------------------------
@@ -303,6 +358,27 @@ class Backend:
     ) -> dict[str, DeltaChannelHistory] | None:
         return None
 
+    # -- maintenance (threadlog.checkpoint.lifecycle)
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        """Every checkpoint of the thread, all namespaces, as a `Link` (any order); the
+        backends read them without decoding a checkpoint."""
+        return [_link(t) for t in self.outer.list({"configurable": {"thread_id": thread_id}})]
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        return [_link(t) async for t in self.outer.alist(config)]
+
+    def maintain(self, plan: Plan) -> None:
+        """Apply `plan` in one transaction (all of it or nothing)."""
+        raise TypeError(
+            f"threadlog has no thread maintenance for a {type(self.saver).__name__}; "
+            "use a SQLite, Postgres or in-memory saver"
+        )
+
+    async def amaintain(self, plan: Plan) -> None:
+        self.maintain(plan)
+
     # -- the inspector
 
     def thread_heads(self) -> list[HeadRow]:
@@ -400,6 +476,29 @@ class CheckpointsListings:
             "WHERE checkpoint_ns != '' GROUP BY thread_id"
         )
         return {str(t): int(n) for t, n in rows}
+
+
+def _link(tup: Any) -> Link:
+    conf = tup.config["configurable"]
+    parent = ((tup.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    run = (tup.metadata or {}).get("run_id")
+    return (
+        str(conf.get("checkpoint_ns") or ""),
+        str(conf["checkpoint_id"]),
+        None if parent is None else str(parent),
+        None if run is None else str(run),
+    )
+
+
+def link_row(row: Sequence[Any]) -> Link:
+    """A `Link` from a (ns, id, parent id, run id) row."""
+    ns, cid, parent, run = row
+    return (
+        str(ns or ""),
+        str(cid),
+        None if parent is None else str(parent),
+        None if run is None else str(run),
+    )
 
 
 def unwrap(saver: Any) -> Any:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -15,7 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from threadlog.checkpoint.backends.base import (
     Backend,
     HeadStore,
+    Link,
     LocalRuns,
+    Plan,
     StoredWrite,
     attribute_blobs,
 )
@@ -91,3 +94,65 @@ class MemoryBackend(Backend):
             if tid == thread_id and wns == ns:
                 out[cid] = out.get(cid, 0) + sum(len(w[2][1]) for w in writes.values())
         return out
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        out: list[Link] = []
+        for ns, saved in self.saver.storage.get(thread_id, {}).items():
+            for cid, (_ckpt, meta, parent) in saved.items():
+                run = (self.saver.serde.loads_typed(meta) or {}).get("run_id")
+                out.append((ns, cid, parent, None if run is None else str(run)))
+        return out
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        return self.checkpoint_links(thread_id)
+
+    def maintain(self, plan: Plan) -> None:
+        """`plan` on the saver's dicts: one process, nothing can stop half-way but this
+        process itself (and then nothing is left)."""
+        saver = self.saver
+        serde = saver.serde
+        for src, dst in plan.copies:
+            for ns, saved in saver.storage.get(src, {}).items():
+                saver.storage[dst][ns].update(copy.deepcopy(dict(saved)))
+            for key, writes in list(saver.writes.items()):
+                if key[0] == src:
+                    saver.writes[(dst, *key[1:])] = copy.deepcopy(writes)
+            for bkey, blob in list(saver.blobs.items()):
+                if bkey[0] == src:
+                    saver.blobs[(dst, *bkey[1:])] = blob
+        for rw in plan.rewrites:
+            ckpt, meta, _parent = saver.storage[rw.thread_id][rw.ns][rw.checkpoint_id]
+            if rw.metadata:
+                loaded = dict(serde.loads_typed(meta))
+                for k, v in rw.metadata.items():
+                    if v is None:
+                        loaded.pop(k, None)
+                    else:
+                        loaded[k] = v
+                meta = serde.dumps_typed(loaded)
+            for ch, (version, value) in rw.snapshots.items():
+                saver.blobs[(rw.thread_id, rw.ns, ch, version)] = serde.dumps_typed(value)
+            saver.storage[rw.thread_id][rw.ns][rw.checkpoint_id] = (ckpt, meta, rw.parent_id)
+        for (tid, ns), ids in plan.drops_by_namespace().items():
+            saved = saver.storage.get(tid, {}).get(ns, {})
+            for cid in ids:
+                saved.pop(cid, None)
+                saver.writes.pop((tid, ns, cid), None)
+            self._drop_unnamed_blobs(tid, ns)
+        for tid in plan.drop_threads:
+            saver.storage.pop(tid, None)
+            for key in [k for k in saver.writes if k[0] == tid]:
+                del saver.writes[key]
+            for bkey in [k for k in saver.blobs if k[0] == tid]:
+                del saver.blobs[bkey]
+
+    def _drop_unnamed_blobs(self, thread_id: str, ns: str) -> None:
+        saver = self.saver
+        named: set[tuple[str, Any]] = set()
+        for ckpt, _meta, _parent in saver.storage.get(thread_id, {}).get(ns, {}).values():
+            versions = saver.serde.loads_typed(ckpt).get("channel_versions") or {}
+            named.update(versions.items())
+        for key in [
+            k for k in saver.blobs if k[0] == thread_id and k[1] == ns and (k[2], k[3]) not in named
+        ]:
+            del saver.blobs[key]

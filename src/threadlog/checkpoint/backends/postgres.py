@@ -39,7 +39,9 @@ from threadlog.checkpoint.backends.base import (
     Backend,
     CheckpointsListings,
     HeadStore,
+    Link,
     LocalRuns,
+    Plan,
     Query,
     Steps,
     StoredWrite,
@@ -49,6 +51,7 @@ from threadlog.checkpoint.backends.base import (
     attribute_blobs,
     collect_writes,
     drive,
+    link_row,
     lock_bound,
     parse_rows,
 )
@@ -160,6 +163,86 @@ def _one(query: Query) -> Steps[list[Any]]:
     return rows
 
 
+# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
+
+_COPY_SQL = (
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "type, checkpoint, metadata) SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "type, checkpoint, metadata FROM checkpoints WHERE thread_id = %s",
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+    "SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+    "WHERE thread_id = %s",
+    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, "
+    "idx, channel, type, blob) SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
+    "channel, type, blob FROM checkpoint_writes WHERE thread_id = %s",
+)
+# A value no checkpoint of its namespace names any more (by channel and version).
+_UNNAMED_BLOBS_SQL = (
+    "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+    "AND c.checkpoint_ns = b.checkpoint_ns "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+)
+
+
+_LINKS_SQL = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'run_id' "
+    "FROM checkpoints WHERE thread_id = %s"
+)
+
+
+def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
+    """The statements of `Backend.maintain` (the caller opens the transaction)."""
+    from psycopg.types.json import Jsonb
+
+    serde = saver.serde
+    for src, dst in plan.copies:
+        for sql in _COPY_SQL:
+            yield Query(sql, (dst, src))
+    for rw in plan.rewrites:
+        key = (rw.thread_id, rw.ns, rw.checkpoint_id)
+        rows = yield Query(
+            "SELECT checkpoint, metadata FROM checkpoints "
+            "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            key,
+        )
+        if not rows:
+            continue
+        ckpt, meta = dict(rows[0][0]), dict(rows[0][1] or {})
+        if rw.snapshots:
+            values = dict(ckpt.get("channel_values") or {})
+            for ch, (version, value) in rw.snapshots.items():
+                # As PostgresSaver.put stores a snapshot: the blob apart, a marker inline.
+                type_tag, blob = serde.dumps_typed(value)
+                yield Query(
+                    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, "
+                    "type, blob) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id, "
+                    "checkpoint_ns, channel, version) DO UPDATE SET type = EXCLUDED.type, "
+                    "blob = EXCLUDED.blob",
+                    (rw.thread_id, rw.ns, ch, str(version), type_tag, blob),
+                )
+                values[ch] = True
+            ckpt["channel_values"] = values
+        for k, v in rw.metadata.items():
+            if v is None:
+                meta.pop(k, None)
+            else:
+                meta[k] = v
+        yield Query(
+            "UPDATE checkpoints SET parent_checkpoint_id = %s, checkpoint = %s, metadata = %s "
+            "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (rw.parent_id, Jsonb(ckpt), Jsonb(meta), *key),
+        )
+    for (tid, ns), ids in plan.drops_by_namespace().items():
+        where = "thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"
+        yield Query(f"DELETE FROM checkpoint_writes WHERE {where}", (tid, ns, ids))
+        yield Query(f"DELETE FROM checkpoints WHERE {where}", (tid, ns, ids))
+        yield Query(_UNNAMED_BLOBS_SQL, (tid, ns))
+    if plan.drop_threads:
+        for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+            yield Query(f"DELETE FROM {table} WHERE thread_id = ANY(%s)", (plan.drop_threads,))
+
+
 # -- the saver's connection ---------------------------------------------------------------
 
 
@@ -210,6 +293,26 @@ class PostgresBackend(CheckpointsListings, Backend):
                 return parse_rows(q, cur.fetchall())
 
             return drive(steps, execute)
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        return self._run(_one(Query(_LINKS_SQL, (thread_id,), link_row)))  # type: ignore[no-any-return]
+
+    def maintain(self, plan: Plan) -> None:
+        from psycopg.rows import tuple_row
+
+        # One transaction: a process killed inside it leaves the database as it was.
+        with (
+            self.saver.lock,
+            _connection(self.saver.conn) as conn,
+            conn.transaction(),
+            conn.cursor(row_factory=tuple_row) as cur,
+        ):
+
+            def execute(q: Query) -> list[Any]:
+                cur.execute(q.sql, q.params, prepare=False)
+                return list(cur.fetchall()) if cur.description else []
+
+            drive(maintain_steps(self.saver, plan), execute)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
@@ -285,6 +388,26 @@ class AsyncPostgresBackend(Backend):
                 return parse_rows(q, await cur.fetchall())
 
             return await adrive(steps, execute)
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
+        return rows  # type: ignore[no-any-return]
+
+    async def amaintain(self, plan: Plan) -> None:
+        from psycopg.rows import tuple_row
+
+        async with (
+            self.saver.lock,
+            _aconnection(self.saver.conn) as conn,
+            conn.transaction(),
+            conn.cursor(row_factory=tuple_row) as cur,
+        ):
+
+            async def execute(q: Query) -> list[Any]:
+                await cur.execute(q.sql, q.params, prepare=False)
+                return list(await cur.fetchall()) if cur.description else []
+
+            await adrive(maintain_steps(self.saver, plan), execute)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import sqlite3
 import threading
@@ -46,7 +47,9 @@ from threadlog.checkpoint.backends.base import (
     Backend,
     CheckpointsListings,
     HeadStore,
+    Link,
     LocalRuns,
+    Plan,
     Query,
     Steps,
     StoredWrite,
@@ -55,6 +58,7 @@ from threadlog.checkpoint.backends.base import (
     adrive,
     collect_writes,
     drive,
+    link_row,
     lock_bound,
     parse_rows,
 )
@@ -258,6 +262,80 @@ def _one(query: Query) -> Steps[list[Any]]:
     return rows
 
 
+# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
+
+# Drops go in batches: SQLite allows 32766 parameters per statement.
+_BATCH = 500
+
+
+_LINKS_SQL = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "json_extract(CAST(metadata AS TEXT), '$.run_id') FROM checkpoints WHERE thread_id = ?"
+)
+
+
+def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
+    """The statements of `Backend.maintain` (the caller opens and ends the transaction)."""
+    serde = saver.serde
+    task_path = yield from _task_path(saver)
+    write_cols = "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value" + (
+        ", task_path" if task_path == "task_path" else ""
+    )
+    for src, dst in plan.copies:
+        yield Query(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+            "parent_checkpoint_id, type, checkpoint, metadata) SELECT ?, checkpoint_ns, "
+            "checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints "
+            "WHERE thread_id = ?",
+            (dst, src),
+        )
+        yield Query(
+            f"INSERT INTO writes (thread_id, {write_cols}) SELECT ?, {write_cols} FROM writes "
+            "WHERE thread_id = ?",
+            (dst, src),
+        )
+    for rw in plan.rewrites:
+        key = (rw.thread_id, rw.ns, rw.checkpoint_id)
+        rows = yield Query(
+            "SELECT type, checkpoint, metadata FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            key,
+        )
+        if not rows:
+            continue
+        type_tag, blob, meta = rows[0]
+        if rw.snapshots:
+            ckpt = serde.loads_typed((type_tag, blob))
+            values = dict(ckpt.get("channel_values") or {})
+            values.update({ch: value for ch, (_, value) in rw.snapshots.items()})
+            ckpt["channel_values"] = values
+            type_tag, blob = serde.dumps_typed(ckpt)
+        if rw.metadata:
+            loaded = json.loads(meta) if meta else {}
+            for k, v in rw.metadata.items():
+                if v is None:
+                    loaded.pop(k, None)
+                else:
+                    loaded[k] = v
+            meta = json.dumps(loaded, ensure_ascii=False).encode("utf-8", "ignore")
+        yield Query(
+            "UPDATE checkpoints SET parent_checkpoint_id = ?, type = ?, checkpoint = ?, "
+            "metadata = ? WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (rw.parent_id, type_tag, blob, meta, *key),
+        )
+    for (tid, ns), ids in plan.drops_by_namespace().items():
+        for at in range(0, len(ids), _BATCH):
+            batch = ids[at : at + _BATCH]
+            where = (
+                f"thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({_marks(len(batch))})"
+            )
+            yield Query(f"DELETE FROM writes WHERE {where}", (tid, ns, *batch))
+            yield Query(f"DELETE FROM checkpoints WHERE {where}", (tid, ns, *batch))
+    for tid in plan.drop_threads:
+        yield Query("DELETE FROM writes WHERE thread_id = ?", (tid,))
+        yield Query("DELETE FROM checkpoints WHERE thread_id = ?", (tid,))
+
+
 # -- the backends ---------------------------------------------------------------------------
 
 
@@ -272,6 +350,28 @@ class SqliteBackend(CheckpointsListings, Backend):
             cur = self.saver.conn.cursor()
             try:
                 return drive(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params)))
+            finally:
+                cur.close()
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        return self._rows(_LINKS_SQL, (thread_id,), link_row)
+
+    def maintain(self, plan: Plan) -> None:
+        # One IMMEDIATE transaction: a process killed inside it leaves the file as it was.
+        with self.saver.lock:
+            conn = self.saver.conn
+            if conn.in_transaction:
+                conn.commit()  # the saver commits its own statements; nothing is pending
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                steps = maintain_steps(self.saver, plan)
+                drive(steps, lambda q: list(cur.execute(q.sql, q.params)))
+                cur.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
             finally:
                 cur.close()
 
@@ -343,6 +443,29 @@ class AsyncSqliteBackend(Backend):
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return SqliteHeadStore(location, None, max_lock_connections)
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
+        return rows  # type: ignore[no-any-return]
+
+    async def amaintain(self, plan: Plan) -> None:
+        saver = self.saver
+
+        async def execute(q: Query) -> list[Any]:
+            async with saver.conn.execute(q.sql, q.params) as cur:
+                return list(await cur.fetchall())
+
+        async with saver.lock:
+            if saver.conn.in_transaction:
+                await saver.conn.commit()
+            await saver.conn.execute("BEGIN IMMEDIATE")
+            try:
+                await adrive(maintain_steps(saver, plan), execute)
+                await saver.conn.execute("COMMIT")
+            except BaseException:
+                if saver.conn.in_transaction:
+                    await saver.conn.rollback()
+                raise
 
     async def awalk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,

@@ -1,0 +1,413 @@
+"""A thread's lifecycle on threadlog's saver: rollback, copy, prune — pairs kept whole.
+
+`GuardedSaver` (what `threadlog.checkpointer()` returns) has `delete_for_runs`,
+`copy_thread` and `prune` (and their `a…` forms) on every backend — memory, SQLite,
+Postgres — each one flow here (`threadlog.flows`), driven sync or async. Each operation:
+
+* holds every thread it changes by the run guard's lock for its duration: a thread a run
+  holds is waited for (`multitask_strategy="enqueue"`) or refused with
+  `ConcurrentRunError` before anything changes (`"reject"`), per thread (`Maintenance.hold`);
+* reads what it needs from the backend saver itself (no layer, no cache): the thread's
+  checkpoint links first (`Backend.checkpoint_links`: ids, parents, run ids, nothing
+  decoded), then only the checkpoints it rewrites (a pruned head; a rollback's kept
+  checkpoints below a removed one, usually none); checks a delta
+  channel's history against its checksums (`ChecksumLayer.verify`: a tampered thread is
+  refused with `StoredDataError`, not rewritten), computes one `backends.Plan`, and applies
+  it in ONE transaction (`Backend.maintain`): a process killed meanwhile leaves the
+  thread as it was before or after, never between;
+* then forgets what this process remembered of the threads it changed (own writes, the
+  history cache) and the rewritten checkpoints' old checksums.
+
+The operations:
+
+* **`delete_for_runs(run_ids)`** (LangGraph Server's `multitask_strategy="rollback"`):
+  every checkpoint whose `metadata["run_id"]` is one of `run_ids`, on any thread (a copy
+  made by `copy_thread` carries its source's run ids) and in every namespace, goes with
+  the writes stored on it. A kept checkpoint whose parent went is re-parented to its
+  nearest kept ancestor and *materialized*: each delta channel's value it had is stored in
+  it as a snapshot (read before the deletion), so what later runs built on the removed
+  run still reads the same, and its pairs stay whole; the checksums of it and of its
+  descendants are re-sealed (`chain_minus`). The usual rollback — the cancelled run is the
+  thread's newest — just returns the thread to the head before it. A run id on no thread
+  changes nothing and is not an error (LangGraph's conformance suite: "missing run_ids no
+  error"). Writes the removed run stored on a checkpoint it did not make (a resumed
+  step's results, which carry no run id) stay, answered like a stopped step's.
+* **`copy_thread(source, target)`**: every checkpoint, write and value of the source
+  copied under the target's id, as stored (same checkpoint ids, metadata, checksums,
+  compaction events, edits) — one statement per table. A source with nothing stored
+  copies nothing; a target that already has checkpoints is refused (`ValueError`).
+* **`prune(thread_ids, strategy)`**: `"delete"` drops the threads whole;
+  `"keep_latest"` keeps each namespace's newest checkpoint (the head `get_tuple` loads)
+  with the writes stored on it — the results a step's finished calls stored, while its
+  open calls' requests are in the log — and drops every other. The head's delta channels
+  are materialized first (their whole value as a snapshot: every message, edit and
+  compaction event), its parent cleared, its checksum re-sealed, so the head reads the
+  same as before and the next turn continues from it. Anything else is a `ValueError`
+  naming the strategies, with nothing changed.
+
+Materializing rebuilds a channel's value with threadlog's own log channels
+(`channel.LOG_KINDS`: the message log, the compaction events); a channel the head does
+not store, that older checkpoints' writes rebuild, and that is not one of them (your own
+`DeltaChannel`) cannot be, so such a prune or rollback is refused with a `ValueError`
+naming it, before anything changes. LangGraph's internal channels (`branch:…`, `__…`)
+are empty at a head and are left as stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from threadlog._upstream import MISSING, DeltaSnapshot
+from threadlog.channel import LOG_KINDS
+from threadlog.checkpoint.backends import Link, Plan, Rewrite, backend_of
+from threadlog.checkpoint.cache import HistoryLayer
+from threadlog.checkpoint.integrity import (
+    CHAIN_KEY,
+    ChecksumLayer,
+    chain_metadata,
+    chain_minus,
+    read_chain,
+)
+from threadlog.checkpoint.layered import Layer
+from threadlog.checkpoint.own_writes import OwnWritesLayer
+from threadlog.flows import Flow, Io, call, listed
+
+__all__ = [
+    "PRUNE_STRATEGIES",
+    "Maintenance",
+    "PruneReport",
+    "copy_thread",
+    "delete_for_runs",
+    "prune",
+]
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+T = TypeVar("T")
+Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What the operations need of a saver, passed in by `GuardedSaver`: the backend
+    saver, the layers above it, and the run guard's hold on a thread (`hold(tid)` takes
+    it as the thread's strategy says and answers whether it must be given back with
+    `release(tid)`)."""
+
+    inner: BaseCheckpointSaver[Any]
+    layers: Sequence[Layer]
+    hold: Callable[[str], Flow[bool]]
+    release: Callable[[str], Io]
+
+
+@dataclass
+class PruneReport:
+    """What a prune removes (or, dry, would): checkpoints by (thread, ns, id), the heads
+    kept, and the serialized size of the snapshots stored in them."""
+
+    strategy: str
+    threads: list[str] = field(default_factory=list)
+    dropped: list[Key] = field(default_factory=list)
+    kept: list[Key] = field(default_factory=list)
+    snapshot_bytes: int = 0
+    plan: Plan = field(default_factory=Plan)
+
+
+# -- the operations ---------------------------------------------------------------------
+
+
+def delete_for_runs(m: Maintenance, run_ids: Sequence[str]) -> Flow[None]:
+    """Remove what the runs stored (module doc)."""
+    wanted = _ids(run_ids, "run_ids")
+    if not wanted:
+        return
+    threads: set[str] = set()
+    for rid in wanted:
+        for tup in (yield from listed(m.inner, None, filter={"run_id": rid})):
+            threads.add(str(tup.config["configurable"]["thread_id"]))
+    if not threads:
+        return
+    yield from _holding(m, threads, _delete_for_runs(m, sorted(threads), set(wanted)))
+
+
+def _delete_for_runs(m: Maintenance, threads: list[str], wanted: set[str]) -> Flow[None]:
+    plan = Plan()
+    chains: dict[str, Any] = {}
+    for tid in threads:
+        for ns, links in (yield from _links_by_namespace(m, tid)).items():
+            yield from _rollback_namespace(m, tid, ns, links, wanted, plan, chains)
+    yield from _apply(m, plan, threads, chains)
+
+
+def _rollback_namespace(
+    m: Maintenance,
+    tid: str,
+    ns: str,
+    links: list[Link],
+    wanted: set[str],
+    plan: Plan,
+    chains: dict[str, Any],
+) -> Flow[None]:
+    parents = {cid: parent for _, cid, parent, _ in links}
+    removed = {cid for _, cid, _, run in links if run in wanted}
+    if not removed:
+        return
+    # Per kept checkpoint, the rows its chain must lose: those counted up to a
+    # checkpoint materialized below it, for the channels no checkpoint between stores.
+    # Only kept checkpoints below a removed one are read (decoded); usually none are.
+    lose: dict[str, dict[str, tuple[int, int]]] = {}
+    for _, cid, parent, _ in links:  # oldest first: a parent before its children
+        if cid in removed:
+            plan.drops.append((tid, ns, cid))
+            continue
+        kept_parent = parent
+        seen: set[str] = set()
+        while kept_parent in removed and kept_parent not in seen:
+            seen.add(kept_parent)
+            kept_parent = parents.get(kept_parent)
+        if kept_parent != parent:
+            tup = yield from _tuple(m, tid, ns, cid)
+            chain = read_chain(tup.metadata)
+            snaps = yield from _snapshots(m, tup)
+            lose[cid] = {ch: v for ch, v in (chain or {}).items() if ch in snaps}
+            new_chain = None if chain is None else {
+                ch: v for ch, v in chain.items() if ch not in snaps
+            }
+            plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chain, new_chain, chains))
+            continue
+        below = lose.get(parent or "")
+        if not below:
+            continue
+        tup = yield from _tuple(m, tid, ns, cid)
+        values = tup.checkpoint.get("channel_values") or {}
+        inherited = {ch: v for ch, v in below.items() if ch not in values}
+        if inherited:
+            lose[cid] = inherited
+            chain = read_chain(tup.metadata)
+            if chain is not None:
+                new_chain = chain_minus(chain, inherited)
+                plan.rewrites.append(_rewrite(tup, parent, {}, chain, new_chain, chains))
+
+
+def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
+    """Copy a thread whole under another id (module doc)."""
+    source, target = str(source), str(target)
+    if source == target:
+        raise ValueError(f"copy_thread: source and target are the same thread {source!r}")
+    yield from _holding(m, {source, target}, _copy_thread(m, source, target))
+
+
+def _copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
+    there = yield from listed(m.inner, _thread_config(target), limit=1)
+    if there:
+        raise ValueError(
+            f"copy_thread: target thread {target!r} already has checkpoints; nothing copied "
+            "(delete it first, or copy to a new thread id)"
+        )
+    found = yield from listed(m.inner, _thread_config(source), limit=1)
+    if not found:
+        return  # nothing stored: nothing to copy
+    yield from _apply(m, Plan(copies=[(source, target)]), [target], {})
+
+
+def prune(
+    m: Maintenance, thread_ids: Sequence[str], strategy: str = "keep_latest", *, dry: bool = False
+) -> Flow[PruneReport]:
+    """Prune the threads (module doc); `dry`: only report what would go."""
+    threads = _ids(thread_ids, "thread_ids")
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(
+            f"unknown prune strategy {strategy!r}; the strategies are "
+            f"{', '.join(repr(s) for s in PRUNE_STRATEGIES)} (nothing was pruned)"
+        )
+    report = PruneReport(strategy, sorted(set(threads)))
+    if not threads:
+        return report
+    return (yield from _holding(m, set(threads), _prune(m, report, dry)))
+
+
+def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
+    plan = report.plan
+    chains: dict[str, Any] = {}
+    for tid in report.threads:
+        for ns, links in (yield from _links_by_namespace(m, tid)).items():
+            keys = [(tid, ns, cid) for _, cid, _, _ in links]
+            if report.strategy == "delete":
+                report.dropped.extend(keys)
+                continue
+            report.kept.append(keys[-1])
+            if len(keys) == 1:
+                continue
+            # Only the head is read (decoded): the older checkpoints just go.
+            head = yield from _tuple(m, tid, ns, keys[-1][2])
+            snaps = yield from _snapshots(m, head)
+            report.snapshot_bytes += sum(
+                len(m.inner.serde.dumps_typed(v)[1]) for _, v in snaps.values()
+            )
+            chain = read_chain(head.metadata)
+            new_chain = None if chain is None else {
+                ch: v for ch, v in chain.items() if ch not in snaps
+            }
+            plan.rewrites.append(_rewrite(head, None, snaps, chain, new_chain, chains))
+            plan.drops.extend(keys[:-1])
+            report.dropped.extend(keys[:-1])
+    if report.strategy == "delete":
+        plan.drop_threads.extend(report.threads)
+    if not dry:
+        yield from _apply(m, plan, report.threads, chains)
+    return report
+
+
+# -- shared steps -------------------------------------------------------------------------
+
+
+def _holding(m: Maintenance, threads: Iterable[str], body: Flow[T]) -> Flow[T]:
+    """`body` with every thread held (in sorted order: two callers cannot deadlock)."""
+    taken: list[str] = []
+    try:
+        for tid in sorted(threads):
+            if (yield from m.hold(tid)):
+                taken.append(tid)
+        return (yield from body)
+    finally:
+        for tid in reversed(taken):
+            yield m.release(tid)
+
+
+def _apply(
+    m: Maintenance, plan: Plan, threads: Iterable[str], chains: dict[str, Any]
+) -> Flow[None]:
+    if plan:
+        backend = backend_of(m.inner)
+        yield Io(backend.maintain, backend.amaintain, (plan,))
+    _forget(m, threads, chains)
+
+
+def _forget(m: Maintenance, threads: Iterable[str], chains: dict[str, Any]) -> None:
+    threads = list(threads)
+    for layer in m.layers:
+        if isinstance(layer, OwnWritesLayer):
+            for tid in threads:
+                layer.record.forget(tid)
+        elif isinstance(layer, HistoryLayer):
+            for tid in threads:
+                layer.cache.forget(tid)
+        elif isinstance(layer, ChecksumLayer):
+            for cid, chain in chains.items():
+                layer.resealed(cid, chain)
+
+
+def _rewrite(
+    tup: CheckpointTuple,
+    parent: str | None,
+    snaps: dict[str, tuple[Any, Any]],
+    chain: dict[str, tuple[int, int]] | None,
+    new_chain: dict[str, tuple[int, int]] | None,
+    chains: dict[str, Any],
+) -> Rewrite:
+    metadata: dict[str, Any] = {}
+    if chain is not None and new_chain is not None and new_chain != chain:
+        metadata[CHAIN_KEY] = chain_metadata(new_chain)
+        chains[_cid(tup)] = new_chain
+    return Rewrite(_thread(tup), _ns(tup), _cid(tup), parent, snaps, metadata)
+
+
+def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any, Any]]]:
+    """`channel -> (version, snapshot)` for each delta channel `tup` does not store: its
+    value at `tup`, rebuilt from the backend's history (checked against the checksums)."""
+    ckpt = tup.checkpoint
+    values = ckpt.get("channel_values") or {}
+    versions = ckpt.get("channel_versions") or {}
+    absent = [ch for ch in versions if ch not in values and not _reserved(ch)]
+    if not absent:
+        return {}
+    histories = yield from call(
+        m.inner, "get_delta_channel_history", config=tup.config, channels=absent
+    )
+    for layer in m.layers:
+        if isinstance(layer, ChecksumLayer):
+            layer.verify(tup, histories)
+    out: dict[str, tuple[Any, Any]] = {}
+    for ch in absent:
+        history = histories.get(ch) or {"writes": []}
+        seed = history.get("seed", MISSING)
+        writes = list(history.get("writes") or ())
+        if not writes:
+            if seed is not MISSING and seed is not None:
+                stored = seed if isinstance(seed, DeltaSnapshot) else DeltaSnapshot(seed)
+                out[ch] = (versions[ch], stored)
+            continue
+        out[ch] = (versions[ch], DeltaSnapshot(_rebuilt(tup, ch, seed, writes)))
+    return out
+
+
+def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any:
+    """The channel's value from its seed and writes, by the first of threadlog's log
+    channels that accepts them."""
+    for kind in LOG_KINDS:
+        try:
+            channel = kind().from_checkpoint(MISSING if seed is None else seed)
+            channel.replay_writes(writes)
+            return channel.get()
+        except Exception:  # not this kind's values: the next one
+            continue
+    raise ValueError(
+        f"thread {_thread(tup)!r}, checkpoint {_cid(tup)!r}: channel {ch!r} is rebuilt from "
+        "older checkpoints' writes and is not one of threadlog's logs (messages, compaction "
+        "events), so its value cannot be kept as a snapshot; nothing was changed"
+    )
+
+
+def _reserved(channel: str) -> bool:
+    # LangGraph's own channels (branch triggers, __start__, __pregel_…): empty at a head.
+    return channel.startswith(("branch:", "__"))
+
+
+def _links_by_namespace(m: Maintenance, thread_id: str) -> Flow[dict[str, list[Link]]]:
+    """A thread's checkpoints by namespace, oldest first, without decoding any."""
+    backend = backend_of(m.inner)
+    found: list[Link] = yield Io(
+        backend.checkpoint_links, backend.acheckpoint_links, (thread_id,)
+    )
+    out: dict[str, list[Link]] = {}
+    for link in sorted(found, key=lambda link: link[1]):
+        out.setdefault(link[0], []).append(link)
+    return out
+
+
+def _tuple(m: Maintenance, thread_id: str, ns: str, checkpoint_id: str) -> Flow[CheckpointTuple]:
+    conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+    tup: CheckpointTuple | None = yield from call(m.inner, "get_tuple", {"configurable": conf})
+    if tup is None:  # held by the run lock: nothing deletes it meanwhile
+        raise LookupError(f"thread {thread_id!r}: checkpoint {checkpoint_id!r} is not stored")
+    return tup
+
+
+def _ids(ids: Sequence[str], name: str) -> list[str]:
+    if isinstance(ids, str):
+        raise TypeError(f"{name} must be a sequence of ids, not the str {ids!r}")
+    return [str(i) for i in ids]
+
+
+def _thread_config(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _conf(tup: CheckpointTuple) -> Any:
+    return tup.config["configurable"]
+
+
+def _cid(tup: CheckpointTuple) -> str:
+    return str(_conf(tup)["checkpoint_id"])
+
+
+def _thread(tup: CheckpointTuple) -> str:
+    return str(_conf(tup)["thread_id"])
+
+
+def _ns(tup: CheckpointTuple) -> str:
+    return str(_conf(tup).get("checkpoint_ns") or "")

@@ -1,0 +1,246 @@
+"""`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
+[--archive FILE] [--dry-run]`.
+
+Contract: retention for a self-hosted app's checkpoint database (SQLite path or URL,
+Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
+
+* `--keep-latest`: every selected thread keeps its head — materialized, its open calls'
+  requests and stored results, compaction and edit events, checksums re-sealed — and
+  loses every older checkpoint (`prune(strategy="keep_latest")`).
+* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): the selected threads whose newest
+  checkpoint is older than D are deleted whole (`prune(strategy="delete")`).
+* `--thread T` (repeatable) selects threads; default: every thread of the database.
+* `--archive FILE`: first, each thread to prune is written whole, as it is, to FILE — a
+  new SQLite database in LangGraph's own tables, so `threadlog inspect`, `threads` and
+  `export` open it like any database (`--db FILE`). Written before anything is pruned;
+  removed again if the prune fails.
+* `--dry-run`: print what would go — per thread, the checkpoints and the bytes that come
+  back (the rows' sizes, less the snapshots a head gains) — and change nothing.
+
+Every selected thread is held for the whole call (the run guard's lock, refusing a thread
+a run holds), then all are pruned in one transaction. Errors — no or both strategies, a
+bad duration, an archive path that exists, a thread held by a run, a thread that is not
+in the database — are one line on stderr, exit status 2, and nothing changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = ["parse_duration", "register", "run"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class UsageError(Exception):
+    """Bad input: one line, exit 2, nothing changed."""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "prune",
+        help="drop old checkpoints (keep each thread's head) or old threads; archive first",
+        description="Retention for a checkpoint database: keep each thread's head "
+        "(--keep-latest) or delete threads idle longer than a duration (--older-than), "
+        "optionally archiving what goes to a SQLite file the inspector opens.",
+    )
+    p.add_argument(
+        "--db", required=True, metavar="URL", help="sqlite:///path, a path, or postgresql://…"
+    )
+    p.add_argument("--keep-latest", action="store_true", help="keep only each thread's head")
+    p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
+    p.add_argument(
+        "--thread", action="append", default=[], metavar="T", help="only thread T (repeat)"
+    )
+    p.add_argument("--archive", metavar="FILE", help="write the pruned threads whole to FILE first")
+    p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import one_line, run_command
+
+    def body() -> int:
+        try:
+            return _run(args)
+        except UsageError as exc:
+            print(f"threadlog prune: error: {one_line(exc)}", file=sys.stderr)
+            return 2
+
+    return run_command("prune", body)
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
+    found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
+    if not found or int(found.group(1)) <= 0:
+        raise UsageError(
+            f"bad duration {text!r} for --older-than: a positive number and a unit "
+            "s, m, h, d or w (30d, 12h); nothing was pruned"
+        )
+    return timedelta(seconds=int(found.group(1)) * _UNITS[found.group(2)])
+
+
+def _url(db: str) -> str:
+    if "://" in db:
+        if db.lower().startswith("sqlite:///"):
+            path = db[len("sqlite:///") :]
+            if not os.path.exists(path):
+                raise UsageError(f"no database at {path!r}; nothing was pruned")
+        return db
+    if not os.path.exists(db):
+        raise UsageError(f"no database at {db!r}; nothing was pruned")
+    return "sqlite:///" + os.path.abspath(db)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if bool(args.keep_latest) == (args.older_than is not None):
+        raise UsageError(
+            "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"
+        )
+    older = parse_duration(args.older_than) if args.older_than is not None else None
+    if args.archive and os.path.lexists(args.archive):
+        raise UsageError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
+    url = _url(args.db)
+
+    import threadlog.context.events  # noqa: F401  (its log channel rebuilds compaction events)
+    from threadlog.checkpoint import lifecycle
+    from threadlog.checkpoint.backends import backend_of
+    from threadlog.checkpoint.saver import checkpointer
+    from threadlog.errors import ConcurrentRunError
+    from threadlog.flows import run as run_flow
+
+    with checkpointer(url, multitask_strategy="reject", cache=False) as opened:
+        saver: Any = opened  # a GuardedSaver: exclusive(), maintenance
+        backend = backend_of(saver.inner)
+        heads = {tid: head for tid, head, _, _ in backend.thread_heads()}
+        missing = [t for t in args.thread if t not in heads]
+        if missing:
+            raise UsageError(f"no thread {missing[0]!r} in the database; nothing was pruned")
+        chosen = sorted(args.thread or heads)
+        strategy = "keep_latest" if older is None else "delete"
+        if older is not None:
+            chosen = [t for t in chosen if _idle(saver, t, heads[t]) > older]
+        with contextlib.ExitStack() as held:
+            for tid in chosen:
+                try:
+                    held.enter_context(saver.exclusive(tid))
+                except ConcurrentRunError:
+                    raise UsageError(
+                        f"thread {tid!r} is held by a run; nothing was pruned (retry later)"
+                    ) from None
+            m = saver.maintenance
+            report = run_flow(lifecycle.prune(m, chosen, strategy, dry=True))
+            sizes = _sizes(backend, report)
+            if args.dry_run:
+                _print(report, sizes, dry=True, archive=args.archive)
+                return 0
+            if args.archive:
+                _archive(saver, args.archive, report.threads if report.dropped else [])
+            try:
+                run_flow(lifecycle.prune(m, chosen, strategy))
+            except BaseException:
+                if args.archive:
+                    with contextlib.suppress(OSError):
+                        os.remove(args.archive)
+                raise
+            _print(report, sizes, dry=False, archive=args.archive)
+    return 0
+
+
+def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
+    conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": head}
+    tup = saver.inner.get_tuple({"configurable": conf})
+    ts = tup.checkpoint.get("ts") if tup is not None else None
+    if not ts:
+        return timedelta(0)
+    when = datetime.fromisoformat(str(ts))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return datetime.now(UTC) - when
+
+
+def _sizes(backend: Any, report: Any) -> dict[str, int]:
+    """Per thread, the bytes its dropped rows hold (the rows' own lengths)."""
+    dropped: dict[tuple[str, str], set[str]] = {}
+    for tid, ns, cid in report.dropped:
+        dropped.setdefault((tid, ns), set()).add(cid)
+    out: dict[str, int] = {}
+    for (tid, ns), ids in dropped.items():
+        stored = backend.stored_bytes(tid, ns) or {}
+        out[tid] = out.get(tid, 0) + sum(n for cid, n in stored.items() if cid in ids)
+    return out
+
+
+def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None) -> None:
+    from threadlog.terminal import safe_line
+
+    by_thread: dict[str, int] = {}
+    for tid, _, _ in report.dropped:
+        by_thread[tid] = by_thread.get(tid, 0) + 1
+    freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
+    verb = "would prune" if dry else "pruned"
+    print(
+        f"{verb} {len(by_thread)} thread(s) ({report.strategy}): "
+        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes come back"
+        + (
+            " (heads gain snapshots of " + f"{report.snapshot_bytes:,} bytes)"
+            if report.snapshot_bytes
+            else ""
+        )
+    )
+    for tid in sorted(by_thread):
+        print(
+            f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), "
+            f"{sizes.get(tid, 0):,} bytes of rows"
+        )
+    if archive and by_thread:
+        where = safe_line(archive)
+        print(f"{'would archive' if dry else 'archived'} {len(by_thread)} thread(s) to {where}")
+
+
+def _archive(saver: Any, path: str, threads: list[str]) -> None:
+    """The threads whole, as stored, in a new SQLite database of LangGraph's tables."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path)
+    try:
+        archive = SqliteSaver(conn, serde=saver.inner.serde)
+        archive.setup()
+        for tid in threads:
+            tups = sorted(
+                saver.inner.list({"configurable": {"thread_id": tid}}),
+                key=lambda t: str(t.config["configurable"]["checkpoint_id"]),
+            )
+            for tup in tups:
+                conf = dict(tup.config["configurable"])
+                parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                where: Any = {
+                    "configurable": {
+                        "thread_id": tid,
+                        "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                    }
+                }
+                if parent:
+                    where["configurable"]["checkpoint_id"] = parent
+                versions = tup.checkpoint.get("channel_versions") or {}
+                stored = archive.put(where, tup.checkpoint, tup.metadata, versions)
+                by_task: dict[str, list[tuple[str, Any]]] = {}
+                for task_id, channel, value in tup.pending_writes or ():
+                    by_task.setdefault(str(task_id), []).append((channel, value))
+                for task_id, writes in by_task.items():
+                    archive.put_writes(stored, writes, task_id)
+    except BaseException:
+        conn.close()
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+    conn.close()
