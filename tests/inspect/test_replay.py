@@ -330,3 +330,39 @@ def test_a_plain_create_react_agent_thread_replays_live_without_running_its_tool
     assert counter.runs == 0
     with pytest.raises(ValueError, match=r"threadlog\.ModelNode"):
         replay(react_agent(None, tools=[counter.tool()]), url, "r")  # stored: no ModelNode
+
+
+def test_stored_replies_replace_a_model_chosen_per_run(tmp_path: Path) -> None:
+    """A `ModelNode` whose model is a callable of (state, runtime) (the react-agent
+    template's shape): `model="stored"` serves the stored replies, the chosen model is
+    never called."""
+
+    calls = [0]
+
+    class Counting(OfflineChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            return super()._generate(*args, **kwargs)
+
+    counter = Counter()
+    url = f"sqlite:///{tmp_path / 'per-run.db'}"
+
+    def build(checkpointer: Any = None) -> Any:
+        return create_agent(
+            lambda state, runtime: Counting(),
+            [counter.tool()],
+            system_prompt=weather.SYSTEM_PROMPT,
+            context=ContextPolicy(max_turns=20),
+            checkpointer=checkpointer,
+            max_model_calls=6,
+        )
+
+    with threadlog.checkpointer(url) as saver:
+        graph = build(saver)
+        for q in QUESTIONS:
+            graph.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "t"}})
+    made = calls[0]
+    assert made >= 3
+    report = replay(build(), url, "t", model="stored")
+    assert report.matched, str(report)
+    assert calls[0] == made  # the stored replies answered every call
