@@ -102,7 +102,7 @@ def _message(m: BaseMessage) -> str:
         err = ' <span class="r-error">⚠error</span>' if m.status == "error" else ""
         parts.append(
             f'<a class="tl-call" id="result-{cid}" href="#call-{cid}" data-call-id="{cid}" '
-            f'title="{cid}">← [{escape(short_id(m.tool_call_id, 14))}]</a>{err} '
+            f'title="{cid}">← [{escape(m.tool_call_id)}]</a>{err} '
         )
     parts.append(_content(m))
     if isinstance(m, AIMessage):
@@ -112,7 +112,7 @@ def _message(m: BaseMessage) -> str:
             parts.append(
                 f'<div>→ <a class="tl-call" id="call-{cid}" href="#result-{cid}" '
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
-                f"({escape(args)}) [{escape(short_id(str(c.get('id')), 14))}]</a></div>"
+                f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
         timing = model_timing(m)
         facts = []
@@ -173,7 +173,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
                 bars.append(
                     (
                         "tool",
-                        f"{name} [{short_id(m.tool_call_id, 14)}]",
+                        f"{name} [{m.tool_call_id}]",
                         (start - t0).total_seconds(),
                         float(durations[m.tool_call_id]),
                     )
@@ -186,7 +186,8 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     for kind, label, s, d in bars:
         left, width = 100 * max(s, 0) / span, max(100 * d / span, 0.3)
         rows.append(
-            f'<div class="tl-wf-row"><span class="tl-wf-label">{escape(label)} · {_ms(d)}'
+            f'<div class="tl-wf-row"><span class="tl-wf-label" title="{escape(label, quote=True)}">'
+            f"{escape(label)} · {_ms(d)}"
             f'</span><div class="tl-wf-track"><div class="tl-wf-bar {kind}" '
             f'style="left:{left:.2f}%;width:{width:.2f}%"></div></div></div>'
         )

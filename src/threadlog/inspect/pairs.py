@@ -145,6 +145,13 @@ class ToolPairs(Table):
         return [f"{n} calls" + (f": {parts}" if parts else "")]
 
     def display_rows(self) -> list[dict[str, Cell]]:
+        return self._display(whole_ids=False)
+
+    def html_rows(self) -> list[dict[str, Cell]]:
+        # Text cuts a call id to 14 columns; HTML shows it whole, so it can be copied.
+        return self._display(whole_ids=True)
+
+    def _display(self, *, whole_ids: bool) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for r in self._rows:
             args = r["args"] if isinstance(r["args"], str) else _args(r["args"])
@@ -160,7 +167,7 @@ class ToolPairs(Table):
                 dur = f"{mark}{r['duration_s'] * 1000:.0f} ms"
             out.append(
                 {
-                    "call": short_id(str(r["call_id"]), 14),
+                    "call": str(r["call_id"]) if whole_ids else short_id(str(r["call_id"]), 14),
                     "tool": [str(r["tool"]), fit(args, 24)],
                     "asked": _step(r["requested_step"]),
                     "status": status,
