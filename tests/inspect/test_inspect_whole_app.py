@@ -8,12 +8,15 @@ the `threadlog` CLI, as a user would.
 
 from __future__ import annotations
 
+import operator
 import subprocess
 import sys
-from typing import Any
+from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 import threadlog
@@ -103,3 +106,133 @@ def test_readme_names_acheckpointer_and_takes_the_server_url_langgraph_dev_print
     snippets = re.findall(r"```python\n(.*?)```", served, re.S)
     assert snippets and all(":2024" not in s for s in snippets)
     assert "port" in served and "taken" in served
+
+
+# -- every message key; per-step state values -------------------------------------------
+
+
+class ResearchState(TypedDict):
+    # open_deep_research's shape: the user's chat, the supervisor's and the researcher's
+    # conversations, and plain values the graph routes on.
+    messages: Messages
+    supervisor_messages: Messages
+    researcher_messages: Annotated[list[AnyMessage], add_messages]
+    research_brief: str
+    name: str
+    notes: Annotated[list[str], operator.add]
+
+
+def write_research_brief(state: ResearchState) -> dict[str, Any]:
+    topic = state["messages"][-1].text
+    return {
+        "research_brief": f"brief: {topic}",
+        "supervisor_messages": [HumanMessage(f"plan: {topic}", id="sup-1")],
+    }
+
+
+def supervisor(state: ResearchState) -> dict[str, Any]:
+    return {
+        "supervisor_messages": [AIMessage("delegate to the <script> researcher", id="sup-2")],
+        "researcher_messages": [HumanMessage("research it", id="res-1")],
+        "name": "researcher\x1b[2J",  # stored text is untrusted: shown escaped
+    }
+
+
+def route_by_name(state: ResearchState) -> str:
+    return "researcher" if state["name"].startswith("researcher") else "final_report"
+
+
+def researcher(state: ResearchState) -> dict[str, Any]:
+    return {"researcher_messages": [AIMessage("found 3 sources", id="res-2")], "notes": ["n1"]}
+
+
+def final_report(state: ResearchState) -> dict[str, Any]:
+    return {"messages": [AIMessage("the report", id="ai-report")]}
+
+
+def write_research_thread(url: str) -> None:
+    with raw_saver(url) as saver:
+        b: StateGraph[Any, Any, Any, Any] = StateGraph(ResearchState)
+        b.add_node("write_research_brief", write_research_brief)
+        b.add_node("supervisor", supervisor)
+        b.add_node("researcher", researcher)
+        b.add_node("final_report", final_report)
+        b.add_edge(START, "write_research_brief")
+        b.add_edge("write_research_brief", "supervisor")
+        b.add_conditional_edges("supervisor", route_by_name, ["researcher", "final_report"])
+        b.add_edge("researcher", "final_report")
+        b.compile(checkpointer=saver).invoke(
+            {"messages": [("user", "quantum batteries")]}, {"configurable": {"thread_id": "r-1"}}
+        )
+
+
+def test_every_message_key_is_listed_counted_and_selectable(backend: str) -> None:
+    write_research_thread(backend)
+
+    t = threadlog.inspect.thread(backend, "r-1")
+    assert t.message_keys == ["messages", "researcher_messages", "supervisor_messages"]
+    assert t.key == "messages" and [m.id for m in t.head.messages][-1] == "ai-report"
+    sup = threadlog.inspect.thread(backend, "r-1", key="supervisor_messages")
+    assert [m.id for m in sup.head.messages] == ["sup-1", "sup-2"]
+    assert "key supervisor_messages" in str(sup.timeline())
+    res = threadlog.inspect.thread(backend, "r-1", key="researcher_messages")  # add_messages
+    assert [m.id for m in res.head.messages] == ["res-1", "res-2"]
+    with pytest.raises(ValueError, match=r"'notes' is not a message key.*supervisor_messages"):
+        threadlog.inspect.thread(backend, "r-1", key="notes")
+
+    (row,) = threadlog.inspect.threads(backend).rows()
+    assert row["message_keys"] == {"researcher_messages": 2, "supervisor_messages": 2}
+    assert row["messages"] == 6 and row["turns"] == 1
+
+
+def test_the_timeline_and_state_views_show_the_values_each_step_set(backend: str) -> None:
+    write_research_thread(backend)
+    t = threadlog.inspect.thread(backend, "r-1")
+
+    by_writer = {tuple(r["writers"]): r for r in t.timeline().rows()}
+    brief = by_writer[("write_research_brief",)]
+    assert brief["state"] == [
+        {"key": "research_brief", "before": "(unset)", "after": "'brief: quantum batteries'"}
+    ]
+    assert [m["id"] for m in brief["other_messages"]["supervisor_messages"]] == ["sup-1"]
+    routed = by_writer[("supervisor",)]
+    assert [s["key"] for s in routed["state"]] == ["name"]
+    text = str(t.timeline())
+    assert "• research_brief = 'brief: quantum batteries'" in text
+    assert "• name = 'researcher\\x1b[2J'" in text and "\x1b" not in text
+    assert "↳ supervisor_messages: assistant sup-2: delegate to the <script> researcher" in text
+
+    state = t.state()
+    rows = {r["key"]: r for r in state.rows()}
+    assert rows["name"]["value"] == repr("researcher\x1b[2J")
+    assert rows["notes"]["value"] == "['n1']" and rows["notes"]["kind"] == "value"
+    assert rows["supervisor_messages"]["kind"] == "messages"
+    assert rows["messages"]["changed"] is True and rows["name"]["changed"] is False
+    assert "\x1b" not in str(state)
+    html = t.html() + state._repr_html_() + t.timeline()._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "• research_brief = &#x27;brief: quantum batteries&#x27;" in t.html()
+
+    diff = t.diff(t.records[1].checkpoint_id)
+    keyed = [r for r in diff.rows() if r["key"] == "supervisor_messages"]
+    assert [r["id"] for r in keyed] == ["sup-1", "sup-2"]
+    assert {r["key"] for r in diff.rows() if r["kind"] == "value"} == {
+        "name", "notes", "research_brief"
+    }
+
+
+def test_the_cli_reads_another_key_and_shows_the_state(sqlite_url: str, capsys: Any) -> None:
+    from threadlog.cli import main
+
+    write_research_thread(sqlite_url)
+    db = sqlite_url[len("sqlite:///") :]
+
+    assert main(["inspect", "--db", db, "--thread", "r-1", "--key", "supervisor_messages"]) == 0
+    out = capsys.readouterr().out
+    assert "thread r-1, key supervisor_messages · timeline" in out
+    assert "state at" in out and "research_brief" in out
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert main(["inspect", "--db", db, "--thread", "r-1", "--key", "nope"]) == 1
+    assert "'nope' is not a message key" in capsys.readouterr().err
+    assert main(["threads", "--db", db]) == 0
+    assert "supervisor_messages" in capsys.readouterr().out

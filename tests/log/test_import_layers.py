@@ -94,8 +94,10 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.readonly",
     ),
     ("inspect.steps", "inspect.source"),
+    ("inspect.keys",),
     (
         "inspect.summary",
+        "inspect.state",
         "inspect.namespaces",
         "inspect.timeline",
         "inspect.forks",

@@ -20,6 +20,8 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
   own steps only: the messages it received as input from the enclosing graph
   (`ThreadRecords.inherited_ids`) are one line, "input from the enclosing graph: N
   messages", not rows, links or waterfall bars; its pairs table lists its own calls.
+* The rest of the state, per step: each value that changed (`• key = value`) and each
+  message appended under another message key (`↳ key: …`; `threadlog.inspect.keys`).
 * The style is the tables' own (`threadlog.inspect.table.STYLE`).
 """
 
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, describe_compaction, short_id
@@ -197,6 +200,20 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     )
 
 
+def _state(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
+) -> list[str]:
+    # The rest of the state (values changed, messages under other keys), unless the
+    # parent was not loaded (`last=N`): then what the step changed is unknown.
+    if parent is None and rec.parent_id is not None:
+        return []
+    before = parent.values if parent is not None else None
+    keys = thread.message_keys
+    changes = value_changes(rec.values, before, [*keys, "compactions"])
+    others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+    return state_lines(changes, others)
+
+
 def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
@@ -231,6 +248,9 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
             for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+        ]
+        events += [
+            f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
         ]
         events += [
             f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'

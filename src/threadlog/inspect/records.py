@@ -73,10 +73,12 @@ class CheckpointRecord:
     interrupts: tuple[str, ...]
     stored_bytes: int | None = None
     children: list[str] = field(default_factory=list)
+    # The state key the views read as the conversation (`thread(..., key=...)`).
+    message_key: str = "messages"
 
     @property
     def messages(self) -> list[BaseMessage]:
-        msgs = self.values.get("messages") or []
+        msgs = self.values.get(self.message_key) or []
         return [m for m in msgs if isinstance(m, BaseMessage)]
 
     @property

@@ -3,7 +3,9 @@
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
-errors: tasks that failed from the head, then tool results with `status="error"` — and
+errors: tasks that failed from the head, then tool results with `status="error"` — counted
+over every message key of the state (`messages` first; `message_keys` has the count of
+each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
 `Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell).
 `source` is a database URL or plain SQLite path (opened read-only, see
@@ -27,6 +29,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog.inspect.catalog import head_errors, thread_heads
+from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
@@ -45,14 +48,14 @@ def summaries(
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
     """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.source import quiet_stand_in, stand_in, stored_keys
 
     heads = thread_heads(saver)
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
     nested = subgraph_counts(saver, [h.thread_id for h in heads])
-    graph = stand_in(saver, None)
+    graphs: dict[frozenset[tuple[str, bool]], Any] = {}  # one stand-in per set of keys
     needle = (search or "").lower()
     shown = 0
     with quiet_stand_in(True):
@@ -60,10 +63,22 @@ def summaries(
             if progress is not None:
                 progress(i, len(heads))
             conf = {"thread_id": head.thread_id, "checkpoint_ns": "", "checkpoint_id": head.head_id}
-            snap = graph.get_state({"configurable": conf})
+            keys = stored_keys(saver, {"configurable": conf})
+            spec = frozenset(keys.items())
+            if spec not in graphs:
+                graphs[spec] = stand_in(saver, None, {"configurable": conf})
+            snap = graphs[spec].get_state({"configurable": conf})
             values = snap.values if isinstance(snap.values, dict) else {}
-            messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
-            s = summarize(head, messages, errors.get(head.thread_id, []), snap.created_at or "")
+            found = message_keys([values], graphs[spec].channels)
+            main = pick_key(found, None)
+            lists = {
+                k: [m for m in values.get(k) or [] if isinstance(m, BaseMessage)] for k in found
+            }
+            messages = lists.pop(main, [])
+            s = summarize(
+                head, messages, errors.get(head.thread_id, []), snap.created_at or "",
+                others={k: v for k, v in lists.items() if v},
+            )
             s = replace(s, subgraphs=nested.get(head.thread_id, 0))
             if needle and not matches(needle, s, messages):
                 continue
@@ -128,6 +143,12 @@ class ThreadList(Table):
             "and tool results with status error · subs: subgraph namespaces "
             "(inspect --namespace NS, export --namespace NS)"
         ]
+        keyed = sorted({k for s in self.items for k in s.message_keys})
+        if keyed:
+            notes.append(
+                "msgs, open, err count every message key; besides the main one: "
+                f"{', '.join(keyed)} (inspect --key KEY)"
+            )
         if self.more:
             notes.append("more threads exist: raise --limit (0 = all) or narrow with --search")
         return notes

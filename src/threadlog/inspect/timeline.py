@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
+from threadlog.inspect.keys import other_appended, state_lines, value_changes, value_text
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import (
     appended,
@@ -96,6 +97,13 @@ class Timeline(Table):
                 cum = None  # the path runs into checkpoints that were not loaded
                 break
             node = self.thread.parent(node)
+        # The rest of the state: values that changed, and messages under other keys
+        # (a parent that was not loaded leaves both unknown).
+        known = not self._unloaded_parent(rec)
+        before = parent.values if parent is not None else None
+        keys = self.thread.message_keys
+        changes = value_changes(rec.values, before, [*keys, "compactions"]) if known else []
+        others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
         return {
             "step": rec.step,
             "checkpoint_id": rec.checkpoint_id,
@@ -115,10 +123,18 @@ class Timeline(Table):
             "stored_bytes": rec.stored_bytes,
             "path_bytes": cum if self.thread.bytes_known else None,
             "parent_loaded": not self._unloaded_parent(rec),
+            "state": [
+                {"key": k, "before": value_text(a), "after": value_text(b)}
+                for k, a, b in changes
+            ],
+            "other_messages": {
+                k: [message_row(m) for m in ms] for k, ms in (others if known else {}).items()
+            },
+            "_lines": state_lines(changes, others if known else {}),
         }
 
     def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
+        return [{k: v for k, v in r.items() if k != "_lines"} for r in self._rows]
 
     def summary(self) -> list[str]:
         return [self._summary]
@@ -131,6 +147,7 @@ class Timeline(Table):
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]
+            events += row["_lines"]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
             if rec.source == "input" and not events:
