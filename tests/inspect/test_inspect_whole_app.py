@@ -236,3 +236,124 @@ def test_the_cli_reads_another_key_and_shows_the_state(sqlite_url: str, capsys: 
     assert "'nope' is not a message key" in capsys.readouterr().err
     assert main(["threads", "--db", db]) == 0
     assert "supervisor_messages" in capsys.readouterr().out
+
+
+# -- pauses named; failed tasks by node -------------------------------------------------
+
+
+class HitlState(TypedDict):
+    messages: Messages
+
+
+def call_model(state: HitlState) -> dict[str, Any]:
+    last = state["messages"][-1]
+    if isinstance(last, ToolMessage):
+        return {"messages": [AIMessage("sent", id="ai-done")]}
+    call = {"name": "send_email", "args": {"to": "bob"}, "id": "call-mail", "type": "tool_call"}
+    return {"messages": [AIMessage("", id="ai-ask", tool_calls=[call])]}
+
+
+def run_tools(state: HitlState) -> dict[str, Any]:
+    return {"messages": [ToolMessage("ok", tool_call_id="call-mail", id="tool-mail")]}
+
+
+def human_review(state: HitlState) -> dict[str, Any]:
+    from langgraph.types import interrupt
+
+    interrupt({"question": "send this email?"})
+    return {}
+
+
+def should_continue(state: HitlState) -> str:
+    last = state["messages"][-1]
+    return "tools" if isinstance(last, AIMessage) and last.tool_calls else "__end__"
+
+
+def review_first(state: HitlState) -> str:
+    return "human_review" if should_continue(state) == "tools" else "__end__"
+
+
+def hitl_graph(saver: Any, *, review: bool) -> Any:
+    # The LangGraph tutorial's agent: a pause before its tools, or a review node that
+    # calls interrupt() before them.
+    b: StateGraph[Any, Any, Any, Any] = StateGraph(HitlState)
+    b.add_node("agent", call_model)
+    b.add_node("tools", run_tools)
+    b.add_edge(START, "agent")
+    if review:
+        b.add_node("human_review", human_review)
+        b.add_conditional_edges("agent", review_first, ["human_review", "__end__"])
+        b.add_edge("human_review", "tools")
+    else:
+        b.add_conditional_edges("agent", should_continue, ["tools", "__end__"])
+    b.add_edge("tools", "agent")
+    return b.compile(checkpointer=saver, interrupt_before=None if review else ["tools"])
+
+
+def test_pauses_are_named_in_the_listing_timeline_and_page(backend: str) -> None:
+    with raw_saver(backend) as saver:
+        graph = hitl_graph(saver, review=False)
+        graph.invoke({"messages": [("user", "mail bob")]}, {"configurable": {"thread_id": "p-1"}})
+        reviewed = hitl_graph(saver, review=True)
+        reviewed.invoke({"messages": [("user", "mail al")]}, {"configurable": {"thread_id": "p-2"}})
+        from_graph = threadlog.inspect.thread(graph, "p-1")
+        assert from_graph.head.paused == "paused before tools"  # its interrupt_before
+
+    found = {s["thread_id"]: s for s in threadlog.inspect.threads(backend).rows()}
+    assert found["p-1"]["paused"] == "paused before tools"
+    assert found["p-2"]["paused"] == "interrupted in human_review"
+    listing = str(threadlog.inspect.threads(backend))
+    assert "⏸ paused before tools · mail bob" in listing
+    assert "⏸ interrupted in human_review · mail al" in listing
+
+    t = threadlog.inspect.thread(backend, "p-1")
+    assert t.head.paused == "paused before tools" and t.head.next == ("tools",)
+    assert t.timeline().rows()[-1]["paused"] == "paused before tools"
+    assert "⏸ paused before tools" in str(t.timeline()) and "⏸ paused before tools" in t.html()
+    assert all(r.paused is None for r in t.records[:-1])  # only where the thread waits
+    t2 = threadlog.inspect.thread(backend, "p-2")
+    assert t2.head.paused == "interrupted in human_review"
+    assert "⏸ interrupted in human_review" in str(t2.timeline())
+
+
+def plan(state: HitlState) -> dict[str, Any]:
+    return {"messages": [AIMessage("fan out", id="ai-plan")]}
+
+
+def fetch_prices(state: HitlState) -> dict[str, Any]:
+    return {}
+
+
+def fetch_rates(state: HitlState) -> dict[str, Any]:
+    def parse(text: str) -> float:
+        return float(text)
+
+    parse("<b>n/a</b>\x1b[31m")
+    return {}
+
+
+def test_a_failed_task_read_from_a_database_is_named_by_its_node(backend: str) -> None:
+    # Two different nodes run in one step and one fails: no heuristic can tell which
+    # from the checkpoint alone; LangGraph's task id can.
+    with raw_saver(backend) as saver:
+        b: StateGraph[Any, Any, Any, Any] = StateGraph(HitlState)
+        b.add_node("plan", plan)
+        b.add_node("fetch_prices", fetch_prices)
+        b.add_node("fetch_rates", fetch_rates)
+        b.add_edge(START, "plan")
+        b.add_edge("plan", "fetch_prices")
+        b.add_edge("plan", "fetch_rates")
+        with pytest.raises(ValueError, match="could not convert"):
+            b.compile(checkpointer=saver).invoke(
+                {"messages": [("user", "go")]}, {"configurable": {"thread_id": "f-1"}}
+            )
+
+    t = threadlog.inspect.thread(backend, "f-1")
+    (error,) = t.head.errors
+    assert error.task == "fetch_rates" and "could not convert string to float" in error.error
+    text = str(t.timeline())
+    assert "⚠ fetch_rates failed: ValueError" in text and "\x1b" not in text
+    assert "&lt;b&gt;n/a&lt;/b&gt;" in t.html() and "<b>n/a" not in t.html()
+    (row,) = threadlog.inspect.threads(backend).rows()
+    assert row["errors"][0].startswith("fetch_rates: ValueError(")
+    assert row["paused"] is None

@@ -257,6 +257,8 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             for e in rec.errors
         ]
         events += [f'<div class="r-error">⚠ interrupt: {escape(i)}</div>' for i in rec.interrupts]
+        if rec.paused:
+            events.append(f'<div class="tl-meta tl-paused">⏸ {escape(rec.paused)}</div>')
         if not events:
             continue  # an input checkpoint: its message shows in the next step
         cid = escape(rec.checkpoint_id, quote=True)

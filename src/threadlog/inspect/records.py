@@ -28,7 +28,15 @@ from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-__all__ = ["CheckpointRecord", "Graph", "Progress", "TaskError", "load_records"]
+__all__ = [
+    "CheckpointRecord",
+    "Graph",
+    "Progress",
+    "TaskError",
+    "load_records",
+    "pause",
+    "pause_of",
+]
 
 Graph = Pregel[Any, Any, Any, Any]
 Progress = Callable[[int, int], None]
@@ -73,6 +81,10 @@ class CheckpointRecord:
     interrupts: tuple[str, ...]
     stored_bytes: int | None = None
     children: list[str] = field(default_factory=list)
+    # The nodes whose tasks called interrupt() here, and how a thread that stops here is
+    # paused (`pause_of`): "interrupted in review", "paused before tools", or None.
+    interrupted: tuple[str, ...] = ()
+    paused: str | None = None
     # The state key the views read as the conversation (`thread(..., key=...)`).
     message_key: str = "messages"
 
@@ -134,10 +146,10 @@ def load_records(
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
         parent = _parent_id(tup)
-        task_names: dict[str, str] = {}
-        if real_graph:
-            # The real graph knows which task ran from here; a stand-in graph does not.
-            task_names = {t.id: t.name for t in snap.tasks}
+        # Which node each task of this checkpoint is: the real graph knows, and so does a
+        # stand-in with the thread's node names (`inspect.source.stand_in`): LangGraph
+        # derives a task's id from its node's name and triggers.
+        task_names = {t.id: t.name for t in snap.tasks}
         records.append(
             CheckpointRecord(
                 checkpoint_id=cid,
@@ -148,10 +160,11 @@ def load_records(
                 config=tup.config,
                 values=dict(snap.values) if isinstance(snap.values, Mapping) else {},
                 writers=(),
-                next=tuple(snap.next) if real_graph else (),
+                next=tuple(snap.next),
                 pending_channels=tuple(sorted({w[1] for w in tup.pending_writes or ()})),
                 errors=_errors(tup, task_names),
                 interrupts=_interrupts(tup),
+                interrupted=tuple(t.name for t in snap.tasks if t.interrupts),
             )
         )
     by_id = {r.checkpoint_id: r for r in records}
@@ -162,11 +175,66 @@ def load_records(
         r.writers = _writers(r, tuples, by_id)
     for r in records:
         r.errors = _name_errors(r, tuples, by_id)
+    for r in records:
+        r.paused = pause_of(r, graph if real_graph else None)
     # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
     records.sort(key=lambda r: r.checkpoint_id)
     for r in records:
         r.children.sort()
     return records
+
+
+def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
+    """How the thread waits at `rec` when nothing ran from it (a leaf checkpoint):
+
+    * "interrupted in NODE" — a task called `interrupt()` (its `__interrupt__` write);
+    * "paused before NODE" — tasks to run and none started: `interrupt_before`, or
+      (from a database, where the graph's settings are not stored) a run that stopped
+      before the step; a graph says which: its `interrupt_before` nodes give "paused
+      before", its `interrupt_after` nodes having just run give "paused after NODE", and
+      anything else is "stopped before NODE";
+    * None — the thread finished there, a task failed (`errors`), or a step ran from it.
+    """
+    if rec.children:
+        return None
+    return pause(
+        next_nodes=rec.next, interrupted=bool(rec.interrupts), interrupted_in=rec.interrupted,
+        failed=bool(rec.errors), source=rec.source, writers=rec.writers, graph=graph,
+    )
+
+
+def pause(
+    *,
+    next_nodes: tuple[str, ...],
+    interrupted: bool,
+    interrupted_in: tuple[str, ...],
+    failed: bool,
+    source: str,
+    writers: tuple[str, ...] = (),
+    graph: Graph | None = None,
+) -> str | None:
+    """`pause_of` from its parts (the listing has a head's snapshot, not a record)."""
+    if interrupted:
+        where = ", ".join(dict.fromkeys(interrupted_in))
+        return f"interrupted in {where}" if where else "interrupted"
+    nodes = [n for n in dict.fromkeys(next_nodes) if not _bookkeeping(n)]
+    if failed or not nodes or source == "input":
+        return None
+    names = ", ".join(nodes)
+    if graph is None:
+        return f"paused before {names}"
+    before = _names(getattr(graph, "interrupt_before_nodes", ()))
+    after = _names(getattr(graph, "interrupt_after_nodes", ()))
+    if before == "*" or (before and set(nodes) & set(before)):
+        return f"paused before {names}"
+    ran = [w for w in writers if after == "*" or w in after]
+    if ran:
+        return f"paused after {', '.join(ran)}"
+    return f"stopped before {names}"
+
+
+def _names(nodes: Any) -> Any:
+    return "*" if nodes == "*" else tuple(nodes or ())
 
 
 def _parent_id(tup: CheckpointTuple) -> str | None:

@@ -27,7 +27,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 
 from threadlog.inspect.catalog import Head
 from threadlog.inspect.readonly import SourceError, describe
-from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.records import CheckpointRecord, TaskError, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
 __all__ = ["Server", "to_messages"]
@@ -150,6 +150,7 @@ class Server:
                     interrupts=tuple(
                         str(i.get("value")) for t in tasks for i in (t.get("interrupts") or [])
                     ),
+                    interrupted=tuple(str(t.get("name")) for t in tasks if t.get("interrupts")),
                 )
             )
         loaded = {r.checkpoint_id: r for r in records}
@@ -159,6 +160,7 @@ class Server:
         records.sort(key=lambda r: r.checkpoint_id)
         for r in records:
             r.children.sort()
+            r.paused = pause_of(r)  # the server's graph settings are not known here
         return records
 
     def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:

@@ -30,6 +30,8 @@ class ThreadSummary:
     subgraphs: int | None = None
     # Messages per message key at the head (`messages` counts them all).
     message_keys: dict[str, int] = field(default_factory=dict)
+    # How the thread waits at its head: "paused before tools", "interrupted in review".
+    paused: str | None = None
 
 
 def summarize(

@@ -45,7 +45,7 @@ from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_na
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.records import Graph, Progress, load_records
-from threadlog.inspect.source import open_saver, quiet_stand_in, stand_in
+from threadlog.inspect.source import head_shape, open_saver, quiet_stand_in, stand_in
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.storage import stored_bytes
 from threadlog.inspect.table import Table
@@ -214,7 +214,7 @@ def _load(
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
     if graph is None:  # the stand-in owns every key the thread's head stores
         head: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        graph = stand_in(reader, schema, head)
+        graph = stand_in(reader, schema, head_shape(reader, head))
     conf = {**(config.get("configurable") or {}), "checkpoint_ns": namespace if real_graph else ""}
     with quiet_stand_in(not real_graph):
         try:

@@ -7,7 +7,10 @@ errors: tasks that failed from the head, then tool results with `status="error"`
 over every message key of the state (`messages` first; `message_keys` has the count of
 each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
-`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell).
+`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell), and
+`paused`: how the thread waits at its head ("paused before tools" for `interrupt_before`,
+"interrupted in NODE" for `interrupt()`; `inspect.records.pause_of`), shown before the
+last user message.
 `source` is a database URL or plain SQLite path (opened read-only, see
 `threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL
 (`http://host:port`, read through `langgraph-sdk`).
@@ -48,14 +51,14 @@ def summaries(
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
     """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in, stored_keys
+    from threadlog.inspect.source import Shape, head_shape, quiet_stand_in, stand_in
 
     heads = thread_heads(saver)
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
     nested = subgraph_counts(saver, [h.thread_id for h in heads])
-    graphs: dict[frozenset[tuple[str, bool]], Any] = {}  # one stand-in per set of keys
+    graphs: dict[Shape, Any] = {}  # one stand-in per shape of head
     needle = (search or "").lower()
     shown = 0
     with quiet_stand_in(True):
@@ -63,10 +66,9 @@ def summaries(
             if progress is not None:
                 progress(i, len(heads))
             conf = {"thread_id": head.thread_id, "checkpoint_ns": "", "checkpoint_id": head.head_id}
-            keys = stored_keys(saver, {"configurable": conf})
-            spec = frozenset(keys.items())
+            spec = head_shape(saver, {"configurable": conf})
             if spec not in graphs:
-                graphs[spec] = stand_in(saver, None, {"configurable": conf})
+                graphs[spec] = stand_in(saver, None, spec)
             snap = graphs[spec].get_state({"configurable": conf})
             values = snap.values if isinstance(snap.values, dict) else {}
             found = message_keys([values], graphs[spec].channels)
@@ -76,10 +78,10 @@ def summaries(
             }
             messages = lists.pop(main, [])
             s = summarize(
-                head, messages, errors.get(head.thread_id, []), snap.created_at or "",
+                head, messages, _named(errors.get(head.thread_id, []), snap), snap.created_at or "",
                 others={k: v for k, v in lists.items() if v},
             )
-            s = replace(s, subgraphs=nested.get(head.thread_id, 0))
+            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=_paused(snap))
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -123,6 +125,8 @@ class ThreadList(Table):
         out: list[dict[str, Cell]] = []
         for s in self.items:
             last = " ".join(s.last_user.split()) or "-"
+            if s.paused:  # what the thread waits for, before what was last said
+                last = f"⏸ {s.paused} · {last}"
             out.append(
                 {
                     "updated": s.updated_at[:16].replace("T", " "),
@@ -152,6 +156,27 @@ class ThreadList(Table):
         if self.more:
             notes.append("more threads exist: raise --limit (0 = all) or narrow with --search")
         return notes
+
+
+def _named(errors: list[str], snap: Any) -> list[str]:
+    # A failed task's error, prefixed by its node (the stand-in names the head's tasks).
+    by_text = {str(t.error): t.name for t in snap.tasks if t.error is not None}
+    by_text.update({f"{type(t.error).__name__}: {t.error}": t.name for t in snap.tasks if t.error})
+    return [f"{by_text[e]}: {e}" if e in by_text else e for e in errors]
+
+
+def _paused(snap: Any) -> str | None:
+    # The head's tasks, named by the stand-in (it has a node of each name the head knows).
+    from threadlog.inspect.records import pause
+
+    tasks = list(snap.tasks)
+    return pause(
+        next_nodes=tuple(snap.next),
+        interrupted=any(t.interrupts for t in tasks),
+        interrupted_in=tuple(t.name for t in tasks if t.interrupts),
+        failed=any(t.error for t in tasks),
+        source=str((snap.metadata or {}).get("source", "")),
+    )
 
 
 def threads(

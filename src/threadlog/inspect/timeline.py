@@ -4,7 +4,10 @@ Contract: for each checkpoint (all branches, oldest first, or one branch's path)
 step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
 writes made it, the messages appended (role, id, short content), reviewer edits recorded
 (`edited`: the superseded calls and the new ones), calls still open after the step,
-compaction events added, tasks that failed from it, cumulative token usage of the log,
+compaction events added, tasks that failed from it, how the thread waits there when it
+stops there (`paused`: "paused before tools", "interrupted in review"; `records.pause_of`),
+the values the step changed and the messages it appended under other message keys
+(`state`, `other_messages`; `inspect.keys`), cumulative token usage of the log,
 stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
 bytes along its path from the root.
 """
@@ -118,6 +121,7 @@ class Timeline(Table):
             "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
             "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
             "interrupts": list(rec.interrupts),
+            "paused": rec.paused,
             "next": list(rec.next),
             **{f"cum_{k}": v for k, v in usage(rec.messages).items()},
             "stored_bytes": rec.stored_bytes,
@@ -150,6 +154,7 @@ class Timeline(Table):
             events += row["_lines"]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
+            events += [f"⏸ {rec.paused}"] if rec.paused else []
             if rec.source == "input" and not events:
                 events = ["(the input; appended by the next step)"]
             out.append(
