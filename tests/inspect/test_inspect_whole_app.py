@@ -357,3 +357,54 @@ def test_a_failed_task_read_from_a_database_is_named_by_its_node(backend: str) -
     (row,) = threadlog.inspect.threads(backend).rows()
     assert row["errors"][0].startswith("fetch_rates: ValueError(")
     assert row["paused"] is None
+
+
+# -- errors the log raised: refused writes ------------------------------------------------
+
+
+def chat(state: HitlState) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [AIMessage(f"answer {n}", id=f"ai-{n}")]}
+
+
+def status_line(state: HitlState) -> dict[str, Any]:
+    # The app keeps one "status" message and rewrites it each turn under the same id:
+    # the log refuses new content under an id it holds (ConflictingIdError), every turn.
+    n = len(state["messages"])
+    return {"messages": [AIMessage(f"<i>{n} messages</i>", id="status-line")]}
+
+
+def test_writes_the_log_refused_are_counted_and_shown_on_every_failing_turn(
+    backend: str,
+) -> None:
+    cfg: Any = {"configurable": {"thread_id": "e-1"}}
+    with raw_saver(backend) as saver:
+        b: StateGraph[Any, Any, Any, Any] = StateGraph(HitlState)
+        b.add_node("chat", chat)
+        b.add_node("status_line", status_line)
+        b.add_edge(START, "chat")
+        b.add_edge("chat", "status_line")
+        graph = b.compile(checkpointer=saver)
+        graph.invoke({"messages": [("user", "hi")]}, cfg)  # the status line is new: accepted
+        for question in ("and now?", "still there?"):
+            with pytest.raises(threadlog.ConflictingIdError):
+                graph.invoke({"messages": [("user", question)]}, cfg)
+
+    (row,) = threadlog.inspect.threads(backend).rows()
+    assert len(row["errors"]) == 1 and row["errors"][0].startswith(
+        "status_line: the log refused the write to messages: ConflictingIdError"
+    )
+    assert row["paused"] is None
+    (shown,) = threadlog.inspect.threads(backend).display_rows()
+    assert (shown["open"], shown["errors"]) == ("0", "1")  # the err column counts it
+
+    t = threadlog.inspect.thread(backend, "e-1")
+    refusals = [e for r in t.records for e in r.errors]
+    assert [e.task for e in refusals] == ["status_line", "status_line"]  # both later turns
+    assert all("ConflictingIdError" in e.error and "status-line" in e.error for e in refusals)
+    text = str(t.timeline())
+    assert text.count("⚠ status_line failed: the log refused the write to messages") == 2
+    rows = [r for r in t.timeline().rows() if r["errors"]]
+    assert len(rows) == 2 and all(r["paused"] is None for r in rows)
+    assert t.html().count("the log refused the write to messages") == 2
+    assert "<i>" not in t.html()

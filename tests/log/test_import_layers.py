@@ -86,6 +86,7 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     ("nodes",),
     ("agent",),
+    ("inspect.refused",),
     (
         "inspect.table",
         "inspect.records",

@@ -12,7 +12,8 @@ read it. No blob is decoded here: the raw side (`versions_seen`, pending writes)
 
 Which nodes wrote a checkpoint is read from the checkpoint itself: a pull task that ran bumps
 its entry in `versions_seen`; a pushed task (`Send`) is named by the `Send` its parent step
-wrote. Failed tasks are the `__error__` writes saved against a checkpoint.
+wrote. Failed tasks are the `__error__` writes saved against a checkpoint, and the writes
+the message log refused when a step was not applied (`inspect.refused`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
+
+from threadlog.inspect.refused import refused
 
 __all__ = [
     "CheckpointRecord",
@@ -142,6 +145,7 @@ def load_records(
         if progress is not None:
             progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
+    task_names_of: dict[str, dict[str, str]] = {}
     for cid, tup in tuples.items():
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
@@ -150,6 +154,7 @@ def load_records(
         # stand-in with the thread's node names (`inspect.source.stand_in`): LangGraph
         # derives a task's id from its node's name and triggers.
         task_names = {t.id: t.name for t in snap.tasks}
+        task_names_of[cid] = task_names
         records.append(
             CheckpointRecord(
                 checkpoint_id=cid,
@@ -175,6 +180,12 @@ def load_records(
         r.writers = _writers(r, tuples, by_id)
     for r in records:
         r.errors = _name_errors(r, tuples, by_id)
+    for r in records:
+        if not any(by_id[c].source == "loop" for c in r.children):
+            # The step from here was not applied: did the log refuse its writes?
+            tup, names = tuples[r.checkpoint_id], task_names_of[r.checkpoint_id]
+            found = refused(graph.channels, tup.pending_writes or (), r.values, names)
+            r.errors += tuple(TaskError(task, error) for task, error in found)
     for r in records:
         r.paused = pause_of(r, graph if real_graph else None)
     # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.

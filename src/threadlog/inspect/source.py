@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.constants import TASKS
 from langgraph.graph import START, StateGraph
 from langgraph.types import Send
@@ -36,7 +36,7 @@ from typing_extensions import TypedDict
 from threadlog._upstream import MISSING, PREGEL, DeltaSnapshot
 from threadlog.inspect.records import Graph
 
-__all__ = ["Shape", "head_shape", "open_saver", "quiet_stand_in", "stand_in"]
+__all__ = ["Shape", "head_shape", "open_saver", "quiet_stand_in", "shape_of", "stand_in"]
 
 
 class _UnknownNodeFilter(logging.Filter):
@@ -81,7 +81,11 @@ class Shape:
 
 def head_shape(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> Shape:
     """The `Shape` of the checkpoint at `config` (one `get_tuple`)."""
-    tup = saver.get_tuple(config)
+    return shape_of(saver.get_tuple(config))
+
+
+def shape_of(tup: CheckpointTuple | None) -> Shape:
+    """The `Shape` of a checkpoint already read."""
     if tup is None:
         return Shape()
     checkpoint = tup.checkpoint

@@ -3,7 +3,8 @@
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
-errors: tasks that failed from the head, then tool results with `status="error"` — counted
+errors: tasks that failed from the head, writes the message log refused there (the run
+raised; `inspect.refused`), then tool results with `status="error"` — counted
 over every message key of the state (`messages` first; `message_keys` has the count of
 each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
@@ -51,7 +52,8 @@ def summaries(
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
     """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.source import Shape, head_shape, quiet_stand_in, stand_in
+    from threadlog.inspect.refused import refused
+    from threadlog.inspect.source import Shape, quiet_stand_in, shape_of, stand_in
 
     heads = thread_heads(saver)
     if not search and limit > 0:
@@ -66,10 +68,17 @@ def summaries(
             if progress is not None:
                 progress(i, len(heads))
             conf = {"thread_id": head.thread_id, "checkpoint_ns": "", "checkpoint_id": head.head_id}
-            spec = head_shape(saver, {"configurable": conf})
+            tup = saver.get_tuple({"configurable": conf})
+            spec = shape_of(tup)
             if spec not in graphs:
                 graphs[spec] = stand_in(saver, None, spec)
             snap = graphs[spec].get_state({"configurable": conf})
+            # Writes the log refused at the head: the run raised, no task error was stored.
+            names = {t.id: t.name for t in snap.tasks}
+            pending = (tup.pending_writes if tup else None) or ()
+            refusals = refused(graphs[spec].channels, pending, snap.values or {}, names)
+            failed = [*_named(errors.get(head.thread_id, []), snap)]
+            failed += [f"{task}: {error}" for task, error in refusals]
             values = snap.values if isinstance(snap.values, dict) else {}
             found = message_keys([values], graphs[spec].channels)
             main = pick_key(found, None)
@@ -78,10 +87,14 @@ def summaries(
             }
             messages = lists.pop(main, [])
             s = summarize(
-                head, messages, _named(errors.get(head.thread_id, []), snap), snap.created_at or "",
+                head,
+                messages,
+                failed,
+                snap.created_at or "",
                 others={k: v for k, v in lists.items() if v},
             )
-            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=_paused(snap))
+            paused = _paused(snap, bool(failed))
+            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=paused)
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -165,7 +178,7 @@ def _named(errors: list[str], snap: Any) -> list[str]:
     return [f"{by_text[e]}: {e}" if e in by_text else e for e in errors]
 
 
-def _paused(snap: Any) -> str | None:
+def _paused(snap: Any, failed: bool) -> str | None:
     # The head's tasks, named by the stand-in (it has a node of each name the head knows).
     from threadlog.inspect.records import pause
 
@@ -174,7 +187,7 @@ def _paused(snap: Any) -> str | None:
         next_nodes=tuple(snap.next),
         interrupted=any(t.interrupts for t in tasks),
         interrupted_in=tuple(t.name for t in tasks if t.interrupts),
-        failed=any(t.error for t in tasks),
+        failed=failed or any(t.error for t in tasks),
         source=str((snap.metadata or {}).get("source", "")),
     )
 
