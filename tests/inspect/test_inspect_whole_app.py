@@ -408,3 +408,31 @@ def test_writes_the_log_refused_are_counted_and_shown_on_every_failing_turn(
     assert len(rows) == 2 and all(r["paused"] is None for r in rows)
     assert t.html().count("the log refused the write to messages") == 2
     assert "<i>" not in t.html()
+
+
+# -- the long-thread shortcuts read what a full scan reads ---------------------------------
+
+
+def test_per_step_figures_from_the_parent_equal_a_full_scan_of_each_log(
+    sqlite_url: str,
+) -> None:
+    from tests.helpers_inspect import ScriptedAgent, run_two_turns
+    from threadlog.inspect.steps import appended, open_calls, usage
+
+    with raw_saver(sqlite_url) as saver:
+        run_two_turns(ScriptedAgent().build(saver))
+        failing = ScriptedAgent(failing={"Rome"}).build(saver)
+        with pytest.raises(RuntimeError):
+            failing.invoke(
+                {"messages": [("user", "Paris and Rome?")]}, {"configurable": {"thread_id": "f"}}
+            )
+    for tid in ("t-1", "f"):
+        t = threadlog.inspect.thread(sqlite_url, tid)
+        rows = t.timeline().rows()
+        assert any(r["open_calls"] for r in rows)  # calls open mid-turn, then answered
+        for rec, row in zip(t.records, rows, strict=True):
+            parent = t.parent(rec)
+            assert row["open_calls"] == open_calls(rec.messages)
+            assert row["cum_total_tokens"] == usage(rec.messages)["total_tokens"]
+            before = {m.id for m in parent.messages} if parent else set()
+            assert appended(rec, parent) == [m for m in rec.messages if m.id not in before]

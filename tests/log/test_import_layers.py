@@ -86,7 +86,7 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     ("nodes",),
     ("agent",),
-    ("inspect.refused",),
+    ("inspect.refused", "inspect.memo_serde"),
     (
         "inspect.table",
         "inspect.records",

@@ -67,7 +67,7 @@ def message_keys(
     """The message keys of a thread, from its states' `values` (and the graph's channels)."""
     found = {k for k, ch in (channels or {}).items() if _message_channel(ch)}
     for state in values:
-        found.update(k for k, v in state.items() if is_message_list(v))
+        found.update(k for k, v in state.items() if k not in found and is_message_list(v))
     rest = sorted(found - {DEFAULT_KEY})
     return [DEFAULT_KEY, *rest] if DEFAULT_KEY in found else rest
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.inspect.records import CheckpointRecord, short
-from threadlog.inspect.steps import short_id
+from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.messages import calls_of, preview
 from threadlog.pairing import call_id, open_in, repair_kind
@@ -63,10 +63,14 @@ class ToolPairs(Table):
         path = thread.path(checkpoint)
         self.at = path[-1]
         first_seen: dict[str, CheckpointRecord] = {}
+        prev: CheckpointRecord | None = None
         for rec in path:
-            for m in rec.messages:
+            # A step that only appended adds only its new messages (`steps.extends`).
+            new = appended(rec, prev) if prev is not None and extends(rec, prev) else rec.messages
+            for m in new:
                 if m.id and m.id not in first_seen:
                     first_seen[m.id] = rec
+            prev = rec
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
         still_open = {(id(o.request), o.call_index) for o in open_in(self.at.messages)}
         self._rows: list[dict[str, Any]] = []

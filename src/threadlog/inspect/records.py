@@ -36,9 +36,11 @@ __all__ = [
     "Graph",
     "Progress",
     "TaskError",
+    "list_tuples",
     "load_records",
     "pause",
     "pause_of",
+    "records_from",
 ]
 
 Graph = Pregel[Any, Any, Any, Any]
@@ -91,10 +93,21 @@ class CheckpointRecord:
     # The state key the views read as the conversation (`thread(..., key=...)`).
     message_key: str = "messages"
 
+    # Filtered message lists by key: every view asks for them, for every checkpoint.
+    _messages: dict[str, list[BaseMessage]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # What views computed from this record and its parent (`inspect.steps.extends`).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
     @property
     def messages(self) -> list[BaseMessage]:
-        msgs = self.values.get(self.message_key) or []
-        return [m for m in msgs if isinstance(m, BaseMessage)]
+        cached = self._messages.get(self.message_key)
+        if cached is None:
+            msgs = self.values.get(self.message_key) or []
+            cached = [m for m in msgs if isinstance(m, BaseMessage)]
+            self._messages[self.message_key] = cached
+        return cached
 
     @property
     def compactions(self) -> list[dict[str, Any]]:
@@ -121,6 +134,16 @@ def load_records(
     progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
+    tuples = list_tuples(saver, config, last)
+    return records_from(graph, tuples, config, real_graph=real_graph, progress=progress)
+
+
+def list_tuples(
+    saver: BaseCheckpointSaver[Any], config: RunnableConfig, last: int | None = None
+) -> dict[str, CheckpointTuple]:
+    """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`),
+    newest first, as `saver.list` gives them (one read; the reader builds its stand-in
+    from the newest, so the head is decoded no more than needed)."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
@@ -134,6 +157,21 @@ def load_records(
         raise LookupError(
             f"thread {conf['thread_id']!r} has no checkpoints{where} in this checkpointer"
         )
+    return tuples
+
+
+def records_from(
+    graph: Graph,
+    tuples: Mapping[str, CheckpointTuple],
+    config: RunnableConfig,
+    *,
+    real_graph: bool,
+    progress: Progress | None = None,
+) -> list[CheckpointRecord]:
+    """The records of `tuples` (from `list_tuples`), each state rebuilt by `graph`."""
+    conf = dict(config.get("configurable") or {})
+    ns = str(conf.get("checkpoint_ns") or "")
+    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
     # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
     # the other order): under a history cache (`threadlog.checkpointer`'s default, and
     # the reader's own saver) each log is its parent's plus one step's writes, instead of

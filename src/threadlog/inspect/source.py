@@ -99,17 +99,17 @@ def shape_of(tup: CheckpointTuple | None) -> Shape:
         keys[key] = value is MISSING or isinstance(value, DeltaSnapshot)
     # A node that ran has its `versions_seen` entry; one to run next is the target of a
     # `branch:to:<node>` trigger or of a `Send` waiting in the checkpoint.
-    nodes = {n for n in checkpoint.get("versions_seen") or {} if not _internal(n)}
+    nodes = {n for n in checkpoint.get("versions_seen") or {} if not _langgraph_own(n)}
     nodes.update(
         k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to)
     )
     waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
     sends = [*(stored.get(TASKS) or []), *waiting]
     nodes.update(s.node for s in sends if isinstance(s, Send))
-    return Shape(frozenset(keys.items()), frozenset(n for n in nodes if not _internal(n)))
+    return Shape(frozenset(keys.items()), frozenset(n for n in nodes if not _langgraph_own(n)))
 
 
-def _internal(name: str) -> bool:
+def _langgraph_own(name: str) -> bool:
     return (name.startswith("__") and name.endswith("__")) or name == _READER
 
 

@@ -44,8 +44,8 @@ from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import describe, is_server_url
-from threadlog.inspect.records import Graph, Progress, load_records
-from threadlog.inspect.source import head_shape, open_saver, quiet_stand_in, stand_in
+from threadlog.inspect.records import Graph, Progress, list_tuples, records_from
+from threadlog.inspect.source import open_saver, quiet_stand_in, shape_of, stand_in
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.storage import stored_bytes
 from threadlog.inspect.table import Table
@@ -212,15 +212,14 @@ def _load(
     # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
     # channels); the stand-in reads them through a view whose root is that namespace.
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
-    if graph is None:  # the stand-in owns every key the thread's head stores
-        head: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        graph = stand_in(reader, schema, head_shape(reader, head))
     conf = {**(config.get("configurable") or {}), "checkpoint_ns": namespace if real_graph else ""}
     with quiet_stand_in(not real_graph):
         try:
-            records = load_records(
-                graph, reader, {"configurable": conf}, real_graph=real_graph, last=last,
-                progress=progress,
+            tuples = list_tuples(reader, {"configurable": conf}, last)
+            if graph is None:  # the stand-in owns every key the newest checkpoint stores
+                graph = stand_in(reader, schema, shape_of(next(iter(tuples.values()))))
+            records = records_from(
+                graph, tuples, {"configurable": conf}, real_graph=real_graph, progress=progress
             )
         except LookupError:
             if not namespace:

@@ -28,8 +28,8 @@ from threadlog.inspect.steps import (
     edits_added,
     message_line,
     message_row,
-    open_calls,
-    usage,
+    open_at,
+    usage_at,
 )
 from threadlog.inspect.table import Cell, Column, Table
 
@@ -117,13 +117,13 @@ class Timeline(Table):
             "appended": [message_row(m) for m in new],
             "edited": [] if self._unloaded_parent(rec) else edits_added(rec, parent),
             "messages": len(rec.messages),
-            "open_calls": open_calls(rec.messages),
+            "open_calls": open_at(rec, parent),
             "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
             "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
             "interrupts": list(rec.interrupts),
             "paused": rec.paused,
             "next": list(rec.next),
-            **{f"cum_{k}": v for k, v in usage(rec.messages).items()},
+            **{f"cum_{k}": v for k, v in usage_at(rec, parent).items()},
             "stored_bytes": rec.stored_bytes,
             "path_bytes": cum if self.thread.bytes_known else None,
             "parent_loaded": not self._unloaded_parent(rec),

@@ -173,6 +173,13 @@ _THREAD_CHECKPOINTS_SQL = (
     "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ?"
 )
+# The checkpoints at or before `checkpoint_id`, newest first, one window at a time.
+_WINDOW = 2000
+_WINDOW_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id <= ? "
+    "ORDER BY checkpoint_id DESC LIMIT ?"
+)
 _ONE_CHECKPOINT_SQL = (
     "SELECT type, checkpoint FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -188,14 +195,35 @@ def read_steps(
     wanted = set(channels)
     task_path = yield from _task_path(saver)
     # Per checkpoint: its parent and which wanted channels it holds a value for.
-    # Blobs are not kept: a long thread's checkpoints would cost memory.
-    found = yield Query(
-        _THREAD_CHECKPOINTS_SQL,
-        (thread_id, ns),
-        lambda r: (r[0], r[1], [ch for ch in _value_keys(serde, r[2], r[3]) if ch in wanted]),
-    )
-    rows: dict[str, tuple[str | None, list[str]]] = {cid: (p, h) for cid, p, h in found}
-    del found
+    # Blobs are not kept: a long thread's checkpoints would cost memory. Read newest
+    # first from the target, a window at a time, until the walk meets a value of each
+    # channel: a long thread's older checkpoints, behind a snapshot, are never scanned.
+    # (A parent is older than its child; should one not be, the rest is read at once.)
+    rows: dict[str, tuple[str | None, list[str]]] = {}
+
+    def keys_of(r: Any) -> tuple[str, str | None, list[str]]:
+        return r[0], r[1], [ch for ch in _value_keys(serde, r[2], r[3]) if ch in wanted]
+
+    bound, exhausted, whole = target, False, False
+
+    def reach(wanted_id: str | None) -> Steps[None]:
+        # Read windows (then, if need be, the rest) until `wanted_id` is loaded.
+        nonlocal bound, exhausted, whole
+        while wanted_id is not None and wanted_id not in rows and not whole:
+            sql, params = (
+                (_THREAD_CHECKPOINTS_SQL, (thread_id, ns))
+                if exhausted
+                else (_WINDOW_SQL, (thread_id, ns, bound, _WINDOW))
+            )
+            found = yield Query(sql, params, keys_of)
+            rows.update({c: (p, h) for c, p, h in found if c not in rows})
+            whole = exhausted
+            if len(found) < _WINDOW:
+                exhausted = True
+            elif found:
+                bound = found[-1][0]
+
+    yield from reach(target)
     if target not in rows:
         return None
     chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
@@ -203,6 +231,7 @@ def read_steps(
     active = set(channels)
     walked = {target}
     cid = rows[target][0]
+    yield from reach(cid)
     while cid is not None and active and cid in rows and cid not in walked:
         walked.add(cid)
         parent, holds = rows[cid]
@@ -219,7 +248,9 @@ def read_steps(
                 seeds[ch] = values[ch]
                 active.discard(ch)
         cid = parent
-    del rows
+        if active:
+            yield from reach(cid)
+    rows.clear()
     on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
     writes = yield Query(
         f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
