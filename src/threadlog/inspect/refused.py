@@ -39,7 +39,7 @@ def refused(
         try:
             channel = spec.from_checkpoint(list(values.get(key) or []))
             channel.update([v for _, v in writes])
-        except MessageLogError as exc:
+        except (MessageLogError, ValueError, TypeError) as exc:  # what the run raised too
             tasks = dict.fromkeys(task_names.get(t) or f"task {t[:8]}" for t, _ in writes)
             what = f"{type(exc).__name__}: {exc}"
             out.append((", ".join(tasks), f"the log refused the write to {key}: {what}"))
