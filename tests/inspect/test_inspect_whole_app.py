@@ -436,3 +436,52 @@ def test_per_step_figures_from_the_parent_equal_a_full_scan_of_each_log(
             assert row["cum_total_tokens"] == usage(rec.messages)["total_tokens"]
             before = {m.id for m in parent.messages} if parent else set()
             assert appended(rec, parent) == [m for m in rec.messages if m.id not in before]
+
+
+class ResearcherState(TypedDict):
+    researcher_messages: Annotated[list[AnyMessage], add_messages]
+    topic: str
+
+
+class SupervisorState(TypedDict):
+    messages: Messages
+    topic: str
+
+
+def research(state: ResearcherState) -> dict[str, Any]:
+    return {"researcher_messages": [AIMessage(f"notes on {state['topic']}", id="res-notes")]}
+
+
+def pick_topic(state: SupervisorState) -> dict[str, Any]:
+    return {"topic": state["messages"][-1].text}
+
+
+def test_a_subgraph_s_own_message_key_reads_from_its_namespace(backend: str) -> None:
+    # open_deep_research's researcher: a compiled subgraph with its own message key.
+    inner: StateGraph[Any, Any, Any, Any] = StateGraph(ResearcherState)
+    inner.add_node("research", research)
+    inner.add_edge(START, "research")
+    researcher = inner.compile()
+
+    def run_researcher(state: SupervisorState) -> dict[str, Any]:
+        researcher.invoke({"topic": state["topic"], "researcher_messages": []})
+        return {"messages": [AIMessage("done", id="ai-done")]}
+
+    with raw_saver(backend) as saver:
+        outer: StateGraph[Any, Any, Any, Any] = StateGraph(SupervisorState)
+        outer.add_node("pick_topic", pick_topic)
+        outer.add_node("researcher", run_researcher)
+        outer.add_edge(START, "pick_topic")
+        outer.add_edge("pick_topic", "researcher")
+        outer.compile(checkpointer=saver).invoke(
+            {"messages": [("user", "batteries")]}, {"configurable": {"thread_id": "n-1"}}
+        )
+
+    root = threadlog.inspect.thread(backend, "n-1")
+    (sub,) = root.subgraphs().rows()
+    t = threadlog.inspect.thread(
+        backend, "n-1", namespace=sub["namespace"], key="researcher_messages"
+    )
+    assert [m.id for m in t.head.messages] == ["res-notes"]
+    assert {r["key"]: r["value"] for r in t.state().rows()}["topic"] == "'batteries'"
+    assert any(s["key"] == "topic" for r in t.timeline().rows() for s in r["state"])
