@@ -35,6 +35,27 @@ def test_an_app_s_finished_runs_leave_no_run_lock_folder_next_to_its_database(
     assert not any(p.name.endswith(".threadlog-runs") for p in tmp_path.iterdir())
 
 
+def test_an_async_app_s_runs_leave_no_run_lock_folder_either(tmp_path: Path) -> None:
+    import asyncio
+
+    db = tmp_path / "app.db"
+    b: StateGraph[Any, Any, Any, Any] = StateGraph(threadlog.MessagesState)
+    b.add_node("answer", answer)
+    b.add_edge(START, "answer")
+
+    async def main() -> None:
+        async with threadlog.acheckpointer(f"sqlite:///{db}") as saver:
+            graph = b.compile(checkpointer=saver)
+            turns = [
+                graph.ainvoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": t}})
+                for t in ("a", "b", "c")
+            ]
+            await asyncio.gather(*turns)
+
+    asyncio.run(main())
+    assert not (tmp_path / "app.db.threadlog-runs").exists()
+
+
 def test_while_a_run_holds_its_thread_no_second_store_gets_it_and_it_is_freed_after(
     tmp_path: Path,
 ) -> None:
