@@ -12,6 +12,11 @@ of `--turns` turns. Then it times, in subprocesses so every figure includes star
 * `threadlog inspect --db FILE --thread long` (the whole long thread), `--last 20`, and
   LangGraph's `get_state_history` over the same thread as the baseline.
 
+With `--only cold` it builds (once) a thread of `--messages` messages (20,000 by default:
+turns of `--batch` user messages each answered by as many replies; 1 by default, a chat
+app's one checkpoint pair per exchange) and times a cold `threadlog inspect --thread big --last 20` on it — a fresh
+process, nothing cached: what a user waits for after `threads` names a long thread.
+
 Each figure is wall and CPU seconds (user + sys of the child). Nothing here is asserted: the
 numbers go into the issue's closing note.
 """
@@ -70,6 +75,32 @@ def build(path: Path, threads: int, turns: int) -> None:
     conn.close()
 
 
+def build_big(path: Path, messages: int, batch: int) -> None:
+    """One thread `big` of `messages` messages: turns of `batch` user messages, each
+    answered by one reply (a chat app: batch 1, one checkpoint pair per exchange)."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, StateGraph
+
+    import threadlog
+
+    class State(threadlog.MessagesState):
+        pass
+
+    def reply(state: State) -> dict[str, object]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"reply {n + i}: " + "ok " * 20) for i in range(batch)]}
+
+    b: StateGraph[State, None, State, State] = StateGraph(State)
+    b.add_node("reply", reply)
+    b.add_edge(START, "reply")
+    with threadlog.checkpointer(f"sqlite:///{path}") as saver:
+        graph = b.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "big"}}
+        for turn in range(messages // (2 * batch)):
+            asked = [("user", f"question {turn}.{i}: " + "why " * 20) for i in range(batch)]
+            graph.invoke({"messages": asked}, cfg)  # type: ignore[arg-type]
+
+
 BASELINE_LIST = """
 import sys
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -116,7 +147,9 @@ def main() -> None:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "threadlog-bench"))
     ap.add_argument("--threads", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=80)
-    ap.add_argument("--only", choices=["list", "long"], help="run only one group")
+    ap.add_argument("--messages", type=int, default=20_000, help="the cold thread's size")
+    ap.add_argument("--batch", type=int, default=1, help="user messages per turn (cold)")
+    ap.add_argument("--only", choices=["list", "long", "cold"], help="run only one group")
     ap.add_argument(
         "--before", metavar="SRC",
         help="another threadlog source tree (e.g. `git archive <old commit> src`) whose "
@@ -125,13 +158,25 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    cli = [py, "-m", "threadlog.cli"]
+    if args.only == "cold":
+        big = root / f"big-{args.messages}-{args.batch}.db"
+        if not big.exists():
+            t0 = time.perf_counter()
+            build_big(big, args.messages, args.batch)
+            print(f"built {big} in {time.perf_counter() - t0:.1f} s", flush=True)
+        argv = [*cli, "inspect", "--db", str(big), "--thread", "big", "--last", "20"]
+        if args.before:
+            timed(f"before: cold inspect --last 20 ({args.messages} msgs)", argv,
+                  Path(args.before))
+        timed(f"cold inspect --last 20 ({args.messages} msgs)", argv)
+        return
     db = root / f"bench-{args.threads}-{args.turns}.db"
     if not db.exists():
         t0 = time.perf_counter()
         build(db, args.threads, args.turns)
         print(f"built {db} in {time.perf_counter() - t0:.1f} s", flush=True)
-    py = sys.executable
-    cli = [py, "-m", "threadlog.cli"]
     if args.only in (None, "list"):
         base = timed("langgraph: list + get_state per thread", [py, "-c", BASELINE_LIST, str(db)])
         ours = timed("threadlog threads (all)", [*cli, "threads", "--db", str(db), "--limit", "0"])

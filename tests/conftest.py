@@ -211,6 +211,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
     "test_cli_inspector.py": ("test_version_and_help_load_no_langgraph",),
     "test_inspect_cli.py": ("test_runs_as_a_command",),
+    "test_inspect_whole_app.py": ("test_threadlog_inspect_is_an_attribute_of_a_plain_import",),
     # Jupyter kernels
     "test_notebooks.py": (
         "test_weather_demo_notebook_walks_its_checkpoints",

@@ -115,19 +115,26 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
+# Subpackages reachable as attributes (`threadlog.inspect.thread(...)` after a plain
+# `import threadlog`); importing one binds it on this package.
+_SUBPACKAGES = ("inspect",)
+
+
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"threadlog.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted([*globals(), *_LAZY, *_SUBPACKAGES])
 
 
 __version__ = "0.1.0"

@@ -600,15 +600,18 @@ def _problems(seen: _Seen, is_async: bool) -> list[str]:
 # -- langchain-openai ------------------------------------------------------------------------
 # Its own message → JSON converters (Chat Completions dicts, Responses API input items):
 # `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.
-from langchain_openai.chat_models.base import (  # noqa: E402
-    _construct_responses_api_input,
-    _convert_message_to_dict,
-)
+# Imported on first use: langchain-openai brings the `openai` package (~0.5 s), which a
+# reader (`threadlog inspect`, every `import threadlog.inspect`) never needs.
 
 
 def openai_message_json(messages: Sequence[Any], *, responses_api: bool) -> list[dict[str, Any]]:
     """The JSON langchain-openai sends for `messages`: Chat Completions `messages` dicts,
     or (`responses_api`) Responses API `input` items."""
+    from langchain_openai.chat_models.base import (
+        _construct_responses_api_input,
+        _convert_message_to_dict,
+    )
+
     if responses_api:
         return list(_construct_responses_api_input(messages))
     return [_convert_message_to_dict(m) for m in messages]

@@ -23,6 +23,7 @@ class Served:
     url: str
     two_turns: str  # weather: two questions
     branches: str  # weather_branches: one question, one Send per call
+    paused: str  # weather, run with interrupt_before=["tools"]: waiting before its tools
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             "weather_branches",
             input={"messages": [{"role": "user", "content": "北京和上海今天要带伞吗？"}]},
         )
-        yield Served(server.url, two, branches)
+        paused = client.threads.create()["thread_id"]
+        client.runs.wait(
+            paused,
+            "weather",
+            input={"messages": [{"role": "user", "content": "北京今天适合带伞吗？"}]},
+            interrupt_before=["tools"],
+        )
+        yield Served(server.url, two, branches, paused)
 
 
 def served_messages(url: str, thread_id: str) -> list[str]:
@@ -109,3 +117,16 @@ def test_the_commands_read_a_served_thread_through_its_url(
     assert main(["export", "--db", served.url, "--thread", served.two_turns]) == 0
     exported = inspect.export.loads(capsys.readouterr().out)
     assert [digest(m) for m in exported] == served_messages(served.url, served.two_turns)
+
+
+def test_a_served_thread_paused_before_its_tools_is_named_so(served: Served) -> None:
+    found = {s.thread_id: s for s in inspect.threads(served.url, limit=0).items}
+    assert found[served.paused].paused == "paused before tools"
+    assert found[served.two_turns].paused is None
+    shown = inspect.threads(served.url, limit=0)
+    (row,) = [r for r, s in zip(shown.display_rows(), shown.items, strict=True)
+              if s.thread_id == served.paused]
+    assert str(row["last_user"]).startswith("⏸ paused before tools · ")
+    t = inspect.thread(served.url, served.paused)
+    assert t.head.paused == "paused before tools"
+    assert "⏸ paused before tools" in str(t.timeline())

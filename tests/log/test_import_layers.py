@@ -87,6 +87,7 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     ("nodes",),
     ("agent",),
+    ("inspect.refused", "inspect.memo_serde"),
     (
         "inspect.table",
         "inspect.records",
@@ -96,8 +97,10 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.problems",
     ),
     ("inspect.steps", "inspect.source"),
+    ("inspect.keys",),
     (
         "inspect.summary",
+        "inspect.state",
         "inspect.namespaces",
         "inspect.timeline",
         "inspect.forks",

@@ -1,5 +1,5 @@
-"""`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--checkpoint ID] [--json]
-[--html FILE] [--last N] [--context CALL]`.
+"""`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
+[--json] [--html FILE] [--last N] [--context CALL]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
 has branches) as plain text that fits in 100 columns, for any source
@@ -12,7 +12,11 @@ JSON object; `--html FILE` also writes the thread page (turns, full content, wat
 `--last N` reads only the newest N checkpoints; a read that takes more than a second shows
 progress on stderr. A thread whose subgraphs stored checkpoints in their own namespaces also
 gets a "subgraphs" view listing them; `--namespace NS` shows one of those instead of the
-root (same views). Exit status 0 on success; any error is one line on stderr, exit 1.
+root (same views). A state with more keys than its messages also gets a "state" view (every
+key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per step the values
+that changed and the messages appended under other message keys. `--key KEY` makes the views
+read another message key (`supervisor_messages`). Exit status 0 on success; any error is one
+line on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ def register(sub: Any) -> None:
         metavar="NS",
         default="",
         help="a subgraph's namespace (listed under 'subgraphs'): show its checkpoints",
+    )
+    p.add_argument(
+        "--key",
+        metavar="KEY",
+        help="the state key whose messages to show (default: messages; see the state view)",
     )
     p.add_argument("--checkpoint", help="a checkpoint id (or a unique suffix): show its branch")
     p.add_argument(
@@ -95,7 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
-            args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace
+            args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
+            key=args.key,
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
@@ -103,6 +113,8 @@ def _run(args: argparse.Namespace) -> int:
         "timeline": t.timeline(branch=cid),
         "pairs": t.pairs(cid),
     }
+    if set((at or t.head).values) - {*t.message_keys[:1], "compactions"}:
+        views["state"] = t.state(cid)
     forks = t.forks()
     if len(forks.branches) > 1:
         views["forks"] = forks
@@ -119,6 +131,7 @@ def _run(args: argparse.Namespace) -> int:
         doc = {
             "thread": t.thread_id,
             **({"namespace": t.namespace} if t.namespace else {}),
+            **({"key": t.key} if t.key != "messages" else {}),
             **{k: v.rows() for k, v in views.items()},
         }
         text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)

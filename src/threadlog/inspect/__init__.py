@@ -12,6 +12,8 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.pairs()             # each tool call with its result, status, duration
     t.context(-1)         # what the model saw for its last call, next to the full log
     t.diff(a, b)          # what changed between two checkpoints
+    t.state(checkpoint)   # every state key there: message keys, values, what the step changed
+    inspect.thread(src, tid, key="supervisor_messages")  # views over another message key
     t.forks()             # the branches made by update_state / time travel
     t.plot()              # messages, context tokens, stored bytes, tool latency
     t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
@@ -36,6 +38,7 @@ from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
 from threadlog.inspect.replays import ReplayReport, replay
+from threadlog.inspect.state import StateValues
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
@@ -51,6 +54,7 @@ __all__ = [
     "Problem",
     "ReplayReport",
     "SourceError",
+    "StateValues",
     "Subgraph",
     "SubgraphTable",
     "Table",

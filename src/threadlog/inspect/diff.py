@@ -2,7 +2,8 @@
 
 Contract: messages in `b`'s log and not in `a`'s ("+"), messages in `a`'s and not in `b`'s
 ("-", only across branches: a log never loses messages along one path), compaction events
-added or missing, and every other state key whose value differs ("~"). Works between any
+added or missing, the same per message for every other message key (rows with `key`
+set, lines `key: …`), and every other state key whose value differs ("~"). Works between any
 two checkpoints of a thread, on one branch or across a fork.
 """
 
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from threadlog.inspect.keys import is_message_list
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import describe_compaction, message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
 
 __all__ = ["CheckpointDiff"]
 
-_SPECIAL = ("messages", "compactions")
 
 
 _KEYS = (
@@ -64,20 +65,36 @@ class CheckpointDiff(Table):
                     self._rows.append(_row(sign, "compaction", id=e.get("id"), event=e))
                     self._lines.append(describe_compaction(e))
         for key in sorted(set(a.values) | set(b.values)):
-            if key in _SPECIAL:
+            if key in (a.message_key, "compactions"):
                 continue
             va, vb = a.values.get(key), b.values.get(key)
+            if is_message_list(va) or is_message_list(vb):
+                self._messages(key, va or [], vb or [])
+                continue
             if va != vb:
                 self._rows.append(_row("~", "value", key=key, before=repr(va), after=repr(vb)))
                 self._lines.append(f"{key}: {va!r} → {vb!r}")
 
+    def _messages(self, key: str, a: list[Any], b: list[Any]) -> None:
+        a_ids, b_ids = {m.id for m in a}, {m.id for m in b}
+        for sign, msgs, other in (("-", a, b_ids), ("+", b, a_ids)):
+            for m in msgs:
+                if m.id not in other:
+                    self._rows.append(_row(sign, "message", **{**message_row(m), "key": key}))
+                    self._lines.append(f"{key}: {message_line(m, 80)}")
+
     @property
     def added(self) -> list[dict[str, Any]]:
-        return [r for r in self._rows if r["change"] == "+" and r["kind"] == "message"]
+        """Messages added to the log the views read (other keys' rows carry `key`)."""
+        return [
+            r for r in self._rows if r["change"] == "+" and r["kind"] == "message" and not r["key"]
+        ]
 
     @property
     def removed(self) -> list[dict[str, Any]]:
-        return [r for r in self._rows if r["change"] == "-" and r["kind"] == "message"]
+        return [
+            r for r in self._rows if r["change"] == "-" and r["kind"] == "message" and not r["key"]
+        ]
 
     def rows(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._rows]

@@ -37,12 +37,17 @@ class ThreadRecords:
         self.bytes_known = bytes_known
         self._by_id = {r.checkpoint_id: r for r in records}
         self._inherited: frozenset[str] | None = None
+        # The state keys holding messages, and the one the views read (`thread(key=)`).
+        self.message_keys: list[str] = ["messages"]
+        self.key = "messages"
 
     @property
     def label(self) -> str:
-        """"thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints."""
+        """"thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints, then
+        ", key KEY" when the views read another key than `messages`."""
         where = f", namespace {self.namespace}" if self.namespace else ""
-        return f"thread {self.thread_id}{where}"
+        which = f", key {self.key}" if self.key != "messages" else ""
+        return f"thread {self.thread_id}{where}{which}"
 
     def __len__(self) -> int:
         return len(self.records)

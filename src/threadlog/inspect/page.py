@@ -20,6 +20,8 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
   own steps only: the messages it received as input from the enclosing graph
   (`ThreadRecords.inherited_ids`) are one line, "input from the enclosing graph: N
   messages", not rows, links or waterfall bars; its pairs table lists its own calls.
+* The rest of the state, per step: each value that changed (`• key = value`) and each
+  message appended under another message key (`↳ key: …`; `threadlog.inspect.keys`).
 * The style is the tables' own (`threadlog.inspect.table.STYLE`).
 """
 
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, describe_compaction, short_id
@@ -102,7 +105,7 @@ def _message(m: BaseMessage) -> str:
         err = ' <span class="r-error">⚠error</span>' if m.status == "error" else ""
         parts.append(
             f'<a class="tl-call" id="result-{cid}" href="#call-{cid}" data-call-id="{cid}" '
-            f'title="{cid}">← [{escape(short_id(m.tool_call_id, 14))}]</a>{err} '
+            f'title="{cid}">← [{escape(m.tool_call_id)}]</a>{err} '
         )
     parts.append(_content(m))
     if isinstance(m, AIMessage):
@@ -112,7 +115,7 @@ def _message(m: BaseMessage) -> str:
             parts.append(
                 f'<div>→ <a class="tl-call" id="call-{cid}" href="#result-{cid}" '
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
-                f"({escape(args)}) [{escape(short_id(str(c.get('id')), 14))}]</a></div>"
+                f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
         timing = model_timing(m)
         facts = []
@@ -173,7 +176,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
                 bars.append(
                     (
                         "tool",
-                        f"{name} [{short_id(m.tool_call_id, 14)}]",
+                        f"{name} [{m.tool_call_id}]",
                         (start - t0).total_seconds(),
                         float(durations[m.tool_call_id]),
                     )
@@ -186,7 +189,8 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     for kind, label, s, d in bars:
         left, width = 100 * max(s, 0) / span, max(100 * d / span, 0.3)
         rows.append(
-            f'<div class="tl-wf-row"><span class="tl-wf-label">{escape(label)} · {_ms(d)}'
+            f'<div class="tl-wf-row"><span class="tl-wf-label" title="{escape(label, quote=True)}">'
+            f"{escape(label)} · {_ms(d)}"
             f'</span><div class="tl-wf-track"><div class="tl-wf-bar {kind}" '
             f'style="left:{left:.2f}%;width:{width:.2f}%"></div></div></div>'
         )
@@ -194,6 +198,20 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
         f'<div class="tl-wf" data-span-s="{span:.3f}"><div class="tl-meta">waterfall · '
         f"{_ms(span)} from the turn's input</div>{''.join(rows)}</div>"
     )
+
+
+def _state(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
+) -> list[str]:
+    # The rest of the state (values changed, messages under other keys), unless the
+    # parent was not loaded (`last=N`): then what the step changed is unknown.
+    if parent is None and rec.parent_id is not None:
+        return []
+    before = parent.values if parent is not None else None
+    keys = thread.message_keys
+    changes = value_changes(rec.values, before, [*keys, "compactions"])
+    others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+    return state_lines(changes, others)
 
 
 def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
@@ -232,10 +250,15 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
         ]
         events += [
+            f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
+        ]
+        events += [
             f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'
             for e in rec.errors
         ]
         events += [f'<div class="r-error">⚠ interrupt: {escape(i)}</div>' for i in rec.interrupts]
+        if rec.paused:
+            events.append(f'<div class="tl-meta tl-paused">⏸ {escape(rec.paused)}</div>')
         if not events:
             continue  # an input checkpoint: its message shows in the next step
         cid = escape(rec.checkpoint_id, quote=True)

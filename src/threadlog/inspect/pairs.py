@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.inspect.records import CheckpointRecord, short
-from threadlog.inspect.steps import short_id
+from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.messages import calls_of, preview
 from threadlog.pairing import call_id, open_in, repair_kind
@@ -63,10 +63,14 @@ class ToolPairs(Table):
         path = thread.path(checkpoint)
         self.at = path[-1]
         first_seen: dict[str, CheckpointRecord] = {}
+        prev: CheckpointRecord | None = None
         for rec in path:
-            for m in rec.messages:
+            # A step that only appended adds only its new messages (`steps.extends`).
+            new = appended(rec, prev) if prev is not None and extends(rec, prev) else rec.messages
+            for m in new:
                 if m.id and m.id not in first_seen:
                     first_seen[m.id] = rec
+            prev = rec
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
         still_open = {(id(o.request), o.call_index) for o in open_in(self.at.messages)}
         self._rows: list[dict[str, Any]] = []
@@ -145,6 +149,13 @@ class ToolPairs(Table):
         return [f"{n} calls" + (f": {parts}" if parts else "")]
 
     def display_rows(self) -> list[dict[str, Cell]]:
+        return self._display(whole_ids=False)
+
+    def html_rows(self) -> list[dict[str, Cell]]:
+        # Text cuts a call id to 14 columns; HTML shows it whole, so it can be copied.
+        return self._display(whole_ids=True)
+
+    def _display(self, *, whole_ids: bool) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for r in self._rows:
             args = r["args"] if isinstance(r["args"], str) else _args(r["args"])
@@ -160,7 +171,7 @@ class ToolPairs(Table):
                 dur = f"{mark}{r['duration_s'] * 1000:.0f} ms"
             out.append(
                 {
-                    "call": short_id(str(r["call_id"]), 14),
+                    "call": str(r["call_id"]) if whole_ids else short_id(str(r["call_id"]), 14),
                     "tool": [str(r["tool"]), fit(args, 24)],
                     "asked": _step(r["requested_step"]),
                     "status": status,

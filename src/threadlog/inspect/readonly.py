@@ -14,12 +14,13 @@ Before a thread is read, the tables are checked for LangGraph's shape, so a file
 a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
 server or a bad URL each raise `SourceError` — one line naming the source (a password in
 the URL is replaced by `***`) and what is wrong with it. `describe(source)` is that safe
-name. The strict serializer (`threadlog`'s allowlist) decodes every value, as a reader:
-a type it may not rebuild reads as `threadlog.UndecodedValue` naming it, and the rest of
-the thread reads. The list is widened only from code: `THREADLOG_ALLOW_TYPES`
-(`module:Class`, comma-separated) and `reading_types(...)` (the command's `--allow-type`)
-— never from what the database holds. The tables' expected shape and the queries reading
-it are the backends' (`checkpoint.backends`).
+name. The strict serializer (`threadlog`'s allowlist) decodes every value, as a reader
+(a large blob once per read: `inspect.memo_serde`): a type it may not rebuild reads as
+`threadlog.UndecodedValue` naming it, and the rest of the thread reads. The list is widened
+only from code: `THREADLOG_ALLOW_TYPES` (`module:Class`, comma-separated) and
+`reading_types(...)` (the command's `--allow-type`) — never from what the database holds.
+The tables' expected shape and the queries reading it are the backends'
+(`checkpoint.backends`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from threadlog._upstream import saver_task_path
 from threadlog.checkpoint.backends import postgres as postgres_tables
 from threadlog.checkpoint.backends import sqlite as sqlite_tables
+from threadlog.inspect.memo_serde import remember_large
 
 __all__ = [
     "SourceError",
@@ -139,7 +141,7 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
             raise SourceError(f"{path!r} is not a SQLite database ({_one_line(exc)})") from None
         for table, needed in sqlite_tables.TABLES.items():
             _check_table(path, table, columns.get(table), needed)
-        saver = SqliteSaver(conn, serde=_serde())
+        saver = SqliteSaver(conn, serde=remember_large(_serde()))
         saver.is_setup = True  # setup() creates tables: a reader must not
         # An older LangGraph's writes table has no task_path; read it as such.
         saver_task_path(saver, "task_path" in (columns.get("writes") or set()))
@@ -190,7 +192,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             raise SourceError(f"cannot read {describe(url)}: {_one_line(exc)}") from None
         for table, needed in postgres_tables.TABLES.items():
             _check_table(url, table, columns.get(table), needed)
-        yield PostgresSaver(conn, serde=_serde())
+        yield PostgresSaver(conn, serde=remember_large(_serde()))
 
 
 def _one_line(exc: BaseException) -> str:

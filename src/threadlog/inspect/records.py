@@ -12,7 +12,8 @@ read it. No blob is decoded here: the raw side (`versions_seen`, pending writes)
 
 Which nodes wrote a checkpoint is read from the checkpoint itself: a pull task that ran bumps
 its entry in `versions_seen`; a pushed task (`Send`) is named by the `Send` its parent step
-wrote. Failed tasks are the `__error__` writes saved against a checkpoint.
+wrote. Failed tasks are the `__error__` writes saved against a checkpoint, and the writes
+the message log refused when a step was not applied (`inspect.refused`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,19 @@ from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-__all__ = ["CheckpointRecord", "Graph", "Progress", "TaskError", "load_records"]
+from threadlog.inspect.refused import refused
+
+__all__ = [
+    "CheckpointRecord",
+    "Graph",
+    "Progress",
+    "TaskError",
+    "list_tuples",
+    "load_records",
+    "pause",
+    "pause_of",
+    "records_from",
+]
 
 Graph = Pregel[Any, Any, Any, Any]
 Progress = Callable[[int, int], None]
@@ -73,11 +86,28 @@ class CheckpointRecord:
     interrupts: tuple[str, ...]
     stored_bytes: int | None = None
     children: list[str] = field(default_factory=list)
+    # The nodes whose tasks called interrupt() here, and how a thread that stops here is
+    # paused (`pause_of`): "interrupted in review", "paused before tools", or None.
+    interrupted: tuple[str, ...] = ()
+    paused: str | None = None
+    # The state key the views read as the conversation (`thread(..., key=...)`).
+    message_key: str = "messages"
+
+    # Filtered message lists by key: every view asks for them, for every checkpoint.
+    _messages: dict[str, list[BaseMessage]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # What views computed from this record and its parent (`inspect.steps.extends`).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def messages(self) -> list[BaseMessage]:
-        msgs = self.values.get("messages") or []
-        return [m for m in msgs if isinstance(m, BaseMessage)]
+        cached = self._messages.get(self.message_key)
+        if cached is None:
+            msgs = self.values.get(self.message_key) or []
+            cached = [m for m in msgs if isinstance(m, BaseMessage)]
+            self._messages[self.message_key] = cached
+        return cached
 
     @property
     def compactions(self) -> list[dict[str, Any]]:
@@ -104,6 +134,16 @@ def load_records(
     progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
+    tuples = list_tuples(saver, config, last)
+    return records_from(graph, tuples, config, real_graph=real_graph, progress=progress)
+
+
+def list_tuples(
+    saver: BaseCheckpointSaver[Any], config: RunnableConfig, last: int | None = None
+) -> dict[str, CheckpointTuple]:
+    """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`),
+    newest first, as `saver.list` gives them (one read; the reader builds its stand-in
+    from the newest, so the head is decoded no more than needed)."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
@@ -117,6 +157,21 @@ def load_records(
         raise LookupError(
             f"thread {conf['thread_id']!r} has no checkpoints{where} in this checkpointer"
         )
+    return tuples
+
+
+def records_from(
+    graph: Graph,
+    tuples: Mapping[str, CheckpointTuple],
+    config: RunnableConfig,
+    *,
+    real_graph: bool,
+    progress: Progress | None = None,
+) -> list[CheckpointRecord]:
+    """The records of `tuples` (from `list_tuples`), each state rebuilt by `graph`."""
+    conf = dict(config.get("configurable") or {})
+    ns = str(conf.get("checkpoint_ns") or "")
+    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
     # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
     # the other order): under a history cache (`threadlog.checkpointer`'s default, and
     # the reader's own saver) each log is its parent's plus one step's writes, instead of
@@ -128,14 +183,16 @@ def load_records(
         if progress is not None:
             progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
+    task_names_of: dict[str, dict[str, str]] = {}
     for cid, tup in tuples.items():
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
         parent = _parent_id(tup)
-        task_names: dict[str, str] = {}
-        if real_graph:
-            # The real graph knows which task ran from here; a stand-in graph does not.
-            task_names = {t.id: t.name for t in snap.tasks}
+        # Which node each task of this checkpoint is: the real graph knows, and so does a
+        # stand-in with the thread's node names (`inspect.source.stand_in`): LangGraph
+        # derives a task's id from its node's name and triggers.
+        task_names = {t.id: t.name for t in snap.tasks}
+        task_names_of[cid] = task_names
         records.append(
             CheckpointRecord(
                 checkpoint_id=cid,
@@ -146,10 +203,11 @@ def load_records(
                 config=tup.config,
                 values=dict(snap.values) if isinstance(snap.values, Mapping) else {},
                 writers=(),
-                next=tuple(snap.next) if real_graph else (),
+                next=tuple(snap.next),
                 pending_channels=tuple(sorted({w[1] for w in tup.pending_writes or ()})),
                 errors=_errors(tup, task_names),
                 interrupts=_interrupts(tup),
+                interrupted=tuple(t.name for t in snap.tasks if t.interrupts),
             )
         )
     by_id = {r.checkpoint_id: r for r in records}
@@ -160,11 +218,72 @@ def load_records(
         r.writers = _writers(r, tuples, by_id)
     for r in records:
         r.errors = _name_errors(r, tuples, by_id)
+    for r in records:
+        if not any(by_id[c].source == "loop" for c in r.children):
+            # The step from here was not applied: did the log refuse its writes?
+            tup, names = tuples[r.checkpoint_id], task_names_of[r.checkpoint_id]
+            found = refused(graph.channels, tup.pending_writes or (), r.values, names)
+            r.errors += tuple(TaskError(task, error) for task, error in found)
+    for r in records:
+        r.paused = pause_of(r, graph if real_graph else None)
     # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
     records.sort(key=lambda r: r.checkpoint_id)
     for r in records:
         r.children.sort()
     return records
+
+
+def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
+    """How the thread waits at `rec` when nothing ran from it (a leaf checkpoint):
+
+    * "interrupted in NODE" — a task called `interrupt()` (its `__interrupt__` write);
+    * "paused before NODE" — tasks to run and none started: `interrupt_before`, or
+      (from a database, where the graph's settings are not stored) a run that stopped
+      before the step; a graph says which: its `interrupt_before` nodes give "paused
+      before", its `interrupt_after` nodes having just run give "paused after NODE", and
+      anything else is "stopped before NODE";
+    * None — the thread finished there, a task failed (`errors`), or a step ran from it.
+    """
+    if rec.children:
+        return None
+    return pause(
+        next_nodes=rec.next, interrupted=bool(rec.interrupts), interrupted_in=rec.interrupted,
+        failed=bool(rec.errors), source=rec.source, writers=rec.writers, graph=graph,
+    )
+
+
+def pause(
+    *,
+    next_nodes: tuple[str, ...],
+    interrupted: bool,
+    interrupted_in: tuple[str, ...],
+    failed: bool,
+    source: str,
+    writers: tuple[str, ...] = (),
+    graph: Graph | None = None,
+) -> str | None:
+    """`pause_of` from its parts (the listing has a head's snapshot, not a record)."""
+    if interrupted:
+        where = ", ".join(dict.fromkeys(interrupted_in))
+        return f"interrupted in {where}" if where else "interrupted"
+    nodes = [n for n in dict.fromkeys(next_nodes) if not _bookkeeping(n)]
+    if failed or not nodes or source == "input":
+        return None
+    names = ", ".join(nodes)
+    if graph is None:
+        return f"paused before {names}"
+    before = _names(getattr(graph, "interrupt_before_nodes", ()))
+    after = _names(getattr(graph, "interrupt_after_nodes", ()))
+    if before == "*" or (before and set(nodes) & set(before)):
+        return f"paused before {names}"
+    ran = [w for w in writers if after == "*" or w in after]
+    if ran:
+        return f"paused after {', '.join(ran)}"
+    return f"stopped before {names}"
+
+
+def _names(nodes: Any) -> Any:
+    return "*" if nodes == "*" else tuple(nodes or ())
 
 
 def _parent_id(tup: CheckpointTuple) -> str | None:

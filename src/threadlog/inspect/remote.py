@@ -27,7 +27,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 
 from threadlog.inspect.catalog import Head
 from threadlog.inspect.readonly import SourceError, describe
-from threadlog.inspect.records import CheckpointRecord, TaskError
+from threadlog.inspect.records import CheckpointRecord, TaskError, pause, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
 __all__ = ["Server", "to_messages"]
@@ -150,6 +150,7 @@ class Server:
                     interrupts=tuple(
                         str(i.get("value")) for t in tasks for i in (t.get("interrupts") or [])
                     ),
+                    interrupted=tuple(str(t.get("name")) for t in tasks if t.get("interrupts")),
                 )
             )
         loaded = {r.checkpoint_id: r for r in records}
@@ -159,6 +160,7 @@ class Server:
         records.sort(key=lambda r: r.checkpoint_id)
         for r in records:
             r.children.sort()
+            r.paused = pause_of(r)  # the server's graph settings are not known here
         return records
 
     def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -203,9 +205,20 @@ class Server:
             state = self.state(str(t["thread_id"]))
             errors = [str(x["error"]) for x in state.get("tasks") or [] if x.get("error")]
             errors = errors or ["the last run failed (thread status 'error')"]
+        paused = None
+        if t.get("status") == "interrupted":  # interrupt_before/after, or interrupt()
+            state = self.state(str(t["thread_id"]))
+            tasks = state.get("tasks") or []
+            paused = pause(
+                next_nodes=tuple(state.get("next") or ()),
+                interrupted=any(x.get("interrupts") for x in tasks),
+                interrupted_in=tuple(str(x.get("name")) for x in tasks if x.get("interrupts")),
+                failed=False,
+                source=str((state.get("metadata") or {}).get("source", "")),
+            )
         head = Head(str(t["thread_id"]), "", "", 0)
         s = summarize(head, messages, errors, str(t.get("updated_at") or ""))
-        return dataclasses.replace(s, created_at=str(t.get("created_at") or ""))
+        return dataclasses.replace(s, created_at=str(t.get("created_at") or ""), paused=paused)
 
 
 def _messages_of(t: Mapping[str, Any]) -> Any:

@@ -3,9 +3,17 @@
 Contract: `open_saver(url)` opens LangGraph's saver for a URL read-only
 (`threadlog.inspect.readonly`: no table, lock file or write) with threadlog's history
 cache, so reading a thread oldest first rebuilds each log from its parent's.
-`stand_in(saver, schema)` compiles a graph whose only job is to own threadlog's channels
-(`threadlog.AgentState` unless `schema` is given), so LangGraph's loader rebuilds each
-checkpoint exactly as the original graph would read it. `quiet_stand_in()` silences
+`stand_in(saver, schema, shape)` compiles a graph whose only job is to own threadlog's
+channels (`threadlog.AgentState` unless `schema` is given), so LangGraph's loader rebuilds
+each checkpoint exactly as the original graph would read it. Given the `Shape` of a
+thread's head (`head_shape(saver, config)`), the stand-in also owns every other key that
+head stores — a key stored as a delta (no value in the checkpoint, or a `DeltaSnapshot`)
+is a threadlog `Messages` log, any other key reads back its stored value as is (unless
+`schema` is given) — so a graph's `supervisor_messages` or a `name` field a subgraph routes
+on are read from a database without the app's code; and it has a node (never run) of each
+name the head knows, so LangGraph's own `get_state` names each task of a checkpoint
+(failed, interrupted, next) as the real graph does: a task id is derived from the node's
+name and triggers, which a `StateGraph` node of that name has too. `quiet_stand_in()` silences
 LangGraph's warning about `Send`s addressed to nodes the stand-in does not have — while
 reading, no task runs.
 """
@@ -15,14 +23,20 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, get_type_hints
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.constants import TASKS
 from langgraph.graph import START, StateGraph
+from langgraph.types import Send
+from typing_extensions import TypedDict
 
+from threadlog._upstream import MISSING, PREGEL, DeltaSnapshot
 from threadlog.inspect.records import Graph
 
-__all__ = ["open_saver", "quiet_stand_in", "stand_in"]
+__all__ = ["Shape", "head_shape", "open_saver", "quiet_stand_in", "shape_of", "stand_in"]
 
 
 class _UnknownNodeFilter(logging.Filter):
@@ -51,16 +65,96 @@ def _default_schema() -> type[Any]:
     return AgentState
 
 
-def stand_in(saver: BaseCheckpointSaver[Any], schema: type[Any] | None) -> Graph:
+def _last(_: Any, new: Any) -> Any:
+    return new
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a thread's head checkpoint says about the graph that wrote it: the state keys
+    it stores beyond the default schema (`{key: is_delta_log}`) and the node names it
+    knows (those that ran, and those it would run next)."""
+
+    keys: frozenset[tuple[str, bool]] = frozenset()
+    nodes: frozenset[str] = frozenset()
+
+
+def head_shape(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> Shape:
+    """The `Shape` of the checkpoint at `config` (one `get_tuple`)."""
+    return shape_of(saver.get_tuple(config))
+
+
+def shape_of(tup: CheckpointTuple | None) -> Shape:
+    """The `Shape` of a checkpoint already read."""
+    if tup is None:
+        return Shape()
+    checkpoint = tup.checkpoint
+    stored = checkpoint.get("channel_values") or {}
+    known = set(get_type_hints(_default_schema()))
+    keys: dict[str, bool] = {}
+    for key in checkpoint.get("channel_versions") or {}:
+        if key in known or key.startswith("__") or ":" in key:
+            continue
+        value = stored.get(key, MISSING)
+        keys[key] = value is MISSING or isinstance(value, DeltaSnapshot)
+    # A node that ran has its `versions_seen` entry; one to run next is the target of a
+    # `branch:to:<node>` trigger or of a `Send` waiting in the checkpoint.
+    nodes = {n for n in checkpoint.get("versions_seen") or {} if not _langgraph_own(n)}
+    nodes.update(
+        k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to)
+    )
+    waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
+    sends = [*(stored.get(TASKS) or []), *waiting]
+    nodes.update(s.node for s in sends if isinstance(s, Send))
+    return Shape(frozenset(keys.items()), frozenset(n for n in nodes if not _langgraph_own(n)))
+
+
+def _langgraph_own(name: str) -> bool:
+    return (name.startswith("__") and name.endswith("__")) or name == _READER
+
+
+def _schema_with(keys: frozenset[tuple[str, bool]]) -> type[Any]:
+    from threadlog.channel import Messages
+
+    base = _default_schema()
+    if not keys:
+        return base
+    fields: dict[str, Any] = dict(get_type_hints(base, include_extras=True))
+    for key, delta in sorted(keys):
+        fields[key] = Messages if delta else Annotated[Any, _last]
+    return TypedDict("InspectedState", fields)  # type: ignore[operator, no-any-return]
+
+
+_READER = "threadlog_inspect"
+
+
+def stand_in(
+    saver: BaseCheckpointSaver[Any], schema: type[Any] | None, shape: Shape | None = None
+) -> Graph:
     # A graph whose only job is to own the right channels: LangGraph's loader then
-    # rebuilds each checkpoint exactly as the original graph would read it.
-    # A schema the caller passed is code: its state types are allowed, as in the app.
+    # rebuilds each checkpoint exactly as the original graph would read it. Given the
+    # head's `shape`, it also owns the head's other keys and has a (never run) node of
+    # each name the thread knows, so LangGraph names the tasks of a checkpoint — which
+    # node failed, was interrupted, runs next — with the ids they were stored under.
     from threadlog.checkpoint.state_types import allow_state_types
 
+    given = schema is not None
+    if schema is None and shape is not None:
+        schema = _schema_with(shape.keys)
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(schema or _default_schema())
-    builder.add_node("threadlog_inspect", lambda state: None)
-    builder.add_edge(START, "threadlog_inspect")
-    return allow_state_types(builder.compile(checkpointer=saver))
+    builder.add_node(_READER, lambda state: None)
+    builder.add_edge(START, _READER)
+    for name in sorted(shape.nodes if shape is not None else ()):
+        if name in builder.channels:
+            continue  # a node never shares a state key's name; a stored oddity: skip it
+        try:
+            builder.add_node(name, lambda state: None)
+        except ValueError:  # a name StateGraph refuses (reserved characters)
+            continue
+    graph = builder.compile(checkpointer=saver)
+    # A schema the caller passed is code: its state types are allowed, as in the app.
+    # One built from the stored keys names no type, so nothing stored widens the list.
+    return allow_state_types(graph) if given else graph
 
 
 @contextlib.contextmanager

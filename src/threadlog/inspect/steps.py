@@ -28,15 +28,64 @@ __all__ = [
     "describe_compaction",
     "edit_line",
     "edits_added",
+    "extends",
     "message_line",
     "message_row",
+    "open_at",
     "open_calls",
     "short_id",
     "usage",
+    "usage_at",
 ]
 
 
+def extends(rec: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
+    """Whether `rec`'s log is `parent`'s, the very same messages, plus new ones after
+    them — the usual step, which lets a view look at the new messages only."""
+    if parent is None:
+        return False
+    key = f"extends:{parent.checkpoint_id}:{rec.message_key}"
+    if key not in rec.memo:
+        old, new = parent.messages, rec.messages
+        rec.memo[key] = len(old) <= len(new) and all(
+            a is b for a, b in zip(old, new, strict=False)
+        )
+    return bool(rec.memo[key])
+
+
+def open_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[str]:
+    """`open_calls(rec.messages)`, from the parent's open calls and the step's new
+    messages when the step only appended: a result pops its call, a new call is open
+    (`threadlog.pairing`'s scan, continued; a call without an id stays open)."""
+    key = f"open:{rec.message_key}"
+    if key not in rec.memo:
+        if parent is not None and extends(rec, parent):
+            new = appended(rec, parent)
+            answered = {m.tool_call_id for m in new if isinstance(m, ToolMessage)}
+            added = open_calls(new)
+            keep = [c for c in open_at(parent, None) if c == "" or c not in answered]
+            rec.memo[key] = [c for c in keep if c == "" or c not in added] + added
+        else:
+            rec.memo[key] = open_calls(rec.messages)
+    return list(rec.memo[key])
+
+
+def usage_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> dict[str, int]:
+    """`usage(rec.messages)`, from the parent's total plus the step's new messages when
+    the step only appended (each checkpoint of a long thread would rescan its log)."""
+    key = f"usage:{rec.message_key}"
+    if key not in rec.memo:
+        if parent is not None and extends(rec, parent):
+            base, new = usage_at(parent, None), usage(appended(rec, parent))
+            rec.memo[key] = {k: base[k] + new[k] for k in base}
+        else:
+            rec.memo[key] = usage(rec.messages)
+    return dict(rec.memo[key])
+
+
 def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
+    if parent is not None and extends(rec, parent):
+        return rec.messages[len(parent.messages) :]
     before = {m.id for m in parent.messages} if parent else set()
     return [m for m in rec.messages if m.id not in before]
 
@@ -45,10 +94,13 @@ def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[
     """The edits `rec`'s step recorded: message id, the edit's id / time / who / why, and
     the calls before (superseded) and after it."""
     before: set[str] = set()
-    if parent is not None:
+    scan = rec.messages
+    if parent is not None and extends(rec, parent):
+        scan = scan[len(parent.messages) :]  # the parent's messages, unchanged: no new edit
+    elif parent is not None:
         before = {str(e.get("id")) for m in parent.messages for e in edits_of(m)}
     out: list[dict[str, Any]] = []
-    for m in rec.messages:
+    for m in scan:
         history = edits_of(m)
         if not history:
             continue

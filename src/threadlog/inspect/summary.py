@@ -4,7 +4,7 @@ errors), made from its head's messages by `summarize` — shared by the database
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
@@ -28,15 +28,27 @@ class ThreadSummary:
     head_checkpoint_id: str
     # Subgraph namespaces with checkpoints on the thread (None: unknown, a server source).
     subgraphs: int | None = None
+    # Messages per message key at the head (`messages` counts them all).
+    message_keys: dict[str, int] = field(default_factory=dict)
+    # How the thread waits at its head: "paused before tools", "interrupted in review".
+    paused: str | None = None
 
 
 def summarize(
-    head: Head, messages: list[BaseMessage], errors: list[str], updated_at: str = ""
+    head: Head,
+    messages: list[BaseMessage],
+    errors: list[str],
+    updated_at: str = "",
+    others: dict[str, list[BaseMessage]] | None = None,
 ) -> ThreadSummary:
+    """`messages`: the main key's (turns and the last user message come from it);
+    `others`: the thread's other message keys, counted in messages, open calls, errors."""
+    every = [messages, *(others or {}).values()]
     users = [m for m in messages if isinstance(m, HumanMessage)]
     failed = [
         f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
-        for m in messages
+        for msgs in every
+        for m in msgs
         if isinstance(m, ToolMessage) and m.status == "error"
     ]
     return ThreadSummary(
@@ -45,11 +57,12 @@ def summarize(
         updated_at=updated_at or id_time(head.head_id),
         checkpoints=head.checkpoints,
         turns=len(users),
-        messages=len(messages),
+        messages=sum(len(msgs) for msgs in every),
         last_user=(users[-1].text if users else ""),
-        open_calls=open_calls(messages),
+        open_calls=[c for msgs in every for c in open_calls(msgs)],
         errors=[*errors, *failed],
         head_checkpoint_id=head.head_id,
+        message_keys={k: len(v) for k, v in (others or {}).items()},
     )
 
 

@@ -20,7 +20,8 @@ tabs as a space, and widths are measured after escaping; `repr(table)` escapes i
 HTML (`render_html`, for Jupyter's `_repr_html_`; `render_page` for a file): one self-
 contained `<div class="threadlog-inspect">` with its own small style block (class-scoped, so
 it does not restyle the notebook), the title and summary above a table, notes below. All
-text is escaped. Lines that start with a role name, a compaction or an error marker get a
+text is escaped, and ids are whole (`Table.html_rows`: text may shorten them, a notebook
+reader copies them). Lines that start with a role name, a compaction or an error marker get a
 colour, so a reader can follow the conversation down the rows."""
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ class Table:
 
     def display_rows(self) -> list[dict[str, Cell]]:
         raise NotImplementedError
+
+    def html_rows(self) -> list[dict[str, Cell]]:
+        """The rows as HTML shows them: the display rows, except that a view whose text
+        shortens ids to fit 100 columns gives them whole here (a reader copies them)."""
+        return self.display_rows()
 
     def summary(self) -> list[str]:
         """Lines shown above the table."""
@@ -234,7 +240,7 @@ def render_html(table: Table) -> str:
     parts.append("<table><thead><tr>")
     parts.extend(f"<th>{escape(c.header)}</th>" for c in table.columns)
     parts.append("</tr></thead><tbody>")
-    for row in table.display_rows():
+    for row in table.html_rows():
         parts.append("<tr>")
         for c in table.columns:
             cls = ' class="num"' if c.align == ">" else ""

@@ -40,11 +40,13 @@ from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.history import ThreadRecords
+from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import describe, is_server_url
-from threadlog.inspect.records import Graph, Progress, load_records
-from threadlog.inspect.source import open_saver, quiet_stand_in, stand_in
+from threadlog.inspect.records import Graph, Progress, list_tuples, records_from
+from threadlog.inspect.source import open_saver, quiet_stand_in, shape_of, stand_in
+from threadlog.inspect.state import StateValues
 from threadlog.inspect.storage import stored_bytes
 from threadlog.inspect.table import Table
 from threadlog.inspect.timeline import Timeline
@@ -85,6 +87,10 @@ class Thread(ThreadRecords):
         """What changed from checkpoint `a` to `b` (default: the head)."""
         return CheckpointDiff(self.get(a), self.get(b))
 
+    def state(self, checkpoint: str | None = None) -> StateValues:
+        """Every state key at `checkpoint` (default: the head): messages, values, changes."""
+        return StateValues(self, checkpoint)
+
     def subgraphs(self) -> SubgraphTable:
         """The thread's subgraph namespaces (loaded with the root namespace, locally)."""
         return SubgraphTable(self.thread_id, self.subgraph_list)
@@ -120,8 +126,12 @@ def thread(
     last: int | None = None,
     progress: Progress | None = None,
     namespace: str = "",
+    key: str | None = None,
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
+
+    `key`: the state key whose messages the views read (`Thread.message_keys` lists
+    them; default `messages` when the state has it, else the first message key).
 
     `namespace`: a subgraph's `checkpoint_ns` (see `Thread.subgraphs()`) to load instead
     of the root namespace.
@@ -151,12 +161,12 @@ def thread(
             )
         return _load(
             source, saver, config, str(thread_id), real_graph=True, last=last,
-            progress=progress, namespace=namespace, schema=schema,
+            progress=progress, namespace=namespace, schema=schema, key=key,
         )
     if isinstance(source, BaseCheckpointSaver):
         return _load(
             None, source, config, str(thread_id), real_graph=False, last=last,
-            progress=progress, namespace=namespace, schema=schema,
+            progress=progress, namespace=namespace, schema=schema, key=key,
         )
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server
@@ -168,12 +178,15 @@ def thread(
             )
         with Server(source) as server:
             records = server.records(str(thread_id), last=last)
-        return Thread(str(thread_id), records, bytes_known=False, source=describe(source))
+        return _keyed(
+            Thread(str(thread_id), records, bytes_known=False, source=describe(source)),
+            None, key,
+        )
     if isinstance(source, str):
         with open_saver(source) as saver:
             return _load(
                 None, saver, config, str(thread_id), real_graph=False, last=last,
-                progress=progress, namespace=namespace, schema=schema,
+                progress=progress, namespace=namespace, schema=schema, key=key,
             )
     raise TypeError(
         f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
@@ -192,20 +205,21 @@ def _load(
     progress: Progress | None,
     namespace: str,
     schema: type[Any] | None,
+    key: str | None,
 ) -> Thread:
     if namespace and graph is not None and not _has_subgraph(graph, namespace):
         graph, real_graph = None, False  # the subgraph is not a node of this graph
     # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
     # channels); the stand-in reads them through a view whose root is that namespace.
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
-    if graph is None:
-        graph = stand_in(reader, schema)
     conf = {**(config.get("configurable") or {}), "checkpoint_ns": namespace if real_graph else ""}
     with quiet_stand_in(not real_graph):
         try:
-            records = load_records(
-                graph, reader, {"configurable": conf}, real_graph=real_graph, last=last,
-                progress=progress,
+            tuples = list_tuples(reader, {"configurable": conf}, last)
+            if graph is None:  # the stand-in owns every key the newest checkpoint stores
+                graph = stand_in(reader, schema, shape_of(next(iter(tuples.values()))))
+            records = records_from(
+                graph, tuples, {"configurable": conf}, real_graph=real_graph, progress=progress
             )
         except LookupError:
             if not namespace:
@@ -220,10 +234,22 @@ def _load(
         for r in records:
             r.stored_bytes = sizes.get(r.checkpoint_id, 0)
     subs = [] if namespace else subgraph_namespaces(saver, thread_id)
-    return Thread(
+    loaded = Thread(
         thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None,
         namespace=namespace, subgraph_list=subs,
     )
+    return _keyed(loaded, graph, key)
+
+
+def _keyed(loaded: Thread, graph: Graph | None, key: str | None) -> Thread:
+    # Which keys hold messages: the graph's message channels, and any key whose value
+    # is a list of messages at some checkpoint; the views read the chosen one.
+    channels = dict(graph.channels) if graph is not None else None
+    loaded.message_keys = message_keys((r.values for r in loaded.records), channels)
+    loaded.key = pick_key(loaded.message_keys, key)
+    for r in loaded.records:
+        r.message_key = loaded.key
+    return loaded
 
 
 def _has_subgraph(graph: Graph, namespace: str) -> bool:

@@ -3,9 +3,15 @@
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
-errors: tasks that failed from the head, then tool results with `status="error"` — and
+errors: tasks that failed from the head, writes the message log refused there (the run
+raised; `inspect.refused`), then tool results with `status="error"` — counted
+over every message key of the state (`messages` first; `message_keys` has the count of
+each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
-`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell).
+`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell), and
+`paused`: how the thread waits at its head ("paused before tools" for `interrupt_before`,
+"interrupted in NODE" for `interrupt()`; `inspect.records.pause_of`), shown before the
+last user message.
 `source` is a database URL or plain SQLite path (opened read-only, see
 `threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL
 (`http://host:port`, read through `langgraph-sdk`).
@@ -27,6 +33,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog.inspect.catalog import head_errors, thread_heads
+from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
@@ -45,14 +52,15 @@ def summaries(
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
     """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.refused import refused
+    from threadlog.inspect.source import Shape, quiet_stand_in, shape_of, stand_in
 
     heads = thread_heads(saver)
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
     nested = subgraph_counts(saver, [h.thread_id for h in heads])
-    graph = stand_in(saver, None)
+    graphs: dict[Shape, Any] = {}  # one stand-in per shape of head
     needle = (search or "").lower()
     shown = 0
     with quiet_stand_in(True):
@@ -60,11 +68,33 @@ def summaries(
             if progress is not None:
                 progress(i, len(heads))
             conf = {"thread_id": head.thread_id, "checkpoint_ns": "", "checkpoint_id": head.head_id}
-            snap = graph.get_state({"configurable": conf})
+            tup = saver.get_tuple({"configurable": conf})
+            spec = shape_of(tup)
+            if spec not in graphs:
+                graphs[spec] = stand_in(saver, None, spec)
+            snap = graphs[spec].get_state({"configurable": conf})
+            # Writes the log refused at the head: the run raised, no task error was stored.
+            names = {t.id: t.name for t in snap.tasks}
+            pending = (tup.pending_writes if tup else None) or ()
+            refusals = refused(graphs[spec].channels, pending, snap.values or {}, names)
+            failed = [*_named(errors.get(head.thread_id, []), snap)]
+            failed += [f"{task}: {error}" for task, error in refusals]
             values = snap.values if isinstance(snap.values, dict) else {}
-            messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
-            s = summarize(head, messages, errors.get(head.thread_id, []), snap.created_at or "")
-            s = replace(s, subgraphs=nested.get(head.thread_id, 0))
+            found = message_keys([values], graphs[spec].channels)
+            main = pick_key(found, None)
+            lists = {
+                k: [m for m in values.get(k) or [] if isinstance(m, BaseMessage)] for k in found
+            }
+            messages = lists.pop(main, [])
+            s = summarize(
+                head,
+                messages,
+                failed,
+                snap.created_at or "",
+                others={k: v for k, v in lists.items() if v},
+            )
+            paused = _paused(snap, bool(failed))
+            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=paused)
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -108,6 +138,8 @@ class ThreadList(Table):
         out: list[dict[str, Cell]] = []
         for s in self.items:
             last = " ".join(s.last_user.split()) or "-"
+            if s.paused:  # what the thread waits for, before what was last said
+                last = f"⏸ {s.paused} · {last}"
             out.append(
                 {
                     "updated": s.updated_at[:16].replace("T", " "),
@@ -128,9 +160,36 @@ class ThreadList(Table):
             "and tool results with status error · subs: subgraph namespaces "
             "(inspect --namespace NS, export --namespace NS)"
         ]
+        keyed = sorted({k for s in self.items for k in s.message_keys})
+        if keyed:
+            notes.append(
+                "msgs, open, err count every message key; besides the main one: "
+                f"{', '.join(keyed)} (inspect --key KEY)"
+            )
         if self.more:
             notes.append("more threads exist: raise --limit (0 = all) or narrow with --search")
         return notes
+
+
+def _named(errors: list[str], snap: Any) -> list[str]:
+    # A failed task's error, prefixed by its node (the stand-in names the head's tasks).
+    by_text = {str(t.error): t.name for t in snap.tasks if t.error is not None}
+    by_text.update({f"{type(t.error).__name__}: {t.error}": t.name for t in snap.tasks if t.error})
+    return [f"{by_text[e]}: {e}" if e in by_text else e for e in errors]
+
+
+def _paused(snap: Any, failed: bool) -> str | None:
+    # The head's tasks, named by the stand-in (it has a node of each name the head knows).
+    from threadlog.inspect.records import pause
+
+    tasks = list(snap.tasks)
+    return pause(
+        next_nodes=tuple(snap.next),
+        interrupted=any(t.interrupts for t in tasks),
+        interrupted_in=tuple(t.name for t in tasks if t.interrupts),
+        failed=failed or any(t.error for t in tasks),
+        source=str((snap.metadata or {}).get("source", "")),
+    )
 
 
 def threads(

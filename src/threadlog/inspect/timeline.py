@@ -4,7 +4,10 @@ Contract: for each checkpoint (all branches, oldest first, or one branch's path)
 step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
 writes made it, the messages appended (role, id, short content), reviewer edits recorded
 (`edited`: the superseded calls and the new ones), calls still open after the step,
-compaction events added, tasks that failed from it, cumulative token usage of the log,
+compaction events added, tasks that failed from it, how the thread waits there when it
+stops there (`paused`: "paused before tools", "interrupted in review"; `records.pause_of`),
+the values the step changed and the messages it appended under other message keys
+(`state`, `other_messages`; `inspect.keys`), cumulative token usage of the log,
 stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
 bytes along its path from the root.
 """
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
+from threadlog.inspect.keys import other_appended, state_lines, value_changes, value_text
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import (
     appended,
@@ -24,8 +28,8 @@ from threadlog.inspect.steps import (
     edits_added,
     message_line,
     message_row,
-    open_calls,
-    usage,
+    open_at,
+    usage_at,
 )
 from threadlog.inspect.table import Cell, Column, Table
 
@@ -96,6 +100,13 @@ class Timeline(Table):
                 cum = None  # the path runs into checkpoints that were not loaded
                 break
             node = self.thread.parent(node)
+        # The rest of the state: values that changed, and messages under other keys
+        # (a parent that was not loaded leaves both unknown).
+        known = not self._unloaded_parent(rec)
+        before = parent.values if parent is not None else None
+        keys = self.thread.message_keys
+        changes = value_changes(rec.values, before, [*keys, "compactions"]) if known else []
+        others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
         return {
             "step": rec.step,
             "checkpoint_id": rec.checkpoint_id,
@@ -106,19 +117,28 @@ class Timeline(Table):
             "appended": [message_row(m) for m in new],
             "edited": [] if self._unloaded_parent(rec) else edits_added(rec, parent),
             "messages": len(rec.messages),
-            "open_calls": open_calls(rec.messages),
+            "open_calls": open_at(rec, parent),
             "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
             "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
             "interrupts": list(rec.interrupts),
+            "paused": rec.paused,
             "next": list(rec.next),
-            **{f"cum_{k}": v for k, v in usage(rec.messages).items()},
+            **{f"cum_{k}": v for k, v in usage_at(rec, parent).items()},
             "stored_bytes": rec.stored_bytes,
             "path_bytes": cum if self.thread.bytes_known else None,
             "parent_loaded": not self._unloaded_parent(rec),
+            "state": [
+                {"key": k, "before": value_text(a), "after": value_text(b)}
+                for k, a, b in changes
+            ],
+            "other_messages": {
+                k: [message_row(m) for m in ms] for k, ms in (others if known else {}).items()
+            },
+            "_lines": state_lines(changes, others if known else {}),
         }
 
     def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
+        return [{k: v for k, v in r.items() if k != "_lines"} for r in self._rows]
 
     def summary(self) -> list[str]:
         return [self._summary]
@@ -131,8 +151,10 @@ class Timeline(Table):
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]
+            events += row["_lines"]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
+            events += [f"⏸ {rec.paused}"] if rec.paused else []
             if rec.source == "input" and not events:
                 events = ["(the input; appended by the next step)"]
             out.append(

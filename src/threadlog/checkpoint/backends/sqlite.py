@@ -13,7 +13,9 @@ Contract:
   - `read` / `aread`: the saver's own `get_delta_channel_history`, for a cold read of a
     long thread. Same result; it differs in cost only. The saver's walk fully
     deserializes every ancestor checkpoint to look for a snapshot, which costs several
-    times the messages' own decoding. Here: one scan of the thread's checkpoint rows, a
+    times the messages' own decoding. Here: the thread's checkpoint rows read newest
+    first from the target, `_WINDOW` at a time, only until the walk meets a snapshot of
+    each channel (the rest at once should a parent not be older than its child), a
     structural msgpack read (no object construction) to see which hold a snapshot, and
     one query for the channels' writes. None: the target is not stored.
   - whether the `writes` table has `task_path` (newer LangGraph) is asked of SQLite
@@ -22,13 +24,16 @@ Contract:
   (`length()` only: no value is decoded for a size).
 * `SqliteHeadStore`: the run guard's heads and locks, on a connection of its own (opened
   on first use) and `flock`s on files next to the database — at most
-  `max_lock_connections` run-lock files open at once (runs past that queue).
+  `max_lock_connections` run-lock files open at once (runs past that queue); a run's
+  lock file is removed when the run ends (`_flock_run_file` re-checks the path after
+  locking, so a removal never lets two holders in).
 * `table_columns(conn)` / `TABLES`: the tables and columns LangGraph's saver reads, for
   `open_readonly`'s shape check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -177,6 +182,13 @@ _THREAD_CHECKPOINTS_SQL = (
     "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ?"
 )
+# The checkpoints at or before `checkpoint_id`, newest first, one window at a time.
+_WINDOW = 2000
+_WINDOW_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id <= ? "
+    "ORDER BY checkpoint_id DESC LIMIT ?"
+)
 _ONE_CHECKPOINT_SQL = (
     "SELECT type, checkpoint FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -192,14 +204,35 @@ def read_steps(
     wanted = set(channels)
     task_path = yield from _task_path(saver)
     # Per checkpoint: its parent and which wanted channels it holds a value for.
-    # Blobs are not kept: a long thread's checkpoints would cost memory.
-    found = yield Query(
-        _THREAD_CHECKPOINTS_SQL,
-        (thread_id, ns),
-        lambda r: (r[0], r[1], [ch for ch in _value_keys(serde, r[2], r[3]) if ch in wanted]),
-    )
-    rows: dict[str, tuple[str | None, list[str]]] = {cid: (p, h) for cid, p, h in found}
-    del found
+    # Blobs are not kept: a long thread's checkpoints would cost memory. Read newest
+    # first from the target, a window at a time, until the walk meets a value of each
+    # channel: a long thread's older checkpoints, behind a snapshot, are never scanned.
+    # (A parent is older than its child; should one not be, the rest is read at once.)
+    rows: dict[str, tuple[str | None, list[str]]] = {}
+
+    def keys_of(r: Any) -> tuple[str, str | None, list[str]]:
+        return r[0], r[1], [ch for ch in _value_keys(serde, r[2], r[3]) if ch in wanted]
+
+    bound, exhausted, whole = target, False, False
+
+    def reach(wanted_id: str | None) -> Steps[None]:
+        # Read windows (then, if need be, the rest) until `wanted_id` is loaded.
+        nonlocal bound, exhausted, whole
+        while wanted_id is not None and wanted_id not in rows and not whole:
+            sql, params = (
+                (_THREAD_CHECKPOINTS_SQL, (thread_id, ns))
+                if exhausted
+                else (_WINDOW_SQL, (thread_id, ns, bound, _WINDOW))
+            )
+            found = yield Query(sql, params, keys_of)
+            rows.update({c: (p, h) for c, p, h in found if c not in rows})
+            whole = exhausted
+            if len(found) < _WINDOW:
+                exhausted = True
+            elif found:
+                bound = found[-1][0]
+
+    yield from reach(target)
     if target not in rows:
         return None
     chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
@@ -207,6 +240,7 @@ def read_steps(
     active = set(channels)
     walked = {target}
     cid = rows[target][0]
+    yield from reach(cid)
     while cid is not None and active and cid in rows and cid not in walked:
         walked.add(cid)
         parent, holds = rows[cid]
@@ -223,7 +257,9 @@ def read_steps(
                 seeds[ch] = values[ch]
                 active.discard(ch)
         cid = parent
-    del rows
+        if active:
+            yield from reach(cid)
+    rows.clear()
     on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
     writes = yield Query(
         f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
@@ -505,10 +541,42 @@ _WRITE_KEYS_SQL = (
 DEFAULT_LOCK_FILES = 256
 
 
+def _flock_run_file(path: str) -> int | None:
+    """An exclusive `flock` on `path` (created, with its folder, if need be): its open
+    descriptor, or None when another holder has it. The lock is on the file the path
+    names once it is held — a holder removes its file on release, so a descriptor locked
+    after that removal is of a file no longer there, and is tried again."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder was just removed by a releasing holder
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            return fd
+        os.close(fd)  # locked a file its holder had removed: take the path's current one
+
+
 class SqliteHeadStore:
     """Reads a SQLite checkpoint file through its own connection; `flock` across processes.
 
-    A held run lock is an open file (one per thread, in `<db>.threadlog-runs/`), so at
+    A held run lock is an open file (one per thread, in `<db>.threadlog-runs/`; removed,
+    with the folder once empty, when the run ends: no run, no folder), so at
     most `max_lock_connections` (default `DEFAULT_LOCK_FILES`) are held at once by this
     store: past that, a run queues for a free one (`try_run_lock` answers None) instead
     of failing with "too many open files". The short write lock is one file for the
@@ -564,31 +632,35 @@ class SqliteHeadStore:
             self._runs.release(thread_id)
             return None  # every lock file this store may hold open is in use: queue
         try:
-            # One lock file per thread in a directory next to the database.
-            folder = self.path + ".threadlog-runs"
-            os.makedirs(folder, exist_ok=True)
-            name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
-            fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _flock_run_file(self._run_path(thread_id))
         except BaseException:
             self._files.release()
             self._runs.release(thread_id)
             raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BaseException as exc:
-            os.close(fd)
+        if fd is None:
             self._files.release()
             self._runs.release(thread_id)
-            if isinstance(exc, BlockingIOError):
-                return False
-            raise
+            return False
         self._run_fds[thread_id] = fd
         return True
+
+    def _run_path(self, thread_id: str) -> str:
+        # One lock file per thread, in a folder next to the database that exists only
+        # while runs hold locks: the holder removes its file (and the emptied folder).
+        name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
+        return os.path.join(self.path + ".threadlog-runs", name)
 
     def run_unlock(self, thread_id: str) -> None:
         fd = self._run_fds.pop(thread_id, None)
         if fd is not None:
             try:
+                path = self._run_path(thread_id)
+                # Removed while still held: a process waiting on this file finds, once it
+                # gets the lock, that the path is no longer its file, and starts again.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                with contextlib.suppress(OSError):  # not empty: another run holds a lock
+                    os.rmdir(os.path.dirname(path))
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)

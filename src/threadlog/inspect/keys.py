@@ -1,0 +1,147 @@
+"""Which state keys hold conversations, and what the other keys hold at each step.
+
+Contract: a graph may keep messages under any key (open_deep_research keeps
+`supervisor_messages` and `researcher_messages`), annotated with `threadlog.Messages` or a
+plain `add_messages` list. `message_keys(values, channels)` names them: every key whose
+channel is threadlog's `MessageLogChannel` or LangGraph's `add_messages` aggregate (when
+the graph's channels are known), and every key whose value is a non-empty list of
+messages — `messages` first when present, then the others in name order. `pick_key`
+chooses the key a view reads (`key=` / `--key`; default `messages` when present, else the
+first message key), refusing a key that is not a message key, with the list of those.
+
+The other keys are state values: `value_changes(values, before, skip)` lists the keys
+whose value differs from the parent step's (`(key, before, after)`, `MISSING` where a
+key is absent), and `value_text(value)` is a value's one-line text (its `repr`). Nothing
+here decodes: the values are those LangGraph's loader rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+__all__ = [
+    "DEFAULT_KEY",
+    "MISSING",
+    "is_message_list",
+    "message_keys",
+    "pick_key",
+    "value_changes",
+    "value_text",
+]
+
+DEFAULT_KEY = "messages"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(unset)"
+
+
+MISSING: Any = _Missing()
+
+
+def is_message_list(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(m, BaseMessage) for m in value)
+    )
+
+
+def _message_channel(channel: Any) -> bool:
+    from threadlog.channel import MessageLogChannel
+
+    if isinstance(channel, MessageLogChannel):
+        return True
+    # LangGraph's `Annotated[list, add_messages]`: a BinaryOperatorAggregate of it.
+    operator = getattr(channel, "operator", None)
+    return getattr(operator, "__name__", "") in ("add_messages", "_add_messages")
+
+
+def message_keys(
+    values: Iterable[Mapping[str, Any]], channels: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The message keys of a thread, from its states' `values` (and the graph's channels)."""
+    found = {k for k, ch in (channels or {}).items() if _message_channel(ch)}
+    for state in values:
+        found.update(k for k, v in state.items() if k not in found and is_message_list(v))
+    rest = sorted(found - {DEFAULT_KEY})
+    return [DEFAULT_KEY, *rest] if DEFAULT_KEY in found else rest
+
+
+def pick_key(keys: list[str], key: str | None) -> str:
+    if key is None:
+        return keys[0] if keys else DEFAULT_KEY
+    if key not in keys:
+        raise ValueError(
+            f"key {key!r} is not a message key of this thread; its message keys: "
+            f"{', '.join(keys) or 'none'}"
+        )
+    return key
+
+
+def value_changes(
+    values: Mapping[str, Any], before: Mapping[str, Any] | None, skip: Iterable[str]
+) -> list[tuple[str, Any, Any]]:
+    """The keys (not in `skip`) whose value differs from `before`'s, in name order."""
+    skipped = set(skip)
+    prior = before or {}
+    out = []
+    for key in sorted((set(values) | set(prior)) - skipped):
+        a, b = prior.get(key, MISSING), values.get(key, MISSING)
+        if not _same(a, b):
+            out.append((key, a, b))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an app's value whose __eq__ fails: compare what is shown
+        return repr(a) == repr(b)
+
+
+def value_text(value: Any) -> str:
+    """A value on one line (its repr, whitespace runs as one space)."""
+    try:
+        text = repr(value)
+    except Exception as exc:  # an app's __repr__ that fails still leaves the view readable
+        text = f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
+    return " ".join(text.split())
+
+
+def _messages(values: Mapping[str, Any], key: str) -> list[BaseMessage]:
+    return [m for m in values.get(key) or [] if isinstance(m, BaseMessage)]
+
+
+def other_appended(
+    values: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    keys: Iterable[str],
+) -> dict[str, list[BaseMessage]]:
+    """`{key: messages appended by the step}` for the message keys `keys` (those with any)."""
+    out: dict[str, list[BaseMessage]] = {}
+    for key in keys:
+        seen = {m.id for m in _messages(before or {}, key)}
+        new = [m for m in _messages(values, key) if m.id not in seen]
+        if new:
+            out[key] = new
+    return out
+
+
+def state_lines(
+    changes: list[tuple[str, Any, Any]], others: Mapping[str, list[BaseMessage]]
+) -> list[str]:
+    """One line per changed value (`• key = value`) and per message appended under
+    another message key (`↳ key: role id: text`), for the text and HTML views."""
+    from threadlog.inspect.steps import message_line
+
+    lines = [
+        f"• {k} unset" if b is MISSING else f"• {k} = {value_text(b)}" for k, _, b in changes
+    ]
+    for key, msgs in others.items():
+        lines.extend(f"↳ {key}: {message_line(m)}" for m in msgs)
+    return lines
