@@ -374,7 +374,8 @@ class MessageLogChannel(LogChannel):
         if self._log is None:
             raise EmptyChannelError()
         with WRITE_LOCK:  # a shared log may be growing in another thread
-            return self._log.messages_at(self._ver)  # type: ignore[return-value]
+            # The view: messages a removal event hid stay in the log, not in the state.
+            return self._log.view_at(self._ver)  # type: ignore[return-value]
 
 
 

@@ -44,14 +44,16 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     InvalidToolCall,
+    RemoveMessage,
     ToolCall,
     ToolMessage,
 )
@@ -69,7 +71,13 @@ from threadlog.edits import (
     snapshot_fields,
     versions,
 )
-from threadlog.errors import ConflictingIdError, EditError, ParallelWriteError, ToolPairingError
+from threadlog.errors import (
+    AppendOnlyError,
+    ConflictingIdError,
+    EditError,
+    ParallelWriteError,
+    ToolPairingError,
+)
 from threadlog.messages import (
     calls_of,
     coerce_message,
@@ -82,6 +90,15 @@ from threadlog.messages import (
     role_of,
 )
 from threadlog.pairing import open_in, result_slot
+from threadlog.removals import (
+    REMOVE_ALL_MESSAGES,
+    is_removal,
+    mark_removed,
+    removal_id,
+    removal_target,
+    removed_by,
+    unmarked,
+)
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
 
@@ -121,7 +138,9 @@ class MessageLog:
         "_changed",
         "_digests",
         "_edits",
+        "_hidden",
         "_journal",
+        "_removals",
         "_superseded",
         "messages",
     )
@@ -150,6 +169,10 @@ class MessageLog:
         # The fields of each change in place taken as an edit, by message id: a log taken
         # from this one at an older version (`at`) gets the same re-sent object again.
         self._changed: dict[str, list[dict[str, Any]]] = {}
+        # Removal events (`threadlog.removals`): hidden message id -> event id; and each
+        # event's changes, (message id, the message before, after), like `_edits`.
+        self._hidden: dict[str, str] = {}
+        self._removals: dict[str, list[tuple[str, BaseMessage, BaseMessage]]] = {}
         edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
@@ -159,6 +182,14 @@ class MessageLog:
             self._journal.append(m.id)  # type: ignore[arg-type]
             if isinstance(m, AIMessage) and record_of(m) is not None:
                 edited.extend(self._restore_edits(m))
+            rec = removed_by(m)
+            if rec is not None:  # a snapshot holding a removal event's mark
+                eid = str(rec["event"])
+                self._hidden[m.id] = eid  # type: ignore[index]
+                if eid not in self._removals:
+                    self._removals[eid] = []
+                    edited.append(eid)
+                self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
         # An edited message carries its edits (a snapshot, `at`): they are known, and come
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
@@ -184,6 +215,8 @@ class MessageLog:
         new._superseded = dict(self._superseded)
         new._baseline = dict(self._baseline)  # values are never mutated: shared
         new._changed = {k: list(v) for k, v in self._changed.items()}
+        new._hidden = dict(self._hidden)
+        new._removals = {k: list(v) for k, v in self._removals.items()}
         return new
 
     def _restore_edits(self, message: AIMessage) -> list[str]:
@@ -224,17 +257,39 @@ class MessageLog:
         tail = self._journal[version:]
         later = set(tail)
         out = [m for m in self.messages if m.id not in later]
-        if self._edits:
-            # Edits committed since `version` are undone: each edited message as it was
-            # before the first of them.
+        if self._edits or self._removals:
+            # Edits and removals committed since `version` are undone: each changed
+            # message as it was before the first of them.
             before: dict[str, BaseMessage] = {}
             for eid in tail:
                 done = self._edits.get(eid)
                 if done is not None:
                     before.setdefault(done[0], done[1])
+                for mid, was, _ in self._removals.get(eid, ()):
+                    before.setdefault(mid, was)
             if before:
                 out = [before.get(m.id, m) for m in out]  # type: ignore[arg-type]
         return out
+
+    @property
+    def view(self) -> list[BaseMessage]:
+        """What the app reads: `messages` without the ones a removal event hid
+        (`threadlog.removals`); `messages` itself when nothing was ever removed."""
+        if not self._hidden:
+            return self.messages
+        return [m for m in self.messages if m.id not in self._hidden]
+
+    def view_at(self, version: int) -> list[BaseMessage]:
+        """`view` as it was at `version` (a new list)."""
+        out = self.messages_at(version)
+        if not self._removals:
+            return out
+        return [m for m in out if removed_by(m) is None]
+
+    def removed(self) -> list[tuple[BaseMessage, str]]:
+        """Every hidden message with the id of the removal event that hid it, in log
+        order (the inspector's "removed" rows)."""
+        return [(m, self._hidden[m.id]) for m in self.messages if m.id in self._hidden]
 
     def at(self, version: int) -> MessageLog:
         """A separate log equal to this one at `version` (O(history))."""
@@ -264,6 +319,8 @@ class MessageLog:
         """
         journal, by_id, v = self._journal, self._by_id, version
         for item in items:
+            if is_removal(item):
+                return None  # a removal is applied, never fast-forwarded
             if isinstance(item, Mapping) and item.get("type") == EDIT_TYPE:
                 if v >= len(journal) or item.get("id") != journal[v]:
                     return None
@@ -292,7 +349,7 @@ class MessageLog:
         """Calls that have no result yet, as (request, call) in log order
         (`threadlog.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
         result for, and a stored call without an id, which nothing can answer)."""
-        return [(o.request, o.call) for o in open_in(self.messages)]
+        return [(o.request, o.call) for o in open_in(self.view)]
 
     # -- writing -------------------------------------------------------------
 
@@ -324,7 +381,7 @@ class MessageLog:
                 resent[0], single_writer=single_writer, stored=stored, dry_run=dry_run,
                 restored=resent[1],
             )
-        if any(_has_edit(w) for w in writes):
+        if any(_has_event(w) for w in writes):
             return self._extend_with_edits(
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run
             )
@@ -405,6 +462,8 @@ class MessageLog:
             self._index(msg, new_calls)
             self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
+                if self._hidden and self._calls[msg.tool_call_id].ai_id in self._hidden:
+                    msg = self._hide_late_result(msg)
                 self.messages.insert(self._slot(msg), msg)
             else:
                 self.messages.append(msg)
@@ -499,14 +558,27 @@ class MessageLog:
         for w, write in enumerate(writes):
             here: list[BaseMessage] = []
             run: list[Any] = []
+            replacing: _Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
             for raw in [*write, _END]:
-                if raw is not _END and not _is_edit_item(raw):
+                if raw is not _END and not _is_edit_item(raw) and not is_removal(raw):
                     run.append(raw)
                     continue
                 if run:
-                    here += trial.extend_writes([run], stored=stored)
+                    if replacing is not None:
+                        here += trial._replace(replacing, run, stored=stored)
+                    else:
+                        here += trial.extend_writes([run], stored=stored)
                     run = []
-                if raw is not _END:
+                if replacing is not None:
+                    trial._finish_remove_all(replacing)
+                    replacing = None
+                if raw is not _END and is_removal(raw):
+                    target = removal_target(raw)
+                    if target == REMOVE_ALL_MESSAGES:
+                        replacing = trial._start_remove_all()
+                    else:
+                        trial.apply_removal(target, len(trial.messages))
+                elif raw is not _END:
                     try:
                         trial.apply_edit(raw, len(trial.messages))
                     except (EditError, ToolPairingError):
@@ -613,6 +685,145 @@ class MessageLog:
         if event.source == "resent":
             self._changed.setdefault(target, []).append(fields_of(edited))
         return True
+
+    # -- removals (`threadlog.removals`) ------------------------------------------
+
+    def apply_removal(self, target: str, position: int) -> bool:
+        """Record `RemoveMessage(id=target)`: hide the message and its tool pair's other
+        side (`_group`). False for a replay (all already hidden)."""
+        if target not in self._by_id:
+            raise AppendOnlyError(
+                f"RemoveMessage(id={target!r}): Attempting to delete a message with an ID "
+                "that doesn't exist in this thread's log",
+                message_id=target,
+                role="remove",
+                position=position,
+                fix="remove a message the thread holds (state['messages'] lists them), or "
+                "RemoveMessage(id=REMOVE_ALL_MESSAGES) for all",
+            )
+        hide = [mid for mid in self._group(target) if mid not in self._hidden]
+        if not hide:
+            return False
+        self._record_removal(self._removal_id(target), target, hide, ())
+        return True
+
+    def _group(self, mid: str) -> list[str]:
+        """`mid` with the other side of its tool pairs: a request and every logged
+        result of its calls (a removal hides them together)."""
+        msg = self._by_id[mid]
+        if isinstance(msg, ToolMessage):
+            call = self._calls.get(msg.tool_call_id)
+            if call is None:
+                return [mid]
+            mid, msg = call.ai_id, self._by_id[call.ai_id]
+        out = [mid]
+        for c in calls_of(msg):
+            call = self._calls.get(c.get("id") or "")
+            if call is not None and call.ai_id == mid and call.result_id is not None:
+                out.append(call.result_id)
+        return out
+
+    def _removal_id(self, target: str) -> str:
+        eid = removal_id(len(self.messages), self._anchor, target)
+        k = 0
+        while eid in self._removals:  # the same log state twice (nothing new between)
+            k += 1
+            eid = removal_id(len(self.messages), self._anchor, f"{target}\x00{k}")
+        return eid
+
+    def _start_remove_all(self) -> _Replacing:
+        return _Replacing(
+            self._removal_id(REMOVE_ALL_MESSAGES),
+            [m.id for m in self.messages if m.id not in self._hidden],  # type: ignore[misc]
+        )
+
+    def _replace(self, state: _Replacing, run: list[Any], *, stored: bool) -> list[BaseMessage]:
+        """Write the replacements after REMOVE_ALL_MESSAGES one by one (batching
+        invariance makes that equal to one batch): a message already logged is *kept*
+        (stays where it is, visible); a new one goes right before the next kept one."""
+        out: list[BaseMessage] = []
+        for item in run:
+            added = self.extend_writes([[item]], stored=stored)
+            if added:
+                out += added
+                state.added += [m.id for m in added]  # type: ignore[misc]
+                state.pending += [m.id for m in added if not isinstance(m, ToolMessage)]  # type: ignore[misc]
+                continue
+            iid = _item_id(item)
+            if not isinstance(iid, str) or iid not in self._by_id:
+                continue
+            at = next(j for j, m in enumerate(self.messages) if m.id == iid)
+            if at < state.last_kept:
+                raise AppendOnlyError(
+                    f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {iid!r} after a "
+                    "message that comes later in the log: kept messages cannot move",
+                    message_id=iid,
+                    position=at,
+                    fix="keep logged messages in the order the thread holds them",
+                )
+            if state.pending:
+                moving = set(state.pending)
+                new = [m for m in self.messages if m.id in moving]
+                rest = [m for m in self.messages if m.id not in moving]
+                at = next(j for j, m in enumerate(rest) if m.id == iid)
+                self.messages[:] = [*rest[:at], *new, *rest[at:]]
+                at += len(new)
+                state.pending = []
+            state.kept.append(iid)
+            state.last_kept = at
+        return out
+
+    def _finish_remove_all(self, state: _Replacing) -> None:
+        kept = set(state.kept)
+        hide = [mid for mid in state.visible if mid not in kept]
+        show = [mid for mid in state.kept if mid in self._hidden]
+        gone = set(hide) | (set(self._hidden) - set(show))
+        for mid in [*state.kept, *state.added]:
+            for other in self._group(mid):
+                if other in gone:
+                    raise ToolPairingError(
+                        f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {mid!r} but not "
+                        f"{other!r}, the other side of its tool pair: the view would hold a "
+                        "split pair",
+                        message_id=mid,
+                        fix=f"keep both {mid!r} and {other!r}, or neither",
+                    )
+        if hide or show:
+            self._record_removal(state.event, REMOVE_ALL_MESSAGES, hide, show)
+
+    def _record_removal(
+        self, eid: str, target: str, hide: Sequence[str], show: Sequence[str]
+    ) -> None:
+        where = set(hide) | set(show)
+        changes: list[tuple[str, BaseMessage, BaseMessage]] = []
+        for j, m in enumerate(self.messages):
+            mid = m.id
+            if mid not in where:
+                continue
+            assert mid is not None
+            after = mark_removed(m, eid, target) if mid not in self._hidden else unmarked(m)
+            if mid in self._hidden:
+                del self._hidden[mid]
+            else:
+                self._hidden[mid] = eid
+            self.messages[j] = after
+            self._by_id[mid] = after
+            changes.append((mid, m, after))
+        self._removals[eid] = changes
+        self._journal.append(eid)
+
+    def _hide_late_result(self, msg: ToolMessage) -> BaseMessage:
+        """A new result for a call of a hidden request: hidden by the request's event,
+        so the view never holds half a pair."""
+        ai_id = self._calls[msg.tool_call_id].ai_id
+        eid = self._hidden[ai_id]
+        rec = removed_by(self._by_id[ai_id]) or {}
+        marked = mark_removed(msg, eid, str(rec.get("target") or ai_id))
+        assert msg.id is not None
+        self._hidden[msg.id] = eid
+        self._by_id[msg.id] = marked
+        self._removals.setdefault(eid, []).append((msg.id, msg, marked))
+        return marked
 
     def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
         mid = current.id
@@ -782,6 +993,20 @@ class MessageLog:
 _END = object()  # marks the end of a write in `_extend_with_edits`
 
 
+@dataclass(slots=True)
+class _Replacing:
+    """A REMOVE_ALL_MESSAGES being applied: its event id, the ids it may hide (the view
+    when it came), the replacements kept so far and the new ones waiting to be placed
+    before the next kept one."""
+
+    event: str
+    visible: list[str]
+    kept: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    last_kept: int = -1
+
+
 def _item_id(item: Any) -> Any:
     if isinstance(item, Mapping):
         return item.get("id")
@@ -792,10 +1017,13 @@ def _is_edit_item(raw: Any) -> bool:
     return isinstance(raw, Mapping) and raw.get("type") == EDIT_TYPE
 
 
-def _has_edit(write: Sequence[Any]) -> bool:
-    # On every write (the hot path): most items are messages, which are not dicts.
+def _has_event(write: Sequence[Any]) -> bool:
+    """Whether a write holds an edit or a removal (the hot path: most items are plain
+    messages, neither dicts nor `RemoveMessage`s)."""
     for raw in write:
-        if isinstance(raw, dict) and raw.get("type") == EDIT_TYPE:
+        if type(raw) is RemoveMessage:
+            return True
+        if isinstance(raw, dict) and raw.get("type") in (EDIT_TYPE, "remove"):
             return True
     return False
 
@@ -865,14 +1093,39 @@ def _parallel_error(
     )
 
 
-def append_messages(left: Sequence[Any] | None, right: Any) -> list[BaseMessage]:
+def append_messages(
+    left: Sequence[Any] | Any | None = None,
+    right: Any = None,
+    *,
+    format: Literal["langchain-openai"] | None = None,
+) -> list[BaseMessage]:
     """The pure reducer: `left` with `right` appended under the log's rules.
 
-    `right` is a message-like or a list of them. Returns a new list; `left` is not
-    changed. Raises a `MessageLogError` subclass and changes nothing on a bad write.
+    `left` and `right` are a message-like or a list of them. Returns a new list, the
+    view (`MessageLog.view`: a removal event hides messages, `threadlog.removals`);
+    `left` is not changed. Raises a `MessageLogError` subclass and changes nothing on a
+    bad write. `format="langchain-openai"` converts content blocks as `add_messages`
+    does; `append_messages(format=...)` alone is such a reducer.
     Usable directly, or as `Annotated[list, append_messages]` in a state schema
     (though `threadlog.Messages` also catches parallel writers and is O(new)).
     """
-    log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(left or [])])
-    log.extend(flatten_write(right))
-    return log.messages
+    if left is None and right is None:
+        return functools.partial(append_messages, format=format)  # type: ignore[return-value]
+    if format not in (None, "langchain-openai"):
+        raise ValueError(
+            f"Unrecognized format={format!r}: expected 'langchain-openai' or None"
+        )
+    items = [] if left is None else flatten_write(left)
+    log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(items)])
+    log.extend(flatten_write([] if right is None else right))
+    out = list(log.view)
+    if format == "langchain-openai":
+        out = _openai_format(out)
+    return out
+
+
+def _openai_format(messages: list[BaseMessage]) -> list[BaseMessage]:
+    # As `add_messages(format="langchain-openai")`: content blocks in OpenAI's shape.
+    from langchain_core.messages import convert_to_messages, convert_to_openai_messages
+
+    return convert_to_messages(convert_to_openai_messages(messages))

@@ -30,7 +30,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("_upstream",),
     ("message_values",),
     ("messages",),
-    ("edits",),
+    ("edits", "removals"),
     ("pairing",),
     ("log", "profiles"),
     ("channel", "wire"),
