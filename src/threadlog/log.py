@@ -58,6 +58,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from threadlog.call_ids import needs_rekey, rekey_calls
 from threadlog.edits import (
     EDIT_TYPE,
     EditEvent,
@@ -399,12 +400,20 @@ class MessageLog:
                 if stored and is_stored_form(raw):
                     msg = raw
                 else:
-                    msg = coerce_message(raw, position=pos)
+                    msg = coerce_message(raw, position=pos, rekeyable=True)
                 if msg.id is None:
                     # Never mutate the caller's object: ids live on our copy.
                     msg = msg.model_copy(update={"id": derive_id(pos, anchor, msg)})
                 mid = msg.id
                 assert mid is not None
+                if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
+                    # Empty, repeated or reused call ids get fresh ones (`threadlog.call_ids`).
+                    def taken(cid: str, mid: str = mid) -> bool:
+                        owner = new_calls.get(cid) or self._calls.get(cid)
+                        return owner is not None and owner.ai_id != mid
+
+                    if needs_rekey(msg, taken):
+                        msg = rekey_calls(msg, taken)
                 existing = new_by_id.get(mid) or self._by_id.get(mid)
                 if existing is not None:
                     # A message staged in this batch is hashed without caching: the

@@ -31,7 +31,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("message_values",),
     ("messages",),
     ("edits", "removals"),
-    ("pairing",),
+    ("pairing", "call_ids"),
     ("log", "profiles"),
     ("channel", "wire"),
     (
