@@ -20,7 +20,6 @@ from langgraph.graph import MessagesState as PlainMessagesState
 
 from tests.helpers_model import user
 from threadlog import (
-    InvalidMessageError,
     MessageLog,
     ModelNode,
     OfflineChatModel,
