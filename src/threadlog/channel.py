@@ -37,13 +37,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
 
-from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 from typing_extensions import TypedDict
 
-from threadlog._upstream import MISSING, DeltaSnapshot, in_state_preview, is_overwrite
+from threadlog._upstream import (
+    MISSING,
+    DeltaSnapshot,
+    in_state_preview,
+    is_overwrite,
+    on_update_state,
+)
+from threadlog.edits import update_item
 from threadlog.errors import AppendOnlyError, MessageLogError
 from threadlog.log import MessageLog, append_messages, flatten_write
 from threadlog.messages import coerce_message
@@ -405,6 +412,41 @@ def _refuse_overwrite(value: Any) -> None:
             fix="the message log is append-only; to change what the model sees, use "
             "threadlog.ContextPolicy, which records trimming as compaction events",
         )
+
+
+def _update_state_writes(graph: Any, values: Any) -> Any:
+    """`update_state`'s values with each message that has an id, under a message-log key,
+    stored as `threadlog.edits.update_item`: a changed one is the human-edit path (Studio,
+    the SDK) and becomes an edit event; the same id with other content from a node or
+    turn input stays a `ConflictingIdError`. (Registered with `_upstream.on_update_state`.)"""
+    channels = getattr(graph, "channels", None)
+    if not isinstance(values, dict) or not isinstance(channels, dict):
+        return values
+    keys = [k for k in values if isinstance(channels.get(k), MessageLogChannel)]
+    if not keys:
+        return values
+    out = dict(values)
+    for key in keys:
+        value = values[key]
+        if is_overwrite(value):
+            continue
+        out[key] = [update_item(m) if _revisable(m) else m for m in flatten_write(value)]
+    return out
+
+
+def _revisable(item: Any) -> bool:
+    if isinstance(item, RemoveMessage):
+        return False
+    if isinstance(item, BaseMessage):
+        return bool(item.id)
+    return (
+        isinstance(item, dict)
+        and bool(item.get("id"))
+        and ("role" in item or item.get("type") in ("human", "ai", "system", "tool"))
+    )
+
+
+on_update_state(_update_state_writes)
 
 
 Messages = Annotated[list[AnyMessage], MessageLogChannel()]

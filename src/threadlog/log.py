@@ -61,15 +61,19 @@ from langchain_core.messages import (
 from threadlog.call_ids import needs_rekey, rekey_calls
 from threadlog.edits import (
     EDIT_TYPE,
+    UPDATE_STATE_SOURCE,
+    UPDATE_TYPE,
     EditEvent,
     applied,
     call_key,
+    edits_of,
     fields_of,
     merge,
     record_of,
     resent_edit,
     same_fields,
     snapshot_fields,
+    update_edit,
     versions,
 )
 from threadlog.errors import (
@@ -181,7 +185,7 @@ class MessageLog:
             self._index(m)
             self.messages.append(m)
             self._journal.append(m.id)  # type: ignore[arg-type]
-            if isinstance(m, AIMessage) and record_of(m) is not None:
+            if record_of(m) is not None:
                 edited.extend(self._restore_edits(m))
             rec = removed_by(m)
             if rec is not None:  # a snapshot holding a removal event's mark
@@ -220,7 +224,7 @@ class MessageLog:
         new._removals = {k: list(v) for k, v in self._removals.items()}
         return new
 
-    def _restore_edits(self, message: AIMessage) -> list[str]:
+    def _restore_edits(self, message: BaseMessage) -> list[str]:
         """Index the edits an edited message's audit record holds; their ids in order."""
         mid = message.id
         assert mid is not None
@@ -569,7 +573,9 @@ class MessageLog:
             run: list[Any] = []
             replacing: _Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
             for raw in [*write, _END]:
-                if raw is not _END and not _is_edit_item(raw) and not is_removal(raw):
+                if raw is not _END and not _is_edit_item(raw) and not is_removal(raw) and not (
+                    _is_update_item(raw)
+                ):
                     run.append(raw)
                     continue
                 if run:
@@ -581,7 +587,9 @@ class MessageLog:
                 if replacing is not None:
                     trial._finish_remove_all(replacing)
                     replacing = None
-                if raw is not _END and is_removal(raw):
+                if raw is not _END and _is_update_item(raw):
+                    here += trial._apply_update(raw, stored=stored)
+                elif raw is not _END and is_removal(raw):
                     target = removal_target(raw)
                     if target == REMOVE_ALL_MESSAGES:
                         replacing = trial._start_remove_all()
@@ -623,7 +631,19 @@ class MessageLog:
                 position=position,
                 fix="an Edit carries the id of an AIMessage already in the log",
             )
-        if not isinstance(current, AIMessage):
+        revision = event.source == UPDATE_STATE_SOURCE
+        if revision and type(current) is not type(event.message):
+            raise ConflictingIdError(
+                f"update_state wrote a {role_of(event.message)} message under id {target!r}, "
+                f"which the {role_of(current)} message at position "
+                f"{self._position_hint(current, [])} has: an edit keeps the message's role",
+                message_id=target,
+                role=role_of(event.message),
+                position=position,
+                fix="give a new message a new id; to revise a message, write it again with "
+                "its own role and id",
+            )
+        if not isinstance(current, AIMessage) and not revision:
             raise EditError(
                 f"edit {event.id!r} targets the {role_of(current)} message {target!r}; only "
                 "an AIMessage's calls can be edited",
@@ -644,7 +664,10 @@ class MessageLog:
             if (call := self._calls.get(c.get("id") or "")) is not None
             and call.result_id is not None
         ]
-        if len(answered) == len(calls_of(current)):
+        content_only = revision and same_fields(
+            {**new, "content": None}, {**now, "content": None}
+        )
+        if len(answered) == len(calls_of(current)) and not content_only:
             what = (
                 f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
                 if answered
@@ -694,6 +717,20 @@ class MessageLog:
         if event.source == "resent":
             self._changed.setdefault(target, []).append(fields_of(edited))
         return True
+
+    def _apply_update(self, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
+        """One message `update_state` wrote (`threadlog.edits.update_item`): appended when
+        its id is new, a replay when unchanged, else an edit event superseding the logged
+        version (`source="update_state"`; the audit record keeps every version)."""
+        pos = len(self.messages)
+        msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
+        current = self._by_id.get(msg.id or "")
+        if current is None:
+            return self.extend_writes([[msg]], stored=stored)
+        if self._digest_of(current) == digest(msg) or self._is_version(current, msg):
+            return []
+        self.apply_edit(update_edit(msg, len(edits_of(current))), pos)
+        return []
 
     # -- removals (`threadlog.removals`) ------------------------------------------
 
@@ -834,7 +871,7 @@ class MessageLog:
         self._removals.setdefault(eid, []).append((msg.id, msg, marked))
         return marked
 
-    def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
+    def _commit_edit(self, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
         mid = current.id
         assert mid is not None
         old = [c.get("id") or "" for c in calls_of(current)]
@@ -861,7 +898,7 @@ class MessageLog:
                 self._superseded[cid] = (mid, eid)
         for cid in fresh:
             self._superseded.pop(cid, None)
-        if any(c.result_id is None for c in fresh.values()):
+        if isinstance(edited, AIMessage) and any(c.result_id is None for c in fresh.values()):
             self._baseline[mid] = snapshot_fields(edited)
         else:
             self._baseline.pop(mid, None)
@@ -890,7 +927,7 @@ class MessageLog:
         if record_of(existing) is None:
             return False
         d = digest(msg)
-        return any(digest(v) == d for v in versions(existing))  # type: ignore[arg-type]
+        return any(digest(v) == d for v in versions(existing))
 
     def _was(self, held: BaseMessage, item: BaseMessage) -> bool:
         return record_of(held) is not None and self._is_version(held, item)
@@ -1026,13 +1063,17 @@ def _is_edit_item(raw: Any) -> bool:
     return isinstance(raw, Mapping) and raw.get("type") == EDIT_TYPE
 
 
+def _is_update_item(raw: Any) -> bool:
+    return isinstance(raw, Mapping) and raw.get("type") == UPDATE_TYPE
+
+
 def _has_event(write: Sequence[Any]) -> bool:
     """Whether a write holds an edit or a removal (the hot path: most items are plain
     messages, neither dicts nor `RemoveMessage`s)."""
     for raw in write:
         if type(raw) is RemoveMessage:
             return True
-        if isinstance(raw, dict) and raw.get("type") in (EDIT_TYPE, "remove"):
+        if isinstance(raw, dict) and raw.get("type") in (EDIT_TYPE, UPDATE_TYPE, "remove"):
             return True
     return False
 

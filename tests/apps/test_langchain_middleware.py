@@ -21,8 +21,9 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   (the tool never runs), the model sees a paired history, the thread continues; a tool
   result sent as the new input answers the call itself;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
-  new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
-  records that edit event end to end (`tests/log/test_edit.py` has the `update_state` edit);
+  new args records an edit event (`source="update_state"`), the same re-send as turn input
+  is refused naming `threadlog.Edit`; the approval `edit` decision records that edit event
+  end to end (`tests/log/test_edit.py` has the `update_state` `Edit`);
 * `edit` and `reject` decisions on two calls per pause over two turns (only edited calls
   run, one result per call, a paired history and payload for the model, the inspector's
   pairs); LangChain 1.0 to 1.4's edit, which rewrites the request in place, recorded as
@@ -281,14 +282,39 @@ def test_context_policy_summarizer_is_the_append_only_alternative(backend: str) 
     assert values["compactions"][0]["summary"] == "turn 1 asked Beijing"
 
 
-def test_update_state_resend_is_refused_and_the_approval_edit_records_an_edit_event(
+def test_update_state_resend_is_an_edit_event_and_the_approval_edit_records_one_too(
     backend: str,
 ) -> None:
-    """Issue 14 item 7: re-sending the `AIMessage` id with new args through `update_state`
-    is refused (`ConflictingIdError` saying to write `threadlog.Edit`, nothing stored);
+    """Issue 22 item 3 (was issue 14 item 7's refusal): re-sending the `AIMessage` id with
+    new args through `update_state` — the human-edit path — records an edit event
+    (`source="update_state"`, the audit keeps the original); the same re-send as turn
+    input stays a `ConflictingIdError` naming `threadlog.Edit`. On another thread,
     resuming with the approval `edit` decision records that edit event: the log shows the
     edited call in place, the audit record keeps the original."""
     model = Recorder()
+    with threadlog.checkpointer(backend) as saver:
+        app = threadlog.create_agent(
+            Scripted(script=model),
+            [get_weather],
+            requires_approval=["get_weather"],
+            checkpointer=saver,
+        )
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, _cfg("human-edit"))
+        call = app.get_state(_cfg("human-edit")).values["messages"][-1]
+        edited = call.model_copy(
+            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Tokyo"}}]}
+        )
+        app.update_state(_cfg("human-edit"), {"messages": [edited]})
+        now = app.get_state(_cfg("human-edit")).values["messages"][-1]
+        assert now.id == call.id and now.tool_calls[0]["args"] == {"city": "Tokyo"}
+        assert [e["source"] for e in threadlog.edits_of(now)] == ["update_state"]
+        assert threadlog.original_of(now).tool_calls[0]["args"] == {"city": "Beijing"}
+        paris = call.model_copy(
+            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Paris"}}]}
+        )
+        with pytest.raises(threadlog.ConflictingIdError, match=r"threadlog\.Edit\(AIMessage"):
+            app.invoke({"messages": [paris]}, _cfg("human-edit"))
+
     cfg = _cfg("review")
     with threadlog.checkpointer(backend) as saver:
         app = threadlog.create_agent(
@@ -298,14 +324,6 @@ def test_update_state_resend_is_refused_and_the_approval_edit_records_an_edit_ev
             checkpointer=saver,
         )
         app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
-        before = app.get_state(cfg)
-        call = before.values["messages"][-1]
-        edited = call.model_copy(
-            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Tokyo"}}]}
-        )
-        with pytest.raises(threadlog.ConflictingIdError, match=r"threadlog\.Edit\(AIMessage"):
-            app.update_state(cfg, {"messages": [edited]})
-        assert app.get_state(cfg).config == before.config  # nothing stored
 
     with threadlog.checkpointer(backend) as saver:  # resumed from the database
         app = threadlog.create_agent(
