@@ -193,9 +193,13 @@ class LoadCadence:
         """
         if self._fixed_frequency is not None:
             return self._fixed_frequency
-        if self._walked and not self._seeded:
+        if self._walked and not self._seeded and self._may_snapshot():
             return PLAIN_SAVER_SNAPSHOT_FREQUENCY
         return DEFAULT_SNAPSHOT_FREQUENCY
+
+    def _may_snapshot(self) -> bool:
+        """Whether a count-based snapshot keeps everything this channel's log holds."""
+        return True
 
     @snapshot_frequency.setter
     def snapshot_frequency(self, value: int) -> None:
@@ -307,6 +311,11 @@ class MessageLogChannel(LogChannel):
     def _items_of(log: MessageLog) -> list[BaseMessage]:
         return log.messages
 
+    def _may_snapshot(self) -> bool:
+        # LangGraph snapshots `get()`, the view: messages a removal event hid would drop
+        # out of the log read back from it. So no count-based snapshot once the log hides
+        # any (threadlog.removals; forks and LangGraph's 5000-step cap still snapshot).
+        return self._log is None or not self._log.hides_any
     def _write(
         self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
     ) -> None:

@@ -284,6 +284,11 @@ class MessageLog:
             return self.messages
         return [m for m in self.messages if m.id not in self._hidden]
 
+    @property
+    def hides_any(self) -> bool:
+        """Whether a removal event hid any message of this log."""
+        return bool(self._hidden)
+
     def view_at(self, version: int) -> list[BaseMessage]:
         """`view` as it was at `version` (a new list)."""
         out = self.messages_at(version)

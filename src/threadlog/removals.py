@@ -9,8 +9,13 @@ nodes). threadlog records each as a **removal event** and deletes nothing:
   the context policy see: `MessageLog.view`) no longer holds a removed message. The log
   (`MessageLog.messages`, the audit) keeps it, marked with the event that hid it:
   `response_metadata[REMOVED_KEY] = {"event": <id>, "target": <id or REMOVE_ALL>}`
-  (`removed_by`). The mark is plain data, so it survives every serializer and a stored
-  snapshot; a thread written before removals existed has no marks and reads the same.
+  (`removed_by`). What is stored is the app's own write — the `RemoveMessage` (or its
+  `{"type": "remove"}` dict), which every serializer round-trips — and replaying it
+  rebuilds the event; a thread written before removals existed reads the same.
+* **Snapshots.** LangGraph snapshots a delta channel's `get()`, the view, so a log that
+  hides messages takes no count-based snapshot (`MessageLogChannel`); one LangGraph
+  forces (a fork's first checkpoint, its 5000-step cap) stores the view: the removed
+  messages stay readable from the checkpoints before it.
 * **Pairs stay whole.** Removing one side of a tool pair hides the whole pair: an
   AIMessage with calls and every result of those calls are one *group*, and removing
   any member hides the group (`group_of`). A result written later for a call of a

@@ -155,7 +155,9 @@ def test_studios_edit_of_a_message_answers_200_and_the_next_run_sees_it(
     new content — is an edit event (was HTTP 400): the run resumed after it asks about the
     edited question, and the audit record keeps the original."""
     thread = client.threads.create()["thread_id"]
-    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"), interrupt_before=["model"])
+    client.runs.wait(
+        thread, "weather", input=ask("北京今天适合带伞吗？"), interrupt_before=["model"]
+    )
     question = client.threads.get_state(thread)["values"]["messages"][0]
     edited = {**question, "content": "上海今天适合带伞吗？"}
     client.threads.update_state(thread, {"messages": [edited]})  # raises on a 4xx
