@@ -3,9 +3,11 @@
 Contract (what every write to a threadlog message log obeys):
 
 * **Append-only.** Messages already in the log are never replaced, removed or moved
-  relative to each other. `RemoveMessage` and `Overwrite` are refused. The one change an
-  existing message sees is an explicit `threadlog.Edit` of a request's open calls, which
-  is itself recorded as an event (below).
+  relative to each other. `Overwrite` is refused. The changes an existing message sees
+  are events: an explicit `threadlog.Edit` of a request's open calls, an `update_state`
+  revision (below), and a removal — `RemoveMessage` / `REMOVE_ALL_MESSAGES` hide messages
+  from the **view** (`view`, what the app reads: the channel's `get()`, the reducer's
+  result) while `messages` (the audit) keeps them, marked (`threadlog.removals`).
 * **Replay vs conflict.** A message whose id is already in the log is dropped when its
   model-visible content (`threadlog.messages.digest`) is the same — a replay — and
   raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
@@ -14,21 +16,28 @@ Contract (what every write to a threadlog message log obeys):
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
   does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
   or renamed, which the edited message's audit record keeps (stored history written
-  before that rule is trusted: its later message owns the id). A new call without an id
-  is refused (`InvalidMessageError`); stored history holding one reads as it is, the
-  call open for good (`threadlog.pairing`: nothing can answer it).
+  before that rule is trusted: its later message owns the id). A new call without an id,
+  repeating an id, or reusing another message's live call id is re-keyed first
+  (`threadlog.call_ids`: deterministic, so a replay re-keys the same way); stored history
+  (a snapshot) holding a call without an id reads as it is, the call open for good
+  (`threadlog.pairing`: nothing can answer it).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
   whatever order they arrived in (`threadlog.pairing.result_slot`, the rule repairs
   follow too). Every other message goes at the end. The final list
   is therefore a function of *which* messages were written, not of how the writes were
-  batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
+  batched: `append(append(s, xs), ys) == append(s, xs + ys)` (a `REMOVE_ALL_MESSAGES`'s
+  replacements are the rest of its own write, as in `add_messages`).
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
 * **Edits.** A `threadlog.Edit` supersedes an AIMessage's calls as an event
   (`threadlog.edits`): `messages` then holds the edited message in the original's place,
   its audit record carrying the original; pairing follows the edited calls. A re-sent
   copy of any version of an edited message is a replay.
+* **`update_state` revisions.** A message with an id that `update_state` writes is stored
+  as `threadlog.edits.update_item`; when its id is logged with other content, it is an
+  edit event (`source="update_state"`, any role) — the human-edit path. The same id with
+  other content from a node or turn input stays a `ConflictingIdError`.
 * **Edits in place.** A request with open calls that a node changed *in place* (the
   log's own object: `ai.tool_calls = [...]`) and wrote again under its id is recorded as
   the edit it amounts to (`source="resent"`), not taken as a replay: the object changed
