@@ -197,14 +197,15 @@ class LoadCadence:
             return PLAIN_SAVER_SNAPSHOT_FREQUENCY
         return DEFAULT_SNAPSHOT_FREQUENCY
 
-    def _may_snapshot(self) -> bool:
-        """Whether a count-based snapshot keeps everything this channel's log holds."""
-        return True
 
     @snapshot_frequency.setter
     def snapshot_frequency(self, value: int) -> None:
         # DeltaChannel.__init__ assigns it (and validates it); the property decides.
         pass
+
+    def _may_snapshot(self) -> bool:
+        """Whether a count-based snapshot keeps everything this channel's log holds."""
+        return True
 
 
 def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
