@@ -340,6 +340,8 @@ class MessageLog:
         for item in items:
             if is_removal(item):
                 return None  # a removal is applied, never fast-forwarded
+            if _is_update_item(item):
+                item = item.get("message")  # update_state's message: as if written plainly
             if isinstance(item, Mapping) and item.get("type") == EDIT_TYPE:
                 if v >= len(journal) or item.get("id") != journal[v]:
                     return None
@@ -1069,6 +1071,8 @@ class _Replacing:
 
 def _item_id(item: Any) -> Any:
     if isinstance(item, Mapping):
+        if item.get("type") == UPDATE_TYPE:  # update_state's message: its id
+            return _item_id(item.get("message"))
         return item.get("id")
     return getattr(item, "id", None)
 

@@ -32,7 +32,8 @@ Contract.
   - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint: as a
     run read it right after taking the thread's lock, else one indexed query), unless
     LangGraph marks it a deliberate fork (`update_state`:
-    source `"update"`/`"fork"`), or it is a **direct root put**: made outside any
+    source `"update"`/`"fork"`), it is the input of a run that *named* the checkpoint it
+    read (LangGraph's time travel: a fork from it), or it is a **direct root put**: made outside any
     LangGraph run (no runtime in its config) with no parent checkpoint. That is the
     low-level saver API (`saver.put(...)` by user code, `update_state` on an empty
     thread), which every LangGraph saver stores as given and the conformance suite
