@@ -81,6 +81,11 @@ UPDATE_STATE_SOURCE = "update_state"
 """`source` of an edit made from a same-id message with new content written by
 `update_state` (the human-edit path: Studio, the SDK). Such an edit may revise any
 message's content (a user's, a system's, an answer's), not only a request's calls."""
+REPLACE_SOURCE = "replace"
+"""`source` of an edit made from `RemoveMessage(id=X)` followed, in the same write, by a
+message under id X: an explicit delete-and-rewrite, recorded as the message revised."""
+REVISION_SOURCES = frozenset({UPDATE_STATE_SOURCE, REPLACE_SOURCE})
+"""Edits that may revise any message's content (not only a request's open calls)."""
 
 
 def _keys(message: BaseMessage) -> tuple[str, ...]:
@@ -147,7 +152,7 @@ class EditEvent:
     @classmethod
     def parse(cls, raw: Mapping[str, Any], position: int | None) -> EditEvent:
         msg = _edited_message(
-            raw.get("message"), position, any_role=raw.get("source") == UPDATE_STATE_SOURCE
+            raw.get("message"), position, any_role=raw.get("source") in REVISION_SOURCES
         )
         eid = raw.get("id")
         if not isinstance(eid, str) or not eid:
@@ -292,19 +297,27 @@ def update_item(message: Any) -> dict[str, Any]:
     return {"type": UPDATE_TYPE, "message": message}
 
 
-def update_edit(message: BaseMessage, earlier: int) -> dict[str, Any]:
-    """The edit event a changed message written by `update_state` amounts to; its id
-    comes from the message, its new content and how many edits it had (`earlier`), so a
-    replay of the stored write records the same event."""
-    blob = json.dumps([message.id, digest(message), earlier], sort_keys=True, default=repr)
+def update_edit(
+    message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
+) -> dict[str, Any]:
+    """The edit event a changed message written by `update_state` (or re-written after
+    its removal, `REPLACE_SOURCE`) amounts to; its id comes from the message, its new
+    content and how many edits it had (`earlier`), so a replay of the stored write records
+    the same event."""
+    blob = json.dumps([message.id, digest(message), earlier, source], sort_keys=True,
+                      default=repr)
     return {
         "type": EDIT_TYPE,
         "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
         "message": message,
         "by": None,
-        "reason": "update_state wrote the message again with new content",
+        "reason": (
+            "update_state wrote the message again with new content"
+            if source == UPDATE_STATE_SOURCE
+            else "RemoveMessage, then the message under the same id, in one write"
+        ),
         "at": None,
-        "source": UPDATE_STATE_SOURCE,
+        "source": source,
         "base": None,
     }
 

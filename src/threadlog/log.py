@@ -70,7 +70,8 @@ from langchain_core.messages import (
 from threadlog.call_ids import needs_rekey, rekey_calls
 from threadlog.edits import (
     EDIT_TYPE,
-    UPDATE_STATE_SOURCE,
+    REPLACE_SOURCE,
+    REVISION_SOURCES,
     UPDATE_TYPE,
     EditEvent,
     applied,
@@ -588,6 +589,7 @@ class MessageLog:
             here: list[BaseMessage] = []
             run: list[Any] = []
             replacing: _Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
+            removed_here: set[str] = set()  # RemoveMessage targets earlier in this write
             for raw in [*write, _END]:
                 if raw is not _END and not _is_edit_item(raw) and not is_removal(raw) and not (
                     _is_update_item(raw)
@@ -597,6 +599,8 @@ class MessageLog:
                 if run:
                     if replacing is not None:
                         here += trial._replace(replacing, run, stored=stored)
+                    elif removed_here:
+                        here += trial._after_removals(run, removed_here, stored=stored)
                     else:
                         here += trial.extend_writes([run], stored=stored)
                     run = []
@@ -609,8 +613,10 @@ class MessageLog:
                     target = removal_target(raw)
                     if target == REMOVE_ALL_MESSAGES:
                         replacing = trial._start_remove_all()
+                        removed_here.clear()
                     else:
                         trial.apply_removal(target, len(trial.messages))
+                        removed_here.add(target)
                 elif raw is not _END:
                     try:
                         trial.apply_edit(raw, len(trial.messages))
@@ -647,7 +653,7 @@ class MessageLog:
                 position=position,
                 fix="an Edit carries the id of an AIMessage already in the log",
             )
-        revision = event.source == UPDATE_STATE_SOURCE
+        revision = event.source in REVISION_SOURCES
         if revision and type(current) is not type(event.message):
             raise ConflictingIdError(
                 f"update_state wrote a {role_of(event.message)} message under id {target!r}, "
@@ -747,6 +753,37 @@ class MessageLog:
             return []
         self.apply_edit(update_edit(msg, len(edits_of(current))), pos)
         return []
+
+    def _after_removals(
+        self, run: list[Any], removed: set[str], *, stored: bool
+    ) -> list[BaseMessage]:
+        """A run of messages after `RemoveMessage(id=X)` in the same write: one under id
+        X is an explicit delete-and-rewrite — the message shown again, revised by an edit
+        event (`source="replace"`, the audit keeps both); the others are written as
+        usual."""
+        out: list[BaseMessage] = []
+        plain: list[Any] = []
+        for item in [*run, _END]:
+            iid = None if item is _END else _item_id(item)
+            if item is not _END and not (isinstance(iid, str) and iid in removed):
+                plain.append(item)
+                continue
+            if plain:
+                out += self.extend_writes([plain], stored=stored)
+                plain = []
+            if item is _END:
+                break
+            assert isinstance(iid, str)
+            msg = coerce_message(item, position=len(self.messages), rekeyable=True)
+            current = self._by_id[iid]
+            eid = self._hidden.get(iid)
+            if eid is not None:  # shown again, with the pair the removal hid with it
+                show = [m for m in self._group(iid) if self._hidden.get(m) == eid]
+                self._record_removal(self._removal_id(f"show\x00{iid}"), iid, (), show)
+            if self._digest_of(current) != digest(msg) and not self._is_version(current, msg):
+                earlier = len(edits_of(self._by_id[iid]))
+                self.apply_edit(update_edit(msg, earlier, REPLACE_SOURCE), len(self.messages))
+        return out
 
     # -- removals (`threadlog.removals`) ------------------------------------------
 

@@ -29,6 +29,9 @@ nodes). threadlog records each as a **removal event** and deletes nothing:
   their ids) stays where it is and visible; a new one is logged right before the next
   kept message that follows it in the write (else at the end), so the view keeps the
   write's order. Kept messages must come in log order (they cannot move).
+* **Delete and rewrite.** `RemoveMessage(id=X)` followed, in the same write, by a message
+  under id X shows X again (with the pair the removal hid) revised by an edit event
+  (`threadlog.edits.REPLACE_SOURCE`): the audit keeps every version.
 * **Replays.** The event's id comes from the log it applies to and its target
   (`removal_id`), so replaying the stored write rebuilds the same event; removing a
   message already hidden is a replay (nothing recorded). Removing an id the log never

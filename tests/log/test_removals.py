@@ -127,3 +127,19 @@ def test_a_removal_from_update_state_is_an_event_on_a_plain_saver() -> None:
     assert app.get_state(_cfg()).values["messages"] == []
     out = app.invoke({"messages": [HumanMessage("q1", id="u1")]}, _cfg())
     assert [m.id for m in out["messages"]] == ["u1", "a-u1"]
+
+
+def test_remove_then_the_same_id_in_one_write_revises_it_and_the_audit_keeps_both() -> None:
+    # An explicit delete-and-rewrite (LangGraph's own test writes it with two versions):
+    # the message is shown again, revised by edit events; the last version wins.
+    left = [HumanMessage("q", id="u1"), AIMessage("Hello!", id="a1")]
+    out = append_messages(left, [RemoveMessage(id="a1"), AIMessage("Hi there!", id="a1"),
+                                 AIMessage("Hi there again!", id="a1")])
+    assert [(m.id, m.content) for m in out] == [("u1", "q"), ("a1", "Hi there again!")]
+    assert threadlog.original_of(out[1]).content == "Hello!"
+    assert [e["source"] for e in threadlog.edits_of(out[1])] == ["replace", "replace"]
+    with pytest.raises(threadlog.ConflictingIdError, match="keeps the message's role"):
+        append_messages(left, [RemoveMessage(id="a1"), HumanMessage("Hi", id="a1")])
+    # Without the removal first, the same id with other content stays a conflict.
+    with pytest.raises(threadlog.ConflictingIdError):
+        append_messages(left, [AIMessage("Hi there!", id="a1")])
