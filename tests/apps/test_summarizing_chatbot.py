@@ -134,9 +134,11 @@ def test_the_inspector_shows_each_removed_message_with_its_removal(backend: str)
         removed = t.removed()
         timeline = t.timeline()
         text = str(timeline)
+        page = t.html()
     # Turn 4 reached 8 messages, so the summarize node removed all but the last two.
     assert [r.message.id for r in removed][:3] == ["u0", removed[1].message.id, "u1"]
     assert len(removed) == 6 and removed[0].message.content == "q0"
     assert all(r.node == "summarize_conversation" for r in removed)
     assert len({r.checkpoint_id for r in removed}) == 1  # one step's removal
     assert "removed user" in text and "(RemoveMessage by summarize_conversation)" in text
+    assert page.count('class="r-removed"') == 6 and "q0 (RemoveMessage by" in page

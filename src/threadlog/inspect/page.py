@@ -35,7 +35,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, short
-from threadlog.inspect.steps import appended, describe_compaction, short_id
+from threadlog.inspect.steps import (
+    appended,
+    describe_compaction,
+    message_line,
+    removed_since,
+    short_id,
+)
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
 from threadlog.messages import role_of
@@ -230,6 +236,11 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
             for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+        ]
+        events += [  # hidden from the state by this step's RemoveMessage; the log keeps it
+            f'<div class="r-removed">removed {escape(message_line(m))} (RemoveMessage by '
+            f"{escape(', '.join(rec.writers) or '?')})</div>"
+            for m in removed_since(rec, parent)
         ]
         events += [
             f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'
