@@ -1135,13 +1135,16 @@ def _has_event(write: Sequence[Any]) -> bool:
 
 def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> ConflictingIdError:
     mid = msg.id
-    fix = "give a new message a new id; re-send a stored message unchanged, or not at all"
+    fix = (
+        "give a new message a new id; re-send a stored message unchanged, or not at all; "
+        "to revise it, write it through graph.update_state (recorded as an edit event)"
+    )
     if isinstance(existing, AIMessage) and isinstance(msg, AIMessage) and calls_of(existing):
         fix = (
-            f"to change the calls of AIMessage {mid!r} during review, write "
-            f"threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) instead (through "
-            "update_state or a node): it is recorded as an edit event, the original stays "
-            "in the log and the model sees the edited calls"
+            f"to change the calls of AIMessage {mid!r} during review, write it through "
+            f"graph.update_state, or threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) "
+            "(through update_state or a node): it is recorded as an edit event, the "
+            "original stays in the log and the model sees the edited calls"
         )
     return ConflictingIdError(
         f"id {mid!r} is already used by the {role_of(existing)} message at "
