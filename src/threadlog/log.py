@@ -205,6 +205,8 @@ class MessageLog:
                     self._removals[eid] = []
                     edited.append(eid)
                 self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
+        if self._hidden:
+            self._anchor = self._view_anchor()
         # An edited message carries its edits (a snapshot, `at`): they are known, and come
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
@@ -412,7 +414,9 @@ class MessageLog:
         answered: dict[str, str] = {}  # call id -> result id, staged
         new_calls: dict[str, _Call] = {}
         conversational: list[tuple[int, list[BaseMessage]]] = []
-        count = len(self.messages)
+        # Derived ids count the view: a log read back from a snapshot (which LangGraph
+        # takes of the view) derives the same ids as the one that hid the messages.
+        count = len(self.messages) - len(self._hidden)
         anchor = self._anchor
         for w, write in enumerate(writes):
             added_here: list[BaseMessage] = []
@@ -431,7 +435,13 @@ class MessageLog:
                     # Empty, repeated or reused call ids get fresh ones (`threadlog.call_ids`).
                     def taken(cid: str, mid: str = mid) -> bool:
                         owner = new_calls.get(cid) or self._calls.get(cid)
-                        return owner is not None and owner.ai_id != mid
+                        # A hidden message's call ids are free: the view holds one owner,
+                        # as a log read back from a snapshot of the view does.
+                        return (
+                            owner is not None
+                            and owner.ai_id != mid
+                            and owner.ai_id not in self._hidden
+                        )
 
                     if needs_rekey(msg, taken):
                         msg = rekey_calls(msg, taken)
@@ -459,7 +469,7 @@ class MessageLog:
                             # is, since no result can answer it (`threadlog.pairing`).
                             continue
                         prior = new_calls.get(cid) or self._calls.get(cid)
-                        if prior is not None:
+                        if prior is not None and prior.ai_id not in self._hidden:
                             raise ToolPairingError(
                                 f"call {i} ({call['name']!r}) reuses call id {cid!r}, issued by "
                                 f"message {prior.ai_id!r}",
@@ -870,6 +880,8 @@ class MessageLog:
                 state.pending = []
             state.kept.append(iid)
             state.last_kept = at
+        if state.kept:
+            self._anchor = self._view_anchor()  # new replacements may sit before kept ones
         return out
 
     def _finish_remove_all(self, state: _Replacing) -> None:
@@ -910,6 +922,15 @@ class MessageLog:
             changes.append((mid, m, after))
         self._removals[eid] = changes
         self._journal.append(eid)
+        self._anchor = self._view_anchor()
+
+    def _view_anchor(self) -> str | None:
+        """The last non-tool message of the view, in log order: the anchor of derived ids
+        once messages are hidden or moved (what a log rebuilt from the view finds)."""
+        for m in reversed(self.messages):
+            if not isinstance(m, ToolMessage) and m.id not in self._hidden:
+                return m.id
+        return None
 
     def _hide_late_result(self, msg: ToolMessage) -> BaseMessage:
         """A new result for a call of a hidden request: hidden by the request's event,
@@ -995,7 +1016,9 @@ class MessageLog:
             calls = calls_of(msg)
             for i, call in enumerate(calls):
                 cid = call.get("id")
-                if cid and cid not in self._calls:
+                owner = self._calls.get(cid or "")
+                if cid and (owner is None or (owner.ai_id != mid and owner.ai_id in self._hidden)):
+                    # (A hidden message's call id goes to the visible message reusing it.)
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
                     if self._superseded and cid in self._superseded:
                         del self._superseded[cid]  # a stored later message owns it now

@@ -32,6 +32,10 @@ nodes). threadlog records each as a **removal event** and deletes nothing:
 * **Delete and rewrite.** `RemoveMessage(id=X)` followed, in the same write, by a message
   under id X shows X again (with the pair the removal hid) revised by an edit event
   (`threadlog.edits.REPLACE_SOURCE`): the audit keeps every version.
+* **What a hidden message still counts for.** Its id stays taken (re-sending it is a
+  replay, other content a conflict), but its call ids are free for a later reply, and
+  derived ids count the view — so a log read back from a snapshot of the view (which never
+  saw the hidden messages) derives and re-keys exactly as the live one did.
 * **Replays.** The event's id comes from the log it applies to and its target
   (`removal_id`), so replaying the stored write rebuilds the same event; removing a
   message already hidden is a replay (nothing recorded). Removing an id the log never

@@ -143,3 +143,21 @@ def test_remove_then_the_same_id_in_one_write_revises_it_and_the_audit_keeps_bot
     # Without the removal first, the same id with other content stays a conflict.
     with pytest.raises(threadlog.ConflictingIdError):
         append_messages(left, [AIMessage("Hi there!", id="a1")])
+
+
+def test_a_reply_reusing_a_removed_messages_call_id_keeps_it_live_and_read_back() -> None:
+    # A model that numbers calls per reply (`call_0`), after a summary removed the earlier
+    # turn: the view holds one owner of the id, so the reply keeps it — as a log read back
+    # from a snapshot of the view (which never saw the removed call) does.
+    first = AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "call_0"}])
+    log = MessageLog([HumanMessage("q", id="u1"), first,
+                      ToolMessage("r", tool_call_id="call_0", id="t1"), AIMessage("ok", id="a2")])
+    log.extend([RemoveMessage(id="u1"), RemoveMessage(id="a1"), RemoveMessage(id="a2")])
+    again = AIMessage("", id="a3", tool_calls=[{"name": "f", "args": {}, "id": "call_0"}])
+    result = ToolMessage("r2", tool_call_id="call_0", id="t3")
+    for read in (log.copy(), MessageLog(log.view), MessageLog(log.messages)):
+        read.extend([HumanMessage("q2", id="u2"), again])
+        read.extend([result])
+        assert [m.id for m in read.view] == ["u2", "a3", "t3"]
+        assert read.view[1].tool_calls[0]["id"] == "call_0"
+        threadlog.validate(read.view, allow_pending_calls=False)
