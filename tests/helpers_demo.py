@@ -5,8 +5,8 @@
   whose only other packages are this environment's dependencies (a `.pth` line; the
   editable checkout is *not* on its path). Returns the venv's `bin` directory.
 * `LangGraphDev(app_dir)` runs `langgraph dev --no-browser --no-reload` on a free port
-  in `app_dir` as a subprocess; `url` when it answers `/ok`; stopped (process group) on
-  exit.
+  in `app_dir` as a subprocess, importing this checkout's `src` (the code under test);
+  `url` when it answers `/ok`; stopped (process group) on exit.
 * `clean_env()` is `os.environ` without anything that would point a subprocess at the
   checkout or at a network service.
 """
@@ -128,7 +128,9 @@ class LangGraphDev:
             cwd=self.app_dir,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=clean_env(),
+            # The server runs the threadlog under test (this checkout's `src`), not
+            # whichever one the environment happens to have installed.
+            env=clean_env(PYTHONPATH=str(REPO / "src")),
             start_new_session=True,  # its own process group, so the workers stop with it
         )
         deadline = time.monotonic() + self.startup_timeout

@@ -100,6 +100,7 @@ from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_fro
 # in `_prepare_state_snapshot`.
 from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
 from langgraph.pregel.main import Pregel
+from langgraph.types import StateUpdate
 
 from threadlog.errors import UpstreamChangedError
 from threadlog.flows import Flow, arun, call, run
@@ -353,6 +354,74 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
     return hook
 
 
+# -- update_state's writes: the human-edit path ------------------------------------------------
+# `update_state` / `aupdate_state` (and Studio's edit, the SDK's `threads.update_state`, which
+# LangGraph Server turns into `aupdate_state`) all go through `bulk_update_state`, a public
+# method. LangGraph stores an update's writes before any channel sees them, so a message log
+# that must tell "a human revised this message" from "a node re-sent it with other content"
+# needs the write itself to say so: each registered rewrite maps one update's values to what
+# is stored (`threadlog.channel` wraps same-id messages for its log keys). Nothing else of
+# the call changes.
+
+UpdateRewrite = Callable[[Any, Any], Any]
+"""(graph, one update's values) -> the values to write instead."""
+_UPDATE_REWRITES: list[UpdateRewrite] = []
+
+
+def on_update_state(rewrite: UpdateRewrite) -> None:
+    """Register a rewrite of `update_state`'s values (once per function)."""
+    if rewrite not in _UPDATE_REWRITES:
+        _UPDATE_REWRITES.append(rewrite)
+
+
+def _rewritten(graph: Any, supersteps: Any) -> Any:
+    if not _UPDATE_REWRITES:
+        return supersteps
+    out = []
+    for step in supersteps:
+        updates = []
+        for update in step:
+            values = update.values if isinstance(update, StateUpdate) else update[0]
+            for rewrite in _UPDATE_REWRITES:
+                values = rewrite(graph, values)
+            if isinstance(update, StateUpdate):
+                updates.append(update._replace(values=values))
+            else:  # a plain tuple (values, as_node[, task_id]), as LangGraph also takes
+                updates.append(StateUpdate(values, *tuple(update)[1:]))
+        out.append(updates)
+    return out
+
+
+def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        @functools.wraps(original)
+        async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
+            return await original(self, config, _rewritten(self, supersteps), *a, **kw)
+
+        hook: Callable[..., Any] = ahook
+    else:
+
+        @functools.wraps(original)
+        def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
+            return original(self, config, _rewritten(self, supersteps), *a, **kw)
+
+        hook = shook
+    hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]
+    return hook
+
+
+_UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
+    (Pregel, "bulk_update_state", False),
+    (Pregel, "abulk_update_state", True),
+)
+
+
+def update_state_hooked() -> bool:
+    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook."""
+    return all(_is_hooked(getattr(cls, attr, None)) for cls, attr, _ in _UPDATE_ENTRY_POINTS)
+
+
 def _is_hooked(fn: Any) -> bool:
     """Whether `fn` is our hook, or wraps it (`functools.wraps` keeps `__wrapped__`)."""
     for _ in range(100):
@@ -375,6 +444,13 @@ def _install_hooks() -> None:
         _NOT_HOOKED.pop(name, None)
         if not _is_hooked(original):
             setattr(cls, attr, _hooked(original, kind, is_async))
+    for cls, attr, is_async in _UPDATE_ENTRY_POINTS:
+        original = getattr(cls, attr, None)
+        if not callable(original):
+            _NOT_HOOKED[f"{cls.__name__}.{attr}"] = f"{cls.__name__}.{attr} no longer exists"
+            continue
+        if not _is_hooked(original):
+            setattr(cls, attr, _hooked_update(original, is_async))
 
 
 _install_hooks()

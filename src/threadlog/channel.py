@@ -37,13 +37,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
 
-from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 from typing_extensions import TypedDict
 
-from threadlog._upstream import MISSING, DeltaSnapshot, in_state_preview, is_overwrite
+from threadlog._upstream import (
+    MISSING,
+    DeltaSnapshot,
+    in_state_preview,
+    is_overwrite,
+    on_update_state,
+)
+from threadlog.edits import update_item
 from threadlog.errors import AppendOnlyError, MessageLogError
 from threadlog.log import MessageLog, append_messages, flatten_write
 from threadlog.messages import coerce_message
@@ -187,14 +194,19 @@ class LoadCadence:
         """
         if self._fixed_frequency is not None:
             return self._fixed_frequency
-        if self._walked and not self._seeded:
+        if self._walked and not self._seeded and self._may_snapshot():
             return PLAIN_SAVER_SNAPSHOT_FREQUENCY
         return DEFAULT_SNAPSHOT_FREQUENCY
+
 
     @snapshot_frequency.setter
     def snapshot_frequency(self, value: int) -> None:
         # DeltaChannel.__init__ assigns it (and validates it); the property decides.
         pass
+
+    def _may_snapshot(self) -> bool:
+        """Whether a count-based snapshot keeps everything this channel's log holds."""
+        return True
 
 
 def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
@@ -308,6 +320,11 @@ class MessageLogChannel(LogChannel):
     def _items_of(log: MessageLog) -> list[BaseMessage]:
         return log.messages
 
+    def _may_snapshot(self) -> bool:
+        # LangGraph snapshots `get()`, the view: messages a removal event hid would drop
+        # out of the log read back from it. So no count-based snapshot once the log hides
+        # any (threadlog.removals; forks and LangGraph's 5000-step cap still snapshot).
+        return self._log is None or not self._log.hides_any
     def _write(
         self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
     ) -> None:
@@ -382,7 +399,8 @@ class MessageLogChannel(LogChannel):
         if self._log is None:
             raise EmptyChannelError()
         with WRITE_LOCK:  # a shared log may be growing in another thread
-            return self._log.messages_at(self._ver)  # type: ignore[return-value]
+            # The view: messages a removal event hid stay in the log, not in the state.
+            return self._log.view_at(self._ver)  # type: ignore[return-value]
 
 
 
@@ -412,6 +430,41 @@ def _refuse_overwrite(value: Any) -> None:
             fix="the message log is append-only; to change what the model sees, use "
             "threadlog.ContextPolicy, which records trimming as compaction events",
         )
+
+
+def _update_state_writes(graph: Any, values: Any) -> Any:
+    """`update_state`'s values with each message that has an id, under a message-log key,
+    stored as `threadlog.edits.update_item`: a changed one is the human-edit path (Studio,
+    the SDK) and becomes an edit event; the same id with other content from a node or
+    turn input stays a `ConflictingIdError`. (Registered with `_upstream.on_update_state`.)"""
+    channels = getattr(graph, "channels", None)
+    if not isinstance(values, dict) or not isinstance(channels, dict):
+        return values
+    keys = [k for k in values if isinstance(channels.get(k), MessageLogChannel)]
+    if not keys:
+        return values
+    out = dict(values)
+    for key in keys:
+        value = values[key]
+        if is_overwrite(value):
+            continue
+        out[key] = [update_item(m) if _revisable(m) else m for m in flatten_write(value)]
+    return out
+
+
+def _revisable(item: Any) -> bool:
+    if isinstance(item, RemoveMessage):
+        return False
+    if isinstance(item, BaseMessage):
+        return bool(item.id)
+    return (
+        isinstance(item, dict)
+        and bool(item.get("id"))
+        and ("role" in item or item.get("type") in ("human", "ai", "system", "tool"))
+    )
+
+
+on_update_state(_update_state_writes)
 
 
 Messages = Annotated[list[AnyMessage], MessageLogChannel()]

@@ -77,6 +77,20 @@ APPROVAL_KEY = "threadlog_approval"
 flow, `threadlog.nodes.tools.approval`): the decision, the new arguments of an edit."""
 
 _FIELDS = ("content", "tool_calls", "invalid_tool_calls")
+UPDATE_STATE_SOURCE = "update_state"
+"""`source` of an edit made from a same-id message with new content written by
+`update_state` (the human-edit path: Studio, the SDK). Such an edit may revise any
+message's content (a user's, a system's, an answer's), not only a request's calls."""
+REPLACE_SOURCE = "replace"
+"""`source` of an edit made from `RemoveMessage(id=X)` followed, in the same write, by a
+message under id X: an explicit delete-and-rewrite, recorded as the message revised."""
+REVISION_SOURCES = frozenset({UPDATE_STATE_SOURCE, REPLACE_SOURCE})
+"""Edits that may revise any message's content (not only a request's open calls)."""
+
+
+def _keys(message: BaseMessage) -> tuple[str, ...]:
+    # The fields an edit of this message sets: a request's calls too, else its content.
+    return _FIELDS if isinstance(message, AIMessage) else ("content",)
 
 
 class Edit(dict[str, Any]):
@@ -123,7 +137,7 @@ class EditEvent:
     """One edit as the log applies it (parsed from its stored dict)."""
 
     id: str
-    message: AIMessage
+    message: BaseMessage
     by: str | None
     reason: str | None
     at: str | None
@@ -137,7 +151,9 @@ class EditEvent:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], position: int | None) -> EditEvent:
-        msg = _edited_message(raw.get("message"), position)
+        msg = _edited_message(
+            raw.get("message"), position, any_role=raw.get("source") in REVISION_SOURCES
+        )
         eid = raw.get("id")
         if not isinstance(eid, str) or not eid:
             # A client that wrote the dict by hand: an id from its content, so a replay
@@ -162,7 +178,7 @@ def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _edited_message(value: Any, position: int | None) -> AIMessage:
+def _edited_message(value: Any, position: int | None, any_role: bool = False) -> BaseMessage:
     if value is None:
         raise EditError(
             "an edit needs the edited message",
@@ -179,7 +195,7 @@ def _edited_message(value: Any, position: int | None) -> AIMessage:
             position=position,
             fix=exc.fix,
         ) from exc
-    if not isinstance(msg, AIMessage):
+    if not isinstance(msg, AIMessage) and not any_role:
         raise EditError(
             f"only an AIMessage can be edited, got a {role_of(msg)} message",
             message_id=msg.id,
@@ -190,9 +206,9 @@ def _edited_message(value: Any, position: int | None) -> AIMessage:
         )
     if not msg.id:
         raise EditError(
-            "the edited AIMessage has no id: an edit names the message it supersedes "
+            f"the edited {role_of(msg)} message has no id: an edit names the message it supersedes "
             "by that message's id",
-            role="assistant",
+            role=role_of(msg),
             position=position,
             fix="copy the original (`original.model_copy(update={'tool_calls': [...]})`) "
             "so it keeps its id",
@@ -203,8 +219,11 @@ def _edited_message(value: Any, position: int | None) -> AIMessage:
 # -- the fields an edit changes, and the audit record --------------------------------
 
 
-def fields_of(message: AIMessage) -> dict[str, Any]:
-    """The edited fields of `message` as plain data (what the audit record stores)."""
+def fields_of(message: BaseMessage) -> dict[str, Any]:
+    """The edited fields of `message` as plain data (what the audit record stores): an
+    AIMessage's content and calls, any other message's content."""
+    if not isinstance(message, AIMessage):
+        return {"content": message.content}
     return {
         "content": message.content,
         "tool_calls": [{**c, "type": "tool_call"} for c in message.tool_calls],
@@ -261,6 +280,48 @@ def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
+UPDATE_TYPE = "threadlog.update"
+"""The `type` of a message `update_state` wrote, as stored (`update_item`)."""
+
+
+def is_update(value: Any) -> bool:
+    """Whether a written item is a message `update_state` wrote (`update_item`)."""
+    return isinstance(value, Mapping) and value.get("type") == UPDATE_TYPE
+
+
+def update_item(message: Any) -> dict[str, Any]:
+    """How a message with an id written by `update_state` is stored: a plain dict that
+    every serializer round-trips. The log appends it if its id is new, drops it as a
+    replay if unchanged, and records an edit (`update_edit`) if its content changed —
+    the human-edit path (Studio, the SDK's `threads.update_state`)."""
+    return {"type": UPDATE_TYPE, "message": message}
+
+
+def update_edit(
+    message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
+) -> dict[str, Any]:
+    """The edit event a changed message written by `update_state` (or re-written after
+    its removal, `REPLACE_SOURCE`) amounts to; its id comes from the message, its new
+    content and how many edits it had (`earlier`), so a replay of the stored write records
+    the same event."""
+    blob = json.dumps([message.id, digest(message), earlier, source], sort_keys=True,
+                      default=repr)
+    return {
+        "type": EDIT_TYPE,
+        "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
+        "message": message,
+        "by": None,
+        "reason": (
+            "update_state wrote the message again with new content"
+            if source == UPDATE_STATE_SOURCE
+            else "RemoveMessage, then the message under the same id, in one write"
+        ),
+        "at": None,
+        "source": source,
+        "base": None,
+    }
+
+
 def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
     """What makes two calls the same call: id, name and arguments."""
     return (call.get("id"), call.get("name"), json.dumps(call.get("args"), sort_keys=True,
@@ -269,7 +330,7 @@ def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return a["content"] == b["content"] and all(
-        [call_key(c) for c in a[k]] == [call_key(c) for c in b[k]]
+        [call_key(c) for c in a.get(k) or ()] == [call_key(c) for c in b.get(k) or ()]
         for k in ("tool_calls", "invalid_tool_calls")
     )
 
@@ -279,8 +340,8 @@ def merge(
 ) -> dict[str, Any]:
     """The fields after an edit: `new` as is, unless the message moved on since `base`
     — then only what `new` changed relative to `base`, applied to `current`."""
-    if base is None or same_fields(base, current):
-        return {k: new[k] for k in _FIELDS}
+    if base is None or same_fields(base, current) or "tool_calls" not in current:
+        return {k: new[k] for k in current}
     out: dict[str, Any] = {
         "content": new["content"] if new["content"] != base["content"] else current["content"]
     }
@@ -302,13 +363,11 @@ def merge(
 
 def record_of(message: BaseMessage) -> Mapping[str, Any] | None:
     """The audit record of an edited message, else None."""
-    if not isinstance(message, AIMessage):
-        return None
-    rec = message.response_metadata.get(EDIT_KEY)
+    rec = message.response_metadata.get(EDIT_KEY) if message.response_metadata else None
     return rec if isinstance(rec, Mapping) and rec.get("edits") else None
 
 
-def applied(current: AIMessage, event: EditEvent, fields: Mapping[str, Any]) -> AIMessage:
+def applied(current: BaseMessage, event: EditEvent, fields: Mapping[str, Any]) -> BaseMessage:
     """`current` after `event` (with `fields`, see `merge`), its audit record extended."""
     rec = record_of(current)
     original = rec["original"] if rec else fields_of(current)
@@ -318,31 +377,33 @@ def applied(current: AIMessage, event: EditEvent, fields: Mapping[str, Any]) -> 
         "by": event.by,
         "reason": event.reason,
         "source": event.source,
-        **{k: fields[k] for k in _FIELDS},
+        **{k: fields[k] for k in _keys(current)},
     }
     edits = [*(rec["edits"] if rec else ()), entry]
     meta = {**current.response_metadata, EDIT_KEY: {"original": original, "edits": edits}}
-    return current.model_copy(update={**{k: fields[k] for k in _FIELDS},
+    return current.model_copy(update={**{k: fields[k] for k in _keys(current)},
                                       "response_metadata": meta})
 
 
-def versions(message: AIMessage) -> list[AIMessage]:
+def versions(message: BaseMessage) -> list[BaseMessage]:
     """Every version of an edited message, the original first, `message` last."""
     rec = record_of(message)
     if rec is None:
         return [message]
     plain = {k: v for k, v in message.response_metadata.items() if k != EDIT_KEY}
     edits: Sequence[Mapping[str, Any]] = rec["edits"]
-    out = [message.model_copy(update={**_fields(rec["original"]), "response_metadata": plain})]
+    keys = _keys(message)
+    out = [message.model_copy(update={**_fields(rec["original"], keys),
+                                      "response_metadata": plain})]
     for i, e in enumerate(edits[:-1]):
         meta = {**plain, EDIT_KEY: {"original": rec["original"], "edits": list(edits[: i + 1])}}
-        out.append(message.model_copy(update={**_fields(e), "response_metadata": meta}))
+        out.append(message.model_copy(update={**_fields(e, keys), "response_metadata": meta}))
     out.append(message)
     return out
 
 
-def _fields(rec: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: rec.get(k) if k == "content" else list(rec.get(k) or ()) for k in _FIELDS}
+def _fields(rec: Mapping[str, Any], keys: tuple[str, ...] = _FIELDS) -> dict[str, Any]:
+    return {k: rec.get(k) if k == "content" else list(rec.get(k) or ()) for k in keys}
 
 
 def audit_call_ids(message: BaseMessage) -> set[str]:
@@ -360,7 +421,7 @@ def audit_call_ids(message: BaseMessage) -> set[str]:
 
 def original_of(message: BaseMessage) -> BaseMessage:
     """The message as first written, before any edit (`message` itself if never edited)."""
-    return versions(message)[0] if isinstance(message, AIMessage) else message
+    return versions(message)[0]
 
 
 def edits_of(message: BaseMessage) -> list[dict[str, Any]]:

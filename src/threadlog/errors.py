@@ -10,7 +10,8 @@
     │   ├── EditError                   a `threadlog.Edit` the log cannot record (unknown or
     │   │                               non-AI target, a call that already has a result)
     │   └── ParallelWriteError          two tasks of one step both appended conversation
-    ├── ConcurrentRunError (RuntimeError)  another run wrote to the thread first; retry
+    ├── ConcurrentRunError (RuntimeError)  the thread moved on under this write (another
+    │                                   run, a stale head); retry from the head
     ├── ToolCallError (RuntimeError)    a tool call failed and `handle_errors=False`
     ├── StoredDataError (ValueError)    stored data that cannot be trusted: a record naming
     │                                   a type outside the allowlist, a broken writes chain
@@ -120,7 +121,8 @@ class ToolPairingError(MessageLogError):
 
 
 class AppendOnlyError(MessageLogError):
-    """An attempt to delete or overwrite history (`RemoveMessage`, `Overwrite`)."""
+    """An attempt to overwrite history (`Overwrite`), or a `RemoveMessage` naming a message
+    the log never held. (`RemoveMessage` itself is recorded as a removal event.)"""
 
 
 class EditError(MessageLogError):
@@ -133,7 +135,8 @@ class ParallelWriteError(MessageLogError):
 
 
 class ConcurrentRunError(ThreadlogError, RuntimeError):
-    """Another run wrote to this thread first; retry from the thread's new head."""
+    """The thread moved on under this write (another run wrote first, or the checkpoint
+    it started from is no longer the head); retry from the thread's head."""
 
     def __init__(
         self,
@@ -147,10 +150,12 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.head = head
+        # The problem says who moved the thread (another run, or a checkpoint this write
+        # read that is no longer the head): the advice must not guess.
         super().__init__(
-            f"thread {thread_id!r}: {problem}. Another run wrote to this thread first; "
-            "nothing of this step was stored — retry the call (it starts from the new "
-            "head), or fork on purpose with graph.update_state(<old config>, ...)"
+            f"thread {thread_id!r}: {problem}. Nothing of this step was stored — retry the "
+            "call without a checkpoint_id (it starts from the thread's head), or fork on "
+            "purpose: invoke with the older checkpoint's config (its checkpoint_id)"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

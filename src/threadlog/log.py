@@ -3,9 +3,11 @@
 Contract (what every write to a threadlog message log obeys):
 
 * **Append-only.** Messages already in the log are never replaced, removed or moved
-  relative to each other. `RemoveMessage` and `Overwrite` are refused. The one change an
-  existing message sees is an explicit `threadlog.Edit` of a request's open calls, which
-  is itself recorded as an event (below).
+  relative to each other. `Overwrite` is refused. The changes an existing message sees
+  are events: an explicit `threadlog.Edit` of a request's open calls, an `update_state`
+  revision (below), and a removal — `RemoveMessage` / `REMOVE_ALL_MESSAGES` hide messages
+  from the **view** (`view`, what the app reads: the channel's `get()`, the reducer's
+  result) while `messages` (the audit) keeps them, marked (`threadlog.removals`).
 * **Replay vs conflict.** A message whose id is already in the log is dropped when its
   model-visible content (`threadlog.messages.digest`) is the same — a replay — and
   raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
@@ -14,21 +16,28 @@ Contract (what every write to a threadlog message log obeys):
   a result for an unknown or already-answered call raises `ToolPairingError`, and so
   does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
   or renamed, which the edited message's audit record keeps (stored history written
-  before that rule is trusted: its later message owns the id). A new call without an id
-  is refused (`InvalidMessageError`); stored history holding one reads as it is, the
-  call open for good (`threadlog.pairing`: nothing can answer it).
+  before that rule is trusted: its later message owns the id). A new call without an id,
+  repeating an id, or reusing another message's live call id is re-keyed first
+  (`threadlog.call_ids`: deterministic, so a replay re-keys the same way); stored history
+  (a snapshot) holding a call without an id reads as it is, the call open for good
+  (`threadlog.pairing`: nothing can answer it).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
   whatever order they arrived in (`threadlog.pairing.result_slot`, the rule repairs
   follow too). Every other message goes at the end. The final list
   is therefore a function of *which* messages were written, not of how the writes were
-  batched: `append(append(s, xs), ys) == append(s, xs + ys)`.
+  batched: `append(append(s, xs), ys) == append(s, xs + ys)` (a `REMOVE_ALL_MESSAGES`'s
+  replacements are the rest of its own write, as in `add_messages`).
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
 * **Edits.** A `threadlog.Edit` supersedes an AIMessage's calls as an event
   (`threadlog.edits`): `messages` then holds the edited message in the original's place,
   its audit record carrying the original; pairing follows the edited calls. A re-sent
   copy of any version of an edited message is a replay.
+* **`update_state` revisions.** A message with an id that `update_state` writes is stored
+  as `threadlog.edits.update_item`; when its id is logged with other content, it is an
+  edit event (`source="update_state"`, any role) — the human-edit path. The same id with
+  other content from a node or turn input stays a `ConflictingIdError`.
 * **Edits in place.** A request with open calls that a node changed *in place* (the
   log's own object: `ai.tool_calls = [...]`) and wrote again under its id is recorded as
   the edit it amounts to (`source="resent"`), not taken as a replay: the object changed
@@ -44,32 +53,46 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     InvalidToolCall,
+    RemoveMessage,
     ToolCall,
     ToolMessage,
 )
 
+from threadlog.call_ids import needs_rekey, rekey_calls
 from threadlog.edits import (
     EDIT_TYPE,
+    REPLACE_SOURCE,
+    REVISION_SOURCES,
+    UPDATE_TYPE,
     EditEvent,
     applied,
     call_key,
+    edits_of,
     fields_of,
     merge,
     record_of,
     resent_edit,
     same_fields,
     snapshot_fields,
+    update_edit,
     versions,
 )
-from threadlog.errors import ConflictingIdError, EditError, ParallelWriteError, ToolPairingError
+from threadlog.errors import (
+    AppendOnlyError,
+    ConflictingIdError,
+    EditError,
+    ParallelWriteError,
+    ToolPairingError,
+)
 from threadlog.messages import (
     calls_of,
     coerce_message,
@@ -82,6 +105,15 @@ from threadlog.messages import (
     role_of,
 )
 from threadlog.pairing import open_in, result_slot
+from threadlog.removals import (
+    REMOVE_ALL_MESSAGES,
+    is_removal,
+    mark_removed,
+    removal_id,
+    removal_target,
+    removed_by,
+    unmarked,
+)
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
 
@@ -121,7 +153,9 @@ class MessageLog:
         "_changed",
         "_digests",
         "_edits",
+        "_hidden",
         "_journal",
+        "_removals",
         "_superseded",
         "messages",
     )
@@ -150,6 +184,10 @@ class MessageLog:
         # The fields of each change in place taken as an edit, by message id: a log taken
         # from this one at an older version (`at`) gets the same re-sent object again.
         self._changed: dict[str, list[dict[str, Any]]] = {}
+        # Removal events (`threadlog.removals`): hidden message id -> event id; and each
+        # event's changes, (message id, the message before, after), like `_edits`.
+        self._hidden: dict[str, str] = {}
+        self._removals: dict[str, list[tuple[str, BaseMessage, BaseMessage]]] = {}
         edited: list[str] = []
         for m in messages:
             if m.id is None:  # legacy stored data: a stable id, on our copy
@@ -157,8 +195,18 @@ class MessageLog:
             self._index(m)
             self.messages.append(m)
             self._journal.append(m.id)  # type: ignore[arg-type]
-            if isinstance(m, AIMessage) and record_of(m) is not None:
+            if record_of(m) is not None:
                 edited.extend(self._restore_edits(m))
+            rec = removed_by(m)
+            if rec is not None:  # a snapshot holding a removal event's mark
+                eid = str(rec["event"])
+                self._hidden[m.id] = eid  # type: ignore[index]
+                if eid not in self._removals:
+                    self._removals[eid] = []
+                    edited.append(eid)
+                self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
+        if self._hidden:
+            self._anchor = self._view_anchor()
         # An edited message carries its edits (a snapshot, `at`): they are known, and come
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
@@ -184,9 +232,11 @@ class MessageLog:
         new._superseded = dict(self._superseded)
         new._baseline = dict(self._baseline)  # values are never mutated: shared
         new._changed = {k: list(v) for k, v in self._changed.items()}
+        new._hidden = dict(self._hidden)
+        new._removals = {k: list(v) for k, v in self._removals.items()}
         return new
 
-    def _restore_edits(self, message: AIMessage) -> list[str]:
+    def _restore_edits(self, message: BaseMessage) -> list[str]:
         """Index the edits an edited message's audit record holds; their ids in order."""
         mid = message.id
         assert mid is not None
@@ -224,17 +274,44 @@ class MessageLog:
         tail = self._journal[version:]
         later = set(tail)
         out = [m for m in self.messages if m.id not in later]
-        if self._edits:
-            # Edits committed since `version` are undone: each edited message as it was
-            # before the first of them.
+        if self._edits or self._removals:
+            # Edits and removals committed since `version` are undone: each changed
+            # message as it was before the first of them.
             before: dict[str, BaseMessage] = {}
             for eid in tail:
                 done = self._edits.get(eid)
                 if done is not None:
                     before.setdefault(done[0], done[1])
+                for mid, was, _ in self._removals.get(eid, ()):
+                    before.setdefault(mid, was)
             if before:
                 out = [before.get(m.id, m) for m in out]  # type: ignore[arg-type]
         return out
+
+    @property
+    def view(self) -> list[BaseMessage]:
+        """What the app reads: `messages` without the ones a removal event hid
+        (`threadlog.removals`); `messages` itself when nothing was ever removed."""
+        if not self._hidden:
+            return self.messages
+        return [m for m in self.messages if m.id not in self._hidden]
+
+    @property
+    def hides_any(self) -> bool:
+        """Whether a removal event hid any message of this log."""
+        return bool(self._hidden)
+
+    def view_at(self, version: int) -> list[BaseMessage]:
+        """`view` as it was at `version` (a new list)."""
+        out = self.messages_at(version)
+        if not self._removals:
+            return out
+        return [m for m in out if removed_by(m) is None]
+
+    def removed(self) -> list[tuple[BaseMessage, str]]:
+        """Every hidden message with the id of the removal event that hid it, in log
+        order (the inspector's "removed" rows)."""
+        return [(m, self._hidden[m.id]) for m in self.messages if m.id in self._hidden]
 
     def at(self, version: int) -> MessageLog:
         """A separate log equal to this one at `version` (O(history))."""
@@ -264,6 +341,10 @@ class MessageLog:
         """
         journal, by_id, v = self._journal, self._by_id, version
         for item in items:
+            if is_removal(item):
+                return None  # a removal is applied, never fast-forwarded
+            if _is_update_item(item):
+                item = item.get("message")  # update_state's message: as if written plainly
             if isinstance(item, Mapping) and item.get("type") == EDIT_TYPE:
                 if v >= len(journal) or item.get("id") != journal[v]:
                     return None
@@ -292,7 +373,7 @@ class MessageLog:
         """Calls that have no result yet, as (request, call) in log order
         (`threadlog.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
         result for, and a stored call without an id, which nothing can answer)."""
-        return [(o.request, o.call) for o in open_in(self.messages)]
+        return [(o.request, o.call) for o in open_in(self.view)]
 
     # -- writing -------------------------------------------------------------
 
@@ -324,7 +405,7 @@ class MessageLog:
                 resent[0], single_writer=single_writer, stored=stored, dry_run=dry_run,
                 restored=resent[1],
             )
-        if any(_has_edit(w) for w in writes):
+        if any(_has_event(w) for w in writes):
             return self._extend_with_edits(
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run
             )
@@ -333,7 +414,9 @@ class MessageLog:
         answered: dict[str, str] = {}  # call id -> result id, staged
         new_calls: dict[str, _Call] = {}
         conversational: list[tuple[int, list[BaseMessage]]] = []
-        count = len(self.messages)
+        # Derived ids count the view: a log read back from a snapshot (which LangGraph
+        # takes of the view) derives the same ids as the one that hid the messages.
+        count = len(self.messages) - len(self._hidden)
         anchor = self._anchor
         for w, write in enumerate(writes):
             added_here: list[BaseMessage] = []
@@ -342,12 +425,26 @@ class MessageLog:
                 if stored and is_stored_form(raw):
                     msg = raw
                 else:
-                    msg = coerce_message(raw, position=pos)
+                    msg = coerce_message(raw, position=pos, rekeyable=True)
                 if msg.id is None:
                     # Never mutate the caller's object: ids live on our copy.
                     msg = msg.model_copy(update={"id": derive_id(pos, anchor, msg)})
                 mid = msg.id
                 assert mid is not None
+                if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
+                    # Empty, repeated or reused call ids get fresh ones (`threadlog.call_ids`).
+                    def taken(cid: str, mid: str = mid) -> bool:
+                        owner = new_calls.get(cid) or self._calls.get(cid)
+                        # A hidden message's call ids are free: the view holds one owner,
+                        # as a log read back from a snapshot of the view does.
+                        return (
+                            owner is not None
+                            and owner.ai_id != mid
+                            and owner.ai_id not in self._hidden
+                        )
+
+                    if needs_rekey(msg, taken):
+                        msg = rekey_calls(msg, taken)
                 existing = new_by_id.get(mid) or self._by_id.get(mid)
                 if existing is not None:
                     # A message staged in this batch is hashed without caching: the
@@ -372,7 +469,7 @@ class MessageLog:
                             # is, since no result can answer it (`threadlog.pairing`).
                             continue
                         prior = new_calls.get(cid) or self._calls.get(cid)
-                        if prior is not None:
+                        if prior is not None and prior.ai_id not in self._hidden:
                             raise ToolPairingError(
                                 f"call {i} ({call['name']!r}) reuses call id {cid!r}, issued by "
                                 f"message {prior.ai_id!r}",
@@ -405,6 +502,8 @@ class MessageLog:
             self._index(msg, new_calls)
             self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
+                if self._hidden and self._calls[msg.tool_call_id].ai_id in self._hidden:
+                    msg = self._hide_late_result(msg)
                 self.messages.insert(self._slot(msg), msg)
             else:
                 self.messages.append(msg)
@@ -499,14 +598,36 @@ class MessageLog:
         for w, write in enumerate(writes):
             here: list[BaseMessage] = []
             run: list[Any] = []
+            replacing: _Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
+            removed_here: set[str] = set()  # RemoveMessage targets earlier in this write
             for raw in [*write, _END]:
-                if raw is not _END and not _is_edit_item(raw):
+                if raw is not _END and not _is_edit_item(raw) and not is_removal(raw) and not (
+                    _is_update_item(raw)
+                ):
                     run.append(raw)
                     continue
                 if run:
-                    here += trial.extend_writes([run], stored=stored)
+                    if replacing is not None:
+                        here += trial._replace(replacing, run, stored=stored)
+                    elif removed_here:
+                        here += trial._after_removals(run, removed_here, stored=stored)
+                    else:
+                        here += trial.extend_writes([run], stored=stored)
                     run = []
-                if raw is not _END:
+                if replacing is not None:
+                    trial._finish_remove_all(replacing)
+                    replacing = None
+                if raw is not _END and _is_update_item(raw):
+                    here += trial._apply_update(raw, stored=stored)
+                elif raw is not _END and is_removal(raw):
+                    target = removal_target(raw)
+                    if target == REMOVE_ALL_MESSAGES:
+                        replacing = trial._start_remove_all()
+                        removed_here.clear()
+                    else:
+                        trial.apply_removal(target, len(trial.messages))
+                        removed_here.add(target)
+                elif raw is not _END:
                     try:
                         trial.apply_edit(raw, len(trial.messages))
                     except (EditError, ToolPairingError):
@@ -542,7 +663,19 @@ class MessageLog:
                 position=position,
                 fix="an Edit carries the id of an AIMessage already in the log",
             )
-        if not isinstance(current, AIMessage):
+        revision = event.source in REVISION_SOURCES
+        if revision and type(current) is not type(event.message):
+            raise ConflictingIdError(
+                f"update_state wrote a {role_of(event.message)} message under id {target!r}, "
+                f"which the {role_of(current)} message at position "
+                f"{self._position_hint(current, [])} has: an edit keeps the message's role",
+                message_id=target,
+                role=role_of(event.message),
+                position=position,
+                fix="give a new message a new id; to revise a message, write it again with "
+                "its own role and id",
+            )
+        if not isinstance(current, AIMessage) and not revision:
             raise EditError(
                 f"edit {event.id!r} targets the {role_of(current)} message {target!r}; only "
                 "an AIMessage's calls can be edited",
@@ -563,7 +696,10 @@ class MessageLog:
             if (call := self._calls.get(c.get("id") or "")) is not None
             and call.result_id is not None
         ]
-        if len(answered) == len(calls_of(current)):
+        content_only = revision and same_fields(
+            {**new, "content": None}, {**now, "content": None}
+        )
+        if len(answered) == len(calls_of(current)) and not content_only:
             what = (
                 f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
                 if answered
@@ -614,7 +750,202 @@ class MessageLog:
             self._changed.setdefault(target, []).append(fields_of(edited))
         return True
 
-    def _commit_edit(self, eid: str, current: AIMessage, edited: AIMessage) -> None:
+    def _apply_update(self, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
+        """One message `update_state` wrote (`threadlog.edits.update_item`): appended when
+        its id is new, a replay when unchanged, else an edit event superseding the logged
+        version (`source="update_state"`; the audit record keeps every version)."""
+        pos = len(self.messages)
+        msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
+        current = self._by_id.get(msg.id or "")
+        if current is None:
+            return self.extend_writes([[msg]], stored=stored)
+        if self._digest_of(current) == digest(msg) or self._is_version(current, msg):
+            return []
+        self.apply_edit(update_edit(msg, len(edits_of(current))), pos)
+        return []
+
+    def _after_removals(
+        self, run: list[Any], removed: set[str], *, stored: bool
+    ) -> list[BaseMessage]:
+        """A run of messages after `RemoveMessage(id=X)` in the same write: one under id
+        X is an explicit delete-and-rewrite — the message shown again, revised by an edit
+        event (`source="replace"`, the audit keeps both); the others are written as
+        usual."""
+        out: list[BaseMessage] = []
+        plain: list[Any] = []
+        for item in [*run, _END]:
+            iid = None if item is _END else _item_id(item)
+            if item is not _END and not (isinstance(iid, str) and iid in removed):
+                plain.append(item)
+                continue
+            if plain:
+                out += self.extend_writes([plain], stored=stored)
+                plain = []
+            if item is _END:
+                break
+            assert isinstance(iid, str)
+            msg = coerce_message(item, position=len(self.messages), rekeyable=True)
+            current = self._by_id[iid]
+            eid = self._hidden.get(iid)
+            if eid is not None:  # shown again, with the pair the removal hid with it
+                show = [m for m in self._group(iid) if self._hidden.get(m) == eid]
+                self._record_removal(self._removal_id(f"show\x00{iid}"), iid, (), show)
+            if self._digest_of(current) != digest(msg) and not self._is_version(current, msg):
+                earlier = len(edits_of(self._by_id[iid]))
+                self.apply_edit(update_edit(msg, earlier, REPLACE_SOURCE), len(self.messages))
+        return out
+
+    # -- removals (`threadlog.removals`) ------------------------------------------
+
+    def apply_removal(self, target: str, position: int) -> bool:
+        """Record `RemoveMessage(id=target)`: hide the message and its tool pair's other
+        side (`_group`). False for a replay (all already hidden)."""
+        if target not in self._by_id:
+            raise AppendOnlyError(
+                f"RemoveMessage(id={target!r}): Attempting to delete a message with an ID "
+                "that doesn't exist in this thread's log",
+                message_id=target,
+                role="remove",
+                position=position,
+                fix="remove a message the thread holds (state['messages'] lists them), or "
+                "RemoveMessage(id=REMOVE_ALL_MESSAGES) for all",
+            )
+        hide = [mid for mid in self._group(target) if mid not in self._hidden]
+        if not hide:
+            return False
+        self._record_removal(self._removal_id(target), target, hide, ())
+        return True
+
+    def _group(self, mid: str) -> list[str]:
+        """`mid` with the other side of its tool pairs: a request and every logged
+        result of its calls (a removal hides them together)."""
+        msg = self._by_id[mid]
+        if isinstance(msg, ToolMessage):
+            call = self._calls.get(msg.tool_call_id)
+            if call is None:
+                return [mid]
+            mid, msg = call.ai_id, self._by_id[call.ai_id]
+        out = [mid]
+        for c in calls_of(msg):
+            call = self._calls.get(c.get("id") or "")
+            if call is not None and call.ai_id == mid and call.result_id is not None:
+                out.append(call.result_id)
+        return out
+
+    def _removal_id(self, target: str) -> str:
+        eid = removal_id(len(self.messages), self._anchor, target)
+        k = 0
+        while eid in self._removals:  # the same log state twice (nothing new between)
+            k += 1
+            eid = removal_id(len(self.messages), self._anchor, f"{target}\x00{k}")
+        return eid
+
+    def _start_remove_all(self) -> _Replacing:
+        return _Replacing(
+            self._removal_id(REMOVE_ALL_MESSAGES),
+            [m.id for m in self.messages if m.id not in self._hidden],  # type: ignore[misc]
+        )
+
+    def _replace(self, state: _Replacing, run: list[Any], *, stored: bool) -> list[BaseMessage]:
+        """Write the replacements after REMOVE_ALL_MESSAGES one by one (batching
+        invariance makes that equal to one batch): a message already logged is *kept*
+        (stays where it is, visible); a new one goes right before the next kept one."""
+        out: list[BaseMessage] = []
+        for item in run:
+            added = self.extend_writes([[item]], stored=stored)
+            if added:
+                out += added
+                state.added += [m.id for m in added]  # type: ignore[misc]
+                state.pending += [m.id for m in added if not isinstance(m, ToolMessage)]  # type: ignore[misc]
+                continue
+            iid = _item_id(item)
+            if not isinstance(iid, str) or iid not in self._by_id:
+                continue
+            at = next(j for j, m in enumerate(self.messages) if m.id == iid)
+            if at < state.last_kept:
+                raise AppendOnlyError(
+                    f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {iid!r} after a "
+                    "message that comes later in the log: kept messages cannot move",
+                    message_id=iid,
+                    position=at,
+                    fix="keep logged messages in the order the thread holds them",
+                )
+            if state.pending:
+                moving = set(state.pending)
+                new = [m for m in self.messages if m.id in moving]
+                rest = [m for m in self.messages if m.id not in moving]
+                at = next(j for j, m in enumerate(rest) if m.id == iid)
+                self.messages[:] = [*rest[:at], *new, *rest[at:]]
+                at += len(new)
+                state.pending = []
+            state.kept.append(iid)
+            state.last_kept = at
+        if state.kept:
+            self._anchor = self._view_anchor()  # new replacements may sit before kept ones
+        return out
+
+    def _finish_remove_all(self, state: _Replacing) -> None:
+        kept = set(state.kept)
+        hide = [mid for mid in state.visible if mid not in kept]
+        show = [mid for mid in state.kept if mid in self._hidden]
+        gone = set(hide) | (set(self._hidden) - set(show))
+        for mid in [*state.kept, *state.added]:
+            for other in self._group(mid):
+                if other in gone:
+                    raise ToolPairingError(
+                        f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {mid!r} but not "
+                        f"{other!r}, the other side of its tool pair: the view would hold a "
+                        "split pair",
+                        message_id=mid,
+                        fix=f"keep both {mid!r} and {other!r}, or neither",
+                    )
+        if hide or show:
+            self._record_removal(state.event, REMOVE_ALL_MESSAGES, hide, show)
+
+    def _record_removal(
+        self, eid: str, target: str, hide: Sequence[str], show: Sequence[str]
+    ) -> None:
+        where = set(hide) | set(show)
+        changes: list[tuple[str, BaseMessage, BaseMessage]] = []
+        for j, m in enumerate(self.messages):
+            mid = m.id
+            if mid not in where:
+                continue
+            assert mid is not None
+            after = mark_removed(m, eid, target) if mid not in self._hidden else unmarked(m)
+            if mid in self._hidden:
+                del self._hidden[mid]
+            else:
+                self._hidden[mid] = eid
+            self.messages[j] = after
+            self._by_id[mid] = after
+            changes.append((mid, m, after))
+        self._removals[eid] = changes
+        self._journal.append(eid)
+        self._anchor = self._view_anchor()
+
+    def _view_anchor(self) -> str | None:
+        """The last non-tool message of the view, in log order: the anchor of derived ids
+        once messages are hidden or moved (what a log rebuilt from the view finds)."""
+        for m in reversed(self.messages):
+            if not isinstance(m, ToolMessage) and m.id not in self._hidden:
+                return m.id
+        return None
+
+    def _hide_late_result(self, msg: ToolMessage) -> BaseMessage:
+        """A new result for a call of a hidden request: hidden by the request's event,
+        so the view never holds half a pair."""
+        ai_id = self._calls[msg.tool_call_id].ai_id
+        eid = self._hidden[ai_id]
+        rec = removed_by(self._by_id[ai_id]) or {}
+        marked = mark_removed(msg, eid, str(rec.get("target") or ai_id))
+        assert msg.id is not None
+        self._hidden[msg.id] = eid
+        self._by_id[msg.id] = marked
+        self._removals.setdefault(eid, []).append((msg.id, msg, marked))
+        return marked
+
+    def _commit_edit(self, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
         mid = current.id
         assert mid is not None
         old = [c.get("id") or "" for c in calls_of(current)]
@@ -641,7 +972,7 @@ class MessageLog:
                 self._superseded[cid] = (mid, eid)
         for cid in fresh:
             self._superseded.pop(cid, None)
-        if any(c.result_id is None for c in fresh.values()):
+        if isinstance(edited, AIMessage) and any(c.result_id is None for c in fresh.values()):
             self._baseline[mid] = snapshot_fields(edited)
         else:
             self._baseline.pop(mid, None)
@@ -670,7 +1001,7 @@ class MessageLog:
         if record_of(existing) is None:
             return False
         d = digest(msg)
-        return any(digest(v) == d for v in versions(existing))  # type: ignore[arg-type]
+        return any(digest(v) == d for v in versions(existing))
 
     def _was(self, held: BaseMessage, item: BaseMessage) -> bool:
         return record_of(held) is not None and self._is_version(held, item)
@@ -685,7 +1016,9 @@ class MessageLog:
             calls = calls_of(msg)
             for i, call in enumerate(calls):
                 cid = call.get("id")
-                if cid and cid not in self._calls:
+                owner = self._calls.get(cid or "")
+                if cid and (owner is None or (owner.ai_id != mid and owner.ai_id in self._hidden)):
+                    # (A hidden message's call id goes to the visible message reusing it.)
                     self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
                     if self._superseded and cid in self._superseded:
                         del self._superseded[cid]  # a stored later message owns it now
@@ -782,8 +1115,24 @@ class MessageLog:
 _END = object()  # marks the end of a write in `_extend_with_edits`
 
 
+@dataclass(slots=True)
+class _Replacing:
+    """A REMOVE_ALL_MESSAGES being applied: its event id, the ids it may hide (the view
+    when it came), the replacements kept so far and the new ones waiting to be placed
+    before the next kept one."""
+
+    event: str
+    visible: list[str]
+    kept: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    last_kept: int = -1
+
+
 def _item_id(item: Any) -> Any:
     if isinstance(item, Mapping):
+        if item.get("type") == UPDATE_TYPE:  # update_state's message: its id
+            return _item_id(item.get("message"))
         return item.get("id")
     return getattr(item, "id", None)
 
@@ -792,23 +1141,33 @@ def _is_edit_item(raw: Any) -> bool:
     return isinstance(raw, Mapping) and raw.get("type") == EDIT_TYPE
 
 
-def _has_edit(write: Sequence[Any]) -> bool:
-    # On every write (the hot path): most items are messages, which are not dicts.
+def _is_update_item(raw: Any) -> bool:
+    return isinstance(raw, Mapping) and raw.get("type") == UPDATE_TYPE
+
+
+def _has_event(write: Sequence[Any]) -> bool:
+    """Whether a write holds an edit or a removal (the hot path: most items are plain
+    messages, neither dicts nor `RemoveMessage`s)."""
     for raw in write:
-        if isinstance(raw, dict) and raw.get("type") == EDIT_TYPE:
+        if type(raw) is RemoveMessage:
+            return True
+        if isinstance(raw, dict) and raw.get("type") in (EDIT_TYPE, UPDATE_TYPE, "remove"):
             return True
     return False
 
 
 def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> ConflictingIdError:
     mid = msg.id
-    fix = "give a new message a new id; re-send a stored message unchanged, or not at all"
+    fix = (
+        "give a new message a new id; re-send a stored message unchanged, or not at all; "
+        "to revise it, write it through graph.update_state (recorded as an edit event)"
+    )
     if isinstance(existing, AIMessage) and isinstance(msg, AIMessage) and calls_of(existing):
         fix = (
-            f"to change the calls of AIMessage {mid!r} during review, write "
-            f"threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) instead (through "
-            "update_state or a node): it is recorded as an edit event, the original stays "
-            "in the log and the model sees the edited calls"
+            f"to change the calls of AIMessage {mid!r} during review, write it through "
+            f"graph.update_state, or threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) "
+            "(through update_state or a node): it is recorded as an edit event, the "
+            "original stays in the log and the model sees the edited calls"
         )
     return ConflictingIdError(
         f"id {mid!r} is already used by the {role_of(existing)} message at "
@@ -865,14 +1224,39 @@ def _parallel_error(
     )
 
 
-def append_messages(left: Sequence[Any] | None, right: Any) -> list[BaseMessage]:
+def append_messages(
+    left: Sequence[Any] | Any | None = None,
+    right: Any = None,
+    *,
+    format: Literal["langchain-openai"] | None = None,
+) -> list[BaseMessage]:
     """The pure reducer: `left` with `right` appended under the log's rules.
 
-    `right` is a message-like or a list of them. Returns a new list; `left` is not
-    changed. Raises a `MessageLogError` subclass and changes nothing on a bad write.
+    `left` and `right` are a message-like or a list of them. Returns a new list, the
+    view (`MessageLog.view`: a removal event hides messages, `threadlog.removals`);
+    `left` is not changed. Raises a `MessageLogError` subclass and changes nothing on a
+    bad write. `format="langchain-openai"` converts content blocks as `add_messages`
+    does; `append_messages(format=...)` alone is such a reducer.
     Usable directly, or as `Annotated[list, append_messages]` in a state schema
     (though `threadlog.Messages` also catches parallel writers and is O(new)).
     """
-    log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(left or [])])
-    log.extend(flatten_write(right))
-    return log.messages
+    if left is None and right is None:
+        return functools.partial(append_messages, format=format)  # type: ignore[return-value]
+    if format not in (None, "langchain-openai"):
+        raise ValueError(
+            f"Unrecognized format={format!r}: expected 'langchain-openai' or None"
+        )
+    items = [] if left is None else flatten_write(left)
+    log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(items)])
+    log.extend(flatten_write([] if right is None else right))
+    out = list(log.view)
+    if format == "langchain-openai":
+        out = _openai_format(out)
+    return out
+
+
+def _openai_format(messages: list[BaseMessage]) -> list[BaseMessage]:
+    # As `add_messages(format="langchain-openai")`: content blocks in OpenAI's shape.
+    from langchain_core.messages import convert_to_messages, convert_to_openai_messages
+
+    return convert_to_messages(convert_to_openai_messages(messages))

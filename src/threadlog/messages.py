@@ -74,7 +74,9 @@ _ROLE_ALIASES: dict[str, Role] = {
 DEVELOPER_KWARG = "__openai_role__"
 
 _REMOVE_HINT = (
-    "threadlog's message log is append-only: to shorten what the model sees, use "
+    "threadlog's message log is append-only: write RemoveMessage(id=...) or "
+    "RemoveMessage(id=REMOVE_ALL_MESSAGES) to a threadlog.Messages key (recorded as a "
+    "removal event: the state no longer shows the messages, the log keeps them), or use "
     "threadlog.ContextPolicy (trimming and summaries are recorded as compaction "
     "events; the full history stays in the log)"
 )
@@ -105,11 +107,16 @@ def role_of(message: BaseMessage) -> Role:
     )
 
 
-def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
+def coerce_message(
+    value: Any, *, position: int | None = None, rekeyable: bool = False
+) -> BaseMessage:
     """Turn one message-like input into a checked LangChain message.
 
     Raises `InvalidMessageError` naming the field for anything the log cannot store,
-    and `AppendOnlyError` for `RemoveMessage` and `Overwrite` (objects or their dicts).
+    and `AppendOnlyError` for `RemoveMessage` and `Overwrite` (objects or their dicts:
+    the log records a `RemoveMessage` write as a removal event before coercing,
+    `threadlog.removals`). `rekeyable=True` lets calls without an id or repeating an id
+    through: the log gives them ids (`threadlog.call_ids`).
     """
     if isinstance(value, RemoveMessage):
         _refuse_remove(value.id, position)
@@ -129,7 +136,7 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
     elif isinstance(value, (tuple, list)):  # a pair; a list after a checkpoint
         message = _from_tuple(tuple(value), position)
     elif isinstance(value, Mapping):
-        message = _from_dict(value, position)
+        message = _from_dict(value, position, rekeyable)
     else:
         raise InvalidMessageError(
             f"{type(value).__name__} is not a message",
@@ -137,7 +144,7 @@ def coerce_message(value: Any, *, position: int | None = None) -> BaseMessage:
             fix="write LangChain messages, OpenAI-style dicts with 'role' and "
             "'content', (role, content) tuples, or strings",
         )
-    _check_fields(message, position)
+    _check_fields(message, position, rekeyable)
     return message
 
 
@@ -214,7 +221,9 @@ def _from_tuple(value: tuple[Any, ...], position: int | None) -> BaseMessage:
     return _convert({"role": role, "content": value[1]}, position)
 
 
-def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
+def _from_dict(
+    value: Mapping[str, Any], position: int | None, rekeyable: bool = False
+) -> BaseMessage:
     mid = value.get("id")
     kind = value.get("role", value.get("type"))
     if kind == "remove":
@@ -251,7 +260,7 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
         )
     _check_content_type(value, mid, role, position)
     check_dict_values(value, role, position)
-    _check_calls(value, mid, role, position)
+    _check_calls(value, mid, role, position, rekeyable)
     if "role" not in value and value["type"] in _LC_TYPES and "content" in value:
         try:
             return _LC_TYPES[value["type"]].model_validate(dict(value))
@@ -259,6 +268,9 @@ def _from_dict(value: Mapping[str, Any], position: int | None) -> BaseMessage:
             pass
     data = {k: v for k, v in value.items() if k not in ("type",)}
     data["role"] = role
+    if rekeyable and isinstance(data.get("tool_calls"), list):
+        # convert_to_messages needs the key; the log gives the call an id (call_ids).
+        data["tool_calls"] = [{"id": None, **c} for c in data["tool_calls"]]
     data.setdefault("content", "")
     return _convert(data, position)
 
@@ -284,7 +296,9 @@ def _check_content_type(
     )
 
 
-def _check_calls(value: Mapping[str, Any], mid: Any, role: Role, position: int | None) -> None:
+def _check_calls(
+    value: Mapping[str, Any], mid: Any, role: Role, position: int | None, rekeyable: bool
+) -> None:
     # convert_to_messages and the message classes fail on these with a bare
     # KeyError / TypeError / JSON error that names no field.
     calls = value.get("tool_calls") or []
@@ -305,7 +319,7 @@ def _check_calls(value: Mapping[str, Any], mid: Any, role: Role, position: int |
             )
         fn = call.get("function")
         name = fn.get("name") if isinstance(fn, Mapping) else call.get("name")
-        if not call.get("id"):
+        if not call.get("id") and not rekeyable:
             raise InvalidMessageError(
                 f"tool_calls[{i}] ({name!r}) has no id",
                 message_id=mid,
@@ -339,7 +353,7 @@ def _convert(data: Mapping[str, Any], position: int | None) -> BaseMessage:
         ) from exc
 
 
-def _check_fields(message: BaseMessage, position: int | None) -> None:
+def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = False) -> None:
     role = role_of(message)
     if message.id is not None and (not isinstance(message.id, str) or not message.id):
         raise InvalidMessageError(
@@ -355,7 +369,7 @@ def _check_fields(message: BaseMessage, position: int | None) -> None:
             position=position,
             fix="set tool_call_id to the id of the AIMessage tool call it answers",
         )
-    if isinstance(message, AIMessage):
+    if isinstance(message, AIMessage) and not rekeyable:
         seen: set[str] = set()
         for i, call in enumerate(calls_of(message)):
             cid = call.get("id")

@@ -9,9 +9,11 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
 * `HumanInTheLoopMiddleware`: interrupt, resume (approve, edit, reject) from the database in a new
   saver; LangChain records an edit in its own state key and prefixes the result with a
   note, so the log keeps the model's original call — nothing is rewritten;
-* `SummarizationMiddleware` deletes history with `RemoveMessage(REMOVE_ALL_MESSAGES)`:
-  refused with `AppendOnlyError`, the stored log untouched; what to use instead,
-  `threadlog.ContextPolicy(summarizer=...)`, is tested on threadlog's `create_agent`;
+* `SummarizationMiddleware` deletes history with `RemoveMessage(REMOVE_ALL_MESSAGES)` and
+  re-sends the kept messages: a removal event (`threadlog.removals`) — ten turns run, the
+  agent reads the summary and the kept messages, the log keeps everything; the
+  append-only alternative, `threadlog.ContextPolicy(summarizer=...)`, is tested on
+  threadlog's `create_agent`;
 * a turn whose model failed after its tool ran resumes from the database (`invoke(None)`
   in a new saver) reusing the stored result;
 * `HumanInTheLoopMiddleware` and a new user message instead of the resume (sync and
@@ -19,8 +21,9 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   (the tool never runs), the model sees a paired history, the thread continues; a tool
   result sent as the new input answers the call itself;
 * the documented human-review edit path: `update_state` re-sending the `AIMessage` with
-  new args is refused with an error naming `threadlog.Edit`; the approval `edit` decision
-  records that edit event end to end (`tests/log/test_edit.py` has the `update_state` edit);
+  new args records an edit event (`source="update_state"`), the same re-send as turn input
+  is refused naming `threadlog.Edit`; the approval `edit` decision records that edit event
+  end to end (`tests/log/test_edit.py` has the `update_state` `Edit`);
 * `edit` and `reject` decisions on two calls per pause over two turns (only edited calls
   run, one result per call, a paired history and payload for the model, the inspector's
   pairs); LangChain 1.0 to 1.4's edit, which rewrites the request in place, recorded as
@@ -204,33 +207,47 @@ def test_hitl_middleware_reject_answers_the_call_with_an_error_result(backend: s
     assert answer.content == f"answer 1: {reason}"
 
 
-def test_summarization_middleware_is_refused_with_append_only_error(backend: str) -> None:
-    """Its `RemoveMessage(REMOVE_ALL_MESSAGES)` would delete the log: the step fails with
-    a clear error and the stored log is exactly what it was before that step."""
+def test_summarization_middleware_runs_ten_turns_its_removals_recorded_as_events(
+    backend: str,
+) -> None:
+    """Its `RemoveMessage(REMOVE_ALL_MESSAGES)` + summary + kept messages is a removal
+    event: the agent reads the summary and the kept messages, the log keeps everything
+    (an earlier checkpoint, a fresh process), ten turns unchanged."""
     summarize = SummarizationMiddleware(
         model=Scripted(script=lambda _: AIMessage("a summary")),
-        trigger=("messages", 3),
-        keep=("messages", 2),
+        trigger=("messages", 6),
+        keep=("messages", 3),
     )
+    model = Recorder()
     cfg = _cfg("summarize")
     with threadlog.checkpointer(backend) as saver:
         app = create_agent(
-            Scripted(script=Recorder()),
+            Scripted(script=model),
             [get_weather],
             middleware=[summarize],
             state_schema=State,
             checkpointer=saver,
         )
-        # Turn 1 reaches 3 messages after the tool result; the next model step summarizes.
-        with pytest.raises(threadlog.AppendOnlyError) as refused:
-            app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
+        for k in range(10):
+            out = app.invoke({"messages": [HumanMessage(f"q{k}", id=f"u{k}")]}, cfg)
+            assert out["messages"][-1].content.startswith("answer")
+            assert out["messages"][-2].content == BEIJING
+            assert len(out["messages"]) <= 8
         stored = app.get_state(cfg).values["messages"]
-    assert "REMOVE_ALL_MESSAGES" in str(refused.value)
-    assert "threadlog.ContextPolicy" in str(refused.value)
-    assert [type(m).__name__ for m in stored] == ["HumanMessage", "AIMessage", "ToolMessage"]
-    assert stored[2].content == BEIJING
-    assert all("summary" not in str(m.content) for m in stored)
     threadlog.validate(stored, allow_pending_calls=False)
+    # The model saw the summary first, then the kept messages in their order.
+    last = model.seen[-1]
+    assert "a summary" in str(last[0].content)
+    assert [m.id for m in last[1:3]] == [m.id for m in stored[1:3]]
+    assert "u0" not in [m.id for m in stored]
+    with threadlog.checkpointer(backend) as again:
+        fresh = create_agent(
+            Scripted(script=Recorder()), [get_weather], middleware=[summarize],
+            state_schema=State, checkpointer=again,
+        )
+        assert [m.id for m in fresh.get_state(cfg).values["messages"]] == [m.id for m in stored]
+        ever = {m.id for s in fresh.get_state_history(cfg) for m in s.values.get("messages", [])}
+    assert {f"u{k}" for k in range(10)} <= ever
 
 
 def test_context_policy_summarizer_is_the_append_only_alternative(backend: str) -> None:
@@ -265,14 +282,39 @@ def test_context_policy_summarizer_is_the_append_only_alternative(backend: str) 
     assert values["compactions"][0]["summary"] == "turn 1 asked Beijing"
 
 
-def test_update_state_resend_is_refused_and_the_approval_edit_records_an_edit_event(
+def test_update_state_resend_is_an_edit_event_and_the_approval_edit_records_one_too(
     backend: str,
 ) -> None:
-    """Issue 14 item 7: re-sending the `AIMessage` id with new args through `update_state`
-    is refused (`ConflictingIdError` saying to write `threadlog.Edit`, nothing stored);
+    """Issue 22 item 3 (was issue 14 item 7's refusal): re-sending the `AIMessage` id with
+    new args through `update_state` — the human-edit path — records an edit event
+    (`source="update_state"`, the audit keeps the original); the same re-send as turn
+    input stays a `ConflictingIdError` naming `threadlog.Edit`. On another thread,
     resuming with the approval `edit` decision records that edit event: the log shows the
     edited call in place, the audit record keeps the original."""
     model = Recorder()
+    with threadlog.checkpointer(backend) as saver:
+        app = threadlog.create_agent(
+            Scripted(script=model),
+            [get_weather],
+            requires_approval=["get_weather"],
+            checkpointer=saver,
+        )
+        app.invoke({"messages": [HumanMessage("hi", id="u1")]}, _cfg("human-edit"))
+        call = app.get_state(_cfg("human-edit")).values["messages"][-1]
+        edited = call.model_copy(
+            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Tokyo"}}]}
+        )
+        app.update_state(_cfg("human-edit"), {"messages": [edited]})
+        now = app.get_state(_cfg("human-edit")).values["messages"][-1]
+        assert now.id == call.id and now.tool_calls[0]["args"] == {"city": "Tokyo"}
+        assert [e["source"] for e in threadlog.edits_of(now)] == ["update_state"]
+        assert threadlog.original_of(now).tool_calls[0]["args"] == {"city": "Beijing"}
+        paris = call.model_copy(
+            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Paris"}}]}
+        )
+        with pytest.raises(threadlog.ConflictingIdError, match=r"threadlog\.Edit\(AIMessage"):
+            app.invoke({"messages": [paris]}, _cfg("human-edit"))
+
     cfg = _cfg("review")
     with threadlog.checkpointer(backend) as saver:
         app = threadlog.create_agent(
@@ -282,14 +324,6 @@ def test_update_state_resend_is_refused_and_the_approval_edit_records_an_edit_ev
             checkpointer=saver,
         )
         app.invoke({"messages": [HumanMessage("hi", id="u1")]}, cfg)
-        before = app.get_state(cfg)
-        call = before.values["messages"][-1]
-        edited = call.model_copy(
-            update={"tool_calls": [{**call.tool_calls[0], "args": {"city": "Tokyo"}}]}
-        )
-        with pytest.raises(threadlog.ConflictingIdError, match=r"threadlog\.Edit\(AIMessage"):
-            app.update_state(cfg, {"messages": [edited]})
-        assert app.get_state(cfg).config == before.config  # nothing stored
 
     with threadlog.checkpointer(backend) as saver:  # resumed from the database
         app = threadlog.create_agent(

@@ -148,6 +148,31 @@ def test_a_review_edit_sent_as_plain_data_runs_the_edited_call(
     assert_paired(messages)
 
 
+def test_studios_edit_of_a_message_answers_200_and_the_next_run_sees_it(
+    client: SyncLangGraphClient,
+) -> None:
+    """Issue 22: Studio's edit — the SDK's `threads.update_state` with a same-id message and
+    new content — is an edit event (was HTTP 400): the run resumed after it asks about the
+    edited question, and the audit record keeps the original."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(
+        thread, "weather", input=ask("北京今天适合带伞吗？"), interrupt_before=["model"]
+    )
+    question = client.threads.get_state(thread)["values"]["messages"][0]
+    edited = {**question, "content": "上海今天适合带伞吗？"}
+    client.threads.update_state(thread, {"messages": [edited]})  # raises on a 4xx
+    client.runs.wait(thread, "weather", input=None)
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[0]["id"] == question["id"]
+    assert messages[0]["content"] == "上海今天适合带伞吗？"
+    assert [c["args"]["city"] for c in messages[1]["tool_calls"]] == ["上海"]
+    assert "20%" in messages[2]["content"]  # Shanghai's weather: the run saw the edit
+    audit = messages[0]["response_metadata"]["threadlog_edit"]
+    assert audit["original"]["content"] == "北京今天适合带伞吗？"
+    assert [e["source"] for e in audit["edits"]] == ["update_state"]
+
+
 def test_a_refused_input_leaves_the_thread_readable_and_usable(
     client: SyncLangGraphClient,
 ) -> None:

@@ -20,7 +20,6 @@ from langgraph.graph import MessagesState as PlainMessagesState
 
 from tests.helpers_model import user
 from threadlog import (
-    InvalidMessageError,
     MessageLog,
     ModelNode,
     OfflineChatModel,
@@ -92,7 +91,6 @@ def _inspector_pairs(messages: list[BaseMessage]) -> list[str]:
 
 OPEN_VIEWS: dict[str, Callable[[list[BaseMessage]], list[str]]] = {
     "log: stored history": lambda ms: [c["id"] or "" for _, c in MessageLog(ms).open_calls()],
-    "log: stored writes replayed": _stored_writes_replayed,
     "model node: open_calls": lambda ms: list(model_open_calls(ms)),
     "model node: incremental OpenCalls": _incremental,
     "tool step: its calls": lambda ms: [c["id"] or "" for c in step_calls(ms)],
@@ -159,9 +157,57 @@ def test_a_result_with_an_empty_id_answers_no_call_without_an_id() -> None:
     assert list(model_open_calls([*log_messages(), empty])) == ["c1", ""]
 
 
-def test_the_log_refuses_a_new_call_without_an_id_naming_it() -> None:
-    with pytest.raises(InvalidMessageError, match=r"tool_calls\[1\] \('get_weather'\) has no id"):
-        MessageLog().extend(log_messages())
+def test_the_log_gives_a_new_call_without_an_id_a_derived_id_live_and_replayed() -> None:
+    # Issue 22 item 5 (was: refused with InvalidMessageError). One rule for every writer
+    # (`threadlog.call_ids`): the id comes from the message id and the call's index, so the
+    # stored write replayed re-keys the same way, and the result pairs with the new id.
+    live = MessageLog()
+    live.extend(log_messages())
+    replayed = _stored_writes_replayed(log_messages())
+    ids = [c["id"] or "" for _, c in live.open_calls()]
+    assert ids[0] == "c1" and ids[1].startswith("call_") and ids == replayed
+    ai = live.messages[-1]
+    assert ai.response_metadata["threadlog_call_ids_rekeyed"] == {ids[1]: None}
+    live.extend([log_messages()[1]])  # the reply re-sent as the node returned it: a replay
+    live.extend([ToolMessage("sunny", tool_call_id=ids[1], id="t-rome")])
+    assert [c["id"] for _, c in live.open_calls()] == ["c1"]
+
+
+def test_a_prebuilt_tool_node_answers_a_rekeyed_call_through_the_view() -> None:
+    from langgraph.prebuilt import ToolNode as PrebuiltToolNode
+    from langgraph.prebuilt import tools_condition as prebuilt_condition
+
+    from threadlog import MessagesState
+
+    replies = iter([request(), AIMessage("done", id="a2")])
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda state: {"messages": [next(replies)]})
+    g.add_node("tools", PrebuiltToolNode([get_weather]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", prebuilt_condition)
+    g.add_edge("tools", "agent")
+    out = g.compile(checkpointer=InMemorySaver()).invoke(
+        {"messages": [HumanMessage("Paris and Rome?", id="h1")]},
+        {"configurable": {"thread_id": "t"}},
+    )["messages"]
+    ai = out[1]
+    assert [r.tool_call_id for r in out[2:4]] == [c["id"] for c in ai.tool_calls]
+    assert ai.tool_calls[1]["id"].startswith("call_")
+    assert out[-1].content == "done"
+
+
+def test_a_reply_reusing_an_answered_call_id_is_rekeyed_for_any_node() -> None:
+    # Issue 22 item 5: a model that says `call_0` every reply (was: ToolPairingError).
+    log = MessageLog([HumanMessage("q", id="h1"), AIMessage("", id="a1", tool_calls=[
+        {"name": "f", "args": {}, "id": "call_0"}]), ToolMessage("r", tool_call_id="call_0",
+                                                                 id="t1")])
+    log.extend([HumanMessage("q2", id="h2"),
+                AIMessage("", id="a2", tool_calls=[{"name": "f", "args": {}, "id": "call_0"}])])
+    new = log.messages[-1]
+    assert isinstance(new, AIMessage) and new.tool_calls[0]["id"] != "call_0"
+    assert new.response_metadata["threadlog_call_ids_rekeyed"] == {
+        new.tool_calls[0]["id"]: "call_0"}
+    assert [c["id"] for _, c in log.open_calls()] == [new.tool_calls[0]["id"]]
 
 
 def test_the_not_completed_result_keeps_its_stored_id_and_text() -> None:

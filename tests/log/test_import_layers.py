@@ -30,8 +30,8 @@ LAYERS: list[tuple[object, ...]] = [
     ("_upstream",),
     ("message_values",),
     ("messages",),
-    ("edits",),
-    ("pairing",),
+    ("edits", "removals"),
+    ("pairing", "call_ids"),
     ("log", "profiles"),
     ("channel", "wire"),
     (

@@ -108,15 +108,18 @@ def test_conflict_error_names_the_id_role_position_and_differing_fields() -> Non
     assert "new id" in str(err)
 
 
-def test_remove_and_overwrite_objects_are_refused_and_change_nothing() -> None:
+def test_overwrite_objects_are_refused_and_change_nothing() -> None:
+    # RemoveMessage is a removal event now (tests/log/test_removals.py).
     left = append_messages([], [HumanMessage("hi", id="u1")])
-    for bad in (
-        [RemoveMessage(id="u1")],
-        [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
-        Overwrite([HumanMessage("new", id="n1")]),
-    ):
-        with pytest.raises(AppendOnlyError):
-            append_messages(left, bad)
+    with pytest.raises(AppendOnlyError):
+        append_messages(left, Overwrite([HumanMessage("new", id="n1")]))
+    assert [m.id for m in left] == ["u1"]
+
+
+def test_remove_objects_leave_the_callers_list_unchanged() -> None:
+    left = append_messages([], [HumanMessage("hi", id="u1")])
+    assert append_messages(left, [RemoveMessage(id="u1")]) == []
+    assert append_messages(left, [RemoveMessage(id=REMOVE_ALL_MESSAGES)]) == []
     assert [m.id for m in left] == ["u1"]
 
 

@@ -90,9 +90,17 @@ def test_the_reducer_refuses_what_a_log_cannot_store_naming_the_field(case: str)
     assert "position 1" in str(err.value)
 
 
-def test_a_removal_dict_is_refused_as_append_only() -> None:
-    with pytest.raises(threadlog.AppendOnlyError, match="RemoveMessage would delete history"):
+def test_a_removal_dict_of_an_unknown_id_is_refused_as_append_only() -> None:
+    # A removal dict is a removal event now; one naming no logged message is refused.
+    with pytest.raises(threadlog.AppendOnlyError, match="Attempting to delete a message"):
         append_messages([], [{"type": "remove", "id": "x"}])
+
+
+def test_a_removal_dict_hides_the_message_it_names() -> None:
+    left = append_messages([], [{"role": "user", "content": "hi", "id": "x"}, "more"])
+    assert [m.content for m in append_messages(left, [{"type": "remove", "id": "x"}])] == [
+        "more"
+    ]
 
 
 def test_an_assistant_dict_that_only_calls_tools_may_have_no_content() -> None:

@@ -9,7 +9,6 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from tests.helpers_model import ai, ids, one_token_each, result, system, user
 from threadlog import (
-    AppendOnlyError,
     ContextPolicy,
     InvalidMessageError,
     ToolPairingError,
@@ -190,10 +189,13 @@ def test_summary_event_puts_the_summary_after_the_pinned_system_text() -> None:
     validate(ctx, "anthropic", allow_pending_calls=False)
 
 
-def test_deleting_summaries_are_refused_by_the_log() -> None:
-    # Today's summarization recipe deletes history with RemoveMessage(REMOVE_ALL_MESSAGES).
-    with pytest.raises(AppendOnlyError, match="ContextPolicy"):
-        append_messages([user("h1")], [RemoveMessage(id=REMOVE_ALL_MESSAGES)])
+def test_deleting_summaries_are_removal_events_in_the_log() -> None:
+    # The summarization recipe deletes history with RemoveMessage(REMOVE_ALL_MESSAGES):
+    # a removal event (threadlog.removals) — the view holds only the replacements.
+    out = append_messages(
+        [user("h1")], [RemoveMessage(id=REMOVE_ALL_MESSAGES), system("s1", "summary")]
+    )
+    assert [m.content for m in out] == ["summary"]
 
 
 def test_policy_arguments_are_checked() -> None:

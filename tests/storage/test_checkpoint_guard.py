@@ -317,11 +317,10 @@ def test_a_direct_root_put_outside_any_run_is_stored_as_given(api: str, tmp_path
     assert after == ["two", "seen 1"]  # the next run went on from the direct root
 
 
-def test_a_run_or_a_put_from_a_stale_parent_is_refused_and_stores_nothing(
-    tmp_path: Path,
-) -> None:
+def test_a_put_from_a_stale_parent_is_refused_and_stores_nothing(tmp_path: Path) -> None:
     # The other side: a run's checkpoints and any put naming a parent must follow the
-    # thread's head — a run from an old checkpoint is refused, not forked silently.
+    # thread's head — a stale head not named on purpose is refused. (Issue 22: a *run*
+    # from an old checkpoint it names is LangGraph's time-travel fork, and runs: below.)
     config = {"configurable": {"thread_id": "s"}}
     with threadlog.checkpointer(f"sqlite:///{tmp_path / 's.db'}") as saver:
         graph = _slow_echo(saver, 0)
@@ -329,14 +328,37 @@ def test_a_run_or_a_put_from_a_stale_parent_is_refused_and_stores_nothing(
         old = graph.get_state(config)  # the end of turn one
         graph.invoke({"messages": [("user", "two")]}, config)
         before = _checkpoint_ids(saver, config)
-        with pytest.raises(threadlog.ConcurrentRunError, match="the thread's head is now"):
-            graph.invoke({"messages": [("user", "three")]}, old.config)
         stale = {"configurable": {**old.config["configurable"], "checkpoint_ns": ""}}
         with pytest.raises(threadlog.ConcurrentRunError, match="the thread's head is now"):
             saver.put(stale, empty_checkpoint(), {"source": "loop", "step": 9, "parents": {}}, {})
         assert _checkpoint_ids(saver, config) == before
         texts = [m.content for m in graph.get_state(config).values["messages"]]
         assert texts == ["one", "seen 1", "two", "seen 3"]
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "postgres"])
+def test_new_input_at_a_named_older_checkpoint_runs_as_a_fork(
+    scheme: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # LangGraph's documented time travel: invoke with an older checkpoint's config.
+    url = (f"sqlite:///{tmp_path / 'f.db'}" if scheme == "sqlite"
+           else request.getfixturevalue("pg_backend"))
+    config = {"configurable": {"thread_id": "f"}}
+    with threadlog.checkpointer(url) as saver:
+        graph = _slow_echo(saver, 0)
+        graph.invoke({"messages": [("user", "one")]}, config)
+        old = graph.get_state(config)
+        graph.invoke({"messages": [("user", "two")]}, config)
+        out = graph.invoke({"messages": [("user", "two, differently")]}, old.config)
+        assert [m.content for m in out["messages"]][:3] == ["one", "seen 1", "two, differently"]
+        # The fork is the newest branch; the first branch still reads as it was.
+        head = graph.get_state(config)
+        assert [m.content for m in head.values["messages"]][2] == "two, differently"
+        first = [s for s in graph.get_state_history(config)
+                 if [m.content for m in s.values.get("messages", [])][2:3] == ["two"]]
+        assert first, "the original branch is kept"
+        graph.invoke({"messages": [("user", "three")]}, config)  # the thread goes on
+        assert [m.content for m in graph.get_state(config).values["messages"]][-2] == "three"
 
 
 def test_a_finished_run_leaves_nothing_of_itself_in_the_guard(sqlite_url: str) -> None:

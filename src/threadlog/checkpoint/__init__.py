@@ -15,7 +15,8 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
       ConcurrentRunError before anything is
       stored ("reject"), across processes
     no silent fork: a run's put follows the       guard          test_checkpoint_guard.py,
-      thread's head; `update_state` forks on                     test_checkpoint_conformance.py
+      thread's head; `update_state` and a run                    test_checkpoint_conformance.py
+      naming an older checkpoint fork on
       purpose; a direct root put is stored as
       given
     a refused write stores nothing (the input is  guard          test_refused_writes.py

@@ -32,7 +32,8 @@ Contract.
   - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint: as a
     run read it right after taking the thread's lock, else one indexed query), unless
     LangGraph marks it a deliberate fork (`update_state`:
-    source `"update"`/`"fork"`), or it is a **direct root put**: made outside any
+    source `"update"`/`"fork"`), it is the input of a run that *named* the checkpoint it
+    read (LangGraph's time travel: a fork from it), or it is a **direct root put**: made outside any
     LangGraph run (no runtime in its config) with no parent checkpoint. That is the
     low-level saver API (`saver.put(...)` by user code, `update_state` on an empty
     thread), which every LangGraph saver stores as given and the conformance suite
@@ -198,6 +199,8 @@ class GuardLayer(Layer):
         self._runs: dict[str, tuple[Any, _Hold]] = {}
         # Per thread: the head its current run read right after taking the run lock.
         self._run_heads: dict[str, str | None] = {}
+        # Per thread: the checkpoint its current run named explicitly (a fork's base).
+        self._forks: dict[str, str] = {}
         # Checkpoints being stored right now, by id. LangGraph stores a step's checkpoint
         # and its tasks' writes from background threads; a task's writes that landed
         # before their checkpoint would be unreachable if the process died in between
@@ -346,12 +349,22 @@ class GuardLayer(Layer):
         key = _guarded_key(config)
         if key is None:
             return
-        if took and not config["configurable"].get("checkpoint_id"):
+        asked = config["configurable"].get("checkpoint_id")
+        if took and not asked:
             self._run_heads[key[0]] = (
                 None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
             )
-        else:
-            self._run_heads.pop(key[0], None)
+            self._forks.pop(key[0], None)
+            return
+        self._run_heads.pop(key[0], None)
+        if took:
+            # A run that names a checkpoint reads it on purpose: its input there is a
+            # fork (LangGraph's time travel), not a stale head. (Later reads of the same
+            # run, `took` False, leave it.)
+            if asked and tup is not None:
+                self._forks[key[0]] = str(asked)
+            else:
+                self._forks.pop(key[0], None)
 
     def _writes_to_logs(self, tup: CheckpointTuple) -> bool:
         keys = self.input_check.message_keys if self.input_check is not None else ()
@@ -497,11 +510,13 @@ class GuardLayer(Layer):
             # every other guarded writer (runs, update_state) waits for the hold. The
             # head this run read under its lock is the head; otherwise (a run from a
             # named checkpoint, inside exclusive()) one indexed query verifies it.
-            if is_input:
+            if is_input and self._forks.pop(key[0], None) != parent:
                 head = self._run_heads.pop(key[0], _UNREAD)
                 if head is _UNREAD or head != parent:
                     head = yield _store(self.store.head, *key)
                 self._refuse_moved(key, parent, head, metadata)
+            # else: new input at the checkpoint the run named — a fork, stored as a
+            # branch from it (readers of the head are unaffected).
             stored: RunnableConfig = yield from below.flow("put", *args)
             self.own_parents.add(parent)
             return stored
@@ -533,10 +548,8 @@ class GuardLayer(Layer):
     ) -> None:
         if head != parent and metadata.get("source") not in _FORK_SOURCES:
             raise ConcurrentRunError(
-                f"this run started from checkpoint {parent!r} but the thread's head "
-                f"is now {head!r} (if you addressed that older checkpoint on purpose, "
-                "branch from it with graph.update_state(<its config>, ...) and invoke "
-                "the config it returns)",
+                f"this write started from checkpoint {parent!r} without naming it, but the "
+                f"thread's head is now {head!r}: the thread moved on since it was read",
                 thread_id=key[0],
                 checkpoint_id=parent,
                 head=head,

@@ -40,11 +40,12 @@ from langgraph.checkpoint.serde.types import ERROR
 from threadlog._upstream import PREGEL, achannels_from_checkpoint, channels_from_checkpoint
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
-from threadlog.edits import is_edit
+from threadlog.edits import is_edit, is_update
 from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.flows import Flow, Io, arun, call, run
 from threadlog.log import MessageLog, flatten_write
 from threadlog.messages import coerce_message, role_of
+from threadlog.removals import is_removal
 
 __all__ = ["InputCheck"]
 
@@ -106,8 +107,10 @@ class InputCheck:
             log = logs[key]  # checked with dry_run=True: never changed, so never copied
             items = flatten_write(value)
             for i, raw in enumerate(items):
-                if is_edit(raw):
-                    continue  # the log's dry run below checks an edit
+                if is_edit(raw) or is_removal(raw):
+                    continue  # the log's dry run below checks an edit or a removal
+                if is_update(raw):  # update_state's message (`threadlog.edits.update_item`)
+                    raw = raw.get("message")
                 msg = _coerce(raw, len(log) + i)
                 if self.max_chars is not None:
                     self._check_size(msg, len(log) + i)
@@ -145,7 +148,7 @@ class InputCheck:
 
 def _coerce(raw: Any, position: int) -> BaseMessage:
     try:
-        return coerce_message(raw, position=position)
+        return coerce_message(raw, position=position, rekeyable=True)
     except MessageLogError:
         raise
     except (ValueError, TypeError) as exc:

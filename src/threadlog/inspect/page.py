@@ -38,7 +38,13 @@ from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, short
-from threadlog.inspect.steps import appended, describe_compaction, short_id
+from threadlog.inspect.steps import (
+    appended,
+    describe_compaction,
+    message_line,
+    removed_since,
+    short_id,
+)
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
 from threadlog.messages import role_of
@@ -248,6 +254,11 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
             for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+        ]
+        events += [  # hidden from the state by this step's RemoveMessage; the log keeps it
+            f'<div class="r-removed">removed {escape(message_line(m))} (RemoveMessage by '
+            f"{escape(', '.join(rec.writers) or '?')})</div>"
+            for m in removed_since(rec, parent)
         ]
         events += [
             f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)

@@ -90,6 +90,16 @@ def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[Bas
     return [m for m in rec.messages if m.id not in before]
 
 
+def removed_since(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
+    """The messages `rec`'s step hid from the view by a removal event (`RemoveMessage`,
+    `threadlog.removals`): in the parent's view, not in this one. The log keeps them; the
+    parent checkpoint's state is where they still read."""
+    if parent is None:
+        return []
+    now = {m.id for m in rec.messages}
+    return [m for m in parent.messages if m.id not in now]
+
+
 def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[dict[str, Any]]:
     """The edits `rec`'s step recorded: message id, the edit's id / time / who / why, and
     the calls before (superseded) and after it."""

@@ -29,8 +29,11 @@ the stand-in does).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
@@ -47,6 +50,7 @@ from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.records import Graph, Progress, list_tuples, records_from
 from threadlog.inspect.source import open_saver, quiet_stand_in, shape_of, stand_in
 from threadlog.inspect.state import StateValues
+from threadlog.inspect.steps import removed_since
 from threadlog.inspect.storage import stored_bytes
 from threadlog.inspect.table import Table
 from threadlog.inspect.timeline import Timeline
@@ -54,7 +58,17 @@ from threadlog.inspect.timeline import Timeline
 if TYPE_CHECKING:
     from threadlog.inspect.plot import ThreadPlot
 
-__all__ = ["Thread", "thread"]
+__all__ = ["Removed", "Thread", "thread"]
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """A message a removal event hid from the view (`Thread.removed`)."""
+
+    message: BaseMessage
+    step: int
+    checkpoint_id: str
+    node: str
 
 
 class Thread(ThreadRecords):
@@ -65,6 +79,18 @@ class Thread(ThreadRecords):
     def timeline(self, branch: str | None = None) -> Timeline:
         """One row per checkpoint (all branches; `branch=` limits to root → that one)."""
         return Timeline(self, self.path(branch) if branch else self.records)
+
+    def removed(self, branch: str | None = None) -> list[Removed]:
+        """Every message a removal event hid along `branch` (default: the head's path),
+        oldest first, with the step, checkpoint and node whose `RemoveMessage` hid it."""
+        path = self.path(branch)
+        out: list[Removed] = []
+        for parent, rec in pairwise(path):
+            out += [
+                Removed(m, rec.step, rec.checkpoint_id, ", ".join(rec.writers) or "?")
+                for m in removed_since(rec, parent)
+            ]
+        return out
 
     def pairs(self, checkpoint: str | None = None) -> ToolPairs:
         """Each tool call in the log at `checkpoint` (default head) with its result."""

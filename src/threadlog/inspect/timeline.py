@@ -3,7 +3,9 @@
 Contract: for each checkpoint (all branches, oldest first, or one branch's path) a row with
 step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
 writes made it, the messages appended (role, id, short content), reviewer edits recorded
-(`edited`: the superseded calls and the new ones), calls still open after the step,
+(`edited`: the superseded calls and the new ones), messages a removal event hid from the
+view (`removed`: each with the node whose `RemoveMessage` hid it; the log and the parent
+checkpoint keep it), calls still open after the step,
 compaction events added, tasks that failed from it, how the thread waits there when it
 stops there (`paused`: "paused before tools", "interrupted in review"; `records.pause_of`),
 the values the step changed and the messages it appended under other message keys
@@ -29,6 +31,7 @@ from threadlog.inspect.steps import (
     message_line,
     message_row,
     open_at,
+    removed_since,
     usage_at,
 )
 from threadlog.inspect.table import Cell, Column, Table
@@ -116,6 +119,10 @@ class Timeline(Table):
             "writers": list(rec.writers),
             "appended": [message_row(m) for m in new],
             "edited": [] if self._unloaded_parent(rec) else edits_added(rec, parent),
+            "removed": [
+                {**message_row(m), "by": list(rec.writers), "checkpoint_id": rec.checkpoint_id}
+                for m in ([] if self._unloaded_parent(rec) else removed_since(rec, parent))
+            ],
             "messages": len(rec.messages),
             "open_calls": open_at(rec, parent),
             "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
@@ -148,6 +155,10 @@ class Timeline(Table):
         for rec, row in zip(self.records, self._rows, strict=True):
             events: list[str] = [message_line(m) for m in self._appended(rec)]
             events += [edit_line(e) for e in row["edited"]]
+            events += [
+                f"removed {message_line(m)} (RemoveMessage by {', '.join(rec.writers) or '?'})"
+                for m in (removed_since(rec, self.thread.parent(rec)) if row["removed"] else ())
+            ]
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]

@@ -9,7 +9,8 @@
   the log (servers that say `call_0` every turn) — including ids an edit dropped or
   renamed, which its audit record keeps — or with each other fresh, unique ids,
   before the reply is logged: the log's ids stay unique whatever the server does. The
-  replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`.
+  replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`. The rule
+  is `threadlog.call_ids`'s, which the log applies to every writer's replies too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from threadlog.call_ids import rekey_calls
 from threadlog.edits import audit_call_ids
 from threadlog.messages import calls_of
 
@@ -79,46 +81,3 @@ def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
     return out
 
 
-def rekey_calls(reply: AIMessage, used: set[str]) -> AIMessage:
-    """`reply` with every call id that is empty, already in `used` or repeated within the
-    reply replaced by a fresh one (see the module docstring); `reply` itself if none is."""
-    calls = calls_of(reply)
-    seen: set[str] = set()
-    renamed: dict[int, str] = {}
-    for i, c in enumerate(calls):
-        cid = c["id"] or ""
-        if not cid or cid in used or cid in seen:
-            renamed[i] = _fresh(reply, i, cid, used | seen)
-        seen.add(renamed.get(i, cid))
-    if not renamed:
-        return reply
-    n_valid = len(reply.tool_calls)
-    tool_calls = [
-        {**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)
-    ]
-    invalid = [
-        {**c, "id": renamed.get(n_valid + i, c["id"])}
-        for i, c in enumerate(reply.invalid_tool_calls)
-    ]
-    was = {renamed[i]: calls[i]["id"] for i in renamed}
-    return reply.model_copy(
-        update={
-            "tool_calls": tool_calls,
-            "invalid_tool_calls": invalid,
-            "response_metadata": {
-                **reply.response_metadata,
-                "threadlog_call_ids_rekeyed": was,
-            },
-        }
-    )
-
-
-def _fresh(reply: AIMessage, index: int, old: str, taken: set[str]) -> str:
-    # Derived from the reply's id so a replayed step re-keys identically.
-    seed = f"{reply.id}:{index}:{old}"
-    for attempt in range(100):
-        digest = hashlib.blake2b(f"{seed}:{attempt}".encode(), digest_size=12).hexdigest()
-        candidate = f"call_{digest}"
-        if candidate not in taken:
-            return candidate
-    raise AssertionError("unreachable: 100 colliding 96-bit ids")

@@ -1,0 +1,94 @@
+"""The one rule for call ids a reply cannot keep: re-keying.
+
+Some models and servers reuse call ids (`call_0` every reply, or a counter per process),
+and LangGraph's own tests send `tool_calls` without ids. LangGraph accepts both; a log
+where a result pairs by id cannot. So before an AIMessage is logged — whichever node
+wrote it, or the turn input — each of its calls whose id is
+
+* empty (`None` or `""`),
+* repeated within the message, or
+* already used by a call of *another* message in the log's view (a message a removal
+  event hid frees its call ids: the view holds one owner, exactly as a log read back from
+  a snapshot of the view does, `threadlog.removals`),
+
+gets a fresh id, `call_<blake2b(message id, call index, old id)>`: deterministic, so a
+replay of the stored write (which holds the reply as the node returned it) re-keys the
+same way, and a re-sent copy of the reply reads as a replay. The replaced ids are kept in
+`response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id).
+
+The results then pair with the new ids because every tool step reads the view, which holds
+the re-keyed message: threadlog's `ToolNode`, LangGraph's prebuilt `ToolNode` and
+`tools_condition`, LangChain's `create_agent` all answer `state["messages"][-1]`'s calls.
+A result written against the *old* id answers whatever call owns that id, as before.
+`threadlog.ModelNode` applies the same rule to its replies before writing them (so its
+trace names the ids the log holds), with `used` also holding ids an edit dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from langchain_core.messages import AIMessage
+
+from threadlog.messages import calls_of
+
+__all__ = ["REKEYED_KEY", "needs_rekey", "rekey_calls"]
+
+REKEYED_KEY = "threadlog_call_ids_rekeyed"
+
+
+def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:
+    """Whether any call of `reply` has an empty, repeated or `taken` id (cheap check on
+    the hot path: most replies keep their ids)."""
+    seen: set[str] = set()
+    for c in calls_of(reply):
+        cid = c.get("id") or ""
+        if not cid or cid in seen or taken(cid):
+            return True
+        seen.add(cid)
+    return False
+
+
+def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIMessage:
+    """`reply` with every call id that is empty, `used` (a set, or a predicate) or
+    repeated within the reply replaced by a fresh one (module doc); `reply` itself if none
+    is."""
+    taken = used.__contains__ if isinstance(used, set) else used
+    calls = calls_of(reply)
+    seen: set[str] = set()
+    renamed: dict[int, str] = {}
+    for i, c in enumerate(calls):
+        cid = c["id"] or ""
+        if not cid or taken(cid) or cid in seen:
+            renamed[i] = _fresh(reply, i, cid, lambda x: taken(x) or x in seen)
+        seen.add(renamed.get(i, cid))
+    if not renamed:
+        return reply
+    n_valid = len(reply.tool_calls)
+    tool_calls = [
+        {**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)
+    ]
+    invalid = [
+        {**c, "id": renamed.get(n_valid + i, c["id"])}
+        for i, c in enumerate(reply.invalid_tool_calls)
+    ]
+    was = {renamed[i]: calls[i]["id"] for i in renamed}
+    return reply.model_copy(
+        update={
+            "tool_calls": tool_calls,
+            "invalid_tool_calls": invalid,
+            "response_metadata": {**reply.response_metadata, REKEYED_KEY: was},
+        }
+    )
+
+
+def _fresh(reply: AIMessage, index: int, old: str, taken: Callable[[str], bool]) -> str:
+    # Derived from the reply's id so a replayed step re-keys identically.
+    seed = f"{reply.id}:{index}:{old}"
+    for attempt in range(100):
+        digest = hashlib.blake2b(f"{seed}:{attempt}".encode(), digest_size=12).hexdigest()
+        candidate = f"call_{digest}"
+        if not taken(candidate):
+            return candidate
+    raise AssertionError("unreachable: 100 colliding 96-bit ids")
