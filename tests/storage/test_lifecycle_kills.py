@@ -1,11 +1,14 @@
-"""SIGKILL inside `prune`, `copy_thread` and `delete_for_runs` on SQLite and Postgres: a
-forked worker runs the operation and kills itself right after a seeded statement of its
-transaction (`backends.*.maintain_steps`, counted); the thread is then exactly as before
-or exactly as after — never unreadable, never a split pair — and the next turn continues.
-A trial whose seeded point lies past the last statement completes: the "after" state."""
+"""SIGKILL inside `prune`, `copy_thread` and `delete_for_runs` on SQLite and Postgres, sync
+and async (`aprune`, `acopy_thread`, `adelete_for_runs` on `threadlog.acheckpointer`, the
+same flow through `Backend.amaintain`): a forked worker runs the operation and kills
+itself right after a seeded statement of its transaction (`backends.*.maintain_steps`,
+counted); the thread is then exactly as before or exactly as after — never unreadable,
+never a split pair — and the next turn continues. A trial whose seeded point lies past
+the last statement completes: the "after" state."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import random
@@ -67,7 +70,27 @@ def _setup(url: str, tid: str) -> None:
             app.invoke(msg, _cfg(tid, f"{tid}-r{i}"))
 
 
-def _worker(url: str, op: str, tid: str, kill_at: int) -> None:
+def _operate(url: str, op: str, tid: str) -> None:
+    with threadlog.checkpointer(url) as saver:
+        if op == "prune":
+            saver.prune([tid], strategy="keep_latest")
+        elif op == "copy":
+            saver.copy_thread(tid, tid + "-copy")
+        else:
+            saver.delete_for_runs([f"{tid}-r1"])
+
+
+async def _aoperate(url: str, op: str, tid: str) -> None:
+    async with threadlog.acheckpointer(url) as saver:
+        if op == "prune":
+            await saver.aprune([tid], strategy="keep_latest")
+        elif op == "copy":
+            await saver.acopy_thread(tid, tid + "-copy")
+        else:
+            await saver.adelete_for_runs([f"{tid}-r1"])
+
+
+def _worker(url: str, op: str, tid: str, kill_at: int, mode: str) -> None:
     # Kill right after the `kill_at`-th statement of the maintenance transaction.
     for module in (sqlite_backend, pg_backend):
         real = module.maintain_steps
@@ -87,22 +110,19 @@ def _worker(url: str, op: str, tid: str, kill_at: int) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
 
         module.maintain_steps = counting  # type: ignore[assignment]
-    with threadlog.checkpointer(url) as saver:
-        if op == "prune":
-            saver.prune([tid], strategy="keep_latest")
-        elif op == "copy":
-            saver.copy_thread(tid, tid + "-copy")
-        else:
-            saver.delete_for_runs([f"{tid}-r1"])
+    if mode == "async":
+        asyncio.run(_aoperate(url, op, tid))
+    else:
+        _operate(url, op, tid)
     os._exit(0)
 
 
-def _trial(url: str, op: str, tid: str, kill_at: int) -> tuple[bool, str]:
+def _trial(url: str, op: str, tid: str, kill_at: int, mode: str = "sync") -> tuple[bool, str]:
     """(whether the worker was killed, "before" or "after")."""
     _setup(url, tid)
     before = _state(url, tid)
     worker = multiprocessing.get_context("fork").Process(
-        target=_worker, args=(url, op, tid, kill_at)
+        target=_worker, args=(url, op, tid, kill_at, mode)
     )
     worker.start()
     worker.join(60)
@@ -151,6 +171,24 @@ def test_a_kill_inside_a_lifecycle_call_leaves_the_thread_before_or_after_and_re
     for n, kill_at in enumerate(points):
         tid = f"{op}-{n}"
         killed, state = _trial(backend, op, tid, kill_at)
+        seen.append((kill_at, killed, state))
+        _continues(backend, tid)
+    killed_trials = [s for s in seen if s[1]]
+    assert len(killed_trials) >= 2, seen  # the seeded points land inside the transaction
+    assert all(state == "before" for _, k, state in seen if k), seen  # uncommitted: undone
+    assert seen[-1][1:] == (False, "after"), seen
+
+
+@pytest.mark.parametrize("op", ["prune", "copy", "delete_for_runs"])
+def test_a_kill_inside_an_async_lifecycle_call_leaves_the_thread_before_or_after_and_readable(
+    backend: str, op: str, tmp_path: Path
+) -> None:
+    rng = random.Random(f"{SEED}-async-{op}-{backend.split(':')[0]}")
+    points = [rng.randint(1, 4) for _ in range(3)] + [10_000]
+    seen: list[tuple[int, bool, str]] = []
+    for n, kill_at in enumerate(points):
+        tid = f"a{op}-{n}"
+        killed, state = _trial(backend, op, tid, kill_at, "async")
         seen.append((kill_at, killed, state))
         _continues(backend, tid)
     killed_trials = [s for s in seen if s[1]]

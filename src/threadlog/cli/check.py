@@ -165,20 +165,20 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     if args.dry_run:
         _out(
             f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "
-            f"{sum(1 for p in plans if p.results)} thread(s); nothing written (--dry-run)"
+            f"{len({p.thread_id for p in plans if p.results})} thread(s); "
+            "nothing written (--dry-run)"
         )
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
     results = apply_repairs(url, [p for p in plans if p.results])
-    refused = 0
     for res in results:
-        refused += res.refused is not None
         if args.json:
             _out(
                 json.dumps(
                     {
                         "thread_id": res.thread_id,
+                        "channel": res.channel,
                         "written": res.written,
                         "checkpoint_id": res.checkpoint_id,
                         "refused": res.refused,
@@ -189,8 +189,13 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         else:
             _out(safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
+    # A thread with open calls under several message keys has one result per key.
+    refused = len({r.thread_id for r in results if r.refused is not None})
+    repaired = len(
+        {r.thread_id for r in results if r.refused is None}
+        - {r.thread_id for r in results if r.refused is not None}
+    )
     _out(
-        f"repaired {len(results) - refused} thread(s); {refused} refused; "
-        f"{left} call(s) appending cannot answer"
+        f"repaired {repaired} thread(s); {refused} refused; {left} call(s) appending cannot answer"
     )
     return 1 if refused or left else 0

@@ -8,9 +8,11 @@ checkpoint, channel, position, message id, call id, the profiles that reject it,
 with a summary of threads checked, clean, with problems, and problems by kind and by
 profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
 
-* Every message channel of the state is checked: threadlog's log (`messages`, rebuilt by
-  LangGraph's loader through threadlog's channels) and every plain list of messages a
-  checkpoint stores (`add_messages` state, under any key).
+* Every message channel of the state is checked, each problem naming its key: every
+  threadlog log (`messages`, and any other key a graph annotates with `threadlog.Messages`
+  — open_deep_research's `supervisor_messages` — rebuilt by LangGraph's loader through a
+  stand-in that owns the keys the checkpoint stores, `threadlog.inspect.source`) and
+  every plain list of messages a checkpoint stores (`add_messages` state, under any key).
 * `profiles` (names or `Profile`s; default every profile in `PROFILES`) are checked in one
   pass per history; an unknown name raises `ValueError` naming the known ones.
 * `threads` limits the check to those ids; one the database does not hold raises
@@ -30,10 +32,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog.inspect.catalog import checkpoint_ids, thread_heads
+from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.problems import REPAIRABLE, Finding, find_problems
+from threadlog.inspect.source import Shape, shape_of, stand_in
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.profiles import PROFILES, Profile, get_profile
 from threadlog.terminal import safe_line
@@ -41,6 +45,7 @@ from threadlog.terminal import safe_line
 __all__ = [
     "CheckReport",
     "Problem",
+    "StandIns",
     "Tally",
     "ThreadCheck",
     "check",
@@ -107,25 +112,54 @@ def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
     return out
 
 
+class StandIns:
+    """One stand-in graph per set of stored keys (`source.stand_in`), made on first use:
+    a thread's log keys are read through a graph that owns them."""
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        self.saver = saver
+        self.graphs: dict[Shape, Any] = {}
+
+    def __call__(self, tup: CheckpointTuple) -> Any:
+        # Only the keys matter for reading values: the node names would make one graph
+        # per thread.
+        shape = Shape(shape_of(tup).keys)
+        if shape not in self.graphs:
+            self.graphs[shape] = stand_in(self.saver, None, shape)
+        return self.graphs[shape]
+
+
 def message_channels(
-    saver: BaseCheckpointSaver[Any], graph: Any, thread_id: str, checkpoint_id: str
+    saver: BaseCheckpointSaver[Any], readers: StandIns, thread_id: str, checkpoint_id: str
 ) -> list[tuple[str, str, list[Any]]]:
-    """`(channel, format, messages)` for every message channel of one checkpoint."""
+    """`(channel, format, messages)` for every message channel of one checkpoint: the
+    threadlog logs first (`messages`, then by name), then the plain lists."""
+    from threadlog.channel import MessageLogChannel
+
     conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
         raise LookupError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
     values = tup.checkpoint.get("channel_values") or {}
+    versions = tup.checkpoint.get("channel_versions") or {}
     out: list[tuple[str, str, list[Any]]] = []
     for key, value in values.items():
         if isinstance(value, list) and value and all(isinstance(m, BaseMessage) for m in value):
             out.append((key, PLAIN_FORMAT, value))
-    stored = values.get("messages")
-    if not isinstance(stored, list) and "messages" in tup.checkpoint.get("channel_versions", {}):
+    graph = readers(tup)
+    logs = [
+        k
+        for k, ch in graph.channels.items()
+        if isinstance(ch, MessageLogChannel)
+        and k in versions
+        and not isinstance(values.get(k), list)
+    ]
+    if logs:
         # threadlog's log stores deltas: LangGraph's loader rebuilds it (a stand-in graph).
         snap = graph.get_state({"configurable": conf})
         state = snap.values if isinstance(snap.values, dict) else {}
-        out.insert(0, ("messages", LOG_FORMAT, list(state.get("messages") or [])))
+        ordered = sorted(logs, key=lambda k: (k != DEFAULT_KEY, k))
+        out[:0] = [(k, LOG_FORMAT, list(state.get(k) or [])) for k in ordered]
     return out
 
 
@@ -160,7 +194,7 @@ def check_threads(
     all_checkpoints: bool = False,
 ) -> Iterator[ThreadCheck]:
     """One `ThreadCheck` per thread of `saver`, newest first (module doc)."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.source import quiet_stand_in
 
     heads = thread_heads(saver)
     if threads is not None:
@@ -172,7 +206,7 @@ def check_threads(
                 "`threadlog threads --db …` lists them)"
             )
         heads = [by_id[t] for t in dict.fromkeys(threads)]
-    graph = stand_in(saver, None)
+    readers = StandIns(saver)
     with quiet_stand_in(True):
         for head in heads:
             result = ThreadCheck(head.thread_id)
@@ -180,7 +214,7 @@ def check_threads(
             try:
                 for cid in ids:
                     for channel, fmt, messages in message_channels(
-                        saver, graph, head.thread_id, cid
+                        saver, readers, head.thread_id, cid
                     ):
                         found = find_problems(messages, profiles)
                         result.problems += _problems(head.thread_id, cid, channel, fmt, found)

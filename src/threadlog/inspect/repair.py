@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import (
 
 from threadlog.inspect.checks import (
     LOG_FORMAT,
+    StandIns,
     check_threads,
     message_channels,
 )
@@ -81,13 +82,14 @@ class RepairResult:
     written: list[str] = field(default_factory=list)  # result message ids appended
     checkpoint_id: str | None = None  # the new head
     refused: str | None = None
+    channel: str = ""  # the message key appended to
 
     def line(self) -> str:
         if self.refused:
             return f"thread {self.thread_id}: not repaired: {self.refused}"
         return (
-            f"thread {self.thread_id}: appended {len(self.written)} result(s), "
-            f"new checkpoint {self.checkpoint_id}"
+            f"thread {self.thread_id}: appended {len(self.written)} result(s) to "
+            f"{self.channel}, new checkpoint {self.checkpoint_id}"
         )
 
 
@@ -135,15 +137,15 @@ def plan_repairs(
     threads: Sequence[str] | None = None,
 ) -> Iterator[RepairPlan]:
     """A plan per thread head with an open call (module doc); reads only."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.source import quiet_stand_in
 
-    graph = stand_in(saver, None)
+    readers = StandIns(saver)
     for result in check_threads(saver, profiles=profiles, threads=threads):
         if not any(p.kind == "open_call" for p in result.problems):
             continue
         checkpoint = result.problems[0].checkpoint_id
         with quiet_stand_in(True):
-            channels = message_channels(saver, graph, result.thread_id, checkpoint)
+            channels = message_channels(saver, readers, result.thread_id, checkpoint)
         for channel, fmt, messages in channels:
             plan = plan_for(result.thread_id, checkpoint, channel, fmt, messages)
             if plan is not None:
@@ -220,14 +222,14 @@ def apply_repairs(url: str, plans: Sequence[RepairPlan]) -> list[RepairResult]:
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.source import quiet_stand_in
 
     out: list[RepairResult] = []
     with checkpointer(url) as opened:
         saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
-        reader = stand_in(saver, None)
+        reader = StandIns(saver)
         for plan in plans:
-            result = RepairResult(plan.thread_id)
+            result = RepairResult(plan.thread_id, channel=plan.channel)
             out.append(result)
             try:
                 with saver.exclusive(plan.thread_id):
@@ -241,7 +243,11 @@ def apply_repairs(url: str, plans: Sequence[RepairPlan]) -> list[RepairResult]:
 
 
 def _apply_one(
-    saver: BaseCheckpointSaver[Any], reader: Any, plan: RepairPlan, result: RepairResult, quiet: Any
+    saver: BaseCheckpointSaver[Any],
+    reader: StandIns,
+    plan: RepairPlan,
+    result: RepairResult,
+    quiet: Any,
 ) -> None:
     tup = saver.get_tuple({"configurable": {"thread_id": plan.thread_id, "checkpoint_ns": ""}})
     if tup is None:
