@@ -121,6 +121,47 @@ def test_prune_keep_latest_keeps_the_head_reading_the_same_and_the_next_turn_con
             assert _read(_agent(cold), "t")[0][: len(before[0])] == before[0]
 
 
+def test_prune_keep_latest_keeps_the_view_and_drops_what_a_removal_hid(
+    saver: Any, url: str
+) -> None:
+    """A summarizing app's own node removes old messages (`RemoveMessage`): before the
+    prune the inspector lists them with the removal; the head's snapshot holds the view
+    the app reads (as LangGraph's own snapshots do), so after `keep_latest` the view and
+    the next turn are unchanged and the hidden messages are gone with the pruned
+    checkpoints (`threadlog prune --archive` keeps them)."""
+    from langchain_core.messages import HumanMessage, RemoveMessage
+
+    from threadlog import inspect
+
+    def chat(state: Any) -> Any:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"reply {n}", id=f"a-{state['messages'][-1].id}")]}
+
+    def forget(state: Any) -> Any:
+        old = state["messages"][:-2]
+        return {"messages": [RemoveMessage(id=m.id) for m in old]} if len(old) > 2 else {}
+
+    builder = StateGraph(threadlog.MessagesState)
+    builder.add_node("chat", chat)
+    builder.add_node("forget", forget)
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", "forget")
+    builder.add_edge("forget", END)
+    app = builder.compile(checkpointer=saver)
+    for i in range(5):
+        app.invoke({"messages": [HumanMessage(f"q{i}", id=f"h{i}")]}, _cfg("rm"))
+    view = [m.id for m in app.get_state(_cfg("rm")).values["messages"]]
+    assert view == ["h4", "a-h4"]
+    assert {r.message.id for r in inspect.thread(app, _cfg("rm")).removed()} >= {"h0", "a-h0"}
+    saver.prune(["rm"], strategy="keep_latest")
+    assert [m.id for m in app.get_state(_cfg("rm")).values["messages"]] == view
+    assert inspect.thread(app, _cfg("rm")).removed() == []
+    app.invoke({"messages": [HumanMessage("q5", id="h5")]}, _cfg("rm"))
+    assert [m.id for m in app.get_state(_cfg("rm")).values["messages"]] == [
+        *view, "h5", "a-h5"
+    ]
+
+
 def test_prune_keep_latest_at_an_approval_pause_keeps_the_open_call_and_resumes_it_once(
     saver: Any,
 ) -> None:
