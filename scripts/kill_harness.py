@@ -156,6 +156,17 @@ class Plan:
         )
 
 
+def turn_writes(plan: Plan) -> int:
+    """Saver writes the plan's killed turn makes (the constants above are the most): a
+    write kill point past them does not land."""
+    two = len(QUESTIONS[(plan.trial + plan.prior_turns) % len(QUESTIONS)].split(" and ")) > 1
+    if plan.durability == "exit":
+        return EXIT_WRITE_SLOTS.get(plan.app, EXIT_SUBGRAPH_WRITE_SLOTS) - (
+            plan.app == "agent" and not (two and plan.branches)
+        )
+    return _slots(plan.app) - (0 if two and plan.branches else 1 if two else 2)
+
+
 def _slots(app: str, durability: str = "sync") -> int:
     """Saver writes the killed turn makes at most, in this app and mode."""
     if durability == "exit":
