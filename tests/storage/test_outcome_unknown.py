@@ -400,3 +400,81 @@ async def test_with_a_plain_saver_the_model_node_answers_a_started_call_outcome_
     beijing, shanghai = request_.tool_calls
     assert_answered(messages, unknown=[beijing], not_done=[shanghai])
     await asyncio.to_thread(_wait_for, effects, str(beijing["id"]))
+
+
+# -- inside a subgraph: the markers live in the subgraph's namespace ------------------------
+
+
+def _in_a_subgraph(node: ToolNode, checkpointer: Any) -> Any:
+    """The scripted model ⇄ tools graph as the only node (`team`) of a parent graph
+    sharing `messages`: its tool step, and its markers, are in the namespace `team:<t>`."""
+    from langgraph.graph import START as FIRST
+    from langgraph.graph import StateGraph
+
+    parent = StateGraph(threadlog.MessagesState)
+    parent.add_node("team", scripted_graph(node, [TWO_BOOKINGS]))
+    parent.add_edge(FIRST, "team")
+    return parent.compile(checkpointer=checkpointer)
+
+
+async def test_a_run_cancelled_inside_a_subgraph_answers_the_running_call_outcome_unknown(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    running = threading.Event()
+
+    def slow_rome(city: str) -> None:
+        if city == "Rome":
+            running.set()
+            time.sleep(0.6)
+
+    node = ToolNode([_booking_tool(effects, slow_rome)], max_concurrency=1)
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = _in_a_subgraph(node, saver)
+        run = asyncio.create_task(graph.ainvoke(start(), _cfg("sub-cancel")))
+        assert await asyncio.to_thread(running.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.to_thread(_wait_for, effects, "c-rome")
+        out = await graph.ainvoke(INSTEAD, _cfg("sub-cancel"))
+    assert_answered(out["messages"], unknown=[ROME], not_done=[OSLO])
+    assert _effects(effects) == ["c-rome"]
+
+
+def _killed_in_rome_in_a_subgraph(url: str, effects: str) -> None:
+    code = 1
+    try:
+
+        def kill_in_rome(city: str) -> None:
+            if city == "Rome":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        node = ToolNode([_booking_tool(Path(effects), kill_in_rome)], max_concurrency=1)
+        with threadlog.checkpointer(url) as saver:
+            graph = _in_a_subgraph(node, saver)
+            graph.invoke(start(), _cfg("sub-kill"), durability="sync")
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def test_a_worker_killed_while_a_subgraphs_tool_runs_answers_that_call_outcome_unknown(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    worker = multiprocessing.get_context("fork").Process(
+        target=_killed_in_rome_in_a_subgraph, args=(backend, str(effects))
+    )
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == -signal.SIGKILL, "the worker was not killed in Rome's tool"
+    node = ToolNode([_booking_tool(effects, lambda city: None)], max_concurrency=1)
+    with threadlog.checkpointer(backend) as saver:
+        out = _in_a_subgraph(node, saver).invoke(INSTEAD, _cfg("sub-kill"))
+    assert_answered(out["messages"], unknown=[ROME], not_done=[OSLO])
+    assert _effects(effects) == []
+    assert_inspector_marks(backend, "sub-kill", "c-rome")
