@@ -196,6 +196,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_outcome_unknown.py": (
         "test_a_worker_killed_while_a_tool_runs_answers_that_call_outcome_unknown",
         "test_a_worker_killed_while_a_subgraphs_tool_runs_answers_that_call_outcome_unknown",
+        "test_under_async_durability_a_kill_in_a_tool_before_its_checkpoint_is_stored_reads_outcome_unknown",
     ),
     "test_multi_agent_crash.py": (
         "test_a_kill_inside_the_agent_resumes_with_each_booking_run_once_over_two_turns",
