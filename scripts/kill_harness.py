@@ -101,10 +101,11 @@ DEEP_WRITE_SLOTS = 27
 """The agent three levels down (parent -> team -> subteam -> agent): one more level's
 input, start and step checkpoints and task writes around the nested turn's."""
 EXIT_WRITE_SLOTS = {"agent": 7}
-"""Under "exit" a run stores only as it returns: the agent's tasks' writes (the
-`__start__` writes, the model's two, the tools' markers and results) and one checkpoint,
-6-7 writes; a subgraph app 4 at every depth (the parent's `__start__` and subgraph-task
-writes, two checkpoints: the subgraph's own steps are not stored)."""
+"""Under "exit" a run stores only as it returns: on a thread's first run an empty stub
+checkpoint (LangGraph's anchor for a delta channel's writes), the agent's task writes
+grouped per step (4; 5 with a task per call) and the final checkpoint — 6-7 writes, one
+fewer on a later run (anchored on the head, no stub); a subgraph app 4 / 3 at every
+depth (the subgraph's own steps are not stored)."""
 EXIT_SUBGRAPH_WRITE_SLOTS = 4
 
 
@@ -161,9 +162,10 @@ def turn_writes(plan: Plan) -> int:
     write kill point past them does not land."""
     two = len(QUESTIONS[(plan.trial + plan.prior_turns) % len(QUESTIONS)].split(" and ")) > 1
     if plan.durability == "exit":
-        return EXIT_WRITE_SLOTS.get(plan.app, EXIT_SUBGRAPH_WRITE_SLOTS) - (
-            plan.app == "agent" and not (two and plan.branches)
-        )
+        # A thread's first run stores an empty stub checkpoint first (LangGraph anchors
+        # a delta channel's writes on it); a later run anchors them on the head.
+        most = EXIT_WRITE_SLOTS.get(plan.app, EXIT_SUBGRAPH_WRITE_SLOTS)
+        return most - (plan.prior_turns > 0) - (plan.app == "agent" and not (two and plan.branches))
     return _slots(plan.app) - (0 if two and plan.branches else 1 if two else 2)
 
 

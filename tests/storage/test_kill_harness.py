@@ -247,9 +247,10 @@ def test_the_trials_durability_reaches_every_run_of_the_worker(
         assert turn == ops
 
 
-# Killed turns of each shape: one city (trial 0), two cities in one tool task (trial 1),
-# two cities a task per call (trial 3, `per_call_branches`).
-SHAPES = ((0, False), (1, False), (3, True))
+# Killed turns of each shape (trial, prior turns, a task per call): one city, two cities
+# in one tool task, two cities a task per call (`per_call_branches`) — on a new thread,
+# and after a finished turn (under "exit" a thread's first run also stores a stub).
+SHAPES = ((0, 0, False), (1, 0, False), (3, 0, True), (5, 1, True))
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)
@@ -261,16 +262,16 @@ def test_every_write_of_a_turn_is_a_kill_point(
     # are what `turn_writes` says, and the most any turn makes is the plans' slot range,
     # so a seeded write kill point can land on every write, the last ones too.
     counted = []
-    for trial, branches in SHAPES:
+    for trial, prior, branches in SHAPES:
         plan = replace(
-            BASE, trial=trial, prior_turns=0, branches=branches, slot=999, app=app,
+            BASE, trial=trial, prior_turns=prior, branches=branches, slot=999, app=app,
             durability=durability,
         )
         out = run_trial(sqlite_url, plan, tmp_path)
         assert not out.killed and out.ok
         journal = _read(tmp_path / f"trial{trial}" / "stored.jsonl")
         counted.append(sum(r["killed_turn"] for r in journal))
-        assert counted[-1] == turn_writes(plan), (trial, branches)
+        assert counted[-1] == turn_writes(plan), (trial, prior, branches)
     assert max(counted) == _slots(app, durability)
 
 

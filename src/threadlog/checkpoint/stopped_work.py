@@ -41,8 +41,10 @@ Contract:
   carried work, gets one explicit `status="error"` "not completed" result, as
   `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
   had stored is read back with `recover` and logged as stored; a call whose tool had
-  started — the tool node's marker, read by the same `recover` walk — is answered
-  "outcome unknown" instead) — unless the input itself answers the call.
+  started — the tool node's marker, read by the same `recover` walk, or for a call a
+  subgraph made, met by the subgraph walk in the namespace its tool step ran in — is
+  answered "outcome unknown" instead) — unless the input itself answers the call. The
+  open calls are those of the head's logs with the carried work in them (`_after`).
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
