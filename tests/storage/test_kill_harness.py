@@ -187,6 +187,10 @@ def test_under_async_durability_a_kill_loses_only_its_turns_unstored_steps(
     assert summary.killed_by_kind["write"] >= 10, "most trials must actually kill the worker"
     assert summary.killed_by_kind["write"] == _landing(15, durability="async")
     assert summary.stored_messages > 0
+    # The tool node's marker waits for its step's checkpoint, so a tool starts only once
+    # the checkpoint its result is written on is stored: no tool result is lost, and no
+    # tool re-runs for a result stored on a checkpoint never stored.
+    assert (summary.lost_by_kind["tool"], summary.rerun_unreachable) == (0, 0)
     assert (
         summary.lost_beyond_mode,
         summary.lost_before_the_kill,
