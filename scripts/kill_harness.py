@@ -83,17 +83,30 @@ QUESTIONS = (
 )
 DURABILITIES = ("sync", "async", "exit")
 """LangGraph's `durability` values (`langgraph.types.Durability`); "async" is its default."""
-WRITE_SLOTS = 9
-"""Saver writes a turn makes at most (input, start, model, tools, model: puts and writes)."""
-SUBGRAPH_WRITE_SLOTS = 15
+WRITE_SLOTS = 12
+"""Saver writes a turn makes at most, counted (`tests/storage/test_kill_harness.py`,
+`test_every_write_of_a_turn_is_a_kill_point`): the input checkpoint, the `__start__`
+writes, their checkpoint; the model's call, its checkpoint; the tool node's "started"
+marker and the tool's result (two cities: two markers and two results, one task or a
+task per call), their checkpoint; the answer, its checkpoint. A one-city turn makes 10,
+two cities 11 (one task) or 12 (a task per call)."""
+SUBGRAPH_WRITE_SLOTS = 17
 """The same turn with the agent as a subgraph: the parent's input, start and step
-checkpoints around the subgraph's own (its namespace) and the subgraph task's writes."""
-NESTED_WRITE_SLOTS = 19
+checkpoints around the subgraph's own (its namespace) and the subgraph task's writes
+(15 for one city, 16-17 for two)."""
+NESTED_WRITE_SLOTS = 22
 """The agent two levels down (parent -> team -> agent): the team subgraph's own input,
 start and step checkpoints, and its agent-task writes, around the subgraph turn's."""
-DEEP_WRITE_SLOTS = 24
+DEEP_WRITE_SLOTS = 27
 """The agent three levels down (parent -> team -> subteam -> agent): one more level's
 input, start and step checkpoints and task writes around the nested turn's."""
+EXIT_WRITE_SLOTS = {"agent": 7}
+"""Under "exit" a run stores only as it returns: on a thread's first run an empty stub
+checkpoint (LangGraph's anchor for a delta channel's writes), the agent's task writes
+grouped per step (4; 5 with a task per call) and the final checkpoint — 6-7 writes, one
+fewer on a later run (anchored on the head, no stub); a subgraph app 4 / 3 at every
+depth (the subgraph's own steps are not stored)."""
+EXIT_SUBGRAPH_WRITE_SLOTS = 4
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,9 @@ class Plan:
             prior_turns=rng.randint(0, 2),
             branches=rng.random() < 0.5,
             kind=kind,
-            slot=rng.randint(1, _slots(app) if kind == "write" else 2)
+            # One draw scaled to the mode's writes: the other fields are the same in
+            # every mode, and the write is at the same place in the turn.
+            slot=1 + int(rng.random() * (_slots(app, durability) if kind == "write" else 2))
             if kind != "diskfull"
             else rng.randint(0, 16_000),
             when=rng.choice(("before", "after")),
@@ -142,7 +157,22 @@ class Plan:
         )
 
 
-def _slots(app: str) -> int:
+def turn_writes(plan: Plan) -> int:
+    """Saver writes the plan's killed turn makes (the constants above are the most): a
+    write kill point past them does not land."""
+    two = len(QUESTIONS[(plan.trial + plan.prior_turns) % len(QUESTIONS)].split(" and ")) > 1
+    if plan.durability == "exit":
+        # A thread's first run stores an empty stub checkpoint first (LangGraph anchors
+        # a delta channel's writes on it); a later run anchors them on the head.
+        most = EXIT_WRITE_SLOTS.get(plan.app, EXIT_SUBGRAPH_WRITE_SLOTS)
+        return most - (plan.prior_turns > 0) - (plan.app == "agent" and not (two and plan.branches))
+    return _slots(plan.app) - (0 if two and plan.branches else 1 if two else 2)
+
+
+def _slots(app: str, durability: str = "sync") -> int:
+    """Saver writes the killed turn makes at most, in this app and mode."""
+    if durability == "exit":
+        return EXIT_WRITE_SLOTS.get(app, EXIT_SUBGRAPH_WRITE_SLOTS)
     slots = {"subgraph": SUBGRAPH_WRITE_SLOTS, "nested": NESTED_WRITE_SLOTS}
     return {**slots, "deep": DEEP_WRITE_SLOTS}.get(app, WRITE_SLOTS)
 

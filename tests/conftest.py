@@ -195,6 +195,8 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     ),
     "test_outcome_unknown.py": (
         "test_a_worker_killed_while_a_tool_runs_answers_that_call_outcome_unknown",
+        "test_a_worker_killed_while_a_subgraphs_tool_runs_answers_that_call_outcome_unknown",
+        "test_under_async_durability_a_kill_in_a_tool_before_its_checkpoint_is_stored_reads_outcome_unknown",
     ),
     "test_multi_agent_crash.py": (
         "test_a_kill_inside_the_agent_resumes_with_each_booking_run_once_over_two_turns",
@@ -241,6 +243,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
         "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
         "test_under_async_durability_a_kill_loses_only_its_turns_unstored_steps",
+        "test_every_write_of_a_turn_is_a_kill_point",
     ),
     "test_own_writes.py": ("test_warm_turns_see_what_another_process_wrote",),
     "test_dropin_snapshots.py": (

@@ -15,7 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from scripts.kill_harness import Outcome, Plan, _read, main, run_trial, run_trials
+from scripts.kill_harness import (
+    DURABILITIES,
+    Outcome,
+    Plan,
+    _read,
+    _slots,
+    main,
+    run_trial,
+    run_trials,
+    turn_writes,
+)
 
 SEED = 15
 
@@ -27,6 +37,7 @@ def test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readabl
     assert summary.failures == []
     # Counted on write kill points only: a timer's lands or not by the machine's speed.
     assert summary.killed_by_kind["write"] >= 10, "most trials must actually kill the worker"
+    assert summary.killed_by_kind["write"] == _landing(15), "every write kill point lands"
     assert summary.stored_messages > 0
     assert (
         summary.lost,
@@ -37,10 +48,17 @@ def test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readabl
     ) == (0, 0, 0, 0, 0)
 
 
+def _landing(trials: int, app: str = "agent", durability: str = "sync") -> int:
+    """Write kill points among the seeded plans that are within their turn's writes: each
+    kills the worker (a write point is exact, unlike a timer)."""
+    plans = [Plan.draw(SEED, t, app=app, durability=durability) for t in range(trials)]
+    return sum(p.kind == "write" and p.slot <= turn_writes(p) for p in plans)
+
+
 # A turn with one city and one task per step makes these saver writes, in order:
 # 1 input checkpoint, 2 `__start__` writes (the user message), 3 its checkpoint,
-# 4 the model's writes (the call), 5 checkpoint, 6 the tool's writes, 7 checkpoint,
-# 8 the model's writes (the answer), 9 checkpoint.
+# 4 the model's writes (the call), 5 checkpoint, 6 the tool node's "started" marker,
+# 7 the tool's writes, 8 checkpoint, 9 the model's writes (the answer), 10 checkpoint.
 BASE = Plan(
     trial=0,  # QUESTIONS[1] on the killed turn: two cities; trial 2 -> "How about Chengdu?"
     seed=SEED,
@@ -56,7 +74,7 @@ BASE = Plan(
 
 @pytest.mark.parametrize(
     ("slot", "what"),
-    [(1, "input stored, not yet run"), (2, "user message"), (4, "tool call"), (8, "answer")],
+    [(1, "input stored, not yet run"), (2, "user message"), (4, "tool call"), (9, "answer")],
 )
 @pytest.mark.parametrize("resume", ["input", "none"])
 def test_a_step_stored_without_its_checkpoint_survives_the_next_turn(
@@ -110,7 +128,10 @@ def test_random_kills_inside_a_subgraph_lose_duplicate_and_repeat_nothing(
 ) -> None:
     summary = run_trials(backend, "test", trials=8, seed=SEED, root=tmp_path, app=app)
     assert summary.failures == []
-    assert summary.killed_by_kind["write"] >= 5, "most trials must actually kill the worker"
+    # Seed 15's 8 plans hold 5 write kill points; one (write 17 / 22 of a one-city turn,
+    # which makes 15 / 20) is past its turn's writes: every other one must land.
+    assert summary.killed_by_kind["write"] == _landing(8, app), "every write kill point lands"
+    assert summary.killed_by_kind["write"] >= 4, "most trials must actually kill the worker"
     assert summary.stored_messages > 0
 
 
@@ -164,7 +185,12 @@ def test_under_async_durability_a_kill_loses_only_its_turns_unstored_steps(
     assert summary.failures == []
     # Counted on write kill points only: a timer's lands or not by the machine's speed.
     assert summary.killed_by_kind["write"] >= 10, "most trials must actually kill the worker"
+    assert summary.killed_by_kind["write"] == _landing(15, durability="async")
     assert summary.stored_messages > 0
+    # The tool node's marker waits for its step's checkpoint, so a tool starts only once
+    # the checkpoint its result is written on is stored: no tool result is lost, and no
+    # tool re-runs for a result stored on a checkpoint never stored.
+    assert (summary.lost_by_kind["tool"], summary.rerun_unreachable) == (0, 0)
     assert (
         summary.lost_beyond_mode,
         summary.lost_before_the_kill,
@@ -223,6 +249,34 @@ def test_the_trials_durability_reaches_every_run_of_the_worker(
         assert sorted(turn) == sorted(STEPWISE)
     else:
         assert turn == ops
+
+
+# Killed turns of each shape (trial, prior turns, a task per call): one city, two cities
+# in one tool task, two cities a task per call (`per_call_branches`) — on a new thread,
+# and after a finished turn (under "exit" a thread's first run also stores a stub).
+SHAPES = ((0, 0, False), (1, 0, False), (3, 0, True), (5, 1, True))
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+@pytest.mark.parametrize("app", ["agent", "subgraph", "nested", "deep"])
+def test_every_write_of_a_turn_is_a_kill_point(
+    sqlite_url: str, tmp_path: Path, app: str, durability: str
+) -> None:
+    # Counted, not assumed: a turn's writes (the tool node's "started" marker included)
+    # are what `turn_writes` says, and the most any turn makes is the plans' slot range,
+    # so a seeded write kill point can land on every write, the last ones too.
+    counted = []
+    for trial, prior, branches in SHAPES:
+        plan = replace(
+            BASE, trial=trial, prior_turns=prior, branches=branches, slot=999, app=app,
+            durability=durability,
+        )
+        out = run_trial(sqlite_url, plan, tmp_path)
+        assert not out.killed and out.ok
+        journal = _read(tmp_path / f"trial{trial}" / "stored.jsonl")
+        counted.append(sum(r["killed_turn"] for r in journal))
+        assert counted[-1] == turn_writes(plan), (trial, prior, branches)
+    assert max(counted) == _slots(app, durability)
 
 
 def test_the_json_summary_is_written_with_kills_by_kind(tmp_path: Path) -> None:

@@ -400,3 +400,171 @@ async def test_with_a_plain_saver_the_model_node_answers_a_started_call_outcome_
     beijing, shanghai = request_.tool_calls
     assert_answered(messages, unknown=[beijing], not_done=[shanghai])
     await asyncio.to_thread(_wait_for, effects, str(beijing["id"]))
+
+
+# -- inside a subgraph: the markers live in the subgraph's namespace ------------------------
+
+
+def _in_a_subgraph(node: ToolNode, checkpointer: Any) -> Any:
+    """The scripted model ⇄ tools graph as the only node (`team`) of a parent graph
+    sharing `messages`: its tool step, and its markers, are in the namespace `team:<t>`."""
+    from langgraph.graph import START as FIRST
+    from langgraph.graph import StateGraph
+
+    parent = StateGraph(threadlog.MessagesState)
+    parent.add_node("team", scripted_graph(node, [TWO_BOOKINGS]))
+    parent.add_edge(FIRST, "team")
+    return parent.compile(checkpointer=checkpointer)
+
+
+async def test_a_run_cancelled_inside_a_subgraph_answers_the_running_call_outcome_unknown(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    running = threading.Event()
+
+    def slow_rome(city: str) -> None:
+        if city == "Rome":
+            running.set()
+            time.sleep(0.6)
+
+    node = ToolNode([_booking_tool(effects, slow_rome)], max_concurrency=1)
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = _in_a_subgraph(node, saver)
+        run = asyncio.create_task(graph.ainvoke(start(), _cfg("sub-cancel")))
+        assert await asyncio.to_thread(running.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.to_thread(_wait_for, effects, "c-rome")
+        out = await graph.ainvoke(INSTEAD, _cfg("sub-cancel"))
+    assert_answered(out["messages"], unknown=[ROME], not_done=[OSLO])
+    assert _effects(effects) == ["c-rome"]
+
+
+def _killed_in_rome_in_a_subgraph(url: str, effects: str) -> None:
+    code = 1
+    try:
+
+        def kill_in_rome(city: str) -> None:
+            if city == "Rome":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        node = ToolNode([_booking_tool(Path(effects), kill_in_rome)], max_concurrency=1)
+        with threadlog.checkpointer(url) as saver:
+            graph = _in_a_subgraph(node, saver)
+            graph.invoke(start(), _cfg("sub-kill"), durability="sync")
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def test_a_worker_killed_while_a_subgraphs_tool_runs_answers_that_call_outcome_unknown(
+    backend: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    worker = multiprocessing.get_context("fork").Process(
+        target=_killed_in_rome_in_a_subgraph, args=(backend, str(effects))
+    )
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == -signal.SIGKILL, "the worker was not killed in Rome's tool"
+    node = ToolNode([_booking_tool(effects, lambda city: None)], max_concurrency=1)
+    with threadlog.checkpointer(backend) as saver:
+        out = _in_a_subgraph(node, saver).invoke(INSTEAD, _cfg("sub-kill"))
+    assert_answered(out["messages"], unknown=[ROME], not_done=[OSLO])
+    assert _effects(effects) == []
+    assert_inspector_marks(backend, "sub-kill", "c-rome")
+
+
+# -- a documented limit: LangGraph's prebuilt ToolNode stores no marker ---------------------
+
+
+async def test_a_call_run_by_langgraphs_prebuilt_tool_node_has_no_marker_and_reads_not_completed(
+    backend: str, tmp_path: Path
+) -> None:
+    """docs/tools.md: only `threadlog.ToolNode` stores the "started" marker. The same
+    cancel with `langgraph.prebuilt.ToolNode` (what LangChain's `create_agent` runs):
+    Rome's booking happens, and new input still answers it "not completed"."""
+    from langgraph.prebuilt import ToolNode as PrebuiltToolNode
+
+    effects = tmp_path / "effects.jsonl"
+    running = threading.Event()
+
+    def slow_rome(city: str) -> None:
+        if city == "Rome":
+            running.set()
+            time.sleep(0.6)
+
+    node = PrebuiltToolNode([_booking_tool(effects, slow_rome)])
+    async with threadlog.acheckpointer(backend) as saver:
+        graph = scripted_graph(node, [request(ROME)], checkpointer=saver)  # type: ignore[arg-type]
+        run = asyncio.create_task(graph.ainvoke(start(), _cfg("prebuilt")))
+        assert await asyncio.to_thread(running.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.to_thread(_wait_for, effects, "c-rome")  # Rome's booking happened
+        out = await graph.ainvoke(INSTEAD, _cfg("prebuilt"))
+    assert_answered(out["messages"], unknown=[], not_done=[ROME])
+    assert _effects(effects) == ["c-rome"]
+
+
+# -- "async" durability: the step's checkpoint is stored in the background -----------------
+
+
+def _killed_in_rome_with_slow_puts(url: str, effects: str) -> None:
+    """A forked worker under LangGraph's default durability whose checkpoint puts take
+    0.3 s each: the tool step's tasks start while its checkpoint is still being stored.
+    SIGKILLs itself inside Rome's tool."""
+    code = 1
+    try:
+        from scripts.kill_harness import Journal
+
+        class SlowPuts(Journal):
+            def put(self, *args: Any) -> Any:
+                time.sleep(0.3)
+                return super().put(*args)
+
+        def kill_in_rome(city: str) -> None:
+            if city == "Rome":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def slow(saver: Any) -> Any:
+            return SlowPuts(saver, Path(effects).with_name("stored.jsonl"), None)
+
+        node = ToolNode([_booking_tool(Path(effects), kill_in_rome)], max_concurrency=1)
+        with threadlog.checkpointer(url, wrap=slow) as saver:
+            graph = scripted_graph(node, [TWO_BOOKINGS], checkpointer=saver)
+            graph.invoke(start(), _cfg("async-kill"), durability="async")
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def test_under_async_durability_a_kill_in_a_tool_before_its_checkpoint_is_stored_reads_outcome_unknown(  # noqa: E501
+    backend: str, tmp_path: Path
+) -> None:
+    # The marker waits for the checkpoint it hangs on, so the tool starts only once both
+    # are stored. Without the wait the kill lands before the background puts: no
+    # checkpoint of the turn is stored, the marker hangs on none, and the new input ran
+    # Rome's booking a second time (its result "booked Rome", not "outcome unknown").
+    effects = tmp_path / "effects.jsonl"
+    worker = multiprocessing.get_context("fork").Process(
+        target=_killed_in_rome_with_slow_puts, args=(backend, str(effects))
+    )
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == -signal.SIGKILL, "the worker was not killed in Rome's tool"
+    node = ToolNode([_booking_tool(effects, lambda city: None)], max_concurrency=1)
+    with threadlog.checkpointer(backend) as saver:
+        graph = scripted_graph(node, [TWO_BOOKINGS], checkpointer=saver)
+        out = graph.invoke(INSTEAD, _cfg("async-kill"))
+    assert_answered(out["messages"], unknown=[ROME], not_done=[OSLO])
+    assert _effects(effects) == []

@@ -44,6 +44,7 @@ from test_recover_results import (
 )
 
 import threadlog
+from threadlog.pairing import OUTCOME_UNKNOWN
 
 
 def shanghai_is_down(saver: BaseCheckpointSaver[Any]) -> Any:
@@ -211,4 +212,6 @@ async def test_new_message_after_a_cancelled_run_inside_a_subgraph_keeps_its_sto
         with pytest.raises(asyncio.CancelledError):
             await run
         out = await graph.ainvoke({"messages": [user(INSTEAD, "u2")]}, CONFIG)
-    assert_recovered(out["messages"], saved, effects)
+    # Shanghai's tool had started (its marker is in the subgraph's namespace) and never
+    # reported back: its outcome is unknown, as at the root (issue 24 item 4).
+    assert_recovered(out["messages"], saved, effects, OUTCOME_UNKNOWN)

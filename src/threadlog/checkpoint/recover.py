@@ -152,12 +152,17 @@ def recover_flow(
     *,
     requests: Collection[str] = (),
     max_walk: int = DEFAULT_MAX_WALK,
+    markers: Iterable[PendingWrite] = (),
 ) -> Flow[Recovered]:
     """The walk (module doc) as one flow: `run` / `arun` drive it through the saver's
-    sync or async methods, so the two cannot drift."""
+    sync or async methods, so the two cannot drift. `markers`: marker writes read
+    elsewhere (a subgraph's namespace, `stopped_work`), weighed with the walk's own."""
     search = _Search(call_ids, requests)
     if not search.wanted:
         return Recovered()
+    for marker in markers:
+        if marker[1] == STARTED_CHANNEL:
+            search.read([marker])
     conf = config.get("configurable") or {}
     thread: RunnableConfig = {
         "configurable": {

@@ -41,8 +41,10 @@ Contract:
   carried work, gets one explicit `status="error"` "not completed" result, as
   `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
   had stored is read back with `recover` and logged as stored; a call whose tool had
-  started — the tool node's marker, read by the same `recover` walk — is answered
-  "outcome unknown" instead) — unless the input itself answers the call.
+  started — the tool node's marker, read by the same `recover` walk, or for a call a
+  subgraph made, met by the subgraph walk in the namespace its tool step ran in — is
+  answered "outcome unknown" instead) — unless the input itself answers the call. The
+  open calls are those of the head's logs with the carried work in them (`_after`).
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
   answers before the new message. The tool never runs. A head whose turn finished
@@ -101,7 +103,7 @@ from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
-from threadlog.checkpoint.recover import recover_flow
+from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
 from threadlog.log import MessageLog, flatten_write
@@ -339,10 +341,12 @@ class StoppedWorkLayer(Layer):
             return tup
         rounds = [finished_work(tup)]
         abandon = None
+        markers: list[PendingWrite] = []
         if may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            rounds.append((yield from _subgraph_flow(below, tup)))
+            rounds.append((yield from _subgraph_flow(below, tup, markers)))
             abandon = _abandoning(loop)
-        return (yield from _carry_flow(below, tup, rounds, abandon, reader=_is_reader(config)))
+        flow = _carry_flow(below, tup, rounds, abandon, reader=_is_reader(config), markers=markers)
+        return (yield from flow)
 
 
 def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> CheckpointTuple:
@@ -359,9 +363,11 @@ def _carry_flow(
     abandon: _Abandon | None,
     *,
     reader: bool,
+    markers: Sequence[PendingWrite] = (),
 ) -> Flow[CheckpointTuple]:
     """The rest of a head read: the logs the carried work needs, the stored results of
-    abandoned calls, then `_carry`."""
+    abandoned calls (and which started: the root's markers, and `markers`, the ones the
+    subgraph walk found in the namespaces their calls were made in), then `_carry`."""
     wanted = _wanted(rounds, abandon)
     if not wanted:
         return tup
@@ -372,10 +378,30 @@ def _carry_flow(
             saver, "get_delta_channel_history", config=tup.config, channels=missing
         )
     logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
-    if abandon is not None and (calls := _open_in(logs, abandon)):
-        stored = yield from recover_flow(saver, tup.config, list(calls), requests=_requests(calls))
+    if abandon is not None and (calls := _open_in(_after(logs, rounds), abandon)):
+        stored = yield from recover_flow(
+            saver, tup.config, list(calls), requests=_requests(calls), markers=markers
+        )
         abandon = replace(abandon, recovered=stored)
     return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
+
+
+def _after(
+    logs: Mapping[str, list[BaseMessage]], rounds: Sequence[Mapping[str, list[Batch]]]
+) -> dict[str, list[BaseMessage]]:
+    """The head logs with the carried work in them, as `_carry` takes it: a subgraph's
+    abandoned calls are open there, not in the head's own log."""
+    out: dict[str, list[BaseMessage]] = {}
+    for channel, messages in logs.items():
+        trial = MessageLog(messages)
+        for work in rounds:
+            if batches := work.get(channel):
+                try:
+                    trial.extend_writes([items for _, items in batches], single_writer=False)
+                except (MessageLogError, ValueError, TypeError):
+                    continue  # refused: `_carry` leaves it out too
+        out[channel] = list(trial.messages)
+    return out
 
 
 def _new_input_loop() -> Any | None:
@@ -428,9 +454,12 @@ def subgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work
     return run(_subgraph_flow(saver, tup))
 
 
-def _subgraph_flow(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Flow[Work]:
+def _subgraph_flow(
+    saver: BaseCheckpointSaver[Any], tup: CheckpointTuple, markers: list[PendingWrite] | None = None
+) -> Flow[Work]:
+    """`subgraph_work` as a flow; the tool node's markers met on the way go to `markers`."""
     out: Work = {}
-    yield from _walk(saver, tup, "", {}, out)
+    yield from _walk(saver, tup, "", {}, out, [] if markers is None else markers)
     return out
 
 
@@ -440,9 +469,12 @@ def _walk(
     head_ns: str,
     head_parents: dict[str, str],
     out: Work,
+    markers: list[PendingWrite],
 ) -> Flow[None]:
     """Add to `out` the work of the subgraphs running from `head` (namespace `head_ns`),
-    then, for each, of the subgraphs running from its own head."""
+    then, for each, of the subgraphs running from its own head; and to `markers` the
+    tool node's markers stored there (a subgraph's tool step stores them in the
+    subgraph's namespace, where the root's walk for stored results never looks)."""
     parents = {**head_parents, head_ns: _id(head)}
     found = yield from listed(saver, _thread(head), filter={"parents": parents})
     writes = head.pending_writes or ()
@@ -466,12 +498,15 @@ def _walk(
             sub_writes = sub.pending_writes or ()
             failed = {task for task, channel, _ in sub_writes if channel in _UNFINISHED}
             for task, channel, value in sub_writes:
+                if channel == STARTED_CHANNEL:
+                    markers.append((task, channel, value))
+                    continue
                 if task in failed:
                     continue
                 if (items := message_items(value)) is not None:
                     out.setdefault(str(channel), []).append((None, items))
         if may_run_subgraphs(subs[-1]):
-            yield from _walk(saver, subs[-1], ns, parents, out)
+            yield from _walk(saver, subs[-1], ns, parents, out, markers)
 
 
 def _thread(tup: CheckpointTuple) -> RunnableConfig:

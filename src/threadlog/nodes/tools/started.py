@@ -23,10 +23,14 @@ Contract:
   ever read it), or when the saver cannot store it: the failure is logged and the tool
   runs anyway (that call then reads "not completed" after a crash, as before).
 * With `durability="async"` (LangGraph's default) the step's checkpoint is stored in the
-  background while its tasks run, so the marker may land just before it (under
-  `threadlog.checkpointer()` it waits for a put already under way): a kill in that
-  instant loses both, and the call reads "not completed", as LangGraph loses the step.
-* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt.
+  background while its tasks run: a marker on a checkpoint not stored yet would be lost
+  with it by a kill (no reader reaches a write through a missing checkpoint), and the
+  call would read "not completed" though its tool ran. So under any mode but `"sync"`
+  the marker first waits until that checkpoint is stored (`_STORED_POLL`, at most
+  `_STORED_WAIT`; past it the marker is stored anyway, as before): the tool never starts
+  before the checkpoint its marker hangs on exists.
+* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt; under
+  `"async"` also a `get_tuple` of the step's checkpoint (more while it is not stored).
 
 Why through the checkpointer, and not a write of the node's task. LangGraph stores what a
 node writes — its return value, `Send`s, anything sent through the task's `CONFIG_KEY_SEND`
@@ -54,7 +58,9 @@ any saver; readers of messages (`recover`, `stopped_work`, checksums) skip its v
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,12 +68,17 @@ from langchain_core.runnables import RunnableConfig
 
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_marker
-from threadlog.flows import Flow
+from threadlog.flows import Flow, Io
 from threadlog.flows import call as saver_call
 
 __all__ = ["note_flow"]
 
 _log = logging.getLogger("threadlog.tools")
+
+_STORED_POLL = 0.005
+"""Seconds between reads while the step's checkpoint is not stored yet ("async")."""
+_STORED_WAIT = 5.0
+"""Seconds a marker waits for its checkpoint at most (a stalled background put)."""
 
 
 def note_flow(
@@ -90,6 +101,8 @@ def note_flow(
         return  # no step checkpoint to hang it on
     task_id, writes = started_marker(str(cid), event)
     try:
+        if conf.get(PREGEL.durability, "async") != "sync":
+            yield from _stored(saver, at)
         yield from saver_call(saver, "put_writes", target, writes, task_id)
     except NotImplementedError:
         return  # a saver without this form (a sync-only saver under ainvoke)
@@ -102,3 +115,16 @@ def note_flow(
             type(e).__name__,
             e,
         )
+
+
+def _stored(saver: Any, at: RunnableConfig) -> Flow[None]:
+    """Wait until the checkpoint `at` names is stored (module doc: "async"). Read without
+    the run's runtime: a plain read by id, no run's hold on the thread."""
+    deadline = time.monotonic() + _STORED_WAIT
+    try:
+        while (yield from saver_call(saver, "get_tuple", at)) is None:
+            if time.monotonic() > deadline:
+                return
+            yield Io(time.sleep, asyncio.sleep, (_STORED_POLL,))
+    except Exception:  # a read that fails decides nothing: the marker is stored anyway
+        return
