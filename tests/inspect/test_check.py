@@ -317,9 +317,9 @@ def test_stored_text_prints_escaped_and_the_notebook_view_is_escaped(
     assert "<b>\x1b" not in html and "&lt;b&gt;" in html and "t<i>" not in html
 
 
-def test_a_server_url_is_refused_with_where_to_point_instead(
+def test_repair_through_a_server_url_is_refused_with_where_to_point_instead(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["check", "--db", "http://127.0.0.1:1"]) == 2
+    assert main(["check", "--db", "http://127.0.0.1:1", "--repair"]) == 2
     err = capsys.readouterr().err
     assert "is a LangGraph server" in err and "pass that as --db" in err

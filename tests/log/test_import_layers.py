@@ -117,7 +117,7 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.repair",
         "inspect.replays",
     ),
-    ("inspect.threads", "inspect.export"),
+    ("inspect.threads", "inspect.export", "inspect.served_checks"),
     ("inspect.thread",),
     ("inspect",),
     ("",),

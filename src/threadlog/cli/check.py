@@ -13,7 +13,8 @@ in the database, not a LangGraph database) — one line on stderr.
 `--repair` appends a "not completed" result to every call without one that appending can
 answer (`threadlog.inspect.repair`), through the guarded saver, refusing a thread a run
 holds; `--dry-run` prints the plan and writes nothing. Without `--repair` the database is
-opened read-only.
+opened read-only. A LangGraph server URL is checked through its API
+(`threadlog.inspect.served_checks`); `--repair` refuses it (exit 2, one line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -38,7 +41,8 @@ def register(sub: Any) -> None:
         "--db",
         required=True,
         metavar="SOURCE",
-        help="a SQLite file (path or sqlite:///path) or postgresql://…",
+        help="a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
+        "server's URL (http://…; checked through its API, not repaired)",
     )
     p.add_argument(
         "--profile",
@@ -83,6 +87,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run and not args.repair:
         raise CommandError("--dry-run goes with --repair")
     if args.repair:
+        from threadlog.inspect.readonly import describe, is_server_url
+
+        if is_server_url(args.db):
+            raise CommandError(
+                f"{describe(args.db)} is a LangGraph server; --repair writes through "
+                "threadlog's guarded saver to the database itself, never through a server: "
+                "pass that as --db (a SQLite file or postgresql://…)"
+            )
         if args.all_checkpoints:
             raise CommandError(
                 "--repair answers calls at each thread's head: drop --all-checkpoints"
@@ -94,16 +106,13 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from dataclasses import asdict
 
-    from threadlog.inspect.checks import Tally, check_threads, open_database, problem_line
-    from threadlog.inspect.readonly import describe
+    from threadlog.inspect.checks import Tally, problem_line
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
     every = [p.name for p in profiles]
-    with open_database(args.db) as saver:
-        for result in check_threads(
-            saver, profiles=profiles, threads=args.thread, all_checkpoints=args.all_checkpoints
-        ):
+    with _results(args, profiles) as results:
+        for result in results:
             tally.add(result)
             if args.json:
                 for p in result.problems:
@@ -123,6 +132,8 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
                 for p in result.problems:
                     _out(problem_line(p, every))
     if args.json:
+        from threadlog.inspect.readonly import describe
+
         _out(json.dumps({"summary": {"source": describe(args.db), **tally.as_dict()}}))
     else:
         _out(tally.line())
@@ -130,6 +141,24 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
             _out(tally.profile_line())
     sys.stdout.flush()
     return tally.status()
+
+
+@contextmanager
+def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator[Any]]:
+    """The `ThreadCheck`s of `--db`: a database opened read-only, or a LangGraph server."""
+    from threadlog.inspect.checks import check_threads, open_database
+    from threadlog.inspect.readonly import is_server_url
+
+    kwargs = {"profiles": profiles, "threads": args.thread, "all_checkpoints": args.all_checkpoints}
+    if is_server_url(args.db):
+        from threadlog.inspect.remote import Server
+        from threadlog.inspect.served_checks import check_served
+
+        with Server(args.db) as server:
+            yield check_served(server, **kwargs)
+        return
+    with open_database(args.db) as saver:
+        yield check_threads(saver, **kwargs)
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:

@@ -18,7 +18,7 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     t.plot()              # messages, context tokens, stored bytes, tool latency
     t.subgraphs()         # subgraph namespaces; inspect.thread(..., namespace=NS) reads one
     inspect.export.messages_at("app.db", "t1")  # the whole log; .dumps / .loads formats
-    inspect.check("app.db")  # every thread a provider would reject, and why
+    inspect.check("app.db")  # every thread a provider would reject, and why (or a server URL)
     inspect.replay(graph, "app.db", "t1")  # re-run stored turns through `graph`, no tool re-run
 
 Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
@@ -29,7 +29,7 @@ database is opened read-only (`SourceError`, one line, when it cannot be read).
 """
 
 from threadlog.inspect import export
-from threadlog.inspect.checks import CheckReport, Problem, check
+from threadlog.inspect.checks import CheckReport, Problem
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
@@ -38,6 +38,7 @@ from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
 from threadlog.inspect.replays import ReplayReport, replay
+from threadlog.inspect.served_checks import check
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread

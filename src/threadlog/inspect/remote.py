@@ -11,6 +11,9 @@ host or a server that is not LangGraph raises `SourceError` (one line). Then:
 * `threads(search=, limit=)` — `ThreadSummary`s from `threads.search`, newest update first;
   the checkpoint count is not fetched (reported as 0) to keep a listing one request.
 * `state(thread_id, checkpoint_id=None)` — the messages at the head or at a checkpoint.
+* `thread_ids()` / `history_pages(thread_id)` — every thread id (newest created first) and
+  a thread's states (newest first), a page of requests at a time, none kept: what `check`
+  streams through.
 
 Messages arrive as LangChain's JSON dicts and are rebuilt with `messages_from_dict`, so the
 views see the same `BaseMessage` objects a local read gives.
@@ -19,7 +22,7 @@ views see the same `BaseMessage` objects a local read gives.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -115,8 +118,44 @@ class Server:
             out.extend(batch)
             if len(batch) < page:
                 break
-            before = batch[-1]["checkpoint"]
+            before = _before(batch[-1])
         return out
+
+    def history_pages(self, thread_id: str) -> Iterator[list[dict[str, Any]]]:
+        """The server's state history of a thread, newest first, one page at a time."""
+        before: Any = None
+        while True:
+            batch = self._call(
+                f"thread {thread_id!r}",
+                self.client.threads.get_history,
+                thread_id,
+                limit=_PAGE,
+                before=before,
+            )
+            if batch:
+                yield batch
+            if len(batch) < _PAGE:
+                return
+            before = _before(batch[-1])
+
+    def thread_ids(self) -> Iterator[str]:
+        """Every thread id the server lists, newest created first, paged."""
+        offset = 0
+        while True:
+            batch = self._call(
+                "threads",
+                self.client.threads.search,
+                limit=_PAGE,
+                offset=offset,
+                sort_by="created_at",
+                sort_order="desc",
+                select=["thread_id"],
+            )
+            for t in batch:
+                yield str(t["thread_id"])
+            if len(batch) < _PAGE:
+                return
+            offset += len(batch)
 
     def records(self, thread_id: str, last: int | None = None) -> list[CheckpointRecord]:
         states = self.history(thread_id, last)
@@ -219,6 +258,12 @@ class Server:
         head = Head(str(t["thread_id"]), "", "", 0)
         s = summarize(head, messages, errors, str(t.get("updated_at") or ""))
         return dataclasses.replace(s, created_at=str(t.get("created_at") or ""), paused=paused)
+
+
+def _before(state: Mapping[str, Any]) -> dict[str, Any]:
+    # The server hands `before` to its checkpointer's `list` as is: a config, not the
+    # bare checkpoint dict the SDK's type suggests (that fails inside the server).
+    return {"configurable": dict(state["checkpoint"])}
 
 
 def _messages_of(t: Mapping[str, Any]) -> Any:

@@ -1,0 +1,168 @@
+"""`check` of the threads a LangGraph server (`langgraph dev`, LangGraph Platform) serves.
+
+Contract: `check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
+`ThreadCheck` per thread the server lists (`Server.thread_ids`, paged, newest created
+first; none kept: memory stays flat in the number of threads) — or per id of `threads`
+(one the server does not hold raises `LookupError`). Each thread's head state
+(`threads.get_state`), or every state of its history with `all_checkpoints`
+(`threads.get_history`, paged), is checked by the same `find_problems` as a database:
+every key whose value is a list of LangChain message dicts, `messages` first. A thread
+with no checkpoint yet (created, never run) is not listed, as a database would not list
+it. Only the top-level namespace is read (the server's state API).
+
+The server does not say which channel type holds a key, so its problems carry the format
+`server` and `repairable=False`: `check --repair` does not write through a server.
+
+`check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
+else by `threadlog.inspect.checks.check`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from threadlog.inspect.checks import (
+    CheckReport,
+    Problem,
+    Tally,
+    ThreadCheck,
+    resolve_profiles,
+)
+from threadlog.inspect.checks import check as check_database
+from threadlog.inspect.keys import DEFAULT_KEY
+from threadlog.inspect.problems import find_problems
+from threadlog.inspect.readonly import describe, is_server_url
+from threadlog.inspect.remote import Server, to_messages
+from threadlog.profiles import Profile
+
+__all__ = ["SERVER_FORMAT", "ServedCheckReport", "check", "check_served", "message_lists"]
+
+SERVER_FORMAT = "server"
+
+# LangChain's message dict `type`s (`messages_from_dict`), chunks included.
+_MESSAGE_TYPES = frozenset(
+    {"human", "ai", "system", "tool", "function", "chat", "remove", "developer"}
+) | {f"{t}MessageChunk" for t in ("AI", "Human", "System", "Tool", "Function", "Chat")}
+
+
+def _is_message_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, Mapping) and m.get("type") in _MESSAGE_TYPES for m in value)
+    )
+
+
+def message_lists(values: Any) -> list[tuple[str, list[Any]]]:
+    """`(key, messages)` for every key of a served state holding messages, `messages`
+    first, then by name."""
+    if not isinstance(values, Mapping):
+        return []
+    keys = sorted((k for k, v in values.items() if _is_message_list(v)),
+                  key=lambda k: (k != DEFAULT_KEY, k))
+    return [(k, to_messages(values[k])) for k in keys]
+
+
+def _states(server: Server, thread_id: str, all_checkpoints: bool) -> Iterator[dict[str, Any]]:
+    if all_checkpoints:
+        for page in server.history_pages(thread_id):
+            yield from page
+        return
+    state = server.state(thread_id)
+    if (state.get("checkpoint") or {}).get("checkpoint_id"):
+        yield state
+
+
+def _has_checkpoint(server: Server, thread_id: str) -> bool:
+    return bool((server.state(thread_id).get("checkpoint") or {}).get("checkpoint_id"))
+
+
+def check_served(
+    server: Server,
+    *,
+    profiles: Sequence[Profile],
+    threads: Sequence[str] | None = None,
+    all_checkpoints: bool = False,
+) -> Iterator[ThreadCheck]:
+    """One `ThreadCheck` per thread `server` serves (module doc)."""
+    if threads is not None:
+        ids: Iterable[str] = list(dict.fromkeys(threads))
+        for tid in ids:  # before any output, as a database does
+            try:
+                found = _has_checkpoint(server, tid)
+            except LookupError:
+                found = False
+            if not found:
+                raise LookupError(
+                    f"no thread {tid!r} with a checkpoint on {describe(server.url)} "
+                    "(`threadlog threads --db URL` lists them)"
+                )
+    else:
+        ids = server.thread_ids()
+    for tid in ids:
+        result = ThreadCheck(tid)
+        try:
+            for state in _states(server, tid, all_checkpoints):
+                cid = str(state["checkpoint"]["checkpoint_id"])
+                for key, messages in message_lists(state.get("values")):
+                    result.problems += [
+                        Problem(
+                            thread_id=tid,
+                            checkpoint_id=cid,
+                            channel=key,
+                            format=SERVER_FORMAT,
+                            kind=f.kind,
+                            position=f.position,
+                            message_id=f.message_id,
+                            call_id=f.call_id,
+                            call_name=f.call_name,
+                            detail=f.detail,
+                            profiles=list(f.profiles),
+                            repairable=False,
+                        )
+                        for f in find_problems(messages, profiles)
+                    ]
+                result.checkpoints += 1
+        except Exception as exc:  # one unreadable thread must not hide the others
+            result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if result.checkpoints or result.error is not None:
+            yield result
+
+
+class ServedCheckReport(CheckReport):
+    """`CheckReport` of a server: its repair note says where a repair is written."""
+
+    def notes(self) -> list[str]:
+        if not self.tally.by_kind:
+            return []
+        return [
+            "a server's threads are not repaired through its URL: threadlog check --db "
+            "<its database> --repair (or answer the call with the server's update_state)"
+        ]
+
+
+def check(
+    source: Any,
+    *,
+    profiles: Iterable[str | Profile] | None = None,
+    threads: Sequence[str] | None = None,
+    all_checkpoints: bool = False,
+) -> CheckReport:
+    """Check the threads of `source` — a checkpointer, a database URL or path, or a
+    LangGraph server URL — against `profiles` (`threadlog.inspect.checks`)."""
+    if not (isinstance(source, str) and is_server_url(source)):
+        return check_database(
+            source, profiles=profiles, threads=threads, all_checkpoints=all_checkpoints
+        )
+    chosen = resolve_profiles(profiles)
+    tally = Tally(chosen)
+    kept: list[ThreadCheck] = []
+    with Server(source) as server:
+        for result in check_served(
+            server, profiles=chosen, threads=threads, all_checkpoints=all_checkpoints
+        ):
+            tally.add(result)
+            if result.problems or result.error is not None:
+                kept.append(result)
+    return ServedCheckReport(describe(source), tally, kept, chosen)
