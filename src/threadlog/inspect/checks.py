@@ -21,7 +21,9 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
   none, so memory stays flat in the number of threads (the report keeps only the threads
   with problems). A thread whose checkpoint cannot be decoded is a `ThreadCheck` with
   `error` set, not an exception.
-* Read-only: a database source is opened by `threadlog.inspect.readonly`.
+* Read-only: a database source is opened by `threadlog.inspect.readonly`. A LangGraph
+  server URL is checked through its API by `threadlog.inspect.served_checks`, whose
+  `check` is `threadlog.inspect.check`.
 """
 
 from __future__ import annotations
@@ -91,12 +93,13 @@ class ThreadCheck:
 
 def open_database(source: str) -> Any:
     """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
-    checking and replaying read LangGraph's tables themselves."""
+    replaying and repairing read LangGraph's tables themselves (a server is checked
+    through its API: `threadlog.inspect.served_checks`)."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
         raise SourceError(
-            f"{describe(source)} is a LangGraph server; check and replay read its database "
+            f"{describe(source)} is a LangGraph server; this reads its database "
             "(a SQLite file or postgresql://…): pass that as --db"
         )
     return open_readonly(source)
