@@ -158,7 +158,7 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
             yield check_served(server, **kwargs)
         return
     with open_database(args.db) as saver:
-        yield check_threads(saver, **kwargs)
+        yield check_threads(saver, **kwargs, subgraphs=True)
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:

@@ -13,6 +13,11 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
   — open_deep_research's `supervisor_messages` — rebuilt by LangGraph's loader through a
   stand-in that owns the keys the checkpoint stores, `threadlog.inspect.source`) and
   every plain list of messages a checkpoint stores (`add_messages` state, under any key).
+* Subgraph namespaces (`check_threads(subgraphs=True)`, what `check` and the command
+  do): at the head, every namespace that ran from the root's head — a subgraph stopped
+  mid-step, e.g. its tool step crashed — is read as the root is (`namespaces.InNamespace`);
+  with `all_checkpoints`, every checkpoint of every namespace. Each such problem names
+  its `namespace` and is not `repairable` (`--repair` writes at the root).
 * `profiles` (names or `Profile`s; default every profile in `PROFILES`) are checked in one
   pass per history; an unknown name raises `ValueError` naming the known ones.
 * `threads` limits the check to those ids; one the database does not hold raises
@@ -36,7 +41,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from threadlog.inspect.catalog import checkpoint_ids, thread_heads
+from threadlog.inspect.catalog import Head, checkpoint_ids, thread_heads
 from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.problems import REPAIRABLE, Finding, find_problems
 from threadlog.inspect.source import Shape, shape_of, stand_in
@@ -79,6 +84,9 @@ class Problem:
     profiles: list[str]
     repairable: bool
     """Whether `check --repair` can answer it by appending."""
+    namespace: str = ""
+    """The checkpoint namespace it was found in: "" the root, else a subgraph's
+    (`"node:task_id"`, nested ones joined by `|`)."""
 
 
 @dataclass(slots=True)
@@ -167,7 +175,12 @@ def message_channels(
 
 
 def _problems(
-    thread_id: str, checkpoint_id: str, channel: str, fmt: str, findings: Sequence[Finding]
+    thread_id: str,
+    checkpoint_id: str,
+    channel: str,
+    fmt: str,
+    findings: Sequence[Finding],
+    namespace: str = "",
 ) -> list[Problem]:
     return [
         Problem(
@@ -183,7 +196,11 @@ def _problems(
             detail=f.detail,
             profiles=list(f.profiles),
             # A plain list only appends: a call the conversation moved past stays open.
-            repairable=f.kind in REPAIRABLE and (fmt == LOG_FORMAT or f.closed_by is None),
+            # `--repair` writes at the root only.
+            repairable=not namespace
+            and f.kind in REPAIRABLE
+            and (fmt == LOG_FORMAT or f.closed_by is None),
+            namespace=namespace,
         )
         for f in findings
     ]
@@ -195,6 +212,7 @@ def check_threads(
     profiles: Sequence[Profile],
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
+    subgraphs: bool = False,
 ) -> Iterator[ThreadCheck]:
     """One `ThreadCheck` per thread of `saver`, newest first (module doc)."""
     from threadlog.inspect.source import quiet_stand_in
@@ -222,9 +240,35 @@ def check_threads(
                         found = find_problems(messages, profiles)
                         result.problems += _problems(head.thread_id, cid, channel, fmt, found)
                     result.checkpoints += 1
+                if subgraphs:
+                    result.problems += _subgraph_problems(
+                        saver, head, profiles, all_checkpoints
+                    )
             except Exception as exc:  # one unreadable thread must not hide the others
                 result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             yield result
+
+
+def _subgraph_problems(
+    saver: BaseCheckpointSaver[Any], head: Head, profiles: Sequence[Profile], every: bool
+) -> list[Problem]:
+    """The problems of the thread's subgraph namespaces: at the head, those that ran from
+    the root's head (the subgraph work the next run resumes; one the thread moved past is
+    not sent again); with `every`, every checkpoint of every namespace."""
+    from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
+
+    out: list[Problem] = []
+    for sub in subgraph_namespaces(saver, head.thread_id):
+        if not every and sub.parent_checkpoint != head.head_id:
+            continue
+        view = InNamespace(saver, sub.namespace)
+        readers = StandIns(view)
+        ids = checkpoint_ids(saver, head.thread_id, sub.namespace) if every else [sub.head_id]
+        for cid in ids:
+            for channel, fmt, messages in message_channels(view, readers, head.thread_id, cid):
+                found = find_problems(messages, profiles)
+                out += _problems(head.thread_id, cid, channel, fmt, found, sub.namespace)
+    return out
 
 
 class Tally:
@@ -297,6 +341,8 @@ def where(p: Problem) -> str:
     text = f"{p.channel}[{p.position}]"
     if p.message_id:
         text += f" id {p.message_id}"
+    if p.namespace:
+        text += f" (namespace {p.namespace})"
     return text
 
 
@@ -354,7 +400,7 @@ class CheckReport(Table):
         return out
 
     def notes(self) -> list[str]:
-        if not self.tally.by_kind:
+        if not any(p.repairable for p in self.problems):
             return []
         return [
             "open_call can be repaired by appending: threadlog check --db … --repair "
@@ -368,6 +414,7 @@ def check(
     profiles: Iterable[str | Profile] | None = None,
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
+    subgraphs: bool = True,
 ) -> CheckReport:
     """Check the threads of `source` against `profiles` (module doc)."""
     from threadlog.inspect.readonly import describe
@@ -378,7 +425,11 @@ def check(
         tally = Tally(chosen)
         kept: list[ThreadCheck] = []
         for result in check_threads(
-            saver, profiles=chosen, threads=threads, all_checkpoints=all_checkpoints
+            saver,
+            profiles=chosen,
+            threads=threads,
+            all_checkpoints=all_checkpoints,
+            subgraphs=subgraphs,
         ):
             tally.add(result)
             if result.problems or result.error is not None:
