@@ -323,3 +323,15 @@ def test_repair_through_a_server_url_is_refused_with_where_to_point_instead(
     assert main(["check", "--db", "http://127.0.0.1:1", "--repair"]) == 2
     err = capsys.readouterr().err
     assert "is a LangGraph server" in err and "pass that as --db" in err
+
+
+def test_check_of_an_unreachable_server_url_is_exit_2_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.helpers_demo import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert main(["check", "--db", url]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert f"cannot reach {url}" in captured.err

@@ -92,7 +92,7 @@ def test_check_of_a_server_finds_exactly_the_open_calls_and_the_clean_thread_is_
     assert inspect.check(served.url, threads=[served.clean]).status == 0
 
 
-def test_check_of_a_server_reads_the_thread_list_page_by_page(
+def test_check_of_a_server_reads_threads_and_histories_page_by_page(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = found(inspect.check(served.url))
@@ -104,6 +104,8 @@ def test_check_of_a_server_reads_the_thread_list_page_by_page(
     history = {t: len(client.threads.get_history(t, limit=1000))
                for t in (served.clean, served.paused, served.poisoned)}
     assert paged.tally.checkpoints == sum(history.values())
+    # The inspector's own history read pages the same way (`before` the last one read).
+    assert len(inspect.thread(served.url, served.clean).records) == history[served.clean]
     assert {p.checkpoint_id for p in paged.problems if p.call_id == CALL} == {
         client.threads.get_state(served.poisoned)["checkpoint"]["checkpoint_id"]
     }

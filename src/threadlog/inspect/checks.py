@@ -41,6 +41,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from threadlog.checkpoint.backends import backend_of
 from threadlog.inspect.catalog import Head, checkpoint_ids, thread_heads
 from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.problems import REPAIRABLE, Finding, find_problems
@@ -228,6 +229,8 @@ def check_threads(
             )
         heads = [by_id[t] for t in dict.fromkeys(threads)]
     readers = StandIns(saver)
+    # One grouped query says which threads have subgraph namespaces at all.
+    with_subgraphs = backend_of(saver).subgraph_counts() if subgraphs else {}
     with quiet_stand_in(True):
         for head in heads:
             result = ThreadCheck(head.thread_id)
@@ -240,7 +243,7 @@ def check_threads(
                         found = find_problems(messages, profiles)
                         result.problems += _problems(head.thread_id, cid, channel, fmt, found)
                     result.checkpoints += 1
-                if subgraphs:
+                if head.thread_id in with_subgraphs:
                     result.problems += _subgraph_problems(
                         saver, head, profiles, all_checkpoints
                     )
