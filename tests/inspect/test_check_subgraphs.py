@@ -59,6 +59,7 @@ def test_check_finds_the_open_call_of_a_subgraph_whose_tool_step_crashed_naming_
     }
     assert not any(p.repairable for p in report.problems)  # --repair writes at the root
     assert (report.tally.clean, report.tally.with_problems, report.status) == (1, 1, 1)
+    assert report.tally.checkpoints == 2  # the root heads: namespaces are not counted
     # The root alone holds only the user's message: without the namespaces it reads clean.
     with threadlog.checkpointer(sqlite_url) as saver:
         root_only = list(check_threads(saver, profiles=resolve_profiles(None)))
