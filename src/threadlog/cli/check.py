@@ -3,7 +3,8 @@
 
 Contract: reports, per thread, what each profile (default: every one in `PROFILES`) would
 reject in its stored history and why (`threadlog.inspect.check`), streaming thread by
-thread, then one summary line. Text is terminal-safe (stored ids and text escaped);
+thread (a database's subgraph namespaces too, each problem naming its namespace), then
+one summary line. Text is terminal-safe (stored ids and text escaped);
 `--json` prints JSON Lines: one object per problem (the `Problem` fields), one
 `{"thread_id", "kind": "unreadable", "detail"}` per thread that could not be read, and a
 last `{"summary": {...}}`. Exit status: 0 every thread clean, 1 problems found, 2 a
