@@ -180,7 +180,7 @@ def take_lock(
     awaited on the loop, module doc) — where, if the awaiting task is cancelled
     meanwhile, a lock the attempt took is given back (`unlock`)."""
     pause = _FIRST_PAUSE
-    atry, aunlock = async_twin(try_lock), async_twin(unlock)
+    atry, aunlock = _async_twin(try_lock), _async_twin(unlock)
     if atry is not None and aunlock is not None:
         attempt = functools.partial(_attempt, atry, _scheduled(aunlock))
     else:
@@ -199,13 +199,13 @@ def release_lock(unlock: Callable[[str], None], name: str) -> Io:
     """Give a lock back: under asyncio in a worker thread, finished even if the awaiting
     task is cancelled (shielded) — a lock left taken would block its thread for good.
     With an async twin of `unlock` (module doc) it is awaited on the loop."""
-    aunlock = async_twin(unlock)
+    aunlock = _async_twin(unlock)
     if aunlock is not None:
         return Io(unlock, functools.partial(_ashielded, aunlock), (name,))
     return Io(unlock, functools.partial(_shielded, unlock), (name,))
 
 
-def async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
+def _async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
     """The async twin `a<name>` of a store's bound lock call, when its store has one."""
     owner, name = getattr(fn, "__self__", None), getattr(fn, "__name__", None)
     if owner is None or name is None:
