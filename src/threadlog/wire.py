@@ -46,7 +46,13 @@ from langchain_core.messages import (
 
 from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
 from threadlog.edits import cache_key
-from threadlog.messages import DEVELOPER_KWARG, coerce_message, is_developer, role_of
+from threadlog.messages import (
+    DEVELOPER_KWARG,
+    coerce_message,
+    is_developer,
+    is_stored_form,
+    role_of,
+)
 from threadlog.profiles import Profile, get_profile
 
 __all__ = [
@@ -112,6 +118,7 @@ def to_wire(
     profile: str | Profile = "openai-chat",
     *,
     cache: dict[tuple[str, str], BaseMessage] | None = None,
+    checked: bool = False,
 ) -> list[BaseMessage]:
     """The provider-bound copies of `messages` (see the module docstring).
 
@@ -119,6 +126,9 @@ def to_wire(
     a log message never changes under its id (an edit changes the key: `cache_key`), so a
     node reuses last turn's copies
     instead of rebuilding the whole context every call.
+    `checked=True`, as in `threadlog.validate`: the messages come from a log, which
+    checked each one when it was appended, so those of the exact stored types with an id
+    are not coerced and checked again (every other one still is).
     """
     prof = get_profile(profile)
     out: list[BaseMessage] = []
@@ -127,7 +137,8 @@ def to_wire(
         key = (mid, prof.name) if cache is not None and isinstance(mid, str) else None
         wire = cache.get(key) if key is not None and cache is not None else None
         if wire is None:
-            wire = _one(coerce_message(raw, position=i), prof)
+            stored = checked and is_stored_form(raw)
+            wire = _one(raw if stored else coerce_message(raw, position=i), prof)
             if key is not None and cache is not None:
                 cache[key] = wire
         out.append(wire)

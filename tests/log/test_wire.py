@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -179,3 +180,72 @@ def test_the_profile_table_documents_every_profile() -> None:
     table = Path(__file__).parents[2].joinpath("docs", "profiles.md").read_text()
     for name, prof in PROFILES.items():
         assert f"| `{name}` | {prof.description} |" in table
+
+
+# -- checked histories and the node's copies (issue 24: CPU per turn) -------------------
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_checked_wire_copies_of_a_logged_history_equal_the_coerced_ones(profile: str) -> None:
+    history = _logged_history()
+    assert to_wire(history, profile, checked=True) == to_wire(history, profile)
+
+
+def test_checked_skips_the_check_only_for_messages_in_their_stored_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threadlog.wire as wire
+    from threadlog import InvalidMessageError
+
+    coerced: list[object] = []
+    real = wire.coerce_message
+
+    def counting(value: object, **kw: object) -> object:
+        coerced.append(value)
+        return real(value, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wire, "coerce_message", counting)
+    pair, no_id = ("user", "hi"), HumanMessage("no id")
+    out = to_wire([user("h1"), pair, ai("a1"), no_id], checked=True)
+    assert coerced == [pair, no_id]  # the two logged messages are not re-checked
+    assert [type(m) for m in out] == [HumanMessage, HumanMessage, AIMessage, HumanMessage]
+    with pytest.raises(InvalidMessageError, match="lone surrogate"):
+        to_wire([{"role": "user", "content": "bad \ud800"}], checked=True)
+    coerced.clear()
+    to_wire([user("h1"), ai("a1")])  # unchecked: every message is coerced, as before
+    assert len(coerced) == 2
+
+
+def _thread(i: int) -> Any:
+    return {"configurable": {"thread_id": f"{i}"}}
+
+
+def test_a_model_node_serving_many_threads_keeps_its_wire_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Was: the node emptied its copies whenever they outgrew one context, so with a few
+    # dozen threads at once every message of every context was copied again each call.
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    import threadlog
+    import threadlog.wire as wire
+
+    made: list[str | None] = []
+    real = wire._one
+
+    def counting(message: object, profile: object) -> object:
+        made.append(getattr(message, "id", None))
+        return real(message, profile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wire, "_one", counting)
+    graph = threadlog.create_agent(OfflineChatModel(), [], checkpointer=InMemorySaver())
+    threads = 60
+    for i in range(threads):
+        graph.invoke({"messages": [user(f"a{i}", f"hello {i}")]}, _thread(i))
+    made.clear()
+    for i in range(threads):
+        graph.invoke({"messages": [user(f"b{i}", f"again {i}")]}, _thread(i))
+    # Each thread's second call copies its new messages only (the answer, the question);
+    # its first question's copy is kept from the first round.
+    assert len(made) == 2 * threads
+    assert not any(m is not None and m.startswith("a") for m in made)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -269,3 +270,120 @@ def test_a_lock_session_the_server_ended_is_replaced_and_runs_go_on(pg_backend: 
         assert ended is not None and ended[0] >= 1
         out = graph.invoke({"messages": [HumanMessage("two", id="m2")]}, _cfg("r2"))
     assert out["messages"][-1].id == "ok-m2"
+
+
+# -- async savers' locks on their event loop (issue 24: no worker thread per statement) --
+
+
+async def test_an_async_saver_takes_and_releases_its_run_locks_on_the_event_loop(
+    pg_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from threadlog.checkpoint.backends.postgres import LockSessions
+
+    used: list[str] = []
+    for name in ("take", "give_back", "atake", "agive_back"):
+        real = getattr(LockSessions, name)
+
+        def counted(self: Any, key: int, _real: Any = real, _name: str = name) -> Any:
+            used.append(_name)
+            return _real(self, key)
+
+        monkeypatch.setattr(LockSessions, name, counted)
+    async with threadlog.acheckpointer(pg_backend) as saver:
+        graph = _agent(saver)
+        for turn in range(2):
+            await graph.ainvoke(_turn(0, turn), _cfg("loop"))
+    # (the schema setup's lock, once per process and URL, is not a run's)
+    runs = [u for u in used if u in ("atake", "agive_back")]
+    assert runs and runs.count("atake") == runs.count("agive_back")
+    assert "take" not in used and "give_back" not in used
+
+
+async def test_a_lock_an_async_session_holds_is_released_from_another_thread(
+    pg_backend: str,
+) -> None:
+    from threadlog.checkpoint.backends.postgres import PostgresHeadStore
+
+    mine, other = PostgresHeadStore(pg_backend), PostgresHeadStore(pg_backend)
+    try:
+        assert await mine.atry_run_lock("x") is True
+        assert await asyncio.to_thread(other.try_run_lock, "x") is False  # another session
+        await asyncio.to_thread(mine.run_unlock, "x")  # a sync exit, a finalizer's thread
+        for _ in range(500):  # handed to this loop: done once it runs
+            if await asyncio.to_thread(other.try_run_lock, "x"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the lock was never released")
+        other.run_unlock("x")
+        # ... and from this loop's own thread outside a coroutine's await (a GC finalizer)
+        assert await mine.atry_run_lock("y") is True
+        mine.run_unlock("y")
+        for _ in range(500):
+            if await asyncio.to_thread(other.try_run_lock, "y"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the lock was never released")
+        other.run_unlock("y")
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_the_lock_sessions_of_a_closed_event_loop_are_closed_releasing_their_locks(
+    pg_backend: str,
+) -> None:
+    from threadlog.checkpoint.backends.postgres import PostgresHeadStore
+
+    mine, other = PostgresHeadStore(pg_backend), PostgresHeadStore(pg_backend)
+    try:
+        assert asyncio.run(mine.atry_run_lock("z")) is True  # its loop is closed now
+        assert other.try_run_lock("z") is False  # its session still holds it
+        assert mine.locks.sessions() == 1
+        mine.run_unlock("z")  # no loop to hand it to: the session is closed
+        assert mine.locks.sessions() == 0
+        for _ in range(500):  # the server ends the session once it sees it closed
+            if other.try_run_lock("z"):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the closed session's lock was never released")
+        other.run_unlock("z")
+    finally:
+        mine.close()
+        other.close()
+
+
+async def test_a_lock_an_async_attempt_took_for_a_cancelled_waiter_is_given_back() -> None:
+    entered, finish = asyncio.Event(), asyncio.Event()
+    given_back: list[str] = []
+
+    class Store:
+        def try_lock(self, name: str) -> bool:
+            raise AssertionError("the async twin is used under asyncio")
+
+        def unlock(self, name: str) -> None:
+            raise AssertionError("the async twin is used under asyncio")
+
+        async def atry_lock(self, name: str) -> bool:
+            entered.set()
+            await finish.wait()
+            return True
+
+        async def aunlock(self, name: str) -> None:
+            given_back.append(name)
+
+    store = Store()
+    waiter = asyncio.create_task(arun(take_lock(store.try_lock, store.unlock, "t2", True)))
+    await asyncio.wait_for(entered.wait(), 10)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert given_back == []
+    finish.set()
+    for _ in range(1000):
+        if given_back:
+            break
+        await asyncio.sleep(0.01)
+    assert given_back == ["t2"]

@@ -854,10 +854,13 @@ class _Release:
             self.store.run_unlock(self.thread_id)
 
     async def aclose(self) -> None:
-        """The release under asyncio: the unlock in a worker thread, finished even when
-        the run's exit is cancelled meanwhile (shielded)."""
+        """The release under asyncio: the store's async unlock on the loop (else the
+        unlock in a worker thread), finished even when the run's exit is cancelled
+        meanwhile (shielded)."""
         if self._claim():
-            await asyncio.shield(asyncio.to_thread(self.store.run_unlock, self.thread_id))
+            op = release_lock(self.store.run_unlock, self.thread_id)
+            assert op.async_ is not None  # release_lock gives both forms
+            await op.async_(*op.args)
 
 
 class _Recent:

@@ -99,6 +99,10 @@ DEFAULT_MAX_MODEL_CALLS = 25
 would otherwise run until LangGraph's recursion limit)."""
 
 _log = logging.getLogger("threadlog")
+# Wire copies a node keeps (`to_wire`'s cache), whatever the contexts: enough for the
+# contexts of a few hundred concurrent threads; a copy shares its message's content.
+_WIRE_CACHED = 2048
+
 
 class ModelNode(RunnableCallable):
     """A LangGraph node that calls a chat model on a pairing-safe context.
@@ -228,9 +232,12 @@ class ModelNode(RunnableCallable):
         context, repairs = self._assemble(view.messages, recovered, system)
         validate(context, profile, allow_pending_calls=False, checked=True)
         cache = self._wire_cache
-        if len(cache) > 2 * len(context) + 64:  # keep only what recent contexts use
-            cache = self._wire_cache = {}
-        return to_wire(context, profile, cache=cache), repairs
+        if len(cache) > max(2 * len(context) + 64, _WIRE_CACHED):
+            # Keep what recent contexts used: the newest half (one node serves many
+            # threads at once; emptying it per context made every copy a miss).
+            kept = list(cache.items())
+            cache = self._wire_cache = dict(kept[len(kept) // 2 :])
+        return to_wire(context, profile, cache=cache, checked=True), repairs
 
     @staticmethod
     def _update(

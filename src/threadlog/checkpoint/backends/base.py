@@ -31,6 +31,9 @@ Contract:
   caller's thread, `asyncio.sleep` on the event loop. So no worker thread of an event
   loop's executor ever parks on a thread's lock, and no database session or file is
   pinned by a waiter. The order in which waiters get a lock is not promised.
+  A store may give a lock call an async twin named `a<name>` (`atry_run_lock`, `aunlock`,
+  ...; Postgres does: a session on the event loop): `take_lock` / `release_lock` then
+  await it on the loop instead of running the sync call in a worker thread.
 """
 
 from __future__ import annotations
@@ -228,11 +231,17 @@ def take_lock(
     """Take a lock through its one-attempt call `try_lock(name)` (`HeadStore`): True once
     taken; False when another holder has it and not `wait`. Meanwhile it polls, backing
     off: the pause is an `Io` too (`time.sleep` / `asyncio.sleep`), and each attempt a
-    call that returns at once, run by `arun` in a worker thread — where, if the awaiting
-    task is cancelled meanwhile, a lock the attempt took is given back (`unlock`)."""
+    call that returns at once, run by `arun` in a worker thread (or its async twin
+    awaited on the loop, module doc) — where, if the awaiting task is cancelled
+    meanwhile, a lock the attempt took is given back (`unlock`)."""
     pause = _FIRST_PAUSE
+    atry, aunlock = _async_twin(try_lock), _async_twin(unlock)
+    if atry is not None and aunlock is not None:
+        attempt = functools.partial(_attempt, atry, _scheduled(aunlock))
+    else:
+        attempt = functools.partial(_attempt, _threaded(try_lock), _undo_threaded(unlock))
     while True:
-        got = yield Io(try_lock, functools.partial(_attempt, try_lock, unlock), (name,))
+        got = yield Io(try_lock, attempt, (name,))
         if got:
             return True
         if got is False and not wait:
@@ -243,29 +252,79 @@ def take_lock(
 
 def release_lock(unlock: Callable[[str], None], name: str) -> Io:
     """Give a lock back: under asyncio in a worker thread, finished even if the awaiting
-    task is cancelled (shielded) — a lock left taken would block its thread for good."""
+    task is cancelled (shielded) — a lock left taken would block its thread for good.
+    With an async twin of `unlock` (module doc) it is awaited on the loop."""
+    aunlock = _async_twin(unlock)
+    if aunlock is not None:
+        return Io(unlock, functools.partial(_ashielded, aunlock), (name,))
     return Io(unlock, functools.partial(_shielded, unlock), (name,))
 
 
-async def _attempt(
-    try_lock: Callable[[str], bool | None], unlock: Callable[[str], None], name: str
-) -> bool | None:
-    attempt = asyncio.ensure_future(asyncio.to_thread(try_lock, name))
+def _async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
+    """The async twin `a<name>` of a store's bound lock call, when its store has one."""
+    owner, name = getattr(fn, "__self__", None), getattr(fn, "__name__", None)
+    if owner is None or name is None:
+        return None
+    twin = getattr(owner, "a" + name, None)
+    return twin if callable(twin) else None
+
+
+# Both forms of one lock attempt: start it (an awaitable), and undo a lock it took after
+# its waiter was cancelled (called on the loop, must not wait).
+_Start = Callable[[str], Awaitable[bool | None]]
+_Undo = Callable[[asyncio.AbstractEventLoop, str], None]
+
+
+def _threaded(fn: Callable[[str], bool | None]) -> _Start:
+    def start(name: str) -> Awaitable[bool | None]:
+        return asyncio.to_thread(fn, name)
+
+    return start
+
+
+def _undo_threaded(unlock: Callable[[str], None]) -> _Undo:
+    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
+        loop.run_in_executor(None, unlock, name)
+
+    return undo
+
+
+def _scheduled(aunlock: Callable[[str], Awaitable[None]]) -> _Undo:
+    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
+        _keep(loop.create_task(_ashielded(aunlock, name)))
+
+    return undo
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()  # undo tasks, kept until done
+
+
+def _keep(task: asyncio.Task[Any]) -> None:
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+async def _attempt(start: _Start, undo: _Undo, name: str) -> bool | None:
+    attempt = asyncio.ensure_future(start(name))
     try:
         return await asyncio.shield(attempt)
     except asyncio.CancelledError:
         loop = asyncio.get_running_loop()
 
-        def undo(done: asyncio.Future[bool | None]) -> None:
+        def undone(done: asyncio.Future[bool | None]) -> None:
             if not done.cancelled() and done.exception() is None and done.result():
-                loop.run_in_executor(None, unlock, name)
+                undo(loop, name)
 
-        attempt.add_done_callback(undo)
+        attempt.add_done_callback(undone)
         raise
 
 
 async def _shielded(fn: Callable[[str], None], name: str) -> None:
     await asyncio.shield(asyncio.to_thread(fn, name))
+
+
+async def _ashielded(fn: Callable[[str], Awaitable[None]], name: str) -> None:
+    await asyncio.shield(fn(name))
 
 
 def lock_bound(value: int | None, default: int) -> int:

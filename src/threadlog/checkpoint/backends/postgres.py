@@ -19,7 +19,9 @@ Contract:
 * `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
   advisory locks per thread (run, write) on a bounded pool of sessions shared by all
   locks (`LockSessions`: `max_lock_connections`) — released by Postgres itself when
-  their holder dies.
+  their holder dies. Async callers (an async saver's runs) take and release them on
+  async sessions of their event loop, awaited there (`atry_run_lock`, ...): no worker
+  thread per lock statement.
 * `table_columns(conn)` / `TABLES`: the shape check of `open_readonly`.
 
 psycopg is imported only inside functions: `import threadlog` never loads it.
@@ -27,6 +29,7 @@ psycopg is imported only inside functions: `import threadlog` never loads it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import threading
@@ -456,6 +459,18 @@ class _Session:
         self.mutex = threading.Lock()
 
 
+class _AsyncSession:
+    """One async lock session, bound to the event loop it was opened on: used by one
+    statement at a time (`mutex`, an asyncio lock of that loop)."""
+
+    __slots__ = ("conn", "loop", "mutex")
+
+    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.conn = conn
+        self.loop = loop
+        self.mutex = asyncio.Lock()
+
+
 class LockSessions:
     """A bounded pool of Postgres sessions shared by every lock of one head store.
 
@@ -468,6 +483,13 @@ class LockSessions:
     inside the server (a blocking `pg_advisory_lock` would pin its session): a held lock
     is waited for by polling (`take_lock`). A session that dies — its process SIGKILLed,
     the server gone — releases every lock it held, so a dead worker never blocks a thread.
+
+    Async callers (`atake` / `agive_back`) use async sessions of their own event loop,
+    at most `size` per loop, awaited there (a sync session would cost a worker thread per
+    statement). A lock is still released on the session that took it: from the loop
+    itself, awaited; from anywhere else (a sync exit, a garbage-collection finalizer) the
+    unlock is handed to that loop, or — the loop closed, so every run that held a lock
+    there is gone — the session is closed, which releases its locks.
     """
 
     def __init__(self, url: str, size: int) -> None:
@@ -476,7 +498,10 @@ class LockSessions:
         self._sessions: list[_Session] = []
         self._opening = 0
         self._turn = 0
-        self._held: dict[int, _Session] = {}
+        self._held: dict[int, _Session | _AsyncSession] = {}
+        # Per event loop: its async sessions, and how many are being opened.
+        self._async: dict[asyncio.AbstractEventLoop, list[_AsyncSession]] = {}
+        self._aopening: dict[asyncio.AbstractEventLoop, int] = {}
         self._mutex = threading.Lock()  # guards the fields above; held for no I/O
 
     def take(self, key: int) -> bool:
@@ -513,6 +538,12 @@ class LockSessions:
             session = self._held.pop(key, None)
         if session is None:
             return
+        if isinstance(session, _AsyncSession):
+            self._unlock_on_its_loop(session, key)
+            return
+        self._unlock(session, key)
+
+    def _unlock(self, session: _Session, key: int) -> None:
         with session.mutex:
             if session.conn.closed:
                 return  # its locks went with it
@@ -578,17 +609,167 @@ class LockSessions:
                 del self._held[key]
         session.conn.close()
 
-    def sessions(self) -> int:
-        """How many sessions are open now."""
+    # -- async sessions (each used only on its own event loop)
+
+    async def atake(self, key: int) -> bool:
+        """`take` on an async session of the running loop."""
+        import psycopg
+
+        for retry in (True, False):
+            session = await self._asession()
+            try:
+                cur = await session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                row = await cur.fetchone()
+            except psycopg.OperationalError:
+                self._adrop(session)
+                if retry:
+                    continue
+                raise
+            except BaseException:
+                # Its state is unknown (the attempt is shielded: the loop is going
+                # down): closing it is what releases whatever it holds.
+                self._adrop(session)
+                raise
+            else:
+                taken = bool(row and row[0])
+                if taken:
+                    with self._mutex:
+                        self._held[key] = session
+                return taken
+            finally:
+                session.mutex.release()
+        raise AssertionError("unreachable")
+
+    async def agive_back(self, key: int) -> None:
+        """`give_back` from a coroutine: awaited on the session's own loop."""
         with self._mutex:
-            return len(self._sessions)
+            session = self._held.pop(key, None)
+        if session is None:
+            return
+        if not isinstance(session, _AsyncSession):
+            await asyncio.to_thread(self._unlock, session, key)
+        elif session.loop is asyncio.get_running_loop():
+            await self._aunlock(session, key)
+        else:
+            self._unlock_on_its_loop(session, key)
+
+    async def _aunlock(self, session: _AsyncSession, key: int) -> None:
+        async with session.mutex:
+            if session.conn.closed:
+                return  # its locks went with it
+            try:
+                await session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except BaseException:
+                self._adrop(session)  # closing it releases whatever it still holds
+                raise
+
+    def _unlock_on_its_loop(self, session: _AsyncSession, key: int) -> None:
+        """An async session's unlock from outside its loop: handed to the loop (not
+        waited for: that loop's thread may be the caller); a closed loop's session is
+        closed instead — every run that held a lock on it went with the loop."""
+        if not session.loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
+                return
+            except RuntimeError:
+                pass  # closed meanwhile
+        self._adrop(session)
+
+    async def _asession(self) -> _AsyncSession:
+        """An async session of the running loop whose mutex the caller now holds (as
+        `_session`: a free one, else a new one below the bound, else the next in turn)."""
+        import psycopg
+
+        loop = asyncio.get_running_loop()
+        self._prune()
+        while True:
+            with self._mutex:
+                sessions = list(self._async.get(loop, ()))
+                opening = self._aopening.get(loop, 0)
+                grow = len(sessions) + opening < self.size
+                self._aopening[loop] = opening + grow
+            for session in sessions:
+                if not session.mutex.locked() and not session.conn.closed:
+                    await session.mutex.acquire()  # free: returns at once
+                    self._opened(loop, grow, None)
+                    return session
+            if grow:
+                try:
+                    conn = await psycopg.AsyncConnection.connect(
+                        self._url, autocommit=True, prepare_threshold=0,
+                        application_name=LOCK_APPLICATION_NAME,
+                    )
+                except BaseException as exc:
+                    self._opened(loop, True, None)
+                    if not sessions or not isinstance(exc, Exception):
+                        raise  # no session at all: the server refuses this process
+                else:
+                    session = _AsyncSession(conn, loop)
+                    await session.mutex.acquire()
+                    self._opened(loop, True, session)
+                    return session
+            if not sessions:
+                await asyncio.sleep(0.001)  # the bound's sessions are being opened now
+                continue
+            with self._mutex:
+                self._turn += 1
+            session = sessions[self._turn % len(sessions)]
+            await session.mutex.acquire()  # bounded: the one statement running on it
+            if not session.conn.closed:
+                return session
+            session.mutex.release()  # it died meanwhile: pick again
+
+    def _opened(
+        self, loop: asyncio.AbstractEventLoop, grew: bool, session: _AsyncSession | None
+    ) -> None:
+        with self._mutex:
+            if grew:
+                self._aopening[loop] -= 1
+            if session is not None:
+                self._async.setdefault(loop, []).append(session)
+
+    def _prune(self) -> None:
+        """Close the sessions of loops that are closed (their runs are gone)."""
+        with self._mutex:
+            dead = [s for loop, ss in self._async.items() if loop.is_closed() for s in ss]
+        for session in dead:
+            self._adrop(session)
+
+    def _adrop(self, session: _AsyncSession) -> None:
+        with self._mutex:
+            sessions = self._async.get(session.loop, [])
+            if session in sessions:
+                sessions.remove(session)
+            if not sessions:
+                self._async.pop(session.loop, None)
+                if not self._aopening.get(session.loop):
+                    self._aopening.pop(session.loop, None)
+            for key in [k for k, s in self._held.items() if s is session]:
+                del self._held[key]
+        _finish(session.conn)
+
+    def sessions(self) -> int:
+        """How many sessions are open now (sync and async)."""
+        with self._mutex:
+            return len(self._sessions) + sum(len(ss) for ss in self._async.values())
 
     def close(self) -> None:
         with self._mutex:
             sessions, self._sessions = self._sessions, []
+            asessions = [s for ss in self._async.values() for s in ss]
+            self._async.clear()
             self._held.clear()
         for session in sessions:
             session.conn.close()
+        for asession in asessions:
+            _finish(asession.conn)
+
+
+def _finish(conn: Any) -> None:
+    """Close an async connection from sync code (on any thread): ending the session is
+    what releases its advisory locks (psycopg's own `close()` is a coroutine)."""
+    with contextlib.suppress(Exception):
+        conn.pgconn.finish()
 
 
 class PostgresHeadStore:
@@ -597,7 +778,9 @@ class PostgresHeadStore:
     Every thread has two advisory locks, the run lock and the short write lock, each
     taken on one of the store's `LockSessions` (at most `max_lock_connections`, default
     `DEFAULT_LOCK_SESSIONS`; so a process holds 2 + that many connections for a saver —
-    its own, this store's reads, its lock sessions — however many runs it holds). Two
+    its own, this store's reads, its lock sessions — however many runs it holds; sync
+    callers and each event loop have their own sessions under that bound, and an async
+    saver's runs use only their loop's). Two
     runs of this process on one thread are kept apart in the process (`LocalRuns`): on
     one session Postgres would grant the same advisory lock twice. Locks are released by
     Postgres itself when the holder's process dies.
@@ -622,6 +805,39 @@ class PostgresHeadStore:
 
     def unlock(self, thread_id: str) -> None:
         self._untake(self._writers, thread_id, thread_id)
+
+    # The same from a coroutine, on the running loop's lock sessions (`take_lock` and
+    # `release_lock` use these async twins).
+
+    async def atry_run_lock(self, thread_id: str) -> bool:
+        return await self._atry(self._runs, "run:" + thread_id, thread_id)
+
+    async def arun_unlock(self, thread_id: str) -> None:
+        await self._auntake(self._runs, "run:" + thread_id, thread_id)
+
+    async def atry_lock(self, thread_id: str) -> bool:
+        return await self._atry(self._writers, thread_id, thread_id)
+
+    async def aunlock(self, thread_id: str) -> None:
+        await self._auntake(self._writers, thread_id, thread_id)
+
+    async def _atry(self, local: LocalRuns, name: str, thread_id: str) -> bool:
+        if not local.acquire(thread_id):
+            return False
+        try:
+            taken = await self.locks.atake(self.lock_key(name))
+        except BaseException:
+            local.release(thread_id)
+            raise
+        if not taken:
+            local.release(thread_id)
+        return taken
+
+    async def _auntake(self, local: LocalRuns, name: str, thread_id: str) -> None:
+        try:
+            await self.locks.agive_back(self.lock_key(name))
+        finally:
+            local.release(thread_id)
 
     def _try(self, local: LocalRuns, name: str, thread_id: str) -> bool:
         if not local.acquire(thread_id):
