@@ -173,6 +173,8 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     # `langgraph dev` (a module-scoped server)
     "test_langgraph_dev.py": ("*",),
     "test_inspect_server.py": ("*",),
+    "test_server_checkpointer.py": ("*",),
+    "test_server_lifecycle.py": ("*",),
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
     "test_deep_subgraph_recovery.py": (
@@ -232,6 +234,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_upstream_suites.py": ("test_langgraph_suite_fails_only_where_documented",),  # ~40 s
     "test_langgraph_dev.py": ("*",),
     "test_inspect_server.py": ("*",),
+    "test_server_checkpointer.py": ("*",),
+    "test_server_lifecycle.py": ("*",),
     "test_workers_benchmark.py": ("*",),
     "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),

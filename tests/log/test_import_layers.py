@@ -108,7 +108,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("inspect.thread",),
     ("inspect",),
     ("",),
-    ("examples.weather",),
+    ("examples.weather", "server"),
     ("examples",),
     ("cli.progress", "cli.errors", "cli.transcript"),
     ("cli.threads", "cli.demo"),

@@ -1,0 +1,81 @@
+"""`threadlog.server.checkpointer`: threadlog's saver as LangGraph Server's checkpointer.
+
+In `langgraph.json` (`langgraph dev`, `langgraph up`, LangGraph Platform):
+
+    "checkpointer": {"backend": "custom", "path": "threadlog.server.checkpointer"}
+
+Contract:
+
+* **Where it stores.** `THREADLOG_CHECKPOINTER_URL` when set (`postgresql://…`, or
+  `sqlite:///…`; a relative SQLite path is relative to the server's working folder),
+  else the SQLite file `.threadlog/checkpoints.sqlite` under the server's working
+  folder — the folder `langgraph dev` is started in, which is also where it resolves
+  langgraph.json's `graphs` and `dependencies` and keeps its own `.langgraph_api/`.
+  `memory://` is refused: the server opens the checkpointer once per worker thread, and
+  memory is neither shared between them nor kept across a restart.
+* **What it is.** `threadlog.acheckpointer(url)` with its defaults: the guarded,
+  strict, history-cached saver (`threadlog.checkpoint`). The run guard keeps its
+  `"enqueue"` strategy: under the server the server's run queue decides which run holds
+  a thread (`reject`, `enqueue`, `interrupt`, `rollback`); the guard only makes a run
+  the server already started wait until a cancelled one has let go of the thread, and
+  never refuses one (docs/server.md).
+* **Path form.** langgraph-api 0.16 loads a module path split at its last dot
+  (`threadlog.server.checkpointer`); its docs' `package.module:name` form does not load
+  there. A server that only loads files takes a one-line file instead:
+  `from threadlog.server import checkpointer` and `"path": "./checkpointer.py:checkpointer"`.
+
+For other options (`allowed_types=` for your own state classes, `max_input_chars=`),
+write that one-line file as your own `@asynccontextmanager` around
+`threadlog.acheckpointer(...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from threadlog.checkpoint.saver import acheckpointer, parse_url
+
+__all__ = ["DEFAULT_FILE", "ENV_VAR", "checkpointer", "checkpointer_url"]
+
+ENV_VAR = "THREADLOG_CHECKPOINTER_URL"
+DEFAULT_FILE = Path(".threadlog") / "checkpoints.sqlite"
+"""The default SQLite file, relative to the server's working folder."""
+
+
+def checkpointer_url(
+    environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> str:
+    """The URL `checkpointer` opens (module doc); creates the default file's folder.
+
+    A bad `THREADLOG_CHECKPOINTER_URL` raises one `ValueError` naming the variable."""
+    env = os.environ if environ is None else environ
+    url = env.get(ENV_VAR, "").strip()
+    if not url:
+        path = (Path.cwd() if cwd is None else cwd) / DEFAULT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path.resolve()}"
+    try:
+        target = parse_url(url)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_VAR}: {exc}") from None
+    if target.kind == "memory":
+        raise ValueError(
+            f"{ENV_VAR}={url!r}: LangGraph Server opens its checkpointer once per worker "
+            "thread, and memory:// is neither shared between them nor kept across a "
+            "restart; use sqlite:///path.db or postgresql://…"
+        )
+    return url
+
+
+@contextlib.asynccontextmanager
+async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The saver for LangGraph Server (module doc), closed when the server stops."""
+    # "enqueue": the server's run queue decides; the guard never refuses a run it started.
+    async with acheckpointer(checkpointer_url(), multitask_strategy="enqueue") as saver:
+        yield saver
