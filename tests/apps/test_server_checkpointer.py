@@ -257,12 +257,56 @@ def test_a_run_cancelled_inside_a_tool_call_releases_the_thread_and_loses_nothin
     assert kinds(client, thread)[-4:] == ["human", "ai", "tool", "ai"]
 
 
+def test_studio_rerun_from_a_checkpoint_inside_a_turn_replays_it_on_a_branch(
+    client: SyncLangGraphClient,
+) -> None:
+    """Studio's "re-run from here": no input, an older checkpoint (before the tool step)."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    history = client.threads.get_history(thread, limit=50)
+    (mid,) = [s["checkpoint"]["checkpoint_id"] for s in history if s["next"] == ["tools"]]
+    client.runs.wait(thread, "weather", input=None, checkpoint_id=mid)
+    head = client.threads.get_state(thread)
+    messages = head["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert_paired(messages)
+    # The new head descends from `mid` on a new branch beside the first run's end.
+    by_id = {s["checkpoint"]["checkpoint_id"]: s for s in client.threads.get_history(thread)}
+    assert len(by_id) > len(history)
+    at, line = head["checkpoint"]["checkpoint_id"], []
+    while at is not None:
+        line.append(at)
+        parent = by_id[at]["parent_checkpoint"]
+        at = parent["checkpoint_id"] if parent else None
+    assert mid in line and history[0]["checkpoint"]["checkpoint_id"] not in line
+
+
 def test_the_server_log_has_no_error_no_500_and_nothing_not_implemented(
     server: LangGraphDev, client: SyncLangGraphClient
 ) -> None:
-    """Last in the module: the log then covers every test above on this server."""
+    """Last but one in the module: the log then covers every test above on this server."""
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
     text = server.log.read_text()
     assert finished_runs(text) >= 1
     assert server_log_problems(text) == []
+
+
+def test_new_input_from_an_older_checkpoint_is_refused_and_changes_nothing(
+    client: SyncLangGraphClient,
+) -> None:
+    """After the log check: this run fails on purpose (the server logs its error).
+
+    threadlog's guard never forks silently (docs/durability.md): a run with new input on
+    an older `checkpoint_id` fails with `ConcurrentRunError` naming the way to fork on
+    purpose — `update_state(..., checkpoint_id=old)` (the Studio fork above)."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    first_end = client.threads.get_state(thread)["checkpoint"]["checkpoint_id"]
+    client.runs.wait(thread, "weather", input=ask("那上海呢？"))
+    before = client.threads.get_state(thread)
+    with pytest.raises(Exception, match="ConcurrentRunError.*update_state"):
+        client.runs.wait(thread, "weather", input=ask("那广州呢？"), checkpoint_id=first_end)
+    after = client.threads.get_state(thread)
+    assert after["checkpoint"] == before["checkpoint"]
+    assert after["values"] == before["values"]
