@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from tests.helpers_demo import REPO, LangGraphDev
+from threadlog.cli import main as cli_main
 from tests.helpers_server import (
     DB,
     ask,
@@ -72,6 +73,15 @@ def test_the_repositorys_langgraph_json_names_threadlogs_checkpointer(
     assert "Using custom checkpointer: GuardedSaver" in server.log.read_text()
     # The default store: a SQLite file under the server's working folder holds the thread.
     assert _stored_checkpoints(server, thread) > 0
+
+
+def test_threadlog_threads_lists_what_the_server_stored(
+    server: LangGraphDev, client: SyncLangGraphClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    assert cli_main(["threads", "--db", str(server.app_dir / DB)]) == 0
+    assert thread in capsys.readouterr().out
 
 
 def test_runs_wait_and_stream_then_state_and_history_read_the_same_log(
@@ -171,6 +181,23 @@ def test_threads_delete_removes_the_thread_and_its_stored_checkpoints(
         client.threads.get_state(thread)
     assert _stored_checkpoints(server, thread) == 0
     assert kinds(client, kept) == ["human", "ai", "tool", "ai"]
+
+
+def test_threads_prune_delete_removes_the_threads_checkpoints_keep_latest_is_refused_by_dev(
+    server: LangGraphDev, client: SyncLangGraphClient
+) -> None:
+    """`langgraph dev`'s in-memory runtime prunes by deleting the thread (the saver's
+    `adelete_thread`) and answers 422 to `keep_latest` itself, whatever the checkpointer:
+    under `langgraph dev` the saver's `aprune` is never called (docs/server.md)."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    with pytest.raises(UnprocessableEntityError, match="keep_latest"):
+        client.threads.prune([thread], strategy="keep_latest")
+    assert kinds(client, thread) == ["human", "ai", "tool", "ai"]
+    assert client.threads.prune([thread], strategy="delete") == {"pruned_count": 1}
+    with pytest.raises(NotFoundError):
+        client.threads.get_state(thread)
+    assert _stored_checkpoints(server, thread) == 0
 
 
 def test_reject_refuses_a_second_run_while_the_first_is_inside_a_tool_call(
