@@ -19,6 +19,10 @@ Contract:
   a thread (`reject`, `enqueue`, `interrupt`, `rollback`); the guard only makes a run
   the server already started wait until a cancelled one has let go of the thread, and
   never refuses one (docs/server.md).
+* **Reads through the server.** The server wraps the saver in its own adapter; the entry
+  point makes that adapter hand a run's delta-channel history reads to the saver
+  (`threadlog._upstream.forward_server_delta_history`), so a turn reads only the new
+  writes, checked, as it does without the server.
 * **Path form.** langgraph-api 0.16 loads a module path split at its last dot
   (`threadlog.server.checkpointer`); its docs' `package.module:name` form does not load
   there. A server that only loads files takes a one-line file instead:
@@ -39,6 +43,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from threadlog._upstream import forward_server_delta_history
 from threadlog.checkpoint.saver import acheckpointer, parse_url
 
 __all__ = ["DEFAULT_FILE", "ENV_VAR", "checkpointer", "checkpointer_url"]
@@ -76,6 +81,9 @@ def checkpointer_url(
 @contextlib.asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The saver for LangGraph Server (module doc), closed when the server stops."""
+    # The server's adapter would walk delta-channel history itself, past the history cache
+    # and the checksum check: O(history) per turn (`_upstream.forward_server_delta_history`).
+    forward_server_delta_history()
     # "enqueue": the server's run queue decides; the guard never refuses a run it started.
     async with acheckpointer(checkpointer_url(), multitask_strategy="enqueue") as saver:
         yield saver

@@ -20,7 +20,6 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from tests.helpers_demo import REPO, LangGraphDev
-from threadlog.cli import main as cli_main
 from tests.helpers_server import (
     DB,
     ask,
@@ -31,6 +30,7 @@ from tests.helpers_server import (
     threadlog_app,
     wait_for,
 )
+from threadlog.cli import main as cli_main
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,8 @@ def test_enqueue_runs_the_second_run_after_the_first_on_a_whole_log(
     ]
     messages = _messages(client, thread)
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
-    assert [m["content"] for m in messages if m["type"] == "human"] == ["西安今天下雨吗？", "北京呢？"]
+    questions = [m["content"] for m in messages if m["type"] == "human"]
+    assert questions == ["西安今天下雨吗？", "北京呢？"]
     assert_paired(messages)
 
 
@@ -332,7 +333,7 @@ def test_new_input_from_an_older_checkpoint_is_refused_and_changes_nothing(
     first_end = client.threads.get_state(thread)["checkpoint"]["checkpoint_id"]
     client.runs.wait(thread, "weather", input=ask("那上海呢？"))
     before = client.threads.get_state(thread)
-    with pytest.raises(Exception, match="ConcurrentRunError.*update_state"):
+    with pytest.raises(Exception, match=r"ConcurrentRunError.*update_state"):
         client.runs.wait(thread, "weather", input=ask("那广州呢？"), checkpoint_id=first_end)
     after = client.threads.get_state(thread)
     assert after["checkpoint"] == before["checkpoint"]
