@@ -28,16 +28,16 @@ Contract:
   there. A server that only loads files takes a one-line file instead:
   `from threadlog.server import checkpointer` and `"path": "./checkpointer.py:checkpointer"`.
 
-For other options (`allowed_types=` for your own state classes, `max_input_chars=`),
-write that one-line file as your own `@asynccontextmanager` around
-`threadlog.acheckpointer(...)`.
+For other options (`allowed_types=` for your own state classes, `max_input_chars=`), the
+one-line file fixes them: `checkpointer = functools.partial(threadlog.server.checkpointer,
+allowed_types=[MyState])` (the server calls what it loads with no arguments).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +65,17 @@ def checkpointer_url(
         path = (Path.cwd() if cwd is None else cwd) / DEFAULT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{path.resolve()}"
+    return _checked(url, ENV_VAR)
+
+
+def _checked(url: str, source: str) -> str:
     try:
         target = parse_url(url)
     except ValueError as exc:
-        raise ValueError(f"{ENV_VAR}: {exc}") from None
+        raise ValueError(f"{source}: {exc}") from None
     if target.kind == "memory":
         raise ValueError(
-            f"{ENV_VAR}={url!r}: LangGraph Server opens its checkpointer once per worker "
+            f"{source}={url!r}: LangGraph Server opens its checkpointer once per worker "
             "thread, and memory:// is neither shared between them nor kept across a "
             "restart; use sqlite:///path.db or postgresql://…"
         )
@@ -79,11 +83,28 @@ def checkpointer_url(
 
 
 @contextlib.asynccontextmanager
-async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """The saver for LangGraph Server (module doc), closed when the server stops."""
+async def checkpointer(
+    url: str | None = None,
+    *,
+    allowed_types: Iterable[tuple[str, str] | type] = (),
+    max_input_chars: int | None = None,
+    max_lock_connections: int | None = None,
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The saver for LangGraph Server (module doc), closed when the server stops.
+
+    The server calls it with no arguments; a one-line file can fix others with
+    `functools.partial` (`url` instead of the variable, and `acheckpointer`'s
+    `allowed_types`, `max_input_chars`, `max_lock_connections`)."""
     # The server's adapter would walk delta-channel history itself, past the history cache
     # and the checksum check: O(history) per turn (`_upstream.forward_server_delta_history`).
     forward_server_delta_history()
+    url = checkpointer_url() if url is None else _checked(url, "url")
     # "enqueue": the server's run queue decides; the guard never refuses a run it started.
-    async with acheckpointer(checkpointer_url(), multitask_strategy="enqueue") as saver:
+    async with acheckpointer(
+        url,
+        multitask_strategy="enqueue",
+        allowed_types=allowed_types,
+        max_input_chars=max_input_chars,
+        max_lock_connections=max_lock_connections,
+    ) as saver:
         yield saver

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import pytest
 
+from threadlog import InvalidMessageError
 from threadlog.checkpoint.guard import GuardedSaver
+from threadlog.examples.weather import build_graph
 from threadlog.server import DEFAULT_FILE, ENV_VAR, checkpointer, checkpointer_url
 
 
@@ -50,3 +53,26 @@ def test_the_entry_point_yields_threadlogs_guarded_saver_that_never_refuses_a_ru
 
     assert asyncio.run(open_it()) == ("GuardedSaver", "enqueue")
     assert (tmp_path / "app.sqlite").exists()
+
+
+def test_a_partial_of_the_entry_point_fixes_the_url_and_the_savers_options(
+    tmp_path: Path,
+) -> None:
+    """The one-line file of docs/server.md: `functools.partial(checkpointer, ...)`."""
+    entry = functools.partial(
+        checkpointer, url=f"sqlite:///{tmp_path / 'own.sqlite'}", max_input_chars=20
+    )
+
+    async def ask(question: str) -> list[str]:
+        async with entry() as saver:
+            graph = build_graph(checkpointer=saver)
+            config = {"configurable": {"thread_id": "t"}}
+            state = await graph.ainvoke({"messages": [("user", question)]}, config)
+            return [m.type for m in state["messages"]]
+
+    assert asyncio.run(ask("北京今天适合带伞吗？")) == ["human", "ai", "tool", "ai"]
+    with pytest.raises(InvalidMessageError, match="max_input_chars"):
+        asyncio.run(ask("北京今天适合带伞吗？" * 5))
+    assert (tmp_path / "own.sqlite").exists()
+    with pytest.raises(ValueError, match=r"^url='memory://'"):
+        asyncio.run(functools.partial(checkpointer, url="memory://")().__aenter__())
