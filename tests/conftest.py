@@ -175,6 +175,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_inspect_server.py": ("*",),
     "test_server_checkpointer.py": ("*",),
     "test_server_lifecycle.py": ("*",),
+    "test_server_postgres.py": ("*",),
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
     "test_deep_subgraph_recovery.py": (
@@ -240,6 +241,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_inspect_server.py": ("*",),
     "test_server_checkpointer.py": ("*",),
     "test_server_lifecycle.py": ("*",),
+    "test_server_postgres.py": ("*",),
     "test_workers_benchmark.py": ("*",),
     "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
