@@ -16,7 +16,9 @@ interleaved). Per turn it records the client's wall time and the server's CPU ti
 process in that server's process group, from /proc), and prints at each size the median wall
 and mean CPU over the 20 turns before it, the ratio threadlog / DeltaChannel, and at the
 end each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are
-always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where).
+always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
+`--no-persistence` turns off the dev server's own file persistence (its flush loop pickles
+its whole store, every thread's values included, whatever the checkpointer).
 
     python benchmarks/dropin_dev.py --sizes 100 400
     python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver
@@ -84,13 +86,16 @@ def _human(turn: int) -> dict[str, Any]:
                           "content": f"Turn {turn}: the weather in two cities today? {pad}"}]}
 
 
-def _start(name: str, graphs: list[str], saver: bool) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _start(name: str, graphs: list[str], saver: bool,
+           persist: bool = True) -> tuple[subprocess.Popen[bytes], str, Path]:
     app = Path(tempfile.mkdtemp(prefix=f"threadlog-dev-bench-{name}-"))
     (app / "loops.py").write_text(LOOPS)
     config: dict[str, Any] = {"dependencies": ["."],
                               "graphs": {g: f"./loops.py:{g}_loop" for g in graphs}}
     if saver:
         config["checkpointer"] = SAVER
+    if not persist:
+        config["disable_persistence"] = True  # no flush loop pickling the dev server's store
     (app / "langgraph.json").write_text(json.dumps(config))
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -175,6 +180,9 @@ def main() -> None:
     p.add_argument("--lanes", nargs="+", choices=list(LANES), default=list(LANES))
     p.add_argument("--timeout", type=float, default=1800, help="stop driving after this")
     p.add_argument("--json", default=None)
+    p.add_argument("--no-persistence", action="store_true",
+                   help="`disable_persistence` in langgraph.json: the dev server keeps its own "
+                        "store in memory only (no periodic pickling of every thread's values)")
     a = p.parse_args()
     sizes = sorted(a.sizes)
     lanes = [Lane(name, LANES[name][1]) for name in a.lanes]
@@ -185,7 +193,8 @@ def main() -> None:
     done: list[str] = []
     try:
         for name, its in by_server.items():
-            servers[name] = _start(name, sorted({lane.graph for lane in its}), name == "saver")
+            servers[name] = _start(name, sorted({lane.graph for lane in its}), name == "saver",
+                                   persist=not a.no_persistence)
         t_end = time.monotonic() + a.timeout
         drivers = [threading.Thread(target=_drive,
                                     args=(servers[n][1], servers[n][0].pid, its, sizes, t_end,

@@ -1,9 +1,12 @@
 """`langgraph dev` on `threadlog.server.checkpointer` with `THREADLOG_CHECKPOINTER_URL`
 naming a Postgres database (the conftest's throwaway server): the threads land there, and a
-run cancelled inside a tool call lets go of the thread, as on SQLite."""
+run cancelled inside a tool call lets go of the thread, as on SQLite. The app names the
+checkpointer through docs/server.md's one-line file, the form a server that loads only
+files takes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +30,10 @@ from tests.helpers_server import (
 def served(tmp_path: Path, pg_backend: str) -> Iterator[tuple[LangGraphDev, str]]:
     (tmp_path / "app").mkdir()
     app = threadlog_app(tmp_path / "app")
+    (app / "checkpointer.py").write_text("from threadlog.server import checkpointer\n")
+    config = json.loads((app / "langgraph.json").read_text())
+    config["checkpointer"]["path"] = "./checkpointer.py:checkpointer"
+    (app / "langgraph.json").write_text(json.dumps(config))
     with LangGraphDev(app, env={"THREADLOG_CHECKPOINTER_URL": pg_backend}) as server:
         yield server, pg_backend
 
@@ -57,4 +64,6 @@ def test_the_variable_puts_the_servers_threads_in_postgres(
         ).fetchone()
     assert row is not None and row[0] > 0
     assert not (server.app_dir / DB).exists()  # nothing in the default SQLite file
-    assert server_log_problems(server.log.read_text()) == []
+    log = server.log.read_text()
+    assert "Using custom checkpointer: GuardedSaver" in log
+    assert server_log_problems(log) == []
