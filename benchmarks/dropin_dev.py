@@ -1,15 +1,27 @@
-"""Issue 12 target 4 under a real `langgraph dev`: `threadlog.MessagesState` vs LangGraph's
-`DeltaChannel`, each graph served with the server's own checkpointer (no threadlog wrapper).
+"""`threadlog` under a real `langgraph dev`, on the server's own saver and on threadlog's.
 
-Contract: starts `langgraph dev` (offline, no reload) on a temporary app that serves the
-scripted loop of `benchmarks/storage.py` twice — `threadlog` (`threadlog.Messages`) and
-`delta` (`DeltaChannel` + LangGraph's messages reducer) — and drives one thread on each,
-turn by turn, interleaved, through the official SDK (`runs.stream`). Per turn it records the
-client's wall time and the server's CPU time (every process in the server's process group,
-from /proc), and prints the median wall and mean CPU over the 20 turns before each size with
-the ratio threadlog / DeltaChannel. Asserts nothing; the server is always stopped.
+Issue 12 target 4 (`threadlog.MessagesState` vs LangGraph's `DeltaChannel`, both on the
+server's own checkpointer) and issue 21 part 4 (the same loop on
+`threadlog.server.checkpointer`, the history-cached saver, beside the server's own).
+
+Contract: starts two `langgraph dev` servers (offline, no reload, free loopback ports):
+`builtin`, the server's own checkpointer, serving the scripted loop of
+`benchmarks/storage.py` twice — `threadlog` (`threadlog.Messages`) and `delta`
+(`DeltaChannel` + LangGraph's messages reducer) —, and `saver`, the same `threadlog` loop
+with `"checkpointer": {"backend": "custom", "path": "threadlog.server.checkpointer"}` (a
+SQLite file in its app folder). One thread per lane — `threadlog`, `delta` (builtin) and
+`threadlog+saver` — driven turn by turn through the official SDK (`runs.stream`); the two
+servers are driven at the same time (one client thread each; the lanes of one server
+interleaved). Per turn it records the client's wall time and the server's CPU time (every
+process in that server's process group, from /proc), and prints at each size the median wall
+and mean CPU over the 20 turns before it, the ratio threadlog / DeltaChannel, and at the
+end each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are
+always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
+`--no-persistence` turns off the dev server's own file persistence (its flush loop pickles
+its whole store, every thread's values included, whatever the checkpointer).
 
     python benchmarks/dropin_dev.py --sizes 100 400
+    python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -40,6 +53,9 @@ import storage
 threadlog_loop = storage.build_graph("threadlog", None)
 delta_loop = storage.build_graph("delta", None)
 """
+LANES = {"threadlog": ("builtin", "threadlog"), "delta": ("builtin", "delta"),
+         "threadlog+saver": ("saver", "threadlog")}
+SAVER = {"backend": "custom", "path": "threadlog.server.checkpointer"}
 
 
 def _free_port() -> int:
@@ -70,24 +86,21 @@ def _human(turn: int) -> dict[str, Any]:
                           "content": f"Turn {turn}: the weather in two cities today? {pad}"}]}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--sizes", type=int, nargs="+", default=[100, 400])
-    p.add_argument("--timeout", type=float, default=1800, help="stop driving after this")
-    p.add_argument("--json", default=None)
-    a = p.parse_args()
-    from langgraph_sdk import get_sync_client
-
-    app = Path(tempfile.mkdtemp(prefix="threadlog-dev-bench-"))
+def _start(name: str, graphs: list[str], saver: bool,
+           persist: bool = True) -> tuple[subprocess.Popen[bytes], str, Path]:
+    app = Path(tempfile.mkdtemp(prefix=f"threadlog-dev-bench-{name}-"))
     (app / "loops.py").write_text(LOOPS)
-    (app / "langgraph.json").write_text(json.dumps({
-        "dependencies": ["."],
-        "graphs": {"threadlog": "./loops.py:threadlog_loop", "delta": "./loops.py:delta_loop"},
-    }))
+    config: dict[str, Any] = {"dependencies": ["."],
+                              "graphs": {g: f"./loops.py:{g}_loop" for g in graphs}}
+    if saver:
+        config["checkpointer"] = SAVER
+    if not persist:
+        config["disable_persistence"] = True  # no flush loop pickling the dev server's store
+    (app / "langgraph.json").write_text(json.dumps(config))
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "OPENAI_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LANGSMITH_", "OPENAI_", "THREADLOG_CHECKPOINTER_URL"))}
     env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false",
                PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}")
     log = (app / "langgraph-dev.log").open("wb")
@@ -95,55 +108,128 @@ def main() -> None:
         [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload",
          "--port", str(port)],
         cwd=app, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            raise SystemExit(f"langgraph dev ({name}) did not start:\n"
+                             + (app / "langgraph-dev.log").read_text()[-3000:])
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=2):
+                return proc, url, app
+        except OSError:
+            time.sleep(0.3)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGINT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("langgraph dev did not start:\n"
-                                 + (app / "langgraph-dev.log").read_text()[-3000:])
-            try:
-                with urllib.request.urlopen(f"{url}/ok", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.3)
-        client = get_sync_client(url=url)
-        threads = {g: client.threads.create()["thread_id"] for g in ("threadlog", "delta")}
-        wall: dict[str, list[float]] = {g: [] for g in threads}
-        cpu: dict[str, list[float]] = {g: [] for g in threads}
-        at: dict[str, dict[str, dict[str, float]]] = {g: {} for g in threads}
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class Lane:
+    def __init__(self, name: str, graph: str) -> None:
+        self.name, self.graph = name, graph
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.at: dict[str, dict[str, float]] = {}
+        self.error: str | None = None
+
+
+def _drive(url: str, pgid: int, lanes: list[Lane], sizes: list[int], t_end: float,
+           done: list[str]) -> None:
+    """One server's lanes, interleaved turn by turn, until the largest size or `t_end`."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url)
+    threads = {lane.name: client.threads.create()["thread_id"] for lane in lanes}
+    for t in range(max(sizes)):
+        if time.monotonic() > t_end:
+            done.append(f"{'/'.join(lane.name for lane in lanes)} stopped at turn {t} "
+                        "(--timeout)")
+            return
+        for lane in lanes:
+            c0, w0 = _group_cpu(pgid), time.perf_counter()
+            for part in client.runs.stream(threads[lane.name], lane.graph, input=_human(t),
+                                           stream_mode="updates"):
+                if part.event == "error":
+                    lane.error = f"run failed on turn {t}: {part.data}"
+                    return
+            lane.wall.append(time.perf_counter() - w0)
+            lane.cpu.append(_group_cpu(pgid) - c0)
+            if t + 1 in sizes:
+                # CPU is read in clock ticks (10 ms): a mean over 20 turns, not a median
+                lane.at[str(t + 1)] = {"ms": 1000 * statistics.median(lane.wall[-20:]),
+                                       "cpu_ms": 1000 * statistics.fmean(lane.cpu[-20:])}
+                print(f"@{t + 1} turns: {lane.name} {lane.at[str(t + 1)]['ms']:.1f} ms "
+                      f"(server CPU {lane.at[str(t + 1)]['cpu_ms']:.1f})", flush=True)
+    for lane in lanes:
+        n = len(client.threads.get_state(threads[lane.name])["values"]["messages"])
+        done.append(f"{lane.name} thread holds {n} messages")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[100, 400])
+    p.add_argument("--lanes", nargs="+", choices=list(LANES), default=list(LANES))
+    p.add_argument("--timeout", type=float, default=1800, help="stop driving after this")
+    p.add_argument("--json", default=None)
+    p.add_argument("--no-persistence", action="store_true",
+                   help="`disable_persistence` in langgraph.json: the dev server keeps its own "
+                        "store in memory only (no periodic pickling of every thread's values)")
+    a = p.parse_args()
+    sizes = sorted(a.sizes)
+    lanes = [Lane(name, LANES[name][1]) for name in a.lanes]
+    by_server: dict[str, list[Lane]] = {}
+    for lane in lanes:
+        by_server.setdefault(LANES[lane.name][0], []).append(lane)
+    servers: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
+    done: list[str] = []
+    try:
+        for name, its in by_server.items():
+            servers[name] = _start(name, sorted({lane.graph for lane in its}), name == "saver",
+                                   persist=not a.no_persistence)
         t_end = time.monotonic() + a.timeout
-        for t in range(max(a.sizes)):
-            if time.monotonic() > t_end:
-                print(f"stopped at turn {t} (--timeout)", flush=True)
-                break
-            for g, thread in threads.items():
-                c0, w0 = _group_cpu(proc.pid), time.perf_counter()
-                for part in client.runs.stream(thread, g, input=_human(t), stream_mode="updates"):
-                    if part.event == "error":
-                        raise SystemExit(f"run failed on turn {t}: {part.data}")
-                wall[g].append(time.perf_counter() - w0)
-                cpu[g].append(_group_cpu(proc.pid) - c0)
-                if t + 1 in a.sizes:
-                    # CPU is read in clock ticks (10 ms): a mean over 20 turns, not a median
-                    at[g][str(t + 1)] = {"ms": 1000 * statistics.median(wall[g][-20:]),
-                                         "cpu_ms": 1000 * statistics.fmean(cpu[g][-20:])}
-            if t + 1 in a.sizes:
-                tl, dl = at["threadlog"][str(t + 1)], at["delta"][str(t + 1)]
-                print(f"@{t + 1} turns: threadlog {tl['ms']:.1f} ms (server CPU "
+        drivers = [threading.Thread(target=_drive,
+                                    args=(servers[n][1], servers[n][0].pid, its, sizes, t_end,
+                                          done))
+                   for n, its in by_server.items()]
+        for d in drivers:
+            d.start()
+        for d in drivers:
+            d.join()
+    finally:
+        for proc, _, _ in servers.values():
+            _stop(proc)
+    for line in done:
+        print(line, flush=True)
+    for lane in lanes:
+        if lane.error:
+            print(f"{lane.name}: {lane.error}", flush=True)
+    named = {lane.name: lane for lane in lanes}
+    for size in map(str, sizes):
+        if "threadlog" in named and "delta" in named:
+            tl, dl = named["threadlog"].at.get(size), named["delta"].at.get(size)
+            if tl and dl:
+                print(f"@{size} turns, builtin saver: threadlog {tl['ms']:.1f} ms (server CPU "
                       f"{tl['cpu_ms']:.1f}), DeltaChannel {dl['ms']:.1f} ms (CPU "
                       f"{dl['cpu_ms']:.1f}): ratio wall {tl['ms'] / dl['ms']:.2f}x, CPU "
                       f"{tl['cpu_ms'] / max(dl['cpu_ms'], 1e-9):.2f}x", flush=True)
-        n = len(client.threads.get_state(threads["threadlog"])["values"]["messages"])
-        print(f"threadlog thread holds {n} messages", flush=True)
-        if a.json:
-            Path(a.json).write_text(json.dumps(at, indent=1))
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    for lane in lanes:
+        reached = [s for s in map(str, sizes) if s in lane.at]
+        if len(reached) >= 2:
+            lo, hi = lane.at[reached[0]], lane.at[reached[-1]]
+            print(f"{lane.name}: server CPU per turn @{reached[-1]} / @{reached[0]} = "
+                  f"{hi['cpu_ms']:.1f} / {lo['cpu_ms']:.1f} ms = "
+                  f"{hi['cpu_ms'] / max(lo['cpu_ms'], 1e-9):.2f}x", flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps({lane.name: lane.at for lane in lanes}, indent=1))
 
 
 if __name__ == "__main__":

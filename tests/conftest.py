@@ -174,6 +174,9 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_langgraph_dev.py": ("*",),
     "test_inspect_server.py": ("*",),
     "test_check_server.py": ("*",),
+    "test_server_checkpointer.py": ("*",),
+    "test_server_lifecycle.py": ("*",),
+    "test_server_postgres.py": ("*",),
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
     "test_lifecycle_kills.py": ("*",),
@@ -228,6 +231,10 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
         "test_notebook_stylesheets_do_not_right_align_the_inspector_tables",
         "test_the_page_of_a_forked_thread_screenshots_with_content",
     ),
+    # langgraph-api imported in a fresh interpreter (it reads its config at import)
+    "test_upstream.py": (
+        "test_the_server_adapter_forwards_delta_history_reads_to_the_saver_it_wraps",
+    ),
     # LangGraph's own suites, each in a pytest subprocess
     "test_upstream_suites.py": ("test_langgraph_suite_fails_only_where_documented",),
 }
@@ -238,6 +245,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_langgraph_dev.py": ("*",),
     "test_inspect_server.py": ("*",),
     "test_check_server.py": ("*",),
+    "test_server_checkpointer.py": ("*",),
+    "test_server_lifecycle.py": ("*",),
+    "test_server_postgres.py": ("*",),
     "test_workers_benchmark.py": ("*",),
     "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),

@@ -4,8 +4,9 @@
   is a dev dependency, so no network) and installs it, non-editable, into a fresh venv
   whose only other packages are this environment's dependencies (a `.pth` line; the
   editable checkout is *not* on its path). Returns the venv's `bin` directory.
-* `LangGraphDev(app_dir)` runs `langgraph dev --no-browser --no-reload` on a free port
-  in `app_dir` as a subprocess, importing this checkout's `src` (the code under test);
+* `LangGraphDev(app_dir, env=...)` runs `langgraph dev --no-browser --no-reload` on a free
+  port in `app_dir` as a subprocess, importing `threadlog` from this checkout's `src/`
+  (not whatever copy the environment has installed), with `env` added to `clean_env()`;
   `url` when it answers `/ok`; stopped (process group) on exit.
 * `clean_env()` is `os.environ` without anything that would point a subprocess at the
   checkout or at a network service.
@@ -106,8 +107,15 @@ def install_wheel(repo: Path, workdir: Path) -> Path:
 class LangGraphDev:
     """`langgraph dev` in a subprocess (see the module docstring)."""
 
-    def __init__(self, app_dir: Path, *, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        app_dir: Path,
+        *,
+        startup_timeout: float = 120.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.app_dir = app_dir
+        self.env = clean_env(PYTHONPATH=str(REPO / "src"), **(env or {}))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
@@ -128,9 +136,7 @@ class LangGraphDev:
             cwd=self.app_dir,
             stdout=log,
             stderr=subprocess.STDOUT,
-            # The server runs the threadlog under test (this checkout's `src`), not
-            # whichever one the environment happens to have installed.
-            env=clean_env(PYTHONPATH=str(REPO / "src")),
+            env=self.env,
             start_new_session=True,  # its own process group, so the workers stop with it
         )
         deadline = time.monotonic() + self.startup_timeout

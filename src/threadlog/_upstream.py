@@ -35,6 +35,7 @@ import contextlib
 import contextvars
 import functools
 import importlib.metadata
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ __all__ = [
     "averify_hooks",
     "channels_from_checkpoint",
     "filter_validation_errors",
+    "forward_server_delta_history",
     "in_get_state",
     "in_state_preview",
     "infer_handled_types",
@@ -729,3 +731,41 @@ def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
     copy = model.model_copy()
     object.__setattr__(copy, "__class__", sub)
     return copy
+
+
+# -- langgraph-api (LangGraph Server) --------------------------------------------------------
+# The server wraps a custom checkpointer in `_CustomCheckpointerAdapter`, a
+# `BaseCheckpointSaver` subclass that forwards the methods it defines (and, through
+# `__getattr__`, names the base class lacks). `get_delta_channel_history` is a base-class
+# method, so a run's delta-channel loads take the base walk through the adapter: one full
+# `aget_tuple` per checkpoint back to a snapshot, O(history) per turn, past the saver's own
+# history cache and its checksum check on those writes. Forwarding the two methods to the
+# wrapped saver makes a load under the server what it is without it (the adapter's
+# `aget_tuple` is a plain pass-through, so any saver reads the same). No public hook.
+# Checked: langgraph-api 0.16.7.
+SERVER_ADAPTER = ("langgraph_api._checkpointer._adapter", "_CustomCheckpointerAdapter")
+_DELTA_HISTORY = ("get_delta_channel_history", "aget_delta_channel_history")
+
+
+def forward_server_delta_history() -> bool:
+    """Make LangGraph Server's checkpointer adapter forward delta-channel history reads to
+    the saver it wraps (once per process). False when no server has loaded its adapter in
+    this process (langgraph-api is never imported here: it reads its configuration from the
+    environment at import) or the adapter is no longer the class checked here; then nothing
+    is changed."""
+    module_name, class_name = SERVER_ADAPTER
+    adapter: Any = getattr(sys.modules.get(module_name), class_name, None)
+    if not isinstance(adapter, type) or not callable(getattr(adapter, "aget_tuple", None)):
+        return False
+    if all(name in vars(adapter) for name in _DELTA_HISTORY):
+        return True  # forwarded already (by us, or by upstream itself)
+
+    def get_delta_channel_history(self: Any, *, config: Any, channels: Any) -> Any:
+        return self._inner.get_delta_channel_history(config=config, channels=channels)
+
+    async def aget_delta_channel_history(self: Any, *, config: Any, channels: Any) -> Any:
+        return await self._inner.aget_delta_channel_history(config=config, channels=channels)
+
+    setattr(adapter, "get_delta_channel_history", get_delta_channel_history)  # noqa: B010
+    setattr(adapter, "aget_delta_channel_history", aget_delta_channel_history)  # noqa: B010
+    return True

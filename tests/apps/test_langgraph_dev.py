@@ -1,11 +1,15 @@
 """`langgraph dev` serves the repository's langgraph.json; the official SDK drives it.
 
 The server runs in a temporary copy of `langgraph.json` and `graphs/` (so its
-`.langgraph_api/` state never lands in the checkout), offline, without reload.
+`.langgraph_api/` state never lands in the checkout), offline, without reload — with the
+server's own saver (its `checkpointer` entry left out): the drop-in path, threadlog's
+channel on a plain saver. The same app on `threadlog.server.checkpointer` is
+tests/apps/test_server_checkpointer.py.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +24,9 @@ from tests.helpers_demo import REPO, LangGraphDev
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncLangGraphClient]:
     app = tmp_path_factory.mktemp("langgraph_app")
-    shutil.copy(REPO / "langgraph.json", app / "langgraph.json")
+    config = json.loads((REPO / "langgraph.json").read_text())
+    del config["checkpointer"]  # the server's own saver
+    (app / "langgraph.json").write_text(json.dumps(config))
     shutil.copytree(REPO / "graphs", app / "graphs", ignore=shutil.ignore_patterns("__pycache__"))
     with LangGraphDev(app) as server:
         yield get_sync_client(url=server.url)

@@ -125,7 +125,7 @@ LAYERS: list[tuple[object, ...]] = [
     ("inspect.thread",),
     ("inspect",),
     ("",),
-    ("examples.weather", "testing"),
+    ("examples.weather", "testing", "server"),
     ("examples",),
     ("cli.progress", "cli.errors", "cli.transcript"),
     ("cli.types",),

@@ -440,3 +440,73 @@ def test_pregel_formats_are_how_langgraph_spells_what_a_run_stores_and_passes() 
 
     versions = [set(c.checkpoint["channel_versions"]) for c in saver.list(config)]
     assert any(f"{fmt.branch_to}inner" in v for v in versions)
+
+
+
+_SERVER_ADAPTER_CHECK = """
+import asyncio
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadlog import _upstream
+
+assert _upstream.forward_server_delta_history() is False  # no server here: nothing to do
+from langgraph_api._checkpointer import _adapter  # noqa: E402
+
+module_name, class_name = _upstream.SERVER_ADAPTER
+assert _adapter.__name__ == module_name
+cls = getattr(_adapter, class_name)
+for name in ("get_delta_channel_history", "aget_delta_channel_history"):
+    # Inherited from the base class: its walk runs through the adapter.
+    assert [k for k in cls.__mro__ if name in vars(k)] == [BaseCheckpointSaver], name
+assert _upstream.forward_server_delta_history() is True
+assert _upstream.forward_server_delta_history() is True  # once is enough
+
+
+class Recording(InMemorySaver):
+    calls = 0
+
+    async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> Any:
+        Recording.calls += 1
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
+
+inner = Recording()
+adapter = cls(inner, _adapter.CheckpointerCapabilities.from_type(Recording))
+stored = inner.put(
+    {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+    empty_checkpoint(),
+    {"source": "input", "step": -1, "parents": {}},
+    {},
+)
+got = asyncio.run(adapter.aget_delta_channel_history(config=stored, channels=["messages"]))
+assert Recording.calls == 1, Recording.calls
+assert got == inner.get_delta_channel_history(config=stored, channels=["messages"])
+print("forwarded")
+"""
+
+
+def test_the_server_adapter_forwards_delta_history_reads_to_the_saver_it_wraps() -> None:
+    """langgraph-api's checkpointer adapter inherits `(a)get_delta_channel_history` from the
+    base class (so its walk would run through the adapter, past the wrapped saver's own);
+    `forward_server_delta_history` hands both reads to the wrapped saver. In a subprocess:
+    langgraph-api reads its configuration from the environment when imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(pathlib.Path(threadlog.__file__).parents[1]),
+        "REDIS_URI": "fake",
+        "DATABASE_URI": ":memory:",
+        "MIGRATIONS_PATH": "__inmem",
+        "LANGGRAPH_RUNTIME_EDITION": "inmem",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVER_ADAPTER_CHECK], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "forwarded"
