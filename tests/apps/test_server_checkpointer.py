@@ -154,6 +154,30 @@ def test_studio_fork_edits_an_earlier_checkpoint_and_runs_from_the_new_one(
     assert again["values"]["messages"] == old_head["values"]["messages"]
 
 
+def test_studios_edit_of_a_message_is_an_edit_event_on_threadlogs_checkpointer(
+    client: SyncLangGraphClient,
+) -> None:
+    """Issue 22 on `threadlog.server.checkpointer`: the SDK's `threads.update_state` with
+    a same-id message and new content answers 200 (an edit event, through the guard and
+    the checksums), the resumed run asks about the edited question, the audit keeps the
+    original."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(
+        thread, "weather", input=ask("北京今天适合带伞吗？"), interrupt_before=["model"]
+    )
+    question = client.threads.get_state(thread)["values"]["messages"][0]
+    client.threads.update_state(
+        thread, {"messages": [{**question, "content": "上海今天适合带伞吗？"}]}
+    )  # raises on a 4xx
+    client.runs.wait(thread, "weather", input=None)
+    messages = client.threads.get_state(thread)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert (messages[0]["id"], messages[0]["content"]) == (question["id"], "上海今天适合带伞吗？")
+    assert [c["args"]["city"] for c in messages[1]["tool_calls"]] == ["上海"]
+    audit = messages[0]["response_metadata"]["threadlog_edit"]
+    assert audit["original"]["content"] == "北京今天适合带伞吗？"
+
+
 def test_threads_copy_reads_like_the_original_and_goes_its_own_way(
     client: SyncLangGraphClient,
 ) -> None:
@@ -320,21 +344,26 @@ def test_the_server_log_has_no_error_no_500_and_nothing_not_implemented(
     assert server_log_problems(text) == []
 
 
-def test_new_input_from_an_older_checkpoint_is_refused_and_changes_nothing(
+def test_new_input_from_an_older_checkpoint_runs_as_a_fork_and_the_old_head_stays(
     client: SyncLangGraphClient,
 ) -> None:
-    """After the log check: this run fails on purpose (the server logs its error).
-
-    threadlog's guard never forks silently (docs/durability.md): a run with new input on
-    an older `checkpoint_id` fails with `ConcurrentRunError` naming the way to fork on
-    purpose — `update_state(..., checkpoint_id=old)` (the Studio fork above)."""
+    """LangGraph's time travel through the SDK: a run with new input and an explicit older
+    `checkpoint_id` runs as a new branch from it (docs/server.md); the turn it left out is
+    not in the new head, the old head still reads as it was, the log stays paired."""
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
-    first_end = client.threads.get_state(thread)["checkpoint"]["checkpoint_id"]
+    first = client.threads.get_state(thread)
     client.runs.wait(thread, "weather", input=ask("那上海呢？"))
-    before = client.threads.get_state(thread)
-    with pytest.raises(Exception, match=r"ConcurrentRunError.*update_state"):
-        client.runs.wait(thread, "weather", input=ask("那广州呢？"), checkpoint_id=first_end)
+    old_head = client.threads.get_state(thread)
+    first_end = first["checkpoint"]["checkpoint_id"]
+    client.runs.wait(thread, "weather", input=ask("那广州呢？"), checkpoint_id=first_end)
     after = client.threads.get_state(thread)
-    assert after["checkpoint"] == before["checkpoint"]
-    assert after["values"] == before["values"]
+    ids = [m["id"] for m in after["values"]["messages"]]
+    first_ids = [m["id"] for m in first["values"]["messages"]]
+    assert ids[: len(first_ids)] == first_ids
+    asked = [m["content"] for m in after["values"]["messages"] if m["type"] == "human"]
+    assert asked == ["北京今天适合带伞吗？", "那广州呢？"]
+    assert after["checkpoint"]["checkpoint_id"] != old_head["checkpoint"]["checkpoint_id"]
+    old = client.threads.get_state(thread, checkpoint_id=old_head["checkpoint"]["checkpoint_id"])
+    assert old["values"] == old_head["values"]
+    assert_paired(after["values"]["messages"])
