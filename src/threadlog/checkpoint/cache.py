@@ -65,7 +65,13 @@ from langgraph.checkpoint.base import (
 )
 
 from threadlog._upstream import DeltaSnapshot
-from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
+from threadlog.channel import (
+    WRITE_LOCK,
+    CachedSeed,
+    KeyedWrites,
+    SeededSnapshot,
+    SnapshotToCache,
+)
 from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
@@ -171,13 +177,27 @@ class HistoryLayer(Layer):
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
+            # uuid6 checkpoint ids sort by creation time: a target older than the cached
+            # checkpoint is most likely its ancestor (reading history newest first), so
+            # the step back is tried first. Only the order of the tries: each proves its
+            # own answer, and the other still runs when the first finds nothing.
+            back_first = target < cached_id
+            if back_first:
+                back = yield from self._back_from_cached(
+                    below, thread_id, ns, group, target, cached_id
+                )
+                if back is not None:
+                    out.update(back)
+                    continue
             found = yield from self._walk_to_cached(
                 below, thread_id, ns, list(group), config, target, cached_id
             )
             if found is not None:
                 out.update(_hits(found, group, cache, thread_id, ns, target))
                 continue
-            back = yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
+            back = None if back_first else (
+                yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
+            )
             if back is None:
                 rest.extend(group)
             else:
@@ -337,17 +357,25 @@ def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Ch
 
 
 def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
-    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log."""
+    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log; one
+    whose slot the cache holds nothing for, with where to register the log a channel
+    builds from it (`SnapshotToCache`: the snapshot is the value at this checkpoint)."""
     values = tup.checkpoint.get("channel_values") or {}
-    if not cache or not any(type(v) is DeltaSnapshot for v in values.values()):
+    if not any(type(v) is DeltaSnapshot for v in values.values()):
         return
     conf = tup.config.get("configurable") or {}
     thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    cid = str(tup.checkpoint["id"])
     for ch, value in list(values.items()):
         if type(value) is not DeltaSnapshot:
             continue
-        entry = cache.get((thread_id, ns, ch))
-        if entry is not None and entry[0] == tup.checkpoint["id"]:
+        slot = (thread_id, ns, ch)
+        entry = cache.get(slot)
+        if entry is None:
+            caching = SnapshotToCache(value.value)
+            caching.cache, caching.slot, caching.checkpoint_id = cache, slot, cid
+            values[ch] = caching
+        elif entry[0] == cid:
             seeded = SeededSnapshot(value.value)
             seeded.seed = CachedSeed(entry[1], entry[2])
             values[ch] = seeded
