@@ -23,9 +23,16 @@ Contract:
   the snapshot's checkpoint becomes the slot's cached id, so the next load stops there
   instead of a full read (`put`/`aput`); and when a load starts *at* such a checkpoint,
   `get_tuple` hands the channel the cached log with the snapshot (`SeededSnapshot`),
-  so the log is not rebuilt from the decoded copy. A second process
+  so the log is not rebuilt from the decoded copy; when nothing is cached for the slot,
+  `get_tuple` hands it a `SnapshotToCache`, and the log the channel builds from the
+  snapshot becomes the slot's entry at that checkpoint (a fresh reader of a thread
+  whose head is a snapshot then steps back from it, below). A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
+* A target that is an ancestor of the cached checkpoint (history read newest first) is
+  the cached log stepped back over the writes in between (`MessageLog.rewind`, which
+  rebuilds the ids the log derived for messages written without one); it is tried
+  first when the target's id sorts before the cached one (uuid6 ids sort by creation).
 * When every checkpoint on the walk was stored by this saver (the own-writes record the
   layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
   (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
