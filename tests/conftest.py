@@ -215,7 +215,10 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_history_cache.py": ("test_a_second_process_reads_exactly_the_history_the_first_wrote",),
     # a Python subprocess: the CLI, the installed wheel in a fresh venv
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
-    "test_cli_inspector.py": ("test_version_and_help_load_no_langgraph",),
+    "test_cli_inspector.py": (
+        "test_version_and_help_load_no_langgraph",
+        "test_inspecting_a_database_thread_loads_no_tool_node_or_prebuilt_agent",
+    ),
     "test_inspect_cli.py": ("test_runs_as_a_command",),
     "test_inspect_whole_app.py": ("test_threadlog_inspect_is_an_attribute_of_a_plain_import",),
     # Jupyter kernels

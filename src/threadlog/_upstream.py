@@ -84,14 +84,6 @@ from langgraph.checkpoint.serde import _msgpack
 # The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 
-# How upstream's ToolNode filters injected arguments out of a validation error: reused so
-# schema errors read like upstream's.
-from langgraph.prebuilt.tool_node import _filter_validation_errors as filter_validation_errors
-
-# Which exception types a `handle_tool_errors` callable handles, read from its annotation:
-# reused so a handler means exactly what it means to upstream's ToolNode.
-from langgraph.prebuilt.tool_node import _infer_handled_types as infer_handled_types
-
 # LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
 # the input check rebuilds the log exactly as a run would see it.
 from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
@@ -731,6 +723,29 @@ def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
     copy = model.model_copy()
     object.__setattr__(copy, "__class__", sub)
     return copy
+
+
+# `langgraph.prebuilt` is imported on first use, not with this module: only the tool node
+# needs these two, and the reader's start-up (`threadlog inspect`, issue 22) would pay
+# ~0.1 s for it (the prebuilt agent's module tree).
+
+
+def filter_validation_errors(validation_error: Any, injected_args: Any) -> list[Any]:
+    """How upstream's ToolNode filters injected arguments out of a validation error
+    (`langgraph.prebuilt.tool_node._filter_validation_errors`): reused so schema errors
+    read like upstream's."""
+    from langgraph.prebuilt.tool_node import _filter_validation_errors
+
+    return list(_filter_validation_errors(validation_error, injected_args))
+
+
+def infer_handled_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]:
+    """Which exception types a `handle_tool_errors` callable handles, read from its
+    annotation (`langgraph.prebuilt.tool_node._infer_handled_types`): reused so a handler
+    means exactly what it means to upstream's ToolNode."""
+    from langgraph.prebuilt.tool_node import _infer_handled_types
+
+    return _infer_handled_types(handler)
 
 
 # -- langgraph-api (LangGraph Server) --------------------------------------------------------

@@ -67,6 +67,7 @@ __all__ = [
     "MessagesState",
     "SeedRegistry",
     "SeededSnapshot",
+    "SnapshotToCache",
 ]
 
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
@@ -100,6 +101,22 @@ class SeededSnapshot(DeltaSnapshot):
     names, so `seed` is that checkpoint's value."""
 
     seed: CachedSeed
+
+
+class SnapshotToCache(DeltaSnapshot):
+    """A stored snapshot read while the history cache holds nothing for its slot: every
+    reader sees the snapshot (same type, same `.value`); threadlog's channels register
+    the log they build from it (`register`, as `KeyedWrites` does), which is then the
+    log at `checkpoint_id` — a snapshot *is* the channel's value there. Lets a reader
+    step back from a snapshot head (`MessageLog.rewind`) instead of decoding the
+    snapshot before it (`threadlog inspect --last N`, issue 22)."""
+
+    cache: SeedRegistry
+    slot: _Slot
+    checkpoint_id: str
+
+    def register(self, log: Any, version: int) -> None:
+        self.cache.put(self.slot, self.checkpoint_id, log, version)
 
 
 class KeyedWrites(list[PendingWrite]):
@@ -362,6 +379,8 @@ class MessageLogChannel(LogChannel):
             new._set(seed.log, seed.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
+            if isinstance(checkpoint, SnapshotToCache):
+                checkpoint.register(new._log, new._ver)
         else:  # a plain list stored by add_messages: migrate in place
             new._set(MessageLog(_stored_messages(checkpoint)))
         return new

@@ -90,6 +90,7 @@ from threadlog.errors import (
     AppendOnlyError,
     ConflictingIdError,
     EditError,
+    MessageLogError,
     ParallelWriteError,
     ToolPairingError,
 )
@@ -328,9 +329,44 @@ class MessageLog:
         anything differs (an item without an id, a replayed message): read normally."""
         ids = [_item_id(item) for item in items]
         n = len(ids)
-        if n > version or self._journal[version - n : version] != ids:
+        if n > version:
             return None
-        return version - n
+        start, held = version - n, self._journal[version - n : version]
+        for i, (item, mid) in enumerate(zip(items, ids, strict=True)):
+            if mid is None:  # written without an id: the log derived one
+                mid = self._derived_at(start + i, item)
+            if mid != held[i]:
+                return None
+        return start
+
+    def _derived_at(self, j: int, item: Any) -> str | None:
+        """The id of the message at journal position `j` when `item`, written there,
+        becomes exactly that message (its derived id and every field), else None.
+
+        A chat input such as `("user", text)` or a model reply without an id is stored
+        as written; stepping back over it needs the id the log gave it. Only a log that
+        never edited or hid a message (journal position = the view's count when the
+        item was written, the anchor = the last non-tool message before it), and only
+        when the rebuilt message equals the one held: anything else reads normally.
+        """
+        if self._edits or self._removals or self._hidden or j >= len(self._journal):
+            return None
+        held = self._by_id.get(self._journal[j])
+        if held is None:
+            return None
+        try:
+            msg = coerce_message(item, position=j, rekeyable=True)
+        except MessageLogError:
+            return None
+        if msg.id is None:
+            journal, by_id = self._journal, self._by_id
+            anchor = next(
+                (journal[k] for k in range(j - 1, -1, -1)
+                 if not isinstance(by_id.get(journal[k]), ToolMessage)),
+                None,
+            )
+            msg = msg.model_copy(update={"id": derive_id(j, anchor, msg)})
+        return held.id if msg == held else None
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed messages.

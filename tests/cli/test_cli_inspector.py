@@ -184,6 +184,27 @@ def test_version_and_help_load_no_langgraph() -> None:
     assert out.strip().splitlines()[-1] == "HEAVY []"
 
 
+def test_inspecting_a_database_thread_loads_no_tool_node_or_prebuilt_agent(
+    sqlite_url: str,
+) -> None:
+    # Start-up of a cold `threadlog inspect` (issue 22): the reader needs LangGraph's
+    # loader, not the tool node's module tree and `langgraph.prebuilt` behind it.
+    three_turns(sqlite_url)
+    probe = (
+        "import sys\nfrom threadlog.cli import main\n"
+        f"code = main(['inspect', '--db', {sqlite_url!r}, '--thread', 't-1', '--last', '3'])\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('langgraph.prebuilt', "
+        "'threadlog.nodes.tools', 'threadlog.nodes.model')))\n"
+        "print('CODE', code, 'HEAVY', heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": f"{REPO / 'src'}", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "· timeline" in out
+    assert out.strip().splitlines()[-1] == "CODE 0 HEAVY []"
+
+
 # -- one line, exit 1, for every bad source --------------------------------------------
 
 

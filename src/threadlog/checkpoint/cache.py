@@ -23,9 +23,16 @@ Contract:
   the snapshot's checkpoint becomes the slot's cached id, so the next load stops there
   instead of a full read (`put`/`aput`); and when a load starts *at* such a checkpoint,
   `get_tuple` hands the channel the cached log with the snapshot (`SeededSnapshot`),
-  so the log is not rebuilt from the decoded copy. A second process
+  so the log is not rebuilt from the decoded copy; when nothing is cached for the slot,
+  `get_tuple` hands it a `SnapshotToCache`, and the log the channel builds from the
+  snapshot becomes the slot's entry at that checkpoint (a fresh reader of a thread
+  whose head is a snapshot then steps back from it, below). A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
+* A target that is an ancestor of the cached checkpoint (history read newest first) is
+  the cached log stepped back over the writes in between (`MessageLog.rewind`, which
+  rebuilds the ids the log derived for messages written without one); it is tried
+  first when the target's id sorts before the cached one (uuid6 ids sort by creation).
 * When every checkpoint on the walk was stored by this saver (the own-writes record the
   layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
   (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
@@ -65,7 +72,13 @@ from langgraph.checkpoint.base import (
 )
 
 from threadlog._upstream import DeltaSnapshot
-from threadlog.channel import WRITE_LOCK, CachedSeed, KeyedWrites, SeededSnapshot
+from threadlog.channel import (
+    WRITE_LOCK,
+    CachedSeed,
+    KeyedWrites,
+    SeededSnapshot,
+    SnapshotToCache,
+)
 from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
@@ -171,13 +184,27 @@ class HistoryLayer(Layer):
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
+            # uuid6 checkpoint ids sort by creation time: a target older than the cached
+            # checkpoint is most likely its ancestor (reading history newest first), so
+            # the step back is tried first. Only the order of the tries: each proves its
+            # own answer, and the other still runs when the first finds nothing.
+            back_first = target < cached_id
+            if back_first:
+                back = yield from self._back_from_cached(
+                    below, thread_id, ns, group, target, cached_id
+                )
+                if back is not None:
+                    out.update(back)
+                    continue
             found = yield from self._walk_to_cached(
                 below, thread_id, ns, list(group), config, target, cached_id
             )
             if found is not None:
                 out.update(_hits(found, group, cache, thread_id, ns, target))
                 continue
-            back = yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
+            back = None if back_first else (
+                yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
+            )
             if back is None:
                 rest.extend(group)
             else:
@@ -337,17 +364,25 @@ def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Ch
 
 
 def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
-    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log."""
+    """Mark a stored snapshot at exactly a cached checkpoint id with the cached log; one
+    whose slot the cache holds nothing for, with where to register the log a channel
+    builds from it (`SnapshotToCache`: the snapshot is the value at this checkpoint)."""
     values = tup.checkpoint.get("channel_values") or {}
-    if not cache or not any(type(v) is DeltaSnapshot for v in values.values()):
+    if not any(type(v) is DeltaSnapshot for v in values.values()):
         return
     conf = tup.config.get("configurable") or {}
     thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    cid = str(tup.checkpoint["id"])
     for ch, value in list(values.items()):
         if type(value) is not DeltaSnapshot:
             continue
-        entry = cache.get((thread_id, ns, ch))
-        if entry is not None and entry[0] == tup.checkpoint["id"]:
+        slot = (thread_id, ns, ch)
+        entry = cache.get(slot)
+        if entry is None:
+            caching = SnapshotToCache(value.value)
+            caching.cache, caching.slot, caching.checkpoint_id = cache, slot, cid
+            values[ch] = caching
+        elif entry[0] == cid:
             seeded = SeededSnapshot(value.value)
             seeded.seed = CachedSeed(entry[1], entry[2])
             values[ch] = seeded

@@ -33,7 +33,7 @@ from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 
 from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
-from threadlog.channel import CachedSeed, KeyedWrites, LogChannel
+from threadlog.channel import CachedSeed, KeyedWrites, LogChannel, SnapshotToCache
 from threadlog.errors import AppendOnlyError, ConflictingIdError, InvalidMessageError
 
 __all__ = ["CompactionsChannel", "EventLog", "append_events"]
@@ -213,6 +213,8 @@ class CompactionsChannel(LogChannel):
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(EventLog(checkpoint.value or ()))
+            if isinstance(checkpoint, SnapshotToCache):
+                checkpoint.register(new._log, new._ver)
         else:  # the whole list, stored by the plain list channel of earlier versions
             new._set(EventLog(checkpoint))
         return new

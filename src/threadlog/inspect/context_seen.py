@@ -24,11 +24,11 @@ from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.messages import digest
-from threadlog.nodes.model import ModelNode
 from threadlog.nodes.trace import prompt_text, record_of
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords
+    from threadlog.nodes.model import ModelNode
 
 __all__ = ["ContextSeen"]
 
@@ -95,6 +95,10 @@ class ContextSeen(Table):
         else:
             if policy is None and graph_node is not None:
                 policy = graph_node.policy
+            # Imported here: the model node's module tree (tools, prebuilt) is not what
+            # opening a thread needs (`threadlog inspect` start-up, issue 22).
+            from threadlog.nodes.model import ModelNode
+
             node = ModelNode(
                 None,
                 system_prompt=prompt,

@@ -4,9 +4,13 @@ paths, lookup by id), plus the model node's settings when loaded from a graph. T
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from threadlog.inspect.namespaces import Subgraph
 from threadlog.inspect.records import CheckpointRecord, Graph
-from threadlog.nodes.model import ModelNode
+
+if TYPE_CHECKING:
+    from threadlog.nodes.model import ModelNode
 
 __all__ = ["ThreadRecords"]
 
@@ -110,6 +114,9 @@ class ThreadRecords:
         """The graph's model node, when the thread was loaded from a graph that has one."""
         if self.graph is None:
             return None
+        # Imported here: reading a database thread needs no model node (start-up, issue 22).
+        from threadlog.nodes.model import ModelNode
+
         for node in self.graph.nodes.values():
             for obj in (node.bound, getattr(node.bound, "func", None)):
                 if isinstance(obj, ModelNode):

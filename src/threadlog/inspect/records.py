@@ -176,8 +176,12 @@ def records_from(
     # the other order): under a history cache (`threadlog.checkpointer`'s default, and
     # the reader's own saver) each log is its parent's plus one step's writes, instead of
     # a replay from the thread's start for every checkpoint.
+    # The newest first, though: its log (a snapshot's, or the cold read's) is then the
+    # cache's entry, and the oldest loaded one steps back from it (`MessageLog.rewind`)
+    # when that is near, instead of rebuilding from the snapshot before it (issue 22).
     snapshots = {}
-    for cid in sorted(tuples):
+    ids = sorted(tuples)
+    for cid in ids[-1:] + ids[:-1]:
         conf_at = {**base["configurable"], "checkpoint_id": cid}
         snapshots[cid] = graph.get_state({"configurable": conf_at})
         if progress is not None:

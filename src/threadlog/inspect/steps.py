@@ -13,6 +13,7 @@ new ones (`edit_line` renders one).
 
 from __future__ import annotations
 
+from operator import is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -47,9 +48,9 @@ def extends(rec: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
     key = f"extends:{parent.checkpoint_id}:{rec.message_key}"
     if key not in rec.memo:
         old, new = parent.messages, rec.messages
-        rec.memo[key] = len(old) <= len(new) and all(
-            a is b for a, b in zip(old, new, strict=False)
-        )
+        # `map(is_, ...)` compares identities in C: a long thread's steps each hold the
+        # whole log, so a Python-level loop here was a visible part of a cold open.
+        rec.memo[key] = len(old) <= len(new) and all(map(is_, old, new))
     return bool(rec.memo[key])
 
 
@@ -96,6 +97,8 @@ def removed_since(rec: CheckpointRecord, parent: CheckpointRecord | None) -> lis
     parent checkpoint's state is where they still read."""
     if parent is None:
         return []
+    if extends(rec, parent):
+        return []  # the parent's very messages are all still here
     now = {m.id for m in rec.messages}
     return [m for m in parent.messages if m.id not in now]
 
