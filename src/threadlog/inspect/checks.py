@@ -60,6 +60,7 @@ __all__ = [
     "check_threads",
     "message_channels",
     "open_database",
+    "problems_of",
     "resolve_profiles",
 ]
 
@@ -175,14 +176,18 @@ def message_channels(
     return out
 
 
-def _problems(
+def problems_of(
     thread_id: str,
     checkpoint_id: str,
     channel: str,
     fmt: str,
     findings: Sequence[Finding],
     namespace: str = "",
+    *,
+    writable: bool = True,
 ) -> list[Problem]:
+    """`find_problems`' findings of one history as rows; `writable=False` for a source
+    `--repair` never writes to (a server)."""
     return [
         Problem(
             thread_id=thread_id,
@@ -198,7 +203,8 @@ def _problems(
             profiles=list(f.profiles),
             # A plain list only appends: a call the conversation moved past stays open.
             # `--repair` writes at the root only.
-            repairable=not namespace
+            repairable=writable
+            and not namespace
             and f.kind in REPAIRABLE
             and (fmt == LOG_FORMAT or f.closed_by is None),
             namespace=namespace,
@@ -241,7 +247,7 @@ def check_threads(
                         saver, readers, head.thread_id, cid
                     ):
                         found = find_problems(messages, profiles)
-                        result.problems += _problems(head.thread_id, cid, channel, fmt, found)
+                        result.problems += problems_of(head.thread_id, cid, channel, fmt, found)
                     result.checkpoints += 1
                 if head.thread_id in with_subgraphs:
                     result.problems += _subgraph_problems(
@@ -270,7 +276,7 @@ def _subgraph_problems(
         for cid in ids:
             for channel, fmt, messages in message_channels(view, readers, head.thread_id, cid):
                 found = find_problems(messages, profiles)
-                out += _problems(head.thread_id, cid, channel, fmt, found, sub.namespace)
+                out += problems_of(head.thread_id, cid, channel, fmt, found, sub.namespace)
     return out
 
 

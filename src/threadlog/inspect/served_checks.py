@@ -24,9 +24,9 @@ from typing import Any
 
 from threadlog.inspect.checks import (
     CheckReport,
-    Problem,
     Tally,
     ThreadCheck,
+    problems_of,
     resolve_profiles,
 )
 from threadlog.inspect.checks import check as check_database
@@ -106,23 +106,10 @@ def check_served(
             for state in _states(server, tid, all_checkpoints):
                 cid = str(state["checkpoint"]["checkpoint_id"])
                 for key, messages in message_lists(state.get("values")):
-                    result.problems += [
-                        Problem(
-                            thread_id=tid,
-                            checkpoint_id=cid,
-                            channel=key,
-                            format=SERVER_FORMAT,
-                            kind=f.kind,
-                            position=f.position,
-                            message_id=f.message_id,
-                            call_id=f.call_id,
-                            call_name=f.call_name,
-                            detail=f.detail,
-                            profiles=list(f.profiles),
-                            repairable=False,
-                        )
-                        for f in find_problems(messages, profiles)
-                    ]
+                    findings = find_problems(messages, profiles)
+                    result.problems += problems_of(
+                        tid, cid, key, SERVER_FORMAT, findings, writable=False
+                    )
                 result.checkpoints += 1
         except Exception as exc:  # one unreadable thread must not hide the others
             result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"

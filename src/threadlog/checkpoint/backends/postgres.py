@@ -58,6 +58,7 @@ from threadlog.checkpoint.backends.base import (
     lock_bound,
     parse_rows,
 )
+from threadlog.flows import Flow, Io, arun, run
 
 __all__ = [
     "DEFAULT_LOCK_SESSIONS",
@@ -471,6 +472,15 @@ class _AsyncSession:
         self.mutex = asyncio.Lock()
 
 
+def _try_advisory_lock(conn: Any, key: int) -> Any:
+    return conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+
+
+async def _atry_advisory_lock(conn: Any, key: int) -> Any:
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+    return await cur.fetchone()
+
+
 class LockSessions:
     """A bounded pool of Postgres sessions shared by every lock of one head store.
 
@@ -508,19 +518,26 @@ class LockSessions:
         """`pg_try_advisory_lock(key)` on a session (True: taken, and held there). A
         session found dead (the server restarted, the connection cut) is dropped and the
         attempt made once more on another."""
+        return run(self._take_flow(key, Io(self._session), self._drop))
+
+    def _take_flow(self, key: int, pick: Io, drop: Any) -> Flow[bool]:
+        """`take` and `atake` as one flow: `pick` gets a session whose mutex is held (a
+        sync one, or an async one of the running loop), `drop` closes a torn one."""
         import psycopg
 
         for retry in (True, False):
-            session = self._session()
+            session = yield pick
             try:
-                row = session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                row = yield Io(_try_advisory_lock, _atry_advisory_lock, (session.conn, key))
             except psycopg.OperationalError:
-                self._drop(session)
+                drop(session)
                 if retry:
                     continue
                 raise
             except BaseException:
-                self._drop(session)
+                # Its state is unknown (an async attempt is shielded: the loop is going
+                # down): closing it is what releases whatever it holds.
+                drop(session)
                 raise
             else:
                 taken = bool(row and row[0])
@@ -613,32 +630,7 @@ class LockSessions:
 
     async def atake(self, key: int) -> bool:
         """`take` on an async session of the running loop."""
-        import psycopg
-
-        for retry in (True, False):
-            session = await self._asession()
-            try:
-                cur = await session.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-                row = await cur.fetchone()
-            except psycopg.OperationalError:
-                self._adrop(session)
-                if retry:
-                    continue
-                raise
-            except BaseException:
-                # Its state is unknown (the attempt is shielded: the loop is going
-                # down): closing it is what releases whatever it holds.
-                self._adrop(session)
-                raise
-            else:
-                taken = bool(row and row[0])
-                if taken:
-                    with self._mutex:
-                        self._held[key] = session
-                return taken
-            finally:
-                session.mutex.release()
-        raise AssertionError("unreachable")
+        return await arun(self._take_flow(key, Io(self._session, self._asession), self._adrop))
 
     async def agive_back(self, key: int) -> None:
         """`give_back` from a coroutine: awaited on the session's own loop."""
