@@ -18,7 +18,9 @@ and mean CPU over the 20 turns before it, the ratio threadlog / DeltaChannel, an
 end each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are
 always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
 `--no-persistence` turns off the dev server's own file persistence (its flush loop pickles
-its whole store, every thread's values included, whatever the checkpointer).
+its whole store, every thread's values included, whatever the checkpointer): langgraph-cli
+drops the config's `disable_persistence`, so the server is started through a launcher that
+keeps it, and the run stops if the server's log still shows the flush loop starting.
 
     python benchmarks/dropin_dev.py --sizes 100 400
     python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver
@@ -52,6 +54,27 @@ import storage
 
 threadlog_loop = storage.build_graph("threadlog", None)
 delta_loop = storage.build_graph("delta", None)
+"""
+# `langgraph dev` itself, except that its config check keeps `disable_persistence`: langgraph-cli
+# (0.4.x here) rebuilds the config from the keys it knows and drops that one, so the server got
+# `disable_persistence=False` and its flush loop pickled the whole in-memory store (every
+# thread's values, every run) every 10 s whatever the file said — checked by the server's log
+# line "Starting dev persistence flush loop" and its `.langgraph_api/*.pckl` files.
+KEEP_DISABLE_PERSISTENCE = """
+import json, pathlib, sys
+import langgraph_cli.cli, langgraph_cli.config as config
+
+_validate = config.validate_config_file
+
+def validate_config_file(path):
+    checked = _validate(path)
+    checked["disable_persistence"] = bool(
+        json.loads(pathlib.Path(path).read_text()).get("disable_persistence"))
+    return checked
+
+config.validate_config_file = validate_config_file
+sys.argv[0] = "langgraph"
+langgraph_cli.cli.cli()
 """
 LANES = {"threadlog": ("builtin", "threadlog"), "delta": ("builtin", "delta"),
          "threadlog+saver": ("saver", "threadlog")}
@@ -104,9 +127,11 @@ def _start(name: str, graphs: list[str], saver: bool,
     env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false",
                PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}")
     log = (app / "langgraph-dev.log").open("wb")
+    cli = [str(Path(sys.executable).parent / "langgraph")]
+    if not persist:
+        cli = [sys.executable, "-c", KEEP_DISABLE_PERSISTENCE]
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload",
-         "--port", str(port)],
+        [*cli, "dev", "--no-browser", "--no-reload", "--port", str(port)],
         cwd=app, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.monotonic() + 120
     while True:
@@ -116,9 +141,16 @@ def _start(name: str, graphs: list[str], saver: bool,
                              + (app / "langgraph-dev.log").read_text()[-3000:])
         try:
             with urllib.request.urlopen(f"{url}/ok", timeout=2):
-                return proc, url, app
+                pass
         except OSError:
             time.sleep(0.3)
+            continue
+        if not persist and b"Starting dev persistence flush loop" in (
+                app / "langgraph-dev.log").read_bytes():
+            _stop(proc)
+            raise SystemExit(f"langgraph dev ({name}) started its flush loop despite "
+                             "disable_persistence: the figures would not be persistence-off")
+        return proc, url, app
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
