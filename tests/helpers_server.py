@@ -66,6 +66,12 @@ def ask(question: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": question}]}
 
 
+def messages_of(client: SyncLangGraphClient, thread: str) -> list[dict[str, Any]]:
+    """The head's messages of `thread`, as the server returns them."""
+    messages: list[dict[str, Any]] = client.threads.get_state(thread)["values"]["messages"]
+    return messages
+
+
 def kinds(client: SyncLangGraphClient, thread: str) -> list[str]:
     return [m["type"] for m in client.threads.get_state(thread)["values"].get("messages", [])]
 

@@ -26,6 +26,7 @@ from tests.helpers_server import (
     assert_paired,
     finished_runs,
     kinds,
+    messages_of,
     server_log_problems,
     threadlog_app,
     wait_for,
@@ -45,9 +46,7 @@ def client(server: LangGraphDev) -> SyncLangGraphClient:
     return get_sync_client(url=server.url)
 
 
-def _messages(client: SyncLangGraphClient, thread: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = client.threads.get_state(thread)["values"]["messages"]
-    return messages
+_messages = messages_of
 
 
 def _started(server: LangGraphDev, city: str) -> Path:

@@ -14,7 +14,6 @@ presence is seen here, through the start-up log.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from langgraph_sdk import get_sync_client
@@ -27,6 +26,7 @@ from tests.helpers_server import (
     assert_paired,
     finished_runs,
     kinds,
+    messages_of,
     server_log_problems,
     threadlog_app,
     wait_for,
@@ -45,9 +45,7 @@ def client(server: LangGraphDev) -> SyncLangGraphClient:
     return get_sync_client(url=server.url)
 
 
-def _messages(client: SyncLangGraphClient, thread: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = client.threads.get_state(thread)["values"]["messages"]
-    return messages
+_messages = messages_of
 
 
 def test_the_server_finds_every_lifecycle_method_on_the_saver(server: LangGraphDev) -> None:

@@ -10,28 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.tools import tool
+from helpers_lifecycle import QUESTIONS, lifecycle_agent
 
 import threadlog
 from threadlog.cli import main
 from threadlog.messages import digest
 
-QUESTIONS = ["Beijing?", "Shanghai and Chengdu?", "Paris?"]
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Today's weather for a city."""
-    return f"{city}: sunny"
-
-
-def _agent(saver: Any) -> Any:
-    return threadlog.create_agent(
-        threadlog.OfflineChatModel(),
-        [get_weather],
-        checkpointer=saver,
-        context=threadlog.ContextPolicy(max_turns=2),
-    )
+_agent = lifecycle_agent
 
 
 def _fill(url: str, *threads: str) -> None:
