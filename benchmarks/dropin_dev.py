@@ -4,26 +4,32 @@ Issue 12 target 4 (`threadlog.MessagesState` vs LangGraph's `DeltaChannel`, both
 server's own checkpointer) and issue 21 part 4 (the same loop on
 `threadlog.server.checkpointer`, the history-cached saver, beside the server's own).
 
-Contract: starts two `langgraph dev` servers (offline, no reload, free loopback ports):
-`builtin`, the server's own checkpointer, serving the scripted loop of
+Contract: starts up to three `langgraph dev` servers (offline, no reload, free loopback
+ports): `builtin`, the server's own checkpointer, serving the scripted loop of
 `benchmarks/storage.py` twice — `threadlog` (`threadlog.Messages`) and `delta`
 (`DeltaChannel` + LangGraph's messages reducer) —, and `saver`, the same `threadlog` loop
 with `"checkpointer": {"backend": "custom", "path": "threadlog.server.checkpointer"}` (a
-SQLite file in its app folder). One thread per lane — `threadlog`, `delta` (builtin) and
-`threadlog+saver` — driven turn by turn through the official SDK (`runs.stream`); the two
-servers are driven at the same time (one client thread each; the lanes of one server
-interleaved). Per turn it records the client's wall time and the server's CPU time (every
-process in that server's process group, from /proc), and prints at each size the median wall
-and mean CPU over the 20 turns before it, the ratio threadlog / DeltaChannel, and at the
-end each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are
-always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
-`--no-persistence` turns off the dev server's own file persistence (its flush loop pickles
-its whole store, every thread's values included, whatever the checkpointer): langgraph-cli
-drops the config's `disable_persistence`, so the server is started through a launcher that
-keeps it, and the run stops if the server's log still shows the flush loop starting.
+SQLite file in its app folder); `floor`, a third server on the same checkpointer serving
+`storage.build_graph("floor")` — the same supersteps and parallel tasks per turn, a state
+that never grows — so what the server spends per turn whatever the history (its run
+bookkeeping) is measured beside it, and `threadlog+saver`'s figures are also printed above
+that floor. One thread per lane — `threadlog`, `delta` (builtin), `threadlog+saver` and
+`floor` — driven turn by turn through the official SDK (`runs.stream`); the servers are
+driven at the same time (one client thread each; the lanes of one server interleaved). Per
+turn it records the client's wall time and the server's CPU time (every process in that
+server's process group, from /proc), and prints at each size the median wall and mean CPU
+over the 20 turns before it (`--window`), the ratio threadlog / DeltaChannel, and at the end
+each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are always
+stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
+`--no-persistence` turns off the dev server's own file persistence (its flush loop pickles its
+whole store, every thread's values included, whatever the checkpointer): langgraph-cli drops
+the config's `disable_persistence`, so the server is started through a launcher that keeps
+it, and the run stops if the server's log still shows the flush loop starting.
 
     python benchmarks/dropin_dev.py --sizes 100 400
     python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver
+    python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver floor \
+        --no-persistence
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import storage
 
 threadlog_loop = storage.build_graph("threadlog", None)
 delta_loop = storage.build_graph("delta", None)
+floor_loop = storage.build_graph("floor", None)
 """
 # `langgraph dev` itself, except that its config check keeps `disable_persistence`: langgraph-cli
 # (0.4.x here) rebuilds the config from the keys it knows and drops that one, so the server got
@@ -77,7 +84,9 @@ sys.argv[0] = "langgraph"
 langgraph_cli.cli.cli()
 """
 LANES = {"threadlog": ("builtin", "threadlog"), "delta": ("builtin", "delta"),
-         "threadlog+saver": ("saver", "threadlog")}
+         "threadlog+saver": ("saver", "threadlog"), "floor": ("floor", "floor")}
+# Servers whose checkpointer is threadlog's (the `floor` lane: the same saver, no history).
+ON_SAVER = ("saver", "floor")
 SAVER = {"backend": "custom", "path": "threadlog.server.checkpointer"}
 
 
@@ -174,7 +183,7 @@ class Lane:
 
 
 def _drive(url: str, pgid: int, lanes: list[Lane], sizes: list[int], t_end: float,
-           done: list[str]) -> None:
+           done: list[str], window: int = 20) -> None:
     """One server's lanes, interleaved turn by turn, until the largest size or `t_end`."""
     from langgraph_sdk import get_sync_client
 
@@ -187,7 +196,8 @@ def _drive(url: str, pgid: int, lanes: list[Lane], sizes: list[int], t_end: floa
             return
         for lane in lanes:
             c0, w0 = _group_cpu(pgid), time.perf_counter()
-            for part in client.runs.stream(threads[lane.name], lane.graph, input=_human(t),
+            given = {"n": 1} if lane.graph == "floor" else _human(t)
+            for part in client.runs.stream(threads[lane.name], lane.graph, input=given,
                                            stream_mode="updates"):
                 if part.event == "error":
                     lane.error = f"run failed on turn {t}: {part.data}"
@@ -195,14 +205,17 @@ def _drive(url: str, pgid: int, lanes: list[Lane], sizes: list[int], t_end: floa
             lane.wall.append(time.perf_counter() - w0)
             lane.cpu.append(_group_cpu(pgid) - c0)
             if t + 1 in sizes:
-                # CPU is read in clock ticks (10 ms): a mean over 20 turns, not a median
-                lane.at[str(t + 1)] = {"ms": 1000 * statistics.median(lane.wall[-20:]),
-                                       "cpu_ms": 1000 * statistics.fmean(lane.cpu[-20:])}
+                # CPU is read in clock ticks (10 ms): a mean over `window` turns, not a median
+                lane.at[str(t + 1)] = {"ms": 1000 * statistics.median(lane.wall[-window:]),
+                                       "cpu_ms": 1000 * statistics.fmean(lane.cpu[-window:])}
                 print(f"@{t + 1} turns: {lane.name} {lane.at[str(t + 1)]['ms']:.1f} ms "
                       f"(server CPU {lane.at[str(t + 1)]['cpu_ms']:.1f})", flush=True)
     for lane in lanes:
-        n = len(client.threads.get_state(threads[lane.name])["values"]["messages"])
-        done.append(f"{lane.name} thread holds {n} messages")
+        values = client.threads.get_state(threads[lane.name])["values"]
+        if lane.graph == "floor":
+            done.append(f"{lane.name} thread's state: n = {values['n']} (no history)")
+        else:
+            done.append(f"{lane.name} thread holds {len(values['messages'])} messages")
 
 
 def main() -> None:
@@ -212,6 +225,8 @@ def main() -> None:
     p.add_argument("--lanes", nargs="+", choices=list(LANES), default=list(LANES))
     p.add_argument("--timeout", type=float, default=1800, help="stop driving after this")
     p.add_argument("--json", default=None)
+    p.add_argument("--window", type=int, default=20,
+                   help="turns before each size its figures are the median / mean of")
     p.add_argument("--no-persistence", action="store_true",
                    help="`disable_persistence` in langgraph.json: the dev server keeps its own "
                         "store in memory only (no periodic pickling of every thread's values)")
@@ -225,12 +240,12 @@ def main() -> None:
     done: list[str] = []
     try:
         for name, its in by_server.items():
-            servers[name] = _start(name, sorted({lane.graph for lane in its}), name == "saver",
-                                   persist=not a.no_persistence)
+            servers[name] = _start(name, sorted({lane.graph for lane in its}),
+                                   name in ON_SAVER, persist=not a.no_persistence)
         t_end = time.monotonic() + a.timeout
         drivers = [threading.Thread(target=_drive,
                                     args=(servers[n][1], servers[n][0].pid, its, sizes, t_end,
-                                          done))
+                                          done, a.window))
                    for n, its in by_server.items()]
         for d in drivers:
             d.start()
@@ -260,6 +275,22 @@ def main() -> None:
             print(f"{lane.name}: server CPU per turn @{reached[-1]} / @{reached[0]} = "
                   f"{hi['cpu_ms']:.1f} / {lo['cpu_ms']:.1f} ms = "
                   f"{hi['cpu_ms'] / max(lo['cpu_ms'], 1e-9):.2f}x", flush=True)
+    if "threadlog+saver" in named and "floor" in named:
+        # What the thread's history costs the server, above what its runs cost it anyway.
+        tl, fl = named["threadlog+saver"].at, named["floor"].at
+        both = [s for s in map(str, sizes) if s in tl and s in fl]
+        for size in both:
+            print(f"@{size} turns: threadlog+saver {tl[size]['cpu_ms']:.1f} ms, floor "
+                  f"{fl[size]['cpu_ms']:.1f} ms: above the floor "
+                  f"{tl[size]['cpu_ms'] - fl[size]['cpu_ms']:.1f} ms", flush=True)
+        if len(both) >= 2:
+            lo, hi = both[0], both[-1]
+            above_lo = tl[lo]["cpu_ms"] - fl[lo]["cpu_ms"]
+            above_hi = tl[hi]["cpu_ms"] - fl[hi]["cpu_ms"]
+            print(f"threadlog+saver above the floor @{hi} / @{lo} = {above_hi:.1f} / "
+                  f"{above_lo:.1f} ms = {above_hi / max(above_lo, 1e-9):.2f}x; the floor's own "
+                  f"@{hi} / @{lo} = {fl[hi]['cpu_ms'] / max(fl[lo]['cpu_ms'], 1e-9):.2f}x",
+                  flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps({lane.name: lane.at for lane in lanes}, indent=1))
 

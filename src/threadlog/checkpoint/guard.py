@@ -68,6 +68,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast, get_args
@@ -91,7 +92,7 @@ from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
-from threadlog.flows import Flow, Io, arun
+from threadlog.flows import Flow, Io, arun, call
 from threadlog.flows import run as run_flow
 
 __all__ = [
@@ -109,6 +110,9 @@ _FORK_SOURCES = frozenset({"update", "fork"})
 _UNREAD: Any = object()  # no head known from the run's own read
 # Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
 _CHECKPOINT_WAIT = 30.0
+_STORED_RECHECK = 1.0
+"""Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
+(doubling after): long enough for a put queued behind others, under hundreds of runs."""
 
 # Threads this context holds — an `exclusive()` block, or a run (its tasks and
 # background writes run in copies of its context): they must not wait for themselves.
@@ -207,6 +211,11 @@ class GuardLayer(Layer):
         # (the kill harness found this), so writes wait for their checkpoint's put.
         self._putting: dict[str, _InFlight] = {}
         self._putting_lock = threading.Lock()
+        # Checkpoints this saver stored or read (so they exist), and the ones a waiter
+        # expects a put of (`stored_flow`): the tool node's "started" marker waits for
+        # its step's checkpoint without reading the database over and over.
+        self._known = _Recent(16384)
+        self._expected: dict[str, _InFlight] = {}
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -323,6 +332,7 @@ class GuardLayer(Layer):
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         cid = str(tup.config["configurable"]["checkpoint_id"])
+        self._known.add(cid)
         if len(self._seen_writes) > 4096:
             self._seen_writes.pop(next(iter(self._seen_writes)))
         self._seen_writes[cid] = _write_keys(tup)
@@ -429,16 +439,77 @@ class GuardLayer(Layer):
 
     @contextlib.contextmanager
     def _storing(self, checkpoint: Checkpoint) -> Iterator[None]:
-        done = _InFlight()
+        cid = checkpoint["id"]
         with self._putting_lock:
-            self._putting[checkpoint["id"]] = done
+            # A waiter that came before the put (`stored_flow`) waits on this one.
+            done = self._expected.pop(cid, None) or _InFlight()
+            self._putting[cid] = done
+        stored = False
         try:
             yield
+            stored = True
         finally:
-            done.set()
             with self._putting_lock:
-                if self._putting.get(checkpoint["id"]) is done:
-                    del self._putting[checkpoint["id"]]
+                if stored:
+                    self._known.add(cid)
+                if self._putting.get(cid) is done:
+                    del self._putting[cid]
+            done.set()
+
+    def stored_flow(
+        self,
+        saver: Any,
+        config: RunnableConfig,
+        timeout: float,
+        run_config: RunnableConfig | None = None,
+    ) -> Flow[bool]:
+        """Wait until the checkpoint `config` names is stored (read through `saver`, this
+        layer's saver, when it must look); False past `timeout`. `run_config`: the config
+        of the run asking (its runtime), when it has one.
+
+        For the tool node's "started" marker under `durability="async"` (LangGraph stores
+        the step's checkpoint in the background while its tasks run). At once when this
+        saver stored or read that checkpoint; while its put runs, or before the put has
+        begun (a run's step checkpoint is always put), awaited on the put — no polling.
+        A checkpoint this saver never saw (stored by another process, forgotten from
+        memory) is looked for in the database after `_STORED_RECHECK` seconds, then less
+        often — but never for a run holding the thread: nobody else writes it, and this
+        saver read the run's starting checkpoint, so the rest are the run's own puts."""
+        cid = (config.get("configurable") or {}).get("checkpoint_id")
+        if not cid or cid in self._known:
+            return True
+        deadline = time.monotonic() + timeout
+        key = _guarded_key(run_config or config)
+        held = run_config is not None and key is not None and self._held_by_run(key[0], run_config)
+        recheck = timeout if held else _STORED_RECHECK
+        try:
+            while True:
+                with self._putting_lock:
+                    if cid in self._known:
+                        return True
+                    pending = self._putting.get(cid) or self._expected.setdefault(
+                        cid, _InFlight()
+                    )
+                left = deadline - time.monotonic()
+                if left > 0 and (
+                    yield Io(pending.wait, pending.wait_async, (min(recheck, left),))
+                ):
+                    if cid in self._known:
+                        return True  # its put ended (a failed put: look, below)
+                if (yield from self._found(saver, config)) or left <= recheck:
+                    return cid in self._known
+                recheck *= 2
+        finally:
+            # Stored, found, or given up on: a put still to come needs no waiter (one
+            # more marker on it waiting would look in the database, as above).
+            with self._putting_lock:
+                self._expected.pop(cid, None)
+
+    def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
+        tup = yield from call(saver, "get_tuple", config)
+        if tup is not None:
+            self._known.add(str(config["configurable"]["checkpoint_id"]))
+        return tup is not None
 
     def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
         checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
@@ -787,25 +858,33 @@ class GuardedSaver(LayeredSaver):
 
 class _InFlight:
     """A checkpoint being stored, which its task writes wait for: a thread on an event, a
-    task on a future of its own loop — woken when the put ends, with no polling."""
+    task on a future of its own loop — woken when the put ends, with no polling. (The
+    event is made only for a thread that waits: most puts have no waiter at all.)"""
 
-    __slots__ = ("_event", "_mutex", "_waiters")
+    __slots__ = ("_done", "_event", "_mutex", "_waiters")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._done = False
+        self._event: threading.Event | None = None
         self._mutex = threading.Lock()
         self._waiters: list[asyncio.Future[None]] = []
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def wait(self, timeout: float) -> bool:
-        return self._event.wait(timeout)
+        with self._mutex:
+            if self._done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     async def wait_async(self, timeout: float) -> bool:
         waiter = asyncio.get_running_loop().create_future()
         with self._mutex:
-            if self._event.is_set():
+            if self._done:
                 return True
             self._waiters.append(waiter)
         try:
@@ -816,8 +895,11 @@ class _InFlight:
 
     def set(self) -> None:
         with self._mutex:
-            self._event.set()
+            self._done = True
+            event = self._event
             waiters, self._waiters = self._waiters, []
+        if event is not None:
+            event.set()
         for waiter in waiters:
             with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
                 waiter.get_loop().call_soon_threadsafe(_wake, waiter)

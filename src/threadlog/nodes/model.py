@@ -100,8 +100,9 @@ would otherwise run until LangGraph's recursion limit)."""
 
 _log = logging.getLogger("threadlog")
 # Wire copies a node keeps (`to_wire`'s cache), whatever the contexts: enough for the
-# contexts of a few hundred concurrent threads; a copy shares its message's content.
-_WIRE_CACHED = 2048
+# contexts of a few hundred concurrent threads (256 threads of 20-message contexts missed
+# at 2048); a copy shares its message's content.
+_WIRE_CACHED = 8192
 
 
 class ModelNode(RunnableCallable):

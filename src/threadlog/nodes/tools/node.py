@@ -84,7 +84,7 @@ from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
-from threadlog.nodes.tools.running import Job, run_async, run_sync
+from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
 from threadlog.nodes.tools.started import note_flow
 from threadlog.pairing import call_id, unanswerable
 
@@ -236,14 +236,14 @@ class ToolNode(_LangGraphToolNode):
         planned = [s for s in slots if isinstance(s, _Planned)]
         workers = self._workers(config, len(planned))
         gate = asyncio.Semaphore(max(workers, 1))
-        pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
+        pool = LazyPool(workers)
         try:
             results = await asyncio.gather(
                 *(self._run_one_async(p, input_type, gate, pool) for p in planned),
                 return_exceptions=True,
             )
         finally:
-            pool.shutdown(wait=False)
+            pool.shutdown()
         settled: list[Output | _Raised] = []
         for r in results:
             if isinstance(r, Exception):
@@ -276,7 +276,7 @@ class ToolNode(_LangGraphToolNode):
         p: _Planned,
         input_type: InputType,
         gate: asyncio.Semaphore,
-        pool: ContextThreadPoolExecutor,
+        pool: LazyPool,
     ) -> Output:
         request = ToolCallRequest(
             tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
@@ -296,7 +296,7 @@ class ToolNode(_LangGraphToolNode):
                     return cast(Output, await self._awrap_tool_call(request, aexecute))
                 # A sync interceptor runs in the node's threads, not on the event loop.
                 wrap = cast(ToolCallWrapper, self._wrap_tool_call)
-                return cast(Output, await run_in_executor(pool, wrap, request, execute))
+                return cast(Output, await run_in_executor(pool.get(), wrap, request, execute))
             except Exception as e:
                 return self._interceptor_failed(e, request)
 
@@ -315,7 +315,7 @@ class ToolNode(_LangGraphToolNode):
         request: ToolCallRequest,
         decision: Decision | None,
         input_type: InputType,
-        pool: ContextThreadPoolExecutor,
+        pool: LazyPool,
     ) -> Output:
         return await arun(self._execute(request, decision, input_type, pool))
 
@@ -324,7 +324,7 @@ class ToolNode(_LangGraphToolNode):
         request: ToolCallRequest,
         decision: Decision | None,
         input_type: InputType,
-        pool: ContextThreadPoolExecutor | None,
+        pool: LazyPool | None,
     ) -> Flow[Output]:
         """One call's work as one flow (`threadlog.flows`; `pool` for the async form):
         note that its tool starts, run it, classify what happened. A tool that reported

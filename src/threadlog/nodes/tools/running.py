@@ -34,7 +34,27 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from threadlog.nodes.tools.results import Outcome
 
-__all__ = ["Job", "run_async", "run_sync"]
+__all__ = ["Job", "LazyPool", "run_async", "run_sync"]
+
+
+class LazyPool:
+    """A step's worker threads, made when a sync tool (or interceptor) first needs one:
+    a step of async tools — the common case under `ainvoke` — starts no pool at all."""
+
+    __slots__ = ("_pool", "_workers")
+
+    def __init__(self, workers: int) -> None:
+        self._workers = max(workers, 1)
+        self._pool: ContextThreadPoolExecutor | None = None
+
+    def get(self) -> ContextThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ContextThreadPoolExecutor(max_workers=self._workers)
+        return self._pool
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)  # a timed-out sync tool may still be running
 
 
 @dataclass(slots=True)
@@ -55,7 +75,7 @@ def run_sync(job: Job) -> Outcome:
     return outcome
 
 
-async def run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
+async def run_async(job: Job, pool: LazyPool) -> Outcome:
     started = time.perf_counter()
     outcome = await _run_async(job, pool)
     outcome.duration_ms = (time.perf_counter() - started) * 1000
@@ -79,7 +99,7 @@ def _run_sync(job: Job) -> Outcome:
         return Outcome.failed(_exited(e))
 
 
-async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
+async def _run_async(job: Job, pool: LazyPool) -> Outcome:
     sync_only = _sync_only(job.tool)
     # With a timeout, a sync tool gets a thread of its own, as under `run_sync`: once
     # timed out it keeps running there, not in one of the node's threads, where the
@@ -91,7 +111,7 @@ async def _run_async(job: Job, pool: ContextThreadPoolExecutor) -> Outcome:
     )
     try:
         if sync_only:
-            threads = own_thread or pool
+            threads = own_thread or pool.get()
             run = run_in_executor(threads, job.tool.invoke, job.tool_input, job.config)
         else:
             run = job.tool.ainvoke(job.tool_input, job.config)

@@ -26,11 +26,14 @@ Contract:
   background while its tasks run: a marker on a checkpoint not stored yet would be lost
   with it by a kill (no reader reaches a write through a missing checkpoint), and the
   call would read "not completed" though its tool ran. So under any mode but `"sync"`
-  the marker first waits until that checkpoint is stored (`_STORED_POLL`, at most
-  `_STORED_WAIT`; past it the marker is stored anyway, as before): the tool never starts
-  before the checkpoint its marker hangs on exists.
+  the marker first waits until that checkpoint is stored (at most `_STORED_WAIT`; past it
+  the marker is stored anyway, as before): the tool never starts before the checkpoint
+  its marker hangs on exists. On threadlog's saver the wait is the guard's
+  (`GuardLayer.stored_flow`: no read for a checkpoint it stored or read, the put's end
+  awaited otherwise); on any other saver, `get_tuple` every `_STORED_POLL` seconds.
 * Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt; under
-  `"async"` also a `get_tuple` of the step's checkpoint (more while it is not stored).
+  `"async"` on another saver also a `get_tuple` of the step's checkpoint (more while it
+  is not stored).
 
 Why through the checkpointer, and not a write of the node's task. LangGraph stores what a
 node writes — its return value, `Send`s, anything sent through the task's `CONFIG_KEY_SEND`
@@ -67,6 +70,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from threadlog._upstream import PREGEL
+from threadlog.checkpoint.guard import GuardLayer
+from threadlog.checkpoint.layered import layer_of
 from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_marker
 from threadlog.flows import Flow, Io
 from threadlog.flows import call as saver_call
@@ -102,7 +107,7 @@ def note_flow(
     task_id, writes = started_marker(str(cid), event)
     try:
         if conf.get(PREGEL.durability, "async") != "sync":
-            yield from _stored(saver, at)
+            yield from _stored(saver, at, target)
         yield from saver_call(saver, "put_writes", target, writes, task_id)
     except NotImplementedError:
         return  # a saver without this form (a sync-only saver under ainvoke)
@@ -117,9 +122,18 @@ def note_flow(
         )
 
 
-def _stored(saver: Any, at: RunnableConfig) -> Flow[None]:
+def _stored(saver: Any, at: RunnableConfig, run: RunnableConfig) -> Flow[None]:
     """Wait until the checkpoint `at` names is stored (module doc: "async"). Read without
     the run's runtime: a plain read by id, no run's hold on the thread."""
+    guard = layer_of(saver, GuardLayer)
+    if guard is not None:
+        # threadlog's saver knows what it stored and what it is storing: it wakes the
+        # marker when that put ends (no reads while the put is queued behind another).
+        try:
+            yield from guard.stored_flow(saver, at, _STORED_WAIT, run)
+        except Exception:  # as below: the marker is stored anyway
+            pass
+        return
     deadline = time.monotonic() + _STORED_WAIT
     try:
         while (yield from saver_call(saver, "get_tuple", at)) is None:
