@@ -888,8 +888,11 @@ class _InFlight:
                 return True
             self._waiters.append(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):  # no extra future, unlike wait_for
+                await waiter
         except TimeoutError:
+            with self._mutex, contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
             return False
         return True
 
@@ -900,9 +903,17 @@ class _InFlight:
             waiters, self._waiters = self._waiters, []
         if event is not None:
             event.set()
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
         for waiter in waiters:
+            loop = waiter.get_loop()
+            if loop is here:  # the put ended on the waiter's own loop: no self-pipe wake-up
+                loop.call_soon(_wake, waiter)
+                continue
             with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
-                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+                loop.call_soon_threadsafe(_wake, waiter)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
