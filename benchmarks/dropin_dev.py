@@ -4,27 +4,30 @@ Issue 12 target 4 (`threadlog.MessagesState` vs LangGraph's `DeltaChannel`, both
 server's own checkpointer) and issue 21 part 4 (the same loop on
 `threadlog.server.checkpointer`, the history-cached saver, beside the server's own).
 
-Contract: starts up to three `langgraph dev` servers (offline, no reload, free loopback
+Contract: starts up to four `langgraph dev` servers (offline, no reload, free loopback
 ports): `builtin`, the server's own checkpointer, serving the scripted loop of
 `benchmarks/storage.py` twice — `threadlog` (`threadlog.Messages`) and `delta`
 (`DeltaChannel` + LangGraph's messages reducer) —, and `saver`, the same `threadlog` loop
 with `"checkpointer": {"backend": "custom", "path": "threadlog.server.checkpointer"}` (a
-SQLite file in its app folder); `floor`, a third server on the same checkpointer serving
+SQLite file in its app folder); `floor`, a server on the same checkpointer serving
 `storage.build_graph("floor")` — the same supersteps and parallel tasks per turn, a state
 that never grows — so what the server spends per turn whatever the history (its run
 bookkeeping) is measured beside it, and `threadlog+saver`'s figures are also printed above
-that floor. One thread per lane — `threadlog`, `delta` (builtin), `threadlog+saver` and
-`floor` — driven turn by turn through the official SDK (`runs.stream`); the servers are
-driven at the same time (one client thread each; the lanes of one server interleaved). Per
-turn it records the client's wall time and the server's CPU time (every process in that
-server's process group, from /proc), and prints at each size the median wall and mean CPU
-over the 20 turns before it (`--window`), the ratio threadlog / DeltaChannel, and at the end
-each lane's CPU per turn @largest / @smallest size. Asserts nothing; the servers are always
-stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says where);
-`--no-persistence` turns off the dev server's own file persistence (its flush loop pickles its
-whole store, every thread's values included, whatever the checkpointer): langgraph-cli drops
-the config's `disable_persistence`, so the server is started through a launcher that keeps
-it, and the run stops if the server's log still shows the flush loop starting.
+that floor; `plain` serves the same floor graph on LangGraph's own `AsyncSqliteSaver` as its
+custom checkpointer (lane `floor+plain`: what the server's run bookkeeping costs with no
+threadlog in it). One thread per lane — `threadlog`, `delta` (builtin), `threadlog+saver`,
+`floor` and `floor+plain` — driven turn by turn through the official SDK (`runs.stream`);
+the servers are driven at the same time (one client thread each; the lanes of one server
+interleaved). Per turn it records the client's wall time and the server's CPU time (every
+process in that server's process group, from /proc), and prints at each size the median wall
+and mean CPU over the 20 turns before it (`--window`), the ratio threadlog / DeltaChannel,
+and at the end each lane's CPU per turn @largest / @smallest size. Asserts nothing; the
+servers are always stopped. `--lanes` picks lanes; `--timeout` stops driving (then it says
+where); `--no-persistence` turns off the dev server's own file persistence (its flush loop
+pickles its whole store, every thread's values included, whatever the checkpointer):
+langgraph-cli drops the config's `disable_persistence`, so the server is started through a
+launcher that keeps it, and the run stops if the server's log still shows the flush loop
+starting.
 
     python benchmarks/dropin_dev.py --sizes 100 400
     python benchmarks/dropin_dev.py --sizes 100 2000 --lanes threadlog threadlog+saver
@@ -84,10 +87,24 @@ sys.argv[0] = "langgraph"
 langgraph_cli.cli.cli()
 """
 LANES = {"threadlog": ("builtin", "threadlog"), "delta": ("builtin", "delta"),
-         "threadlog+saver": ("saver", "threadlog"), "floor": ("floor", "floor")}
-# Servers whose checkpointer is threadlog's (the `floor` lane: the same saver, no history).
-ON_SAVER = ("saver", "floor")
+         "threadlog+saver": ("saver", "threadlog"), "floor": ("floor", "floor"),
+         "floor+plain": ("plain", "floor")}
 SAVER = {"backend": "custom", "path": "threadlog.server.checkpointer"}
+# LangGraph's own AsyncSqliteSaver as the server's custom checkpointer, no threadlog in it.
+PLAIN = {"backend": "custom", "path": "./plain_saver.py:checkpointer"}
+PLAIN_SAVER = """
+import contextlib
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+@contextlib.asynccontextmanager
+async def checkpointer():
+    async with AsyncSqliteSaver.from_conn_string("plain-checkpoints.sqlite") as saver:
+        yield saver
+"""
+# Each server's checkpointer: `floor` is threadlog's saver with no history, `plain` the
+# same graph on LangGraph's saver (what the server's own run bookkeeping costs).
+CHECKPOINTERS: dict[str, dict[str, str] | None] = {
+    "builtin": None, "saver": SAVER, "floor": SAVER, "plain": PLAIN}
 
 
 def _free_port() -> int:
@@ -118,14 +135,15 @@ def _human(turn: int) -> dict[str, Any]:
                           "content": f"Turn {turn}: the weather in two cities today? {pad}"}]}
 
 
-def _start(name: str, graphs: list[str], saver: bool,
+def _start(name: str, graphs: list[str], checkpointer: dict[str, str] | None,
            persist: bool = True) -> tuple[subprocess.Popen[bytes], str, Path]:
     app = Path(tempfile.mkdtemp(prefix=f"threadlog-dev-bench-{name}-"))
     (app / "loops.py").write_text(LOOPS)
+    (app / "plain_saver.py").write_text(PLAIN_SAVER)
     config: dict[str, Any] = {"dependencies": ["."],
                               "graphs": {g: f"./loops.py:{g}_loop" for g in graphs}}
-    if saver:
-        config["checkpointer"] = SAVER
+    if checkpointer:
+        config["checkpointer"] = checkpointer
     if not persist:
         config["disable_persistence"] = True  # no flush loop pickling the dev server's store
     (app / "langgraph.json").write_text(json.dumps(config))
@@ -241,7 +259,7 @@ def main() -> None:
     try:
         for name, its in by_server.items():
             servers[name] = _start(name, sorted({lane.graph for lane in its}),
-                                   name in ON_SAVER, persist=not a.no_persistence)
+                                   CHECKPOINTERS[name], persist=not a.no_persistence)
         t_end = time.monotonic() + a.timeout
         drivers = [threading.Thread(target=_drive,
                                     args=(servers[n][1], servers[n][0].pid, its, sizes, t_end,
@@ -291,8 +309,17 @@ def main() -> None:
                   f"{above_lo:.1f} ms = {above_hi / max(above_lo, 1e-9):.2f}x; the floor's own "
                   f"@{hi} / @{lo} = {fl[hi]['cpu_ms'] / max(fl[lo]['cpu_ms'], 1e-9):.2f}x",
                   flush=True)
+    if "floor" in named and "floor+plain" in named:
+        fl, pl = named["floor"].at, named["floor+plain"].at
+        for size in (s for s in map(str, sizes) if s in fl and s in pl):
+            print(f"@{size} turns, no history: threadlog's saver {fl[size]['cpu_ms']:.1f} ms, "
+                  f"LangGraph's AsyncSqliteSaver {pl[size]['cpu_ms']:.1f} ms", flush=True)
     if a.json:
-        Path(a.json).write_text(json.dumps({lane.name: lane.at for lane in lanes}, indent=1))
+        # Each lane's figures at each size, and every turn's (wall, server CPU) seconds:
+        # any other window can be computed afterwards.
+        Path(a.json).write_text(json.dumps(
+            {lane.name: {**lane.at, "turns": list(zip(lane.wall, lane.cpu, strict=True))}
+             for lane in lanes}, indent=1))
 
 
 if __name__ == "__main__":
