@@ -14,6 +14,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 
 import threadlog
 from tests.helpers_tools import by_call, call, request, scripted_graph, start
@@ -156,3 +157,31 @@ def test_a_checkpoint_that_never_comes_gives_up_at_the_timeout_and_leaves_nothin
         assert run(guard.stored_flow(saver, missing, 0.3)) is False
         assert 0.3 <= time.monotonic() - t0 < 2.0
         assert not guard._expected
+
+
+async def test_on_a_plain_saver_the_marker_polls_until_its_checkpoint_is_stored() -> None:
+    seen: dict[str, Any] = {}
+
+    class SlowSaver(InMemorySaver):
+        async def aput(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(SLOW_PUT)  # the step's checkpoint is still being stored
+            return self.put(*args, **kwargs)
+
+    saver = SlowSaver()
+
+    @tool
+    def lookup(city: str, config: RunnableConfig) -> str:
+        """Look a city up."""
+        found = node_checkpoint(config)
+        assert found is not None
+        tup = saver.get_tuple(found[1])
+        seen["markers"] = [
+            v["event"] for _, ch, v in (tup.pending_writes if tup else ()) if ch == STARTED_CHANNEL
+        ]
+        return city
+
+    rome = request(call("lookup", {"city": "Rome"}, "c1"))
+    graph = scripted_graph(ToolNode([lookup]), [rome], checkpointer=saver)
+    out = await graph.ainvoke(start(), CFG)  # LangGraph's default durability: "async"
+    assert seen["markers"] == ["started"]  # its checkpoint was there, with the marker on it
+    assert by_call(out["messages"])["c1"].content == "Rome"
