@@ -8,6 +8,10 @@
   a record at level error/critical/exception, a traceback, a 5xx answer, or a method
   "not implemented" — so a test can assert there are none.
 * `wait_for(path)`, `ask(question)`, `kinds(client, thread)`, `assert_paired(messages)`.
+* `module_server(folder)`: a module-scoped `server` fixture, `langgraph dev` serving that
+  app; `client` (tests/apps/conftest.py) is the SDK's sync client for it.
+* `run_inside_tool(server, client, thread, city, question)`: starts a `slow` run and
+  returns it once its tool call for `city` is running.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.helpers_demo import REPO
+from tests.helpers_demo import REPO, LangGraphDev
 
 GRAPHS = Path(__file__).resolve().parent / "apps" / "graphs"
 DB = Path(".threadlog") / "checkpoints.sqlite"
@@ -82,3 +88,28 @@ def assert_paired(messages: list[dict[str, Any]]) -> None:
         if m["type"] == "ai" and m.get("tool_calls"):
             ids = [c["id"] for c in m["tool_calls"]]
             assert [r.get("tool_call_id") for r in messages[i + 1 : i + 1 + len(ids)]] == ids
+
+
+def module_server(folder: str) -> Any:
+    """A module-scoped `server` fixture: `langgraph dev` serving `threadlog_app` in a new
+    temporary folder named `folder` (`server = module_server("...")` in a test module)."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphDev]:
+        app = threadlog_app(tmp_path_factory.mktemp(folder))
+        with LangGraphDev(app) as dev:
+            yield dev
+
+    return server
+
+
+def run_inside_tool(
+    server: LangGraphDev, client: SyncLangGraphClient, thread: str, city: str, question: str
+) -> dict[str, Any]:
+    """A `slow` run on `thread`, returned once its tool call for `city` has started (the
+    slow tool touches `tool-started-<city>` in the app folder, then waits)."""
+    started = server.app_dir / f"tool-started-{city}"
+    started.unlink(missing_ok=True)
+    run: dict[str, Any] = client.runs.create(thread, "slow", input=ask(question))
+    wait_for(started)
+    return run

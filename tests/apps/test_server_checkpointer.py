@@ -10,12 +10,9 @@ is in test_server_lifecycle.py.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
@@ -27,32 +24,16 @@ from tests.helpers_server import (
     finished_runs,
     kinds,
     messages_of,
+    module_server,
+    run_inside_tool,
     server_log_problems,
-    threadlog_app,
-    wait_for,
 )
 from threadlog.cli import main as cli_main
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphDev]:
-    app = threadlog_app(tmp_path_factory.mktemp("threadlog_server"))
-    with LangGraphDev(app) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def client(server: LangGraphDev) -> SyncLangGraphClient:
-    return get_sync_client(url=server.url)
+server = module_server("threadlog_server")
 
 
 _messages = messages_of
-
-
-def _started(server: LangGraphDev, city: str) -> Path:
-    marker = server.app_dir / f"tool-started-{city}"
-    marker.unlink(missing_ok=True)
-    return marker
 
 
 def _stored_checkpoints(server: LangGraphDev, thread: str) -> int:
@@ -227,9 +208,7 @@ def test_reject_refuses_a_second_run_while_the_first_is_inside_a_tool_call(
     server: LangGraphDev, client: SyncLangGraphClient
 ) -> None:
     thread = client.threads.create()["thread_id"]
-    started = _started(server, "武汉")
-    first = client.runs.create(thread, "slow", input=ask("武汉今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "武汉", "武汉今天下雨吗？")
     with pytest.raises(ConflictError):
         client.runs.create(
             thread, "slow", input=ask("北京呢？"), multitask_strategy="reject"
@@ -243,9 +222,7 @@ def test_enqueue_runs_the_second_run_after_the_first_on_a_whole_log(
     server: LangGraphDev, client: SyncLangGraphClient
 ) -> None:
     thread = client.threads.create()["thread_id"]
-    started = _started(server, "西安")
-    first = client.runs.create(thread, "slow", input=ask("西安今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "西安", "西安今天下雨吗？")
     second = client.runs.create(
         thread, "slow", input=ask("北京呢？"), multitask_strategy="enqueue"
     )
@@ -279,9 +256,7 @@ def test_interrupt_cancels_a_run_inside_a_tool_call_and_the_next_run_proceeds(
     server: LangGraphDev, client: SyncLangGraphClient
 ) -> None:
     thread = client.threads.create()["thread_id"]
-    started = _started(server, "武汉")
-    first = client.runs.create(thread, "slow", input=ask("武汉今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "武汉", "武汉今天下雨吗？")
     second = client.runs.create(
         thread, "slow", input=ask("北京呢？"), multitask_strategy="interrupt"
     )
@@ -295,9 +270,7 @@ def test_a_run_cancelled_inside_a_tool_call_releases_the_thread_and_loses_nothin
     server: LangGraphDev, client: SyncLangGraphClient
 ) -> None:
     thread = client.threads.create()["thread_id"]
-    started = _started(server, "武汉")
-    first = client.runs.create(thread, "slow", input=ask("武汉今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "武汉", "武汉今天下雨吗？")
     client.runs.cancel(thread, first["run_id"], wait=True)
     assert client.runs.get(thread, first["run_id"])["status"] == "interrupted"
     # The run guard's lock went with the cancelled run: a new run takes the thread.

@@ -13,10 +13,7 @@ presence is seen here, through the start-up log.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
@@ -27,22 +24,12 @@ from tests.helpers_server import (
     finished_runs,
     kinds,
     messages_of,
+    module_server,
+    run_inside_tool,
     server_log_problems,
-    threadlog_app,
-    wait_for,
 )
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphDev]:
-    app = threadlog_app(tmp_path_factory.mktemp("threadlog_server_lifecycle"))
-    with LangGraphDev(app) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def client(server: LangGraphDev) -> SyncLangGraphClient:
-    return get_sync_client(url=server.url)
+server = module_server("threadlog_server_lifecycle")
 
 
 _messages = messages_of
@@ -60,10 +47,7 @@ def test_rollback_while_the_first_run_is_inside_a_tool_call_leaves_no_trace_of_i
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "slow", input=ask("北京今天下雨吗？"))
     before = _messages(client, thread)
-    started = server.app_dir / "tool-started-武汉"
-    started.unlink(missing_ok=True)
-    first = client.runs.create(thread, "slow", input=ask("武汉今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "武汉", "武汉今天下雨吗？")
     second = client.runs.create(
         thread, "slow", input=ask("上海呢？"), multitask_strategy="rollback"
     )

@@ -20,9 +20,9 @@ from tests.helpers_server import (
     ask,
     assert_paired,
     kinds,
+    run_inside_tool,
     server_log_problems,
     threadlog_app,
-    wait_for,
 )
 
 
@@ -46,9 +46,7 @@ def test_the_variable_puts_the_servers_threads_in_postgres(
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
 
-    started = server.app_dir / "tool-started-武汉"
-    first = client.runs.create(thread, "slow", input=ask("武汉今天下雨吗？"))
-    wait_for(started)
+    first = run_inside_tool(server, client, thread, "武汉", "武汉今天下雨吗？")
     client.runs.cancel(thread, first["run_id"], wait=True)
     client.runs.wait(thread, "slow", input=ask("上海呢？"))
 

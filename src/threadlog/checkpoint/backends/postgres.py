@@ -814,28 +814,26 @@ class PostgresHeadStore:
         await self._auntake(self._writers, thread_id, thread_id)
 
     async def _atry(self, local: LocalRuns, name: str, thread_id: str) -> bool:
-        if not local.acquire(thread_id):
-            return False
-        try:
-            taken = await self.locks.atake(self.lock_key(name))
-        except BaseException:
-            local.release(thread_id)
-            raise
-        if not taken:
-            local.release(thread_id)
-        return taken
+        return await arun(self._try_flow(local, name, thread_id))
 
     async def _auntake(self, local: LocalRuns, name: str, thread_id: str) -> None:
-        try:
-            await self.locks.agive_back(self.lock_key(name))
-        finally:
-            local.release(thread_id)
+        await arun(self._untake_flow(local, name, thread_id))
 
     def _try(self, local: LocalRuns, name: str, thread_id: str) -> bool:
+        return run(self._try_flow(local, name, thread_id))
+
+    def _untake(self, local: LocalRuns, name: str, thread_id: str) -> None:
+        run(self._untake_flow(local, name, thread_id))
+
+    # One flow each for the sync and async forms: this process's own claim on the thread
+    # first (`LocalRuns`), then the session lock; a failed or refused lock gives it back.
+
+    def _try_flow(self, local: LocalRuns, name: str, thread_id: str) -> Flow[bool]:
         if not local.acquire(thread_id):
             return False
+        key = self.lock_key(name)
         try:
-            taken = self.locks.take(self.lock_key(name))
+            taken: bool = yield Io(self.locks.take, self.locks.atake, (key,))
         except BaseException:
             local.release(thread_id)
             raise
@@ -843,9 +841,9 @@ class PostgresHeadStore:
             local.release(thread_id)
         return taken
 
-    def _untake(self, local: LocalRuns, name: str, thread_id: str) -> None:
+    def _untake_flow(self, local: LocalRuns, name: str, thread_id: str) -> Flow[None]:
         try:
-            self.locks.give_back(self.lock_key(name))
+            yield Io(self.locks.give_back, self.locks.agive_back, (self.lock_key(name),))
         finally:
             local.release(thread_id)
 
