@@ -9,8 +9,9 @@ Contract:
   `sqlite:///:memory:`) → LangGraph's `SqliteSaver` / `AsyncSqliteSaver`;
   `postgresql://…` or `postgres://…` → `PostgresSaver` / `AsyncPostgresSaver` from
   `langgraph-checkpoint-postgres` (the `threadlog[postgres]` extra), tables created on
-  first use; `memory://` → `InMemorySaver`. Anything else raises one `ValueError`
-  naming the supported schemes.
+  first use (the async one dumps small writes on the loop: `_upstream`);
+  `memory://` → `InMemorySaver`. Anything else raises one `ValueError` naming the
+  supported schemes.
 * **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
   rebuild allowlisted types (`threadlog.checkpoint.serde`), whatever
   `LANGGRAPH_STRICT_MSGPACK` says. `threadlog.allow_state_types(graph)` allows the
@@ -337,16 +338,18 @@ def _open_postgres(
 async def _aopen_postgres(
     url: str, serde: JsonPlusSerializer, stack: contextlib.AsyncExitStack
 ) -> BaseCheckpointSaver[Any]:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg import AsyncConnection
     from psycopg.rows import dict_row
+
+    from threadlog._upstream import inline_dump_async_postgres_saver
 
     conn = await stack.enter_async_context(
         await AsyncConnection.connect(
             url, autocommit=True, prepare_threshold=0, row_factory=dict_row
         )
     )
-    return AsyncPostgresSaver(conn, serde=serde)
+    # Small writes dumped on the loop, not in a worker thread (`_upstream`, the last section).
+    return inline_dump_async_postgres_saver()(conn, serde=serde)  # type: ignore[no-any-return]
 
 
 _SET_UP: set[str] = set()
