@@ -788,17 +788,18 @@ def forward_server_delta_history() -> bool:
 
 
 # -- langgraph-checkpoint-postgres -----------------------------------------------------------
-# `AsyncPostgresSaver.aput_writes` serializes every task's writes with `asyncio.to_thread`,
-# and `_load_checkpoint_tuple` reads every checkpoint's pending writes the same way. A
-# step's writes are one or two messages, and the hop (a thread wake-up, the GIL handed
-# over and back, a future chained to the loop) costs more than the dump: at 128-256
-# concurrent runs the inline dump cut the process's CPU per turn by 11-12%
-# (BENCHMARKS.md, "Fourth round"). `InlineDumpAsyncPostgresSaver` (the saver
-# `threadlog.acheckpointer` builds for a Postgres URL) does the two on the loop when the
-# values are small (`_small`) and keeps the thread for anything larger, so a big artifact
-# never stalls the loop. Same SQL, same rows: the methods below are upstream's with the
-# hop made conditional. Checked: langgraph-checkpoint-postgres 3.2.0.
+# `AsyncPostgresSaver` serializes with `asyncio.to_thread`: every task's writes
+# (`aput_writes`), every checkpoint's blobs (`aput`: a run's input, a delta snapshot) and
+# every read checkpoint's pending writes (`_load_checkpoint_tuple`). A step's values are
+# one or two messages, and the hop (a thread woken, the GIL handed over and back, a future
+# chained to the loop) costs more than the dump itself: at 256 concurrent runs threadlog's
+# lane made 6 hops a turn (BENCHMARKS.md, "Fourth round"). `InlineDumpAsyncPostgresSaver`,
+# the saver `threadlog.acheckpointer` builds for a Postgres URL, dumps and loads on the loop
+# when the values are small (`_small`) and keeps the thread for anything larger, so a big
+# artifact never stalls the loop. Same SQL, same rows: the three methods below are
+# upstream's with the hop made conditional. Checked: langgraph-checkpoint-postgres 3.2.0.
 POSTGRES_PRIVATE = (
+    "_dump_blobs",
     "_dump_writes",
     "_load_writes",
     "_load_blobs",
@@ -806,6 +807,8 @@ POSTGRES_PRIVATE = (
     "_load_checkpoint_tuple",
     "UPSERT_CHECKPOINT_WRITES_SQL",
     "INSERT_CHECKPOINT_WRITES_SQL",
+    "UPSERT_CHECKPOINT_BLOBS_SQL",
+    "UPSERT_CHECKPOINTS_SQL",
 )
 # What is dumped or loaded on the loop: at most this many bytes of text and blobs, and
 # this many values walked (a dump of that size takes well under a millisecond).
@@ -846,10 +849,46 @@ def _small(value: Any) -> bool:
 @functools.cache
 def inline_dump_async_postgres_saver() -> type[Any]:
     """`AsyncPostgresSaver` with small writes dumped and loaded on the loop (see above)."""
-    from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        CheckpointTuple,
+        get_serializable_checkpoint_metadata,
+    )
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.types.json import Jsonb
 
     class InlineDumpAsyncPostgresSaver(AsyncPostgresSaver):
+        async def aput(
+            self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any
+        ) -> Any:
+            # Upstream's `aput`, its blobs (a run's input, a delta snapshot, plain channel
+            # values) dumped on the loop when small.
+            conf = config["configurable"]
+            thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
+            copy = {**checkpoint, "channel_values": dict(checkpoint["channel_values"])}
+            blob_values = {}
+            for k, v in checkpoint["channel_values"].items():
+                if isinstance(v, DeltaSnapshot):
+                    blob_values[k] = copy["channel_values"].pop(k)
+                    copy["channel_values"][k] = True
+                elif v is not None and not isinstance(v, (str, int, float, bool)):
+                    blob_values[k] = copy["channel_values"].pop(k)
+            async with self._cursor(pipeline=True) as cur:
+                if versions := {k: v for k, v in new_versions.items() if k in blob_values}:
+                    args = (thread_id, ns, blob_values, versions)
+                    if _small(list(blob_values.values())):
+                        blobs = self._dump_blobs(*args)
+                    else:
+                        blobs = await asyncio.to_thread(self._dump_blobs, *args)
+                    await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
+                await cur.execute(
+                    self.UPSERT_CHECKPOINTS_SQL,
+                    (thread_id, ns, checkpoint["id"], conf.get("checkpoint_id"), Jsonb(copy),
+                     Jsonb(get_serializable_checkpoint_metadata(config, metadata))),
+                )
+            return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                     "checkpoint_id": checkpoint["id"]}}
+
         async def aput_writes(
             self,
             config: Any,

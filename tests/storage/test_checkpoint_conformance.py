@@ -129,10 +129,10 @@ async def test_guarded_saver_claims_every_maintenance_call_and_leaves_the_backen
         assert {c.value for c in ours} >= EXTENDED
         inner = type(guarded.inner)
         if scheme == "postgres":
-            # Upstream's class with its two write-dump methods made loop-friendly
+            # Upstream's class with its three dumping methods made loop-friendly
             # (`_upstream.inline_dump_async_postgres_saver`), no capability mixed in.
             own = {n for n in vars(inner) if not n.startswith("__")}
-            assert own == {"aput_writes", "_load_checkpoint_tuple"}, own
+            assert own == {"aput", "aput_writes", "_load_checkpoint_tuple"}, own
             (inner,) = inner.__bases__
         assert inner.__name__ == backend_classes[1]
         assert inner.__module__.startswith("langgraph.checkpoint.")

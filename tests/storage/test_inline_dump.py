@@ -71,11 +71,11 @@ async def test_a_turns_writes_and_reads_take_no_worker_thread_and_read_as_upstre
             await graph.ainvoke({"messages": [HumanMessage(text)]}, cfg)
         messages = (await graph.aget_state(cfg)).values["messages"]
         assert [type(m).__name__ for m in messages].count("ToolMessage") == 2
-        assert "_dump_writes" not in hops and "_load_writes" not in hops
+        assert hops == []  # no write, blob (the run's input) or read went to a thread
         assert await _same_reads(pg_backend, raw, "t") >= 8
 
 
-async def test_a_large_write_goes_to_a_worker_thread_and_reads_back_the_same(
+async def test_a_large_write_or_blob_goes_to_a_worker_thread_and_reads_back_the_same(
     pg_backend: str, hops: list[str]
 ) -> None:
     big = "x" * (_upstream.INLINE_DUMP_BYTES + 1)
@@ -98,7 +98,12 @@ async def test_a_large_write_goes_to_a_worker_thread_and_reads_back_the_same(
         assert {task: m.id for task, m in stored.items()} == {"task-small": "m1",
                                                               "task-big": "m2"}
         assert stored["task-big"].artifact == {"rows": big}
-        assert await _same_reads(pg_backend, raw, "big") == 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"notes": [big]}
+        checkpoint["channel_versions"] = {"notes": 1}
+        await raw.aput(cfg, checkpoint, {"source": "loop", "step": 1}, {"notes": 1})
+        assert hops[-1] == "_dump_blobs"
+        assert await _same_reads(pg_backend, raw, "big") == 2
 
 
 def test_small_means_messages_containers_and_atoms_under_the_byte_and_item_limits() -> None:

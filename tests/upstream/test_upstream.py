@@ -513,9 +513,9 @@ def test_the_server_adapter_forwards_delta_history_reads_to_the_saver_it_wraps()
 
 
 def test_the_postgres_saver_names_the_inline_dump_overrides_use_still_exist() -> None:
-    """`InlineDumpAsyncPostgresSaver` overrides `aput_writes` and `_load_checkpoint_tuple`
-    with upstream's own helpers and SQL; each name is still there, and the two overridden
-    methods still take the arguments the overrides take."""
+    """`InlineDumpAsyncPostgresSaver` overrides `aput`, `aput_writes` and
+    `_load_checkpoint_tuple` with upstream's own helpers and SQL; each name is still there,
+    and the overridden methods still take the arguments the overrides take."""
     import inspect
 
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -524,7 +524,7 @@ def test_the_postgres_saver_names_the_inline_dump_overrides_use_still_exist() ->
     assert missing == []
     ours = _upstream.inline_dump_async_postgres_saver()
     assert issubclass(ours, AsyncPostgresSaver)
-    for name in ("aput_writes", "_load_checkpoint_tuple"):
+    for name in ("aput", "aput_writes", "_load_checkpoint_tuple"):
         assert name in vars(ours)
         upstream_params = list(inspect.signature(getattr(AsyncPostgresSaver, name)).parameters)
         assert list(inspect.signature(getattr(ours, name)).parameters) == upstream_params
