@@ -796,8 +796,10 @@ def forward_server_delta_history() -> bool:
 # lane made 6 hops a turn (BENCHMARKS.md, "Fourth round"). `InlineDumpAsyncPostgresSaver`,
 # the saver `threadlog.acheckpointer` builds for a Postgres URL, dumps and loads on the loop
 # when the values are small (`_small`) and keeps the thread for anything larger, so a big
-# artifact never stalls the loop. Same SQL, same rows: the three methods below are
-# upstream's with the hop made conditional. Checked: langgraph-checkpoint-postgres 3.2.0.
+# artifact never stalls the loop. A write of one statement (a checkpoint with no blobs, the
+# tool node's one-row marker) skips the pipeline upstream opens for it. Same SQL, same rows:
+# the three methods below are upstream's with the hop made conditional. Checked:
+# langgraph-checkpoint-postgres 3.2.0.
 POSTGRES_PRIVATE = (
     "_dump_blobs",
     "_dump_writes",
@@ -846,6 +848,12 @@ def _small(value: Any) -> bool:
     return True
 
 
+def _batched(saver: Any, statements: int) -> bool:
+    # A pipeline batches round trips; for one statement, entering and syncing it costs
+    # more than the statement (a saver made with a pipeline syncs it always).
+    return statements > 1 or saver.pipe is not None
+
+
 @functools.cache
 def inline_dump_async_postgres_saver() -> type[Any]:
     """`AsyncPostgresSaver` with small writes dumped and loaded on the loop (see above)."""
@@ -873,19 +881,19 @@ def inline_dump_async_postgres_saver() -> type[Any]:
                     copy["channel_values"][k] = True
                 elif v is not None and not isinstance(v, (str, int, float, bool)):
                     blob_values[k] = copy["channel_values"].pop(k)
-            async with self._cursor(pipeline=True) as cur:
-                if versions := {k: v for k, v in new_versions.items() if k in blob_values}:
-                    args = (thread_id, ns, blob_values, versions)
-                    if _small(list(blob_values.values())):
-                        blobs = self._dump_blobs(*args)
-                    else:
-                        blobs = await asyncio.to_thread(self._dump_blobs, *args)
+            blobs: list[Any] = []
+            if versions := {k: v for k, v in new_versions.items() if k in blob_values}:
+                args = (thread_id, ns, blob_values, versions)
+                if _small(list(blob_values.values())):
+                    blobs = self._dump_blobs(*args)
+                else:
+                    blobs = await asyncio.to_thread(self._dump_blobs, *args)
+            row = (thread_id, ns, checkpoint["id"], conf.get("checkpoint_id"), Jsonb(copy),
+                   Jsonb(get_serializable_checkpoint_metadata(config, metadata)))
+            async with self._cursor(pipeline=_batched(self, len(blobs) + 1)) as cur:
+                if blobs:
                     await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
-                await cur.execute(
-                    self.UPSERT_CHECKPOINTS_SQL,
-                    (thread_id, ns, checkpoint["id"], conf.get("checkpoint_id"), Jsonb(copy),
-                     Jsonb(get_serializable_checkpoint_metadata(config, metadata))),
-                )
+                await cur.execute(self.UPSERT_CHECKPOINTS_SQL, row)
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": checkpoint["id"]}}
 
@@ -908,8 +916,11 @@ def inline_dump_async_postgres_saver() -> type[Any]:
                 params = self._dump_writes(*args)
             else:
                 params = await asyncio.to_thread(self._dump_writes, *args)
-            async with self._cursor(pipeline=True) as cur:
-                await cur.executemany(query, params)
+            async with self._cursor(pipeline=_batched(self, len(params))) as cur:
+                if len(params) == 1:
+                    await cur.execute(query, params[0])
+                else:
+                    await cur.executemany(query, params)
 
         async def _load_checkpoint_tuple(self, value: Any) -> Any:
             pending = value["pending_writes"]
