@@ -14,8 +14,9 @@ of `--turns` turns. Then it times, in subprocesses so every figure includes star
 
 With `--only cold` it builds (once) a thread of `--messages` messages (20,000 by default:
 turns of `--batch` user messages each answered by as many replies; 1 by default, a chat
-app's one checkpoint pair per exchange) and times a cold `threadlog inspect --thread big --last 20` on it — a fresh
-process, nothing cached: what a user waits for after `threads` names a long thread.
+app's one checkpoint pair per exchange) and times a cold
+`threadlog inspect --thread big --last 20` on it — a fresh process, nothing cached: what a
+user waits for after `threads` names a long thread.
 
 Each figure is wall and CPU seconds (user + sys of the child). Nothing here is asserted: the
 numbers go into the issue's closing note.

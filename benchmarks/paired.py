@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import storage  # noqa: E402
-import workers  # noqa: E402
+import storage
+import workers
 
 
 def _lane(variant: str, src: str | None, url: str, w: int, turns: int, out: Any) -> None:

@@ -477,6 +477,18 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _paired(runs: dict[tuple[int, str], list[dict[str, Any]]], w: int) -> str:
+    """The median of the repeats' threadlog / LangGraph turns/s (repeat k of each variant
+    ran back to back), with the range."""
+    # a repeat cut short by the deadline leaves one variant unpaired
+    pairs = zip(runs.get((w, "threadlog"), []), runs.get((w, "langgraph"), []), strict=False)
+    ratios = [a["turns_per_s"] / b["turns_per_s"] for a, b in pairs if b["turns_per_s"] > 0]
+    if not ratios:
+        return "-"
+    return (f"{statistics.median(ratios):.2f}x" + (
+        f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""))
+
+
 def report_async(rows: list[dict[str, Any]], turns: int, max_connections: int | None) -> bool:
     """Print the table (medians over the repeats); True when every turn completed, none
     lost or duplicated."""
@@ -491,9 +503,9 @@ def report_async(rows: list[dict[str, Any]], turns: int, max_connections: int | 
           f"median of {repeats} run(s) each; {os.cpu_count()} CPUs, "
           f"{platform.python_version()}")
     print("| W | threadlog turns/s (range) | LangGraph turns/s (range) | ratio (>= 0.9x) "
-          "| threadlog p50 / p99 ms (p99 <= 3x p50) | LangGraph p50 / p99 ms "
-          "| errors | lost | duplicated | peak connections |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| paired ratio | threadlog p50 / p99 ms (p99 <= 3x p50) | LangGraph p50 / p99 ms "
+          "| CPU ms/turn | errors | lost | duplicated | peak connections |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     clean = True
     for w in sorted({key[0] for key in by}):
         a, b = by.get((w, "threadlog")), by.get((w, "langgraph"))
@@ -518,9 +530,14 @@ def report_async(rows: list[dict[str, Any]], turns: int, max_connections: int | 
         lg = f"{b['p50_ms']:.0f} / {b['p99_ms']:.0f}" if b else "-"
         faults = " | ".join(" / ".join(str(x[key]) for x in got)
                             for key in ("errors", "lost", "duplicated", "peak_connections"))
-        print(f"| {w} | {rate(a)} | {rate(b)} | {ratio} | {tail} | {lg} | {faults} |")
-    print("(errors, lost, duplicated, peak connections: threadlog / LangGraph, summed / the "
-          "most over the repeats; the first three must be 0.)")
+        cpu = " / ".join(f"{statistics.median(r['cpu_ms_per_turn'] for r in runs[w, v]):.1f}"
+                         for v in VARIANTS if (w, v) in runs)
+        print(f"| {w} | {rate(a)} | {rate(b)} | {ratio} | {_paired(runs, w)} | {tail} | {lg} "
+              f"| {cpu} | {faults} |")
+    print("(paired ratio: the median of each repeat's threadlog / LangGraph, the two run back "
+          "to back, so a drift of the machine's speed between repeats cancels; CPU: medians, "
+          "threadlog / LangGraph. errors, lost, duplicated, peak connections: threadlog / "
+          "LangGraph, summed / the most over the repeats; the first three must be 0.)")
     return clean
 
 

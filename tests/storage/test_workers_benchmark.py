@@ -56,3 +56,26 @@ def test_concurrent_async_runs_in_one_process_lose_and_duplicate_no_turn(
     assert len(row["latencies_ms"]) == 12
     # threadlog: its own connection, the guard's reads, at most 2 lock sessions (default)
     assert 1 <= row["peak_connections"] <= (4 if variant == "threadlog" else 1)
+
+
+def test_the_async_table_pairs_each_repeat_back_to_back(
+    workers: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The paired ratio is the median of repeat k's threadlog / LangGraph (a drift of the
+    machine between repeats cancels), beside the ratio of the medians."""
+
+    def row(variant: str, rate: float, cpu: float) -> dict[str, Any]:
+        return {"workers": 64, "variant": variant, "turns_per_s": rate, "p50_ms": 100.0,
+                "p99_ms": 120.0, "errors": [], "lost": 0, "duplicated": 0,
+                "peak_connections": 2, "cpu_ms_per_turn": cpu, "turns": 320}
+
+    # The machine halves its speed after the first repeat: each pair still reads 0.9x.
+    rows = [row("threadlog", 90.0, 10.0), row("langgraph", 100.0, 9.0),
+            row("langgraph", 50.0, 18.0), row("threadlog", 45.0, 20.0),
+            row("threadlog", 45.0, 20.0), row("langgraph", 50.0, 18.0)]
+    assert workers.report_async(rows, 5, 100) is True
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| 64 |"))
+    cells = [c.strip() for c in line.split("|")]
+    assert cells[4] == "0.90x MET"  # 45 / 50, the medians
+    assert cells[5] == "0.90x (0.90-0.90)"
+    assert cells[8] == "20.0 / 18.0"
