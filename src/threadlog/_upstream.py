@@ -792,8 +792,8 @@ def forward_server_delta_history() -> bool:
 # (`aput_writes`), every checkpoint's blobs (`aput`: a run's input, a delta snapshot) and
 # every read checkpoint's pending writes (`_load_checkpoint_tuple`). A step's values are
 # one or two messages, and the hop (a thread woken, the GIL handed over and back, a future
-# chained to the loop) costs more than the dump itself: at 256 concurrent runs threadlog's
-# lane made 6 hops a turn (BENCHMARKS.md, "Fourth round"). `InlineDumpAsyncPostgresSaver`,
+# chained to the loop) costs more than the dump itself: threadlog's lane made 7 hops a turn
+# (BENCHMARKS.md, issue 24's "Fourth round"). `InlineDumpAsyncPostgresSaver`,
 # the saver `threadlog.acheckpointer` builds for a Postgres URL, dumps and loads on the loop
 # when the values are small (`_small`) and keeps the thread for anything larger, so a big
 # artifact never stalls the loop. A write of one statement (a checkpoint with no blobs, the
