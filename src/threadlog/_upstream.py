@@ -848,6 +848,11 @@ def _small(value: Any) -> bool:
     return True
 
 
+async def _dumped(values: Any, dump: Callable[..., Any], *args: Any) -> Any:
+    """`dump(*args)` on the loop when `values` are small, else in a worker thread."""
+    return dump(*args) if _small(values) else await asyncio.to_thread(dump, *args)
+
+
 def _batched(saver: Any, statements: int) -> bool:
     # A pipeline batches round trips; for one statement, entering and syncing it costs
     # more than the statement (a saver made with a pipeline syncs it always).
@@ -883,11 +888,8 @@ def inline_dump_async_postgres_saver() -> type[Any]:
                     blob_values[k] = copy["channel_values"].pop(k)
             blobs: list[Any] = []
             if versions := {k: v for k, v in new_versions.items() if k in blob_values}:
-                args = (thread_id, ns, blob_values, versions)
-                if _small(list(blob_values.values())):
-                    blobs = self._dump_blobs(*args)
-                else:
-                    blobs = await asyncio.to_thread(self._dump_blobs, *args)
+                blobs = await _dumped(list(blob_values.values()), self._dump_blobs,
+                                      thread_id, ns, blob_values, versions)
             row = (thread_id, ns, checkpoint["id"], conf.get("checkpoint_id"), Jsonb(copy),
                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)))
             async with self._cursor(pipeline=_batched(self, len(blobs) + 1)) as cur:
@@ -910,12 +912,9 @@ def inline_dump_async_postgres_saver() -> type[Any]:
                 else self.INSERT_CHECKPOINT_WRITES_SQL
             )
             conf = config["configurable"]
-            args = (conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"], task_id,
-                    task_path, writes)
-            if _small(writes):
-                params = self._dump_writes(*args)
-            else:
-                params = await asyncio.to_thread(self._dump_writes, *args)
+            params = await _dumped(writes, self._dump_writes, conf["thread_id"],
+                                   conf["checkpoint_ns"], conf["checkpoint_id"], task_id,
+                                   task_path, writes)
             async with self._cursor(pipeline=_batched(self, len(params))) as cur:
                 if len(params) == 1:
                     await cur.execute(query, params[0])
