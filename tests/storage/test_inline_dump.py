@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -104,6 +105,32 @@ async def test_a_large_write_or_blob_goes_to_a_worker_thread_and_reads_back_the_
         await raw.aput(cfg, checkpoint, {"source": "loop", "step": 1}, {"notes": 1})
         assert hops[-1] == "_dump_blobs"
         assert await _same_reads(pg_backend, raw, "big") == 2
+
+
+@tool(response_format="content_and_artifact")
+def city_records(city: str) -> tuple[str, dict[str, Any]]:
+    """A short summary for the model; the whole record (large) for programs."""
+    return f"{city}: 1 record", {"city": city, "raw": "r" * (_upstream.INLINE_DUMP_BYTES + 10)}
+
+
+async def test_an_agents_large_artifact_is_dumped_in_a_thread_and_kept_whole(
+    pg_backend: str, hops: list[str]
+) -> None:
+    """As an app runs it: `create_agent` with a context policy on `acheckpointer`, a tool
+    whose artifact is past the limit. That one write goes to a thread; the turn's small
+    ones do not; the artifact reads back whole and stays out of the model's context."""
+    async with threadlog.acheckpointer(pg_backend) as saver:
+        graph = threadlog.create_agent(OfflineChatModel(), [city_records],
+                                       context=threadlog.ContextPolicy(max_turns=3),
+                                       checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "artifact"}}
+        await graph.ainvoke({"messages": [HumanMessage("records for Paris?")]}, cfg)
+        assert hops.count("_dump_writes") == 1  # the tool step's write, nothing else
+        messages = (await graph.aget_state(cfg)).values["messages"]
+        result = next(m for m in messages if isinstance(m, ToolMessage))
+        assert result.content == "Paris: 1 record"
+        assert len(result.artifact["raw"]) == _upstream.INLINE_DUMP_BYTES + 10
+        assert await _same_reads(pg_backend, unwrap(saver), "artifact") >= 4
 
 
 def test_small_means_messages_containers_and_atoms_under_the_byte_and_item_limits() -> None:
