@@ -167,3 +167,106 @@ def test_a_turn_knows_the_head_from_its_own_read_and_a_named_checkpoint_is_still
         store.head = real_head
         ids = [m.id for m in graph.get_state(THREAD).values["messages"]]
         assert "h-a2" not in ids and ids[-2:] == ["h-past", "ai-h-past"]
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch, saver: Any) -> dict[str, int]:
+    """Counts the backend class's own checkpoint reads (under every threadlog layer)."""
+    from threadlog.checkpoint.backends import unwrap
+
+    cls = type(unwrap(saver))
+    counts = {"get_tuple": 0, "get_delta_channel_history": 0}
+    for name in counts:
+        original = getattr(cls, name)
+
+        def counted(self: Any, *args: Any, _name: str = name, _f: Any = original,
+                    **kwargs: Any) -> Any:
+            counts[_name] += 1
+            return _f(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+    return counts
+
+
+def test_a_thread_begun_here_reads_no_history_on_its_second_turn(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread this process started has its whole history in the own-writes record,
+    from its first checkpoint on: the second turn is served from memory (it used to make
+    the saver's full history read), and what it sees is what the database holds."""
+    from threadlog.checkpoint.backends import unwrap
+
+    with threadlog.checkpointer(backend) as saver:
+        graph = _graph(saver)
+        _turn(graph, "a1")
+        cache = history_cache_of(saver.inner)
+        assert cache is not None and cache.misses == 0
+        reads = _count_reads(monkeypatch, saver)
+        _turn(graph, "a2")
+        assert reads["get_delta_channel_history"] == 0 and cache.misses == 0
+        mine = _ids(graph)
+        head = saver.get_tuple(THREAD).config
+        monkeypatch.undo()
+        # the database's own read of the same history
+        raw = type(unwrap(saver)).get_delta_channel_history(
+            unwrap(saver), config=head, channels=["messages"]
+        )["messages"]["writes"]
+    assert mine == _fresh_read(backend) == ["h-a1", "ai-h-a1", "h-a2", "ai-h-a2"]
+    assert [m.id for _, _, v in raw for m in v] == mine
+
+
+def test_a_thread_begun_by_another_process_is_read_from_the_database(backend: str) -> None:
+    _run_elsewhere(backend, "guarded", "b1")
+    with threadlog.checkpointer(backend) as saver:
+        graph = _graph(saver)
+        _turn(graph, "a1")
+        cache = history_cache_of(saver.inner)
+        assert cache is not None and cache.misses == 1  # its first checkpoint is not ours
+        mine = _ids(graph)
+    assert mine == _fresh_read(backend) == ["h-b1", "ai-h-b1", "h-a1", "ai-h-a1"]
+
+
+def test_the_whole_history_walk_refuses_a_seed_a_gap_and_a_foreign_write() -> None:
+    from threadlog.checkpoint.own_writes import OwnWrites
+
+    def record(root_values: dict[str, Any]) -> OwnWrites:
+        own = OwnWrites()
+        key = ("t", "")
+        own.put(key, "c1", None, root_values)
+        own.put_writes(key, "c1", [("messages", ["m1"])], "task-1", "")
+        own.put(key, "c2", "c1", {})
+        own.put_writes(key, "c2", [("messages", ["m2"])], "task-2", "")
+        own.put(key, "c3", "c2", {})
+        return own
+
+    assert record({}).walk(("t", ""), ["messages"], "c3", None, 64) == {
+        "messages": [("task-1", "messages", ["m1"]), ("task-2", "messages", ["m2"])]
+    }
+    # the first checkpoint holds a value (a snapshot, a copied thread): the saver reads
+    assert record({"messages": ["m0"]}).walk(("t", ""), ["messages"], "c3", None, 64) is None
+    assert record({}).walk(("t", ""), ["messages"], "c3", None, 1) is None  # past max_walk
+    gap = record({})
+    gap._threads[("t", "")].pop("c1")  # trimmed: the root is no longer known
+    assert gap.walk(("t", ""), ["messages"], "c3", None, 64) is None
+    foreign = record({})
+    foreign.seen(("t", ""), "c2", [("task-of-another", "messages", ["x"])])
+    assert foreign.walk(("t", ""), ["messages"], "c3", None, 64) is None
+    # a cached checkpoint that is not on the chain: a root is reached, nothing is answered
+    assert record({}).walk(("t", ""), ["messages"], "c3", "elsewhere", 64) is None
+
+
+def test_a_new_threads_input_is_checked_without_reading_its_first_checkpoint(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with threadlog.checkpointer(backend) as saver:
+        graph = _graph(saver)
+        reads = _count_reads(monkeypatch, saver)
+        graph.invoke({"messages": [HumanMessage("hi", id="h-1")]},
+                     {"configurable": {"thread_id": "fresh"}})
+        # the run's read of the (empty) head only: no read of a checkpoint by id
+        assert reads["get_tuple"] == 1 and reads["get_delta_channel_history"] == 0
+        with pytest.raises(threadlog.ConflictingIdError, match="h-2"):
+            graph.invoke(
+                {"messages": [HumanMessage("a", id="h-2"), HumanMessage("b", id="h-2")]},
+                {"configurable": {"thread_id": "fresh-2"}},
+            )
+        assert graph.get_state({"configurable": {"thread_id": "fresh-2"}}).values == {}

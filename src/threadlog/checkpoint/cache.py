@@ -35,7 +35,9 @@ Contract:
   first when the target's id sorts before the cached one (uuid6 ids sort by creation).
 * When every checkpoint on the walk was stored by this saver (the own-writes record the
   layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
-  (`threadlog.checkpoint.own_writes`). Otherwise, under a SQLite or Postgres saver (also
+  (`threadlog.checkpoint.own_writes`); with nothing cached yet, a thread this saver
+  stored from its first checkpoint on is answered from that record too (its second
+  turn in this process reads nothing). Otherwise, under a SQLite or Postgres saver (also
   behind wrappers exposing `.inner`) the walk is one or two queries
   (`threadlog.checkpoint.backends`: `walk` / `awalk`); other savers walk with
   `get_tuple`. Sync and async reads run the same flow.
@@ -209,6 +211,15 @@ class HistoryLayer(Layer):
                 rest.extend(group)
             else:
                 out.update(back)
+        if rest and self.own is not None:
+            # Nothing cached yet (a thread this process started): its whole history may
+            # be this saver's own writes, from the thread's first checkpoint.
+            whole = self.own.walk((thread_id, ns), rest, target, None, cache.max_walk)
+            if whole is not None:
+                cache.hits += len(rest)
+                for ch in rest:
+                    out[ch] = _keyed({"writes": whole[ch]}, cache, (thread_id, ns, ch), target)
+                rest = []
         if rest:
             cache.misses += 1
             backend = backend_of(below.inner)

@@ -22,6 +22,10 @@ Contract:
   on the way were stored by this saver, none of them holds a value for the channels (a
   snapshot: the saver's read decides then), and none was seen holding a write this saver
   did not store. Anything else returns None and the caller queries the database.
+  With no cached checkpoint (`cached_id=None`) the walk goes to the thread's first
+  checkpoint, the one stored with no parent: a thread this process started has its
+  whole history here, so its second turn reads nothing either (without it, that turn
+  made the saver's full history read: two queries and every write decoded).
 * **Other processes.** Their checkpoints are never in the record, so a head written by
   anyone else (another worker's turn, `update_state`, a fork) makes the walk fall back to
   the database. A write another process stores on a recorded checkpoint is seen the next
@@ -161,19 +165,24 @@ class OwnWrites:
         key: tuple[str, str],
         channels: Sequence[str],
         target: str,
-        cached_id: str,
+        cached_id: str | None,
         max_walk: int,
     ) -> dict[str, list[PendingWrite]] | None:
-        """Each channel's writes from `cached_id` up to `target` (see module doc), or None."""
+        """Each channel's writes from `cached_id` up to `target` (see module doc), or None.
+        `cached_id=None`: from the thread's first checkpoint (no parent), the whole
+        history — only when that root and every checkpoint after it hold no value for
+        the channels, so there is no seed."""
         with self._lock:
             stored = self._threads.get(key)
             head = None if stored is None else stored.get(target)
             if stored is None or head is None or not head.stored:
                 return None
+            if cached_id is None and any(ch in head.values for ch in channels):
+                return None
             chain: list[_Stored] = []
             cid = head.parent
-            while True:
-                entry = None if cid is None else stored.get(cid)
+            while cid is not None:
+                entry = stored.get(cid)
                 if entry is None or not entry.stored or entry.foreign or len(chain) >= max_walk:
                     return None
                 chain.append(entry)
@@ -182,6 +191,9 @@ class OwnWrites:
                 if any(ch in entry.values for ch in channels):
                     return None  # a snapshot on the way: the saver's read decides
                 cid = entry.parent
+            else:
+                if cached_id is not None:
+                    return None  # a root reached without meeting the cached checkpoint
             out: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
             for entry in reversed(chain):  # oldest first, like the saver's own history
                 for path, task_id, idx in sorted(
