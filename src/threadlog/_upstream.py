@@ -824,28 +824,39 @@ def _small(value: Any) -> bool:
     most `INLINE_DUMP_BYTES` of text. Any other object's dump cost is unknown: not small."""
     from langchain_core.messages import BaseMessage
 
+    # Exact types first (one set lookup each), isinstance only for subclasses: this runs
+    # on every write and read of a step, on the loop.
     stack, size, items = [value], 0, 0
+    pop, push = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
+        item = pop()
         items += 1
         if items > _INLINE_DUMP_ITEMS:
             return False
-        if isinstance(item, _ATOMS):
+        kind = type(item)
+        if kind in _ATOM_TYPES:
             continue
-        if isinstance(item, (str, bytes, bytearray)):
+        if kind in _TEXT_TYPES or isinstance(item, (str, bytes, bytearray)):
             size += len(item)
             if size > INLINE_DUMP_BYTES:
                 return False
-        elif isinstance(item, (list, tuple, collections.deque)):  # LangGraph's writes: a deque
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+        elif kind is dict or isinstance(item, dict):
+            push(item.keys())
+            push(item.values())
+        elif kind in _SEQUENCE_TYPES or isinstance(item, (list, tuple, collections.deque)):
+            push(item)  # LangGraph's writes: a deque
         elif isinstance(item, BaseMessage):
-            stack.extend(vars(item).values())  # every field, `artifact` included
+            push(vars(item).values())  # every field, `artifact` included
+        elif isinstance(item, _ATOMS):
+            continue
         else:
             return False
     return True
+
+
+_ATOM_TYPES = frozenset(_ATOMS)
+_TEXT_TYPES = frozenset((str, bytes, bytearray))
+_SEQUENCE_TYPES = frozenset((list, tuple, collections.deque))
 
 
 async def _dumped(values: Any, dump: Callable[..., Any], *args: Any) -> Any:

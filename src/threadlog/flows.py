@@ -16,8 +16,8 @@ Contract (httpx's `_auth.py` pattern):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 __all__ = ["Flow", "Io", "arun", "call", "listed", "run"]
@@ -25,14 +25,31 @@ __all__ = ["Flow", "Io", "arun", "call", "listed", "run"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
+
+
 class Io:
     """One storage call a flow needs, in both forms."""
 
-    sync: Callable[..., Any]
-    async_: Callable[..., Any] | None = None
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    # A plain slotted class: one is made per storage call, and a frozen dataclass's
+    # `__init__` (an `object.__setattr__` per field, a new dict for `kwargs`) cost more
+    # than the call's own bookkeeping (issue 24's profiles).
+    __slots__ = ("args", "async_", "kwargs", "sync")
+
+    def __init__(
+        self,
+        sync: Callable[..., Any],
+        async_: Callable[..., Any] | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] = _NO_KWARGS,
+    ) -> None:
+        self.sync = sync
+        self.async_ = async_
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        return f"Io({getattr(self.sync, '__qualname__', self.sync)!s}, args={self.args!r})"
 
 
 Flow = Generator[Io, Any, T]
