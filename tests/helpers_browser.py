@@ -1,7 +1,9 @@
 """Headless Chromium for the HTML tests: computed styles and screenshots of real pages.
 
 `CHROMIUM` is the browser binary when one is installed (`chromium`, `chromium-browser`,
-`google-chrome`), else None — the tests that need it say so in their skip reason.
+`google-chrome`), else None. Tests that need it are marked `needs_chromium`: skipped, with
+the reason, on a machine without one — except where `THREADLOG_REQUIRE_CHROMIUM` is set
+(`.ci/run` sets it once it has installed Debian's chromium), where they run and fail.
 `computed(html)` loads a page, runs `script` (JavaScript returning a JSON-able value) after
 load, and returns that value, read back from the DOM Chromium dumps.
 """
@@ -9,6 +11,7 @@ load, and returns that value, read back from the DOM Chromium dumps.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,8 +19,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CHROMIUM = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("THREADLOG_REQUIRE_CHROMIUM"),
+    reason="needs a headless Chromium (apt install chromium)",
 )
 _FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
 
@@ -33,7 +42,10 @@ def computed(html: str, script: str) -> Any:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "page.html"
         path.write_text(page, encoding="utf-8")
-        assert CHROMIUM is not None
+        assert CHROMIUM is not None, (
+            "no headless Chromium on PATH (chromium, chromium-browser, google-chrome); "
+            "THREADLOG_REQUIRE_CHROMIUM is set, so this fails instead of skipping"
+        )
         dom = subprocess.run(
             [CHROMIUM, *_FLAGS, "--dump-dom", path.as_uri()],
             capture_output=True, text=True, timeout=120, check=True,
@@ -49,7 +61,10 @@ def screenshot(html: str, out: Path, width: int = 1200, height: int = 1400) -> P
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "page.html"
         path.write_text(html, encoding="utf-8")
-        assert CHROMIUM is not None
+        assert CHROMIUM is not None, (
+            "no headless Chromium on PATH (chromium, chromium-browser, google-chrome); "
+            "THREADLOG_REQUIRE_CHROMIUM is set, so this fails instead of skipping"
+        )
         subprocess.run(
             [CHROMIUM, *_FLAGS, f"--screenshot={out}", f"--window-size={width},{height}",
              path.as_uri()],

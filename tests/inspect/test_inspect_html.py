@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers_browser import CHROMIUM, computed
+from tests.helpers_browser import computed, needs_chromium
 from tests.helpers_inspect import CONFIG, ScriptedAgent
 from tests.inspect.test_inspect_cli import raw_saver, write_thread
 from threadlog import inspect
@@ -57,7 +57,7 @@ def test_long_content_is_complete_in_the_page(tmp_path: Path) -> None:
     assert html.count("<details class=\"tl-turn\" open>") == 3
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (apt install chromium)")
+@needs_chromium
 @pytest.mark.parametrize(
     ("template", "output_class"),
     [("lab", "jp-RenderedHTMLCommon"), ("classic", "rendered_html")],  # JupyterLab, Notebook 6
@@ -101,7 +101,7 @@ def test_notebook_stylesheets_do_not_right_align_the_inspector_tables(
     assert set(aligns["numbers"]) == {"right"}
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (apt install chromium)")
+@needs_chromium
 def test_the_page_of_a_forked_thread_screenshots_with_content(
     forked: inspect.Thread, tmp_path: Path
 ) -> None:
