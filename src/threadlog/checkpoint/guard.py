@@ -199,10 +199,10 @@ class GuardLayer(Layer):
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
-        # Per thread: the first checkpoint of a thread a run of this saver started (no
-        # parent, no log values): its logs are empty, so its input task's writes are
-        # checked against empty logs without reading it back. Ids are never reused.
-        self._empty_roots: dict[str, str] = {}
+        # First checkpoints of threads a run of this saver started (no parent, no log
+        # values): their logs are empty, so their input task's writes are checked against
+        # empty logs without reading them back. Checkpoint ids are never reused.
+        self._empty_roots = _Recent()
         # Per thread: the Runtime object of the run of this saver holding it, and the hold.
         self._runs: dict[str, tuple[Any, _Hold]] = {}
         # Per thread: the head its current run read right after taking the run lock.
@@ -595,9 +595,7 @@ class GuardLayer(Layer):
             stored: RunnableConfig = yield from below.flow("put", *args)
             self.own_parents.add(parent)
             if is_input and parent is None and set(checkpoint["channel_values"]) <= {START}:
-                if len(self._empty_roots) > 4096:
-                    self._empty_roots.pop(next(iter(self._empty_roots)))
-                self._empty_roots[key[0]] = str(checkpoint["id"])
+                self._empty_roots.add(str(checkpoint["id"]))
             return stored
         updating = not in_run and (yield from self._hold_for_update(key[0], config))
         try:
@@ -674,7 +672,7 @@ class GuardLayer(Layer):
                 values = self.input_check.from_start_writes(writes)
                 if values:
                     # At a thread's first checkpoint (at=None: empty logs) nothing is read.
-                    at = None if self._empty_roots.get(key[0]) == cid else config
+                    at = None if cid in self._empty_roots else config
                     yield from self._check(below, at, values, self._bases.get(key[0]))
         if not is_update and self._held_by_run(key[0], config):
             # This run holds the thread for its whole turn: no other run can have
