@@ -93,6 +93,10 @@ from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_fro
 # from its `__enter__` / `__aenter__`; `get_state` reads it and previews its pending writes
 # in `_prepare_state_snapshot`.
 from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
+
+# LangGraph's stamping of missing message ids on writes to a `DeltaChannel`, in place on
+# message objects (`on_run_input` runs it on a run's input before the input is stored).
+from langgraph.pregel._messages import ensure_message_ids
 from langgraph.pregel.main import Pregel
 from langgraph.types import StateUpdate
 
@@ -116,10 +120,12 @@ __all__ = [
     "is_overwrite",
     "ls_provider",
     "msgpack_rebuilds",
+    "on_run_input",
     "openai_message_json",
     "running_loop",
     "saver_task_path",
     "schema_types",
+    "stamp_message_ids",
     "verify_hooks",
     "with_request_payload_rewrite",
 ]
@@ -315,12 +321,54 @@ def in_state_preview() -> bool:
     return _active("state_preview") is not None
 
 
+# -- a run's input, before LangGraph stores it -------------------------------------------------
+# LangGraph stores a run's input (the "input" checkpoint's `__start__` value) from a
+# background thread, while step 0 writes the same message objects to the state, and
+# `ensure_message_ids` stamps a missing id on each of them in place as it does: the input
+# checkpoint is serialized with or without the id, by timing (LangGraph's own
+# `DeltaChannel` of messages shares the race). Callbacks registered here run on the loop's
+# `input` and `specs` before `__enter__` / `__aenter__`, so whatever they settle is settled
+# before anything is stored.
+
+RunInputHook = Callable[[Any, Mapping[str, Any]], None]
+"""(the run's input, channel name -> channel) -> None; may stamp the input in place."""
+_RUN_INPUT_HOOKS: list[RunInputHook] = []
+
+
+def on_run_input(hook: RunInputHook) -> None:
+    """Register a callback on each run's input, before the run's loop enters (once per
+    function)."""
+    if hook not in _RUN_INPUT_HOOKS:
+        _RUN_INPUT_HOOKS.append(hook)
+
+
+def stamp_message_ids(specs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Give the message objects in `values` (channel -> write) the ids LangGraph would
+    stamp on them when they are written, now and in place (`ensure_message_ids`; a dict
+    message is converted to a new message then, so it is left as it is)."""
+    ensure_message_ids(specs, list(values.items()))
+
+
+def _before_enter(loop: Any) -> None:
+    if not _RUN_INPUT_HOOKS:
+        return
+    run_input = getattr(loop, "input", None)
+    specs = getattr(loop, "specs", None)
+    if run_input is None or not isinstance(specs, Mapping):
+        return  # a resume; or an upstream change, which `running_loop()` reports
+    for hook in _RUN_INPUT_HOOKS:
+        hook(run_input, specs)
+
+
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
     var = _CALLS[kind]
+    before = _before_enter if kind == "loop_enter" else None
     if is_async:
 
         @functools.wraps(original)
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if before is not None:
+                before(self)
             call = _Call(self)
             token = var.set(call)
             try:
@@ -335,6 +383,8 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
 
         @functools.wraps(original)
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if before is not None:
+                before(self)
             call = _Call(self)
             token = var.set(call)
             try:

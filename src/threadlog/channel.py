@@ -48,7 +48,9 @@ from threadlog._upstream import (
     DeltaSnapshot,
     in_state_preview,
     is_overwrite,
+    on_run_input,
     on_update_state,
+    stamp_message_ids,
 )
 from threadlog.edits import update_item
 from threadlog.errors import AppendOnlyError, MessageLogError
@@ -484,6 +486,26 @@ def _revisable(item: Any) -> bool:
 
 
 on_update_state(_update_state_writes)
+
+
+def _stamp_input_ids(run_input: Any, specs: Any) -> None:
+    """Stamp missing ids on a run's input messages for the message-log keys before the
+    input is stored (see `_upstream.on_run_input`: otherwise LangGraph stamps them while a
+    background thread serializes the same objects, and the stored input may lack them)."""
+    keys = [k for k, spec in specs.items() if isinstance(spec, MessageLogChannel)]
+    if not keys:
+        return
+    if isinstance(run_input, dict):
+        values = {k: run_input[k] for k in keys if k in run_input}
+    else:  # a pydantic or dataclass state given as input
+        values = {k: getattr(run_input, k) for k in keys if hasattr(run_input, k)}
+    try:
+        stamp_message_ids(specs, values)
+    except Exception:
+        return
+
+
+on_run_input(_stamp_input_ids)
 
 
 Messages = Annotated[list[AnyMessage], MessageLogChannel()]

@@ -53,6 +53,20 @@ def test_overwrite_is_recognised_in_object_and_dict_form() -> None:
     assert not _upstream.is_overwrite([HumanMessage("hi")])
 
 
+def test_stamp_message_ids_gives_message_objects_ids_in_place_and_leaves_dicts() -> None:
+    # `_upstream.stamp_message_ids` runs LangGraph's `ensure_message_ids` on a run's input.
+    channel = threadlog.MessageLogChannel()
+    message = HumanMessage("hi")
+    given = HumanMessage("b", id="given")
+    as_dict = {"role": "user", "content": "x"}
+    _upstream.stamp_message_ids({"messages": channel}, {"messages": [message, given, as_dict]})
+    assert message.id and given.id == "given"
+    assert as_dict == {"role": "user", "content": "x"}
+    other = HumanMessage("not a message-log key")
+    _upstream.stamp_message_ids({"messages": channel}, {"other": [other]})
+    assert other.id is None
+
+
 def test_missing_and_delta_snapshot_are_the_delta_channel_contract() -> None:
     from langgraph.channels.delta import DeltaChannel
 
