@@ -502,6 +502,7 @@ def _stamp_input_ids(run_input: Any, specs: Any) -> None:
     try:
         stamp_message_ids(specs, values)
     except Exception:
+        # A write LangGraph cannot read fails where it always has, with its own error.
         return
 
 
