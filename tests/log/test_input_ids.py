@@ -129,3 +129,21 @@ def test_a_message_dict_in_the_input_is_not_changed_and_gets_an_id_in_the_log() 
 
     assert sent == {"role": "user", "content": "hi"}  # the caller's dict is left alone
     assert out["messages"][0].id and out["messages"][0].content == "hi"
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_the_shipped_sqlite_checkpointer_stores_the_input_with_the_logs_ids(
+    tmp_path: Any, durability: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'threads.db'}"
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    with threadlog.checkpointer(url) as saver:
+        out = _graph(saver).invoke(
+            {"messages": [HumanMessage("hi")]}, config, durability=durability
+        )
+    logged = out["messages"][0].id
+    with threadlog.checkpointer(url) as reader:  # read back from the file
+        first = list(reader.list(config))[-1]
+        assert first.metadata["source"] == "input"
+        stored = first.checkpoint["channel_values"]["__start__"]["messages"]
+    assert logged and [m.id for m in stored] == [logged]
