@@ -29,7 +29,7 @@ from langchain_core.tools import tool
 
 import threadlog
 from threadlog.checkpoint.backends import backend_of
-from threadlog.messages import digest
+from threadlog.log.messages import digest
 
 CITIES = ["Beijing", "Shanghai", "Chengdu", "Paris", "Rome", "Lisbon", "Oslo", "Cairo"]
 

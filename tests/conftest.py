@@ -315,7 +315,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the figures the durability scenarios gathered (kill points, races…)."""
-    counts = sys.modules.get("helpers_durability")
+    counts = sys.modules.get("tests.helpers.durability")
     if counts is not None and counts.COUNTS:
         line = ", ".join(f"{k}: {v}" for k, v in sorted(counts.COUNTS.items()))
         terminalreporter.write_line(f"durability counts — {line}")

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from threadlog.checkpoint.state_types import allow_state_types
     from threadlog.context.compaction import AgentState, Compactions
     from threadlog.context.policy import ContextPolicy, build_context, plan_context
-    from threadlog.edits import Edit, edits_of, original_of
     from threadlog.errors import (
         AppendOnlyError,
         ApprovalError,
@@ -55,14 +54,21 @@ if TYPE_CHECKING:
         ToolPairingError,
         UpstreamChangedError,
     )
-    from threadlog.log import MessageLog, append_messages
-    from threadlog.messages import coerce_message, digest, role_of
+    from threadlog.log.edits import Edit, edits_of, original_of
+    from threadlog.log.message_log import MessageLog, append_messages
+    from threadlog.log.messages import coerce_message, digest, role_of
     from threadlog.models.offline import OfflineChatModel
     from threadlog.nodes.model import ContextNode, ModelNode
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-    from threadlog.profiles import PROFILES, SERVER_PROFILES, Profile, get_profile, validate
-    from threadlog.wire import (
+    from threadlog.providers.profiles import (
+        PROFILES,
+        SERVER_PROFILES,
+        Profile,
+        get_profile,
+        validate,
+    )
+    from threadlog.providers.wire import (
         infer_profile,
         openai_payload,
         profile_for,
@@ -80,7 +86,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.checkpoint.state_types": ("allow_state_types",),
     "threadlog.context.compaction": ("AgentState", "Compactions"),
     "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
-    "threadlog.edits": ("Edit", "edits_of", "original_of"),
+    "threadlog.log.edits": ("Edit", "edits_of", "original_of"),
     "threadlog.errors": (
         "AppendOnlyError",
         "ApprovalError",
@@ -96,14 +102,20 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolPairingError",
         "UpstreamChangedError",
     ),
-    "threadlog.log": ("MessageLog", "append_messages"),
-    "threadlog.messages": ("coerce_message", "digest", "role_of"),
+    "threadlog.log.message_log": ("MessageLog", "append_messages"),
+    "threadlog.log.messages": ("coerce_message", "digest", "role_of"),
     "threadlog.models.offline": ("OfflineChatModel",),
     "threadlog.nodes.model": ("ContextNode", "ModelNode"),
     "threadlog.nodes.tools.node": ("ToolNode",),
     "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
-    "threadlog.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"),
-    "threadlog.wire": (
+    "threadlog.providers.profiles": (
+        "PROFILES",
+        "SERVER_PROFILES",
+        "Profile",
+        "get_profile",
+        "validate",
+    ),
+    "threadlog.providers.wire": (
         "infer_profile",
         "openai_payload",
         "profile_for",

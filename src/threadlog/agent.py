@@ -45,7 +45,7 @@ from threadlog.context.policy import ContextPolicy
 from threadlog.nodes.model import DEFAULT_MAX_MODEL_CALLS, ModelNode
 from threadlog.nodes.tools.node import ToolNode
 from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-from threadlog.profiles import Profile
+from threadlog.providers.profiles import Profile
 
 __all__ = ["create_agent"]
 

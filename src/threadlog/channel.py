@@ -52,10 +52,10 @@ from threadlog._upstream import (
     on_update_state,
     stamp_message_ids,
 )
-from threadlog.edits import update_item
 from threadlog.errors import AppendOnlyError, MessageLogError
-from threadlog.log import MessageLog, append_messages, flatten_write
-from threadlog.messages import coerce_message
+from threadlog.log.edits import update_item
+from threadlog.log.message_log import MessageLog, append_messages, flatten_write
+from threadlog.log.messages import coerce_message
 
 __all__ = [
     "LOG_KINDS",
@@ -342,7 +342,7 @@ class MessageLogChannel(LogChannel):
     def _may_snapshot(self) -> bool:
         # LangGraph snapshots `get()`, the view: messages a removal event hid would drop
         # out of the log read back from it. So no count-based snapshot once the log hides
-        # any (threadlog.removals; forks and LangGraph's 5000-step cap still snapshot).
+        # any (threadlog.log.removals; forks and LangGraph's 5000-step cap still snapshot).
         return self._log is None or not self._log.hides_any
     def _write(
         self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
@@ -455,7 +455,7 @@ def _refuse_overwrite(value: Any) -> None:
 
 def _update_state_writes(graph: Any, values: Any) -> Any:
     """`update_state`'s values with each message that has an id, under a message-log key,
-    stored as `threadlog.edits.update_item`: a changed one is the human-edit path (Studio,
+    stored as `threadlog.log.edits.update_item`: a changed one is the human-edit path (Studio,
     the SDK) and becomes an edit event; the same id with other content from a node or
     turn input stays a `ConflictingIdError`. (Registered with `_upstream.on_update_state`.)"""
     channels = getattr(graph, "channels", None)

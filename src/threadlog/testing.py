@@ -7,7 +7,7 @@
         assert_replays(build_graph(), "tests/threads.db", thread_id)
 
 Contract: `assert_replays(graph, source, thread_id, turns=None, model="stored",
-tools="stored")` replays the thread (`threadlog.inspect.replays.replay`: a scratch copy,
+tools="stored")` replays the thread (`threadlog.check.replay.replay`: a scratch copy,
 stored tool results served, no stored tool re-run) and raises `AssertionError` whose
 message is the replay report — every turn, the first divergence of each — unless every
 turn matches; it returns the report. `stored_threads(source)` lists the thread ids of a
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadlog.inspect.replays import ModelMode, ReplayReport, ToolsMode, replay
+from threadlog.check.replay import ModelMode, ReplayReport, ToolsMode, replay
 
 __all__ = ["assert_replays", "stored_threads"]
 

@@ -1,4 +1,4 @@
-"""The SDK client for a module's `server` fixture (tests/helpers_server.module_server)."""
+"""The SDK client for a module's `server` fixture (tests/helpers/server.py, module_server)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.helpers_demo import LangGraphDev
+from tests.helpers.demo import LangGraphDev
 
 
 @pytest.fixture(scope="module")

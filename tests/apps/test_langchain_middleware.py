@@ -10,7 +10,7 @@ channel wins the `messages` key. Each test runs on SQLite and Postgres (`backend
   saver; LangChain records an edit in its own state key and prefixes the result with a
   note, so the log keeps the model's original call — nothing is rewritten;
 * `SummarizationMiddleware` deletes history with `RemoveMessage(REMOVE_ALL_MESSAGES)` and
-  re-sends the kept messages: a removal event (`threadlog.removals`) — ten turns run, the
+  re-sends the kept messages: a removal event (`threadlog.log.removals`) — ten turns run, the
   agent reads the summary and the kept messages, the log keeps everything; the
   append-only alternative, `threadlog.ContextPolicy(summarizer=...)`, is tested on
   threadlog's `create_agent`;
@@ -47,7 +47,7 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 from threadlog.examples.weather import get_weather
 
 BEIJING = "light rain, 70% chance of precipitation, 22°C"

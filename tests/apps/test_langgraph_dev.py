@@ -18,7 +18,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.helpers_demo import REPO, LangGraphDev
+from tests.helpers.demo import REPO, LangGraphDev
 
 
 @pytest.fixture(scope="module")

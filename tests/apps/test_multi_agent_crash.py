@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from helpers_durability import read_effects, record_effect
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 
 import threadlog
 import threadlog.inspect
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.durability import read_effects, record_effect
+from tests.helpers.multi_agent import Scripted
 
 KILL = {"on": False}
 """Set in the worker: the model call answering after a booking SIGKILLs the process."""

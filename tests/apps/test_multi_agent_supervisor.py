@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph_supervisor import create_supervisor
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 
 
 def _turn(messages: Sequence[BaseMessage]) -> int:

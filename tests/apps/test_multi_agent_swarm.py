@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 
 
 def _turn(messages: Sequence[BaseMessage]) -> int:

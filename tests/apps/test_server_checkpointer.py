@@ -16,8 +16,8 @@ import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from tests.helpers_demo import REPO, LangGraphDev
-from tests.helpers_server import (
+from tests.helpers.demo import REPO, LangGraphDev
+from tests.helpers.server import (
     DB,
     ask,
     assert_paired,
@@ -245,7 +245,7 @@ def _assert_cancelled_turn_kept(messages: list[dict[str, Any]], question: str) -
     request, answer = messages[1], messages[2]
     assert [c["args"]["city"] for c in request["tool_calls"]] == ["武汉"]
     assert answer["type"] == "tool" and answer["tool_call_id"] == request["tool_calls"][0]["id"]
-    # The tool had started: "outcome unknown", not "not completed" (threadlog.pairing).
+    # The tool had started: "outcome unknown", not "not completed" (threadlog.log.pairing).
     assert answer["status"] == "error" and "晴" not in answer["content"]
     assert answer["response_metadata"]["threadlog_error"] == "outcome_unknown"
     assert [m["type"] for m in messages[3:]] == ["human", "ai", "tool", "ai"]

@@ -17,8 +17,8 @@ import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
-from tests.helpers_demo import LangGraphDev
-from tests.helpers_server import (
+from tests.helpers.demo import LangGraphDev
+from tests.helpers.server import (
     ask,
     assert_paired,
     finished_runs,

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.helpers_demo import LangGraphDev
-from tests.helpers_server import (
+from tests.helpers.demo import LangGraphDev
+from tests.helpers.server import (
     DB,
     ask,
     assert_paired,

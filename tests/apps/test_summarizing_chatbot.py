@@ -22,7 +22,7 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 from threadlog import MessagesState, inspect
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import threadlog
-from tests.helpers_demo import REPO, clean_env, install_wheel
-from tests.openai_server import OpenAIServer
+from tests.helpers.demo import REPO, clean_env, install_wheel
+from tests.helpers.openai_server import OpenAIServer
 from threadlog.cli import build_parser, main
 
 CALL_LINE = re.compile(r"^assistant\s+→ get_weather\(city=\"(.+?)\"\)\s+\[(\S+)\]$", re.M)

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_lifecycle import QUESTIONS, lifecycle_agent
 
 import threadlog
+from tests.helpers.lifecycle import QUESTIONS, lifecycle_agent
 from threadlog.cli import main
-from threadlog.messages import digest
+from threadlog.log.messages import digest
 
 _agent = lifecycle_agent
 

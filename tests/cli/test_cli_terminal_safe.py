@@ -2,7 +2,7 @@
 terminal: `inspect`, `threads`, the progress line, error lines and the demo's transcript
 print them as visible escapes (tables within 100 columns); `--json` and `export` carry
 the exact strings. Run through the command's entry point, `threadlog.cli.main`, on the
-hostile thread of `tests/helpers_terminal.py` (SQLite, `threadlog.checkpointer`).
+hostile thread of `tests/helpers/terminal.py` (SQLite, `threadlog.checkpointer`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from tests.helpers_terminal import (
+from tests.helpers.terminal import (
     AI_3,
     ANSWER,
     CALL,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_demo import REPO
+from tests.helpers.demo import REPO
 from threadlog.cli import main
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

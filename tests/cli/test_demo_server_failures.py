@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.openai_server import OpenAIServer
+from tests.helpers.openai_server import OpenAIServer
 from threadlog.cli import main
 from threadlog.models.servers import explain_failure
 

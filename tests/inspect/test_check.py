@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_poisoned import plain_saver, plain_threads, snapshot, threadlog_threads
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from tests.helpers.poisoned import plain_saver, plain_threads, snapshot, threadlog_threads
 from threadlog.cli import main
 from threadlog.inspect import check
-from threadlog.inspect.problems import find_problems
-from threadlog.pairing import NOT_COMPLETED, not_completed
-from threadlog.profiles import PROFILES
+from threadlog.log.pairing import NOT_COMPLETED, not_completed
+from threadlog.providers.problems import find_problems
+from threadlog.providers.profiles import PROFILES
 
 ALL = list(PROFILES.values())
 
@@ -184,7 +184,7 @@ def test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph(tmp_path: Path
     url = f"sqlite:///{tmp_path / 'plain.db'}"
     plain_threads(url)
     cfg: Any = {"configurable": {"thread_id": "p-crashed"}}
-    from helpers_poisoned import react_agent
+    from tests.helpers.poisoned import react_agent
 
     with plain_saver(url) as saver, pytest.raises(ValueError, match="INVALID_CHAT_HISTORY"):
         react_agent(saver).invoke({"messages": [HumanMessage("hello?", id="q9")]}, cfg)
@@ -298,7 +298,7 @@ def test_stored_text_prints_escaped_and_the_notebook_view_is_escaped(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'plain.db'}"
     with plain_saver(url) as saver:
-        from helpers_poisoned import react_agent
+        from tests.helpers.poisoned import react_agent
 
         agent = react_agent(saver)
         agent.update_state(
@@ -328,7 +328,7 @@ def test_repair_through_a_server_url_is_refused_with_where_to_point_instead(
 def test_check_of_an_unreachable_server_url_is_exit_2_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.helpers_demo import free_port
+    from tests.helpers.demo import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     assert main(["check", "--db", url]) == 2

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from helpers_poisoned import Crash, snapshot
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, StateGraph
 
 import threadlog
+from tests.helpers.poisoned import Crash, snapshot
 from threadlog import Messages
 from threadlog.cli import main
 from threadlog.inspect import check
-from threadlog.pairing import not_completed
+from threadlog.log.pairing import not_completed
 
 
 class ResearchState(TypedDict):

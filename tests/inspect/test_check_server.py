@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.helpers_demo import REPO, LangGraphDev
+from tests.helpers.demo import REPO, LangGraphDev
 from threadlog import inspect
 from threadlog.cli import main
 

@@ -15,8 +15,8 @@ from test_recover_results import CONFIG, INSTEAD, TWO_CITIES, first_turn
 from test_subgraph_recovery import SUB_STOPS, parent
 
 import threadlog
+from threadlog.check.database import check, check_threads, resolve_profiles
 from threadlog.cli import main
-from threadlog.inspect.checks import check, check_threads, resolve_profiles
 
 
 def crash_inside_the_subgraph(url: str, tmp_path: Path) -> tuple[str, str, list[str]]:

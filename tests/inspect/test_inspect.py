@@ -18,7 +18,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from tests.helpers_inspect import CONFIG, ScriptedAgent, run_two_turns
+from tests.helpers.inspect import CONFIG, ScriptedAgent, run_two_turns
 from threadlog import (
     AgentState,
     ContextPolicy,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tests.helpers_inspect import CONFIG, ScriptedAgent, run_two_turns
+from tests.helpers.inspect import CONFIG, ScriptedAgent, run_two_turns
 from threadlog.cli import main
 from threadlog.inspect.table import display_width
 

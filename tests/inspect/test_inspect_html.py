@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers_browser import computed, needs_chromium
-from tests.helpers_inspect import CONFIG, ScriptedAgent
+from tests.helpers.browser import computed, needs_chromium
+from tests.helpers.inspect import CONFIG, ScriptedAgent
 from tests.inspect.test_inspect_cli import raw_saver, write_thread
 from threadlog import inspect
 
@@ -107,7 +107,7 @@ def test_the_page_of_a_forked_thread_screenshots_with_content(
 ) -> None:
     import matplotlib.image
 
-    from tests.helpers_browser import screenshot
+    from tests.helpers.browser import screenshot
 
     png = screenshot(forked.html(), tmp_path / "page.png", width=1000, height=900)
 

@@ -18,7 +18,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from helpers_durability import user
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 from test_recover_results import CONFIG, TWO_CITIES, ask_about_shanghai
@@ -26,6 +25,7 @@ from test_subgraph_recovery import parent
 
 import threadlog
 import threadlog.inspect
+from tests.helpers.durability import user
 from threadlog.cli import main
 
 AGAIN = "And Beijing and Shanghai tomorrow?"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.helpers_demo import REPO, LangGraphDev
+from tests.helpers.demo import REPO, LangGraphDev
 from threadlog import digest, inspect
 from threadlog.inspect.remote import to_messages
 

@@ -100,9 +100,10 @@ def nested_stop_and_a_plain_thread(url: str, tmp_path: Path) -> list[str]:
     """Thread "t": a sub-subgraph stopped mid-step (two namespaces, outer and inner);
     thread "plain": one user message through a graph without subgraphs. Returns the
     namespaces, outer first."""
-    from helpers_durability import user
     from langgraph.graph import START, StateGraph
     from test_nested_subgraph_recovery import nested
+
+    from tests.helpers.durability import user
 
     with threadlog.checkpointer(url) as saver:
         graph = nested(saver, tmp_path / "effects.jsonl", ask_about_shanghai)

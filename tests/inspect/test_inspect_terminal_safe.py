@@ -1,6 +1,6 @@
 """Stored text reaches no terminal raw: every text view escapes its control characters.
 
-The thread (`tests/helpers_terminal.py`, SQLite through `threadlog.checkpointer`) holds
+The thread (`tests/helpers/terminal.py`, SQLite through `threadlog.checkpointer`) holds
 ESC sequences, C1 bytes, CR/BS and a right-to-left override in its thread id, message
 ids and texts, tool name, call ids, arguments, a tool's error result, a failed task's
 error and a subgraph's namespace. Each text view (`str(view)`, what `print` shows) and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_terminal import (
+from tests.helpers.terminal import (
     AI_3,
     ANSWER,
     CALL,

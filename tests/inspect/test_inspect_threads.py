@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers_inspect import ScriptedAgent, run_two_turns
+from tests.helpers.inspect import ScriptedAgent, run_two_turns
 from tests.inspect.test_inspect_cli import raw_saver
 from threadlog import inspect
 from threadlog.inspect.readonly import SourceError

@@ -416,7 +416,7 @@ def test_writes_the_log_refused_are_counted_and_shown_on_every_failing_turn(
 def test_per_step_figures_from_the_parent_equal_a_full_scan_of_each_log(
     sqlite_url: str,
 ) -> None:
-    from tests.helpers_inspect import ScriptedAgent, run_two_turns
+    from tests.helpers.inspect import ScriptedAgent, run_two_turns
     from threadlog.inspect.steps import appended, open_calls, usage
 
     with raw_saver(sqlite_url) as saver:

@@ -1,4 +1,4 @@
-"""`threadlog replay` / `threadlog.inspect.replays.replay` / `threadlog.testing`: the demo's
+"""`threadlog replay` / `threadlog.check.replay.replay` / `threadlog.testing`: the demo's
 threads replay through the unchanged graph turn for turn; a changed system prompt, tool
 schema and context policy are each reported at the turn where they matter, with the
 right kind; no stored tool runs again; the source is never written."""
@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_poisoned import snapshot
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
 
 import threadlog
+from tests.helpers.poisoned import snapshot
 from threadlog import ContextPolicy, OfflineChatModel, create_agent
+from threadlog.check.replay import replay
 from threadlog.cli import main
 from threadlog.examples import weather
-from threadlog.inspect.replays import replay
 from threadlog.testing import assert_replays, stored_threads
 
 QUESTIONS = ["北京今天适合带伞吗？", "What about Shanghai and Beijing?", "thanks!"]
@@ -316,7 +316,7 @@ def test_a_turn_paused_for_approval_is_an_interrupt_after_what_ran_before_matche
 def test_a_plain_create_react_agent_thread_replays_live_without_running_its_tool(
     tmp_path: Path,
 ) -> None:
-    from helpers_poisoned import plain_saver, react_agent
+    from tests.helpers.poisoned import plain_saver, react_agent
 
     url = f"sqlite:///{tmp_path / 'react.db'}"
     counter = Counter()

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers_terminal import raw_controls
+from tests.helpers.terminal import raw_controls
 from threadlog.inspect.table import Cell, Column, Table, render_text
 from threadlog.terminal import display_width, fit, safe, safe_line
 

@@ -1,7 +1,7 @@
 """A call without an id: open everywhere, refused by every path that would answer it.
 
 LangChain allows `tool_calls[i]["id"] is None`; a result pairs only by id and every provider
-requires one, so no result can ever answer such a call (`threadlog.pairing`). The same log
+requires one, so no result can ever answer such a call (`threadlog.log.pairing`). The same log
 goes through each public path; they must agree on what is open, and the ones that would
 answer refuse before anything runs.
 """
@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph import MessagesState as PlainMessagesState
 
-from tests.helpers_model import user
+from tests.helpers.model import user
 from threadlog import (
     MessageLog,
     ModelNode,
@@ -30,10 +30,10 @@ from threadlog import (
     tools_condition,
 )
 from threadlog.inspect.steps import open_calls as inspector_open_calls
+from threadlog.log.pairing import NOT_COMPLETED, OpenCalls, not_completed, open_in
 from threadlog.nodes.model import open_calls as model_open_calls
 from threadlog.nodes.model import repair_open_calls
 from threadlog.nodes.tools.routing import open_calls as step_calls
-from threadlog.pairing import NOT_COMPLETED, OpenCalls, not_completed, open_in
 
 ROME = {"name": "get_weather", "args": {"city": "Rome"}, "id": None, "type": "tool_call"}
 
@@ -159,7 +159,7 @@ def test_a_result_with_an_empty_id_answers_no_call_without_an_id() -> None:
 
 def test_the_log_gives_a_new_call_without_an_id_a_derived_id_live_and_replayed() -> None:
     # Issue 22 item 5 (was: refused with InvalidMessageError). One rule for every writer
-    # (`threadlog.call_ids`): the id comes from the message id and the call's index, so the
+    # (`threadlog.log.call_ids`): the id comes from the message id and the call's index, so the
     # stored write replayed re-keys the same way, and the result pairs with the new id.
     live = MessageLog()
     live.extend(log_messages())

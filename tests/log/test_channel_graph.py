@@ -31,7 +31,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Overwrite, Send
 
 import threadlog
-from tests.helpers_core import assert_log_invariants, shape
+from tests.helpers.core import assert_log_invariants, shape
 from threadlog import (
     AppendOnlyError,
     ConflictingIdError,
@@ -39,7 +39,7 @@ from threadlog import (
     MessagesState,
     ParallelWriteError,
 )
-from threadlog.messages import role_of
+from threadlog.log.messages import role_of
 
 
 @pytest.fixture

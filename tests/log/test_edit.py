@@ -17,7 +17,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 from threadlog import Edit, EditError, MessageLog, edits_of, original_of
 from threadlog.cli import main
 from threadlog.examples.weather import get_weather

@@ -28,12 +28,13 @@ class Branches(tuple[list[tuple[object, ...]], ...]):
 LAYERS: list[tuple[object, ...]] = [
     ("errors", "flows", "terminal"),
     ("_upstream",),
-    ("message_values",),
-    ("messages",),
-    ("edits", "removals"),
-    ("pairing", "call_ids"),
-    ("log", "profiles"),
-    ("channel", "wire"),
+    ("log.message_values",),
+    ("log.messages",),
+    ("log.edits", "log.removals"),
+    ("log.pairing", "log.call_ids"),
+    ("log.message_log", "providers.profiles"),
+    ("channel", "providers.wire", "providers.problems"),
+    ("log", "providers"),
     (
         Branches(
             (
@@ -94,7 +95,6 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.catalog",
         "inspect.storage",
         "inspect.readonly",
-        "inspect.problems",
     ),
     ("inspect.steps", "inspect.source"),
     ("inspect.keys",),
@@ -113,17 +113,16 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.history",
         "inspect.plot",
         "inspect.page",
-        "inspect.checks",
     ),
     (
         "inspect.threads",
         "inspect.export",
-        "inspect.served_checks",
-        "inspect.repair",
-        "inspect.replays",
     ),
     ("inspect.thread",),
     ("inspect",),
+    ("check.database",),
+    ("check.served", "check.repair", "check.replay"),
+    ("check",),
     ("",),
     ("examples.weather", "testing", "server"),
     ("examples",),
@@ -304,9 +303,10 @@ def test_the_checks_see_a_function_level_import_and_skip_type_checking_ones() ->
     assert "threadlog.agent" not in graph[PACKAGE]  # the face's are under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     down = places()
-    assert points_down(down["threadlog.log"], down["threadlog.pairing"])
-    assert not points_down(down["threadlog.pairing"], down["threadlog.log"])
-    assert not points_down(down["threadlog.log"], down["threadlog.profiles"])  # one rank
+    assert points_down(down["threadlog.log.message_log"], down["threadlog.log.pairing"])
+    assert not points_down(down["threadlog.log.pairing"], down["threadlog.log.message_log"])
+    log, profiles = down["threadlog.log.message_log"], down["threadlog.providers.profiles"]
+    assert not points_down(log, profiles)  # one rank
     # Sibling branches: context/ and checkpoint/ never import each other.
     assert not points_down(down["threadlog.checkpoint.saver"], down["threadlog.context.policy"])
     assert points_down(down["threadlog.checkpoint.saver"], down["threadlog.checkpoint.cache"])

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Overwrite
 
-from tests.helpers_core import assert_log_invariants, shape
+from tests.helpers.core import assert_log_invariants, shape
 from threadlog import (
     AppendOnlyError,
     ConflictingIdError,

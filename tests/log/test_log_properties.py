@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from tests.helpers_core import assert_log_invariants, shape
+from tests.helpers.core import assert_log_invariants, shape
 from threadlog import MessageLogChannel, MessageLogError, ParallelWriteError, append_messages
 
 CALLS = {"a0": ["c0", "c1"], "a1": ["c2", "c3", "c4"], "a2": ["c5"]}

@@ -1,4 +1,4 @@
-"""Coercion, roles and the replay fingerprint (`threadlog.messages`), and the errors."""
+"""Coercion, roles and the replay fingerprint (`threadlog.log.messages`), and the errors."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from threadlog import (
     ParallelWriteError,
     ToolPairingError,
 )
-from threadlog.messages import (
+from threadlog.log.messages import (
     calls_of,
     coerce_message,
     digest,

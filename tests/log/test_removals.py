@@ -1,4 +1,4 @@
-"""Deletions as events (`threadlog.removals`): `RemoveMessage` and `REMOVE_ALL_MESSAGES`
+"""Deletions as events (`threadlog.log.removals`): `RemoveMessage` and `REMOVE_ALL_MESSAGES`
 hide messages from what the app reads; the log keeps them, marked with the event.
 
 Written as apps write them: a node returning `RemoveMessage`s ("keep the last N"), and a
@@ -28,7 +28,7 @@ import threadlog
 from threadlog import MessageLog, MessageLogChannel, MessagesState, append_messages
 from threadlog._upstream import DeltaSnapshot
 from threadlog.channel import PLAIN_SAVER_SNAPSHOT_FREQUENCY
-from threadlog.removals import removed_by
+from threadlog.log.removals import removed_by
 
 
 def _cfg(thread: str = "t") -> Any:

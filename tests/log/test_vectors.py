@@ -20,10 +20,10 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 import threadlog.errors as errors
-from tests.helpers_core import assert_log_invariants, shape
+from tests.helpers.core import assert_log_invariants, shape
 from threadlog import MessageLogChannel, MessageLogError, append_messages
 from threadlog.log import MessageLog, flatten_write
-from threadlog.messages import calls_of, coerce_message, role_of
+from threadlog.log.messages import calls_of, coerce_message, role_of
 
 VECTOR_DIR = Path(__file__).resolve().parents[2] / "reducers"
 

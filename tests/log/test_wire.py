@@ -9,8 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-from tests.helpers_model import ai, result, system, user
-from tests.openai_server import RequestError, check_messages
+from tests.helpers.model import ai, result, system, user
+from tests.helpers.openai_server import RequestError, check_messages
 from threadlog import PROFILES, OfflineChatModel, openai_payload, profile_for, to_wire, validate
 
 DEVELOPER = SystemMessage(
@@ -194,7 +194,7 @@ def test_checked_wire_copies_of_a_logged_history_equal_the_coerced_ones(profile:
 def test_checked_skips_the_check_only_for_messages_in_their_stored_form(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import threadlog.wire as wire
+    import threadlog.providers.wire as wire
     from threadlog import InvalidMessageError
 
     coerced: list[object] = []
@@ -228,7 +228,7 @@ def test_a_model_node_serving_many_threads_keeps_its_wire_copies(
     from langgraph.checkpoint.memory import InMemorySaver
 
     import threadlog
-    import threadlog.wire as wire
+    import threadlog.providers.wire as wire
 
     made: list[str | None] = []
     real = wire._one

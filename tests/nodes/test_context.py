@@ -7,7 +7,7 @@ from langchain_core.messages import HumanMessage, RemoveMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately, trim_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from tests.helpers_model import ai, ids, one_token_each, result, system, user
+from tests.helpers.model import ai, ids, one_token_each, result, system, user
 from threadlog import (
     ContextPolicy,
     InvalidMessageError,
@@ -191,7 +191,7 @@ def test_summary_event_puts_the_summary_after_the_pinned_system_text() -> None:
 
 def test_deleting_summaries_are_removal_events_in_the_log() -> None:
     # The summarization recipe deletes history with RemoveMessage(REMOVE_ALL_MESSAGES):
-    # a removal event (threadlog.removals) — the view holds only the replacements.
+    # a removal event (threadlog.log.removals) — the view holds only the replacements.
     out = append_messages(
         [user("h1")], [RemoveMessage(id=REMOVE_ALL_MESSAGES), system("s1", "summary")]
     )

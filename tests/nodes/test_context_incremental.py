@@ -12,10 +12,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.helpers_model import ai, ids, user
+from tests.helpers.model import ai, ids, user
 from threadlog import ContextPolicy, build_context
+from threadlog.log.pairing import OpenCalls
 from threadlog.nodes.turns import call_ids
-from threadlog.pairing import OpenCalls
 
 
 def _log(turns: int) -> list[Any]:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-from tests.helpers_model import one_token_each
-from tests.openai_server import OpenAIServer, check_messages
+from tests.helpers.model import one_token_each
+from tests.helpers.openai_server import OpenAIServer, check_messages
 from threadlog import (
     ContextPolicy,
     append_messages,

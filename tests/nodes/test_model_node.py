@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
-from tests.helpers_model import ai, get_weather, result, system, user
+from tests.helpers.model import ai, get_weather, result, system, user
 from threadlog import (
     AgentState,
     Compactions,

@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from tests.helpers_model import get_weather
-from tests.openai_server import OpenAIServer
+from tests.helpers.model import get_weather
+from tests.helpers.openai_server import OpenAIServer
 from threadlog import AgentState, ContextPolicy, ModelNode, ToolNode, tools_condition
 
 SYSTEM = "You are a weather assistant."

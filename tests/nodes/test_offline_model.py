@@ -9,7 +9,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from tests.helpers_model import get_weather
+from tests.helpers.model import get_weather
 from threadlog import OfflineChatModel
 from threadlog.models import find_cities
 

@@ -1,7 +1,7 @@
 """Server profiles on the wire: each row's request bodies, recorded, over real HTTP.
 
 `ChatOpenAI` → a `ModelNode` with the profile → the strict local server
-(`tests/openai_server.py`), which records every body. Each server profile's two bodies —
+(`tests/helpers/openai_server.py`), which records every body. Each server profile's two bodies —
 the turn's first call, and the call after a tool result — are compared with
 `tests/fixtures/wire/<profile>.json`. To re-record after a deliberate change:
 `THREADLOG_UPDATE_FIXTURES=1 pytest tests/nodes/test_server_profiles.py` and review the diff.
@@ -18,8 +18,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-from tests.helpers_model import get_weather
-from tests.openai_server import OpenAIServer
+from tests.helpers.model import get_weather
+from tests.helpers.openai_server import OpenAIServer
 from threadlog import (
     PROFILES,
     SERVER_PROFILES,

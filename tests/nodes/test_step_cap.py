@@ -18,8 +18,8 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 
 import threadlog
-from tests.helpers_model import get_weather
-from tests.openai_server import OpenAIServer
+from tests.helpers.model import get_weather
+from tests.helpers.openai_server import OpenAIServer
 from threadlog import create_agent, validate
 
 

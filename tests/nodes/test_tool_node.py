@@ -16,7 +16,7 @@ from langgraph.prebuilt import ToolNode as LangGraphToolNode
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from pydantic import ValidationError
 
-from tests.helpers_tools import (
+from tests.helpers.tools import (
     FINAL,
     bad_call,
     by_call,

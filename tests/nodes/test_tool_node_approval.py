@@ -15,7 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from tests.helpers_tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
+from tests.helpers.tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
 from threadlog import ApprovalError, ToolNode, edits_of, original_of, plan_context, validate
 
 effects = SideEffects()

@@ -18,7 +18,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command, interrupt
 
-from tests.helpers_tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
+from tests.helpers.tools import FINAL, SideEffects, by_call, call, request, scripted_graph, start
 from threadlog import ToolNode, validate
 
 
@@ -155,7 +155,7 @@ def test_branches_see_the_graph_state_for_injection(saver: SqliteSaver) -> None:
 
 
 def test_malformed_and_unknown_calls_get_their_own_branch_results(saver: SqliteSaver) -> None:
-    from tests.helpers_tools import bad_call
+    from tests.helpers.tools import bad_call
 
     @tool
     def ping() -> str:

@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.types import Command
 
-from tests.helpers_tools import bad_call, call, request
+from tests.helpers.tools import bad_call, call, request
 from threadlog import ToolNode, append_messages, validate
 
 

@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import InjectedState, ToolRuntime
 from langgraph.types import Command
 
-from tests.helpers_tools import FINAL, by_call, call, request, scripted_graph, start
+from tests.helpers.tools import FINAL, by_call, call, request, scripted_graph, start
 from threadlog import MessagesState, ToolCallError, ToolNode, role_of, tools_condition
 
 # -- no forging -------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langchain_core.tools import tool
 
-from tests.helpers_tools import by_call, call, request, scripted_graph, start
+from tests.helpers.tools import by_call, call, request, scripted_graph, start
 from threadlog import ToolNode
 from threadlog.nodes.tools import node, running
 

@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 import threadlog
-from tests.helpers_tools import by_call, call, request, scripted_graph, start
+from tests.helpers.tools import by_call, call, request, scripted_graph, start
 from threadlog import ToolNode
 from threadlog.nodes.tools.storage_check import check_storage, storage_problem
 

@@ -25,7 +25,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import interrupt
 
 import threadlog
-from tests.helpers_tools import by_call, call, request, scripted_graph, start
+from tests.helpers.tools import by_call, call, request, scripted_graph, start
 from threadlog import ToolNode, ToolPairingError
 from threadlog.checkpoint.recover import (
     STARTED_CHANNEL,
@@ -33,8 +33,7 @@ from threadlog.checkpoint.recover import (
     recover_results,
     started_marker,
 )
-from threadlog.nodes.tools.started import note_flow
-from threadlog.pairing import (
+from threadlog.log.pairing import (
     NOT_COMPLETED,
     OUTCOME_UNKNOWN,
     Recovered,
@@ -43,6 +42,7 @@ from threadlog.pairing import (
     repair_kind,
     repair_open_calls,
 )
+from threadlog.nodes.tools.started import note_flow
 
 CFG: dict[str, Any] = {"configurable": {"thread_id": "t"}}
 ROME = request(call("lookup", {"city": "Rome"}, "c1"))

@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 import threadlog
-from tests.helpers_perf import build_loop, say
+from tests.helpers.perf import build_loop, say
 from threadlog.checkpoint.backends import (
     AsyncPostgresBackend,
     AsyncSqliteBackend,

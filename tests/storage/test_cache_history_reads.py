@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 import threadlog
-from tests.helpers_perf import build_loop, say, shape
+from tests.helpers.perf import build_loop, say, shape
 from threadlog.checkpoint.cache import history_cache_of
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}

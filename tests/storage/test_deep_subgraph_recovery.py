@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
@@ -44,6 +43,7 @@ from scripts.kill_harness import (
     thread_of,
 )
 from scripts.kill_harness import _read as read_jsonl
+from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
 from threadlog.inspect.export import messages_at
 from threadlog.nodes.model import NOT_COMPLETED, open_calls
 

@@ -24,7 +24,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from typing_extensions import TypedDict
 
 import threadlog
-from tests.helpers_perf import build_loop, say, shape
+from tests.helpers.perf import build_loop, say, shape
 from threadlog.channel import PLAIN_SAVER_SNAPSHOT_FREQUENCY, KeyedWrites, MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of, with_history_cache
 from threadlog.context.events import CompactionsChannel

@@ -1,6 +1,6 @@
 """Durability scenarios, each on SQLite and on a real Postgres (the `backend` fixture).
 
-Every test ends with `check_thread` (helpers_durability): every checkpoint of the thread
+Every test ends with `check_thread` (tests/helpers/durability.py): every checkpoint of the thread
 validates, no message id appears twice, every tool call has exactly one result at the
 head, and — unless a fork was made on purpose — no checkpoint has two children.
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durability_worker import KILL_POINTS, start
-from helpers_durability import COUNTS, build_agent, check_thread, read_effects, user
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command, interrupt
 
 import threadlog
+from tests.helpers.durability import COUNTS, build_agent, check_thread, read_effects, user
+from tests.helpers.durability_worker import KILL_POINTS, start
 from threadlog.nodes.model import NOT_COMPLETED
 
 TWO_CITIES = "What's the weather in Beijing and Shanghai?"

@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from tests.helpers_perf import build_loop, say, shape
+from tests.helpers.perf import build_loop, say, shape
 from threadlog.checkpoint.cache import history_cache_of, with_history_cache
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}
@@ -108,7 +108,7 @@ def test_a_second_process_reads_exactly_the_history_the_first_wrote(
         f"""
         import json, sqlite3
         from langgraph.checkpoint.sqlite import SqliteSaver
-        from tests.helpers_perf import build_loop, say, shape
+        from tests.helpers.perf import build_loop, say, shape
         from threadlog.checkpoint.cache import with_history_cache
         saver = with_history_cache(SqliteSaver(sqlite3.connect({db!r}, check_same_thread=False)))
         g = build_loop(saver)

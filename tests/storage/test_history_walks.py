@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from tests.helpers_perf import build_loop, say
+from tests.helpers.perf import build_loop, say
 from threadlog.checkpoint.backends import backend_of
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_lifecycle import QUESTIONS, lifecycle_agent
 
 import threadlog
+from tests.helpers.lifecycle import QUESTIONS, lifecycle_agent
 from threadlog.checkpoint.backends import postgres as pg_backend
 from threadlog.checkpoint.backends import sqlite as sqlite_backend
-from threadlog.messages import digest
-from threadlog.pairing import open_calls
+from threadlog.log.messages import digest
+from threadlog.log.pairing import open_calls
 
 SEED = 21
 _agent = lifecycle_agent

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 import threadlog
-from tests.helpers_tools import by_call, call, request, scripted_graph, start
+from tests.helpers.tools import by_call, call, request, scripted_graph, start
 from threadlog import ToolNode
 from threadlog.checkpoint import guard as guard_module
 from threadlog.checkpoint.guard import GuardLayer

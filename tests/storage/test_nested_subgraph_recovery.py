@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
@@ -31,6 +30,7 @@ from test_recover_results import (
 from test_subgraph_recovery import SUB_STOPS
 
 import threadlog
+from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
 
 
 def nested(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:

@@ -36,10 +36,10 @@ from langgraph.types import Command, interrupt
 
 import threadlog
 import threadlog.inspect
-from tests.helpers_tools import by_call, call, request, scripted_graph, start
+from tests.helpers.tools import by_call, call, request, scripted_graph, start
 from threadlog import ToolCallError, ToolNode
 from threadlog.inspect.export import dumps, loads, messages_at
-from threadlog.pairing import NOT_COMPLETED, OUTCOME_UNKNOWN, not_completed, repair_kind
+from threadlog.log.pairing import NOT_COMPLETED, OUTCOME_UNKNOWN, not_completed, repair_kind
 
 ROME = call("book", {"city": "Rome"}, "c-rome")
 OSLO = call("book", {"city": "Oslo"}, "c-oslo")

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durability_worker import start
-from helpers_durability import (
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import interrupt
+
+import threadlog
+from tests.helpers.durability import (
     build_agent,
     check_thread,
     make_weather_tool,
@@ -30,14 +34,10 @@ from helpers_durability import (
     read_effects,
     user,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import interrupt
-
-import threadlog
+from tests.helpers.durability_worker import start
 from threadlog.checkpoint.recover import arecover_results, recover_results
+from threadlog.log.pairing import OUTCOME_UNKNOWN
 from threadlog.nodes.model import NOT_COMPLETED
-from threadlog.pairing import OUTCOME_UNKNOWN
 
 TWO_CITIES = "What's the weather in Beijing and Shanghai?"
 INSTEAD = "Never mind. Weather in Guangzhou?"

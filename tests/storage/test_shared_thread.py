@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from helpers_durability import COUNTS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 
 import threadlog
+from tests.helpers.durability import COUNTS
 
 TURNS = 16
 WORKERS = 2

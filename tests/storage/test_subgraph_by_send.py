@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_durability import check_thread, make_weather_tool, model_tools_graph, user
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
@@ -36,6 +35,7 @@ from test_subgraph_recovery import SUB_STOPS
 import threadlog
 import threadlog.inspect
 from scripts.kill_harness import Outcome, Plan, check_after_fault, run_worker, thread_of
+from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
 
 
 def sent_to(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:

@@ -19,14 +19,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from helpers_durability import (
-    check_thread,
-    make_weather_tool,
-    model_tools_graph,
-    read_effects,
-    record_effect,
-    user,
-)
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -44,7 +36,15 @@ from test_recover_results import (
 )
 
 import threadlog
-from threadlog.pairing import OUTCOME_UNKNOWN
+from tests.helpers.durability import (
+    check_thread,
+    make_weather_tool,
+    model_tools_graph,
+    read_effects,
+    record_effect,
+    user,
+)
+from threadlog.log.pairing import OUTCOME_UNKNOWN
 
 
 def shanghai_is_down(saver: BaseCheckpointSaver[Any]) -> Any:

@@ -24,8 +24,8 @@ from typing_extensions import TypedDict
 
 import threadlog
 from threadlog.checkpoint.integrity import CHAIN_KEY
-from threadlog.messages import digest
-from threadlog.pairing import open_calls
+from threadlog.log.messages import digest
+from threadlog.log.pairing import open_calls
 
 ran: list[str] = []
 
@@ -376,7 +376,7 @@ def test_prune_keep_latest_keeps_a_finished_siblings_result_and_runs_only_the_pa
 
 
 def test_prune_keep_latest_keeps_a_reviewers_edit_and_its_audit(saver: Any) -> None:
-    from threadlog.edits import edits_of
+    from threadlog.log.edits import edits_of
 
     app = _agent(saver, requires_approval=["get_weather"])
     cfg = _cfg("t")

@@ -305,7 +305,7 @@ def test_request_payload_hook_rewrites_every_body_langchain_openai_sends() -> No
     from langchain_core.messages import ToolMessage
     from langchain_openai import ChatOpenAI
 
-    from tests.openai_server import OpenAIServer
+    from tests.helpers.openai_server import OpenAIServer
 
     history = [
         HumanMessage("hi"),

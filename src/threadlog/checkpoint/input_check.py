@@ -40,12 +40,12 @@ from langgraph.checkpoint.serde.types import ERROR
 from threadlog._upstream import PREGEL, achannels_from_checkpoint, channels_from_checkpoint
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
-from threadlog.edits import is_edit, is_update
 from threadlog.errors import InvalidMessageError, MessageLogError
 from threadlog.flows import Flow, Io, arun, call, run
-from threadlog.log import MessageLog, flatten_write
-from threadlog.messages import coerce_message, role_of
-from threadlog.removals import is_removal
+from threadlog.log.edits import is_edit, is_update
+from threadlog.log.message_log import MessageLog, flatten_write
+from threadlog.log.messages import coerce_message, role_of
+from threadlog.log.removals import is_removal
 
 __all__ = ["InputCheck"]
 
@@ -109,7 +109,7 @@ class InputCheck:
             for i, raw in enumerate(items):
                 if is_edit(raw) or is_removal(raw):
                     continue  # the log's dry run below checks an edit or a removal
-                if is_update(raw):  # update_state's message (`threadlog.edits.update_item`)
+                if is_update(raw):  # update_state's message (`threadlog.log.edits.update_item`)
                     raw = raw.get("message")
                 msg = _coerce(raw, len(log) + i)
                 if self.max_chars is not None:

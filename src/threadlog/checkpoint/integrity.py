@@ -54,7 +54,7 @@ from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_o
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
-from threadlog.log import flatten_write
+from threadlog.log.message_log import flatten_write
 
 __all__ = [
     "CHAIN_KEY",

@@ -30,7 +30,7 @@ Contract:
   `{"call_id", "event": "started" | "stopped", "at": ns}`, stored before a tool runs
   ("started") and when it reported back by raising or pausing ("stopped"). The newest
   marker of each wanted call without a stored result decides: "started" puts it in
-  the answer's `started` (`threadlog.pairing.Recovered`, a dict of the results), which
+  the answer's `started` (`threadlog.log.pairing.Recovered`, a dict of the results), which
   the repair answers "outcome unknown" instead of "not completed". Threads without
   markers (written before them, by another tool node) read as before.
 * Any `BaseCheckpointSaver` works, wrappers included (`GuardedSaver`, the history
@@ -59,9 +59,9 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from threadlog._upstream import PREGEL
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, arun, call, listed, run
-from threadlog.log import flatten_write
-from threadlog.messages import coerce_message
-from threadlog.pairing import Recovered
+from threadlog.log.message_log import flatten_write
+from threadlog.log.messages import coerce_message
+from threadlog.log.pairing import Recovered
 
 __all__ = [
     "DEFAULT_MAX_WALK",

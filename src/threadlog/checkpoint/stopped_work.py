@@ -106,8 +106,8 @@ from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
-from threadlog.log import MessageLog, flatten_write
-from threadlog.pairing import open_calls, repair_open_calls
+from threadlog.log.message_log import MessageLog, flatten_write
+from threadlog.log.pairing import open_calls, repair_open_calls
 
 __all__ = [
     "Batch",

@@ -12,10 +12,10 @@ thread or the source could not be read or the input is bad (unknown profile, thr
 in the database, not a LangGraph database) — one line on stderr.
 
 `--repair` appends a "not completed" result to every call without one that appending can
-answer (`threadlog.inspect.repair`), through the guarded saver, refusing a thread a run
+answer (`threadlog.check.repair`), through the guarded saver, refusing a thread a run
 holds; `--dry-run` prints the plan and writes nothing. Without `--repair` the database is
 opened read-only. A LangGraph server URL is checked through its API
-(`threadlog.inspect.served_checks`); `--repair` refuses it (exit 2, one line).
+(`threadlog.check.served`); `--repair` refuses it (exit 2, one line).
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def _out(line: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.check.database import resolve_profiles
     from threadlog.cli.errors import CommandError
-    from threadlog.inspect.checks import resolve_profiles
 
     profiles = resolve_profiles(args.profile)
     if args.dry_run and not args.repair:
@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from dataclasses import asdict
 
-    from threadlog.inspect.checks import Tally, problem_line
+    from threadlog.check.database import Tally, problem_line
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
@@ -147,13 +147,13 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
 @contextmanager
 def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator[Any]]:
     """The `ThreadCheck`s of `--db`: a database opened read-only, or a LangGraph server."""
-    from threadlog.inspect.checks import check_threads, open_database
+    from threadlog.check.database import check_threads, open_database
     from threadlog.inspect.readonly import is_server_url
 
     kwargs = {"profiles": profiles, "threads": args.thread, "all_checkpoints": args.all_checkpoints}
     if is_server_url(args.db):
+        from threadlog.check.served import check_served
         from threadlog.inspect.remote import Server
-        from threadlog.inspect.served_checks import check_served
 
         with Server(args.db) as server:
             yield check_served(server, **kwargs)
@@ -163,9 +163,9 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
-    from threadlog.inspect.checks import open_database
+    from threadlog.check.database import open_database
+    from threadlog.check.repair import apply_repairs, plan_repairs
     from threadlog.inspect.readonly import sqlite_path
-    from threadlog.inspect.repair import apply_repairs, plan_repairs
     from threadlog.terminal import safe_line
 
     with open_database(args.db) as saver:  # plan from a read-only look first

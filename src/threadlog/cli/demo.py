@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no Lang
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
-    from threadlog.profiles import Profile
+    from threadlog.providers.profiles import Profile
 
 __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
 
@@ -267,7 +267,7 @@ def chat_model(
 
 def server_profile(args: argparse.Namespace) -> Profile | None:
     """`--profile`, else the endpoint's (asked once, via `/v1/models`); None offline."""
-    from threadlog.profiles import get_profile
+    from threadlog.providers.profiles import get_profile
 
     if args.profile:
         try:

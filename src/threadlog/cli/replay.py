@@ -4,7 +4,7 @@
 Contract: re-runs each stored turn of thread `T` through the graph `module:attr` (a
 compiled graph, or a function of no arguments returning one; `module` is imported with
 the current directory on the path) on a scratch copy, and prints one line per turn —
-`match` or its first divergence (`threadlog.inspect.replays`) — then a summary.
+`match` or its first divergence (`threadlog.check.replay`) — then a summary.
 Tool calls are answered from the stored results (`--tools live` runs calls the stored
 turn did not make); the model is served the stored replies (`--model stored`, the
 default) or called (`--model live`). `--json` prints the turns' rows as a JSON list. The
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from threadlog.inspect.replays import replay
+    from threadlog.check.replay import replay
 
     graph = load_graph(args.graph)
     report = replay(

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from threadlog.messages import role_of
+from threadlog.log.messages import role_of
 from threadlog.terminal import safe
 
 # What a message's text keeps as it is: its own line breaks and tabs.

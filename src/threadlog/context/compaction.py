@@ -48,7 +48,7 @@ from threadlog.context.events import CompactionsChannel, append_events
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
 from threadlog.flows import Flow, Io, arun, run
-from threadlog.messages import role_of
+from threadlog.log.messages import role_of
 
 __all__ = [
     "AgentState",

@@ -46,9 +46,9 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from threadlog.edits import apply_edits, cache_key
 from threadlog.errors import InvalidMessageError
-from threadlog.messages import calls_of
+from threadlog.log.edits import apply_edits, cache_key
+from threadlog.log.messages import calls_of
 
 __all__ = [
     "ContextPolicy",
@@ -108,7 +108,7 @@ class ContextPolicy:
 
     def count(self, message: BaseMessage) -> int:
         """Tokens of one message, cached by id (ids in a log never change content; an
-        edit changes the key, `threadlog.edits.cache_key`)."""
+        edit changes the key, `threadlog.log.edits.cache_key`)."""
         mid = cache_key(message)
         if mid is not None:
             n = self._counts.get(mid)

@@ -28,8 +28,9 @@ database is opened read-only (`SourceError`, one line, when it cannot be read).
 `threadlog threads|inspect|export --db SOURCE` show the same in a terminal.
 """
 
+from typing import Any
+
 from threadlog.inspect import export
-from threadlog.inspect.checks import CheckReport, Problem
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import Branch, ForkTree
@@ -37,13 +38,32 @@ from threadlog.inspect.namespaces import Subgraph, SubgraphTable
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.readonly import SourceError
 from threadlog.inspect.records import CheckpointRecord, TaskError
-from threadlog.inspect.replays import ReplayReport, replay
-from threadlog.inspect.served_checks import check
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.table import Table
 from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
 from threadlog.inspect.timeline import Timeline
+
+# `check` and `replay` live in `threadlog.check` (they write or execute); reachable here for
+# the code that imports them from this package, resolved on first use so reading a thread
+# never loads them (and `threadlog.check`, which reads through this package, has no cycle).
+_FROM_CHECK = {
+    "CheckReport": "threadlog.check.database",
+    "Problem": "threadlog.check.database",
+    "ReplayReport": "threadlog.check.replay",
+    "replay": "threadlog.check.replay",
+    "check": "threadlog.check.served",
+}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _FROM_CHECK.get(name)
+    if module is None:
+        raise AttributeError(f"module 'threadlog.inspect' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "Branch",

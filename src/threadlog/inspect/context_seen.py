@@ -23,7 +23,7 @@ from threadlog.context.policy import ContextPolicy
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import message_line, message_row
 from threadlog.inspect.table import Cell, Column, Table
-from threadlog.messages import digest
+from threadlog.log.messages import digest
 from threadlog.nodes.trace import prompt_text, record_of
 
 if TYPE_CHECKING:

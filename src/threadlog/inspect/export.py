@@ -18,7 +18,7 @@ Contract:
   call's result is marked as the log holds it: an "outcome unknown" repair (its tool
   started, the run stopped before it reported back) carries
   `response_metadata["threadlog_error"] == "outcome_unknown"` in `jsonl` and
-  `langchain` (`threadlog.pairing.repair_kind` reads it back); `openai` has no metadata,
+  `langchain` (`threadlog.log.pairing.repair_kind` reads it back); `openai` has no metadata,
   and its text says so.
 * `loads(text)` reads any of the three back into `BaseMessage`s, so an export re-imported
   into a fresh thread gives the same model-visible history (`threadlog.digest` of each
@@ -47,8 +47,8 @@ FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
 
 def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
     """`messages` in `fmt`, complete (see the module docstring)."""
-    from threadlog.messages import role_of
-    from threadlog.wire import openai_payload
+    from threadlog.log.messages import role_of
+    from threadlog.providers.wire import openai_payload
 
     if fmt == "jsonl":
         return "".join(

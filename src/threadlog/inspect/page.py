@@ -47,7 +47,7 @@ from threadlog.inspect.steps import (
 )
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
-from threadlog.messages import role_of
+from threadlog.log.messages import role_of
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords

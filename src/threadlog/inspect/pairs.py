@@ -4,7 +4,7 @@ Contract: for the log at one checkpoint (default: the head), one row per call of
 AIMessage (`tool_calls`, then `invalid_tool_calls`), in log order: the call (id, name,
 args), the checkpoint and step where it was requested, its result (id, status, short
 content, the error kind a ToolNode recorded) and the checkpoint where the result landed,
-or status "open" when there is none (`threadlog.pairing`: a call without an id, listed
+or status "open" when there is none (`threadlog.log.pairing`: a call without an id, listed
 under the id `""`, is open for good). A result that is a repair says which (`repair`:
 "not_completed", or "outcome_unknown" — the call's tool started and the run stopped
 before it reported back, so it may have taken effect; shown "⚠ outcome unknown"). In a
@@ -28,8 +28,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
-from threadlog.messages import calls_of, preview
-from threadlog.pairing import call_id, open_in, repair_kind
+from threadlog.log.messages import calls_of, preview
+from threadlog.log.pairing import call_id, open_in, repair_kind
 
 if TYPE_CHECKING:
     from threadlog.inspect.history import ThreadRecords

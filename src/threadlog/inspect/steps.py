@@ -3,7 +3,7 @@
 Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)` is the messages in
 `rec`'s log whose ids are not in the parent's, in log order (a tool result may land in the
 middle of the log, next to its call, so this is a set difference, not a suffix).
-`open_calls(messages)` are the ids of calls with no result yet (`threadlog.pairing`: a
+`open_calls(messages)` are the ids of calls with no result yet (`threadlog.log.pairing`: a
 call without an id is open, listed as `""`), `usage(messages)` sums the
 `usage_metadata` of the AIMessages, and `message_line` is the one-line form shared by the
 text and HTML renderers. `edits_added(rec, parent)` is the reviewer edits
@@ -18,10 +18,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from threadlog.edits import edits_of, original_of
 from threadlog.inspect.records import CheckpointRecord
-from threadlog.messages import calls_of, preview, role_of
-from threadlog.pairing import call_id, open_in
+from threadlog.log.edits import edits_of, original_of
+from threadlog.log.messages import calls_of, preview, role_of
+from threadlog.log.pairing import call_id, open_in
 
 __all__ = [
     "appended",
@@ -57,7 +57,7 @@ def extends(rec: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
 def open_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[str]:
     """`open_calls(rec.messages)`, from the parent's open calls and the step's new
     messages when the step only appended: a result pops its call, a new call is open
-    (`threadlog.pairing`'s scan, continued; a call without an id stays open)."""
+    (`threadlog.log.pairing`'s scan, continued; a call without an id stays open)."""
     key = f"open:{rec.message_key}"
     if key not in rec.memo:
         if parent is not None and extends(rec, parent):
@@ -93,7 +93,7 @@ def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[Bas
 
 def removed_since(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
     """The messages `rec`'s step hid from the view by a removal event (`RemoveMessage`,
-    `threadlog.removals`): in the parent's view, not in this one. The log keeps them; the
+    `threadlog.log.removals`): in the parent's view, not in this one. The log keeps them; the
     parent checkpoint's state is where they still read."""
     if parent is None:
         return []

@@ -2,7 +2,7 @@
 means in one line.
 
 * `detect_profile(base_url)` asks the server's `/v1/models` (a short GET) and picks the
-  server profile by its `owned_by` (`threadlog.wire.infer_profile`); a server that does
+  server profile by its `owned_by` (`threadlog.providers.wire.infer_profile`); a server that does
   not answer is judged by its URL alone.
 * `explain_failure(exc, profile=..., endpoint=..., thread_id=...)` turns what a model
   call raised — HTTP 4xx/5xx, a timeout, a refused connection, a 200 with an empty
@@ -16,8 +16,8 @@ import json
 import urllib.request
 from typing import Any
 
-from threadlog.profiles import Profile, get_profile
-from threadlog.wire import infer_profile
+from threadlog.providers.profiles import Profile, get_profile
+from threadlog.providers.wire import infer_profile
 
 __all__ = ["EMPTY_STREAM", "detect_profile", "explain_failure", "models_answer"]
 

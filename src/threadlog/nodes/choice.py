@@ -33,8 +33,8 @@ from langgraph.runtime import Runtime
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
 from threadlog.flows import Flow, Io
-from threadlog.profiles import Profile, get_profile
-from threadlog.wire import profile_for, with_profile
+from threadlog.providers.profiles import Profile, get_profile
+from threadlog.providers.wire import profile_for, with_profile
 
 __all__ = ["Chosen", "Models", "is_choice", "resolve", "runtime_of", "system_message"]
 

@@ -18,12 +18,12 @@ Contract, in the order a call happens:
    result, never faked as success; `repair="refuse"` raises `ToolPairingError` naming it.
    A call without an id raises `ToolPairingError` under either policy: no result can
    answer it. Without a checkpointer (the node called outside a checkpointed run)
-   nothing is recovered. (What is open, and the repair itself: `threadlog.pairing`.)
+   nothing is recovered. (What is open, and the repair itself: `threadlog.log.pairing`.)
 3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
    history the provider would reject is never sent.
-4. **Call.** The model (tools bound) gets `threadlog.wire.to_wire(context, profile)`:
+4. **Call.** The model (tools bound) gets `threadlog.providers.wire.to_wire(context, profile)`:
    only what the provider needs, nothing of our bookkeeping. A server profile's wire
-   rules apply to the request body (`threadlog.wire.with_profile`); the turn's first
+   rules apply to the request body (`threadlog.providers.wire.with_profile`); the turn's first
    call sends `tool_choice` (the node's, else the profile's default); a profile whose
    server cannot stream tool calls gets them unstreamed.
    **Step cap.** When the turn (everything after the last user message) already holds
@@ -71,6 +71,7 @@ from threadlog.context.compaction import acompact, compact, compact_flow
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
 from threadlog.flows import Flow, Io, arun, run
+from threadlog.log.pairing import NOT_COMPLETED, OpenCalls, Repair, open_calls, repair_open_calls
 from threadlog.nodes.choice import Chosen, Models, is_choice, resolve, runtime_of, system_message
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import prompt_recorded, timed
@@ -80,12 +81,11 @@ from threadlog.nodes.turns import (
     step_cap_message,
     turn_started,
 )
-from threadlog.pairing import NOT_COMPLETED, OpenCalls, Repair, open_calls, repair_open_calls
-from threadlog.profiles import Profile, validate
-from threadlog.wire import to_wire
+from threadlog.providers.profiles import Profile, validate
+from threadlog.providers.wire import to_wire
 
 # `NOT_COMPLETED`, `open_calls` and `repair_open_calls` are re-exported (their home used
-# to be here); calls without a result are defined once, in `threadlog.pairing`.
+# to be here); calls without a result are defined once, in `threadlog.log.pairing`.
 __all__ = [
     "DEFAULT_MAX_MODEL_CALLS",
     "NOT_COMPLETED",

@@ -26,7 +26,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from threadlog.messages import digest
+from threadlog.log.messages import digest
 
 __all__ = ["TRACE_KEY", "model_name", "prompt_recorded", "prompt_text", "record_of", "timed"]
 

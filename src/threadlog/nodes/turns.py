@@ -10,7 +10,7 @@
   renamed, which its audit record keeps — or with each other fresh, unique ids,
   before the reply is logged: the log's ids stay unique whatever the server does. The
   replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`. The rule
-  is `threadlog.call_ids`'s, which the log applies to every writer's replies too.
+  is `threadlog.log.call_ids`'s, which the log applies to every writer's replies too.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from threadlog.call_ids import rekey_calls
-from threadlog.edits import audit_call_ids
-from threadlog.messages import calls_of
+from threadlog.log.call_ids import rekey_calls
+from threadlog.log.edits import audit_call_ids
+from threadlog.log.messages import calls_of
 
 __all__ = [
     "STEP_CAP_REASON",

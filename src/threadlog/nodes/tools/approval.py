@@ -14,7 +14,7 @@ Contract:
   original in the audit record, and the model sees the call as it ran. The result also
   carries the decision (`response_metadata["threadlog_approval"]`, `APPROVAL_KEY`; what
   the model sees of such a record on a thread stored before edits were events is
-  `threadlog.edits.apply_edits`). A rejected call
+  `threadlog.log.edits.apply_edits`). A rejected call
   becomes an error result saying a reviewer rejected it. Any other value raises `ApprovalError`
   and is not saved (LangGraph's `response_schema` check), so the same approval can
   simply be answered again.
@@ -33,10 +33,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError, model_validator
 
-# `APPROVAL_KEY` and `apply_edits` are re-exported: what the model sees of an edit is
-# the context's business, so it lives below both (`threadlog.edits`).
-from threadlog.edits import APPROVAL_KEY, Edit, apply_edits
 from threadlog.errors import ApprovalError
+
+# `APPROVAL_KEY` and `apply_edits` are re-exported: what the model sees of an edit is
+# the context's business, so it lives below both (`threadlog.log.edits`).
+from threadlog.log.edits import APPROVAL_KEY, Edit, apply_edits
 
 __all__ = [
     "APPROVAL_KEY",

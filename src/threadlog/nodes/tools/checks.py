@@ -33,7 +33,7 @@ from langgraph.prebuilt.tool_node import msg_content_output
 from langgraph.types import Command
 
 from threadlog.errors import MessageLogError, ToolCallError
-from threadlog.messages import role_of
+from threadlog.log.messages import role_of
 
 __all__ = [
     "ErrorKind",

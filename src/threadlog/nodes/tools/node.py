@@ -7,7 +7,7 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   `send_tool_calls` (a list holding one call). Calls that already have a result are
   skipped, so a step never answers a call twice. A call without an id raises
   `ToolPairingError` before any tool runs: no result could answer it
-  (`threadlog.pairing`).
+  (`threadlog.log.pairing`).
 * **Output.** `{"messages": [ToolMessage, ...]}` with exactly one result per call, in call
   order, each with the call's id, the tool's name and `status` "success" or "error";
   a tool returning a `Command` yields LangGraph's list-of-updates form, as upstream.
@@ -39,7 +39,7 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   through the run's checkpointer, and a "stopped" one when the tool raised or paused
   (`started`): a call the run then abandons is answered "outcome unknown" when its tool
   started and never reported back, "not completed" when it never started
-  (`threadlog.pairing`). Each call's work is one flow (`threadlog.flows`): the marker,
+  (`threadlog.log.pairing`). Each call's work is one flow (`threadlog.flows`): the marker,
   the tool, the result.
 * **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (in the log, never
   model-visible); content above `max_content_chars` is cut with a marker and kept whole
@@ -79,6 +79,7 @@ from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
 from threadlog.flows import Flow, Io, arun, run
+from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
@@ -86,7 +87,6 @@ from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
 from threadlog.nodes.tools.started import note_flow
-from threadlog.pairing import call_id, unanswerable
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -479,7 +479,7 @@ class ToolNode(_LangGraphToolNode):
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
         ]
         # A reviewer's edits are written first, as events: the results then answer the
-        # edited calls (`threadlog.edits`).
+        # edited calls (`threadlog.log.edits`).
         edits: list[Any] = self._edits(slots)
         return self._combine_tool_outputs([*edits, *outputs], input_type)
 

@@ -34,7 +34,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import filter_validation_errors
-from threadlog.edits import APPROVAL_KEY
+from threadlog.log.edits import APPROVAL_KEY
 from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,

@@ -5,9 +5,9 @@ Contract:
 * The calls of a step are the **open** calls of the last `AIMessage`: its `tool_calls`
   then its `invalid_tool_calls` (the order langchain-openai sends them in, and the order
   the log places their results in), minus any call that already has a result after it
-  (`threadlog.pairing.open_in`). So a tool step never produces a second result for a
+  (`threadlog.log.pairing.open_in`). So a tool step never produces a second result for a
   call. A call without an id is open like any other (no result can answer it); the tool
-  step refuses it (`ToolPairingError`, `threadlog.pairing.unanswerable`).
+  step refuses it (`ToolPairingError`, `threadlog.log.pairing.unanswerable`).
 * `tools_condition(state)` routes to `"tools"` when the last message is an `AIMessage`
   with `tool_calls` *or* `invalid_tool_calls` (a malformed call still needs an answer
   telling the model what to fix), and to `END` otherwise.
@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Send
 from pydantic import BaseModel
 
-from threadlog.pairing import AnyCall, open_in
+from threadlog.log.pairing import AnyCall, open_in
 
 __all__ = [
     "AnyCall",

@@ -4,7 +4,7 @@ Why (issue 24, item 4). A call whose tool started but never reported back — th
 was SIGKILLed, the run cancelled or timed out while a sync tool ran — used to be repaired
 like a call that never ran: "not completed". The tool may well have finished its side
 effect after the run stopped (a thread cannot be stopped), and the model was told the
-action did not happen. With this marker the repair (`threadlog.pairing`) answers such a
+action did not happen. With this marker the repair (`threadlog.log.pairing`) answers such a
 call "outcome unknown" instead, and keeps "not completed" for calls that never started.
 
 Contract:

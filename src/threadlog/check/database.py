@@ -3,7 +3,7 @@
 Contract: `check(source, profiles=None, threads=None, all_checkpoints=False)` reads every
 thread head of `source` (a database URL or SQLite path, opened read-only, or a
 checkpointer) — or every checkpoint, `all_checkpoints=True` — and returns a `CheckReport`:
-a `Table` whose rows are the problems found (`threadlog.inspect.problems`: kind, thread,
+a `Table` whose rows are the problems found (`threadlog.providers.problems`: kind, thread,
 checkpoint, channel, position, message id, call id, the profiles that reject it, why),
 with a summary of threads checked, clean, with problems, and problems by kind and by
 profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
@@ -27,7 +27,7 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
   with problems). A thread whose checkpoint cannot be decoded is a `ThreadCheck` with
   `error` set, not an exception.
 * Read-only: a database source is opened by `threadlog.inspect.readonly`. A LangGraph
-  server URL is checked through its API by `threadlog.inspect.served_checks`, whose
+  server URL is checked through its API by `threadlog.check.served`, whose
   `check` is `threadlog.inspect.check`.
 """
 
@@ -44,10 +44,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from threadlog.checkpoint.backends import backend_of
 from threadlog.inspect.catalog import Head, checkpoint_ids, thread_heads
 from threadlog.inspect.keys import DEFAULT_KEY
-from threadlog.inspect.problems import REPAIRABLE, Finding, find_problems
 from threadlog.inspect.source import Shape, shape_of, stand_in
 from threadlog.inspect.table import Cell, Column, Table
-from threadlog.profiles import PROFILES, Profile, get_profile
+from threadlog.providers.problems import REPAIRABLE, Finding, find_problems
+from threadlog.providers.profiles import PROFILES, Profile, get_profile
 from threadlog.terminal import safe_line
 
 __all__ = [
@@ -104,7 +104,7 @@ class ThreadCheck:
 def open_database(source: str) -> Any:
     """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
     replaying and repairing read LangGraph's tables themselves (a server is checked
-    through its API: `threadlog.inspect.served_checks`)."""
+    through its API: `threadlog.check.served`)."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):

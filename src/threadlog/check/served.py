@@ -14,7 +14,7 @@ The server does not say which channel type holds a key, so its problems carry th
 `server` and `repairable=False`: `check --repair` does not write through a server.
 
 `check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
-else by `threadlog.inspect.checks.check`.
+else by `threadlog.check.database.check`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from threadlog.inspect.checks import (
+from threadlog.check.database import (
     CheckReport,
     Tally,
     ThreadCheck,
     problems_of,
     resolve_profiles,
 )
-from threadlog.inspect.checks import check as check_database
+from threadlog.check.database import check as check_database
 from threadlog.inspect.keys import DEFAULT_KEY
-from threadlog.inspect.problems import find_problems
 from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.remote import Server, to_messages
-from threadlog.profiles import Profile
+from threadlog.providers.problems import find_problems
+from threadlog.providers.profiles import Profile
 
 __all__ = ["SERVER_FORMAT", "ServedCheckReport", "check", "check_served", "message_lists"]
 
@@ -137,7 +137,7 @@ def check(
     all_checkpoints: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` — a checkpointer, a database URL or path, or a
-    LangGraph server URL — against `profiles` (`threadlog.inspect.checks`)."""
+    LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
     if not (isinstance(source, str) and is_server_url(source)):
         return check_database(
             source, profiles=profiles, threads=threads, all_checkpoints=all_checkpoints

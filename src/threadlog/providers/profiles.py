@@ -10,7 +10,7 @@ Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`, `vllm`,
 `lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible server:
 what `content` an assistant message with only tool calls carries, whether tools need a
 `tool_choice`, whether tool calls survive streaming, whether usage comes in streams.
-`threadlog.wire.rewrite_payload` applies them to the request body; `ModelNode` applies
+`threadlog.providers.wire.rewrite_payload` applies them to the request body; `ModelNode` applies
 the tool-choice and streaming rules. Each row says where its rules come from (`source`).
 """
 
@@ -24,7 +24,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import InvalidMessageError, ToolPairingError
-from threadlog.messages import calls_of, coerce_message, is_stored_form, role_of
+from threadlog.log.messages import calls_of, coerce_message, is_stored_form, role_of
 
 __all__ = ["PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"]
 

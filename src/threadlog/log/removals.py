@@ -31,7 +31,7 @@ nodes). threadlog records each as a **removal event** and deletes nothing:
   write's order. Kept messages must come in log order (they cannot move).
 * **Delete and rewrite.** `RemoveMessage(id=X)` followed, in the same write, by a message
   under id X shows X again (with the pair the removal hid) revised by an edit event
-  (`threadlog.edits.REPLACE_SOURCE`): the audit keeps every version.
+  (`threadlog.log.edits.REPLACE_SOURCE`): the audit keeps every version.
 * **What a hidden message still counts for.** Its id stays taken (re-sending it is a
   replay, other content a conflict), but its call ids are free for a later reply, and
   derived ids count the view — so a log read back from a snapshot of the view (which never

@@ -61,9 +61,9 @@ from typing import Any, Literal, NamedTuple, TypeAlias
 
 from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 
-from threadlog.edits import EDIT_KEY, audit_call_ids
 from threadlog.errors import ToolPairingError
-from threadlog.messages import calls_of
+from threadlog.log.edits import EDIT_KEY, audit_call_ids
+from threadlog.log.messages import calls_of
 
 __all__ = [
     "NOT_COMPLETED",

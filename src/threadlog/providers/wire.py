@@ -45,15 +45,15 @@ from langchain_core.messages import (
 )
 
 from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
-from threadlog.edits import cache_key
-from threadlog.messages import (
+from threadlog.log.edits import cache_key
+from threadlog.log.messages import (
     DEVELOPER_KWARG,
     coerce_message,
     is_developer,
     is_stored_form,
     role_of,
 )
-from threadlog.profiles import Profile, get_profile
+from threadlog.providers.profiles import Profile, get_profile
 
 __all__ = [
     "infer_profile",
@@ -199,7 +199,7 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
     """The server profile for an OpenAI-compatible `base_url`: by the `owned_by` of its
     `/v1/models` answer (`models`, the parsed JSON, when given), else by the URL
     (`Profile.base_url_hints`), else `openai-compatible`."""
-    from threadlog.profiles import SERVER_PROFILES
+    from threadlog.providers.profiles import SERVER_PROFILES
 
     data = models.get("data") if isinstance(models, dict) else None
     owners = {m.get("owned_by") for m in data or [] if isinstance(m, dict)}

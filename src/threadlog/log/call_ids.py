@@ -9,7 +9,7 @@ wrote it, or the turn input — each of its calls whose id is
 * repeated within the message, or
 * already used by a call of *another* message in the log's view (a message a removal
   event hid frees its call ids: the view holds one owner, exactly as a log read back from
-  a snapshot of the view does, `threadlog.removals`),
+  a snapshot of the view does, `threadlog.log.removals`),
 
 gets a fresh id, `call_<blake2b(message id, call index, old id)>`: deterministic, so a
 replay of the stored write (which holds the reply as the node returned it) re-keys the
@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from langchain_core.messages import AIMessage
 
-from threadlog.messages import calls_of
+from threadlog.log.messages import calls_of
 
 __all__ = ["REKEYED_KEY", "needs_rekey", "rekey_calls"]
 

@@ -52,7 +52,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import EditError, MessageLogError
-from threadlog.messages import coerce_message, digest, role_of
+from threadlog.log.messages import coerce_message, digest, role_of
 
 __all__ = [
     "APPROVAL_KEY",

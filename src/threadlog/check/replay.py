@@ -478,7 +478,7 @@ def replay(
     """Replay `thread_id` of `source` through `graph` (module doc)."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from threadlog.inspect.checks import open_database
+    from threadlog.check.database import open_database
     from threadlog.inspect.readonly import describe
 
     if model not in ("stored", "live"):

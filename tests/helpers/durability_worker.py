@@ -1,11 +1,12 @@
 """A worker process for the durability tests: runs turns of the test agent on a thread.
 
 The tests start it with `fork` (`start(...)`: the parent has already imported
-LangGraph, so a worker costs milliseconds, not seconds) and it can also run as a script:
+LangGraph, so a worker costs milliseconds, not seconds) and it can also run as a module
+from the repository root (`python -m tests.helpers.durability_worker`):
 
-    python tests/durability_worker.py turn URL THREAD EFFECTS TEXT MSG_ID [--kill POINT]
-    python tests/durability_worker.py resume URL THREAD EFFECTS
-    python tests/durability_worker.py race URL THREAD EFFECTS WORKER TURNS GO_FILE OUT [--exclusive]
+    ... turn URL THREAD EFFECTS TEXT MSG_ID [--kill POINT]
+    ... resume URL THREAD EFFECTS
+    ... race URL THREAD EFFECTS WORKER TURNS GO_FILE OUT [--exclusive]
 
 Each worker opens its own `threadlog.checkpointer(URL)` (nothing is shared with the
 parent). `turn` sends one user message; with `--kill` the process SIGKILLs itself at:
@@ -32,10 +33,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from helpers_durability import build_agent, kill_self, user, wait_for_calls, wait_for_results
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 import threadlog
+from tests.helpers.durability import build_agent, kill_self, user, wait_for_calls, wait_for_results
 
 KILL_POINTS = ("before_model", "model_call", "after_model", "between_tools", "before_answer")
 

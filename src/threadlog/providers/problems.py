@@ -12,7 +12,7 @@ this lists them all for every profile at once (it audits a store), with the same
 * `result_before_call` — a result stored before the message that makes its call.
 * `duplicate_result` — a second result for one call.
 * `duplicate_call_id` — a call id used by two calls.
-* `call_without_id` — a call no result can ever answer (`threadlog.pairing.NO_ID`).
+* `call_without_id` — a call no result can ever answer (`threadlog.log.pairing.NO_ID`).
 * `system_out_of_place` — system/developer text after the conversation started, for a
   profile that takes system text only first (`Profile.system_anywhere`).
 * `first_not_user` — the conversation starts with another role than user, for a profile
@@ -34,8 +34,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import MessageLogError
-from threadlog.messages import calls_of, coerce_message, role_of
-from threadlog.profiles import Profile
+from threadlog.log.messages import calls_of, coerce_message, role_of
+from threadlog.providers.profiles import Profile
 
 __all__ = ["KINDS", "REPAIRABLE", "Finding", "find_problems"]
 

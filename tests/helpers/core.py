@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from threadlog.messages import calls_of, digest
+from threadlog.log.messages import calls_of, digest
 
 
 def assert_log_invariants(log: Sequence[BaseMessage]) -> None:

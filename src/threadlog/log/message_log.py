@@ -7,9 +7,9 @@ Contract (what every write to a threadlog message log obeys):
   are events: an explicit `threadlog.Edit` of a request's open calls, an `update_state`
   revision (below), and a removal — `RemoveMessage` / `REMOVE_ALL_MESSAGES` hide messages
   from the **view** (`view`, what the app reads: the channel's `get()`, the reducer's
-  result) while `messages` (the audit) keeps them, marked (`threadlog.removals`).
+  result) while `messages` (the audit) keeps them, marked (`threadlog.log.removals`).
 * **Replay vs conflict.** A message whose id is already in the log is dropped when its
-  model-visible content (`threadlog.messages.digest`) is the same — a replay — and
+  model-visible content (`threadlog.log.messages.digest`) is the same — a replay — and
   raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
   one (`derive_id`), so replaying stored writes rebuilds identical ids.
 * **Pairing.** A `ToolMessage` must answer an open call of an *earlier* `AIMessage`;
@@ -18,24 +18,24 @@ Contract (what every write to a threadlog message log obeys):
   or renamed, which the edited message's audit record keeps (stored history written
   before that rule is trusted: its later message owns the id). A new call without an id,
   repeating an id, or reusing another message's live call id is re-keyed first
-  (`threadlog.call_ids`: deterministic, so a replay re-keys the same way); stored history
+  (`threadlog.log.call_ids`: deterministic, so a replay re-keys the same way); stored history
   (a snapshot) holding a call without an id reads as it is, the call open for good
-  (`threadlog.pairing`: nothing can answer it).
+  (`threadlog.log.pairing`: nothing can answer it).
 * **Placement.** A tool result is placed right after its request and after the results
   of that request's earlier calls — i.e. results sit in the order of the calls
   (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
-  whatever order they arrived in (`threadlog.pairing.result_slot`, the rule repairs
+  whatever order they arrived in (`threadlog.log.pairing.result_slot`, the rule repairs
   follow too). Every other message goes at the end. The final list
   is therefore a function of *which* messages were written, not of how the writes were
   batched: `append(append(s, xs), ys) == append(s, xs + ys)` (a `REMOVE_ALL_MESSAGES`'s
   replacements are the rest of its own write, as in `add_messages`).
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
 * **Edits.** A `threadlog.Edit` supersedes an AIMessage's calls as an event
-  (`threadlog.edits`): `messages` then holds the edited message in the original's place,
+  (`threadlog.log.edits`): `messages` then holds the edited message in the original's place,
   its audit record carrying the original; pairing follows the edited calls. A re-sent
   copy of any version of an edited message is a replay.
 * **`update_state` revisions.** A message with an id that `update_state` writes is stored
-  as `threadlog.edits.update_item`; when its id is logged with other content, it is an
+  as `threadlog.log.edits.update_item`; when its id is logged with other content, it is an
   edit event (`source="update_state"`, any role) — the human-edit path. The same id with
   other content from a node or turn input stays a `ConflictingIdError`.
 * **Edits in place.** A request with open calls that a node changed *in place* (the
@@ -67,8 +67,16 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from threadlog.call_ids import needs_rekey, rekey_calls
-from threadlog.edits import (
+from threadlog.errors import (
+    AppendOnlyError,
+    ConflictingIdError,
+    EditError,
+    MessageLogError,
+    ParallelWriteError,
+    ToolPairingError,
+)
+from threadlog.log.call_ids import needs_rekey, rekey_calls
+from threadlog.log.edits import (
     EDIT_TYPE,
     REPLACE_SOURCE,
     REVISION_SOURCES,
@@ -86,15 +94,7 @@ from threadlog.edits import (
     update_edit,
     versions,
 )
-from threadlog.errors import (
-    AppendOnlyError,
-    ConflictingIdError,
-    EditError,
-    MessageLogError,
-    ParallelWriteError,
-    ToolPairingError,
-)
-from threadlog.messages import (
+from threadlog.log.messages import (
     calls_of,
     coerce_message,
     derive_id,
@@ -105,8 +105,8 @@ from threadlog.messages import (
     preview,
     role_of,
 )
-from threadlog.pairing import open_in, result_slot
-from threadlog.removals import (
+from threadlog.log.pairing import open_in, result_slot
+from threadlog.log.removals import (
     REMOVE_ALL_MESSAGES,
     is_removal,
     mark_removed,
@@ -185,7 +185,7 @@ class MessageLog:
         # The fields of each change in place taken as an edit, by message id: a log taken
         # from this one at an older version (`at`) gets the same re-sent object again.
         self._changed: dict[str, list[dict[str, Any]]] = {}
-        # Removal events (`threadlog.removals`): hidden message id -> event id; and each
+        # Removal events (`threadlog.log.removals`): hidden message id -> event id; and each
         # event's changes, (message id, the message before, after), like `_edits`.
         self._hidden: dict[str, str] = {}
         self._removals: dict[str, list[tuple[str, BaseMessage, BaseMessage]]] = {}
@@ -292,7 +292,7 @@ class MessageLog:
     @property
     def view(self) -> list[BaseMessage]:
         """What the app reads: `messages` without the ones a removal event hid
-        (`threadlog.removals`); `messages` itself when nothing was ever removed."""
+        (`threadlog.log.removals`); `messages` itself when nothing was ever removed."""
         if not self._hidden:
             return self.messages
         return [m for m in self.messages if m.id not in self._hidden]
@@ -407,7 +407,7 @@ class MessageLog:
 
     def open_calls(self) -> list[tuple[AIMessage, ToolCall | InvalidToolCall]]:
         """Calls that have no result yet, as (request, call) in log order
-        (`threadlog.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
+        (`threadlog.log.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
         result for, and a stored call without an id, which nothing can answer)."""
         return [(o.request, o.call) for o in open_in(self.view)]
 
@@ -468,7 +468,7 @@ class MessageLog:
                 mid = msg.id
                 assert mid is not None
                 if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
-                    # Empty, repeated or reused call ids get fresh ones (`threadlog.call_ids`).
+                    # Empty, repeated or reused call ids get fresh ones (`threadlog.log.call_ids`).
                     def taken(cid: str, mid: str = mid) -> bool:
                         owner = new_calls.get(cid) or self._calls.get(cid)
                         # A hidden message's call ids are free: the view holds one owner,
@@ -502,7 +502,7 @@ class MessageLog:
                         if not cid:
                             # Only stored history gets here (a new call without an id
                             # is refused when coerced): trusted, it stays open as it
-                            # is, since no result can answer it (`threadlog.pairing`).
+                            # is, since no result can answer it (`threadlog.log.pairing`).
                             continue
                         prior = new_calls.get(cid) or self._calls.get(cid)
                         if prior is not None and prior.ai_id not in self._hidden:
@@ -623,7 +623,7 @@ class MessageLog:
         """`extend_writes` for writes holding edits: the items in order on a copy (edits
         are rare; a copy keeps all-or-nothing simple), then the copy's state adopted.
         Edits do not count as conversation for the parallel-writer rule: parallel
-        approval branches each edit their own call (`base`, see `threadlog.edits`)."""
+        approval branches each edit their own call (`base`, see `threadlog.log.edits`)."""
         trial = self.copy()
         for mid, ai in (restored or {}).items():  # requests as logged (`_resent_as_edits`)
             trial._by_id[mid] = ai
@@ -686,7 +686,7 @@ class MessageLog:
         return added
 
     def apply_edit(self, raw: Mapping[str, Any], position: int) -> bool:
-        """Record one edit (module doc of `threadlog.edits`); False for a replay.
+        """Record one edit (module doc of `threadlog.log.edits`); False for a replay.
         Raises before changing anything."""
         event = EditEvent.parse(raw, position)
         target = event.target
@@ -787,7 +787,7 @@ class MessageLog:
         return True
 
     def _apply_update(self, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
-        """One message `update_state` wrote (`threadlog.edits.update_item`): appended when
+        """One message `update_state` wrote (`threadlog.log.edits.update_item`): appended when
         its id is new, a replay when unchanged, else an edit event superseding the logged
         version (`source="update_state"`; the audit record keeps every version)."""
         pos = len(self.messages)
@@ -831,7 +831,7 @@ class MessageLog:
                 self.apply_edit(update_edit(msg, earlier, REPLACE_SOURCE), len(self.messages))
         return out
 
-    # -- removals (`threadlog.removals`) ------------------------------------------
+    # -- removals (`threadlog.log.removals`) ------------------------------------------
 
     def apply_removal(self, target: str, position: int) -> bool:
         """Record `RemoveMessage(id=target)`: hide the message and its tool pair's other
@@ -1131,7 +1131,7 @@ class MessageLog:
 
     def _slot(self, msg: ToolMessage) -> int:
         """Where a result goes: after its request and that request's earlier results
-        (`threadlog.pairing.result_slot`)."""
+        (`threadlog.log.pairing.result_slot`)."""
         call = self._calls[msg.tool_call_id]
         return result_slot(self.messages, call.ai_id, call.index, self._call_at)
 
@@ -1269,7 +1269,7 @@ def append_messages(
     """The pure reducer: `left` with `right` appended under the log's rules.
 
     `left` and `right` are a message-like or a list of them. Returns a new list, the
-    view (`MessageLog.view`: a removal event hides messages, `threadlog.removals`);
+    view (`MessageLog.view`: a removal event hides messages, `threadlog.log.removals`);
     `left` is not changed. Raises a `MessageLogError` subclass and changes nothing on a
     bad write. `format="langchain-openai"` converts content blocks as `add_messages`
     does; `append_messages(format=...)` alone is such a reducer.

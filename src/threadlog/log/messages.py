@@ -42,7 +42,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from threadlog._upstream import is_overwrite
 from threadlog.errors import AppendOnlyError, InvalidMessageError
-from threadlog.message_values import check_dict_values, check_message_values
+from threadlog.log.message_values import check_dict_values, check_message_values
 
 __all__ = [
     "ROLES",
@@ -115,8 +115,8 @@ def coerce_message(
     Raises `InvalidMessageError` naming the field for anything the log cannot store,
     and `AppendOnlyError` for `RemoveMessage` and `Overwrite` (objects or their dicts:
     the log records a `RemoveMessage` write as a removal event before coercing,
-    `threadlog.removals`). `rekeyable=True` lets calls without an id or repeating an id
-    through: the log gives them ids (`threadlog.call_ids`).
+    `threadlog.log.removals`). `rekeyable=True` lets calls without an id or repeating an id
+    through: the log gives them ids (`threadlog.log.call_ids`).
     """
     if isinstance(value, RemoveMessage):
         _refuse_remove(value.id, position)

@@ -4,7 +4,7 @@ Contract:
 
 * `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
   `RepairPlan` per thread whose head has an `open_call` problem: for each open call the
-  result `ModelNode` gives a call whose step stopped — `threadlog.pairing.not_completed`,
+  result `ModelNode` gives a call whose step stopped — `threadlog.log.pairing.not_completed`,
   the same message with the same deterministic id — or, when appending cannot put the
   result in its place, why not (`refused`): a plain `add_messages` list appends at its
   end, so a call the conversation has moved past cannot be answered there; a call
@@ -38,15 +38,15 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from threadlog.inspect.checks import (
+from threadlog.check.database import (
     LOG_FORMAT,
     StandIns,
     check_threads,
     message_channels,
 )
-from threadlog.messages import calls_of
-from threadlog.pairing import call_id, not_completed, open_in
-from threadlog.profiles import Profile
+from threadlog.log.messages import calls_of
+from threadlog.log.pairing import call_id, not_completed, open_in
+from threadlog.providers.profiles import Profile
 
 __all__ = ["AUTHOR", "RepairPlan", "RepairResult", "apply_repairs", "plan_for", "plan_repairs"]
 

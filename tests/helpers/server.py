@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.helpers_demo import REPO, LangGraphDev
+from tests.helpers.demo import REPO, LangGraphDev
 
-GRAPHS = Path(__file__).resolve().parent / "apps" / "graphs"
+GRAPHS = Path(__file__).resolve().parents[1] / "apps" / "graphs"
 DB = Path(".threadlog") / "checkpoints.sqlite"
 
 

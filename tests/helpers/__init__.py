@@ -1,0 +1,2 @@
+"""Shared test helpers: apps, servers, checks and workers the test folders use (no test file
+imports another test file)."""
