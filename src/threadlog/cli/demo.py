@@ -23,6 +23,11 @@ Contract:
 * `--profile` picks the server's wire rules (default: detected from the endpoint's
   `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
   (default: the profile's); `--max-model-calls` caps a turn (default 6).
+* `--max-tokens`, `--timeout`, `--max-retries` go to `ChatOpenAI` (defaults 512 tokens a
+  reply, 60 s a request, 1 retry): a small model on a slow CPU needs a longer timeout.
+* When the turn's answer holds no tool call but its text reads as a call to one of the
+  agent's tools (a fenced JSON block, `<tool_call>` tags), one hint line on stderr names
+  the server's chat template as the likely cause; the exit status does not change.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no Lang
 
     from threadlog.providers.profiles import Profile
 
-__all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run"]
+__all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run", "text_call_hint"]
 
 DEFAULT_QUESTION = "北京今天适合带伞吗？"
 DEFAULT_DB = "sqlite:///threadlog-demo.db"
@@ -55,6 +60,11 @@ DEFAULT_DB = "sqlite:///threadlog-demo.db"
 DURABILITY: Literal["sync"] = "sync"
 # A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
 DEMO_MAX_MODEL_CALLS = 6
+# ChatOpenAI's settings for `--model openai:…`. A small local model can ramble for
+# thousands of tokens, and an answer needs few.
+DEMO_MAX_TOKENS = 512
+DEMO_TIMEOUT_S = 60.0
+DEMO_MAX_RETRIES = 1
 
 _EPILOG = """\
 examples:
@@ -142,6 +152,28 @@ def register(sub: Any) -> None:
         "small local model's calls repeatable",
     )
     p.add_argument(
+        "--max-tokens",
+        metavar="N",
+        type=_positive_int,
+        default=DEMO_MAX_TOKENS,
+        help=f"most tokens a model reply may have (default: {DEMO_MAX_TOKENS})",
+    )
+    p.add_argument(
+        "--timeout",
+        metavar="S",
+        type=_positive_float,
+        default=DEMO_TIMEOUT_S,
+        help=f"seconds one model request may take (default: {DEMO_TIMEOUT_S:g}); a small "
+        "model on a slow CPU needs more",
+    )
+    p.add_argument(
+        "--max-retries",
+        metavar="K",
+        type=_non_negative_int,
+        default=DEMO_MAX_RETRIES,
+        help=f"retries of a failed model request (default: {DEMO_MAX_RETRIES})",
+    )
+    p.add_argument(
         "--max-model-calls",
         metavar="N",
         type=int,
@@ -171,7 +203,14 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not question:
             raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
-        model = chat_model(args.model, args.base_url, temperature=args.temperature)
+        model = chat_model(
+            args.model,
+            args.base_url,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+        )
         profile = server_profile(args)
         with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
             from langchain_core.messages import HumanMessage
@@ -192,6 +231,9 @@ def run(args: argparse.Namespace) -> int:
                 _print_json(graph, config, args.db, out)
             else:
                 _print_turn(graph, config, turn, args, out, profile)
+            hint = text_call_hint(graph.get_state(config).values.get("messages", []))
+            if hint is not None:
+                print(hint, file=sys.stderr)
     except DemoError as e:
         print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
         return 1
@@ -231,7 +273,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def chat_model(
-    spec: str, base_url: str | None = None, *, temperature: float | None = None
+    spec: str,
+    base_url: str | None = None,
+    *,
+    temperature: float | None = None,
+    max_tokens: int = DEMO_MAX_TOKENS,
+    timeout: float = DEMO_TIMEOUT_S,
+    max_retries: int = DEMO_MAX_RETRIES,
 ) -> BaseChatModel:
     """`offline` → `OfflineChatModel`; `openai:MODEL` → `ChatOpenAI` (key from the env)."""
     from threadlog import OfflineChatModel
@@ -256,11 +304,10 @@ def chat_model(
         model=name,
         api_key=api_key,
         base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-        max_retries=1,
-        timeout=60,
+        max_retries=max_retries,
+        timeout=timeout,
         stream_usage=True,
-        # A small local model can ramble for thousands of tokens; an answer needs few.
-        max_tokens=512,
+        max_tokens=max_tokens,
         **({} if temperature is None else {"temperature": temperature}),
     )
 
@@ -282,6 +329,31 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
     from threadlog.models.servers import detect_profile
 
     return detect_profile(base, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def _number(text: str, kind: type[int] | type[float], least: float, strict: bool) -> Any:
+    """An argparse value: a number of `kind`, at least (or, `strict`, above) `least`."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > least if strict else value >= least):
+        raise argparse.ArgumentTypeError(
+            f"must be {'more than' if strict else 'at least'} {least:g}, not {text}"
+        )
+    return value
+
+
+def _positive_int(text: str) -> int:
+    return int(_number(text, int, 1, strict=False))
+
+
+def _non_negative_int(text: str) -> int:
+    return int(_number(text, int, 0, strict=False))
+
+
+def _positive_float(text: str) -> float:
+    return float(_number(text, float, 0, strict=True))
 
 
 def db_url(value: str) -> str:
@@ -360,6 +432,32 @@ def _errors_explained(
 
 def _one_line(e: BaseException) -> str:
     return safe_line(str(e)) or type(e).__name__
+
+
+def text_call_hint(messages: list[Any]) -> str | None:
+    """One line for stderr when the turn's answer is a tool call written as text.
+
+    The server found no call in the reply, but its text reads as one to a tool the agent
+    has: most likely the server's chat template renders calls in another form than the
+    model writes them, so the server's parser never saw a call (docs/profiles.md)."""
+    from langchain_core.messages import AIMessage
+
+    from threadlog.examples.weather import get_weather
+    from threadlog.models.text_calls import call_in_text
+
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.tool_calls or last.invalid_tool_calls:
+        return None
+    call = call_in_text(last.text, [get_weather.name])
+    if call is None:
+        return None
+    return safe_line(
+        f"threadlog demo: hint: the answer is a call to {call.name} written as text "
+        f"({call.form}) that the server did not return as a tool call; the server's chat "
+        "template likely renders tool calls in another form than the model writes them "
+        "(docs/profiles.md, \"The chat template decides whether calls parse\"; "
+        "scripts/qwen_json_tools.jinja parses ```json blocks)"
+    )
 
 
 # -- output -----------------------------------------------------------------------
