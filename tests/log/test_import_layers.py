@@ -60,7 +60,7 @@ LAYERS: list[tuple[object, ...]] = [
                     ("checkpoint.saver",),
                     ("checkpoint",),
                 ],
-                [("models.offline", "models.servers"), ("models",)],
+                [("models.offline", "models.servers", "models.text_calls"), ("models",)],
             )
         ),
     ),
