@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.errors import GraphRecursionError
 
 import threadlog
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 from threadlog.examples.weather import get_weather
 
 

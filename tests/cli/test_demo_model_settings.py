@@ -1,5 +1,5 @@
 """`threadlog demo`'s model settings (--max-tokens, --timeout, --max-retries) and the hint
-line for a tool call the server returned as text, over HTTP to tests/openai_server.py."""
+line for a tool call the server returned as text, over HTTP to tests/helpers/openai_server.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import OpenAIServer
+from tests.helpers.openai_server import OpenAIServer
 from threadlog.cli import build_parser, main
 from threadlog.cli.demo import chat_model
 from threadlog.models.text_calls import call_in_text
