@@ -326,9 +326,6 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_notebooks.py": (
         "test_the_notebooks_extra_covers_every_import_of_the_notebooks",
     ),
-    "test_offline_model.py": (
-        "TestOfflineChatModelStandard::test_init_time",
-    ),
     "test_outcome_unknown.py": (
         "test_a_call_past_the_tool_nodes_timeout_that_raises_is_answered_outcome_unknown",
         "test_a_call_run_by_langgraphs_prebuilt_tool_node_has_no_marker_and_reads_not_completed",
