@@ -11,8 +11,8 @@ Contract:
   events, repairs open calls, validates, calls the model, appends its whole
   `AIMessage`); `tools` is a `ToolNode` (one result per call, in call order). The
   events are written in the model's own step: a separate context step would add two
-  checkpoints to every turn, which cost more storage than the events themselves
-  (issue 12). Wire `threadlog.ContextNode` by hand for a separate step (then a summary
+  checkpoints to every turn, which cost more storage than the events themselves.
+  Wire `threadlog.ContextNode` by hand for a separate step (then a summary
   is stored even when the model call after it fails).
 * `per_call_branches=True` routes each tool call to its own `Send` task (finished calls
   survive a failing or interrupted sibling); otherwise one `tools` task runs the calls

@@ -28,7 +28,7 @@ linear. On a plain saver (LangGraph Server's, `langgraph dev`'s) the saver itsel
 back to the nearest stored snapshot on every load, so a channel that saver rebuilt
 snapshots like LangGraph's `DeltaChannel` (every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
 updates): the walk stays bounded, and storage grows like `DeltaChannel`'s (see
-`snapshot_frequency`, BENCHMARKS.md issue 12 target 4).
+`snapshot_frequency`; figures in BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class SnapshotToCache(DeltaSnapshot):
     the log they build from it (`register`, as `KeyedWrites` does), which is then the
     log at `checkpoint_id` — a snapshot *is* the channel's value there. Lets a reader
     step back from a snapshot head (`MessageLog.rewind`) instead of decoding the
-    snapshot before it (`threadlog inspect --last N`, issue 22)."""
+    snapshot before it (`threadlog inspect --last N`)."""
 
     cache: SeedRegistry
     slot: _Slot
@@ -146,7 +146,7 @@ class KeyedWrites(list[PendingWrite]):
 # (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
 DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
 # A channel rebuilt by a plain saver's own walk: DeltaChannel's default cadence, so the
-# walk every load pays is bounded the same way (issue 12 target 4).
+# walk every load pays is bounded the same way.
 PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.inspect import CONFIG, ScriptedAgent
-from tests.inspect.test_inspect_cli import raw_saver
+from tests.helpers.inspect import CONFIG, ScriptedAgent, raw_saver
 from threadlog import digest, inspect, openai_payload
 from threadlog.cli import main
 

@@ -5,6 +5,7 @@ line, exit status 2, nothing changed."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,23 @@ def _read(url: str, tid: str) -> tuple[int, list[tuple[str, str]]]:
         return n, [(m.id, digest(m)) for m in messages]
 
 
+# Filling runs the agent for every question, the slowest part of these tests: a SQLite
+# database is filled once per session and each test gets its own copy.
+_FILLED: dict[str, Path] = {}
+
+
 @pytest.fixture
-def db(backend: str) -> str:
-    _fill(backend, "a", "b")
+def db(backend: str, tmp_path: Path) -> str:
+    if not backend.startswith("sqlite:///"):
+        _fill(backend, "a", "b")
+        return backend
+    master = _FILLED.get("sqlite")
+    if master is None:
+        master = tmp_path / "filled" / "master.sqlite"
+        master.parent.mkdir()
+        _fill(f"sqlite:///{master}", "a", "b")
+        _FILLED["sqlite"] = master
+    shutil.copyfile(master, backend[len("sqlite:///") :])
     return backend
 
 

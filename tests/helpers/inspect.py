@@ -4,10 +4,15 @@ The model node answers from a fixed script picked by how many AIMessages the log
 a resumed run replays identically. Tools run as one task per call (`Send`), so the timeline
 shows parallel branches; `failing` names cities whose tool raises until `heal()` is called,
 which is how a test makes a step fail and then resumes it.
+
+`write_thread(url)` stores thread t-1 (two turns, then a fork) through LangGraph's own saver
+for `url` (`raw_saver`), the way any app would.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -84,3 +89,31 @@ def run_two_turns(graph: CompiledStateGraph[Any, Any, Any, Any]) -> None:
     """Turn 1: parallel calls and an answer; turn 2: a thank-you and a plain reply."""
     graph.invoke({"messages": [("user", "Weather in Paris and Rome?")]}, CONFIG)  # type: ignore[arg-type]
     graph.invoke({"messages": [("user", "thanks")]}, CONFIG)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def raw_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """LangGraph's own saver for `url`: the thread is written the way any app would."""
+    if url.startswith("sqlite:///"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(url[len("sqlite:///") :]) as saver:
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(url) as pg:
+            pg.setup()
+            yield pg
+
+
+def write_thread(url: str) -> str:
+    """Thread t-1 in `url`: two turns, then a fork made by update_state."""
+    with raw_saver(url) as saver:
+        graph = ScriptedAgent().build(saver)
+        run_two_turns(graph)
+        turn1 = next(
+            s for s in graph.get_state_history(CONFIG) if s.values["messages"][-1].id == "ai-2"
+        )
+        graph.update_state(turn1.config, {"messages": [("user", "and Berlin?")]})
+    return url

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -12,7 +13,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+
+from threadlog import OfflineChatModel
 
 
 def ai(mid: str, *calls: str, content: str = "") -> AIMessage:
@@ -52,3 +56,23 @@ def get_weather(city: str) -> str:
     """Current weather for a city."""
     rainy = {"北京", "Beijing", "beijing"}
     return "小雨 18°C (light rain)" if city in rainy else "晴 25°C (sunny)"
+
+
+class Recorder(BaseChatModel):
+    """Wraps the offline model and records every message list it was sent."""
+
+    seen: ClassVar[list[list[BaseMessage]]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "recorder"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        reply = OfflineChatModel()._reply(messages, kwargs.get("tools") or ())
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return OfflineChatModel.bind_tools(self, tools, **kwargs)  # type: ignore[arg-type]

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from test_recover_results import CONFIG, INSTEAD, TWO_CITIES, first_turn
-from test_subgraph_recovery import SUB_STOPS, parent
 
 import threadlog
+from tests.helpers.recovery import CONFIG, INSTEAD, SUB_STOPS, TWO_CITIES, first_turn, parent
 from threadlog.check.database import check, check_threads, resolve_profiles
 from threadlog.cli import main
 

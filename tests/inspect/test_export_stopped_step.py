@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from test_recover_results import CONFIG, STOPS, agent, first_turn
-from test_subgraph_recovery import SUB_STOPS, parent
 
 import threadlog
 import threadlog.inspect
+from tests.helpers.recovery import CONFIG, STOPS, SUB_STOPS, agent, first_turn, parent
 from threadlog.cli import main
 from threadlog.inspect.export import messages_at
 from threadlog.nodes.model import open_calls

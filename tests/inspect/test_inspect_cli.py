@@ -6,44 +6,13 @@ import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tests.helpers.inspect import CONFIG, ScriptedAgent, run_two_turns
+from tests.helpers.inspect import write_thread
 from threadlog.cli import main
 from threadlog.inspect.table import display_width
-
-
-@contextlib.contextmanager
-def raw_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's own saver for `url`: the thread is written the way any app would."""
-    if url.startswith("sqlite:///"):
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        with SqliteSaver.from_conn_string(url[len("sqlite:///") :]) as saver:
-            yield saver
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(url) as pg:
-            pg.setup()
-            yield pg
-
-
-def write_thread(url: str) -> str:
-    """Thread t-1 in `url`: two turns, then a fork made by update_state."""
-    with raw_saver(url) as saver:
-        graph = ScriptedAgent().build(saver)
-        run_two_turns(graph)
-        turn1 = next(
-            s for s in graph.get_state_history(CONFIG) if s.values["messages"][-1].id == "ai-2"
-        )
-        graph.update_state(turn1.config, {"messages": [("user", "and Berlin?")]})
-    return url
 
 
 @pytest.fixture

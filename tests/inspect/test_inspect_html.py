@@ -11,8 +11,7 @@ import nbformat
 import pytest
 
 from tests.helpers.browser import computed, needs_chromium
-from tests.helpers.inspect import CONFIG, ScriptedAgent
-from tests.inspect.test_inspect_cli import raw_saver, write_thread
+from tests.helpers.inspect import CONFIG, ScriptedAgent, raw_saver, write_thread
 from threadlog import inspect
 
 

@@ -20,12 +20,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
-from test_recover_results import CONFIG, TWO_CITIES, ask_about_shanghai
-from test_subgraph_recovery import parent
 
 import threadlog
 import threadlog.inspect
 from tests.helpers.durability import user
+from tests.helpers.recovery import CONFIG, TWO_CITIES, ask_about_shanghai, parent
 from threadlog.cli import main
 
 AGAIN = "And Beijing and Shanghai tomorrow?"

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_recover_results import CONFIG, ask_about_shanghai, first_turn
-from test_subgraph_recovery import parent
 
 import threadlog
 import threadlog.inspect
+from tests.helpers.recovery import CONFIG, ask_about_shanghai, first_turn, parent
 from threadlog.cli import main
 
 
@@ -101,9 +100,9 @@ def nested_stop_and_a_plain_thread(url: str, tmp_path: Path) -> list[str]:
     thread "plain": one user message through a graph without subgraphs. Returns the
     namespaces, outer first."""
     from langgraph.graph import START, StateGraph
-    from test_nested_subgraph_recovery import nested
 
     from tests.helpers.durability import user
+    from tests.helpers.recovery import nested
 
     with threadlog.checkpointer(url) as saver:
         graph = nested(saver, tmp_path / "effects.jsonl", ask_about_shanghai)

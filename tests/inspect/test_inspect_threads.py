@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.inspect import ScriptedAgent, run_two_turns
-from tests.inspect.test_inspect_cli import raw_saver
+from tests.helpers.inspect import ScriptedAgent, raw_saver, run_two_turns
 from threadlog import inspect
 from threadlog.inspect.readonly import SourceError
 
@@ -157,7 +156,7 @@ def test_an_empty_postgres_database_is_refused_without_creating_tables(pg_backen
 
 
 def test_a_thread_read_oldest_first_matches_langgraphs_own_history(backend: str) -> None:
-    from tests.inspect.test_inspect_cli import write_thread
+    from tests.helpers.inspect import write_thread
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
     write_thread(backend)  # two turns and a fork: the cached walk meets another branch

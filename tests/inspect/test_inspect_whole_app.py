@@ -20,7 +20,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 import threadlog
-from tests.inspect.test_inspect_cli import raw_saver
+from tests.helpers.inspect import raw_saver
 from threadlog import Messages
 
 LONG_CALL = "call_<b>x</b>_" + "9" * 40 + "_end"

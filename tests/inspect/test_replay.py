@@ -6,8 +6,10 @@ right kind; no stored tool runs again; the source is never written."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +28,36 @@ from threadlog.testing import assert_replays, stored_threads
 QUESTIONS = ["北京今天适合带伞吗？", "What about Shanghai and Beijing?", "thanks!"]
 
 
+# Each test gets its own copy of a database written once per session: writing it runs the
+# demo (or the agent) turn by turn, the slowest part of these tests.
+_MASTERS: dict[str, Path] = {}
+
+
+def _copy_of(name: str, tmp_path: Path, write: Callable[[Path], None]) -> Path:
+    master = _MASTERS.get(name)
+    if master is None:
+        master = tmp_path / "master" / name
+        master.parent.mkdir()
+        write(master)
+        _MASTERS[name] = master
+    copy = tmp_path / name
+    shutil.copyfile(master, copy)
+    return copy
+
+
 def _demo_db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     """A database written by `threadlog demo` itself: two threads, four turns."""
-    db = str(tmp_path / "demo.db")
-    for argv in (
-        [QUESTIONS[0], "--thread", "demo-a"],
-        [QUESTIONS[1], "--thread", "demo-a"],
-        [QUESTIONS[2], "--thread", "demo-a"],
-        ["Hangzhou and Chengdu today?", "--thread", "demo-b"],
-    ):
-        assert main(["demo", "--db", db, *argv]) == 0
+
+    def write(db: Path) -> None:
+        for argv in (
+            [QUESTIONS[0], "--thread", "demo-a"],
+            [QUESTIONS[1], "--thread", "demo-a"],
+            [QUESTIONS[2], "--thread", "demo-a"],
+            ["Hangzhou and Chengdu today?", "--thread", "demo-b"],
+        ):
+            assert main(["demo", "--db", str(db), *argv]) == 0
+
+    db = str(_copy_of("demo.db", tmp_path, write))
     capsys.readouterr()
     return db
 
@@ -80,13 +102,16 @@ def _agent(
 
 
 def _counted_db(tmp_path: Path) -> tuple[str, Counter]:
-    url = f"sqlite:///{tmp_path / 'counted.db'}"
     counter = Counter()
-    with threadlog.checkpointer(url) as saver:
-        graph = _agent(counter.tool(), checkpointer=saver)
-        for q in QUESTIONS:
-            graph.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "t"}})
-    assert counter.runs == 3  # Beijing, then Shanghai and Beijing
+
+    def write(db: Path) -> None:
+        with threadlog.checkpointer(f"sqlite:///{db}") as saver:
+            graph = _agent(counter.tool(), checkpointer=saver)
+            for q in QUESTIONS:
+                graph.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "t"}})
+        assert counter.runs == 3  # Beijing, then Shanghai and Beijing
+
+    url = f"sqlite:///{_copy_of('counted.db', tmp_path, write)}"
     counter.runs = 0
     return url, counter
 

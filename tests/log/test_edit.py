@@ -12,12 +12,12 @@ from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
 import threadlog
 from tests.helpers.multi_agent import Scripted
+from tests.helpers.review import review_app
 from threadlog import Edit, EditError, MessageLog, edits_of, original_of
 from threadlog.cli import main
 from threadlog.examples.weather import get_weather
@@ -40,21 +40,6 @@ class Recorder:
             call = {"name": "get_weather", "args": {"city": "Beijing"}, "id": "call-1"}
             return AIMessage("", id="ai-1", tool_calls=[call])
         return AIMessage(f"answer: {messages[-1].content}", id=f"ai-{len(self.seen)}")
-
-
-def review_app(
-    model: Any, saver: Any, state: Any = threadlog.AgentState, tools: Sequence[Any] = ()
-) -> Any:
-    """model ⇄ tools (`get_weather` unless `tools`), paused before the tools run:
-    LangGraph's standard review point."""
-    tools = list(tools) or [get_weather]
-    g = StateGraph(state)
-    g.add_node("model", threadlog.ModelNode(Scripted(script=model), tools))
-    g.add_node("tools", threadlog.ToolNode(tools))
-    g.add_edge(START, "model")
-    g.add_conditional_edges("model", threadlog.tools_condition, {"tools": "tools", END: END})
-    g.add_edge("tools", "model")
-    return g.compile(checkpointer=saver, interrupt_before=["tools"])
 
 
 def edited(message: AIMessage, **args: Any) -> AIMessage:

@@ -29,7 +29,7 @@ from langgraph.prebuilt import tools_condition as prebuilt_tools_condition
 
 import threadlog
 from tests.helpers.multi_agent import Scripted
-from tests.log.test_edit import review_app as edit_review_app
+from tests.helpers.review import review_app as edit_review_app
 from threadlog import Edit, MessageLog, edits_of, original_of
 from threadlog.cli import main
 from threadlog.examples.weather import get_weather

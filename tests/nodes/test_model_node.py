@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from langchain_core.language_models import BaseChatModel
@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
-from tests.helpers.model import ai, get_weather, result, system, user
+from tests.helpers.model import Recorder, ai, get_weather, result, system, user
 from threadlog import (
     AgentState,
     Compactions,
@@ -31,26 +31,6 @@ from threadlog import (
     validate,
 )
 from threadlog.nodes.model import NOT_COMPLETED
-
-
-class Recorder(BaseChatModel):
-    """Wraps the offline model and records every message list it was sent."""
-
-    seen: ClassVar[list[list[BaseMessage]]] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        reply = OfflineChatModel()._reply(messages, kwargs.get("tools") or ())
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return OfflineChatModel.bind_tools(self, tools, **kwargs)  # type: ignore[arg-type]
 
 
 def weather_graph(

@@ -10,8 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 import threadlog
-from tests.helpers.model import ai, get_weather, result, user
-from tests.nodes.test_model_node import Recorder
+from tests.helpers.model import Recorder, ai, get_weather, result, user
 from threadlog import ContextPolicy, ModelNode, ToolPairingError, validate
 from threadlog.log.pairing import OpenCalls
 from threadlog.nodes.model import NOT_COMPLETED, open_calls

@@ -16,22 +16,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 import threadlog
+from tests.helpers.echo import echo_graph as _echo_graph
 
 
 def _cfg(thread_id: str) -> Any:
     return {"configurable": {"thread_id": thread_id}}
-
-
-def _echo_graph(saver: Any) -> Any:
-    def reply(state: threadlog.MessagesState) -> dict[str, Any]:
-        n = len(state["messages"])
-        return {"messages": [AIMessage(f"echo {n}", id=f"ai-{n}")]}
-
-    builder = StateGraph(threadlog.MessagesState)
-    builder.add_node("reply", reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=saver)
 
 
 async def test_an_async_in_memory_sqlite_guard_reads_the_saver_s_own_database() -> None:

@@ -18,7 +18,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 
 import threadlog
-from tests.conftest import fresh_database
+from tests.helpers.postgres import fresh_database
 
 # Tests of the suite's base capabilities (put, put_writes, get_tuple, list, delete_thread)
 # in 0.0.2; copy_thread / prune / delete_for_runs add 23 (all of them run here).

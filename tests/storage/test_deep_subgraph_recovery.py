@@ -29,8 +29,6 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
-from test_recover_results import CONFIG, INSTEAD, Hook, assert_recovered, first_turn
-from test_subgraph_recovery import SUB_STOPS
 
 import threadlog
 import threadlog.inspect
@@ -44,6 +42,7 @@ from scripts.kill_harness import (
 )
 from scripts.kill_harness import _read as read_jsonl
 from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
+from tests.helpers.recovery import CONFIG, INSTEAD, SUB_STOPS, Hook, assert_recovered, first_turn
 from threadlog.inspect.export import messages_at
 from threadlog.nodes.model import NOT_COMPLETED, open_calls
 

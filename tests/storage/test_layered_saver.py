@@ -15,9 +15,9 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from test_async_drifts import _echo_graph
 
 import threadlog
+from tests.helpers.echo import echo_graph as _echo_graph
 from threadlog.checkpoint.cache import history_cache_of
 from threadlog.checkpoint.guard import GuardedSaver
 from threadlog.checkpoint.layered import LayeredSaver, layer_of

@@ -13,54 +13,22 @@ SQLite and Postgres (the `backend` fixture), through `threadlog.checkpointer(url
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
-from test_recover_results import (
+
+import threadlog
+from tests.helpers.durability import check_thread, user
+from tests.helpers.recovery import (
     CONFIG,
     INSTEAD,
-    Hook,
+    SUB_STOPS,
     afirst_turn,
     assert_recovered,
     first_turn,
+    nested,
+    nested_results,
 )
-from test_subgraph_recovery import SUB_STOPS
-
-import threadlog
-from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
-
-
-def nested(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
-    """START -> team (subgraph: START -> agent (sub-subgraph: model ⇄ tools)) -> END."""
-    weather = make_weather_tool(effects, hook(saver))
-    agent = model_tools_graph(weather)
-    team = StateGraph(threadlog.AgentState)
-    team.add_node("agent", agent.compile())
-    team.add_edge(START, "agent")
-    g = StateGraph(threadlog.AgentState)
-    g.add_node("team", team.compile())
-    g.add_edge(START, "team")
-    return g.compile(checkpointer=saver)
-
-
-def nested_results(graph: Any) -> dict[str, ToolMessage]:
-    """The results the stopped sub-subgraph stored, read through `get_state(subgraphs=True)`."""
-    snap = graph.get_state(CONFIG, subgraphs=True)
-    (team,) = snap.tasks
-    assert team.name == "team" and team.state is not None
-    (agent,) = team.state.tasks
-    assert agent.name == "agent" and agent.state is not None
-    ns = agent.state.config["configurable"]["checkpoint_ns"]
-    assert ns.startswith("team:") and "|agent:" in ns, ns
-    return {
-        m.tool_call_id: m
-        for t in agent.state.tasks
-        for m in (t.result or {}).get("messages", [])
-        if isinstance(m, ToolMessage)
-    }
 
 
 @pytest.mark.parametrize("stop", list(SUB_STOPS))

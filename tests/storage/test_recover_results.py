@@ -14,154 +14,34 @@ and async, and on plain LangGraph savers.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import interrupt
+from langchain_core.messages import ToolMessage
 
 import threadlog
 from tests.helpers.durability import (
     build_agent,
     check_thread,
-    make_weather_tool,
-    model_tools_graph,
     read_effects,
     user,
 )
 from tests.helpers.durability_worker import start
+from tests.helpers.recovery import (
+    CONFIG,
+    INSTEAD,
+    STOPS,
+    TWO_CITIES,
+    afirst_turn,
+    agent,
+    ask_about_shanghai,
+    assert_recovered,
+    first_turn,
+    stored_results,
+)
 from threadlog.checkpoint.recover import arecover_results, recover_results
 from threadlog.log.pairing import OUTCOME_UNKNOWN
-from threadlog.nodes.model import NOT_COMPLETED
-
-TWO_CITIES = "What's the weather in Beijing and Shanghai?"
-INSTEAD = "Never mind. Weather in Guangzhou?"
-CONFIG: dict[str, Any] = {"configurable": {"thread_id": "t"}}
-
-
-Hook = Callable[[BaseCheckpointSaver[Any]], Callable[[str, str], None]]
-
-
-def ask_about_shanghai(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], None]:
-    def hook(city: str, call_id: str) -> None:
-        if city == "Shanghai":
-            interrupt({"confirm": city})
-
-    return hook
-
-
-def shanghai_is_down(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], None]:
-    """Shanghai raises once Beijing's result is stored: LangGraph cancels the tasks
-    still running when one fails, and this test is about a result that was saved."""
-
-    def hook(city: str, call_id: str) -> None:
-        if city == "Shanghai":
-            wait_for_a_stored_result(saver)
-            raise ConnectionError("weather service for Shanghai is down")
-
-    return hook
-
-
-def wait_for_a_stored_result(saver: BaseCheckpointSaver[Any], limit: float = 30) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        saved = saver.get_tuple(CONFIG)
-        if saved is not None and any(
-            isinstance(m, ToolMessage)
-            for _, _, v in saved.pending_writes or ()
-            for m in (v if isinstance(v, list) else [v])
-        ):
-            return
-        time.sleep(0.01)
-    raise AssertionError("Beijing's result was never stored")
-
-
-STOPS: dict[str, tuple[Hook, type[Exception] | None]] = {
-    "interrupt": (ask_about_shanghai, None),
-    "raise": (shanghai_is_down, ConnectionError),
-}
-
-
-def agent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
-    """model ⇄ tools with the ModelNode itself as the node (sync and async paths)."""
-    weather = make_weather_tool(effects, hook(saver))
-    g = model_tools_graph(weather)
-    return g.compile(checkpointer=saver)
-
-
-def stored_results(saver: BaseCheckpointSaver[Any]) -> dict[str, ToolMessage]:
-    """The ToolMessages pending on the thread's head: the paused step's saved results."""
-    saved = saver.get_tuple(CONFIG)
-    assert saved is not None
-    return {
-        m.tool_call_id: m
-        for _, _, v in saved.pending_writes or ()
-        for m in (v if isinstance(v, list) else [v])
-        if isinstance(m, ToolMessage)
-    }
-
-
-def first_turn(graph: Any, stop: str) -> None:
-    error = STOPS[stop][1]
-    if error is None:
-        out = graph.invoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
-        assert out["__interrupt__"][0].value == {"confirm": "Shanghai"}
-    else:
-        with pytest.raises(error, match="Shanghai"):
-            graph.invoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
-
-
-async def afirst_turn(graph: Any, stop: str) -> None:
-    error = STOPS[stop][1]
-    if error is None:
-        out = await graph.ainvoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
-        assert out["__interrupt__"][0].value == {"confirm": "Shanghai"}
-    else:
-        with pytest.raises(error, match="Shanghai"):
-            await graph.ainvoke({"messages": [user(TWO_CITIES, "u1")]}, CONFIG)
-
-
-def assert_recovered(
-    final: list[BaseMessage],
-    saved: dict[str, ToolMessage],
-    effects: Path,
-    shanghai_reads: str = NOT_COMPLETED,
-) -> None:
-    """Beijing's stored result, Shanghai's explicit error, u2 and the answer: once each.
-    `shanghai_reads`: the repair of Shanghai's call — "not completed" when its tool
-    reported back (it raised, or paused), `OUTCOME_UNKNOWN` when it was killed while its
-    tool ran (issue 24 item 4: the tool may have finished its effect)."""
-    threadlog.validate(final, allow_pending_calls=False)
-    ids = [m.id for m in final]
-    assert len(ids) == len(set(ids)), f"message ids appear more than once: {ids}"
-    assert [m.id for m in final if isinstance(m, HumanMessage)] == ["u1", "u2"]
-    request = final[1]
-    assert isinstance(request, AIMessage)
-    beijing, shanghai = (c["id"] for c in request.tool_calls)
-    assert list(saved) == [beijing]  # only the finished sibling was stored
-    # Both calls are answered before the new message, in call order.
-    first, second = final[2], final[3]
-    assert isinstance(first, ToolMessage) and isinstance(second, ToolMessage)
-    assert final[4].id == "u2"
-    stored = saved[beijing]
-    assert (first.tool_call_id, first.id, first.content, first.status) == (
-        beijing, stored.id, stored.content, "success")
-    assert first.content == "Beijing: sunny, 21°C"
-    assert (second.tool_call_id, second.status, second.content) == (
-        shanghai, "error", shanghai_reads)
-    answer = final[-1]
-    assert isinstance(answer, AIMessage) and not answer.tool_calls
-    assert "Guangzhou" in answer.text
-    # Beijing's tool ran once (not again for the recovery), Shanghai's never finished.
-    effects_by_call = Counter(read_effects(effects))
-    guangzhou = [m.tool_call_id for m in final[5:] if isinstance(m, ToolMessage)]
-    assert effects_by_call == Counter([beijing, *guangzhou])
-
 
 # -- threadlog.checkpointer on SQLite and Postgres ----------------------------------------
 

@@ -22,20 +22,20 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Send
-from test_recover_results import (
-    CONFIG,
-    INSTEAD,
-    Hook,
-    afirst_turn,
-    assert_recovered,
-    first_turn,
-)
-from test_subgraph_recovery import SUB_STOPS
 
 import threadlog
 import threadlog.inspect
 from scripts.kill_harness import Outcome, Plan, check_after_fault, run_worker, thread_of
 from tests.helpers.durability import check_thread, make_weather_tool, model_tools_graph, user
+from tests.helpers.recovery import (
+    CONFIG,
+    INSTEAD,
+    SUB_STOPS,
+    Hook,
+    afirst_turn,
+    assert_recovered,
+    first_turn,
+)
 
 
 def sent_to(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:

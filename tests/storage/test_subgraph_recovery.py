@@ -13,7 +13,6 @@ Each case: SQLite and Postgres through `threadlog.checkpointer(url)`; async too.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,82 +21,29 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
 from langgraph.types import Command
-from test_recover_results import (
-    CONFIG,
-    INSTEAD,
-    STOPS,
-    TWO_CITIES,
-    Hook,
-    afirst_turn,
-    assert_recovered,
-    first_turn,
-)
 
 import threadlog
 from tests.helpers.durability import (
     check_thread,
-    make_weather_tool,
-    model_tools_graph,
     read_effects,
     record_effect,
     user,
 )
+from tests.helpers.recovery import (
+    CONFIG,
+    INSTEAD,
+    STOPS,
+    SUB_STOPS,
+    TWO_CITIES,
+    afirst_turn,
+    assert_recovered,
+    first_turn,
+    parent,
+    parent_with,
+    subgraph_results,
+)
 from threadlog.log.pairing import OUTCOME_UNKNOWN
-
-
-def shanghai_is_down(saver: BaseCheckpointSaver[Any]) -> Any:
-    """Shanghai raises once Beijing's result is stored, in any namespace of the thread
-    (LangGraph cancels the tasks still running when one fails)."""
-
-    def stored() -> bool:
-        return any(
-            isinstance(m, ToolMessage)
-            for t in saver.list({"configurable": {"thread_id": "t"}})
-            for _, _, v in t.pending_writes or ()
-            for m in (v if isinstance(v, list) else [v])
-        )
-
-    def hook(city: str, call_id: str) -> None:
-        if city == "Shanghai":
-            deadline = time.monotonic() + 30
-            while not stored():
-                assert time.monotonic() < deadline, "Beijing's result was never stored"
-                time.sleep(0.01)
-            raise ConnectionError("weather service for Shanghai is down")
-
-    return hook
-
-
-SUB_STOPS = {**STOPS, "raise": (shanghai_is_down, ConnectionError)}
-
-
-def parent(saver: BaseCheckpointSaver[Any], effects: Path, hook: Hook) -> Any:
-    """START -> agent (a subgraph: model ⇄ tools, one task per call) -> END."""
-    return parent_with(saver, make_weather_tool(effects, hook(saver)))
-
-
-def parent_with(saver: BaseCheckpointSaver[Any], weather: Any) -> Any:
-    sub = model_tools_graph(weather)
-    g = StateGraph(threadlog.AgentState)
-    g.add_node("agent", sub.compile())
-    g.add_edge(START, "agent")
-    return g.compile(checkpointer=saver)
-
-
-def subgraph_results(graph: Any) -> dict[str, ToolMessage]:
-    """The results the stopped subgraph stored, read through `get_state(subgraphs=True)`."""
-    snap = graph.get_state(CONFIG, subgraphs=True)
-    (task,) = snap.tasks
-    assert task.name == "agent" and task.state is not None, "the subgraph's state is shown"
-    assert task.state.config["configurable"]["checkpoint_ns"].startswith("agent:")
-    found: dict[str, ToolMessage] = {}
-    for sub_task in task.state.tasks:
-        for m in (sub_task.result or {}).get("messages", []):
-            if isinstance(m, ToolMessage):
-                found[m.tool_call_id] = m
-    return found
 
 
 @pytest.mark.parametrize("stop", list(SUB_STOPS))

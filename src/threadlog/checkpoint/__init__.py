@@ -78,7 +78,7 @@ lifecycle call cannot materialize a delta channel that is not one of threadlog's
 (your own `DeltaChannel`: refused, nothing changed); writes a rolled-back run stored on a
 checkpoint it did not make (a resumed step's results carry no run id) stay; the lifecycle
 calls are the guarded saver's (`guard=False` keeps the backend's own).
-docs/durability.md says the same for users, with the measured figures.
+docs/durability.md says the same for users; BENCHMARKS.md has the figures.
 
 Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
 wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and

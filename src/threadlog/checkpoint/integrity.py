@@ -2,7 +2,7 @@
 
 Why. A delta channel's value is rebuilt from the writes stored on a checkpoint's
 ancestors. A writes row deleted in the middle of a thread, or two rows' values swapped,
-used to read back silently as a different history (issue 15). With this, such a thread
+would read back silently as a different history. With this, such a thread
 fails on read with `threadlog.StoredDataError` instead.
 
 Contract:

@@ -4,7 +4,7 @@ Why. A warm turn loads its thread's logs by walking from the head back to the
 checkpoint the history cache holds, collecting the writes in between
 (`threadlog.checkpoint.cache`). Those are, in the common case, exactly what this
 process stored during its previous turn — yet the walk asked the database for them:
-one round trip a turn, whose cost on Postgres grew with the thread (issue 12, target 3).
+one round trip a turn, whose cost on Postgres grew with the thread.
 
 Contract:
 
@@ -65,7 +65,7 @@ __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of", "record_own_writes"]
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 # Per-thread records are for threads in use right now; 256 keeps a long-lived server's
-# memory flat once they are reached (issue 12 target 6), a forgotten thread's next walk
+# memory flat once they are reached; a forgotten thread's next walk
 # is one query.
 DEFAULT_MAX_THREADS = 256
 _MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them

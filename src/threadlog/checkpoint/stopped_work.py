@@ -6,8 +6,8 @@ checkpoint (its *head*) with finished tasks' writes pending — and likewise an 
 checkpoint whose `__start__` task never ran holds the user's message only in `__start__`.
 Resuming (`invoke(None)`) applies those writes; **new input discards them**
 (`pregel/_loop.py`, `discard_tasks`), so the next turn silently dropped a user message,
-a final answer or a tool call the user had seen streamed (issue 15, item 1; plain
-`add_messages` graphs lose the same writes).
+a final answer or a tool call the user had seen streamed (plain `add_messages` graphs
+lose the same writes).
 
 Contract:
 

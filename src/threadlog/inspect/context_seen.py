@@ -96,7 +96,7 @@ class ContextSeen(Table):
             if policy is None and graph_node is not None:
                 policy = graph_node.policy
             # Imported here: the model node's module tree (tools, prebuilt) is not what
-            # opening a thread needs (`threadlog inspect` start-up, issue 22).
+            # opening a thread needs (`threadlog inspect` starts faster without it).
             from threadlog.nodes.model import ModelNode
 
             node = ModelNode(

@@ -114,7 +114,7 @@ class ThreadRecords:
         """The graph's model node, when the thread was loaded from a graph that has one."""
         if self.graph is None:
             return None
-        # Imported here: reading a database thread needs no model node (start-up, issue 22).
+        # Imported here: reading a database thread needs no model node (a faster start).
         from threadlog.nodes.model import ModelNode
 
         for node in self.graph.nodes.values():

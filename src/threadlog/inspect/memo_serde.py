@@ -2,7 +2,7 @@
 
 Contract: `remember_large(serde)` wraps a checkpoint serializer for a read-only saver.
 `loads_typed` of a blob of `LARGE` bytes or more (a checkpoint holding a full snapshot of
-a long log: 20,000 messages are ~5 MB) returns the value decoded the last time the very
+a long log, megabytes) returns the value decoded the last time the very
 same bytes were read, if one of the last `KEEP` large blobs was those bytes; everything
 else is the wrapped serializer's. Why: LangGraph reads the newest checkpoint twice when a
 thread is opened (`saver.list`, then `get_state` of it), and each read decodes the whole

@@ -178,7 +178,7 @@ def records_from(
     # a replay from the thread's start for every checkpoint.
     # The newest first, though: its log (a snapshot's, or the cold read's) is then the
     # cache's entry, and the oldest loaded one steps back from it (`MessageLog.rewind`)
-    # when that is near, instead of rebuilding from the snapshot before it (issue 22).
+    # when that is near, instead of rebuilding from the snapshot before it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:

@@ -44,7 +44,7 @@ Contract:
   `repair_kind(message)` tells the two repairs apart, stored before or after this.
   `Recovered` carries which calls started, next to the stored results.
 * **Incremental.** `OpenCalls` answers `open_calls` for a log that grows at its end
-  (the model node's every turn, issue 15 item 8: a 20,000-message scan costs ~10 ms),
+  (the model node's every turn, where a full scan of a long log would cost each turn),
   resuming per key where its last scan stopped; anything else — another branch, a result
   placed in the middle of the log, a request edited in place — is a full scan. The answer
   is always exactly `open_calls(messages)`; only its cost varies.

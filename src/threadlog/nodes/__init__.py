@@ -8,7 +8,7 @@ from threadlog.errors import ApprovalError, ToolCallError
 
 # The tool node's names load on first use (PEP 562): a submodule such as `nodes.trace`
 # (what the inspector reads) then does not import the tool node and `langgraph.prebuilt`
-# with it (`threadlog inspect` start-up, issue 22).
+# with it (`threadlog inspect` starts faster).
 if TYPE_CHECKING:
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition

@@ -383,8 +383,8 @@ class ModelNode(RunnableCallable):
         runnable = chosen.bound_first if turn_started(messages) else chosen.bound
         wall0, call0 = time.time(), time.perf_counter()
         # Inside a graph the step's context already carries this config; passed again,
-        # langchain-core copies and merges it twice per call (its merge: 3.8% of the loop's
-        # samples at 256 concurrent runs). Called on its own, the node passes its config.
+        # langchain-core copies and merges it twice per call, a cost that shows under many
+        # concurrent runs. Called on its own, the node passes its config.
         given = None if var_child_runnable_config.get() is config else config
         reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, given))
         ai = self._timed(reply, wire, (step0, call0, wall0), chosen, system, messages)

@@ -1,6 +1,6 @@
 """Which calls' tools started: a marker stored before a tool runs, so a repair can tell.
 
-Why (issue 24, item 4). A call whose tool started but never reported back — the process
+Why. A call whose tool started but never reported back — the process
 was SIGKILLed, the run cancelled or timed out while a sync tool ran — used to be repaired
 like a call that never ran: "not completed". The tool may well have finished its side
 effect after the run stopped (a thread cannot be stopped), and the model was told the
