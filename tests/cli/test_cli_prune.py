@@ -52,7 +52,7 @@ def test_keep_latest_prunes_every_thread_and_the_archive_opens_like_a_database(
     assert main(["prune", "--db", db, "--keep-latest", "--archive", str(archive)]) == 0
     out = capsys.readouterr().out
     assert "pruned 2 thread(s) (keep_latest)" in out
-    assert "bytes come back" in out and "archived 2 thread(s)" in out
+    assert "bytes of rows" in out and "archived 2 thread(s)" in out
     for tid in ("a", "b"):
         n, messages = _read(db, tid)
         assert n == 1 and messages == before[tid][1]
@@ -76,7 +76,7 @@ def test_dry_run_prints_what_would_go_and_changes_nothing(
     assert main(["prune", "--db", db, "--keep-latest", "--thread", "a", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("would prune 1 thread(s) (keep_latest): ")
-    assert f"{before[0] - 1} checkpoint(s)" in out and "bytes come back" in out
+    assert f"{before[0] - 1} checkpoint(s)" in out and "bytes of rows" in out
     assert _read(db, "a") == before
 
 

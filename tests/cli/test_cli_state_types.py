@@ -118,14 +118,14 @@ def test_a_bad_type_name_is_one_line_naming_the_flag_or_the_variable(
     app_db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", "Profile")
-    assert code == 1 and "--allow-type" in err and "module:Class" in err, err
+    assert code == 2 and "--allow-type" in err and "module:Class" in err, err
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", "no_such_mod_tl:X")
-    assert code == 1 and "--allow-type no_such_mod_tl:X: cannot import" in err, err
+    assert code == 2 and "--allow-type no_such_mod_tl:X: cannot import" in err, err
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", f"{APP}:Nope")
-    assert code == 1 and "has no class 'Nope'" in err, err
+    assert code == 2 and "has no class 'Nope'" in err, err
     monkeypatch.setenv("THREADLOG_ALLOW_TYPES", "a.b.C")
     code, _, err = cli(capsys, "threads", "--db", app_db)
-    assert code == 1 and "THREADLOG_ALLOW_TYPES" in err, err
+    assert code == 2 and "THREADLOG_ALLOW_TYPES" in err, err
     assert "allowed_types" not in err and "not imported" not in err
 
 

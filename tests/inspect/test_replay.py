@@ -241,7 +241,9 @@ def test_cli_exit_0_when_every_turn_matches_and_1_at_a_divergence(
             "2:3",
         ]
     )
-    rows = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["thread_id"], doc["source"]) == ("demo-a", db)
+    rows = doc["turns"]
     assert status == 1 and [(r["turn"], r["kind"]) for r in rows] == [
         (2, "context"),
         (3, "context"),

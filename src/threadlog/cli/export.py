@@ -7,7 +7,8 @@ runs a turn: `jsonl` (default) one message per line with its role and LangChain 
 langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
 full id or unique suffix); `--namespace NS` exports a subgraph's log instead of the root's
 (its namespace as `threadlog inspect` lists it under "subgraphs"); `-o FILE` writes to a
-file. `threadlog.inspect.export.loads` reads any of them back. Errors: one line, exit 1.
+file. `threadlog.inspect.export.loads` reads any of them back. `--thread` takes an id or a
+unique prefix. Bad input: one line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import resolve_thread
     from threadlog.cli.inspect import check_output_path
     from threadlog.inspect.export import dumps, messages_at
 
     if args.output:
         check_output_path(args.output)
+    args.thread = resolve_thread(args.db, args.thread)
     messages, _ = messages_at(args.db, args.thread, args.checkpoint, namespace=args.namespace)
     text = dumps(messages, args.format)
     if args.output:
