@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from threadlog.cli.errors import parse_args
 
-    args = parse_args(build_parser(), argv)
+    try:
+        args = parse_args(build_parser(), argv)
+    except SystemExit as stopped:  # --help, --version, or bad input (already printed)
+        return stopped.code if isinstance(stopped.code, int) else 2
     result: int = args.func(args)
     return result
 
