@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, ToolException
 
 from threadlog.check.boundary import StandIn, outside, serving, unreachable
 from threadlog.inspect.table import Cell, Column, Table
@@ -91,6 +91,7 @@ class _Turn:
     before: dict[str, Any]  # the state values stored right before the user message
     replies: list[AIMessage]
     results: list[ToolMessage]
+    removed: str = ""  # why the turn cannot be replayed: its user message was removed
 
 
 def _calls(ai: AIMessage) -> list[tuple[str, str]]:
@@ -113,7 +114,25 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         raise LookupError(f"no thread {thread_id!r} in this database")
     history.reverse()
     head = [m for m in history[-1].values.get("messages") or [] if isinstance(m, BaseMessage)]
-    users = [m for m in head if isinstance(m, HumanMessage)]
+    in_head = {m.id for m in head if isinstance(m, HumanMessage)}
+    users: list[HumanMessage] = []  # every user message ever stored, in the order written
+    gone: dict[str, str] = {}  # a removed one's id → where it went
+    shown: set[str | None] = set()
+    for snap in history:
+        values = snap.values if isinstance(snap.values, dict) else {}
+        now = [m for m in values.get("messages") or [] if isinstance(m, HumanMessage)]
+        ids = {m.id for m in now}
+        for m in now:
+            if m.id not in {u.id for u in users}:
+                users.append(m)
+        for vanished in shown - ids:
+            if vanished not in in_head and str(vanished) not in gone:
+                step = (snap.metadata or {}).get("step")
+                cid = snap.config["configurable"]["checkpoint_id"]
+                gone[str(vanished)] = (
+                    f"its user message was removed at step {step} (checkpoint {cid})"
+                )
+        shown = ids
     before: dict[str, dict[str, Any]] = {}
     prev: dict[str, Any] = {}
     for snap in history:
@@ -125,7 +144,11 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         prev = values
     out: list[_Turn] = []
     for n, user in enumerate(users, 1):
-        at = head.index(user)
+        if user.id not in in_head:
+            why = gone.get(str(user.id), "its user message is not in the thread's head")
+            out.append(_Turn(n, user, {}, [], [], removed=why))
+            continue
+        at = next(i for i, m in enumerate(head) if m.id == user.id)
         end = next(
             (i for i in range(at + 1, len(head)) if isinstance(head[i], HumanMessage)), len(head)
         )
@@ -216,6 +239,8 @@ class _Served:
             func=serve,
             response_format=real.response_format,
             return_direct=real.return_direct,
+            # A stored failure is served as one: the caller gets an error result.
+            handle_tool_error=True,
         )
 
     def result(
@@ -244,9 +269,20 @@ class _Served:
             self.used.add(found)
             stored = self.results.get(self.stored_calls[found][2])
             if stored is not None:
+                if stored.status == "error":  # the stored call failed: so does this one
+                    raise ToolException(stored.content)
                 if real.response_format == "content_and_artifact":
                     return stored.content, stored.artifact
                 return stored.content
+            # The stored turn made this call and stored no result: its tool raised and
+            # the run stopped there. The replay stops there too.
+            raise _Stop(
+                "unanswered",
+                None,
+                f"the stored turn's call {name}({json.dumps(args, ensure_ascii=False)}) "
+                "stored no result (its tool failed and the run stopped); the replay "
+                "stops at the same call",
+            )
         if self.tools_live:
             with outside():
                 return real.invoke(given)
@@ -455,7 +491,10 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
             f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
             "answer interrupts: what ran before the pause matches"
         )
-    if stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
+    if stopped is not None and stopped.kind == "unanswered":
+        if kind == "match":  # everything up to the call the stored run stopped at matched
+            detail = stopped.detail
+    elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
     elif stopped is not None and stopped.kind == "tool_schema":
         kind, call, detail, stored, replayed = (
@@ -468,6 +507,14 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed
     )
+
+
+def _skipped(turn: _Turn) -> TurnResult:
+    detail = (
+        f"skipped: {turn.removed} (a summarizing or trimming step); what followed it is "
+        "not in the head to compare against"
+    )
+    return TurnResult(turn.index, turn.user.id, _text(turn.user), "skipped", None, detail)
 
 
 class ReplayReport(Table):
@@ -486,7 +533,7 @@ class ReplayReport(Table):
 
     @property
     def matched(self) -> bool:
-        return all(r.matched for r in self.results)
+        return all(r.matched or r.kind == "skipped" for r in self.results)
 
     @property
     def status(self) -> int:
@@ -496,8 +543,12 @@ class ReplayReport(Table):
         return [asdict(r) for r in self.results]
 
     def summary(self) -> list[str]:
-        bad = [r for r in self.results if not r.matched]
-        text = f"{len(self.results)} turn(s) replayed: {len(self.results) - len(bad)} match"
+        bad = [r for r in self.results if not r.matched and r.kind != "skipped"]
+        skipped = sum(r.kind == "skipped" for r in self.results)
+        ran = len(self.results) - skipped
+        text = f"{ran} turn(s) replayed: {ran - len(bad)} match"
+        if skipped:
+            text = f"{len(self.results)} stored turn(s), {skipped} skipped; {text}"
         if bad:
             text += f", {len(bad)} diverge (first at turn {bad[0].turn}: {bad[0].kind})"
         return [text]
@@ -555,5 +606,10 @@ def replay(
     if refused:
         raise ValueError(f"cannot replay safely: {refused}")
     chosen = turns if isinstance(turns, range) else parse_turns(turns, len(stored))
-    results = [_replay_turn(graph, stored[n - 1], model, tools) for n in chosen]
+    results = [
+        _skipped(stored[n - 1])
+        if stored[n - 1].removed
+        else _replay_turn(graph, stored[n - 1], model, tools)
+        for n in chosen
+    ]
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)
