@@ -235,3 +235,32 @@ def test_json_output_escapes_c1_controls_and_bidi_overrides(
         assert "\\u009b31m\\u202eevil" in out, argv
         docs = _json_lines(out) if argv[0] == "check" else [json.loads(out)]
         assert C1_BIDI in json.dumps(docs, ensure_ascii=False), argv  # the same value
+
+
+def _tables(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["prune", "--keep-latest"], ["prune", "--keep-latest", "--dry-run"], ["check", "--repair"]],
+    ids=" ".join,
+)
+def test_a_postgres_database_without_langgraphs_tables_is_refused_and_left_as_it_is(
+    pg_backend: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_backend, autocommit=True) as conn:
+        conn.execute("CREATE TABLE notes (x text)")
+    before = _tables(pg_backend)
+    assert main([argv[0], "--db", pg_backend, *argv[1:]]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "not a LangGraph checkpoint database" in err
+    assert _tables(pg_backend) == before == ["notes"]
