@@ -330,8 +330,8 @@ def test_a_plain_create_react_agent_thread_replays_live_without_running_its_tool
     report = replay(react_agent(None, tools=[counter.tool()]), url, "r", model="live")
     assert report.matched and len(report.results) == 2, str(report)
     assert counter.runs == 0
-    with pytest.raises(ValueError, match=r"threadlog\.ModelNode"):
-        replay(react_agent(None, tools=[counter.tool()]), url, "r")  # stored: no ModelNode
+    stored = replay(react_agent(None, tools=[counter.tool()]), url, "r")  # no ModelNode
+    assert stored.matched and counter.runs == 0, str(stored)
 
 
 def test_stored_replies_replace_a_model_chosen_per_run(tmp_path: Path) -> None:

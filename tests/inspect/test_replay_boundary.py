@@ -245,3 +245,43 @@ def test_a_graph_whose_tool_the_replay_cannot_reach_is_refused_naming_the_node(
     assert "overrides run()" in captured.err
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == before
+
+
+def test_stored_replies_are_served_to_any_graphs_chat_model_no_model_node_needed(
+    tmp_path: Path,
+) -> None:
+    """`model="stored"` on LangGraph's prebuilt agent and on LangChain's `create_agent`,
+    as a subgraph node: the model is never called, no tool runs, every turn matches."""
+    from langchain.agents import create_agent as langchain_agent
+
+    from tests.helpers.poisoned import plain_saver, react_agent
+
+    class Counting(OfflineChatModel):
+        calls: int = 0
+
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            type(self).calls += 1
+            return super()._generate(*args, **kwargs)
+
+    def shapes(runs: Runs) -> dict[str, Any]:
+        return {
+            "prebuilt": react_agent(None, tools=[runs.tool()]),
+            "langchain": _wrap(
+                langchain_agent(Counting(), [runs.tool()], system_prompt=weather.SYSTEM_PROMPT),
+                "agent",
+            ).compile(),
+        }
+
+    for name in ("prebuilt", "langchain"):
+        url = f"sqlite:///{tmp_path / f'{name}.db'}"
+        runs = Runs()
+        with plain_saver(url) as saver:
+            app = shapes(runs)[name].copy(update={"checkpointer": saver})
+            for q in QUESTIONS:
+                app.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "t"}})
+        assert runs.count == 3
+        again = Runs()
+        Counting.calls = 0
+        report = replay(shapes(again)[name], url, "t", model="stored")
+        assert report.matched and len(report.results) == 3, str(report)
+        assert again.count == 0 and Counting.calls == 0, name

@@ -13,6 +13,10 @@ when the first block opens and taken off when the last one closes, and it consul
 
 `unreachable(tool)` names why the hook cannot reach a tool (its class overrides
 `invoke`/`run` or their async twins itself); replay refuses a graph that holds one.
+
+`replying(reply)` is the same for chat models: inside it, `BaseChatModel.invoke` /
+`ainvoke` return `reply(model, input)` and the model is not called (`--model stored` for
+a graph whose models are not `threadlog.ModelNode`s).
 """
 
 from __future__ import annotations
@@ -23,17 +27,23 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool
 
-__all__ = ["StandIn", "outside", "serving", "unreachable"]
+__all__ = ["StandIn", "outside", "replying", "serving", "unreachable"]
 
 StandInFor = Callable[[BaseTool], BaseTool]
 
 _SESSION: contextvars.ContextVar[StandInFor | None] = contextvars.ContextVar(
     "threadlog_replay_tools", default=None
 )
+_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = (
+    contextvars.ContextVar("threadlog_replay_model", default=None)
+)
 _RUN = BaseTool.run
 _ARUN = BaseTool.arun
+_INVOKE = BaseChatModel.invoke
+_AINVOKE = BaseChatModel.ainvoke
 _lock = threading.Lock()
 _users = 0
 
@@ -56,6 +66,20 @@ async def _hooked_arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
     return await _ARUN(stand_in(self), *args, **kwargs)
 
 
+def _hooked_invoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    reply = _REPLY.get()
+    if reply is None:
+        return _INVOKE(self, input, *args, **kwargs)
+    return reply(self, input)
+
+
+async def _hooked_ainvoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    reply = _REPLY.get()
+    if reply is None:
+        return await _AINVOKE(self, input, *args, **kwargs)
+    return reply(self, input)
+
+
 def _install() -> None:
     global _users
     with _lock:
@@ -63,6 +87,8 @@ def _install() -> None:
         if _users == 1:
             BaseTool.run = _hooked_run  # type: ignore[method-assign]
             BaseTool.arun = _hooked_arun  # type: ignore[method-assign]
+            BaseChatModel.invoke = _hooked_invoke  # type: ignore[method-assign]
+            BaseChatModel.ainvoke = _hooked_ainvoke  # type: ignore[method-assign]
 
 
 def _uninstall() -> None:
@@ -72,6 +98,8 @@ def _uninstall() -> None:
         if _users == 0:
             BaseTool.run = _RUN  # type: ignore[method-assign]
             BaseTool.arun = _ARUN  # type: ignore[method-assign]
+            BaseChatModel.invoke = _INVOKE  # type: ignore[method-assign]
+            BaseChatModel.ainvoke = _AINVOKE  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -87,12 +115,25 @@ def serving(stand_in: StandInFor) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def outside() -> Iterator[None]:
-    """Run a block as if no replay were in force (a live call of the real tool)."""
-    token = _SESSION.set(None)
+def replying(reply: Callable[[BaseChatModel, Any], Any]) -> Iterator[None]:
+    """Answer every chat model invoked in this block with `reply(model, input)`."""
+    _install()
+    token = _REPLY.set(reply)
     try:
         yield
     finally:
+        _REPLY.reset(token)
+        _uninstall()
+
+
+@contextlib.contextmanager
+def outside() -> Iterator[None]:
+    """Run a block as if no replay were in force (a live call of the real tool)."""
+    token, model = _SESSION.set(None), _REPLY.set(None)
+    try:
+        yield
+    finally:
+        _REPLY.reset(model)
         _SESSION.reset(token)
 
 

@@ -28,9 +28,11 @@ tool's side effect runs again. A call the stored turn did not make is reported a
 executed (`tools="live"` runs it). A graph whose tools the boundary cannot reach (a
 `RemoteGraph` node, a tool class overriding `run`) is refused (`ValueError` naming the
 node). `model="stored"` serves each model call the turn's stored reply in order (the
-model is not called; a `ModelNode`, at any depth, is required); `model="live"` calls the
-graph's own model. The `ModelNode`s are restored after each turn (that swap is not safe
-to share with a graph running elsewhere meanwhile).
+model is not called): through the graph's `ModelNode`s at any depth, else at every chat
+model's `invoke` (`boundary.replying`: LangGraph's prebuilt agent, LangChain's
+`create_agent`); `model="live"` calls the graph's own model. The `ModelNode`s are
+restored after each turn (that swap is not safe to share with a graph running elsewhere
+meanwhile).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, ToolException
 
-from threadlog.check.boundary import StandIn, outside, serving, unreachable
+from threadlog.check.boundary import StandIn, outside, replying, serving, unreachable
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.nodes.trace import TRACE_KEY
 
@@ -369,19 +371,19 @@ def refusal(graph: Any) -> str:
 @contextlib.contextmanager
 def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
     models, _ = _nodes(graph)
-    if model == "stored" and not models:
-        raise ValueError(
-            "model='stored' serves stored replies through threadlog.ModelNode, which this "
-            "graph does not use; replay it with model='live'"
-        )
     saved_models = [(m, m.bound, m.bound_first) for m in models]
     try:
         if model == "stored":
             stub = RunnableLambda(served.reply)
             for m in models:
                 m.bound = m.bound_first = stub
-        # Every tool invoked inside the turn, at any depth, is answered by a stand-in.
-        with serving(served.stand_in):
+        # Every tool invoked inside the turn, at any depth, is answered by a stand-in;
+        # with stored replies and no ModelNode, every chat model is answered at its
+        # `invoke` (the graph's own model nodes, LangGraph's or LangChain's agents).
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(serving(served.stand_in))
+            if model == "stored" and not models:
+                stack.enter_context(replying(lambda _model, wire: served.reply(wire)))
             yield
     finally:
         for m, bound, first in saved_models:
