@@ -105,8 +105,6 @@ def test_no_tool_function_runs_in_a_replay_at_any_depth_and_a_faithful_replay_ma
     assert _stored(url, SHAPES[shape]) == 3  # Beijing, then Shanghai and Beijing
     runs = Runs()
     graph = SHAPES[shape](runs.tool())
-    if model == "stored" and shape == "agent invoked by a node":
-        model = "live"  # its ModelNode is out of the graph's reach; the model is offline
     report = replay(graph, url, "t", model=model)  # type: ignore[arg-type]
     assert runs.count == 0
     assert [r.kind for r in report.results] == ["match"] * 3, str(report)
