@@ -147,10 +147,12 @@ def register(sub: Any) -> None:
         help="sampling temperature sent to the model (default: the server's); 0 makes a "
         "small local model's calls repeatable",
     )
+    from threadlog.cli.errors import positive
+
     p.add_argument(
         "--max-model-calls",
         metavar="N",
-        type=int,
+        type=positive("--max-model-calls", "model calls"),
         default=DEMO_MAX_MODEL_CALLS,
         help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
     )
