@@ -147,6 +147,10 @@ def test_prune_says_what_the_file_weighs_after_vacuum_and_vacuum_shrinks_it(
     def weight() -> int:
         return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
 
+    assert main(["prune", "--db", sqlite_url, "--keep-latest", "--dry-run"]) == 0
+    dry = re.search(r"after the prune and VACUUM ([\d,]+) \(a rehearsal", capsys.readouterr().out)
+    assert dry, "the dry run says what the file will weigh"
+
     assert main(["prune", "--db", sqlite_url, "--keep-latest", "--thread", "a"]) == 0
     out = capsys.readouterr().out
     said = r"the file weighs ([\d,]+) bytes; VACUUM would bring it to about ([\d,]+)"
@@ -158,6 +162,7 @@ def test_prune_says_what_the_file_weighs_after_vacuum_and_vacuum_shrinks_it(
     out = capsys.readouterr().out
     assert f"vacuumed: the file weighs {weight():,} bytes" in out
     assert weight() < on_disk
+    assert weight() == int(dry.group(1).replace(",", ""))  # the dry run's figure held
     assert [n for n, _ in (_read(sqlite_url, t) for t in "abc")] == [1, 1, 1]
 
 

@@ -17,7 +17,9 @@ Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
 * `--dry-run`: print what would go — per thread, the checkpoints and the bytes the rows
   hold (the rows' sizes, less the snapshots a head gains) — and change nothing.
 * A SQLite file does not shrink when rows go (its pages are kept for reuse): `prune`
-  says what the file weighs and what it would weigh after `VACUUM`; `--vacuum` runs it
+  says what the file weighs and what it would weigh after `VACUUM` (`--dry-run`: measured
+  by rehearsing the prune and `VACUUM` on a backup copy in a temporary folder, deleted
+  after; the file itself is only read); `--vacuum` runs it
   after the prune (Postgres: `VACUUM` of the checkpoint tables, which makes the space
   reusable; only `VACUUM FULL`, not run here, returns it to the system).
 * `--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
@@ -152,7 +154,14 @@ def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
             sizes = _sizes(backend, report)
             if args.dry_run:
                 _print(report, sizes, dry=True, archive=args.archive)
-                _print_weight(url, report, sizes, dry=True, vacuum=args.vacuum)
+                path = _sqlite_file(url)
+                if path is not None:
+                    after = _rehearsed(path, chosen, strategy, types)
+                    print(
+                        f"the file weighs {file_weight(path)[0]:,} bytes; after the prune and "
+                        f"VACUUM {after:,} (a rehearsal on a copy; without VACUUM the file "
+                        "does not shrink: --vacuum runs it)"
+                    )
                 return 0
             if args.archive:
                 _archive(saver, args.archive, report.threads if report.dropped else [])
@@ -166,7 +175,7 @@ def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
             _print(report, sizes, dry=False, archive=args.archive)
     if args.vacuum:
         vacuum(url)
-    _print_weight(url, report, sizes, dry=False, vacuum=args.vacuum)
+    _print_weight(url, report, sizes, vacuum=args.vacuum)
     return 0
 
 
@@ -213,21 +222,43 @@ def vacuum(url: str) -> None:
             pg.execute(f'VACUUM (ANALYZE) "{table}"')
 
 
-def _print_weight(url: str, report: Any, sizes: dict[str, int], *, dry: bool, vacuum: bool) -> None:
+def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
+    """What the SQLite file at `path` weighs after this prune and `VACUUM`, measured on a
+    copy (SQLite's backup of it, read-only) that is pruned and vacuumed, then deleted."""
+    import sqlite3
+    import tempfile
+    from urllib.parse import quote
+
+    from threadlog.checkpoint import lifecycle
+    from threadlog.checkpoint.saver import checkpointer
+    from threadlog.flows import run as run_flow
+
+    with tempfile.TemporaryDirectory(prefix="threadlog-prune-") as folder:
+        copy = os.path.join(folder, "rehearsal.db")
+        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        target = sqlite3.connect(copy)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        with checkpointer(
+            f"sqlite:///{copy}", multitask_strategy="reject", cache=False, allowed_types=types
+        ) as opened:
+            saver: Any = opened
+            run_flow(lifecycle.prune(saver.maintenance, threads, strategy))
+        vacuum(f"sqlite:///{copy}")
+        return file_weight(copy)[0]
+
+
+def _print_weight(url: str, report: Any, sizes: dict[str, int], *, vacuum: bool) -> None:
     path = _sqlite_file(url)
     if path is None:
-        if vacuum and not dry:
+        if vacuum:
             print("vacuumed the checkpoint tables: their space is reusable")
         return
     on_disk, used = file_weight(path)
-    if dry:
-        freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
-        after = max(used - freed, 0)
-        print(
-            f"the file weighs {on_disk:,} bytes; after the prune and VACUUM about {after:,} "
-            "(without VACUUM it does not shrink: --vacuum runs it)"
-        )
-    elif vacuum:
+    if vacuum:
         print(f"vacuumed: the file weighs {on_disk:,} bytes")
     else:
         print(
