@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, Tool
 
 __all__ = ["StandIn", "outside", "replying", "serving", "unreachable"]
 
@@ -137,12 +137,15 @@ def outside() -> Iterator[None]:
         _SESSION.reset(token)
 
 
+_REACHING = (BaseTool, StructuredTool, Tool)  # their invoke/ainvoke end in run/arun
+
+
 def unreachable(tool: BaseTool) -> str:
     """Why the hook cannot answer for `tool` ("" when it can)."""
     cls = type(tool)
     for name in ("run", "arun", "invoke", "ainvoke"):
         owner = next(k for k in cls.__mro__ if name in vars(k))
-        # langchain-core's own tools reach `run`/`arun`; another class's override may not.
-        if not owner.__module__.startswith("langchain_core."):
+        # Another class's override may never reach `BaseTool.run`.
+        if owner not in _REACHING:
             return f"its class {cls.__name__} overrides {name}()"
     return ""

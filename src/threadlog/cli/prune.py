@@ -184,42 +184,20 @@ def _sqlite_file(url: str) -> str | None:
 
 
 def file_weight(path: str) -> tuple[int, int]:
-    """A SQLite file's bytes on disk (with its WAL) and the bytes its used pages hold —
-    about what it weighs after `VACUUM`."""
-    import sqlite3
-    from urllib.parse import quote
+    from threadlog.checkpoint.backends.sqlite import file_weight as weight
 
-    on_disk = sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
-    conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
-    try:
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-    finally:
-        conn.close()
-    return on_disk, (pages - free) * size
+    return weight(path)
 
 
 def vacuum(url: str) -> None:
     """`VACUUM` the database `url` names (module doc)."""
-    import sqlite3
+    from threadlog.checkpoint.backends import postgres, sqlite
 
     path = _sqlite_file(url)
     if path is not None:
-        conn = sqlite3.connect(path, timeout=30)
-        try:
-            conn.execute("VACUUM")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
-        return
-    import psycopg
-
-    from threadlog.checkpoint.backends import postgres as postgres_tables
-
-    with psycopg.Connection.connect(url, autocommit=True) as pg:
-        for table in postgres_tables.TABLES:
-            pg.execute(f'VACUUM (ANALYZE) "{table}"')
+        sqlite.vacuum_file(path)
+    else:
+        postgres.vacuum_tables(url)
 
 
 def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
