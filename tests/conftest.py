@@ -198,6 +198,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_64_concurrent_async_runs_on_postgres_lose_duplicate_and_fail_nothing",
     ),
     "test_check.py": ("test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph",),  # ~2.3 s
+    "test_check_lock.py": ("*",),  # each waits out a lock timeout
+    "test_replay_boundary.py": (  # ~4 s: two agents stored and replayed, LangChain's imported
+        "test_stored_replies_are_served_to_any_graphs_chat_model_no_model_node_needed",
+    ),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }

@@ -153,8 +153,9 @@ def test_openai_base_url_can_come_from_the_environment(
     assert "Paris: cloudy, 30% chance of precipitation, 17°C." in out
 
 
-def one_line_error(code: int, out: str, err: str) -> str:
-    assert code == 1
+def one_line_error(code: int, out: str, err: str, status: int = 2) -> str:
+    """Bad input is exit 2 (`cli/errors.py`); a server or database that fails, 1."""
+    assert code == status
     assert err.count("\n") == 1 and err.startswith("threadlog demo: error: ")
     assert "Traceback" not in out + err
     return err
@@ -174,7 +175,7 @@ def test_an_unreachable_endpoint_is_one_line_saying_what_to_set(
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    err = one_line_error(*run(capsys, "--model", "openai:m", "--base-url", url))
+    err = one_line_error(*run(capsys, "--model", "openai:m", "--base-url", url), status=1)
     assert f"cannot reach the model endpoint {url}" in err
     assert "--base-url" in err and "OPENAI_BASE_URL" in err
 
@@ -190,7 +191,9 @@ def test_a_rejected_key_is_one_line(
             "handle",
             lambda path, raw: (401, {"error": {"message": "bad key", "type": "auth"}}, None),
         )
-        err = one_line_error(*run(capsys, "--model", "openai:m", "--base-url", server.base_url))
+        err = one_line_error(
+            *run(capsys, "--model", "openai:m", "--base-url", server.base_url), status=1
+        )
     assert "rejected the API key" in err and "OPENAI_API_KEY" in err
 
 

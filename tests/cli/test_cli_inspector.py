@@ -39,9 +39,10 @@ def three_turns(url: str) -> str:
     return url
 
 
-def one_error_line(code: int, err: str) -> str:
+def one_error_line(code: int, err: str, status: int = 2) -> str:
+    """Bad input is exit 2 (cli/errors.py); a database that fails mid-run, 1."""
     lines = err.strip().splitlines()
-    assert code == 1, err
+    assert code == status, err
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
 
@@ -322,7 +323,9 @@ def test_demo_on_a_locked_database_is_one_line_and_keeps_the_thread(
     holder.execute("BEGIN EXCLUSIVE")  # another process writing, for as long as it likes
     try:
         monkeypatch.setattr(sqlite3, "connect", impatient)
-        line = one_error_line(*cli(capsys, "demo", "--db", db, "--thread", "d-1", "again")[::2])
+        line = one_error_line(
+            *cli(capsys, "demo", "--db", db, "--thread", "d-1", "again")[::2], status=1
+        )
     finally:
         monkeypatch.undo()
         holder.rollback()

@@ -67,7 +67,7 @@ def test_keep_latest_prunes_every_thread_and_the_archive_opens_like_a_database(
     assert main(["prune", "--db", db, "--keep-latest", "--archive", str(archive)]) == 0
     out = capsys.readouterr().out
     assert "pruned 2 thread(s) (keep_latest)" in out
-    assert "bytes come back" in out and "archived 2 thread(s)" in out
+    assert "bytes of rows" in out and "archived 2 thread(s)" in out
     for tid in ("a", "b"):
         n, messages = _read(db, tid)
         assert n == 1 and messages == before[tid][1]
@@ -91,7 +91,7 @@ def test_dry_run_prints_what_would_go_and_changes_nothing(
     assert main(["prune", "--db", db, "--keep-latest", "--thread", "a", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("would prune 1 thread(s) (keep_latest): ")
-    assert f"{before[0] - 1} checkpoint(s)" in out and "bytes come back" in out
+    assert f"{before[0] - 1} checkpoint(s)" in out and "bytes of rows" in out
     assert _read(db, "a") == before
 
 
@@ -148,3 +148,44 @@ def test_a_thread_held_by_a_run_is_refused_and_nothing_is_pruned(
     )
     assert {t: _read(db, t) for t in ("a", "b")} == before
     assert not archive.exists()
+
+
+def test_prune_says_what_the_file_weighs_after_vacuum_and_vacuum_shrinks_it(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import re
+
+    _fill(sqlite_url, "a", "b", "c")
+    path = sqlite_url.removeprefix("sqlite:///")
+
+    def weight() -> int:
+        return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+
+    assert main(["prune", "--db", sqlite_url, "--keep-latest", "--dry-run"]) == 0
+    dry = re.search(r"after the prune and VACUUM ([\d,]+) \(a rehearsal", capsys.readouterr().out)
+    assert dry, "the dry run says what the file will weigh"
+
+    assert main(["prune", "--db", sqlite_url, "--keep-latest", "--thread", "a"]) == 0
+    out = capsys.readouterr().out
+    said = r"the file weighs ([\d,]+) bytes; VACUUM would bring it to about ([\d,]+)"
+    found = re.search(said, out)
+    assert found, out
+    on_disk, promised = (int(g.replace(",", "")) for g in found.groups())
+    assert promised < on_disk == weight()  # prune alone does not shrink the file
+    assert main(["prune", "--db", sqlite_url, "--keep-latest", "--vacuum"]) == 0
+    out = capsys.readouterr().out
+    assert f"vacuumed: the file weighs {weight():,} bytes" in out
+    assert weight() < on_disk
+    assert weight() == int(dry.group(1).replace(",", ""))  # the dry run's figure held
+    assert [n for n, _ in (_read(sqlite_url, t) for t in "abc")] == [1, 1, 1]
+
+
+def test_vacuum_on_postgres_runs_and_keeps_every_head(
+    pg_backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(pg_backend, "a")
+    before = _read(pg_backend, "a")[1]
+    assert main(["prune", "--db", pg_backend, "--keep-latest", "--vacuum"]) == 0
+    assert "vacuumed the checkpoint tables" in capsys.readouterr().out
+    assert _read(pg_backend, "a") == (1, before)

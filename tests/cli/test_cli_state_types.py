@@ -118,14 +118,14 @@ def test_a_bad_type_name_is_one_line_naming_the_flag_or_the_variable(
     app_db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", "Profile")
-    assert code == 1 and "--allow-type" in err and "module:Class" in err, err
+    assert code == 2 and "--allow-type" in err and "module:Class" in err, err
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", "no_such_mod_tl:X")
-    assert code == 1 and "--allow-type no_such_mod_tl:X: cannot import" in err, err
+    assert code == 2 and "--allow-type no_such_mod_tl:X: cannot import" in err, err
     code, _, err = cli(capsys, "threads", "--db", app_db, "--allow-type", f"{APP}:Nope")
-    assert code == 1 and "has no class 'Nope'" in err, err
+    assert code == 2 and "has no class 'Nope'" in err, err
     monkeypatch.setenv("THREADLOG_ALLOW_TYPES", "a.b.C")
     code, _, err = cli(capsys, "threads", "--db", app_db)
-    assert code == 1 and "THREADLOG_ALLOW_TYPES" in err, err
+    assert code == 2 and "THREADLOG_ALLOW_TYPES" in err, err
     assert "allowed_types" not in err and "not imported" not in err
 
 
@@ -191,3 +191,43 @@ def test_a_message_of_the_apps_own_class_reads_as_a_named_placeholder_message(
     )
     assert code == 0, err
     assert '"content": "filed"' in out and "not decoded" not in out
+
+
+def _profile_at_head(app_db: str) -> Any:
+    with allowing(argparse.Namespace(allow_type=[f"{APP}:Profile"])):
+        return thread(app_db, "t1", schema=LooseState).records[-1].values["profile"]
+
+
+def test_prune_rebuilds_the_apps_class_by_flag_or_variable_and_keeps_it(
+    app_db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = cli(capsys, "prune", "--db", app_db, "--keep-latest", "--dry-run")
+    assert code == 2 and "--allow-type" in err and err.count("\n") == 1, err
+    flag = ["--allow-type", f"{APP}:Profile"]
+    code, out, err = cli(capsys, "prune", "--db", app_db, "--keep-latest", "--dry-run", *flag)
+    assert code == 0 and "would prune 1 thread(s)" in out, err
+    monkeypatch.setenv("THREADLOG_ALLOW_TYPES", f"{APP}:Profile")
+    code, out, err = cli(capsys, "prune", "--db", app_db, "--keep-latest")
+    assert code == 0 and "pruned 1 thread(s)" in out, err
+    profile = _profile_at_head(app_db)
+    assert type(profile).__module__ == APP and profile.name == "Ada"
+
+
+@pytest.mark.parametrize("command", ["check", "replay", "prune"])
+def test_every_command_that_reads_stored_values_takes_allow_type(
+    app_db: str, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    rest = {
+        "check": [],
+        "replay": ["--thread", "t1", "--graph", "m:g"],
+        "prune": ["--keep-latest"],
+    }[command]
+    code, _, err = cli(capsys, command, "--db", app_db, "--allow-type", "nomodule_tl:X", *rest)
+    assert code == 2 and "--allow-type nomodule_tl:X: cannot import" in err, err
+
+
+def test_check_reads_the_apps_class_with_the_flag(
+    app_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "check", "--db", app_db, "--allow-type", f"{APP}:Profile")
+    assert code == 0 and "1 clean, 0 with problems" in out, (out, err)

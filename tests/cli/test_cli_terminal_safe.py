@@ -124,7 +124,7 @@ def test_an_error_quoting_a_stored_namespace_is_one_escaped_line(
     # node name is in them.
     code, out, err = run(capsys, command, "--db", url, "--thread", THREAD, "--namespace", "nope")
 
-    assert code == 1 and out == "" and err.count("\n") == 1
+    assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith(f"threadlog {command}: error: ") and visible(SUBGRAPH) in err
     assert raw_controls(err) == [], err
 
@@ -170,6 +170,6 @@ def test_a_demo_error_line_is_escaped(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     code, out, err = run(capsys, "demo", "hi", "--model", f"openai:m{CLEAR}")
 
-    assert code == 1 and out == "" and err.count("\n") == 1
+    assert code == 2 and out == "" and err.count("\n") == 1
     assert f"--model openai:m{visible(CLEAR)} needs an API key" in err
     assert raw_controls(err) == [], err

@@ -214,7 +214,8 @@ def test_repair_json_lines_and_the_dry_run_plan_name_each_key(
     url = f"sqlite:///{tmp_path / 'deep.db'}"
     write_research_threads(url)
     assert main(["check", "--db", url, "--repair", "--dry-run", "--json"]) == 1
-    planned = [json.loads(line) for line in capsys.readouterr().out.splitlines()[:-1]]
+    planned = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert planned.pop() == {"summary": {"results": 3, "threads": 2, "written": False}}
     assert sorted((p["thread_id"], p["channel"], p["format"]) for p in planned) == [
         ("deep-researcher-crashed", "researcher_messages", "threadlog"),
         ("deep-researcher-crashed", "supervisor_messages", "threadlog"),
@@ -230,4 +231,6 @@ def test_repair_json_lines_and_the_dry_run_plan_name_each_key(
         ("deep-supervisor-crashed", "supervisor_messages", 1),
     ]
     assert all(d["refused"] is None for d in done)
-    assert lines[-1].startswith("repaired 2 thread(s); 0 refused")
+    assert json.loads(lines[-1]) == {  # JSON only: the summary is a JSON line too
+        "summary": {"repaired": 2, "refused": 0, "unanswerable_calls": 0}
+    }

@@ -124,18 +124,18 @@ def test_html_option_writes_the_thread_page(
     assert "tool calls at" in html  # the pairs table
 
 
-def test_unknown_thread_or_database_exits_1_with_the_reason(
+def test_unknown_thread_or_database_exits_2_with_the_reason(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_cli(capsys, "--db", db, "--thread", "nope")
-    assert code == 1 and "thread 'nope' has no checkpoints" in err
+    assert code == 2 and "--thread: no thread 'nope'" in err
 
     code, _, err = run_cli(capsys, "--db", f"sqlite:///{tmp_path / 'missing.db'}", "--thread", "x")
-    assert code == 1 and "no database at" in err
+    assert code == 2 and "no database at" in err
     assert not (tmp_path / "missing.db").exists()
 
     code, _, err = run_cli(capsys, "--db", db, "--thread", "t-1", "--checkpoint", "zzzz")
-    assert code == 1 and "matches no checkpoint" in err
+    assert code == 2 and "matches no checkpoint" in err
 
 
 def test_runs_as_a_command(sqlite_url: str) -> None:

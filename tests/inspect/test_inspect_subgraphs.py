@@ -160,7 +160,7 @@ def test_the_cli_exports_a_namespace_and_lists_subgraph_counts_as_text_and_json(
     assert exported[0].id == "u1" and len(exported[1].tool_calls) == 2
     assert main(base) == 0  # the root's own log: the user's message only
     assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["u1"]
-    assert main([*base, "--namespace", "agent:nope"]) == 1
+    assert main([*base, "--namespace", "agent:nope"]) == 2  # bad input
     err = capsys.readouterr().err
     assert "namespace 'agent:nope'" in err and outer in err
     assert main(["threads", "--db", sqlite_url, "--json"]) == 0

@@ -232,7 +232,7 @@ def test_the_cli_reads_another_key_and_shows_the_state(sqlite_url: str, capsys: 
     assert "thread r-1, key supervisor_messages · timeline" in out
     assert "state at" in out and "research_brief" in out
     assert all(len(line) <= 100 for line in out.splitlines())
-    assert main(["inspect", "--db", db, "--thread", "r-1", "--key", "nope"]) == 1
+    assert main(["inspect", "--db", db, "--thread", "r-1", "--key", "nope"]) == 2  # bad input
     assert "'nope' is not a message key" in capsys.readouterr().err
     assert main(["threads", "--db", db]) == 0
     assert "supervisor_messages" in capsys.readouterr().out

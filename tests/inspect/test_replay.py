@@ -266,7 +266,9 @@ def test_cli_exit_0_when_every_turn_matches_and_1_at_a_divergence(
             "2:3",
         ]
     )
-    rows = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["thread_id"], doc["source"]) == ("demo-a", db)
+    rows = doc["turns"]
     assert status == 1 and [(r["turn"], r["kind"]) for r in rows] == [
         (2, "context"),
         (3, "context"),
@@ -353,8 +355,8 @@ def test_a_plain_create_react_agent_thread_replays_live_without_running_its_tool
     report = replay(react_agent(None, tools=[counter.tool()]), url, "r", model="live")
     assert report.matched and len(report.results) == 2, str(report)
     assert counter.runs == 0
-    with pytest.raises(ValueError, match=r"threadlog\.ModelNode"):
-        replay(react_agent(None, tools=[counter.tool()]), url, "r")  # stored: no ModelNode
+    stored = replay(react_agent(None, tools=[counter.tool()]), url, "r")  # no ModelNode
+    assert stored.matched and counter.runs == 0, str(stored)
 
 
 def test_stored_replies_replace_a_model_chosen_per_run(tmp_path: Path) -> None:

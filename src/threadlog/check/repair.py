@@ -217,7 +217,11 @@ def _writer(saver: BaseCheckpointSaver[Any], plan: RepairPlan, kept: Mapping[str
     return builder.compile(checkpointer=_Appending(saver, kept, event))
 
 
-def apply_repairs(url: str, plans: Sequence[RepairPlan]) -> list[RepairResult]:
+def apply_repairs(
+    url: str,
+    plans: Sequence[RepairPlan],
+    allowed_types: Sequence[tuple[str, str]] = (),
+) -> list[RepairResult]:
     """Write `plans` through the guarded saver, one thread at a time (module doc)."""
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
@@ -225,7 +229,7 @@ def apply_repairs(url: str, plans: Sequence[RepairPlan]) -> list[RepairResult]:
     from threadlog.inspect.source import quiet_stand_in
 
     out: list[RepairResult] = []
-    with checkpointer(url) as opened:
+    with checkpointer(url, allowed_types=allowed_types) as opened:
         saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
         reader = StandIns(saver)
         for plan in plans:

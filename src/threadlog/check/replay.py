@@ -21,27 +21,34 @@ and compaction events, read from `source` read-only) on a *scratch* thread in an
 in-memory saver: the source is never written, and a divergence in one turn does not
 cascade into the next. `graph` (a compiled graph using `threadlog.ModelNode` /
 `ToolNode`, or LangGraph's `ToolNode`) is copied with that saver, and while the turn runs
-its tool nodes' tools are swapped for stand-ins that answer each call from the stored
-result of the same call — by name and arguments, else by position in the turn — so no
-stored tool's side effect runs again. A call the stored turn did not make is reported
-and not executed (`tools="live"` runs it). `model="stored"` serves each model call the
-turn's stored reply in order (the model is not called; `ModelNode` is required);
-`model="live"` calls the graph's own model. The graph's nodes are restored after each
-turn (the swap is not safe to share with a graph running elsewhere meanwhile).
+every tool invoked inside it — at any subgraph depth, from any node
+(`threadlog.check.boundary`) — is answered by a stand-in serving the stored result of
+the same call — by name and arguments, else by position in the turn — so no stored
+tool's side effect runs again. A call the stored turn did not make is reported and not
+executed (`tools="live"` runs it). A graph whose tools the boundary cannot reach (a
+`RemoteGraph` node, a tool class overriding `run`) is refused (`ValueError` naming the
+node). `model="stored"` serves each model call the turn's stored reply in order (the
+model is not called): through the graph's `ModelNode`s at any depth, else at every chat
+model's `invoke` (`boundary.replying`: LangGraph's prebuilt agent, LangChain's
+`create_agent`); `model="live"` calls the graph's own model. The `ModelNode`s are
+restored after each turn (that swap is not safe to share with a graph running elsewhere
+meanwhile).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, ToolException
 
+from threadlog.check.boundary import StandIn, outside, replying, serving, unreachable
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.nodes.trace import TRACE_KEY
 
@@ -86,6 +93,7 @@ class _Turn:
     before: dict[str, Any]  # the state values stored right before the user message
     replies: list[AIMessage]
     results: list[ToolMessage]
+    removed: str = ""  # why the turn cannot be replayed: its user message was removed
 
 
 def _calls(ai: AIMessage) -> list[tuple[str, str]]:
@@ -108,7 +116,25 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         raise LookupError(f"no thread {thread_id!r} in this database")
     history.reverse()
     head = [m for m in history[-1].values.get("messages") or [] if isinstance(m, BaseMessage)]
-    users = [m for m in head if isinstance(m, HumanMessage)]
+    in_head = {m.id for m in head if isinstance(m, HumanMessage)}
+    users: list[HumanMessage] = []  # every user message ever stored, in the order written
+    gone: dict[str, str] = {}  # a removed one's id → where it went
+    shown: set[str | None] = set()
+    for snap in history:
+        values = snap.values if isinstance(snap.values, dict) else {}
+        now = [m for m in values.get("messages") or [] if isinstance(m, HumanMessage)]
+        ids = {m.id for m in now}
+        for m in now:
+            if m.id not in {u.id for u in users}:
+                users.append(m)
+        for vanished in shown - ids:
+            if vanished not in in_head and str(vanished) not in gone:
+                step = (snap.metadata or {}).get("step")
+                cid = snap.config["configurable"]["checkpoint_id"]
+                gone[str(vanished)] = (
+                    f"its user message was removed at step {step} (checkpoint {cid})"
+                )
+        shown = ids
     before: dict[str, dict[str, Any]] = {}
     prev: dict[str, Any] = {}
     for snap in history:
@@ -120,7 +146,11 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         prev = values
     out: list[_Turn] = []
     for n, user in enumerate(users, 1):
-        at = head.index(user)
+        if user.id not in in_head:
+            why = gone.get(str(user.id), "its user message is not in the thread's head")
+            out.append(_Turn(n, user, {}, [], [], removed=why))
+            continue
+        at = next(i for i, m in enumerate(head) if m.id == user.id)
         end = next(
             (i for i in range(at + 1, len(head)) if isinstance(head[i], HumanMessage)), len(head)
         )
@@ -173,6 +203,7 @@ class _Served:
             (c["name"], c["args"], c["id"]) for ai in turn.replies for c in ai.tool_calls
         ]
         self.results: dict[str | None, ToolMessage] = {r.tool_call_id: r for r in turn.results}
+        self.lock = threading.Lock()  # a step's calls run in parallel threads
 
     def reply(self, _wire: Any) -> AIMessage:
         k = self.model_calls
@@ -185,14 +216,46 @@ class _Served:
                 f"turn ended after {len(self.turn.replies)} call(s)",
             )
         stored = self.turn.replies[k]
-        for call in stored.tool_calls:
+        # A graph whose tools sit out of its node list (an agent a node function invokes)
+        # has no schemas to check against: the stand-ins still answer its calls.
+        for call in stored.tool_calls if self.schemas else []:
             problem = _schema_problem(self.schemas, call["name"], call["args"])
             if problem:
                 raise _Stop("tool_schema", k + 1, problem)
         meta = {key: v for key, v in stored.response_metadata.items() if key != TRACE_KEY}
         return stored.model_copy(update={"response_metadata": meta})
 
-    def result(self, name: str, args: dict[str, Any], real: BaseTool) -> Any:
+    def stand_in(self, real: BaseTool) -> BaseTool:
+        """The tool answering for `real` in this turn (`threadlog.check.boundary`)."""
+        fields = _call_fields(real)
+        schema: Any = real.args_schema or real.get_input_schema()
+
+        def serve(*args: Any, **kwargs: Any) -> Any:
+            if args:  # a single-input tool given its input positionally
+                kwargs = {**dict(zip(list(fields or ["input"]), args, strict=False)), **kwargs}
+            sent = {k: v for k, v in kwargs.items() if fields is None or k in fields}
+            return self.result(real.name, sent, real, kwargs)
+
+        return StandIn(
+            name=real.name,
+            description=real.description,
+            args_schema=schema,
+            func=serve,
+            response_format=real.response_format,
+            return_direct=real.return_direct,
+            # A stored failure is served as one: the caller gets an error result.
+            handle_tool_error=True,
+        )
+
+    def result(
+        self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
+    ) -> Any:
+        with self.lock:
+            return self._result(name, args, real, given)
+
+    def _result(
+        self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
+    ) -> Any:
         position = self.tool_calls
         self.tool_calls += 1
         found = next(
@@ -210,15 +273,37 @@ class _Served:
             self.used.add(found)
             stored = self.results.get(self.stored_calls[found][2])
             if stored is not None:
+                if stored.status == "error":  # the stored call failed: so does this one
+                    raise ToolException(stored.content)
+                if real.response_format == "content_and_artifact":
+                    return stored.content, stored.artifact
                 return stored.content
+            # The stored turn made this call and stored no result: its tool raised and
+            # the run stopped there. The replay stops there too.
+            raise _Stop(
+                "unanswered",
+                None,
+                f"the stored turn's call {name}({json.dumps(args, ensure_ascii=False)}) "
+                "stored no result (its tool failed and the run stopped); the replay "
+                "stops at the same call",
+            )
         if self.tools_live:
-            return real.invoke(args)
+            with outside():
+                return real.invoke(given)
         raise _Stop(
             "call",
             None,
             f"a call the stored turn did not make: {name}({json.dumps(args)}) "
             "— not executed (--tools live runs it)",
         )
+
+
+def _call_fields(tool: BaseTool) -> list[str] | None:
+    """The arguments a model passes `tool` (not the ones a tool node injects)."""
+    schema: Any = tool.tool_call_schema
+    if isinstance(schema, dict):
+        return list(schema.get("properties") or {}) or None
+    return list(getattr(schema, "model_fields", {}) or {}) or None
 
 
 def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str, Any]) -> str:
@@ -238,14 +323,24 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
     return ""
 
 
+def _walk(graph: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every node of `graph` and of the compiled subgraphs it holds, as (path, runnable)."""
+    builder = getattr(graph, "builder", None)
+    for name, spec in getattr(builder, "nodes", {}).items():
+        path = f"{prefix}{name}"
+        yield path, spec.runnable
+        if hasattr(spec.runnable, "builder") and hasattr(spec.runnable, "get_state"):
+            yield from _walk(spec.runnable, f"{path}/")
+
+
 def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
+    """The graph's `ModelNode`s and tool nodes, at any subgraph depth (module doc)."""
     from langgraph.prebuilt import ToolNode as LangGraphToolNode
 
     from threadlog.nodes.model import ModelNode
 
     models, tools = [], []
-    for spec in getattr(graph, "builder", None).nodes.values():  # type: ignore[union-attr]
-        node = spec.runnable
+    for _, node in _walk(graph):
         if isinstance(node, ModelNode):
             models.append(node)
         elif isinstance(node, LangGraphToolNode):
@@ -253,49 +348,48 @@ def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
     return models, tools
 
 
-def _stand_in_tool(real: BaseTool, served: _Served) -> BaseTool:
-    def serve(**kwargs: Any) -> Any:
-        return served.result(real.name, kwargs, real)
+def refusal(graph: Any) -> str:
+    """Why a replay of `graph` could run a real tool ("" when it cannot), naming the node."""
+    from langgraph.prebuilt import ToolNode as LangGraphToolNode
+    from langgraph.pregel.remote import RemoteGraph
 
-    return StructuredTool.from_function(
-        func=serve,
-        name=real.name,
-        description=real.description,
-        args_schema=real.args_schema,
-    )
+    for path, node in _walk(graph):
+        if isinstance(node, RemoteGraph):
+            return (
+                f"node {path!r} is a RemoteGraph: its tools run on a server, where a replay "
+                "cannot serve stored results; replay that server's graph itself"
+            )
+        if isinstance(node, LangGraphToolNode):
+            for tool in node.tools_by_name.values():
+                why = unreachable(tool)
+                if why:
+                    return (
+                        f"node {path!r}: tool {tool.name!r} cannot be served stored results "
+                        f"({why}); a replay would run it"
+                    )
+    return ""
 
 
 @contextlib.contextmanager
 def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
-    models, tool_nodes = _nodes(graph)
-    if model == "stored" and not models:
-        raise ValueError(
-            "model='stored' serves stored replies through threadlog.ModelNode, which this "
-            "graph does not use; replay it with model='live'"
-        )
+    models, _ = _nodes(graph)
     saved_models = [(m, m.bound, m.bound_first) for m in models]
-    # `tools_by_name` is the dict a tool node looks each call's tool up in (public, read
-    # only): its entries are swapped in place and put back.
-    saved_tools = [(t.tools_by_name, dict(t.tools_by_name)) for t in tool_nodes]
     try:
         if model == "stored":
             stub = RunnableLambda(served.reply)
             for m in models:
                 m.bound = m.bound_first = stub
-        for by_name, real in saved_tools:
-            by_name.update({n: _stand_in_tool(tool, served) for n, tool in real.items()})
-        for t, (_, real) in zip(tool_nodes, saved_tools, strict=True):
-            if any(t.tools_by_name.get(n) is tool for n, tool in real.items()):
-                raise RuntimeError(  # never replay with the real tools by accident
-                    f"could not swap the tools of node {t.name!r} for stored results"
-                )
-        yield
+        # Every tool invoked inside the turn, at any depth, is answered by a stand-in;
+        # with stored replies and no ModelNode, every chat model is answered at its
+        # `invoke` (the graph's own model nodes, LangGraph's or LangChain's agents).
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(serving(served.stand_in))
+            if model == "stored" and not models:
+                stack.enter_context(replying(lambda _model, wire: served.reply(wire)))
+            yield
     finally:
         for m, bound, first in saved_models:
             m.bound, m.bound_first = bound, first
-        for by_name, real in saved_tools:
-            by_name.clear()
-            by_name.update(real)
 
 
 _FEWER = "the replay made"
@@ -373,14 +467,17 @@ def _summary(ai: AIMessage) -> str:
 def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) -> TurnResult:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    models, tool_nodes = _nodes(graph)
+    from threadlog.nodes.model import ModelNode
+
+    _, tool_nodes = _nodes(graph)
     schemas = {n: t for node in tool_nodes for n, t in node.tools_by_name.items()}
     served = _Served(turn, tools == "live", schemas)
     scratch = graph.copy(update={"checkpointer": InMemorySaver()})
     config: Any = {"configurable": {"thread_id": f"replay-{turn.index}"}}
     seed = {k: v for k, v in turn.before.items() if k in ("messages", "compactions") and v}
     if seed:
-        scratch.update_state(config, seed, as_node=models[0].name if models else None)
+        top = [n for n, spec in graph.builder.nodes.items() if isinstance(spec.runnable, ModelNode)]
+        scratch.update_state(config, seed, as_node=top[0] if top else None)
     stopped: _Stop | None = None
     with _swapped(graph, served, model):
         try:
@@ -398,7 +495,10 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
             f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
             "answer interrupts: what ran before the pause matches"
         )
-    if kind == "match" and stopped is not None:
+    if stopped is not None and stopped.kind == "unanswered":
+        if kind == "match":  # everything up to the call the stored run stopped at matched
+            detail = stopped.detail
+    elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
     elif stopped is not None and stopped.kind == "tool_schema":
         kind, call, detail, stored, replayed = (
@@ -411,6 +511,14 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed
     )
+
+
+def _skipped(turn: _Turn) -> TurnResult:
+    detail = (
+        f"skipped: {turn.removed} (a summarizing or trimming step); what followed it is "
+        "not in the head to compare against"
+    )
+    return TurnResult(turn.index, turn.user.id, _text(turn.user), "skipped", None, detail)
 
 
 class ReplayReport(Table):
@@ -429,7 +537,7 @@ class ReplayReport(Table):
 
     @property
     def matched(self) -> bool:
-        return all(r.matched for r in self.results)
+        return all(r.matched or r.kind == "skipped" for r in self.results)
 
     @property
     def status(self) -> int:
@@ -439,8 +547,12 @@ class ReplayReport(Table):
         return [asdict(r) for r in self.results]
 
     def summary(self) -> list[str]:
-        bad = [r for r in self.results if not r.matched]
-        text = f"{len(self.results)} turn(s) replayed: {len(self.results) - len(bad)} match"
+        bad = [r for r in self.results if not r.matched and r.kind != "skipped"]
+        skipped = sum(r.kind == "skipped" for r in self.results)
+        ran = len(self.results) - skipped
+        text = f"{ran} turn(s) replayed: {ran - len(bad)} match"
+        if skipped:
+            text = f"{len(self.results)} stored turn(s), {skipped} skipped; {text}"
         if bad:
             text += f", {len(bad)} diverge (first at turn {bad[0].turn}: {bad[0].kind})"
         return [text]
@@ -494,6 +606,14 @@ def replay(
         raise TypeError(
             f"cannot replay from a {type(source).__name__}: pass a database URL or saver"
         )
+    refused = refusal(graph)
+    if refused:
+        raise ValueError(f"cannot replay safely: {refused}")
     chosen = turns if isinstance(turns, range) else parse_turns(turns, len(stored))
-    results = [_replay_turn(graph, stored[n - 1], model, tools) for n in chosen]
+    results = [
+        _skipped(stored[n - 1])
+        if stored[n - 1].removed
+        else _replay_turn(graph, stored[n - 1], model, tools)
+        for n in chosen
+    ]
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

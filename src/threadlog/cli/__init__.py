@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -44,15 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="threadlog: an append-only, pairing-safe message log for LangGraph.",
     )
     parser.add_argument("--version", action="version", version=f"threadlog {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from threadlog.cli.errors import Parser
+
+    sub: Any = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
     for register in _subcommands():
         register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from threadlog.cli.errors import parse_args
+
+    try:
+        args = parse_args(build_parser(), argv)
+    except SystemExit as stopped:  # --help, --version, or bad input (already printed)
+        return stopped.code if isinstance(stopped.code, int) else 2
     result: int = args.func(args)
     return result
 

@@ -7,9 +7,12 @@ thread (a database's subgraph namespaces too, each problem naming its namespace)
 one summary line. Text is terminal-safe (stored ids and text escaped);
 `--json` prints JSON Lines: one object per problem (the `Problem` fields), one
 `{"thread_id", "kind": "unreadable", "detail"}` per thread that could not be read, and a
-last `{"summary": {...}}`. Exit status: 0 every thread clean, 1 problems found, 2 a
-thread or the source could not be read or the input is bad (unknown profile, thread not
-in the database, not a LangGraph database) — one line on stderr.
+last `{"summary": {...}}` — JSON only, with `--repair` too. Exit status: 0 every thread
+clean, 1 problems found, 2 a thread or the source could not be read or the input is bad
+(unknown profile, thread not in the database, not a LangGraph database, a Postgres table
+lock held longer than `--lock-timeout`) — one line on stderr (`cli/errors.py`).
+`--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
+the app's own state types.
 
 `--repair` appends a "not completed" result to every call without one that appending can
 answer (`threadlog.check.repair`), through the guarded saver, refusing a thread a run
@@ -21,16 +24,19 @@ opened read-only. A LangGraph server URL is checked through its API
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from threadlog.cli.jsonout import dumps
+
 __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.types import add_allow_type
+
     p = sub.add_parser(
         "check",
         help="find stored threads a provider would reject (and repair them by appending)",
@@ -67,13 +73,38 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="with --repair: print the plan, write nothing"
     )
+    p.add_argument(
+        "--lock-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="Postgres: give up (exit 2) when a lock another connection holds is not "
+        "released within SECONDS (default 10)",
+    )
+    add_allow_type(p)
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds, more than 0")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import run_command
+    from threadlog.cli.types import reading
+    from threadlog.inspect.readonly import waiting_at_most
 
-    return run_command("check", lambda: _run(args), error_status=2)
+    def body() -> int:
+        with waiting_at_most(args.lock_timeout):
+            return reading(args, _run)
+
+    return run_command("check", body, error_status=2)
 
 
 def _out(line: str) -> None:
@@ -82,11 +113,16 @@ def _out(line: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from threadlog.check.database import resolve_profiles
-    from threadlog.cli.errors import CommandError
+    from threadlog.cli.errors import CommandError, resolve_thread, writable_database
 
-    profiles = resolve_profiles(args.profile)
+    try:
+        profiles = resolve_profiles(args.profile)
+    except ValueError as exc:
+        raise CommandError(f"--profile: {exc}") from None
     if args.dry_run and not args.repair:
         raise CommandError("--dry-run goes with --repair")
+    if args.thread:
+        args.thread = [resolve_thread(args.db, t) for t in args.thread]
     if args.repair:
         from threadlog.inspect.readonly import describe, is_server_url
 
@@ -100,6 +136,8 @@ def _run(args: argparse.Namespace) -> int:
             raise CommandError(
                 "--repair answers calls at each thread's head: drop --all-checkpoints"
             )
+        if not args.dry_run:
+            writable_database(args.db, "check --repair")
         return _repair(args, profiles)
     return _check(args, profiles)
 
@@ -117,14 +155,14 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
             tally.add(result)
             if args.json:
                 for p in result.problems:
-                    _out(json.dumps(asdict(p), ensure_ascii=False))
+                    _out(dumps(asdict(p)))
                 if result.error is not None:
                     row = {
                         "thread_id": result.thread_id,
                         "kind": "unreadable",
                         "detail": result.error,
                     }
-                    _out(json.dumps(row, ensure_ascii=False))
+                    _out(dumps(row))
                 continue
             if result.error is not None:
                 _out(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))
@@ -135,7 +173,7 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     if args.json:
         from threadlog.inspect.readonly import describe
 
-        _out(json.dumps({"summary": {"source": describe(args.db), **tally.as_dict()}}))
+        _out(dumps({"summary": {"source": describe(args.db), **tally.as_dict()}}))
     else:
         _out(tally.line())
         if tally.profile_line():
@@ -165,6 +203,7 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     from threadlog.check.database import open_database
     from threadlog.check.repair import apply_repairs, plan_repairs
+    from threadlog.cli.types import allowing
     from threadlog.inspect.readonly import sqlite_path
     from threadlog.terminal import safe_line
 
@@ -173,7 +212,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     if args.json and args.dry_run:
         for plan in plans:
             _out(
-                json.dumps(
+                dumps(
                     {
                         "thread_id": plan.thread_id,
                         "checkpoint_id": plan.checkpoint_id,
@@ -184,8 +223,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
                             for r in plan.results
                         ],
                         "refused": plan.refused,
-                    },
-                    ensure_ascii=False,
+                    }
                 )
             )
     elif args.dry_run:
@@ -193,27 +231,32 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
             for line in plan.lines():
                 _out(" " * (len(line) - len(line.lstrip())) + safe_line(line))
     if args.dry_run:
-        _out(
-            f"plan: {sum(len(p.results) for p in plans)} result(s) to append in "
-            f"{len({p.thread_id for p in plans if p.results})} thread(s); "
-            "nothing written (--dry-run)"
-        )
+        appended = sum(len(p.results) for p in plans)
+        touched = len({p.thread_id for p in plans if p.results})
+        if args.json:
+            summary = {"results": appended, "threads": touched, "written": False}
+            _out(dumps({"summary": summary}))
+        else:
+            _out(
+                f"plan: {appended} result(s) to append in {touched} thread(s); "
+                "nothing written (--dry-run)"
+            )
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
-    results = apply_repairs(url, [p for p in plans if p.results])
+    with allowing(args) as types:
+        results = apply_repairs(url, [p for p in plans if p.results], types)
     for res in results:
         if args.json:
             _out(
-                json.dumps(
+                dumps(
                     {
                         "thread_id": res.thread_id,
                         "channel": res.channel,
                         "written": res.written,
                         "checkpoint_id": res.checkpoint_id,
                         "refused": res.refused,
-                    },
-                    ensure_ascii=False,
+                    }
                 )
             )
         else:
@@ -225,7 +268,12 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         {r.thread_id for r in results if r.refused is None}
         - {r.thread_id for r in results if r.refused is not None}
     )
-    _out(
-        f"repaired {repaired} thread(s); {refused} refused; {left} call(s) appending cannot answer"
-    )
+    if args.json:
+        summary = {"repaired": repaired, "refused": refused, "unanswerable_calls": left}
+        _out(dumps({"summary": summary}))
+    else:
+        _out(
+            f"repaired {repaired} thread(s); {refused} refused; "
+            f"{left} call(s) appending cannot answer"
+        )
     return 1 if refused or left else 0

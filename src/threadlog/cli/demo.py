@@ -12,8 +12,10 @@ Contract:
   both show the call id; the answer streams as it is generated; then token usage, the
   checkpoint id and how to continue. `--json` instead prints the thread's whole history
   as one JSON document (nothing else on stdout).
-* Misconfiguration (no API key, unreachable endpoint, unknown model spec, unusable
-  database) is one line on stderr saying what to set, and exit status 1 — no traceback.
+* Bad input (an unknown model spec, no API key, an empty question, an unknown thread, a
+  `--db` that is not a LangGraph database — left byte-identical — or has a wrong scheme)
+  is one line on stderr naming the flag or value, exit status 2 (`cli/errors.py`); an
+  unreachable endpoint or a failing database is one line, exit status 1 — no traceback.
   So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
   the profile to try and whether the thread can continue
   (`threadlog.models.servers.explain_failure`).
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import uuid
@@ -42,6 +43,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from threadlog.cli.errors import BAD_INPUT, CommandError, one_line
 from threadlog.terminal import safe_line
 
 if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
@@ -80,7 +82,11 @@ examples:
 
 
 class DemoError(Exception):
-    """A problem the user fixes by changing a flag or an environment variable."""
+    """A failure the user fixes by changing a flag or an environment variable (exit 1)."""
+
+
+class BadInput(DemoError):
+    """Bad input: a flag, a value, a database that is not LangGraph's (exit 2)."""
 
 
 def register(sub: Any) -> None:
@@ -151,6 +157,8 @@ def register(sub: Any) -> None:
         help="sampling temperature sent to the model (default: the server's); 0 makes a "
         "small local model's calls repeatable",
     )
+    from threadlog.cli.errors import positive
+
     p.add_argument(
         "--max-tokens",
         metavar="N",
@@ -176,7 +184,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--max-model-calls",
         metavar="N",
-        type=int,
+        type=positive("--max-model-calls", "model calls"),
         default=DEMO_MAX_MODEL_CALLS,
         help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
     )
@@ -195,14 +203,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if read_only:
             if not args.thread:
-                raise DemoError(
+                raise BadInput(
                     "--json without a question prints a thread's history: give --thread ID "
                     "(or a question to ask on a new thread)"
                 )
             _print_stored_json(args.thread, args.db, out)
             return 0
         if not question:
-            raise DemoError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
+            raise BadInput("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
         model = chat_model(
             args.model,
             args.base_url,
@@ -236,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
                 print(hint, file=sys.stderr)
     except DemoError as e:
         print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
-        return 1
+        return BAD_INPUT if isinstance(e, BadInput) else 1
     except Exception as e:
         # A database that fails mid-turn (locked, disk full, connection lost) is one line
         # too; anything else is a bug whose traceback THREADLOG_DEBUG=1 shows.
@@ -244,7 +252,10 @@ def run(args: argparse.Namespace) -> int:
             raise
         from threadlog.inspect.readonly import SourceError
 
-        if isinstance(e, (OSError, SourceError, LookupError)) or _module_root(e) in _DB_DRIVERS:
+        if isinstance(e, (CommandError, SourceError, LookupError)):
+            print(f"threadlog demo: error: {one_line(e)}", file=sys.stderr)
+            return BAD_INPUT
+        if isinstance(e, OSError) or _module_root(e) in _DB_DRIVERS:
             print(
                 safe_line(
                     f"threadlog demo: error: the checkpoint database {db_url(args.db)} "
@@ -288,13 +299,13 @@ def chat_model(
         return OfflineChatModel()
     provider, _, name = spec.partition(":")
     if provider != "openai" or not name:
-        raise DemoError(
+        raise BadInput(
             f"--model {spec!r} is not supported; use 'offline' or openai:MODEL "
             "(e.g. openai:gpt-4o-mini) for any OpenAI-compatible endpoint"
         )
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key:
-        raise DemoError(
+        raise BadInput(
             f"--model {spec} needs an API key: set OPENAI_API_KEY (any non-empty value for a "
             "local server that does not check keys)"
         )
@@ -320,7 +331,7 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
         try:
             return get_profile(args.profile)
         except ValueError as e:  # names the known profiles
-            raise DemoError(f"--profile: {e}") from None
+            raise BadInput(f"--profile: {e}") from None
     if args.model == "offline":
         return None
     base = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -364,20 +375,24 @@ def db_url(value: str) -> str:
 @contextmanager
 def _open_db(value: str) -> Iterator[Any]:
     from threadlog import checkpointer
+    from threadlog.cli.errors import writable_database
 
-    url = db_url(value)
+    try:
+        url = writable_database(value, "demo", create=True)
+    except Exception as e:
+        raise BadInput(one_line(e)) from None
     with ExitStack() as stack:
         try:
             saver = stack.enter_context(checkpointer(url))
         except ImportError as e:
-            raise DemoError(
+            raise BadInput(
                 f"cannot open {url}: {e.name or e} is not installed; for Postgres install "
                 "threadlog[postgres]"
             ) from None
         except Exception as e:
             # The drivers raise their own error types; anything else is a bug to show whole.
             if isinstance(e, (OSError, ValueError)) or _module_root(e) in _DB_DRIVERS:
-                raise DemoError(
+                raise BadInput(
                     f"cannot open the checkpoint database {url}: {_one_line(e)}"
                 ) from None
             raise
@@ -511,9 +526,12 @@ def _print_turn(
 
 def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
     """The thread's history as stored, read-only: nothing is asked, nothing written."""
+    from threadlog.cli.errors import resolve_thread
+    from threadlog.cli.jsonout import dumps
     from threadlog.cli.transcript import history_json
     from threadlog.inspect.export import messages_at
 
+    thread_id = resolve_thread(db_url(db), thread_id)
     messages, checkpoint_id = messages_at(db_url(db), thread_id)
     doc = {
         "thread_id": thread_id,
@@ -521,11 +539,11 @@ def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
         "db": db_url(db),
         "messages": history_json(messages),
     }
-    json.dump(doc, out, ensure_ascii=False, indent=2)
-    out.write("\n")
+    out.write(dumps(doc, indent=2) + "\n")
 
 
 def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    from threadlog.cli.jsonout import dumps
     from threadlog.cli.transcript import history_json
 
     state = graph.get_state(config)
@@ -535,5 +553,4 @@ def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> Non
         "db": db_url(db),
         "messages": history_json(state.values.get("messages", [])),
     }
-    json.dump(doc, out, ensure_ascii=False, indent=2)
-    out.write("\n")
+    out.write(dumps(doc, indent=2) + "\n")

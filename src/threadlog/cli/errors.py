@@ -1,25 +1,47 @@
-"""One line on stderr and exit status 1 for every error a `threadlog` command meets.
+"""The one convention every `threadlog` command follows for bad input and errors.
 
-Contract: `run_command(name, body)` runs `body()` and returns its exit status. Any exception
-becomes one line, `threadlog NAME: error: <what went wrong>`, on stderr with exit status 1
-(`error_status`: `check` and `replay` use 2, keeping 1 for "problems found"):
-the message of an error the user can act on (a bad source, a missing thread, a bad file)
-as it is, anything else prefixed with its type. `THREADLOG_DEBUG=1` re-raises instead, for
-the traceback. The line is terminal-safe (`threadlog.terminal.safe_line`): an error that
-quotes a stored id or text, or a path typed on the command line, prints its control
-characters as visible escapes. Ctrl-C is "interrupted" (130); a closed stdout (`| head`)
-ends quietly (0).
+Contract:
+
+* `run_command(name, body)` runs `body()` and returns its exit status. Bad input — an
+  unknown thread, a missing or foreign file, a wrong URL scheme, a bad flag value
+  (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) — is one line,
+  `threadlog NAME: error: <what, naming the flag or value>`, on stderr with exit status 2
+  (`BAD_INPUT`), and the command has written nothing. Any other exception is one line
+  prefixed with its type, exit status `error_status` (1; `check` and `replay` keep 1 for
+  "problems found" and use 2). `THREADLOG_DEBUG=1` re-raises instead, for the traceback.
+  The line is terminal-safe (`threadlog.terminal.safe_line`). Ctrl-C is "interrupted"
+  (130); a closed stdout (`| head`) ends quietly (0).
+* `Parser` is every subcommand's argparse parser: a mistyped or missing flag shows that
+  subcommand's usage, then the error (exit 2); a bad value of a known flag is one line
+  naming the flag (exit 2).
+* `writable_database(db, command, create=False)` is the gate of every command that may
+  write to `--db` (`demo`, `prune`, `check --repair`): a file or database that is not
+  LangGraph's is refused before anything opens it for writing, so it stays byte-identical.
+* `resolve_thread(db, thread)` takes a thread id or a unique prefix of one (as checkpoint
+  ids take a unique suffix) and returns the full id; no match or several is bad input.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import Any, NoReturn
 
 from threadlog.terminal import safe_line
 
-__all__ = ["CommandError", "one_line", "run_command"]
+__all__ = [
+    "BAD_INPUT",
+    "CommandError",
+    "Parser",
+    "one_line",
+    "resolve_thread",
+    "run_command",
+    "writable_database",
+]
+
+BAD_INPUT = 2
 
 
 class CommandError(Exception):
@@ -27,10 +49,15 @@ class CommandError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """The exception's message on one line, terminal-safe."""
+    """The exception's message on one line, terminal-safe; a source's error names `--db`."""
+    from threadlog.inspect.readonly import SourceError
+
     # A KeyError's str() is the repr of its key; its first argument is the sentence.
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return safe_line(text) or type(exc).__name__
+    text = safe_line(text) or type(exc).__name__
+    if isinstance(exc, SourceError) and not text.startswith("--db"):
+        text = f"--db: {text}"  # every SourceError is about the source --db names
+    return text
 
 
 def _expected(exc: BaseException) -> bool:
@@ -40,6 +67,7 @@ def _expected(exc: BaseException) -> bool:
 
 
 def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> int:
+    """`body()`'s exit status, or one line on stderr and 2 (bad input) / `error_status`."""
     try:
         return body()
     except KeyboardInterrupt:
@@ -53,7 +81,108 @@ def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> in
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         text = one_line(exc)
+        status = BAD_INPUT
         if not _expected(exc):
             text = f"{type(exc).__name__}: {text} (THREADLOG_DEBUG=1 shows the traceback)"
+            status = error_status
         print(f"threadlog {name}: error: {text}", file=sys.stderr)
-        return error_status
+        return status
+
+
+class Parser(argparse.ArgumentParser):
+    """A subcommand's parser (module doc): usage for a mistyped flag, one line for a bad
+    value."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith(("unrecognized arguments", "the following arguments")):
+            self.print_usage(sys.stderr)
+        self.exit(BAD_INPUT, safe_line(f"{self.prog}: error: {message}") + "\n")
+
+
+def writable_database(db: str, command: str, *, create: bool = False) -> str:
+    """`db` as a checkpointer URL, once it is known to be LangGraph's (module doc)."""
+    from urllib.parse import urlsplit
+
+    from threadlog.inspect.readonly import describe, is_server_url, open_readonly, sqlite_path
+
+    if is_server_url(db):
+        raise CommandError(
+            f"--db {describe(db)} is a LangGraph server; {command} writes to the database "
+            "itself: pass a SQLite file or postgresql://…"
+        )
+    path = sqlite_path(db)
+    if path is not None:
+        if path in ("", ":memory:"):
+            raise CommandError(f"--db {db!r}: give a SQLite file")
+        if not os.path.exists(path):
+            if not create:
+                raise CommandError(f"--db: no database at {path!r}; nothing was written")
+            return f"sqlite:///{path}"
+        with open_readonly(path):  # SourceError unless LangGraph's tables are there
+            pass
+        return f"sqlite:///{os.path.abspath(path)}"
+    scheme = urlsplit(db).scheme.lower()
+    if scheme == "memory" and create:
+        return db
+    if scheme not in ("postgresql", "postgres"):
+        raise CommandError(
+            f"--db {describe(db)!r}: use a SQLite file (path or sqlite:///path) or a "
+            "postgresql:// URL"
+        )
+    if not create:
+        with open_readonly(db):
+            pass
+    return db
+
+
+def resolve_thread(db: str, thread: str) -> str:
+    """The thread `thread` names in `db`: itself, or the one thread it is a prefix of."""
+    from threadlog.inspect.catalog import thread_heads
+    from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+
+    if is_server_url(db):
+        return thread
+    with open_readonly(db) as saver:
+        ids = [h.thread_id for h in thread_heads(saver)]
+    if thread in ids:
+        return thread
+    found = [t for t in ids if t.startswith(thread)] if thread else []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        shown = ", ".join(repr(t) for t in sorted(found)[:3])
+        raise CommandError(
+            f"--thread {thread!r} is the prefix of {len(found)} threads ({shown}…); give more"
+        )
+    raise CommandError(
+        f"--thread: no thread {thread!r} in {describe(db)} ({len(ids)} thread(s) there; "
+        "`threadlog threads --db …` lists them)"
+    )
+
+
+def positive(flag: str, what: str, zero: bool = False) -> Callable[[str], int]:
+    """An argparse `type` for `flag`: a positive whole number (or 0 when `zero`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0 or (value == 0 and not zero):
+            least = "0 or more" if zero else "a positive number of"
+            raise argparse.ArgumentTypeError(f"{text!r}: give {least} {what}")
+        return value
+
+    parse.__name__ = flag  # argparse names the type in its default message
+    return parse
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> Any:
+    """`parser.parse_args(argv)`, with a mistyped flag reported by its subcommand."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(
+            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+        )
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args

@@ -2,12 +2,17 @@
 [--checkpoint C]`.
 
 Contract: prints one thread's message history, complete (nothing cut), read-only — it never
-runs a turn: `jsonl` (default) one message per line with its role and LangChain fields,
-`langchain` LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
+runs a turn. Complete means every message ever written to the thread: messages a
+`RemoveMessage` or a summarizing step hid are exported too, where they stood, marked
+`response_metadata["threadlog_removed"]` with the event that hid them
+(`threadlog.inspect.export.whole_history`; `inspect` shows the view). Formats: `jsonl`
+(default) one message per line with its role and LangChain fields, `langchain`
+LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
 langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
 full id or unique suffix); `--namespace NS` exports a subgraph's log instead of the root's
 (its namespace as `threadlog inspect` lists it under "subgraphs"); `-o FILE` writes to a
-file. `threadlog.inspect.export.loads` reads any of them back. Errors: one line, exit 1.
+file. `threadlog.inspect.export.loads` reads any of them back. `--thread` takes an id or a
+unique prefix. Bad input: one line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations
@@ -56,12 +61,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import resolve_thread
     from threadlog.cli.inspect import check_output_path
-    from threadlog.inspect.export import dumps, messages_at
+    from threadlog.inspect.export import dumps, whole_history
 
     if args.output:
         check_output_path(args.output)
-    messages, _ = messages_at(args.db, args.thread, args.checkpoint, namespace=args.namespace)
+    args.thread = resolve_thread(args.db, args.thread)
+    messages, _ = whole_history(args.db, args.thread, args.checkpoint, namespace=args.namespace)
     text = dumps(messages, args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

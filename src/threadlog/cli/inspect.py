@@ -15,14 +15,13 @@ gets a "subgraphs" view listing them; `--namespace NS` shows one of those instea
 root (same views). A state with more keys than its messages also gets a "state" view (every
 key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per step the values
 that changed and the messages appended under other message keys. `--key KEY` makes the views
-read another message key (`supervisor_messages`). Exit status 0 on success; any error is one
-line on stderr, exit 1.
+read another message key (`supervisor_messages`). `--thread` takes an id or a unique prefix.
+Exit status 0 on success; bad input is one line on stderr, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -61,8 +60,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
+    from threadlog.cli.errors import positive
+
     p.add_argument(
-        "--last", type=int, metavar="N", help="read only the newest N checkpoints (long threads)"
+        "--last",
+        type=positive("--last", "checkpoints"),
+        metavar="N",
+        help="read only the newest N checkpoints (long threads)",
     )
     add_allow_type(p)
     p.set_defaults(func=run)
@@ -96,11 +100,14 @@ def _call(value: str) -> str | int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.errors import resolve_thread
+    from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress
     from threadlog.inspect.thread import thread
 
     if args.html:
         check_output_path(args.html)
+    args.thread = resolve_thread(args.db, args.thread)
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
@@ -134,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
             **({"key": t.key} if t.key != "messages" else {}),
             **{k: v.rows() for k, v in views.items()},
         }
-        text = json.dumps(doc, ensure_ascii=False, indent=1, default=str)
+        text = dumps(doc, indent=1)
     else:
         text = "\n\n".join(str(v) for v in views.values())
     print(text)

@@ -1,5 +1,5 @@
 """`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
-[--archive FILE] [--dry-run]`.
+[--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`.
 
 Contract: retention for a self-hosted app's checkpoint database (SQLite path or URL,
 Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
@@ -14,13 +14,22 @@ Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
   new SQLite database in LangGraph's own tables, so `threadlog inspect`, `threads` and
   `export` open it like any database (`--db FILE`). Written before anything is pruned;
   removed again if the prune fails.
-* `--dry-run`: print what would go — per thread, the checkpoints and the bytes that come
-  back (the rows' sizes, less the snapshots a head gains) — and change nothing.
+* `--dry-run`: print what would go — per thread, the checkpoints and the bytes the rows
+  hold (the rows' sizes, less the snapshots a head gains) — and change nothing.
+* A SQLite file does not shrink when rows go (its pages are kept for reuse): `prune`
+  says what the file weighs and what it would weigh after `VACUUM` (`--dry-run`: measured
+  by rehearsing the prune and `VACUUM` on a backup copy in a temporary folder, deleted
+  after; the file itself is only read); `--vacuum` runs it
+  after the prune (Postgres: `VACUUM` of the checkpoint tables, which makes the space
+  reusable; only `VACUUM FULL`, not run here, returns it to the system).
+* `--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
+  the app's own state types, which prune reads back and rewrites into the heads.
 
 Every selected thread is held for the whole call (the run guard's lock, refusing a thread
 a run holds), then all are pruned in one transaction. Errors — no or both strategies, a
 bad duration, an archive path that exists, a thread held by a run, a thread that is not
-in the database — are one line on stderr, exit status 2, and nothing changed.
+in the database, a file or database that is not LangGraph's (left byte-identical) — are
+one line on stderr, exit status 2, and nothing changed (`cli/errors.py`).
 """
 
 from __future__ import annotations
@@ -29,17 +38,17 @@ import argparse
 import contextlib
 import os
 import re
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from threadlog.cli.errors import CommandError
 
 __all__ = ["parse_duration", "register", "run"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-class UsageError(Exception):
-    """Bad input: one line, exit 2, nothing changed."""
+UsageError = CommandError  # bad input: one line, exit 2, nothing changed
 
 
 def register(sub: Any) -> None:
@@ -60,46 +69,46 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--archive", metavar="FILE", help="write the pruned threads whole to FILE first")
     p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="after pruning, run VACUUM so a SQLite file shrinks to what it holds",
+    )
+    from threadlog.cli.types import add_allow_type
+
+    add_allow_type(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import one_line, run_command
+    from threadlog.cli.errors import run_command
 
-    def body() -> int:
-        try:
-            return _run(args)
-        except UsageError as exc:
-            print(f"threadlog prune: error: {one_line(exc)}", file=sys.stderr)
-            return 2
-
-    return run_command("prune", body)
+    return run_command("prune", lambda: _run(args))
 
 
 def parse_duration(text: str) -> timedelta:
     """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
     found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
+    bad = UsageError(
+        f"bad duration {text!r} for --older-than: a positive number and a unit "
+        "s, m, h, d or w (30d, 12h), at most 999999999 days; nothing was pruned"
+    )
     if not found or int(found.group(1)) <= 0:
-        raise UsageError(
-            f"bad duration {text!r} for --older-than: a positive number and a unit "
-            "s, m, h, d or w (30d, 12h); nothing was pruned"
-        )
-    return timedelta(seconds=int(found.group(1)) * _UNITS[found.group(2)])
-
-
-def _url(db: str) -> str:
-    if "://" in db:
-        if db.lower().startswith("sqlite:///"):
-            path = db[len("sqlite:///") :]
-            if not os.path.exists(path):
-                raise UsageError(f"no database at {path!r}; nothing was pruned")
-        return db
-    if not os.path.exists(db):
-        raise UsageError(f"no database at {db!r}; nothing was pruned")
-    return "sqlite:///" + os.path.abspath(db)
+        raise bad
+    try:
+        return timedelta(seconds=int(found.group(1)) * _UNITS[found.group(2)])
+    except OverflowError:
+        raise bad from None
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.types import allowing
+
+    with allowing(args) as types:
+        return _prune(args, types)
+
+
+def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
     if bool(args.keep_latest) == (args.older_than is not None):
         raise UsageError(
             "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"
@@ -107,7 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     older = parse_duration(args.older_than) if args.older_than is not None else None
     if args.archive and os.path.lexists(args.archive):
         raise UsageError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
-    url = _url(args.db)
+    from threadlog.cli.errors import resolve_thread, writable_database
+
+    url = writable_database(args.db, "prune")
+    args.thread = [resolve_thread(url, t) for t in args.thread]
 
     import threadlog.context.events  # noqa: F401  (its log channel rebuilds compaction events)
     from threadlog.checkpoint import lifecycle
@@ -116,7 +128,9 @@ def _run(args: argparse.Namespace) -> int:
     from threadlog.errors import ConcurrentRunError
     from threadlog.flows import run as run_flow
 
-    with checkpointer(url, multitask_strategy="reject", cache=False) as opened:
+    with checkpointer(
+        url, multitask_strategy="reject", cache=False, allowed_types=types
+    ) as opened:
         saver: Any = opened  # a GuardedSaver: exclusive(), maintenance
         backend = backend_of(saver.inner)
         heads = {tid: head for tid, head, _, _ in backend.thread_heads()}
@@ -140,6 +154,14 @@ def _run(args: argparse.Namespace) -> int:
             sizes = _sizes(backend, report)
             if args.dry_run:
                 _print(report, sizes, dry=True, archive=args.archive)
+                path = _sqlite_file(url)
+                if path is not None:
+                    after = _rehearsed(path, chosen, strategy, types)
+                    print(
+                        f"the file weighs {file_weight(path)[0]:,} bytes; after the prune and "
+                        f"VACUUM {after:,} (a rehearsal on a copy; without VACUUM the file "
+                        "does not shrink: --vacuum runs it)"
+                    )
                 return 0
             if args.archive:
                 _archive(saver, args.archive, report.threads if report.dropped else [])
@@ -151,7 +173,76 @@ def _run(args: argparse.Namespace) -> int:
                         os.remove(args.archive)
                 raise
             _print(report, sizes, dry=False, archive=args.archive)
+    if args.vacuum:
+        vacuum(url)
+    _print_weight(url, report, sizes, vacuum=args.vacuum)
     return 0
+
+
+def _sqlite_file(url: str) -> str | None:
+    return url[len("sqlite:///") :] if url.lower().startswith("sqlite:///") else None
+
+
+def file_weight(path: str) -> tuple[int, int]:
+    from threadlog.checkpoint.backends.sqlite import file_weight as weight
+
+    return weight(path)
+
+
+def vacuum(url: str) -> None:
+    """`VACUUM` the database `url` names (module doc)."""
+    from threadlog.checkpoint.backends import postgres, sqlite
+
+    path = _sqlite_file(url)
+    if path is not None:
+        sqlite.vacuum_file(path)
+    else:
+        postgres.vacuum_tables(url)
+
+
+def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
+    """What the SQLite file at `path` weighs after this prune and `VACUUM`, measured on a
+    copy (SQLite's backup of it, read-only) that is pruned and vacuumed, then deleted."""
+    import sqlite3
+    import tempfile
+    from urllib.parse import quote
+
+    from threadlog.checkpoint import lifecycle
+    from threadlog.checkpoint.saver import checkpointer
+    from threadlog.flows import run as run_flow
+
+    with tempfile.TemporaryDirectory(prefix="threadlog-prune-") as folder:
+        copy = os.path.join(folder, "rehearsal.db")
+        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        target = sqlite3.connect(copy)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        with checkpointer(
+            f"sqlite:///{copy}", multitask_strategy="reject", cache=False, allowed_types=types
+        ) as opened:
+            saver: Any = opened
+            run_flow(lifecycle.prune(saver.maintenance, threads, strategy))
+        vacuum(f"sqlite:///{copy}")
+        return file_weight(copy)[0]
+
+
+def _print_weight(url: str, report: Any, sizes: dict[str, int], *, vacuum: bool) -> None:
+    path = _sqlite_file(url)
+    if path is None:
+        if vacuum:
+            print("vacuumed the checkpoint tables: their space is reusable")
+        return
+    on_disk, used = file_weight(path)
+    if vacuum:
+        print(f"vacuumed: the file weighs {on_disk:,} bytes")
+    else:
+        print(
+            f"the file weighs {on_disk:,} bytes; VACUUM would bring it to about {used:,} "
+            "(--vacuum runs it)"
+        )
 
 
 def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
@@ -188,7 +279,7 @@ def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None
     verb = "would prune" if dry else "pruned"
     print(
         f"{verb} {len(by_thread)} thread(s) ({report.strategy}): "
-        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes come back"
+        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes of rows"
         + (
             " (heads gain snapshots of " + f"{report.snapshot_bytes:,} bytes)"
             if report.snapshot_bytes

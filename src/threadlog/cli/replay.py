@@ -7,17 +7,19 @@ the current directory on the path) on a scratch copy, and prints one line per tu
 `match` or its first divergence (`threadlog.check.replay`) — then a summary.
 Tool calls are answered from the stored results (`--tools live` runs calls the stored
 turn did not make); the model is served the stored replies (`--model stored`, the
-default) or called (`--model live`). `--json` prints the turns' rows as a JSON list. The
-source is opened read-only. Exit status: 0 every turn matches, 1 a turn diverges, 2 bad
-input (a graph path that does not import, a thread the database does not hold, a source
-that is not a LangGraph database, bad --turns) — one line on stderr.
+default) or called (`--model live`). `--json` prints one JSON object: the thread, the
+source, the graph, the modes, the summary and the turns' rows. The source is opened
+read-only; `--thread` takes an id or a unique prefix; `--allow-type` /
+`THREADLOG_ALLOW_TYPES` name the app's own state types. Exit status: 0 every turn
+matches, 1 a turn diverges, 2 bad input (a graph path that does not import, a thread the
+database does not hold, a source that is not a LangGraph database, bad --turns, a graph
+the replay cannot make safe) — one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from typing import Any
@@ -59,6 +61,9 @@ def register(sub: Any) -> None:
         help="live: run calls the stored turn did not make (default: report them)",
     )
     p.add_argument("--json", action="store_true", help="print the turns as JSON")
+    from threadlog.cli.types import add_allow_type
+
+    add_allow_type(p)
     p.set_defaults(func=run)
 
 
@@ -88,19 +93,33 @@ def load_graph(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import run_command
+    from threadlog.cli.types import reading
 
-    return run_command("replay", lambda: _run(args), error_status=2)
+    return run_command("replay", lambda: reading(args, _run), error_status=2)
 
 
 def _run(args: argparse.Namespace) -> int:
     from threadlog.check.replay import replay
+    from threadlog.cli.errors import resolve_thread
+    from threadlog.cli.jsonout import dumps
+    from threadlog.inspect.readonly import describe
 
     graph = load_graph(args.graph)
+    args.thread = resolve_thread(args.db, args.thread)
     report = replay(
         graph, args.db, args.thread, turns=args.turns, model=args.model, tools=args.tools
     )
     if args.json:
-        print(json.dumps(report.rows(), ensure_ascii=False, indent=1))
+        doc = {
+            "thread_id": args.thread,
+            "source": describe(args.db),
+            "graph": args.graph,
+            "model": args.model,
+            "tools": args.tools,
+            "summary": report.summary()[0],
+            "turns": report.rows(),
+        }
+        print(dumps(doc, indent=1))
     else:
         print(str(report))
     sys.stdout.flush()

@@ -3,13 +3,13 @@
 Contract: lists the threads of a database (SQLite path or URL, Postgres URL) or a LangGraph
 server URL, newest first — id, updated, turns, messages, open calls, errors, the last user
 message — as text that fits in 100 columns, or as JSON (`threadlog.inspect.threads` rows,
-full texts). Reads only: the database is opened read-only. Errors: one line, exit 1.
+full texts). Reads only: the database is opened read-only. Bad input: one line, exit 2
+(`cli/errors.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -34,8 +34,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
+    from threadlog.cli.errors import positive
+
     p.add_argument(
-        "--limit", type=int, default=20, metavar="N", help="at most N (0: all; default 20)"
+        "--limit",
+        type=positive("--limit", "threads", zero=True),
+        default=20,
+        metavar="N",
+        help="at most N (0: all; default 20)",
     )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_allow_type(p)
@@ -50,13 +56,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress
     from threadlog.inspect.threads import threads
 
     with Progress("reading threads") as progress:
         listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
     if args.json:
-        text = json.dumps(listing.rows(), ensure_ascii=False, indent=1)
+        text = dumps(listing.rows(), indent=1)
     else:
         text = str(listing)
     print(text)

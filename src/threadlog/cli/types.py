@@ -1,12 +1,14 @@
-"""`--allow-type module:Class`: the reading commands' (threads, inspect, export) way to
-rebuild an app's own state types.
+"""`--allow-type module:Class`: every command that reads stored values (threads, inspect,
+export, check, replay, prune) rebuilds an app's own state types by it.
 
 Contract: `add_allow_type(parser)` adds the flag (repeatable; each value may also be a
 comma-separated list, like `THREADLOG_ALLOW_TYPES`, which every read also takes).
 `allowing(args)` is the block the command reads in: each named module is imported first
 (from the current folder too, as `uvicorn app:main` does), so a name that does not import
 is a one-line error naming the flag, not a value silently shown undecoded. A value of a
-type neither names still reads, as `<not decoded: module.Class>`.
+type neither names still reads, as `<not decoded: module.Class>`. The block yields the
+`(module, class)` pairs of both, for a command that opens a writing saver
+(`checkpointer(url, allowed_types=...)`: `prune`, `check --repair`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def reading(args: argparse.Namespace, body: Callable[[argparse.Namespace], int])
 
 
 @contextlib.contextmanager
-def allowing(args: argparse.Namespace) -> Iterator[None]:
+def allowing(args: argparse.Namespace) -> Iterator[list[tuple[str, str]]]:
     from threadlog.checkpoint.serde import ALLOW_TYPES_ENV, parse_type_names
     from threadlog.cli.errors import CommandError
     from threadlog.inspect.readonly import reading_types
@@ -66,7 +68,7 @@ def allowing(args: argparse.Namespace) -> Iterator[None]:
         for module, name in names:
             _check_importable(where, module, name)
     with reading_types(flags):  # the readers take the environment variable themselves
-        yield
+        yield [*flags, *env]
 
 
 def _check_importable(where: str, module: str, name: str) -> None:

@@ -11,6 +11,16 @@ Contract:
   LangGraph's `get_state` of it shows it: its log plus what a stopped step's finished
   tasks stored (`finished.with_finished_work`: only what the log accepts, open calls
   left open); a named checkpoint is exactly its own log.
+* `whole_history(source, thread_id, checkpoint=None)` (what `threadlog export` prints)
+  is every message ever written to the thread up to that checkpoint, not only the view
+  the head shows: the head's messages in their order, and every message an earlier
+  checkpoint held that a later one no longer does (`RemoveMessage`, a summarizing node,
+  `SummarizationMiddleware`) put back where it stood, marked
+  `response_metadata["threadlog_removed"]` (`log.removals.REMOVED_KEY`) with the event
+  that hid it: `{"event": "removed", "checkpoint_id", "step", "by": [the node(s) whose
+  step removed it]}` (a threadlog log's own mark, `{"event", "target"}`, is kept as it
+  is). It walks the checkpoints from the root to that one (a local database or
+  checkpointer; a server URL gives its head's view).
 * `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
   `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
   `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
@@ -39,7 +49,15 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["FORMATS", "Format", "dumps", "loads", "messages_at", "resolve_checkpoint"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "dumps",
+    "loads",
+    "messages_at",
+    "resolve_checkpoint",
+    "whole_history",
+]
 
 Format = Literal["jsonl", "openai", "langchain"]
 FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
@@ -59,7 +77,7 @@ def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
     if fmt == "langchain":
         return json.dumps(messages_to_dict(list(messages)), ensure_ascii=False, indent=1) + "\n"
     if fmt == "openai":
-        return json.dumps(openai_payload(list(messages)), ensure_ascii=False, indent=1) + "\n"
+        return json.dumps(_openai(messages, openai_payload), ensure_ascii=False, indent=1) + "\n"
     raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
@@ -173,3 +191,109 @@ def _from_saver(
     values = snap.values if isinstance(snap.values, dict) else {}
     messages = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
     return messages, str(cid)
+
+
+def _openai(messages: Sequence[BaseMessage], payload: Any) -> list[dict[str, Any]]:
+    """The OpenAI messages, each removed one with its removal event beside it (the wire
+    format has no metadata: the event rides as an extra `threadlog_removed` key)."""
+    from threadlog.log.removals import REMOVED_KEY
+
+    if not any(REMOVED_KEY in m.response_metadata for m in messages):
+        return list(payload(list(messages)))
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        for item in payload([m]):
+            event = m.response_metadata.get(REMOVED_KEY)
+            out.append({**item, REMOVED_KEY: event} if event else item)
+    return out
+
+
+def whole_history(
+    source: Any, thread_id: str, checkpoint: str | None = None, *, namespace: str = ""
+) -> tuple[list[BaseMessage], str]:
+    """Every message ever written to `thread_id` up to its head or `checkpoint`, removed
+    ones marked with the event that hid them (module doc), and that checkpoint's id."""
+    from threadlog.inspect.readonly import is_server_url, open_readonly
+
+    if isinstance(source, str) and is_server_url(source):
+        return messages_at(source, thread_id, checkpoint)
+    if isinstance(source, str):
+        with open_readonly(source) as saver:
+            return _whole(saver, thread_id, checkpoint, namespace)
+    if isinstance(source, BaseCheckpointSaver):
+        return _whole(source, thread_id, checkpoint, namespace)
+    raise TypeError(f"cannot export from a {type(source).__name__}")
+
+
+def _whole(
+    saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None, namespace: str
+) -> tuple[list[BaseMessage], str]:
+    from threadlog.inspect.namespaces import InNamespace
+    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.log.removals import REMOVED_KEY
+
+    head, cid = _from_saver(saver, thread_id, checkpoint, namespace)
+    reader = InNamespace(saver, namespace) if namespace else saver
+    seen = {  # which nodes had run by each checkpoint (LangGraph's `versions_seen`)
+        str(t.config["configurable"]["checkpoint_id"]): t.checkpoint.get("versions_seen") or {}
+        for t in reader.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    }
+    with quiet_stand_in(True):
+        snaps = {
+            str(s.config["configurable"]["checkpoint_id"]): s
+            for s in stand_in(reader, None).get_state_history(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            )
+        }
+    chain = []  # the root → cid path (a fork's other branches are not this history)
+    at: Any = snaps.get(cid)
+    while at is not None:
+        chain.append(at)
+        parent = (at.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        at = snaps.get(str(parent)) if parent else None
+    chain.reverse()
+    first: dict[str, int] = {}  # id → when it was first written (history order)
+    latest: dict[str, BaseMessage] = {}
+    removed: dict[str, dict[str, Any]] = {}
+    before: set[str] = set()
+    previous = ""
+    for snap in chain:
+        values = snap.values if isinstance(snap.values, dict) else {}
+        now = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage) and m.id]
+        for m in now:
+            first.setdefault(str(m.id), len(first))
+            latest[str(m.id)] = m
+            removed.pop(str(m.id), None)
+        ids = {str(m.id) for m in now}
+        here = str(snap.config["configurable"]["checkpoint_id"])
+        for gone in before - ids:
+            removed[gone] = {
+                "event": "removed",
+                "checkpoint_id": here,
+                "step": (snap.metadata or {}).get("step"),
+                "by": _ran(seen.get(here, {}), seen.get(previous, {})),
+            }
+        before, previous = ids, here
+    shown = {m.id for m in head}
+    hidden = sorted((i for i in removed if i not in shown), key=lambda i: first[i])
+    out: list[BaseMessage] = []
+    for m in head:
+        while hidden and first[hidden[0]] < first.get(str(m.id), len(first)):
+            out.append(_marked(latest[hidden[0]], removed[hidden.pop(0)], REMOVED_KEY))
+        out.append(m)
+    out += [_marked(latest[i], removed[i], REMOVED_KEY) for i in hidden]
+    return out, cid
+
+
+def _ran(now: dict[str, Any], then: dict[str, Any]) -> list[str]:
+    """The nodes whose step made the checkpoint: what they have seen changed."""
+    return sorted(
+        node for node, versions in now.items()
+        if versions != then.get(node) and not node.startswith("__")
+    )
+
+
+def _marked(m: BaseMessage, event: dict[str, Any], key: str) -> BaseMessage:
+    if key in m.response_metadata:
+        return m  # the log's own mark says which event hid it
+    return m.model_copy(update={"response_metadata": {**m.response_metadata, key: event}})

@@ -8,7 +8,10 @@ opened so that reading cannot write:
   and runs a migration) is never called, and no lock file is made — a reader takes no run
   lock.
 * Postgres in a session whose transactions are read-only
-  (`default_transaction_read_only`), again without `setup()`.
+  (`default_transaction_read_only`), again without `setup()`, and whose statements wait
+  for a lock another connection holds at most `LOCK_TIMEOUT` seconds (`lock_timeout`;
+  `waiting_at_most(seconds)` changes it for a block): a read behind a table lock fails
+  with `SourceError` naming the wait instead of hanging.
 
 Before a thread is read, the tables are checked for LangGraph's shape, so a file that is not
 a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
@@ -41,13 +44,21 @@ from threadlog.checkpoint.backends import sqlite as sqlite_tables
 from threadlog.inspect.memo_serde import remember_large
 
 __all__ = [
+    "LOCK_TIMEOUT",
     "SourceError",
     "describe",
     "is_server_url",
+    "lock_wait_error",
     "open_readonly",
     "reading_types",
     "sqlite_path",
+    "waiting_at_most",
 ]
+
+LOCK_TIMEOUT = 10.0
+_WAIT: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "threadlog_lock_timeout", default=LOCK_TIMEOUT
+)
 
 _READING: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar(
     "threadlog_reading_types", default=()
@@ -96,6 +107,27 @@ def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     raise SourceError(
         f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
         "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
+    )
+
+
+@contextlib.contextmanager
+def waiting_at_most(seconds: float) -> Iterator[None]:
+    """Postgres sources opened inside the block wait for a lock at most `seconds`."""
+    token = _WAIT.set(seconds)
+    try:
+        yield
+    finally:
+        _WAIT.reset(token)
+
+
+def lock_wait_error(exc: BaseException) -> SourceError | None:
+    """A `SourceError` saying a read waited out its lock timeout, if `exc` is that."""
+    text = " ".join(str(exc).split())
+    if "lock timeout" not in text and "statement timeout" not in text:
+        return None
+    return SourceError(
+        f"another connection holds a lock on the checkpoint tables; gave up after "
+        f"{_WAIT.get():g}s ({text}); nothing was read or written"
     )
 
 
@@ -181,7 +213,8 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             prepare_threshold=0,
             row_factory=dict_row,
             connect_timeout=10,
-            options="-c default_transaction_read_only=on",
+            options="-c default_transaction_read_only=on "
+            f"-c lock_timeout={max(int(_WAIT.get() * 1000), 1)}",
         )
     except psycopg.Error as exc:
         raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
@@ -192,7 +225,10 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             raise SourceError(f"cannot read {describe(url)}: {_one_line(exc)}") from None
         for table, needed in postgres_tables.TABLES.items():
             _check_table(url, table, columns.get(table), needed)
-        yield PostgresSaver(conn, serde=remember_large(_serde()))
+        try:
+            yield PostgresSaver(conn, serde=remember_large(_serde()))
+        except psycopg.errors.LockNotAvailable as exc:
+            raise (lock_wait_error(exc) or exc) from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -69,7 +69,18 @@ __all__ = [
     "PostgresBackend",
     "PostgresHeadStore",
     "table_columns",
+    "vacuum_tables",
 ]
+
+def vacuum_tables(url: str) -> None:
+    """`VACUUM (ANALYZE)` LangGraph's tables: their dead rows' space becomes reusable
+    (`threadlog prune --vacuum`; only `VACUUM FULL` would return it to the system)."""
+    import psycopg
+
+    with psycopg.Connection.connect(url, autocommit=True) as conn:
+        for table in TABLES:
+            conn.execute(f'VACUUM (ANALYZE) "{table}"')  # our own table names
+
 
 # The columns LangGraph's savers read.
 TABLES = {

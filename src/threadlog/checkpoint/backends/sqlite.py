@@ -74,7 +74,9 @@ __all__ = [
     "AsyncSqliteBackend",
     "SqliteBackend",
     "SqliteHeadStore",
+    "file_weight",
     "table_columns",
+    "vacuum_file",
 ]
 
 # The columns LangGraph's savers read; `task_path` is newer and optional.
@@ -86,6 +88,32 @@ TABLES = {
     "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
                "type", "value"},
 }
+
+
+def file_weight(path: str) -> tuple[int, int]:
+    """A SQLite file's bytes on disk (with its WAL) and the bytes its used pages hold —
+    about what it weighs after `VACUUM` (`threadlog prune`). Read-only."""
+    from urllib.parse import quote
+
+    on_disk = sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+    conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    try:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+    return on_disk, (pages - free) * size
+
+
+def vacuum_file(path: str) -> None:
+    """`VACUUM` the file, then fold its WAL back, so it shrinks to what it holds."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
 
 
 def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:

@@ -1,0 +1,151 @@
+"""The tool boundary of a replay: inside a replay, every `BaseTool` invoked is answered by
+the replay's stand-in, whatever node, subgraph or agent calls it.
+
+Contract: `serving(stand_in)` is a context manager. Inside it — and in every thread or
+task started from it, which copy the context, as LangGraph's and threadlog's executors
+do — `BaseTool.run` / `BaseTool.arun` run `stand_in(tool)` (a `StandIn`: same name,
+schema and output format) in place of `tool`, so the caller gets the `ToolMessage` or
+value it would, from the replay's answer, and the tool's own function never runs.
+`outside()` runs a block with no replay in force (`--tools live` calls the real tool
+through it). Outside a `serving` block nothing changes: the hook is set on `BaseTool`
+when the first block opens and taken off when the last one closes, and it consults a
+`ContextVar`, so a graph running elsewhere meanwhile runs its tools as usual.
+
+`unreachable(tool)` names why the hook cannot reach a tool (its class overrides
+`invoke`/`run` or their async twins itself); replay refuses a graph that holds one.
+
+`replying(reply)` is the same for chat models: inside it, `BaseChatModel.invoke` /
+`ainvoke` return `reply(model, input)` and the model is not called (`--model stored` for
+a graph whose models are not `threadlog.ModelNode`s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool, StructuredTool, Tool
+
+__all__ = ["StandIn", "outside", "replying", "serving", "unreachable"]
+
+StandInFor = Callable[[BaseTool], BaseTool]
+
+_SESSION: contextvars.ContextVar[StandInFor | None] = contextvars.ContextVar(
+    "threadlog_replay_tools", default=None
+)
+_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = (
+    contextvars.ContextVar("threadlog_replay_model", default=None)
+)
+_RUN = BaseTool.run
+_ARUN = BaseTool.arun
+_INVOKE = BaseChatModel.invoke
+_AINVOKE = BaseChatModel.ainvoke
+_lock = threading.Lock()
+_users = 0
+
+
+class StandIn(StructuredTool):
+    """A tool answering for another during a replay (the hook runs it as it is)."""
+
+
+def _hooked_run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+    stand_in = _SESSION.get()
+    if stand_in is None or isinstance(self, StandIn):
+        return _RUN(self, *args, **kwargs)
+    return _RUN(stand_in(self), *args, **kwargs)
+
+
+async def _hooked_arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+    stand_in = _SESSION.get()
+    if stand_in is None or isinstance(self, StandIn):
+        return await _ARUN(self, *args, **kwargs)
+    return await _ARUN(stand_in(self), *args, **kwargs)
+
+
+def _hooked_invoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    reply = _REPLY.get()
+    if reply is None:
+        return _INVOKE(self, input, *args, **kwargs)
+    return reply(self, input)
+
+
+async def _hooked_ainvoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    reply = _REPLY.get()
+    if reply is None:
+        return await _AINVOKE(self, input, *args, **kwargs)
+    return reply(self, input)
+
+
+def _install() -> None:
+    global _users
+    with _lock:
+        _users += 1
+        if _users == 1:
+            BaseTool.run = _hooked_run  # type: ignore[method-assign]
+            BaseTool.arun = _hooked_arun  # type: ignore[method-assign]
+            BaseChatModel.invoke = _hooked_invoke  # type: ignore[method-assign]
+            BaseChatModel.ainvoke = _hooked_ainvoke  # type: ignore[method-assign]
+
+
+def _uninstall() -> None:
+    global _users
+    with _lock:
+        _users -= 1
+        if _users == 0:
+            BaseTool.run = _RUN  # type: ignore[method-assign]
+            BaseTool.arun = _ARUN  # type: ignore[method-assign]
+            BaseChatModel.invoke = _INVOKE  # type: ignore[method-assign]
+            BaseChatModel.ainvoke = _AINVOKE  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def serving(stand_in: StandInFor) -> Iterator[None]:
+    """Answer every tool invoked in this block (and what it starts) with `stand_in(tool)`."""
+    _install()
+    token = _SESSION.set(stand_in)
+    try:
+        yield
+    finally:
+        _SESSION.reset(token)
+        _uninstall()
+
+
+@contextlib.contextmanager
+def replying(reply: Callable[[BaseChatModel, Any], Any]) -> Iterator[None]:
+    """Answer every chat model invoked in this block with `reply(model, input)`."""
+    _install()
+    token = _REPLY.set(reply)
+    try:
+        yield
+    finally:
+        _REPLY.reset(token)
+        _uninstall()
+
+
+@contextlib.contextmanager
+def outside() -> Iterator[None]:
+    """Run a block as if no replay were in force (a live call of the real tool)."""
+    token, model = _SESSION.set(None), _REPLY.set(None)
+    try:
+        yield
+    finally:
+        _REPLY.reset(model)
+        _SESSION.reset(token)
+
+
+_REACHING = (BaseTool, StructuredTool, Tool)  # their invoke/ainvoke end in run/arun
+
+
+def unreachable(tool: BaseTool) -> str:
+    """Why the hook cannot answer for `tool` ("" when it can)."""
+    cls = type(tool)
+    for name in ("run", "arun", "invoke", "ainvoke"):
+        owner = next(k for k in cls.__mro__ if name in vars(k))
+        # Another class's override may never reach `BaseTool.run`.
+        if owner not in _REACHING:
+            return f"its class {cls.__name__} overrides {name}()"
+    return ""

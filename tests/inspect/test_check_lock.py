@@ -1,0 +1,40 @@
+"""`threadlog check` (and `--repair`) on Postgres behind a table lock another connection
+holds: one line naming the wait, exit 2, within `--lock-timeout` — never a hang."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+
+import threadlog
+from threadlog.cli import main
+from threadlog.examples.weather import build_graph
+
+
+@pytest.fixture
+def locked(pg_backend: str) -> Iterator[str]:
+    with threadlog.checkpointer(pg_backend) as saver:
+        build_graph(checkpointer=saver).invoke(
+            {"messages": [HumanMessage("Paris?")]}, {"configurable": {"thread_id": "t"}}
+        )
+    with psycopg.Connection.connect(pg_backend) as holder:
+        holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
+        yield pg_backend
+        holder.rollback()
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--repair"], ["--repair", "--dry-run"]])
+def test_a_table_lock_is_one_line_and_exit_2_within_the_lock_timeout(
+    locked: str, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    started = time.monotonic()
+    code = main(["check", "--db", locked, "--lock-timeout", "1", *extra])
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1, (out, err)
+    assert "another connection holds a lock" in err and "gave up after 1s" in err
+    assert took < 8
