@@ -19,9 +19,15 @@ Three kinds of reliance, three sections:
 * **Hooks**: the moments threadlog must recognise while LangGraph runs — a run's loop
   reading its thread (`running_loop()`), `get_state` reading it (`in_get_state()`) and
   previewing its stored writes (`in_state_preview()`). LangGraph has no callback for them,
-  so the entry points in `_ENTRY_POINTS` are wrapped once, at import: each wrapper
-  publishes what is running in a `ContextVar` for exactly the duration of that call (reset
-  in `finally`, and marked over, so a context copied meanwhile stops seeing it). Nothing
+  so the entry points in `_ENTRY_POINTS` are wrapped — never at import: `install_hooks()`
+  wraps them once per process when threadlog's own objects are first used (a log channel
+  declared in a graph's state, LangGraph re-creating it for the graph; a threadlog saver
+  built, `checkpoint/layered.py`). Each wrapper first asks whose call it is: only a graph
+  or loop with a threadlog channel (a class carrying `OWN_MARK`) or a threadlog saver (an
+  object carrying it, `own()`) is threadlog's; any other call goes straight to LangGraph's
+  own function, publishing and rewriting nothing. For threadlog's, the wrapper publishes
+  what is running in a `ContextVar` for exactly the duration of that call (reset in
+  `finally`, and marked over, so a context copied meanwhile stops seeing it). Nothing
   walks stack frames. `verify_hooks()` / `averify_hooks()` run a one-off canary graph to
   prove every hook still fires on the installed LangGraph, and raise
   `UpstreamChangedError` (naming the version and the entry point) if one does not — a
@@ -84,6 +90,7 @@ from langgraph.checkpoint.serde import _msgpack
 
 # The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 # LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
 # the input check rebuilds the log exactly as a run would see it.
@@ -117,11 +124,13 @@ __all__ = [
     "in_get_state",
     "in_state_preview",
     "infer_handled_types",
+    "install_hooks",
     "is_overwrite",
     "ls_provider",
     "msgpack_rebuilds",
     "on_run_input",
     "openai_message_json",
+    "own",
     "running_loop",
     "saver_task_path",
     "schema_types",
@@ -363,10 +372,13 @@ def _before_enter(loop: Any) -> None:
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
     var = _CALLS[kind]
     before = _before_enter if kind == "loop_enter" else None
+    ours = _OWN_TEST[kind]
     if is_async:
 
         @functools.wraps(original)
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not ours(self, args, kwargs):
+                return await original(self, *args, **kwargs)
             if before is not None:
                 before(self)
             call = _Call(self)
@@ -383,6 +395,8 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
 
         @functools.wraps(original)
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not ours(self, args, kwargs):
+                return original(self, *args, **kwargs)
             if before is not None:
                 before(self)
             call = _Call(self)
@@ -442,14 +456,18 @@ def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[...
 
         @functools.wraps(original)
         async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            return await original(self, config, _rewritten(self, supersteps), *a, **kw)
+            if _owns_channels(self):
+                supersteps = _rewritten(self, supersteps)
+            return await original(self, config, supersteps, *a, **kw)
 
         hook: Callable[..., Any] = ahook
     else:
 
         @functools.wraps(original)
         def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            return original(self, config, _rewritten(self, supersteps), *a, **kw)
+            if _owns_channels(self):
+                supersteps = _rewritten(self, supersteps)
+            return original(self, config, supersteps, *a, **kw)
 
         hook = shook
     hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]
@@ -498,7 +516,88 @@ def _install_hooks() -> None:
             setattr(cls, attr, _hooked_update(original, is_async))
 
 
-_install_hooks()
+_INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
+
+
+def install_hooks() -> None:
+    """Wrap the entry points, once per process: called by threadlog's own objects when
+    they are first used (a log channel declared in a graph's state, a threadlog saver
+    built), never at import (module doc, "Hooks")."""
+    if not _INSTALLED:
+        with _INSTALL_LOCK:
+            if not _INSTALLED:
+                _install_hooks()
+                _INSTALLED.append(True)
+
+
+_INSTALL_LOCK = threading.Lock()
+
+
+# -- whose graph: the hooks act only for threadlog's channels and savers ---------------------
+# A class (a log channel) or an object (a saver with threadlog's layers) is threadlog's when
+# it carries `OWN_MARK` (`own`). Any other graph's call goes straight to LangGraph's own
+# function, with nothing published and nothing rewritten.
+OWN_MARK = "_threadlog_own"
+
+
+def own(obj: Any) -> Any:
+    """Mark `obj` (a saver object, or a channel class) as threadlog's, install the hooks,
+    and return it."""
+    install_hooks()
+    if isinstance(obj, type):
+        setattr(obj, OWN_MARK, True)
+    else:
+        vars(obj)[OWN_MARK] = True
+    return obj
+
+
+def _is_own(obj: Any) -> bool:
+    # Through wrappers that keep the saver they wrap: threadlog's own (`inner`) and
+    # LangGraph Server's checkpointer adapter (`_inner`).
+    for _ in range(4):
+        if obj is None or isinstance(obj, bool):
+            return False
+        if getattr(type(obj), OWN_MARK, False) is True:
+            return True
+        attrs = getattr(obj, "__dict__", None) or {}
+        if attrs.get(OWN_MARK) is True:
+            return True
+        obj = attrs.get("inner", attrs.get("_inner"))
+    return False
+
+
+def _owns_channels(graph: Any) -> bool:
+    channels = getattr(graph, "channels", None)
+    return isinstance(channels, Mapping) and any(
+        getattr(type(c), OWN_MARK, False) is True for c in channels.values()
+    )
+
+
+def _own_loop(loop: Any, args: Any, kwargs: Any) -> bool:
+    specs = getattr(loop, "specs", None)
+    if isinstance(specs, Mapping) and any(
+        getattr(type(c), OWN_MARK, False) is True for c in specs.values()
+    ):
+        return True
+    return _is_own(getattr(loop, "checkpointer", None))
+
+
+def _own_graph(graph: Any, args: Any, kwargs: Any) -> bool:
+    # get_state(config, ...) / _prepare_state_snapshot(config, saved, saver=...)
+    if _owns_channels(graph) or _is_own(getattr(graph, "checkpointer", None)):
+        return True
+    if _is_own(kwargs.get("saver")):
+        return True
+    config = args[0] if args else kwargs.get("config")
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    return isinstance(conf, Mapping) and _is_own(conf.get(CONFIG_KEY_CHECKPOINTER))
+
+
+_OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
+    "loop_enter": _own_loop,
+    "get_state": _own_graph,
+    "state_preview": _own_graph,
+}
 
 
 # -- verifying the hooks: a canary graph, once per process -----------------------------------
@@ -521,6 +620,7 @@ def verify_hooks() -> None:
     events never show up in the caller's run) with LangSmith tracing off."""
     if False in _VERIFIED:
         return
+    install_hooks()
     contextvars.Context().run(_drive, _canary(is_async=False))
     _VERIFIED.add(False)
 
@@ -529,6 +629,7 @@ async def averify_hooks() -> None:
     """`verify_hooks` for the async entry points (`ainvoke` + `aget_state`)."""
     if True in _VERIFIED:
         return
+    install_hooks()
     await asyncio.create_task(_adrive(_canary(is_async=True)), context=contextvars.Context())
     _VERIFIED.add(True)
 
@@ -621,6 +722,8 @@ def _canary_ask(state: _CanaryState) -> dict[str, int]:
 
 
 class _CanarySaver(InMemorySaver):
+    _threadlog_own = True  # the canary stands for a threadlog graph
+
     def get_tuple(self, config: Any) -> Any:  # aget_tuple calls it too
         if (seen := _SEEN.get()) is not None:
             seen.read()

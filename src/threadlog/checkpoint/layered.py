@@ -46,6 +46,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from threadlog._upstream import install_hooks, own
 from threadlog.flows import Flow, arun, call, run
 
 __all__ = ["HOOKS", "Layer", "LayeredSaver", "SaverView", "bind_layers", "layer_of"]
@@ -240,7 +241,10 @@ class LayeredSaver(SaverView):
     def __init__(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
         self._join(inner, layers)
 
+    _threadlog_own = True  # `_upstream.OWN_MARK`: LangGraph's hooks act for this saver
+
     def _join(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
+        install_hooks()
         SaverView.__init__(self, _Stack(inner, layers, bound=False), 0)
         self.layers = tuple(layers)
         try:
@@ -277,6 +281,7 @@ def bind_layers(saver: S, layers: Sequence[Layer]) -> S:
         saver.__dict__[name] = getattr(top, name)
         saver.__dict__["a" + name] = getattr(top, "a" + name)
     saver.__dict__["_threadlog_stack"] = stack
+    own(saver)  # LangGraph's hooks act for this saver from now on
     return saver
 
 
