@@ -45,6 +45,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.backends.memory",
                         "checkpoint.backends.sqlite",
                         "checkpoint.backends.postgres",
+                        "checkpoint.backends.postgres_inline",
                     ),
                     ("checkpoint.backends",),
                     ("checkpoint.layered", "checkpoint.recover", "checkpoint.state_types"),
