@@ -411,9 +411,22 @@ def _before_enter(loop: Any) -> None:
         hook(run_input, specs)
 
 
+@contextlib.contextmanager
+def _published(kind: str, target: Any) -> Any:
+    """`target` published as the running `kind` call for exactly this block."""
+    if kind == "loop_enter":
+        _before_enter(target)
+    call = _Call(target)
+    token = _CALLS[kind].set(call)
+    try:
+        yield
+    finally:
+        call.live = False
+        with contextlib.suppress(ValueError):  # reset from another context
+            _CALLS[kind].reset(token)
+
+
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
-    var = _CALLS[kind]
-    before = _before_enter if kind == "loop_enter" else None
     ours = _OWN_TEST[kind]
     if is_async:
 
@@ -421,16 +434,8 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return await original(self, *args, **kwargs)
-            if before is not None:
-                before(self)
-            call = _Call(self)
-            token = var.set(call)
-            try:
+            with _published(kind, self):
                 return await original(self, *args, **kwargs)
-            finally:
-                call.live = False
-                with contextlib.suppress(ValueError):  # reset from another context
-                    var.reset(token)
 
         hook: Callable[..., Any] = ahook
     else:
@@ -439,16 +444,8 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return original(self, *args, **kwargs)
-            if before is not None:
-                before(self)
-            call = _Call(self)
-            token = var.set(call)
-            try:
+            with _published(kind, self):
                 return original(self, *args, **kwargs)
-            finally:
-                call.live = False
-                with contextlib.suppress(ValueError):
-                    var.reset(token)
 
         hook = shook
     hook._threadlog_hook = kind  # type: ignore[attr-defined]
@@ -523,7 +520,9 @@ _UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
 
 
 def update_state_hooked() -> bool:
-    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook."""
+    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook once
+    threadlog's objects are in use (the hooks are installed first)."""
+    install_hooks()
     return all(_is_hooked(getattr(cls, attr, None)) for cls, attr, _ in _UPDATE_ENTRY_POINTS)
 
 
