@@ -607,27 +607,21 @@ def _is_own(obj: Any) -> bool:
     return False
 
 
-def _owns_channels(graph: Any) -> bool:
-    channels = getattr(graph, "channels", None)
+def _owns_channels(graph: Any, attr: str = "channels") -> bool:
+    channels = getattr(graph, attr, None)  # a graph's `channels`, a loop's `specs`
     return isinstance(channels, Mapping) and any(
         getattr(type(c), OWN_MARK, False) is True for c in channels.values()
     )
 
 
 def _own_loop(loop: Any, args: Any, kwargs: Any) -> bool:
-    specs = getattr(loop, "specs", None)
-    if isinstance(specs, Mapping) and any(
-        getattr(type(c), OWN_MARK, False) is True for c in specs.values()
-    ):
-        return True
-    return _is_own(getattr(loop, "checkpointer", None))
+    return _owns_channels(loop, "specs") or _is_own(getattr(loop, "checkpointer", None))
 
 
 def _own_graph(graph: Any, args: Any, kwargs: Any) -> bool:
-    # get_state(config, ...) / _prepare_state_snapshot(config, saved, saver=...)
     if _owns_channels(graph) or _is_own(getattr(graph, "checkpointer", None)):
         return True
-    if _is_own(kwargs.get("saver")):
+    if _is_own(kwargs.get("saver")):  # _prepare_state_snapshot's
         return True
     config = args[0] if args else kwargs.get("config")
     conf = config.get("configurable") if isinstance(config, Mapping) else None
