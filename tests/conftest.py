@@ -162,6 +162,10 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
         "test_notebook_stylesheets_do_not_right_align_the_inspector_tables",
         "test_the_page_of_a_forked_thread_screenshots_with_content",
     ),
+    # a fresh interpreter: what importing threadlog changes of LangGraph
+    "test_no_global_patching.py": (
+        "test_importing_threadlog_replaces_no_langgraph_attribute_and_plain_graphs_run_as_without",
+    ),
     # langgraph-api imported in a fresh interpreter (it reads its config at import)
     "test_upstream.py": (
         "test_the_server_adapter_forwards_delta_history_reads_to_the_saver_it_wraps",

@@ -61,13 +61,8 @@ if TYPE_CHECKING:
     from threadlog.nodes.model import ContextNode, ModelNode
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
-    from threadlog.providers.profiles import (
-        PROFILES,
-        SERVER_PROFILES,
-        Profile,
-        get_profile,
-        validate,
-    )
+    from threadlog.providers.problems import validate
+    from threadlog.providers.profiles import PROFILES, SERVER_PROFILES, Profile, get_profile
     from threadlog.providers.wire import (
         infer_profile,
         openai_payload,
@@ -108,13 +103,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.nodes.model": ("ContextNode", "ModelNode"),
     "threadlog.nodes.tools.node": ("ToolNode",),
     "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
-    "threadlog.providers.profiles": (
-        "PROFILES",
-        "SERVER_PROFILES",
-        "Profile",
-        "get_profile",
-        "validate",
-    ),
+    "threadlog.providers.problems": ("validate",),
+    "threadlog.providers.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile"),
     "threadlog.providers.wire": (
         "infer_profile",
         "openai_payload",

@@ -1,51 +1,118 @@
 """Every private LangGraph / langchain name threadlog relies on, in one place.
 
-Upstream may rename or change any of these in a minor release. Keeping them here means one
-file to read when that happens, and `tests/upstream/test_upstream.py` checks that each one still
-exists and behaves as used, so a breaking release fails our suite instead of users' apps.
-Each name carries why we need it; "checked" is the version it was last verified against
-(langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
-langgraph-prebuilt 1.1.3, langchain-core 1.8.3). Prefer a public hook where one exists:
-names LangGraph exports publicly (`ERROR`, `INTERRUPT` from `langgraph.checkpoint.serde.types`,
-`TASKS`, `CONFIG_KEY_CHECKPOINTER` from `langgraph.constants`, the `"checkpoint_ns"` config
-key) are imported from there by their users, not from here.
+Upstream may rename or change any of these in a minor release: this is the one file to
+read when that happens, and `tests/upstream/test_upstream.py` resolves every row of the
+table below on the installed packages and checks each one behaves as used, so a breaking
+release fails our suite instead of users' apps. Public names (`ERROR`, `INTERRUPT`,
+`TASKS`, `CONFIG_KEY_CHECKPOINTER`, `CheckpointMetadata["parents"]`, an empty channel's
+`checkpoint()`, `BaseMessage.id`) are used where they are, not listed here. Checked against
+langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
+langgraph-checkpoint-postgres 3.2.0, langgraph-prebuilt 1.1.3, langchain-core 1.8.3,
+langchain-openai, langgraph-api 0.16.7.
 
-Three kinds of reliance, three sections:
+One row per touch point (a sync method and its async twin are one row; so are the
+attributes of one object read together). Kinds: **name** (a private class, function or
+constant), **format** (how LangGraph spells what it stores and passes: `PREGEL`), **hook**
+(a method wrapped, see "Hooks"), **fork** (a method overridden or a private helper called
+by `checkpoint/backends/postgres_inline.py`, which pays: BENCHMARKS.md, "the thread hop").
 
-* **Names**: private classes, functions and constants, imported under a public name.
-* **Formats** (`PREGEL`): how LangGraph spells what it stores and passes — namespaces, task
-  paths, metadata keys, channel prefixes. Not names upstream could rename, but strings
-  threads already stored depend on; each field says who reads it.
-* **Hooks**: the moments threadlog must recognise while LangGraph runs — a run's loop
-  reading its thread (`running_loop()`), `get_state` reading it (`in_get_state()`) and
-  previewing its stored writes (`in_state_preview()`). LangGraph has no callback for them,
-  so the entry points in `_ENTRY_POINTS` are wrapped once, at import: each wrapper
-  publishes what is running in a `ContextVar` for exactly the duration of that call (reset
-  in `finally`, and marked over, so a context copied meanwhile stops seeing it). Nothing
-  walks stack frames. `verify_hooks()` / `averify_hooks()` run a one-off canary graph to
-  prove every hook still fires on the installed LangGraph, and raise
-  `UpstreamChangedError` (naming the version and the entry point) if one does not — a
-  guarded saver never runs unguarded.
+  #  kind    upstream (module.Name[.attribute]) / why threadlog needs it
+ --  ------  ------------------------------------------------------------------------
+  1  name    langgraph._internal._runnable.RunnableCallable
+             every node's base: config/runtime injection, sync/async
+  2  name    langgraph._internal._serde.collect_allowlist_from_schemas
+             a strict serializer allows what `compile()` allows
+  3  name    langgraph.checkpoint.serde.types._DeltaSnapshot
+             the snapshot a `DeltaChannel` stores
+  4  name    langgraph.channels.binop._get_overwrite
+             `Overwrite` in every form, refused by the log
+  5  name    langgraph.pregel._checkpoint.channels_from_checkpoint
+             the input check loads a log as a run would (+ `a…`)
+  6  name    langgraph.checkpoint.serde._msgpack.SAFE_MSGPACK_TYPES
+             what a strict loader rebuilds (+ `SAFE_MSGPACK_METHODS`)
+  7  name    langgraph.checkpoint.serde.jsonplus.JsonPlusSerializer._allowed_msgpack_modules
+             a serializer's allowlist
+  8  name    langgraph.checkpoint.sqlite.SqliteSaver._has_task_path
+             a read-only saver is told its table's shape
+  9  name    langchain_core.language_models.BaseChatModel._get_ls_params
+             which provider a model talks to
+ 10  name    langchain_openai.chat_models.base.BaseChatOpenAI._get_request_payload
+             the body sent: rewritten, shown
+ 11  name    langgraph.prebuilt.tool_node._filter_validation_errors
+             schema errors read like ToolNode's
+ 12  name    langgraph.prebuilt.tool_node._infer_handled_types
+             a handler means what it means to ToolNode
+ 13  format  langgraph._internal._constants.CONFIG_KEY_RUNTIME
+             a run's config (a run's read, its writes)
+ 14  format  langgraph._internal._constants.CONFIG_KEY_CHECKPOINT_MAP
+             each enclosing graph's checkpoint
+ 15  format  langgraph._internal._constants.CONFIG_KEY_DURABILITY
+             a task's durability (no marker under "exit")
+ 16  format  langgraph._internal._constants.NS_SEP
+             namespaces: `node:task_id` (`NS_END`) joined by `|`
+ 17  format  langgraph._internal._constants.NULL_TASK_ID
+             writes that are a step's input
+ 18  format  langgraph.graph.state.StateGraph
+             `branch:to:<node>` channels trigger a node
+ 19  format  langgraph.pregel._algo.task_path_str
+             a root pull task's `task_path`
+ 20  hook    langgraph.pregel._loop.SyncPregelLoop.__enter__
+             a run reading its thread (+ `AsyncPregelLoop.__aenter__`)
+ 21  hook    langgraph.pregel._loop.PregelLoop
+             the entering loop's `input`, `specs`, `stack`, `checkpointer`
+ 22  hook    langgraph.pregel.main.Pregel.get_state
+             get_state's read (+ `aget_state`)
+ 23  hook    langgraph.pregel.main.Pregel._prepare_state_snapshot
+             its preview of stored writes (+ `_a…`)
+ 24  hook    langgraph.pregel.main.Pregel.bulk_update_state
+             update_state's values (+ `abulk_update_state`)
+ 25  hook    langgraph_api._checkpointer._adapter._CustomCheckpointerAdapter
+             given delta-history reads of its `_inner`
+ 26  fork    langgraph.checkpoint.postgres.aio.AsyncPostgresSaver._load_checkpoint_tuple
+             overridden
+ 27  fork    langgraph.checkpoint.postgres.base.BasePostgresSaver._dump_writes
+             and `_load_writes`
+ 28  fork    langgraph.checkpoint.postgres.base.BasePostgresSaver._dump_blobs
+             and `_load_blobs`
+ 29  fork    langgraph.checkpoint.postgres.aio.AsyncPostgresSaver._cursor
+             its connection (`postgres_cursor`)
+ 30  fork    langgraph.checkpoint.postgres.base.BasePostgresSaver.UPSERT_CHECKPOINTS_SQL
+             and its 3 other statements
+
+**Hooks.** The moments threadlog must recognise while LangGraph runs: a run's loop reading
+its thread (`running_loop()`), `get_state` reading it (`in_get_state()`) and previewing
+its stored writes (`in_state_preview()`), and `update_state`'s values (`on_update_state`).
+LangGraph has no callback for them, so the entry points (`_ENTRY_POINTS`,
+`_UPDATE_ENTRY_POINTS`) are wrapped, but never at import: `install_hooks()` wraps them
+once per process when threadlog's own objects are first used (LangGraph re-creating a log
+channel for a graph's state, or its `from_checkpoint`; a threadlog saver built,
+`checkpoint/layered.py`). Each wrapper first asks whose call it is: a graph or loop with a
+threadlog channel (its class carries `OWN_MARK`) or a threadlog saver (`own()`) is
+threadlog's; any other call goes straight to LangGraph's own function, publishing and
+rewriting nothing. For threadlog's, the wrapper publishes what is running in a
+`ContextVar` for exactly that call (reset in `finally`, and marked over, so a context
+copied meanwhile stops seeing it). Nothing walks stack frames. `verify_hooks()` /
+`averify_hooks()` run a canary graph once per process to prove every hook still fires,
+and raise `UpstreamChangedError` (naming the version and entry point) if one does not: a
+guarded saver never runs unguarded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import functools
 import importlib.metadata
+import operator
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, TypedDict
 
-# Config keys and ids LangGraph uses while it runs (the `PREGEL` formats below read them).
-# `CONFIG_KEY_DURABILITY` holds a running task's `durability`: the tool node stores no
-# "started" marker under "exit", where nothing of the run is stored before it ends
-# (`nodes/tools/started.py`).
+from langchain_core.messages import BaseMessage
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_DURABILITY,
@@ -54,49 +121,16 @@ from langgraph._internal._constants import (
     NS_SEP,
     NULL_TASK_ID,
 )
-
-# -- langgraph runtime ---------------------------------------------------------------------
-# `RunnableCallable` is the base of every LangGraph node (upstream's own ToolNode is one):
-# it injects `config`/`runtime` by signature and handles sync/async dispatch. No public
-# equivalent: a plain function node cannot carry the node's options and async twin.
 from langgraph._internal._runnable import RunnableCallable
-
-# LangGraph's own walk of a state schema's annotations for the types a strict msgpack
-# serializer must allow (pydantic models, dataclasses, enums, through TypedDicts, unions,
-# containers, `Annotated`) — what `StateGraph.compile()` feeds `with_allowlist` when
-# `LANGGRAPH_STRICT_MSGPACK` is on. Reused so `allow_state_types` allows exactly what
-# LangGraph would (`checkpoint/state_types.py`); there is no public form of it.
 from langgraph._internal._serde import collect_allowlist_from_schemas
-
-# `MISSING` is the sentinel `DeltaChannel.from_checkpoint` receives for "no value stored".
-from langgraph._internal._typing import MISSING
-
-# `_get_overwrite` recognises LangGraph's `Overwrite(...)` in every form it accepts
-# (object and dict), so the append-only log can refuse it with a clear error.
 from langgraph.channels.binop import _get_overwrite
-
-# The canary graph's saver (`verify_hooks`).
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-
-# The safe-type tables of LangGraph's msgpack loader: whether a strict serializer would
-# rebuild a type on load (asked before a tool result is stored; `msgpack_rebuilds`).
 from langgraph.checkpoint.serde import _msgpack
-
-# The snapshot value a `DeltaChannel` stores every N supersteps; our channel must read it.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
-
-# LangGraph's own loader of a checkpoint's channels (replaying delta channels' writes):
-# the input check rebuilds the log exactly as a run would see it.
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.pregel._checkpoint import achannels_from_checkpoint, channels_from_checkpoint
-
-# The hooked entry points (`_ENTRY_POINTS`): a run's Pregel loop reads the thread's head
-# from its `__enter__` / `__aenter__`; `get_state` reads it and previews its pending writes
-# in `_prepare_state_snapshot`.
 from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
-
-# LangGraph's stamping of missing message ids on writes to a `DeltaChannel`, in place on
-# message objects (`on_run_input` runs it on a run's input before the input is stored).
-from langgraph.pregel._messages import ensure_message_ids
 from langgraph.pregel.main import Pregel
 from langgraph.types import StateUpdate
 
@@ -117,11 +151,14 @@ __all__ = [
     "in_get_state",
     "in_state_preview",
     "infer_handled_types",
+    "install_hooks",
     "is_overwrite",
     "ls_provider",
     "msgpack_rebuilds",
     "on_run_input",
     "openai_message_json",
+    "own",
+    "postgres_cursor",
     "running_loop",
     "saver_task_path",
     "schema_types",
@@ -129,6 +166,11 @@ __all__ = [
     "verify_hooks",
     "with_request_payload_rewrite",
 ]
+
+
+MISSING: Any = DeltaChannel(operator.add, list).checkpoint()
+"""What `DeltaChannel.from_checkpoint` receives for "no value stored": an empty delta
+channel's own checkpoint (public channel API)."""
 
 
 def is_overwrite(value: Any) -> bool:
@@ -324,7 +366,7 @@ def in_state_preview() -> bool:
 # -- a run's input, before LangGraph stores it -------------------------------------------------
 # LangGraph stores a run's input (the "input" checkpoint's `__start__` value) from a
 # background thread, while step 0 writes the same message objects to the state, and
-# `ensure_message_ids` stamps a missing id on each of them in place as it does: the input
+# LangGraph stamps a missing id on each of them in place as it does: the input
 # checkpoint is serialized with or without the id, by timing (LangGraph's own
 # `DeltaChannel` of messages shares the race). Callbacks registered here run on the loop's
 # `input` and `specs` before `__enter__` / `__aenter__`, so whatever they settle is settled
@@ -343,10 +385,19 @@ def on_run_input(hook: RunInputHook) -> None:
 
 
 def stamp_message_ids(specs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
-    """Give the message objects in `values` (channel -> write) the ids LangGraph would
-    stamp on them when they are written, now and in place (`ensure_message_ids`; a dict
-    message is converted to a new message then, so it is left as it is)."""
-    ensure_message_ids(specs, list(values.items()))
+    """Give the message objects in `values` (channel -> write) to a `DeltaChannel` the ids
+    LangGraph would stamp on them when they are written (a uuid4 where the id is missing
+    or empty), now and in place. A dict message is converted to a new message then, so it
+    is left as it is."""
+    for key, value in values.items():
+        if not isinstance(specs.get(key), DeltaChannel):
+            continue
+        found, inner = _get_overwrite(value)
+        if found:
+            value = inner
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, BaseMessage) and not item.id:
+                item.id = str(uuid.uuid4())
 
 
 def _before_enter(loop: Any) -> None:
@@ -360,39 +411,41 @@ def _before_enter(loop: Any) -> None:
         hook(run_input, specs)
 
 
+@contextlib.contextmanager
+def _published(kind: str, target: Any) -> Any:
+    """`target` published as the running `kind` call for exactly this block."""
+    if kind == "loop_enter":
+        _before_enter(target)
+    call = _Call(target)
+    token = _CALLS[kind].set(call)
+    try:
+        yield
+    finally:
+        call.live = False
+        with contextlib.suppress(ValueError):  # reset from another context
+            _CALLS[kind].reset(token)
+
+
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
-    var = _CALLS[kind]
-    before = _before_enter if kind == "loop_enter" else None
+    ours = _OWN_TEST[kind]
     if is_async:
 
         @functools.wraps(original)
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if before is not None:
-                before(self)
-            call = _Call(self)
-            token = var.set(call)
-            try:
+            if not ours(self, args, kwargs):
                 return await original(self, *args, **kwargs)
-            finally:
-                call.live = False
-                with contextlib.suppress(ValueError):  # reset from another context
-                    var.reset(token)
+            with _published(kind, self):
+                return await original(self, *args, **kwargs)
 
         hook: Callable[..., Any] = ahook
     else:
 
         @functools.wraps(original)
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if before is not None:
-                before(self)
-            call = _Call(self)
-            token = var.set(call)
-            try:
+            if not ours(self, args, kwargs):
                 return original(self, *args, **kwargs)
-            finally:
-                call.live = False
-                with contextlib.suppress(ValueError):
-                    var.reset(token)
+            with _published(kind, self):
+                return original(self, *args, **kwargs)
 
         hook = shook
     hook._threadlog_hook = kind  # type: ignore[attr-defined]
@@ -442,14 +495,18 @@ def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[...
 
         @functools.wraps(original)
         async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            return await original(self, config, _rewritten(self, supersteps), *a, **kw)
+            if _owns_channels(self):
+                supersteps = _rewritten(self, supersteps)
+            return await original(self, config, supersteps, *a, **kw)
 
         hook: Callable[..., Any] = ahook
     else:
 
         @functools.wraps(original)
         def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            return original(self, config, _rewritten(self, supersteps), *a, **kw)
+            if _owns_channels(self):
+                supersteps = _rewritten(self, supersteps)
+            return original(self, config, supersteps, *a, **kw)
 
         hook = shook
     hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]
@@ -463,7 +520,9 @@ _UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
 
 
 def update_state_hooked() -> bool:
-    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook."""
+    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook once
+    threadlog's objects are in use (the hooks are installed first)."""
+    install_hooks()
     return all(_is_hooked(getattr(cls, attr, None)) for cls, attr, _ in _UPDATE_ENTRY_POINTS)
 
 
@@ -498,7 +557,82 @@ def _install_hooks() -> None:
             setattr(cls, attr, _hooked_update(original, is_async))
 
 
-_install_hooks()
+_INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
+
+
+def install_hooks() -> None:
+    """Wrap the entry points, once per process: called by threadlog's own objects when
+    they are first used (a log channel declared in a graph's state, a threadlog saver
+    built), never at import (module doc, "Hooks")."""
+    if not _INSTALLED:
+        with _INSTALL_LOCK:
+            if not _INSTALLED:
+                _install_hooks()
+                _INSTALLED.append(True)
+
+
+_INSTALL_LOCK = threading.Lock()
+
+
+# -- whose graph: the hooks act only for threadlog's channels and savers ---------------------
+# A class (a log channel) or an object (a saver with threadlog's layers) is threadlog's when
+# it carries `OWN_MARK` (`own`). Any other graph's call goes straight to LangGraph's own
+# function, with nothing published and nothing rewritten.
+OWN_MARK = "_threadlog_own"
+
+
+def own(obj: Any) -> Any:
+    """Mark `obj` (a saver object, or a channel class) as threadlog's, install the hooks,
+    and return it."""
+    install_hooks()
+    if isinstance(obj, type):
+        setattr(obj, OWN_MARK, True)
+    else:
+        vars(obj)[OWN_MARK] = True
+    return obj
+
+
+def _is_own(obj: Any) -> bool:
+    # Through wrappers that keep the saver they wrap: threadlog's own (`inner`) and
+    # LangGraph Server's checkpointer adapter (`_inner`).
+    for _ in range(4):
+        if obj is None or isinstance(obj, bool):
+            return False
+        if getattr(type(obj), OWN_MARK, False) is True:
+            return True
+        attrs = getattr(obj, "__dict__", None) or {}
+        if attrs.get(OWN_MARK) is True:
+            return True
+        obj = attrs.get("inner", attrs.get("_inner"))
+    return False
+
+
+def _owns_channels(graph: Any, attr: str = "channels") -> bool:
+    channels = getattr(graph, attr, None)  # a graph's `channels`, a loop's `specs`
+    return isinstance(channels, Mapping) and any(
+        getattr(type(c), OWN_MARK, False) is True for c in channels.values()
+    )
+
+
+def _own_loop(loop: Any, args: Any, kwargs: Any) -> bool:
+    return _owns_channels(loop, "specs") or _is_own(getattr(loop, "checkpointer", None))
+
+
+def _own_graph(graph: Any, args: Any, kwargs: Any) -> bool:
+    if _owns_channels(graph) or _is_own(getattr(graph, "checkpointer", None)):
+        return True
+    if _is_own(kwargs.get("saver")):  # _prepare_state_snapshot's
+        return True
+    config = args[0] if args else kwargs.get("config")
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    return isinstance(conf, Mapping) and _is_own(conf.get(CONFIG_KEY_CHECKPOINTER))
+
+
+_OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
+    "loop_enter": _own_loop,
+    "get_state": _own_graph,
+    "state_preview": _own_graph,
+}
 
 
 # -- verifying the hooks: a canary graph, once per process -----------------------------------
@@ -521,6 +655,7 @@ def verify_hooks() -> None:
     events never show up in the caller's run) with LangSmith tracing off."""
     if False in _VERIFIED:
         return
+    install_hooks()
     contextvars.Context().run(_drive, _canary(is_async=False))
     _VERIFIED.add(False)
 
@@ -529,6 +664,7 @@ async def averify_hooks() -> None:
     """`verify_hooks` for the async entry points (`ainvoke` + `aget_state`)."""
     if True in _VERIFIED:
         return
+    install_hooks()
     await asyncio.create_task(_adrive(_canary(is_async=True)), context=contextvars.Context())
     _VERIFIED.add(True)
 
@@ -621,6 +757,8 @@ def _canary_ask(state: _CanaryState) -> dict[str, int]:
 
 
 class _CanarySaver(InMemorySaver):
+    _threadlog_own = True  # the canary stands for a threadlog graph
+
     def get_tuple(self, config: Any) -> Any:  # aget_tuple calls it too
         if (seen := _SEEN.get()) is not None:
             seen.read()
@@ -719,28 +857,27 @@ def _problems(seen: _Seen, is_async: bool) -> list[str]:
 
 
 # -- langchain-openai ------------------------------------------------------------------------
-# Its own message → JSON converters (Chat Completions dicts, Responses API input items):
-# `threadlog.openai_payload` shows exactly what langchain-openai sends, so it must use them.
-# Imported on first use: langchain-openai brings the `openai` package (~0.5 s), which a
-# reader (`threadlog inspect`, every `import threadlog.inspect`) never needs.
+# `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
+# every sync/async, streamed or not, request sends. `threadlog.openai_payload` shows exactly
+# what langchain-openai sends, so it reads the messages of that body; langchain-openai is
+# imported on first use (it brings `openai`, which a reader never needs).
+
+
+@functools.cache
+def _payload_model(responses_api: bool) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model="threadlog", api_key="unused", use_responses_api=responses_api)
 
 
 def openai_message_json(messages: Sequence[Any], *, responses_api: bool) -> list[dict[str, Any]]:
     """The JSON langchain-openai sends for `messages`: Chat Completions `messages` dicts,
     or (`responses_api`) Responses API `input` items."""
-    from langchain_openai.chat_models.base import (
-        _construct_responses_api_input,
-        _convert_message_to_dict,
-    )
-
-    if responses_api:
-        return list(_construct_responses_api_input(messages))
-    return [_convert_message_to_dict(m) for m in messages]
+    body = _payload_model(responses_api)._get_request_payload(list(messages))
+    return list(body["input" if responses_api else "messages"])
 
 
-# The request body, after conversion, before it is sent.
-# `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
-# every sync/async, streamed or not, request sends. langchain-openai has no public hook
+# The request body, after conversion, before it is sent. langchain-openai has no public hook
 # between converting the messages and sending them, and its conversion cannot express some
 # servers' rules (it always turns "" beside tool calls into null), so a server profile's
 # rules are applied to the body here: a subclass per (model class, profile) overrides it.
@@ -837,19 +974,9 @@ def forward_server_delta_history() -> bool:
     return True
 
 
-# -- langgraph-checkpoint-postgres -----------------------------------------------------------
-# `AsyncPostgresSaver` serializes with `asyncio.to_thread`: every task's writes
-# (`aput_writes`), every checkpoint's blobs (`aput`: a run's input, a delta snapshot) and
-# every read checkpoint's pending writes (`_load_checkpoint_tuple`). A step's values are
-# one or two messages, and the hop (a thread woken, the GIL handed over and back, a future
-# chained to the loop) costs more than the dump itself: threadlog's lane made 7 hops a turn
-# (BENCHMARKS.md, issue 24's "Fourth round"). `InlineDumpAsyncPostgresSaver`,
-# the saver `threadlog.acheckpointer` builds for a Postgres URL, dumps and loads on the loop
-# when the values are small (`_small`) and keeps the thread for anything larger, so a big
-# artifact never stalls the loop. A write of one statement (a checkpoint with no blobs, the
-# tool node's one-row marker) skips the pipeline upstream opens for it. Same SQL, same rows:
-# the three methods below are upstream's with the hop made conditional. Checked:
-# langgraph-checkpoint-postgres 3.2.0.
+# -- langgraph-checkpoint-postgres: what `checkpoint/backends/postgres_inline.py` uses -------
+# Its fork of `AsyncPostgresSaver`'s write and read paths calls these helpers and runs
+# these statements of upstream's (table rows 26-30), checked by `tests/upstream/`.
 POSTGRES_PRIVATE = (
     "_dump_blobs",
     "_dump_writes",
@@ -862,146 +989,9 @@ POSTGRES_PRIVATE = (
     "UPSERT_CHECKPOINT_BLOBS_SQL",
     "UPSERT_CHECKPOINTS_SQL",
 )
-# What is dumped or loaded on the loop: at most this many bytes of text and blobs, and
-# this many values walked (a dump of that size takes well under a millisecond).
-INLINE_DUMP_BYTES = 64 * 1024
-_INLINE_DUMP_ITEMS = 512
-_ATOMS = (bool, int, float, type(None))
 
 
-def _small(value: Any) -> bool:
-    """Whether `value` is plainly small: built of messages, containers and atoms, with at
-    most `INLINE_DUMP_BYTES` of text. Any other object's dump cost is unknown: not small."""
-    from langchain_core.messages import BaseMessage
-
-    # Exact types first (one set lookup each), isinstance only for subclasses: this runs
-    # on every write and read of a step, on the loop.
-    stack, size, items = [value], 0, 0
-    pop, push = stack.pop, stack.extend
-    while stack:
-        item = pop()
-        items += 1
-        if items > _INLINE_DUMP_ITEMS:
-            return False
-        kind = type(item)
-        if kind in _ATOM_TYPES:
-            continue
-        if kind in _TEXT_TYPES or isinstance(item, (str, bytes, bytearray)):
-            size += len(item)
-            if size > INLINE_DUMP_BYTES:
-                return False
-        elif kind is dict or isinstance(item, dict):
-            push(item.keys())
-            push(item.values())
-        elif kind in _SEQUENCE_TYPES or isinstance(item, (list, tuple, collections.deque)):
-            push(item)  # LangGraph's writes: a deque
-        elif isinstance(item, BaseMessage):
-            push(vars(item).values())  # every field, `artifact` included
-        elif isinstance(item, _ATOMS):
-            continue
-        else:
-            return False
-    return True
-
-
-_ATOM_TYPES = frozenset(_ATOMS)
-_TEXT_TYPES = frozenset((str, bytes, bytearray))
-_SEQUENCE_TYPES = frozenset((list, tuple, collections.deque))
-
-
-async def _dumped(values: Any, dump: Callable[..., Any], *args: Any) -> Any:
-    """`dump(*args)` on the loop when `values` are small, else in a worker thread."""
-    return dump(*args) if _small(values) else await asyncio.to_thread(dump, *args)
-
-
-def _batched(saver: Any, statements: int) -> bool:
-    # A pipeline batches round trips; for one statement, entering and syncing it costs
-    # more than the statement (a saver made with a pipeline syncs it always).
-    return statements > 1 or saver.pipe is not None
-
-
-@functools.cache
-def inline_dump_async_postgres_saver() -> type[Any]:
-    """`AsyncPostgresSaver` with small writes dumped and loaded on the loop (see above)."""
-    from langgraph.checkpoint.base import (
-        WRITES_IDX_MAP,
-        CheckpointTuple,
-        get_serializable_checkpoint_metadata,
-    )
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.types.json import Jsonb
-
-    class InlineDumpAsyncPostgresSaver(AsyncPostgresSaver):
-        async def aput(
-            self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any
-        ) -> Any:
-            # Upstream's `aput`, its blobs (a run's input, a delta snapshot, plain channel
-            # values) dumped on the loop when small.
-            conf = config["configurable"]
-            thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
-            copy = {**checkpoint, "channel_values": dict(checkpoint["channel_values"])}
-            blob_values = {}
-            for k, v in checkpoint["channel_values"].items():
-                if isinstance(v, DeltaSnapshot):
-                    blob_values[k] = copy["channel_values"].pop(k)
-                    copy["channel_values"][k] = True
-                elif v is not None and not isinstance(v, (str, int, float, bool)):
-                    blob_values[k] = copy["channel_values"].pop(k)
-            blobs: list[Any] = []
-            if versions := {k: v for k, v in new_versions.items() if k in blob_values}:
-                blobs = await _dumped(list(blob_values.values()), self._dump_blobs,
-                                      thread_id, ns, blob_values, versions)
-            row = (thread_id, ns, checkpoint["id"], conf.get("checkpoint_id"), Jsonb(copy),
-                   Jsonb(get_serializable_checkpoint_metadata(config, metadata)))
-            async with self._cursor(pipeline=_batched(self, len(blobs) + 1)) as cur:
-                if blobs:
-                    await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
-                await cur.execute(self.UPSERT_CHECKPOINTS_SQL, row)
-            return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                                     "checkpoint_id": checkpoint["id"]}}
-
-        async def aput_writes(
-            self,
-            config: Any,
-            writes: Sequence[tuple[str, Any]],
-            task_id: str,
-            task_path: str = "",
-        ) -> None:
-            query = (
-                self.UPSERT_CHECKPOINT_WRITES_SQL
-                if all(w[0] in WRITES_IDX_MAP for w in writes)
-                else self.INSERT_CHECKPOINT_WRITES_SQL
-            )
-            conf = config["configurable"]
-            params = await _dumped(writes, self._dump_writes, conf["thread_id"],
-                                   conf["checkpoint_ns"], conf["checkpoint_id"], task_id,
-                                   task_path, writes)
-            async with self._cursor(pipeline=_batched(self, len(params))) as cur:
-                if len(params) == 1:
-                    await cur.execute(query, params[0])
-                else:
-                    await cur.executemany(query, params)
-
-        async def _load_checkpoint_tuple(self, value: Any) -> Any:
-            pending = value["pending_writes"]
-            if not _small(pending):
-                return await super()._load_checkpoint_tuple(value)
-            # Upstream's tuple, the writes loaded here (its blobs load on the loop there too).
-            def conf(checkpoint_id: Any) -> Any:
-                return {"configurable": {"thread_id": value["thread_id"],
-                                         "checkpoint_ns": value["checkpoint_ns"],
-                                         "checkpoint_id": checkpoint_id}}
-
-            checkpoint = value["checkpoint"]
-            values = {**(checkpoint.get("channel_values") or {}),
-                      **self._load_blobs(value["channel_values"])}
-            parent = value["parent_checkpoint_id"]
-            return CheckpointTuple(
-                conf(value["checkpoint_id"]),
-                {**checkpoint, "channel_values": values},  # type: ignore[typeddict-item]
-                value["metadata"],
-                conf(parent) if parent else None,
-                self._load_writes(pending),
-            )
-
-    return InlineDumpAsyncPostgresSaver
+def postgres_cursor(saver: Any, *, pipeline: bool) -> Any:
+    """An `AsyncPostgresSaver`'s own cursor context (`_cursor`): its lock, its connection
+    or pool, and a pipeline when asked."""
+    return saver._cursor(pipeline=pipeline)

@@ -47,6 +47,7 @@ from threadlog._upstream import (
     MISSING,
     DeltaSnapshot,
     in_state_preview,
+    install_hooks,
     is_overwrite,
     on_run_input,
     on_update_state,
@@ -250,6 +251,7 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
     (`_items_of`) and how to append."""
 
     __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
+    _threadlog_own = True  # `_upstream.OWN_MARK`: a graph with this channel is threadlog's
     _kind: type[LogChannel]
     _reduce: Callable[[Any, Sequence[Any]], Any]
 
@@ -267,7 +269,10 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
         snapshot_frequency: int | None = None,
     ) -> None:
         # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
-        # reducer is fixed, so whatever it passes back is ignored.
+        # reducer is fixed, so whatever it passes back is ignored. That re-creation is a
+        # graph declaring this channel: threadlog's hooks are needed from now on.
+        if reducer is not None:
+            install_hooks()
         frequency = self._init_cadence(snapshot_frequency)
         super().__init__(type(self)._reduce, list, snapshot_frequency=frequency)
         self._log: Any = None
@@ -372,6 +377,7 @@ class MessageLogChannel(LogChannel):
         self._set(own)
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
+        install_hooks()  # a channel given to a graph directly, not through its state
         new = self._new()
         if checkpoint is MISSING or checkpoint is None:
             new._set(MessageLog())

@@ -137,3 +137,36 @@ def test_profiles_are_readable_frozen_data() -> None:
         prof.name = "x"  # type: ignore[misc]
     with pytest.raises(ValueError, match=r"known: .*openai-chat"):
         get_profile("nonexistent")
+
+
+def test_validate_raises_the_first_problem_find_problems_finds_for_its_profile() -> None:
+    from threadlog.providers.problems import find_problems
+
+    histories: list[list[Any]] = [
+        [HumanMessage("q", id="u1"), _res("c9", "t9")],
+        [_ai("a1", "c1"), _res("c1", "t1"), _res("c1", "t2")],
+        [HumanMessage("q", id="u1"), _ai("a1", "c1"), HumanMessage("?", id="u2")],
+        [HumanMessage("q", id="u1"), AIMessage("", id="a1"), HumanMessage("?", id="u2")],
+        [SystemMessage("s", id="s1"), AIMessage("hi", id="a1"), SystemMessage("late", id="s2")],
+        [_ai("a1", "c1"), _res("c1"), _ai("a2", "c1"), _res("c1", "t2")],
+        GOOD,
+    ]
+    for name in ("openai-chat", "anthropic", "gemini"):
+        for history in histories:
+            first = find_problems(history, [get_profile(name)])
+            if not first:
+                assert validate(history, name, allow_pending_calls=False) is None
+                continue
+            with pytest.raises((ToolPairingError, InvalidMessageError)) as info:
+                validate(history, name, allow_pending_calls=False)
+            at = first[0].closed_by if first[0].closed_by is not None else first[0].position
+            assert info.value.position == at, (name, history)
+
+
+def test_empty_content_is_refused_by_validate_for_the_user_block_profiles_only() -> None:
+    history = [HumanMessage("q", id="u1"), AIMessage("", id="a1"), HumanMessage("?", id="u2")]
+    assert validate(history, "openai-chat") is None
+    for name in ("anthropic", "gemini"):
+        with pytest.raises(InvalidMessageError, match="no content") as info:
+            validate(history, name)
+        assert (info.value.message_id, info.value.position) == ("a1", 1)

@@ -17,8 +17,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 import threadlog
-from threadlog import _upstream
-from threadlog.checkpoint.backends import unwrap
+from threadlog.checkpoint.backends import postgres_inline, unwrap
 from threadlog.examples.weather import get_weather
 from threadlog.models import OfflineChatModel
 
@@ -79,7 +78,7 @@ async def test_a_turns_writes_and_reads_take_no_worker_thread_and_read_as_upstre
 async def test_a_large_write_or_blob_goes_to_a_worker_thread_and_reads_back_the_same(
     pg_backend: str, hops: list[str]
 ) -> None:
-    big = "x" * (_upstream.INLINE_DUMP_BYTES + 1)
+    big = "x" * (postgres_inline.INLINE_DUMP_BYTES + 1)
     result = ToolMessage("done", tool_call_id="c1", artifact={"rows": big}, id="m2")
     request = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="m1")
     async with threadlog.acheckpointer(pg_backend) as saver:
@@ -110,7 +109,8 @@ async def test_a_large_write_or_blob_goes_to_a_worker_thread_and_reads_back_the_
 @tool(response_format="content_and_artifact")
 def city_records(city: str) -> tuple[str, dict[str, Any]]:
     """A short summary for the model; the whole record (large) for programs."""
-    return f"{city}: 1 record", {"city": city, "raw": "r" * (_upstream.INLINE_DUMP_BYTES + 10)}
+    raw = "r" * (postgres_inline.INLINE_DUMP_BYTES + 10)
+    return f"{city}: 1 record", {"city": city, "raw": raw}
 
 
 async def test_an_agents_large_artifact_is_dumped_in_a_thread_and_kept_whole(
@@ -129,17 +129,17 @@ async def test_an_agents_large_artifact_is_dumped_in_a_thread_and_kept_whole(
         messages = (await graph.aget_state(cfg)).values["messages"]
         result = next(m for m in messages if isinstance(m, ToolMessage))
         assert result.content == "Paris: 1 record"
-        assert len(result.artifact["raw"]) == _upstream.INLINE_DUMP_BYTES + 10
+        assert len(result.artifact["raw"]) == postgres_inline.INLINE_DUMP_BYTES + 10
         assert await _same_reads(pg_backend, unwrap(saver), "artifact") >= 4
 
 
 def test_small_means_messages_containers_and_atoms_under_the_byte_and_item_limits() -> None:
-    small = _upstream._small
+    small = postgres_inline.small
     message = AIMessage("hi", tool_calls=[{"name": "f", "args": {"city": "Oslo"}, "id": "c"}])
     assert small([("messages", [message]), ("branch:to:tools", None)])
-    assert small([("a", b"x" * (_upstream.INLINE_DUMP_BYTES - 1))])
-    assert not small([("a", b"x" * (_upstream.INLINE_DUMP_BYTES + 1))])
+    assert small([("a", b"x" * (postgres_inline.INLINE_DUMP_BYTES - 1))])
+    assert not small([("a", b"x" * (postgres_inline.INLINE_DUMP_BYTES + 1))])
     assert not small([("messages", [ToolMessage("ok", tool_call_id="c",
                                                 artifact="y" * 70_000)])])
     assert not small([("a", object())])  # its dump cost is unknown
-    assert not small([("a", list(range(_upstream._INLINE_DUMP_ITEMS + 1)))])
+    assert not small([("a", list(range(postgres_inline.INLINE_DUMP_ITEMS + 1)))])

@@ -31,6 +31,13 @@ ENTRY_POINTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def hooks_installed() -> None:
+    """The hooks are in place, as once any threadlog graph or saver has been built in the
+    process (nothing is wrapped at import: `test_no_global_patching.py`)."""
+    _upstream.install_hooks()
+
+
 @pytest.fixture
 def unverified(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process has not verified the hooks yet (restored afterwards)."""

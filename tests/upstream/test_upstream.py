@@ -233,7 +233,8 @@ def test_the_guard_finds_a_starting_run_and_get_state_through_the_hooks() -> Non
     g = StateGraph(S)
     g.add_node("node", lambda s: {"n": s["n"] + 1})
     g.add_edge(START, "node")
-    graph = g.compile(checkpointer=Probe())
+    # The hooks act only for threadlog's savers and channels: the probe is marked as one.
+    graph = g.compile(checkpointer=_upstream.own(Probe()))
     config = {"configurable": {"thread_id": "t"}}
     graph.invoke({"n": 0}, config)
     graph.get_state(config)
@@ -534,11 +535,64 @@ def test_the_postgres_saver_names_the_inline_dump_overrides_use_still_exist() ->
 
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
+    from threadlog.checkpoint.backends.postgres_inline import inline_dump_async_postgres_saver
+
     missing = [n for n in _upstream.POSTGRES_PRIVATE if not hasattr(AsyncPostgresSaver, n)]
     assert missing == []
-    ours = _upstream.inline_dump_async_postgres_saver()
+    ours = inline_dump_async_postgres_saver()
     assert issubclass(ours, AsyncPostgresSaver)
     for name in ("aput", "aput_writes", "_load_checkpoint_tuple"):
         assert name in vars(ours)
         upstream_params = list(inspect.signature(getattr(AsyncPostgresSaver, name)).parameters)
         assert list(inspect.signature(getattr(ours, name)).parameters) == upstream_params
+
+
+def _touch_points() -> list[tuple[int, str, str]]:
+    """(number, kind, dotted upstream path) of each row of `_upstream`'s table."""
+    row = re.compile(r"^\s*(\d+)\s+(name|format|hook|fork)\s+(\S+)\s*$")
+    found = [row.match(line) for line in (_upstream.__doc__ or "").splitlines()]
+    return [(int(m[1]), m[2], m[3]) for m in found if m]
+
+
+def _resolve(path: str) -> Any:
+    import importlib
+
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for i, name in enumerate(parts[cut:], cut):
+            if hasattr(obj, name):
+                obj = getattr(obj, name)
+            elif i == len(parts) - 1 and name in inspect.getsource(obj):
+                return obj  # an attribute its instances set (`self.<name> = ...`)
+            else:
+                raise AttributeError(f"{path}: no {name} in {'.'.join(parts[:i])}")
+        return obj
+    raise ImportError(path)
+
+
+def test_the_touch_point_table_lists_at_most_30_rows_and_each_resolves_upstream() -> None:
+    rows = _touch_points()
+    assert [n for n, _, _ in rows] == list(range(1, len(rows) + 1))
+    assert 0 < len(rows) <= 30
+    for _, _, path in rows:
+        if path.startswith("langgraph_api."):
+            continue  # imported in a fresh interpreter only: the server adapter test
+        assert _resolve(path) is not None, path
+    # Each private name `_upstream` imports (or name of a private module) is in a row.
+    source = pathlib.Path(_upstream.__file__).read_text()
+    imports = re.findall(
+        r"^from (langgraph[\w.]*) import (?:\(([^)]*)\)|([^(\n]+))$", source, re.M
+    )
+    listed = {path for _, _, path in rows}
+    unlisted = []
+    for module, grouped, single in imports:
+        for name in re.findall(r"\b\w+\b", (grouped or single).split(" as ")[0]):
+            private = name.startswith("_") or "._" in module
+            covered = any(f".{name}." in f"{p}." or p.startswith(f"{module}.") for p in listed)
+            if private and not covered:
+                unlisted.append(f"{module}.{name}")
+    assert unlisted == []

@@ -8,8 +8,7 @@ fails on read with `threadlog.StoredDataError` instead.
 Contract:
 
 * `ChecksumLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`);
-  `threadlog.checkpointer()` gives it to every saver it builds, and `chain_writes(saver)`
-  binds it onto any saver, returning the same object.
+  `threadlog.checkpointer()` gives it to every saver it builds.
 * **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: for every
   channel that holds messages and is rebuilt from writes, `[n, sum]` — how many writes
   rows its value is rebuilt from (since its last snapshot) and the sum, modulo 2**64, of
@@ -37,12 +36,11 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -50,8 +48,8 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_of
-from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.cache import CachedSeed, HistoryCache
+from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
 from threadlog.log.message_log import flatten_write
@@ -61,14 +59,12 @@ __all__ = [
     "ChecksumLayer",
     "chain_metadata",
     "chain_minus",
-    "chain_writes",
     "read_chain",
     "row_hash",
 ]
 
 CHAIN_KEY = "threadlog_chain"
 _MASK = (1 << 64) - 1
-S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 Chain = dict[str, tuple[int, int]]  # channel -> (rows, sum)
 
 
@@ -389,9 +385,3 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
     return out
 
 
-def chain_writes(saver: S) -> S:
-    """Give `saver` the write chain (module doc), bound onto its own methods
-    (`bind_layers`); returns the same object."""
-    if layer_of(saver, ChecksumLayer) is not None:
-        return saver
-    return bind_layers(saver, [ChecksumLayer(history_cache_of(saver))])

@@ -17,10 +17,8 @@ Contract (the model is Temporal's interceptor chain, written sans-IO):
 * Every `BaseCheckpointSaver` method is written once, here, for sync and async alike
   (`run` / `arun` drive the same flow); anything else (`setup()`, `conn`, …) is the
   backend's. The maintenance methods (`copy_thread`, `prune`, `delete_for_runs` and their
-  async forms) a wrapper class defines itself are its own (`GuardedSaver`'s: the thread
-  lifecycle, `threadlog.checkpoint.lifecycle`, on every backend); those it does not, its
-  class has exactly as its backend's class has them, forwarded as they are: LangGraph
-  Server and the conformance suite detect them by class. The backend's class is never
+  async forms) are the wrapper class's own (`GuardedSaver`'s: the thread lifecycle,
+  `threadlog.checkpoint.lifecycle`, on every backend). The backend's class is never
   changed.
 * `bind_layers(saver, layers)` gives a saver object the same layers *in place* — its
   own methods become the layers' entry points, its class is untouched — for the calls
@@ -46,6 +44,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from threadlog._upstream import install_hooks, own
 from threadlog.flows import Flow, arun, call, run
 
 __all__ = ["HOOKS", "Layer", "LayeredSaver", "SaverView", "bind_layers", "layer_of"]
@@ -233,14 +232,13 @@ class LayeredSaver(SaverView):
 
     layers: tuple[Layer, ...]
 
-    def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> LayeredSaver:
-        # The class with exactly the backend's maintenance methods (module doc).
-        return super().__new__(_with_maintenance(cls, type(inner)))  # type: ignore[no-any-return]
-
     def __init__(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
         self._join(inner, layers)
 
+    _threadlog_own = True  # `_upstream.OWN_MARK`: LangGraph's hooks act for this saver
+
     def _join(self, inner: BaseCheckpointSaver[Any], layers: Sequence[Layer]) -> None:
+        install_hooks()
         SaverView.__init__(self, _Stack(inner, layers, bound=False), 0)
         self.layers = tuple(layers)
         try:
@@ -260,7 +258,7 @@ class LayeredSaver(SaverView):
         if inner is self.inner:
             return self
         # The same layers (their state is the thread's, not the serializer's).
-        out: LayeredSaver = object.__new__(_with_maintenance(type(self), type(inner)))
+        out: LayeredSaver = object.__new__(type(self))
         out._join(inner, self.layers)
         return out
 
@@ -277,6 +275,7 @@ def bind_layers(saver: S, layers: Sequence[Layer]) -> S:
         saver.__dict__[name] = getattr(top, name)
         saver.__dict__["a" + name] = getattr(top, "a" + name)
     saver.__dict__["_threadlog_stack"] = stack
+    own(saver)  # LangGraph's hooks act for this saver from now on
     return saver
 
 
@@ -308,55 +307,3 @@ def layer_of(saver: Any, cls: type[L]) -> L | None:
         stack = _stack_of(stack.inner) if stack.inner is not saver else None
         saver = None if stack is None else stack.inner
     return None
-
-
-# -- maintenance calls: forwarded as the backend has them --------------------------------
-# copy_thread, prune and delete_for_runs rewrite or drop whole threads; they are the
-# operator's, not a run's, so they go straight to the backend. A claimed method that
-# raises NotImplementedError would break LangGraph Server's thread copy / prune.
-_MAINTENANCE = (
-    "delete_for_runs",
-    "adelete_for_runs",
-    "copy_thread",
-    "acopy_thread",
-    "prune",
-    "aprune",
-)
-_maintained: dict[tuple[type[Any], frozenset[str]], type[Any]] = {}
-
-
-def _forward(name: str) -> Any:
-    if name.startswith("a") and name[1:] in _MAINTENANCE:
-
-        async def forward_async(self: LayeredSaver, *args: Any, **kwargs: Any) -> Any:
-            return await getattr(self.inner, name)(*args, **kwargs)
-
-        return forward_async
-
-    def forward(self: LayeredSaver, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.inner, name)(*args, **kwargs)
-
-    return forward
-
-
-def _with_maintenance(cls: type[Any], inner: type[Any]) -> type[Any]:
-    base = getattr(cls, "_threadlog_base", cls)
-    # A wrapper class with its own maintenance calls (GuardedSaver: thread lifecycle,
-    # `threadlog.checkpoint.lifecycle`) keeps them; the rest are the backend's.
-    names = frozenset(
-        n
-        for n in _MAINTENANCE
-        if getattr(inner, n, None) is not getattr(BaseCheckpointSaver, n)
-        and getattr(base, n) is getattr(BaseCheckpointSaver, n)
-    )
-    if not names:
-        return base
-    key = (base, names)
-    sub = _maintained.get(key)
-    if sub is None:
-        attrs: dict[str, Any] = {n: _forward(n) for n in sorted(names)}
-        attrs["_threadlog_base"] = base
-        sub = type(base.__name__, (base,), attrs)
-        sub.__module__ = base.__module__
-        _maintained[key] = sub
-    return sub

@@ -11,7 +11,6 @@ Contract:
 * `OwnWritesLayer` is this memory as a saver layer (`threadlog.checkpoint.layered`),
   below the checksums and above the history cache, which walks from it;
   `threadlog.checkpointer()` has it whenever the history cache is on.
-  `record_own_writes(saver)` binds it onto any saver and returns the same object.
 * **Recorded:** every checkpoint this saver `put` (its parent id, which channels it
   stores a value for) and every task write it `put_writes` on one of them, keyed and
   kept as storage keeps them (first write per task and index wins; LangGraph's special
@@ -44,12 +43,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -58,12 +56,11 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.layered import Layer, SaverView, layer_of
 from threadlog.flows import Flow
 
-__all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of", "record_own_writes"]
+__all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of"]
 
-S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 # Per-thread records are for threads in use right now; 256 keeps a long-lived server's
 # memory flat once they are reached; a forgotten thread's next walk
 # is one query.
@@ -271,16 +268,8 @@ class OwnWritesLayer(Layer):
         yield from below.flow("delete_thread", thread_id)
 
 
-def record_own_writes(saver: S, *, max_threads: int = DEFAULT_MAX_THREADS) -> S:
-    """Give `saver` the record of its own checkpoints and writes (module doc), bound onto
-    its own methods (`bind_layers`); returns it."""
-    if layer_of(saver, OwnWritesLayer) is not None:
-        return saver
-    return bind_layers(saver, [OwnWritesLayer(OwnWrites(max_threads))])
-
-
 def own_writes_of(saver: Any) -> OwnWrites | None:
-    """The record serving `saver` (a threadlog saver, the backend inside one, or a saver
-    `record_own_writes` was given), if any."""
+    """The record serving `saver` (a threadlog saver, or the backend inside one), if
+    any."""
     layer = layer_of(saver, OwnWritesLayer)
     return None if layer is None else layer.record

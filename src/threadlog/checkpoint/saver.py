@@ -9,7 +9,7 @@ Contract:
   `sqlite:///:memory:`) → LangGraph's `SqliteSaver` / `AsyncSqliteSaver`;
   `postgresql://…` or `postgres://…` → `PostgresSaver` / `AsyncPostgresSaver` from
   `langgraph-checkpoint-postgres` (the `threadlog[postgres]` extra), tables created on
-  first use (the async one dumps small writes on the loop: `_upstream`);
+  first use (the async one dumps small writes on the loop: `backends/postgres_inline.py`);
   `memory://` → `InMemorySaver`. Anything else raises one `ValueError` naming the
   supported schemes.
 * **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
@@ -341,14 +341,14 @@ async def _aopen_postgres(
     from psycopg import AsyncConnection
     from psycopg.rows import dict_row
 
-    from threadlog._upstream import inline_dump_async_postgres_saver
+    from threadlog.checkpoint.backends.postgres_inline import inline_dump_async_postgres_saver
 
     conn = await stack.enter_async_context(
         await AsyncConnection.connect(
             url, autocommit=True, prepare_threshold=0, row_factory=dict_row
         )
     )
-    # Small writes dumped on the loop, not in a worker thread (`_upstream`, the last section).
+    # Small writes dumped on the loop, not in a worker thread (`backends/postgres_inline.py`).
     return inline_dump_async_postgres_saver()(conn, serde=serde)  # type: ignore[no-any-return]
 
 

@@ -12,8 +12,7 @@ lose the same writes).
 Contract:
 
 * `StoppedWorkLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`),
-  under the run guard; `threadlog.checkpointer()` gives it to every saver it builds, and
-  `keep_finished_work(saver)` binds it onto any saver, returning the same object.
+  under the run guard; `threadlog.checkpointer()` gives it to every saver it builds.
 * Reading the head — `get_tuple` / `aget_tuple` with a config that names a thread but no
   `checkpoint_id`, root namespace — adds, for each channel that finished work wrote
   messages to, one write of task `NULL_TASK_ID` carrying those messages: the `__start__`
@@ -92,7 +91,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -102,7 +101,7 @@ from langgraph.constants import START, TASKS
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
-from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
@@ -113,14 +112,12 @@ __all__ = [
     "Batch",
     "StoppedWorkLayer",
     "finished_work",
-    "keep_finished_work",
     "may_run_subgraphs",
     "message_items",
     "subgraph_work",
     "with_finished_work",
 ]
 
-S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
 _UNFINISHED = frozenset({ERROR, INTERRUPT})
 
@@ -422,14 +419,6 @@ def _new_input_loop() -> Any | None:
 
 def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Batch]]:
     return {c: b for work in rounds for c, b in work.items() if b}
-
-
-def keep_finished_work(saver: S) -> S:
-    """Make `saver`'s head reads carry finished work (module doc), bound onto its own
-    methods (`bind_layers`); returns `saver`."""
-    if layer_of(saver, StoppedWorkLayer) is not None:
-        return saver
-    return bind_layers(saver, [StoppedWorkLayer()])
 
 
 # -- subgraphs: what they stored in their own namespaces --------------------------------

@@ -47,12 +47,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from threadlog.errors import EditError, MessageLogError
-from threadlog.log.messages import coerce_message, digest, role_of
+from threadlog.errors import ConflictingIdError, EditError, MessageLogError, ToolPairingError
+from threadlog.log.messages import calls_of, coerce_message, digest, role_of
+
+if TYPE_CHECKING:
+    from threadlog.log.message_log import MessageLog
 
 __all__ = [
     "APPROVAL_KEY",
@@ -469,3 +472,262 @@ def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
             m = m.model_copy(update={"tool_calls": calls})
         out.append(m)
     return out
+
+
+# -- the log's edit handling: functions over a `MessageLog`'s state --------------------------
+# `MessageLog` calls these for the edit events of a write; they read and change its indexes
+# (`_by_id`, `_calls`, `_edits`, `_superseded`, `_baseline`, `_changed`) and commit through
+# its `_commit_edit`.
+
+
+def item_id(item: Any) -> Any:
+    """The id a write's item carries (`update_state`'s message: its message's id)."""
+    if isinstance(item, Mapping):
+        if item.get("type") == UPDATE_TYPE:
+            return item_id(item.get("message"))
+        return item.get("id")
+    return getattr(item, "id", None)
+
+
+def restore_edits(log: MessageLog, message: BaseMessage) -> list[str]:
+    """Index the edits an edited message's audit record holds; their ids in order."""
+    mid = message.id
+    assert mid is not None
+    vs = versions(message)
+    rec = record_of(message)
+    assert rec is not None
+    now = {c.get("id") for c in calls_of(message)}
+    ids: list[str] = []
+    for k, entry in enumerate(rec["edits"]):
+        eid = str(entry.get("id"))
+        log._edits[eid] = (mid, vs[k], vs[k + 1])
+        after = {c.get("id") for c in calls_of(vs[k + 1])}
+        for c in calls_of(vs[k]):
+            cid = c.get("id")
+            if cid and cid not in after and cid not in now:
+                log._superseded[cid] = (mid, eid)
+        ids.append(eid)
+    return ids
+
+
+def resent_as_edits(
+    log: MessageLog, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
+) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
+    """`writes` with each AIMessage that was changed in place and written again under
+    its id replaced by the edit event it amounts to, and the requests as logged
+    (by id); None when there is none (the usual case: one dict lookup per AIMessage).
+
+    Why. A node that sets `ai.tool_calls = [...]` on the state's message and returns it
+    (LangChain's `HumanInTheLoopMiddleware` before 1.5 does, for an `edit` decision)
+    changes the log's own object, so the re-sent message reads like a replay; the
+    stored write holds the new calls, and replaying it would conflict with the stored
+    original — the thread would become unreadable. Live, the change shows against the
+    request's `_baseline`: the log holds a copy of the request as logged in the
+    changed object's place, and records the change as an edit. Replaying a stored
+    write, a different AIMessage under a logged id is such a change (a re-sent copy
+    is refused before it is ever stored), so it reads as the same edit.
+    """
+    out: list[list[Any]] | None = None
+    restored: dict[str, AIMessage] = {}
+    for w, write in enumerate(writes):
+        for k, raw in enumerate(write):
+            if not isinstance(raw, AIMessage) or raw.id is None:
+                continue
+            existing = log._by_id.get(raw.id)
+            if not isinstance(existing, AIMessage):
+                continue
+            fields = changed_in_place(log, existing, raw, stored=stored)
+            if fields is None:
+                continue
+            mid = raw.id
+            base = log._baseline.get(mid)
+            if base is not None and not same_fields(fields_of(existing), base):
+                # The object itself is left alone: LangGraph may serialize it into
+                # the stored write later, which must hold the change (see above).
+                existing = existing.model_copy(update=copy.deepcopy(base))
+                restored[mid] = existing
+            if out is None:
+                out = [list(x) for x in writes]
+            out[w][k] = resent_edit(existing, fields)
+    return None if out is None else (out, restored)
+
+
+def changed_in_place(
+    log: MessageLog, existing: AIMessage, raw: AIMessage, *, stored: bool
+) -> dict[str, Any] | None:
+    """The fields `raw` sets if it is `existing` changed in place (see
+    `resent_as_edits`), else None."""
+    if stored:
+        if log._digest_of(existing) == digest(raw) or is_version(existing, raw):
+            return None
+        return snapshot_fields(raw)
+    base = log._baseline.get(raw.id or "")
+    if base is None:
+        return None
+    if same_fields(fields_of(existing), base):
+        # The logged object is as it was: a replay or a re-sent copy — unless the log
+        # this one was taken from already took this very change as an edit.
+        now = fields_of(raw)
+        if any(same_fields(now, f) for f in log._changed.get(raw.id or "", ())):
+            return snapshot_fields(raw)
+        return None
+    now = snapshot_fields(raw)
+    return None if same_fields(now, base) else now
+
+
+def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
+    """Record one edit (module doc of `threadlog.log.edits`); False for a replay.
+    Raises before changing anything."""
+    event = EditEvent.parse(raw, position)
+    target = event.target
+    current = log._by_id.get(target)
+    if current is None:
+        raise EditError(
+            f"edit {event.id!r} supersedes message {target!r}, which is not in the log",
+            message_id=target,
+            role="assistant",
+            position=position,
+            fix="an Edit carries the id of an AIMessage already in the log",
+        )
+    revision = _check_target(event, current, position, log)
+    if event.id in log._edits:
+        return False  # this very event, already recorded
+    now = fields_of(current)
+    new = merge(now, event.base, fields_of(event.message))
+    if same_fields(new, now):
+        return False  # the message already reads this way: a replay
+    answered = [
+        (c.get("id") or "", call.result_id)
+        for c in calls_of(current)
+        if (call := log._calls.get(c.get("id") or "")) is not None
+        and call.result_id is not None
+    ]
+    content_only = revision and same_fields(
+        {**new, "content": None}, {**now, "content": None}
+    )
+    if len(answered) == len(calls_of(current)) and not content_only:
+        what = (
+            f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
+            if answered
+            else "it has no tool calls"
+        )
+        raise EditError(
+            f"edit {event.id!r} targets message {target!r}, which is not under review: "
+            f"{what}",
+            message_id=target,
+            role="assistant",
+            position=position,
+            fix="an Edit changes calls before they run; to go on after results, "
+            "append a new message",
+        )
+    edited = applied(current, event, new)
+    keys = {c.get("id"): call_key(c) for c in calls_of(edited)}
+    _check_calls(log, event, current, keys, position)
+    log._commit_edit(event.id, current, edited)
+    if event.source == "resent":
+        log._changed.setdefault(target, []).append(fields_of(edited))
+    return True
+
+
+def _check_target(event: EditEvent, current: BaseMessage, position: int, log: MessageLog) -> bool:
+    """Refuse an edit of a message of another role (an `update_state` revision) or of a
+    non-AIMessage; whether the edit is a revision."""
+    target = event.target
+    revision = event.source in REVISION_SOURCES
+    if revision and type(current) is not type(event.message):
+        raise ConflictingIdError(
+            f"update_state wrote a {role_of(event.message)} message under id {target!r}, "
+            f"which the {role_of(current)} message at position "
+            f"{log._position_hint(current, [])} has: an edit keeps the message's role",
+            message_id=target,
+            role=role_of(event.message),
+            position=position,
+            fix="give a new message a new id; to revise a message, write it again with "
+            "its own role and id",
+        )
+    if not isinstance(current, AIMessage) and not revision:
+        raise EditError(
+            f"edit {event.id!r} targets the {role_of(current)} message {target!r}; only "
+            "an AIMessage's calls can be edited",
+            message_id=target,
+            role=role_of(current),
+            position=position,
+            fix="append a new message instead",
+        )
+    return revision
+
+
+def _check_calls(
+    log: MessageLog, event: EditEvent, current: BaseMessage, keys: Mapping[Any, Any],
+    position: int,
+) -> None:
+    """Refuse an edit that changes a call with a result, or takes another message's id."""
+    target = event.target
+    for c in calls_of(current):
+        cid = c.get("id") or ""
+        call = log._calls.get(cid)
+        if call is not None and call.result_id is not None and keys.get(cid) != call_key(c):
+            change = "drop" if cid not in keys else "change"
+            raise EditError(
+                f"edit {event.id!r} would {change} call {cid!r} ({c.get('name')}) of "
+                f"message {target!r}, which already has a result ({call.result_id!r})",
+                message_id=target,
+                role="assistant",
+                position=position,
+                fix="edit calls before they run; a call with a result stays as it ran "
+                "(append a new message to go on)",
+            )
+    for key in keys:
+        cid = key or ""
+        owner = log._calls.get(cid)
+        dropped = log._superseded.get(cid) if owner is None else None
+        other = owner.ai_id if owner is not None else dropped[0] if dropped else target
+        if other != target:
+            how = f" (edit {dropped[1]!r} dropped it there)" if dropped else ""
+            raise ToolPairingError(
+                f"edit {event.id!r} gives message {target!r} call id {cid!r}, already "
+                f"used by message {other!r}{how}",
+                message_id=target,
+                role="assistant",
+                position=position,
+                fix="each tool call needs an id unique in the thread",
+            )
+
+
+def apply_update(log: MessageLog, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
+    """One message `update_state` wrote (`threadlog.log.edits.update_item`): appended when
+    its id is new, a replay when unchanged, else an edit event superseding the logged
+    version (`source="update_state"`; the audit record keeps every version)."""
+    pos = len(log.messages)
+    msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
+    current = log._by_id.get(msg.id or "")
+    if current is None:
+        return log.extend_writes([[msg]], stored=stored)
+    if log._digest_of(current) == digest(msg) or is_version(current, msg):
+        return []
+    apply_edit(log, update_edit(msg, len(edits_of(current))), pos)
+    return []
+
+
+def is_resent_edit(log: MessageLog, entry: str, item: BaseMessage) -> bool:
+    """Whether journal `entry` is the edit `resent_as_edits` made of `item`."""
+    done = log._edits.get(entry)
+    return (
+        done is not None
+        and done[0] == item.id
+        and isinstance(item, AIMessage)
+        and isinstance(done[2], AIMessage)
+        and same_fields(fields_of(done[2]), fields_of(item))
+    )
+
+
+def is_version(existing: BaseMessage, msg: BaseMessage) -> bool:
+    """Whether `msg` reads like an earlier version of the edited `existing`."""
+    if record_of(existing) is None:
+        return False
+    d = digest(msg)
+    return any(digest(v) == d for v in versions(existing))
+
+
+def was_version(held: BaseMessage, item: BaseMessage) -> bool:
+    return record_of(held) is not None and is_version(held, item)

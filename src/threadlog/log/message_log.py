@@ -52,7 +52,6 @@ function over plain lists for `Annotated[list, append_messages]` users and tests
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +67,6 @@ from langchain_core.messages import (
 )
 
 from threadlog.errors import (
-    AppendOnlyError,
     ConflictingIdError,
     EditError,
     MessageLogError,
@@ -78,21 +76,17 @@ from threadlog.errors import (
 from threadlog.log.call_ids import needs_rekey, rekey_calls
 from threadlog.log.edits import (
     EDIT_TYPE,
-    REPLACE_SOURCE,
-    REVISION_SOURCES,
     UPDATE_TYPE,
-    EditEvent,
-    applied,
-    call_key,
-    edits_of,
-    fields_of,
-    merge,
+    apply_edit,
+    apply_update,
+    is_resent_edit,
+    is_version,
+    item_id,
     record_of,
-    resent_edit,
-    same_fields,
+    resent_as_edits,
+    restore_edits,
     snapshot_fields,
-    update_edit,
-    versions,
+    was_version,
 )
 from threadlog.log.messages import (
     calls_of,
@@ -105,15 +99,21 @@ from threadlog.log.messages import (
     preview,
     role_of,
 )
-from threadlog.log.pairing import open_in, result_slot
+from threadlog.log.pairing import check_result, open_in, result_slot
 from threadlog.log.removals import (
     REMOVE_ALL_MESSAGES,
+    Replacing,
+    after_removals,
+    apply_removal,
+    finish_remove_all,
+    hide_late_result,
     is_removal,
-    mark_removed,
-    removal_id,
     removal_target,
     removed_by,
+    replace_all,
+    start_remove_all,
     unmarked,
+    view_anchor,
 )
 
 __all__ = ["MessageLog", "append_messages", "flatten_write"]
@@ -127,6 +127,18 @@ class _Call:
     index: int
     name: str | None
     result_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Staging:
+    """One batch being checked: what it adds, before anything is committed."""
+
+    count: int  # the view's length before the batch: derived ids count it
+    anchor: str | None
+    staged: list[BaseMessage] = field(default_factory=list)
+    by_id: dict[str, BaseMessage] = field(default_factory=dict)
+    calls: dict[str, _Call] = field(default_factory=dict)
+    answered: dict[str, str] = field(default_factory=dict)  # call id -> result id
 
 
 def flatten_write(value: Any) -> list[Any]:
@@ -197,7 +209,7 @@ class MessageLog:
             self.messages.append(m)
             self._journal.append(m.id)  # type: ignore[arg-type]
             if record_of(m) is not None:
-                edited.extend(self._restore_edits(m))
+                edited.extend(restore_edits(self, m))
             rec = removed_by(m)
             if rec is not None:  # a snapshot holding a removal event's mark
                 eid = str(rec["event"])
@@ -207,7 +219,7 @@ class MessageLog:
                     edited.append(eid)
                 self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
         if self._hidden:
-            self._anchor = self._view_anchor()
+            self._anchor = view_anchor(self)
         # An edited message carries its edits (a snapshot, `at`): they are known, and come
         # after the messages in this object's journal (`rewind` checks ids, so an order
         # that differs from the original commits is never stepped through).
@@ -236,26 +248,6 @@ class MessageLog:
         new._hidden = dict(self._hidden)
         new._removals = {k: list(v) for k, v in self._removals.items()}
         return new
-
-    def _restore_edits(self, message: BaseMessage) -> list[str]:
-        """Index the edits an edited message's audit record holds; their ids in order."""
-        mid = message.id
-        assert mid is not None
-        vs = versions(message)
-        rec = record_of(message)
-        assert rec is not None
-        now = {c.get("id") for c in calls_of(message)}
-        ids: list[str] = []
-        for k, entry in enumerate(rec["edits"]):
-            eid = str(entry.get("id"))
-            self._edits[eid] = (mid, vs[k], vs[k + 1])
-            after = {c.get("id") for c in calls_of(vs[k + 1])}
-            for c in calls_of(vs[k]):
-                cid = c.get("id")
-                if cid and cid not in after and cid not in now:
-                    self._superseded[cid] = (mid, eid)
-            ids.append(eid)
-        return ids
 
     # -- versions: one log object serves every reader of the same history --------
 
@@ -327,7 +319,7 @@ class MessageLog:
         to `version`, in order — the inverse of `fast_forward`, so a reader can step
         back to an older checkpoint of the same history without replaying it. None when
         anything differs (an item without an id, a replayed message): read normally."""
-        ids = [_item_id(item) for item in items]
+        ids = [item_id(item) for item in items]
         n = len(ids)
         if n > version:
             return None
@@ -389,12 +381,12 @@ class MessageLog:
             if not isinstance(item, BaseMessage) or v >= len(journal):
                 return None
             if item.id != journal[v]:
-                if self._is_resent_edit(journal[v], item):
+                if is_resent_edit(self, journal[v], item):
                     v += 1  # the request changed in place, which this log took as an edit
                     continue
                 return None
             held = by_id[journal[v]]
-            if held is not item and held != item and not self._was(held, item):
+            if held is not item and held != item and not was_version(held, item):
                 return None
             v += 1
         return v
@@ -435,181 +427,121 @@ class MessageLog:
         pairing, placement) still applies. `dry_run=True` checks and commits nothing
         (the storage edge asks "would the log take this?" without a copy).
         """
-        resent = self._resent_as_edits(writes, stored=stored, dry_run=dry_run)
-        if resent is not None:
+        resent = resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
+        if resent is not None or any(_has_event(w) for w in writes):
+            writes, restored = resent if resent is not None else (writes, None)
             return self._extend_with_edits(
-                resent[0], single_writer=single_writer, stored=stored, dry_run=dry_run,
-                restored=resent[1],
+                writes, single_writer=single_writer, stored=stored, dry_run=dry_run,
+                restored=restored,
             )
-        if any(_has_event(w) for w in writes):
-            return self._extend_with_edits(
-                writes, single_writer=single_writer, stored=stored, dry_run=dry_run
-            )
-        staged: list[BaseMessage] = []
-        new_by_id: dict[str, BaseMessage] = {}
-        answered: dict[str, str] = {}  # call id -> result id, staged
-        new_calls: dict[str, _Call] = {}
-        conversational: list[tuple[int, list[BaseMessage]]] = []
         # Derived ids count the view: a log read back from a snapshot (which LangGraph
         # takes of the view) derives the same ids as the one that hid the messages.
-        count = len(self.messages) - len(self._hidden)
-        anchor = self._anchor
+        stage = _Staging(len(self.messages) - len(self._hidden), self._anchor)
+        conversational: list[tuple[int, list[BaseMessage]]] = []
         for w, write in enumerate(writes):
-            added_here: list[BaseMessage] = []
-            for raw in write:
-                pos = count + len(staged)
-                if stored and is_stored_form(raw):
-                    msg = raw
-                else:
-                    msg = coerce_message(raw, position=pos, rekeyable=True)
-                if msg.id is None:
-                    # Never mutate the caller's object: ids live on our copy.
-                    msg = msg.model_copy(update={"id": derive_id(pos, anchor, msg)})
-                mid = msg.id
-                assert mid is not None
-                if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
-                    # Empty, repeated or reused call ids get fresh ones (`threadlog.log.call_ids`).
-                    def taken(cid: str, mid: str = mid) -> bool:
-                        owner = new_calls.get(cid) or self._calls.get(cid)
-                        # A hidden message's call ids are free: the view holds one owner,
-                        # as a log read back from a snapshot of the view does.
-                        return (
-                            owner is not None
-                            and owner.ai_id != mid
-                            and owner.ai_id not in self._hidden
-                        )
-
-                    if needs_rekey(msg, taken):
-                        msg = rekey_calls(msg, taken)
-                existing = new_by_id.get(mid) or self._by_id.get(mid)
-                if existing is not None:
-                    # A message staged in this batch is hashed without caching: the
-                    # cache must not outlive a batch that fails.
-                    known = (
-                        digest(existing) if mid in new_by_id else self._digest_of(existing)
-                    )
-                    if known == digest(msg):
-                        continue  # a replay of what is already logged
-                    if mid not in new_by_id and self._is_version(existing, msg):
-                        continue  # a copy of an edited message as it was: a replay
-                    raise _conflict(existing, msg, self._position_hint(existing, staged), pos)
-                if isinstance(msg, ToolMessage):
-                    self._check_result(msg, pos, new_calls, answered)
-                    answered[msg.tool_call_id] = mid
-                elif isinstance(msg, AIMessage):
-                    for i, call in enumerate(calls_of(msg)):
-                        cid = call["id"]
-                        if not cid:
-                            # Only stored history gets here (a new call without an id
-                            # is refused when coerced): trusted, it stays open as it
-                            # is, since no result can answer it (`threadlog.log.pairing`).
-                            continue
-                        prior = new_calls.get(cid) or self._calls.get(cid)
-                        if prior is not None and prior.ai_id not in self._hidden:
-                            raise ToolPairingError(
-                                f"call {i} ({call['name']!r}) reuses call id {cid!r}, issued by "
-                                f"message {prior.ai_id!r}",
-                                message_id=mid,
-                                role="assistant",
-                                position=pos,
-                                fix="each tool call needs an id unique in the thread",
-                            )
-                        dropped = self._superseded.get(cid)
-                        if dropped is not None and not stored:
-                            # The edited message's audit record still holds the id: a
-                            # second owner would make it name two calls. (Stored history
-                            # is trusted: a thread written before this rule still loads,
-                            # and its later message owns the id, see `_index`.)
-                            raise _reused_superseded(i, call, dropped, mid, pos)
-                        new_calls[cid] = _Call(mid, i, call["name"])
-                if not isinstance(msg, ToolMessage):
-                    anchor = mid
-                    added_here.append(msg)
-                new_by_id[mid] = msg
-                staged.append(msg)
-            if added_here:
-                conversational.append((w, added_here))
+            here = [self._stage(raw, stage, stored) for raw in write]
+            talk = [m for m in here if m is not None and not isinstance(m, ToolMessage)]
+            if talk:
+                conversational.append((w, talk))
         if single_writer and len(conversational) > 1:
-            raise _parallel_error(conversational, count)
-        if dry_run:
-            return staged
-        # Commit: nothing above touched self, so a failure left the log as it was.
-        for msg in staged:
-            self._index(msg, new_calls)
+            raise _parallel_error(conversational, stage.count)
+        if not dry_run:
+            self._commit(stage)
+        return stage.staged
+
+    def _stage(self, raw: Any, stage: _Staging, stored: bool) -> BaseMessage | None:
+        """Check one item against the log and what is staged; stage it, or None for a
+        replay. Changes nothing of the log (`_commit` does)."""
+        pos = stage.count + len(stage.staged)
+        msg: BaseMessage
+        if stored and is_stored_form(raw):
+            msg = raw
+        else:
+            msg = coerce_message(raw, position=pos, rekeyable=True)
+        if msg.id is None:
+            # Never mutate the caller's object: ids live on our copy.
+            msg = msg.model_copy(update={"id": derive_id(pos, stage.anchor, msg)})
+        mid = msg.id
+        assert mid is not None
+        if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
+            msg = self._rekeyed(msg, mid, stage)
+        existing = stage.by_id.get(mid) or self._by_id.get(mid)
+        if existing is not None:
+            # A message staged in this batch is hashed without caching: the cache must
+            # not outlive a batch that fails.
+            known = digest(existing) if mid in stage.by_id else self._digest_of(existing)
+            if known == digest(msg):
+                return None  # a replay of what is already logged
+            if mid not in stage.by_id and is_version(existing, msg):
+                return None  # a copy of an edited message as it was: a replay
+            raise _conflict(existing, msg, self._position_hint(existing, stage.staged), pos)
+        if isinstance(msg, ToolMessage):
+            check_result(self, msg, pos, stage.calls, stage.answered)
+            stage.answered[msg.tool_call_id] = mid
+        elif isinstance(msg, AIMessage):
+            self._stage_calls(msg, mid, pos, stage, stored)
+        if not isinstance(msg, ToolMessage):
+            stage.anchor = mid
+        stage.by_id[mid] = msg
+        stage.staged.append(msg)
+        return msg
+
+    def _rekeyed(self, msg: AIMessage, mid: str, stage: _Staging) -> AIMessage:
+        """`msg` with empty, repeated or reused call ids re-keyed (`threadlog.log.call_ids`)."""
+
+        def taken(cid: str) -> bool:
+            owner = stage.calls.get(cid) or self._calls.get(cid)
+            # A hidden message's call ids are free: the view holds one owner, as a log
+            # read back from a snapshot of the view does.
+            return owner is not None and owner.ai_id != mid and owner.ai_id not in self._hidden
+
+        return rekey_calls(msg, taken) if needs_rekey(msg, taken) else msg
+
+    def _stage_calls(
+        self, msg: AIMessage, mid: str, pos: int, stage: _Staging, stored: bool
+    ) -> None:
+        for i, call in enumerate(calls_of(msg)):
+            cid = call["id"]
+            if not cid:
+                # Only stored history gets here (a new call without an id is refused when
+                # coerced): trusted, it stays open as it is, since no result can answer
+                # it (`threadlog.log.pairing`).
+                continue
+            prior = stage.calls.get(cid) or self._calls.get(cid)
+            if prior is not None and prior.ai_id not in self._hidden:
+                raise ToolPairingError(
+                    f"call {i} ({call['name']!r}) reuses call id {cid!r}, issued by "
+                    f"message {prior.ai_id!r}",
+                    message_id=mid,
+                    role="assistant",
+                    position=pos,
+                    fix="each tool call needs an id unique in the thread",
+                )
+            dropped = self._superseded.get(cid)
+            if dropped is not None and not stored:
+                # The edited message's audit record still holds the id: a second owner
+                # would make it name two calls. (Stored history is trusted: a thread
+                # written before this rule still loads, and its later message owns the
+                # id, see `_index`.)
+                raise _reused_superseded(i, call, dropped, mid, pos)
+            stage.calls[cid] = _Call(mid, i, call["name"])
+
+    def _commit(self, stage: _Staging) -> None:
+        # Nothing before this touched the log, so a failure left it as it was.
+        for msg in stage.staged:
+            self._index(msg, stage.calls)
             self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
+                at = self._slot(msg)
                 if self._hidden and self._calls[msg.tool_call_id].ai_id in self._hidden:
-                    msg = self._hide_late_result(msg)
-                self.messages.insert(self._slot(msg), msg)
+                    self.messages.insert(at, hide_late_result(self, msg))
+                else:
+                    self.messages.insert(at, msg)
             else:
                 self.messages.append(msg)
-        self._anchor = anchor
-        return staged
+        self._anchor = stage.anchor
 
     # -- edits ---------------------------------------------------------------
-
-    def _resent_as_edits(
-        self, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
-    ) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
-        """`writes` with each AIMessage that was changed in place and written again under
-        its id replaced by the edit event it amounts to, and the requests as logged
-        (by id); None when there is none (the usual case: one dict lookup per AIMessage).
-
-        Why. A node that sets `ai.tool_calls = [...]` on the state's message and returns it
-        (LangChain's `HumanInTheLoopMiddleware` before 1.5 does, for an `edit` decision)
-        changes the log's own object, so the re-sent message reads like a replay; the
-        stored write holds the new calls, and replaying it would conflict with the stored
-        original — the thread would become unreadable. Live, the change shows against the
-        request's `_baseline`: the log holds a copy of the request as logged in the
-        changed object's place, and records the change as an edit. Replaying a stored
-        write, a different AIMessage under a logged id is such a change (a re-sent copy
-        is refused before it is ever stored), so it reads as the same edit.
-        """
-        out: list[list[Any]] | None = None
-        restored: dict[str, AIMessage] = {}
-        for w, write in enumerate(writes):
-            for k, raw in enumerate(write):
-                if not isinstance(raw, AIMessage) or raw.id is None:
-                    continue
-                existing = self._by_id.get(raw.id)
-                if not isinstance(existing, AIMessage):
-                    continue
-                fields = self._changed_in_place(existing, raw, stored=stored)
-                if fields is None:
-                    continue
-                mid = raw.id
-                base = self._baseline.get(mid)
-                if base is not None and not same_fields(fields_of(existing), base):
-                    # The object itself is left alone: LangGraph may serialize it into
-                    # the stored write later, which must hold the change (see above).
-                    existing = existing.model_copy(update=copy.deepcopy(base))
-                    restored[mid] = existing
-                if out is None:
-                    out = [list(x) for x in writes]
-                out[w][k] = resent_edit(existing, fields)
-        return None if out is None else (out, restored)
-
-    def _changed_in_place(
-        self, existing: AIMessage, raw: AIMessage, *, stored: bool
-    ) -> dict[str, Any] | None:
-        """The fields `raw` sets if it is `existing` changed in place (see
-        `_resent_as_edits`), else None."""
-        if stored:
-            if self._digest_of(existing) == digest(raw) or self._is_version(existing, raw):
-                return None
-            return snapshot_fields(raw)
-        base = self._baseline.get(raw.id or "")
-        if base is None:
-            return None
-        if same_fields(fields_of(existing), base):
-            # The logged object is as it was: a replay or a re-sent copy — unless the log
-            # this one was taken from already took this very change as an edit.
-            now = fields_of(raw)
-            if any(same_fields(now, f) for f in self._changed.get(raw.id or "", ())):
-                return snapshot_fields(raw)
-            return None
-        now = snapshot_fields(raw)
-        return None if same_fields(now, base) else now
 
     def _extend_with_edits(
         self,
@@ -625,7 +557,7 @@ class MessageLog:
         Edits do not count as conversation for the parallel-writer rule: parallel
         approval branches each edit their own call (`base`, see `threadlog.log.edits`)."""
         trial = self.copy()
-        for mid, ai in (restored or {}).items():  # requests as logged (`_resent_as_edits`)
+        for mid, ai in (restored or {}).items():  # requests as logged (`resent_as_edits`)
             trial._by_id[mid] = ai
             trial._digests.pop(mid, None)
             trial.messages = [ai if m.id == mid else m for m in trial.messages]
@@ -634,7 +566,7 @@ class MessageLog:
         for w, write in enumerate(writes):
             here: list[BaseMessage] = []
             run: list[Any] = []
-            replacing: _Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
+            replacing: Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
             removed_here: set[str] = set()  # RemoveMessage targets earlier in this write
             for raw in [*write, _END]:
                 if raw is not _END and not _is_edit_item(raw) and not is_removal(raw) and not (
@@ -644,28 +576,28 @@ class MessageLog:
                     continue
                 if run:
                     if replacing is not None:
-                        here += trial._replace(replacing, run, stored=stored)
+                        here += replace_all(trial, replacing, run, stored=stored)
                     elif removed_here:
-                        here += trial._after_removals(run, removed_here, stored=stored)
+                        here += after_removals(trial, run, removed_here, stored=stored)
                     else:
                         here += trial.extend_writes([run], stored=stored)
                     run = []
                 if replacing is not None:
-                    trial._finish_remove_all(replacing)
+                    finish_remove_all(trial, replacing)
                     replacing = None
                 if raw is not _END and _is_update_item(raw):
-                    here += trial._apply_update(raw, stored=stored)
+                    here += apply_update(trial, raw, stored=stored)
                 elif raw is not _END and is_removal(raw):
                     target = removal_target(raw)
                     if target == REMOVE_ALL_MESSAGES:
-                        replacing = trial._start_remove_all()
+                        replacing = start_remove_all(trial)
                         removed_here.clear()
                     else:
-                        trial.apply_removal(target, len(trial.messages))
+                        apply_removal(trial, target, len(trial.messages))
                         removed_here.add(target)
                 elif raw is not _END:
                     try:
-                        trial.apply_edit(raw, len(trial.messages))
+                        apply_edit(trial, raw, len(trial.messages))
                     except (EditError, ToolPairingError):
                         if not (stored and raw.get("source") == "resent"):
                             raise
@@ -685,301 +617,7 @@ class MessageLog:
             self.messages[:] = trial.messages  # the same list object: channels hold it
         return added
 
-    def apply_edit(self, raw: Mapping[str, Any], position: int) -> bool:
-        """Record one edit (module doc of `threadlog.log.edits`); False for a replay.
-        Raises before changing anything."""
-        event = EditEvent.parse(raw, position)
-        target = event.target
-        current = self._by_id.get(target)
-        if current is None:
-            raise EditError(
-                f"edit {event.id!r} supersedes message {target!r}, which is not in the log",
-                message_id=target,
-                role="assistant",
-                position=position,
-                fix="an Edit carries the id of an AIMessage already in the log",
-            )
-        revision = event.source in REVISION_SOURCES
-        if revision and type(current) is not type(event.message):
-            raise ConflictingIdError(
-                f"update_state wrote a {role_of(event.message)} message under id {target!r}, "
-                f"which the {role_of(current)} message at position "
-                f"{self._position_hint(current, [])} has: an edit keeps the message's role",
-                message_id=target,
-                role=role_of(event.message),
-                position=position,
-                fix="give a new message a new id; to revise a message, write it again with "
-                "its own role and id",
-            )
-        if not isinstance(current, AIMessage) and not revision:
-            raise EditError(
-                f"edit {event.id!r} targets the {role_of(current)} message {target!r}; only "
-                "an AIMessage's calls can be edited",
-                message_id=target,
-                role=role_of(current),
-                position=position,
-                fix="append a new message instead",
-            )
-        if event.id in self._edits:
-            return False  # this very event, already recorded
-        now = fields_of(current)
-        new = merge(now, event.base, fields_of(event.message))
-        if same_fields(new, now):
-            return False  # the message already reads this way: a replay
-        answered = [
-            (c.get("id") or "", call.result_id)
-            for c in calls_of(current)
-            if (call := self._calls.get(c.get("id") or "")) is not None
-            and call.result_id is not None
-        ]
-        content_only = revision and same_fields(
-            {**new, "content": None}, {**now, "content": None}
-        )
-        if len(answered) == len(calls_of(current)) and not content_only:
-            what = (
-                f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
-                if answered
-                else "it has no tool calls"
-            )
-            raise EditError(
-                f"edit {event.id!r} targets message {target!r}, which is not under review: "
-                f"{what}",
-                message_id=target,
-                role="assistant",
-                position=position,
-                fix="an Edit changes calls before they run; to go on after results, "
-                "append a new message",
-            )
-        edited = applied(current, event, new)
-        keys = {c.get("id"): call_key(c) for c in calls_of(edited)}
-        for c in calls_of(current):
-            cid = c.get("id") or ""
-            call = self._calls.get(cid)
-            if call is not None and call.result_id is not None and keys.get(cid) != call_key(c):
-                change = "drop" if cid not in keys else "change"
-                raise EditError(
-                    f"edit {event.id!r} would {change} call {cid!r} ({c.get('name')}) of "
-                    f"message {target!r}, which already has a result ({call.result_id!r})",
-                    message_id=target,
-                    role="assistant",
-                    position=position,
-                    fix="edit calls before they run; a call with a result stays as it ran "
-                    "(append a new message to go on)",
-                )
-        for key in keys:
-            cid = key or ""
-            owner = self._calls.get(cid)
-            dropped = self._superseded.get(cid) if owner is None else None
-            other = owner.ai_id if owner is not None else dropped[0] if dropped else target
-            if other != target:
-                how = f" (edit {dropped[1]!r} dropped it there)" if dropped else ""
-                raise ToolPairingError(
-                    f"edit {event.id!r} gives message {target!r} call id {cid!r}, already "
-                    f"used by message {other!r}{how}",
-                    message_id=target,
-                    role="assistant",
-                    position=position,
-                    fix="each tool call needs an id unique in the thread",
-                )
-        self._commit_edit(event.id, current, edited)
-        if event.source == "resent":
-            self._changed.setdefault(target, []).append(fields_of(edited))
-        return True
-
-    def _apply_update(self, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
-        """One message `update_state` wrote (`threadlog.log.edits.update_item`): appended when
-        its id is new, a replay when unchanged, else an edit event superseding the logged
-        version (`source="update_state"`; the audit record keeps every version)."""
-        pos = len(self.messages)
-        msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
-        current = self._by_id.get(msg.id or "")
-        if current is None:
-            return self.extend_writes([[msg]], stored=stored)
-        if self._digest_of(current) == digest(msg) or self._is_version(current, msg):
-            return []
-        self.apply_edit(update_edit(msg, len(edits_of(current))), pos)
-        return []
-
-    def _after_removals(
-        self, run: list[Any], removed: set[str], *, stored: bool
-    ) -> list[BaseMessage]:
-        """A run of messages after `RemoveMessage(id=X)` in the same write: one under id
-        X is an explicit delete-and-rewrite — the message shown again, revised by an edit
-        event (`source="replace"`, the audit keeps both); the others are written as
-        usual."""
-        out: list[BaseMessage] = []
-        plain: list[Any] = []
-        for item in [*run, _END]:
-            iid = None if item is _END else _item_id(item)
-            if item is not _END and not (isinstance(iid, str) and iid in removed):
-                plain.append(item)
-                continue
-            if plain:
-                out += self.extend_writes([plain], stored=stored)
-                plain = []
-            if item is _END:
-                break
-            assert isinstance(iid, str)
-            msg = coerce_message(item, position=len(self.messages), rekeyable=True)
-            current = self._by_id[iid]
-            eid = self._hidden.get(iid)
-            if eid is not None:  # shown again, with the pair the removal hid with it
-                show = [m for m in self._group(iid) if self._hidden.get(m) == eid]
-                self._record_removal(self._removal_id(f"show\x00{iid}"), iid, (), show)
-            if self._digest_of(current) != digest(msg) and not self._is_version(current, msg):
-                earlier = len(edits_of(self._by_id[iid]))
-                self.apply_edit(update_edit(msg, earlier, REPLACE_SOURCE), len(self.messages))
-        return out
-
     # -- removals (`threadlog.log.removals`) ------------------------------------------
-
-    def apply_removal(self, target: str, position: int) -> bool:
-        """Record `RemoveMessage(id=target)`: hide the message and its tool pair's other
-        side (`_group`). False for a replay (all already hidden)."""
-        if target not in self._by_id:
-            raise AppendOnlyError(
-                f"RemoveMessage(id={target!r}): Attempting to delete a message with an ID "
-                "that doesn't exist in this thread's log",
-                message_id=target,
-                role="remove",
-                position=position,
-                fix="remove a message the thread holds (state['messages'] lists them), or "
-                "RemoveMessage(id=REMOVE_ALL_MESSAGES) for all",
-            )
-        hide = [mid for mid in self._group(target) if mid not in self._hidden]
-        if not hide:
-            return False
-        self._record_removal(self._removal_id(target), target, hide, ())
-        return True
-
-    def _group(self, mid: str) -> list[str]:
-        """`mid` with the other side of its tool pairs: a request and every logged
-        result of its calls (a removal hides them together)."""
-        msg = self._by_id[mid]
-        if isinstance(msg, ToolMessage):
-            call = self._calls.get(msg.tool_call_id)
-            if call is None:
-                return [mid]
-            mid, msg = call.ai_id, self._by_id[call.ai_id]
-        out = [mid]
-        for c in calls_of(msg):
-            call = self._calls.get(c.get("id") or "")
-            if call is not None and call.ai_id == mid and call.result_id is not None:
-                out.append(call.result_id)
-        return out
-
-    def _removal_id(self, target: str) -> str:
-        eid = removal_id(len(self.messages), self._anchor, target)
-        k = 0
-        while eid in self._removals:  # the same log state twice (nothing new between)
-            k += 1
-            eid = removal_id(len(self.messages), self._anchor, f"{target}\x00{k}")
-        return eid
-
-    def _start_remove_all(self) -> _Replacing:
-        return _Replacing(
-            self._removal_id(REMOVE_ALL_MESSAGES),
-            [m.id for m in self.messages if m.id not in self._hidden],  # type: ignore[misc]
-        )
-
-    def _replace(self, state: _Replacing, run: list[Any], *, stored: bool) -> list[BaseMessage]:
-        """Write the replacements after REMOVE_ALL_MESSAGES one by one (batching
-        invariance makes that equal to one batch): a message already logged is *kept*
-        (stays where it is, visible); a new one goes right before the next kept one."""
-        out: list[BaseMessage] = []
-        for item in run:
-            added = self.extend_writes([[item]], stored=stored)
-            if added:
-                out += added
-                state.added += [m.id for m in added]  # type: ignore[misc]
-                state.pending += [m.id for m in added if not isinstance(m, ToolMessage)]  # type: ignore[misc]
-                continue
-            iid = _item_id(item)
-            if not isinstance(iid, str) or iid not in self._by_id:
-                continue
-            at = next(j for j, m in enumerate(self.messages) if m.id == iid)
-            if at < state.last_kept:
-                raise AppendOnlyError(
-                    f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {iid!r} after a "
-                    "message that comes later in the log: kept messages cannot move",
-                    message_id=iid,
-                    position=at,
-                    fix="keep logged messages in the order the thread holds them",
-                )
-            if state.pending:
-                moving = set(state.pending)
-                new = [m for m in self.messages if m.id in moving]
-                rest = [m for m in self.messages if m.id not in moving]
-                at = next(j for j, m in enumerate(rest) if m.id == iid)
-                self.messages[:] = [*rest[:at], *new, *rest[at:]]
-                at += len(new)
-                state.pending = []
-            state.kept.append(iid)
-            state.last_kept = at
-        if state.kept:
-            self._anchor = self._view_anchor()  # new replacements may sit before kept ones
-        return out
-
-    def _finish_remove_all(self, state: _Replacing) -> None:
-        kept = set(state.kept)
-        hide = [mid for mid in state.visible if mid not in kept]
-        show = [mid for mid in state.kept if mid in self._hidden]
-        gone = set(hide) | (set(self._hidden) - set(show))
-        for mid in [*state.kept, *state.added]:
-            for other in self._group(mid):
-                if other in gone:
-                    raise ToolPairingError(
-                        f"RemoveMessage(id=REMOVE_ALL_MESSAGES) keeps message {mid!r} but not "
-                        f"{other!r}, the other side of its tool pair: the view would hold a "
-                        "split pair",
-                        message_id=mid,
-                        fix=f"keep both {mid!r} and {other!r}, or neither",
-                    )
-        if hide or show:
-            self._record_removal(state.event, REMOVE_ALL_MESSAGES, hide, show)
-
-    def _record_removal(
-        self, eid: str, target: str, hide: Sequence[str], show: Sequence[str]
-    ) -> None:
-        where = set(hide) | set(show)
-        changes: list[tuple[str, BaseMessage, BaseMessage]] = []
-        for j, m in enumerate(self.messages):
-            mid = m.id
-            if mid not in where:
-                continue
-            assert mid is not None
-            after = mark_removed(m, eid, target) if mid not in self._hidden else unmarked(m)
-            if mid in self._hidden:
-                del self._hidden[mid]
-            else:
-                self._hidden[mid] = eid
-            self.messages[j] = after
-            self._by_id[mid] = after
-            changes.append((mid, m, after))
-        self._removals[eid] = changes
-        self._journal.append(eid)
-        self._anchor = self._view_anchor()
-
-    def _view_anchor(self) -> str | None:
-        """The last non-tool message of the view, in log order: the anchor of derived ids
-        once messages are hidden or moved (what a log rebuilt from the view finds)."""
-        for m in reversed(self.messages):
-            if not isinstance(m, ToolMessage) and m.id not in self._hidden:
-                return m.id
-        return None
-
-    def _hide_late_result(self, msg: ToolMessage) -> BaseMessage:
-        """A new result for a call of a hidden request: hidden by the request's event,
-        so the view never holds half a pair."""
-        ai_id = self._calls[msg.tool_call_id].ai_id
-        eid = self._hidden[ai_id]
-        rec = removed_by(self._by_id[ai_id]) or {}
-        marked = mark_removed(msg, eid, str(rec.get("target") or ai_id))
-        assert msg.id is not None
-        self._hidden[msg.id] = eid
-        self._by_id[msg.id] = marked
-        self._removals.setdefault(eid, []).append((msg.id, msg, marked))
-        return marked
 
     def _commit_edit(self, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
         mid = current.id
@@ -1020,27 +658,6 @@ class MessageLog:
         self._digests.pop(mid, None)
         self._edits[eid] = (mid, current, edited)
         self._journal.append(eid)
-
-    def _is_resent_edit(self, entry: str, item: BaseMessage) -> bool:
-        """Whether journal `entry` is the edit `_resent_as_edits` made of `item`."""
-        done = self._edits.get(entry)
-        return (
-            done is not None
-            and done[0] == item.id
-            and isinstance(item, AIMessage)
-            and isinstance(done[2], AIMessage)
-            and same_fields(fields_of(done[2]), fields_of(item))
-        )
-
-    def _is_version(self, existing: BaseMessage, msg: BaseMessage) -> bool:
-        """Whether `msg` reads like an earlier version of the edited `existing`."""
-        if record_of(existing) is None:
-            return False
-        d = digest(msg)
-        return any(digest(v) == d for v in versions(existing))
-
-    def _was(self, held: BaseMessage, item: BaseMessage) -> bool:
-        return record_of(held) is not None and self._is_version(held, item)
 
     # -- internals -----------------------------------------------------------
 
@@ -1089,46 +706,6 @@ class MessageLog:
             d = self._digests[mid] = digest(msg)
         return d
 
-    def _check_result(
-        self,
-        msg: ToolMessage,
-        pos: int,
-        new_calls: dict[str, _Call],
-        answered: dict[str, str],
-    ) -> None:
-        cid = msg.tool_call_id
-        call = new_calls.get(cid) or self._calls.get(cid)
-        dropped = self._superseded.get(cid) if call is None else None
-        if dropped is not None:
-            ai = self._by_id.get(dropped[0])
-            now = [c.get("id") for c in calls_of(ai)] if ai is not None else []
-            raise ToolPairingError(
-                f"tool result answers call {cid!r}, which edit {dropped[1]!r} of message "
-                f"{dropped[0]!r} superseded; that message's calls are now {now}",
-                message_id=msg.id,
-                role="tool",
-                position=pos,
-                fix="answer the edited calls' ids",
-            )
-        if call is None:
-            raise ToolPairingError(
-                f"tool result answers call {cid!r}, which no earlier AIMessage made",
-                message_id=msg.id,
-                role="tool",
-                position=pos,
-                fix="write the AIMessage with this call first, or fix tool_call_id",
-            )
-        done = answered.get(cid) or call.result_id
-        if done is not None:
-            raise ToolPairingError(
-                f"call {cid!r} ({call.name}) already has a result, message {done!r}",
-                message_id=msg.id,
-                role="tool",
-                position=pos,
-                fix="each tool call gets exactly one result; a tool may not answer "
-                "another call's id",
-            )
-
     def _slot(self, msg: ToolMessage) -> int:
         """Where a result goes: after its request and that request's earlier results
         (`threadlog.log.pairing.result_slot`)."""
@@ -1149,28 +726,6 @@ class MessageLog:
 
 
 _END = object()  # marks the end of a write in `_extend_with_edits`
-
-
-@dataclass(slots=True)
-class _Replacing:
-    """A REMOVE_ALL_MESSAGES being applied: its event id, the ids it may hide (the view
-    when it came), the replacements kept so far and the new ones waiting to be placed
-    before the next kept one."""
-
-    event: str
-    visible: list[str]
-    kept: list[str] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-    last_kept: int = -1
-
-
-def _item_id(item: Any) -> Any:
-    if isinstance(item, Mapping):
-        if item.get("type") == UPDATE_TYPE:  # update_state's message: its id
-            return _item_id(item.get("message"))
-        return item.get("id")
-    return getattr(item, "id", None)
 
 
 def _is_edit_item(raw: Any) -> bool:

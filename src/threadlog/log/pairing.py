@@ -57,13 +57,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
 from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 
 from threadlog.errors import ToolPairingError
 from threadlog.log.edits import EDIT_KEY, audit_call_ids
 from threadlog.log.messages import calls_of
+
+if TYPE_CHECKING:
+    from threadlog.log.message_log import MessageLog
 
 __all__ = [
     "NOT_COMPLETED",
@@ -414,3 +417,46 @@ def _placed(
         slot = result_slot(out, where[0], where[1], at.get) if where else len(out)
         out.insert(slot, r)
     return out
+
+
+def check_result(
+    log: MessageLog,
+    msg: ToolMessage,
+    pos: int,
+    new_calls: Mapping[str, Any],
+    answered: Mapping[str, str],
+) -> None:
+    """Refuse a result for a call the log does not have open: one an edit superseded,
+    one no earlier AIMessage made, one already answered (staged `answered` included)."""
+    cid = msg.tool_call_id
+    call = new_calls.get(cid) or log._calls.get(cid)
+    dropped = log._superseded.get(cid) if call is None else None
+    if dropped is not None:
+        ai = log._by_id.get(dropped[0])
+        now = [c.get("id") for c in calls_of(ai)] if ai is not None else []
+        raise ToolPairingError(
+            f"tool result answers call {cid!r}, which edit {dropped[1]!r} of message "
+            f"{dropped[0]!r} superseded; that message's calls are now {now}",
+            message_id=msg.id,
+            role="tool",
+            position=pos,
+            fix="answer the edited calls' ids",
+        )
+    if call is None:
+        raise ToolPairingError(
+            f"tool result answers call {cid!r}, which no earlier AIMessage made",
+            message_id=msg.id,
+            role="tool",
+            position=pos,
+            fix="write the AIMessage with this call first, or fix tool_call_id",
+        )
+    done = answered.get(cid) or call.result_id
+    if done is not None:
+        raise ToolPairingError(
+            f"call {cid!r} ({call.name}) already has a result, message {done!r}",
+            message_id=msg.id,
+            role="tool",
+            position=pos,
+            fix="each tool call gets exactly one result; a tool may not answer "
+            "another call's id",
+        )

@@ -81,7 +81,8 @@ from threadlog.nodes.turns import (
     step_cap_message,
     turn_started,
 )
-from threadlog.providers.profiles import Profile, validate
+from threadlog.providers.problems import validate
+from threadlog.providers.profiles import Profile
 from threadlog.providers.wire import to_wire
 
 # `NOT_COMPLETED`, `open_calls` and `repair_open_calls` are re-exported (their home used

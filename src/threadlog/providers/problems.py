@@ -1,12 +1,14 @@
 """What providers would reject in one stored history: every problem, not just the first.
 
-Contract: `find_problems(messages, profiles)` walks a message list once and returns one
+Contract: `find_problems(messages, profiles)` walks a message list and returns one
 `Finding` per problem, in log order, each naming its kind, the position and id of the
-message at fault, the call id where one is involved, and which of `profiles` reject it.
-`threadlog.validate` raises on the *first* problem of one profile (it guards a send);
-this lists them all for every profile at once (it audits a store), with the same rules:
+message at fault, the call id where one is involved, and which of `profiles` reject it
+(it audits a store). `validate(messages, profile)` raises the *first* of those problems
+for one profile as a `MessageLogError` (it guards a send): one walk, so the two cannot
+disagree. The rules:
 
-* `open_call` — a call with no result: before the next non-tool message, or at the end.
+* `open_call` — a call with no result: before the next non-tool message, or at the end
+  (`validate` allows those at the end unless `allow_pending_calls=False`).
 * `orphan_result` — a result whose call no earlier message made, or whose call the
   conversation had already moved past (its result came too late).
 * `result_before_call` — a result stored before the message that makes its call.
@@ -27,17 +29,17 @@ Structural kinds (the pairing ones, `invalid_message`) are rejected by every pro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from threadlog.errors import MessageLogError
-from threadlog.log.messages import calls_of, coerce_message, role_of
-from threadlog.providers.profiles import Profile
+from threadlog.errors import InvalidMessageError, MessageLogError, ToolPairingError
+from threadlog.log.messages import calls_of, coerce_message, is_stored_form, role_of
+from threadlog.providers.profiles import Profile, get_profile
 
-__all__ = ["KINDS", "REPAIRABLE", "Finding", "find_problems"]
+__all__ = ["KINDS", "REPAIRABLE", "Finding", "find_problems", "validate"]
 
 KINDS: tuple[str, ...] = (
     "open_call",
@@ -67,6 +69,8 @@ class Finding:
     closed_by: int | None = None
     """For `open_call`: the position of the message that moved on without the result
     (None: the call is open at the end of the history)."""
+    error: MessageLogError | None = field(default=None, compare=False, repr=False)
+    """For `invalid_message`: the error reading the value raised."""
 
 
 def _text_of(msg: BaseMessage) -> str:
@@ -86,175 +90,181 @@ def _text_of(msg: BaseMessage) -> str:
 
 def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[Finding]:
     """Every problem of `messages` for `profiles` (module doc), in log order."""
-    every = tuple(p.name for p in profiles)
-    late_system = tuple(p.name for p in profiles if not p.system_anywhere)
-    user_first = tuple(p.name for p in profiles if p.first_turn_user)
-    no_empty = tuple(p.name for p in profiles if p.tool_results == "user-block")
-    out: list[Finding] = []
-    msgs: list[BaseMessage | None] = []
-    for pos, raw in enumerate(messages):
-        try:
-            msgs.append(raw if isinstance(raw, BaseMessage) else coerce_message(raw, position=pos))
-        except MessageLogError as exc:
-            msgs.append(None)
-            out.append(Finding("invalid_message", pos, None, str(exc), every))
-    made_at: dict[str, int] = {}  # call id -> position of the first message making it
-    for pos, m in enumerate(msgs):
-        if isinstance(m, AIMessage):
-            for call in calls_of(m):
-                made_at.setdefault(call.get("id") or "", pos)
+    return _Walk(profiles, lambda m: isinstance(m, BaseMessage)).run(messages)
 
-    open_: dict[str, tuple[int, str | None, str | None]] = {}  # id -> (pos, ai id, name)
-    answered: dict[str, int] = {}
-    moved_past: dict[str, int] = {}  # call id -> position of the message that moved on
-    seen: set[str] = set()
-    conversation = False
-    last = len(msgs) - 1
-    for pos, m in enumerate(msgs):
-        if m is None:
+
+def validate(
+    messages: Sequence[Any],
+    profile: str | Profile = "openai-chat",
+    *,
+    allow_pending_calls: bool = True,
+    checked: bool = False,
+) -> None:
+    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`:
+    the first problem `find_problems` finds for it (module doc). Returns None when the
+    history is acceptable.
+
+    Every message must be storable (re-coerced), unless `checked=True` says the messages
+    come from a log, which checked each one when it was appended: messages of the exact
+    stored types with an id are then taken as they are (`ModelNode` validates every
+    call's context; re-checking the whole history each turn cost more than the rules).
+    Calls still open at the very end are allowed unless `allow_pending_calls=False` (a
+    history about to be *sent* must have none)."""
+    prof = get_profile(profile)
+    walk = _Walk((prof,), is_stored_form if checked else lambda m: False)
+    for found in walk.run(messages):
+        if found.kind == "open_call" and found.closed_by is None and allow_pending_calls:
             continue
+        raise _error(found, prof, walk.msgs)
+
+
+def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) -> Exception:
+    """`found` as the error `validate` raises, at the message it names."""
+    if found.error is not None:
+        return found.error
+    pos, mid = found.position, found.message_id
+    if found.kind == "open_call":
+        if found.closed_by is None:
+            return ToolPairingError(
+                f"call {found.call_id!r} of the AIMessage at position {pos} has no result "
+                "at the end of the history",
+                message_id=mid, role="assistant", position=pos,
+                fix="run the tools, or repair the unanswered call before the model call",
+            )
+        pos = found.closed_by
+        closing = msgs[pos]
+        mid = closing.id if closing is not None else None
+    msg = msgs[pos]
+    role = role_of(msg) if msg is not None else None
+    cls, text, fix = _ERRORS[found.kind]
+    return cls(text.format(found=found, profile=prof.description, role=role),
+               message_id=mid, role=role, position=pos, fix=fix)
+
+
+_ERRORS: dict[str, tuple[type[MessageLogError], str, str]] = {
+    "open_call": (ToolPairingError, "call {found.call_id!r} of an earlier AIMessage has no "
+                  "result before this {role} message", "answer every call first "
+                  "(threadlog.ModelNode repairs unanswered calls with an explicit error result)"),
+    "orphan_result": (ToolPairingError, "tool result answers call {found.call_id!r}, which "
+                      "no earlier AIMessage made (or a later message already closed it)",
+                      "keep each result right after the AIMessage that requested it"),
+    "result_before_call": (ToolPairingError, "tool {found.detail}",
+                           "keep each result right after the AIMessage that requested it"),
+    "duplicate_result": (ToolPairingError, "{found.detail}",
+                         "drop the duplicate; each call gets exactly one result"),
+    "duplicate_call_id": (ToolPairingError, "{found.detail}",
+                          "each tool call needs an id unique in the history"),
+    "call_without_id": (ToolPairingError, "{found.detail}", "give each tool call an id"),
+    "system_out_of_place": (InvalidMessageError, "{profile} takes system text only before "
+                            "the conversation", "put system/developer messages first"),
+    "first_not_user": (InvalidMessageError, "{profile} needs the conversation to start with "
+                       "a user message, not {role}", "keep the turn's user message when "
+                       "trimming"),
+    "empty_content": (InvalidMessageError, "{profile} refuses a {role} message with no "
+                      "content", "drop the message, or give it text"),
+}
+
+
+class _Walk:
+    """One walk of a history for some profiles: `run` returns the findings, in log order;
+    `msgs` holds the messages read (None where a value could not be read)."""
+
+    def __init__(self, profiles: Sequence[Profile], taken: Callable[[Any], bool]) -> None:
+        self.every = tuple(p.name for p in profiles)
+        self.late_system = tuple(p.name for p in profiles if not p.system_anywhere)
+        self.user_first = tuple(p.name for p in profiles if p.first_turn_user)
+        self.no_empty = tuple(p.name for p in profiles if p.tool_results == "user-block")
+        self.taken = taken  # a value used as it is, not read again by `coerce_message`
+        self.out: list[Finding] = []
+        self.msgs: list[BaseMessage | None] = []
+        self.open: dict[str, tuple[int, str | None, str | None]] = {}  # id -> (pos, ai id, name)
+        self.answered: dict[str, int] = {}
+        self.moved_past: dict[str, int] = {}  # call id -> position of the message moving on
+        self.seen: set[str] = set()
+        self.conversation = False
+
+    def run(self, messages: Sequence[Any]) -> list[Finding]:
+        for pos, raw in enumerate(messages):
+            try:
+                self.msgs.append(raw if self.taken(raw) else coerce_message(raw, position=pos))
+            except MessageLogError as exc:
+                self.msgs.append(None)
+                self.out.append(
+                    Finding("invalid_message", pos, None, str(exc), self.every, error=exc)
+                )
+        made_at: dict[str, int] = {}  # call id -> position of the first message making it
+        for pos, m in enumerate(self.msgs):
+            if isinstance(m, AIMessage):
+                for call in calls_of(m):
+                    made_at.setdefault(call.get("id") or "", pos)
+        last = len(self.msgs) - 1
+        for pos, m in enumerate(self.msgs):
+            if isinstance(m, ToolMessage):
+                self._result(pos, m, made_at)
+            elif m is not None:
+                self._message(pos, m, last)
+        for cid, (at, ai_id, name) in self.open.items():
+            self._add("open_call", at, ai_id,
+                      f"call {cid!r} ({name}) has no result (the history ends here)",
+                      cid, name)
+        self.out.sort(key=lambda f: f.position)
+        return self.out
+
+    def _add(self, kind: str, pos: int, mid: str | None, detail: str,
+             call_id: str | None = None, name: str | None = None,
+             closed_by: int | None = None, profiles: tuple[str, ...] | None = None) -> None:
+        self.out.append(Finding(kind, pos, mid, detail, profiles or self.every, call_id, name,
+                                closed_by))
+
+    def _result(self, pos: int, m: ToolMessage, made_at: dict[str, int]) -> None:
+        cid = m.tool_call_id
+        if cid in self.open:
+            del self.open[cid]
+            self.answered[cid] = pos
+        elif cid in self.answered:
+            self._add("duplicate_result", pos, m.id, f"second result for call {cid!r} "
+                      f"(first at position {self.answered[cid]})", cid, m.name)
+        elif made_at.get(cid, -1) > pos:
+            self._add("result_before_call", pos, m.id, f"result for call {cid!r}, which the "
+                      f"message at position {made_at[cid]} makes later", cid, m.name)
+        elif cid in self.moved_past:
+            self._add("orphan_result", pos, m.id, f"result for call {cid!r} comes after the "
+                      f"conversation moved on (position {self.moved_past[cid]})", cid, m.name)
+        else:
+            self._add("orphan_result", pos, m.id,
+                      f"result for call {cid!r}, which no earlier message made", cid, m.name)
+
+    def _message(self, pos: int, m: BaseMessage, last: int) -> None:
         role = role_of(m)
-        if isinstance(m, ToolMessage):
-            cid = m.tool_call_id
-            if cid in open_:
-                del open_[cid]
-                answered[cid] = pos
-            elif cid in answered:
-                out.append(
-                    Finding(
-                        "duplicate_result",
-                        pos,
-                        m.id,
-                        f"second result for call {cid!r} (first at position {answered[cid]})",
-                        every,
-                        cid,
-                        m.name,
-                    )
-                )
-            elif made_at.get(cid, -1) > pos:
-                out.append(
-                    Finding(
-                        "result_before_call",
-                        pos,
-                        m.id,
-                        f"result for call {cid!r}, which the message at position "
-                        f"{made_at[cid]} makes later",
-                        every,
-                        cid,
-                        m.name,
-                    )
-                )
-            elif cid in moved_past:
-                out.append(
-                    Finding(
-                        "orphan_result",
-                        pos,
-                        m.id,
-                        f"result for call {cid!r} comes after the conversation moved on "
-                        f"(position {moved_past[cid]})",
-                        every,
-                        cid,
-                        m.name,
-                    )
-                )
-            else:
-                out.append(
-                    Finding(
-                        "orphan_result",
-                        pos,
-                        m.id,
-                        f"result for call {cid!r}, which no earlier message made",
-                        every,
-                        cid,
-                        m.name,
-                    )
-                )
-            continue
-        for cid, (at, ai_id, name) in open_.items():
-            out.append(
-                Finding(
-                    "open_call",
-                    at,
-                    ai_id,
-                    f"call {cid!r} ({name}) has no result before the {role} message at "
-                    f"position {pos}",
-                    every,
-                    cid,
-                    name,
-                    pos,
-                )
-            )
-            moved_past[cid] = pos
-        open_.clear()
+        for cid, (at, ai_id, name) in self.open.items():
+            self._add("open_call", at, ai_id, f"call {cid!r} ({name}) has no result before "
+                      f"the {role} message at position {pos}", cid, name, pos)
+            self.moved_past[cid] = pos
+        self.open.clear()
         if role in ("system", "developer"):
-            if conversation and late_system:
-                out.append(
-                    Finding(
-                        "system_out_of_place",
-                        pos,
-                        m.id,
-                        f"{role} message after the conversation started",
-                        late_system,
-                    )
-                )
-        elif not conversation:
-            conversation = True
-            if role != "user" and user_first:
-                out.append(
-                    Finding(
-                        "first_not_user",
-                        pos,
-                        m.id,
-                        f"the conversation starts with a {role} message, not a user one",
-                        user_first,
-                    )
-                )
+            if self.conversation and self.late_system:
+                self._add("system_out_of_place", pos, m.id,
+                          f"{role} message after the conversation started",
+                          profiles=self.late_system)
+        elif not self.conversation:
+            self.conversation = True
+            if role != "user" and self.user_first:
+                self._add("first_not_user", pos, m.id, f"the conversation starts with a "
+                          f"{role} message, not a user one", profiles=self.user_first)
         calls = calls_of(m) if isinstance(m, AIMessage) else []
-        if not calls and pos != last and no_empty and not _text_of(m).strip():
-            out.append(
-                Finding("empty_content", pos, m.id, f"{role} message with no content", no_empty)
-            )
+        if not calls and pos != last and self.no_empty and not _text_of(m).strip():
+            self._add("empty_content", pos, m.id, f"{role} message with no content",
+                      profiles=self.no_empty)
         for call in calls:
-            cid = call.get("id") or ""
-            name = call.get("name")
-            if not cid:
-                out.append(
-                    Finding(
-                        "call_without_id",
-                        pos,
-                        m.id,
-                        f"call {name!r} has no id, so no result can answer it",
-                        every,
-                        None,
-                        name,
-                    )
-                )
-            elif cid in seen:
-                out.append(
-                    Finding(
-                        "duplicate_call_id",
-                        pos,
-                        m.id,
-                        f"call id {cid!r} is used twice",
-                        every,
-                        cid,
-                        name,
-                    )
-                )
-            else:
-                seen.add(cid)
-                open_[cid] = (pos, m.id, name)
-    for cid, (at, ai_id, name) in open_.items():
-        out.append(
-            Finding(
-                "open_call",
-                at,
-                ai_id,
-                f"call {cid!r} ({name}) has no result (the history ends here)",
-                every,
-                cid,
-                name,
-            )
-        )
-    out.sort(key=lambda f: f.position)
-    return out
+            self._call(pos, m, call.get("id") or "", call.get("name"))
+
+    def _call(self, pos: int, m: BaseMessage, cid: str, name: str | None) -> None:
+        if not cid:
+            self._add("call_without_id", pos, m.id,
+                      f"call {name!r} has no id, so no result can answer it", None, name)
+        elif cid in self.seen:
+            self._add("duplicate_call_id", pos, m.id, f"call id {cid!r} is used twice",
+                      cid, name)
+        else:
+            self.seen.add(cid)
+            self.open[cid] = (pos, m.id, name)

@@ -1,10 +1,11 @@
-"""Provider and server profiles as data, and `validate`: would this provider accept this history?
+"""Provider and server profiles as data.
 
 A profile states a provider's rules about message *structure* — where system and
 developer text go, how tool results travel, whether `name` is sent — as plain fields
-that can be read and printed (`PROFILES`). `validate` applies the structural rules every
-tool-calling provider shares (each result answers one earlier call; a call is answered
-before the conversation moves on) plus the profile's own.
+that can be read and printed (`PROFILES`). `threadlog.providers.problems` applies them,
+with the structural rules every tool-calling provider shares (each result answers one
+earlier call; a call is answered before the conversation moves on): `find_problems`
+lists every problem, `validate` raises the first.
 
 Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`, `vllm`,
 `lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible server:
@@ -17,16 +18,10 @@ the tool-choice and streaming rules. Each row says where its rules come from (`s
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-
-from threadlog.errors import InvalidMessageError, ToolPairingError
-from threadlog.log.messages import calls_of, coerce_message, is_stored_form, role_of
-
-__all__ = ["PROFILES", "SERVER_PROFILES", "Profile", "get_profile", "validate"]
+__all__ = ["PROFILES", "SERVER_PROFILES", "Profile", "get_profile"]
 
 
 @dataclass(frozen=True)
@@ -253,113 +248,3 @@ def get_profile(profile: str | Profile) -> Profile:
         raise ValueError(
             f"unknown provider profile {profile!r}; known: {', '.join(PROFILES)}"
         ) from None
-
-
-def validate(
-    messages: Sequence[Any],
-    profile: str | Profile = "openai-chat",
-    *,
-    allow_pending_calls: bool = True,
-    checked: bool = False,
-) -> None:
-    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`.
-
-    Checks: every message is storable; every tool result answers a call of an earlier
-    AIMessage that is still open (no orphan, no duplicate); every call is answered
-    before any later non-tool message; plus the profile's placement rules. Calls still
-    open at the very end are allowed unless `allow_pending_calls=False` (a history
-    about to be *sent* must have none). Returns None when the history is acceptable.
-
-    `checked=True` says the messages come from a log, which checked each one when it was
-    appended: messages of the exact stored types with an id are then not re-coerced
-    (`ModelNode` validates every call's context; re-checking the whole history each
-    turn cost more than the rules themselves).
-    """
-    prof = get_profile(profile)
-    open_calls: dict[str, tuple[int, str]] = {}  # call id -> (ai position, ai id)
-    answered: dict[str, str | None] = {}
-    seen_conversation = False
-    first_non_system: str | None = None
-    for pos, raw in enumerate(messages):
-        msg: BaseMessage = (
-            raw if checked and is_stored_form(raw) else coerce_message(raw, position=pos)
-        )
-        role = role_of(msg)
-        if isinstance(msg, ToolMessage):
-            cid = msg.tool_call_id
-            if cid in answered:
-                raise ToolPairingError(
-                    f"second result for call {cid!r} (first: {answered[cid]!r})",
-                    message_id=msg.id,
-                    role=role,
-                    position=pos,
-                    fix="drop the duplicate; each call gets exactly one result",
-                )
-            if cid not in open_calls:
-                raise ToolPairingError(
-                    f"tool result answers call {cid!r}, which no earlier AIMessage "
-                    "made (or a later message already closed it)",
-                    message_id=msg.id,
-                    role=role,
-                    position=pos,
-                    fix="keep each result right after the AIMessage that requested it",
-                )
-            del open_calls[cid]
-            answered[cid] = msg.id
-            continue
-        if open_calls:
-            cid, (ai_pos, ai_id) = next(iter(open_calls.items()))
-            raise ToolPairingError(
-                f"call {cid!r} of the AIMessage at position {ai_pos} has no result "
-                f"before this {role} message",
-                message_id=msg.id,
-                role=role,
-                position=pos,
-                fix="answer every call first (threadlog.ModelNode repairs unanswered "
-                "calls with an explicit error result)",
-            )
-        if role in ("system", "developer"):
-            if seen_conversation and not prof.system_anywhere:
-                raise InvalidMessageError(
-                    f"{prof.description} takes system text only before the "
-                    "conversation",
-                    message_id=msg.id,
-                    role=role,
-                    position=pos,
-                    fix="put system/developer messages first",
-                )
-        else:
-            seen_conversation = True
-            if first_non_system is None:
-                first_non_system = role
-                if prof.first_turn_user and role != "user":
-                    raise InvalidMessageError(
-                        f"{prof.description} needs the conversation to start with a "
-                        f"user message, not {role}",
-                        message_id=msg.id,
-                        role=role,
-                        position=pos,
-                        fix="keep the turn's user message when trimming",
-                    )
-        if isinstance(msg, AIMessage):
-            for call in calls_of(msg):  # invalid_tool_calls need results too
-                cid = call["id"] or ""
-                if cid in answered or cid in open_calls:
-                    raise ToolPairingError(
-                        f"call id {cid!r} is used twice",
-                        message_id=msg.id,
-                        role=role,
-                        position=pos,
-                        fix="each tool call needs an id unique in the history",
-                    )
-                open_calls[cid] = (pos, msg.id or "")
-    if open_calls and not allow_pending_calls:
-        cid, (ai_pos, ai_id) = next(iter(open_calls.items()))
-        raise ToolPairingError(
-            f"call {cid!r} of the AIMessage at position {ai_pos} has no result at the "
-            "end of the history",
-            message_id=ai_id,
-            role="assistant",
-            position=ai_pos,
-            fix="run the tools, or repair the unanswered call before the model call",
-        )

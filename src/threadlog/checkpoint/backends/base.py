@@ -22,8 +22,8 @@ Contract:
   `postgres.py`.
 * Queries with sync and async users are written once, sans-IO: a step generator yields
   `Query`s (SQL, params, a per-row parser that runs as rows stream in, so blobs are dropped
-  early) and gets each one's parsed rows back; `drive` / `adrive` run one over a sync or an
-  async executor.
+  early) and gets each one's parsed rows back; `queries(steps, execute)` makes it a flow,
+  run by `threadlog.flows`' two drivers over a sync or an async executor.
 * Locks are taken by one flow for both drivers, `take_lock` (and given back by
   `release_lock`, shielded from cancellation): a store's lock call is one
   attempt that never waits on a lock another run holds (at most one statement's round
@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 
-from threadlog.flows import Flow, Io, arun, run
+from threadlog.flows import Flow, Io
 
 __all__ = [
     "Backend",
@@ -64,8 +64,6 @@ __all__ = [
     "Steps",
     "StoredWrite",
     "Walk",
-    "adrive",
-    "drive",
     "lock_bound",
     "release_lock",
     "take_lock",
@@ -110,26 +108,21 @@ def parse_rows(query: Query, rows: Any) -> list[Any]:
     return list(rows) if query.row is None else [query.row(r) for r in rows]
 
 
-def drive(steps: Steps[T], execute: Callable[[Query], list[Any]]) -> T:
-    """Run `steps` with a sync executor (`execute(query)` → parsed rows)."""
-    return run(_executed(steps, execute, None))
-
-
-async def adrive(steps: Steps[T], execute: Callable[[Query], Awaitable[list[Any]]]) -> T:
-    """Run `steps` with an async executor."""
-    return await arun(_executed(steps, None, execute))
-
-
-def _executed(steps: Steps[T], execute: Any, aexecute: Any) -> Flow[T]:
-    """The query steps as one flow (`threadlog.flows`): each query is one `Io` whose two
-    forms are the backend's executors."""
+def queries(
+    steps: Steps[T],
+    execute: Callable[[Query], list[Any]] | None = None,
+    aexecute: Callable[[Query], Awaitable[list[Any]]] | None = None,
+) -> Flow[T]:
+    """The query steps as one flow (`threadlog.flows`), driven by `run` (with `execute`,
+    a sync executor: query → parsed rows) or `arun` (with `aexecute`): each query is one
+    `Io` whose two forms are the backend's executors."""
     rows: Any = None
     while True:
         try:
             query = steps.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        rows = yield Io(execute, aexecute, (query,))
+        rows = yield Io(execute, aexecute, (query,))  # type: ignore[arg-type]
 
 
 # -- maintenance: what a thread lifecycle operation changes, applied in one transaction --

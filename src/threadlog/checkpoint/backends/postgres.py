@@ -50,13 +50,12 @@ from threadlog.checkpoint.backends.base import (
     StoredWrite,
     Walk,
     add_sizes,
-    adrive,
     attribute_blobs,
     collect_writes,
-    drive,
     link_row,
     lock_bound,
     parse_rows,
+    queries,
 )
 from threadlog.flows import Flow, Io, arun, run
 
@@ -307,7 +306,7 @@ class PostgresBackend(CheckpointsListings, Backend):
                 cur.execute(q.sql, q.params)
                 return parse_rows(q, cur.fetchall())
 
-            return drive(steps, execute)
+            return run(queries(steps, execute))
 
     def checkpoint_links(self, thread_id: str) -> list[Link]:
         return self._run(_one(Query(_LINKS_SQL, (thread_id,), link_row)))  # type: ignore[no-any-return]
@@ -327,7 +326,7 @@ class PostgresBackend(CheckpointsListings, Backend):
                 cur.execute(q.sql, q.params, prepare=False)
                 return list(cur.fetchall()) if cur.description else []
 
-            drive(maintain_steps(self.saver, plan), execute)
+            run(queries(maintain_steps(self.saver, plan), execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
@@ -402,7 +401,7 @@ class AsyncPostgresBackend(Backend):
                 await cur.execute(q.sql, q.params)
                 return parse_rows(q, await cur.fetchall())
 
-            return await adrive(steps, execute)
+            return await arun(queries(steps, aexecute=execute))
 
     async def acheckpoint_links(self, thread_id: str) -> list[Link]:
         rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
@@ -422,7 +421,7 @@ class AsyncPostgresBackend(Backend):
                 await cur.execute(q.sql, q.params, prepare=False)
                 return list(await cur.fetchall()) if cur.description else []
 
-            await adrive(maintain_steps(self.saver, plan), execute)
+            await arun(queries(maintain_steps(self.saver, plan), aexecute=execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)

@@ -60,13 +60,13 @@ from threadlog.checkpoint.backends.base import (
     StoredWrite,
     Walk,
     add_sizes,
-    adrive,
     collect_writes,
-    drive,
     link_row,
     lock_bound,
     parse_rows,
+    queries,
 )
+from threadlog.flows import arun, run
 
 __all__ = [
     "DEFAULT_LOCK_FILES",
@@ -413,7 +413,7 @@ class SqliteBackend(CheckpointsListings, Backend):
         with self.saver.lock:
             cur = self.saver.conn.cursor()
             try:
-                return drive(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params)))
+                return run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
             finally:
                 cur.close()
 
@@ -430,7 +430,7 @@ class SqliteBackend(CheckpointsListings, Backend):
             try:
                 cur.execute("BEGIN IMMEDIATE")
                 steps = maintain_steps(self.saver, plan)
-                drive(steps, lambda q: list(cur.execute(q.sql, q.params)))
+                run(queries(steps, lambda q: list(cur.execute(q.sql, q.params))))
                 cur.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -503,7 +503,7 @@ class AsyncSqliteBackend(Backend):
             return out
 
         async with saver.lock:
-            return await adrive(steps, execute)
+            return await arun(queries(steps, aexecute=execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return SqliteHeadStore(location, None, max_lock_connections)
@@ -524,7 +524,7 @@ class AsyncSqliteBackend(Backend):
                 await saver.conn.commit()
             await saver.conn.execute("BEGIN IMMEDIATE")
             try:
-                await adrive(maintain_steps(saver, plan), execute)
+                await arun(queries(maintain_steps(saver, plan), aexecute=execute))
                 await saver.conn.execute("COMMIT")
             except BaseException:
                 if saver.conn.in_transaction:
