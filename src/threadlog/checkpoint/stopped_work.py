@@ -103,6 +103,7 @@ from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.receipts import RECEIPT_CHANNEL
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
@@ -498,7 +499,7 @@ def _walk(
             sub_writes = sub.pending_writes or ()
             failed = {task for task, channel, _ in sub_writes if channel in _UNFINISHED}
             for task, channel, value in sub_writes:
-                if channel == STARTED_CHANNEL:
+                if channel in (STARTED_CHANNEL, RECEIPT_CHANNEL):
                     markers.append((task, channel, value))
                     continue
                 if task in failed:
