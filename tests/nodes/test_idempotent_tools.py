@@ -62,6 +62,10 @@ def _tools(fx: Effects) -> tuple[BaseTool, BaseTool]:
     return pay, boom
 
 
+def _route(s: threadlog.MessagesState) -> str:
+    return "tools" if getattr(s["messages"][-1], "tool_calls", None) else END
+
+
 def _graph(node: Any, checkpointer: Any, reply: AIMessage) -> Any:
     def model(state: threadlog.MessagesState) -> dict[str, Any]:
         if any(isinstance(m, AIMessage) for m in state["messages"]):
@@ -72,9 +76,7 @@ def _graph(node: Any, checkpointer: Any, reply: AIMessage) -> Any:
     g.add_node("model", model)
     g.add_node("tools", node)
     g.add_edge(START, "model")
-    g.add_conditional_edges(
-        "model", lambda s: "tools" if getattr(s["messages"][-1], "tool_calls", None) else END, ["tools", END]
-    )
+    g.add_conditional_edges("model", _route, ["tools", END])
     g.add_edge("tools", "model")
     return g.compile(checkpointer=checkpointer)
 
@@ -82,7 +84,9 @@ def _graph(node: Any, checkpointer: Any, reply: AIMessage) -> Any:
 def _node(kind: str, fx: Effects) -> Any:
     pay, boom = _tools(fx)
     if kind == "threadlog":
-        return ToolNode([pay, boom], idempotent=["pay"], max_concurrency=1, handle_tool_errors=False)
+        return ToolNode(
+            [pay, boom], idempotent=["pay"], max_concurrency=1, handle_tool_errors=False
+        )
     # LangGraph's own node: the tool is marked by object, the only way it knows.
     return LangGraphToolNode([threadlog.idempotent(pay), boom])
 
@@ -181,7 +185,11 @@ def test_a_plain_function_and_a_basetool_subclass_can_be_marked() -> None:
 
     node = ToolNode([threadlog.idempotent(refund), threadlog.idempotent(Ship())])
     node.invoke(
-        {"messages": [request(call("refund", {"order": "o"}, "c1"), call("ship", {"order": "o"}, "c2"))]},
+        {
+            "messages": [
+                request(call("refund", {"order": "o"}, "c1"), call("ship", {"order": "o"}, "c2"))
+            ]
+        },
         {"configurable": {"thread_id": "t"}},
     )
     assert sorted(seen) == sorted([call_key("t", "", "c1"), call_key("t", "", "c2")])
@@ -250,7 +258,9 @@ def test_new_input_logs_the_receipt_of_a_marked_tool_that_returned_as_its_real_r
     with pytest.raises(KeyboardInterrupt):
         graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg, durability=durability)
     fx.die = False
-    out = graph.invoke({"messages": [HumanMessage("and now?", id="h-2")]}, cfg, durability=durability)
+    out = graph.invoke(
+        {"messages": [HumanMessage("and now?", id="h-2")]}, cfg, durability=durability
+    )
     results = by_call(out["messages"])
     assert len(fx.keys) == 1
     assert results["c-pay"].content == f"charged 5 ({fx.keys[0]})"
@@ -286,9 +296,11 @@ def test_a_marked_call_whose_step_was_stored_never_runs_again(
     # The crash comes after the tool step's checkpoint: in the next model step.
     fx = Effects()
     fx.die = False
-    pay, boom = _tools(fx)
-    node = ToolNode([pay], idempotent=["pay"]) if kind == "threadlog" else LangGraphToolNode(
-        [threadlog.idempotent(pay)]
+    pay, _ = _tools(fx)
+    node = (
+        ToolNode([pay], idempotent=["pay"])
+        if kind == "threadlog"
+        else LangGraphToolNode([threadlog.idempotent(pay)])
     )
     state = {"dies": True}
 
@@ -303,9 +315,7 @@ def test_a_marked_call_whose_step_was_stored_never_runs_again(
     g.add_node("model", model)
     g.add_node("tools", node)
     g.add_edge(START, "model")
-    g.add_conditional_edges(
-        "model", lambda s: "tools" if getattr(s["messages"][-1], "tool_calls", None) else END, ["tools", END]
-    )
+    g.add_conditional_edges("model", _route, ["tools", END])
     g.add_edge("tools", "model")
     graph = g.compile(checkpointer=saver)
     cfg = _cfg(f"after-{kind}-{durability}")
@@ -333,6 +343,6 @@ def test_inspect_shows_the_key_next_to_the_call(saver: Any) -> None:
     rows = {r["call_id"]: r for r in pairs.rows()}
     assert rows["c-pay"]["idempotency_key"] == fx.keys[0]
     assert rows["c-boom"]["idempotency_key"] is None
-    shown = {str(r["call"][0] if isinstance(r["call"], list) else r["call"]): r["call"] for r in pairs.html_rows()}
-    assert shown["c-pay"] == ["c-pay", f"key {fx.keys[0]}"]
+    shown = [r["call"] for r in pairs.html_rows()]
+    assert ["c-pay", f"key {fx.keys[0]}"] in shown and "c-boom" in shown
     assert any("idempotency key" in n for n in pairs.notes())
