@@ -346,3 +346,102 @@ def test_inspect_shows_the_key_next_to_the_call(saver: Any) -> None:
     shown = [r["call"] for r in pairs.html_rows()]
     assert ["c-pay", f"key {fx.keys[0]}"] in shown and "c-boom" in shown
     assert any("idempotency key" in n for n in pairs.notes())
+
+
+# -- a marked tool that never reported back: run again, same key -------------------------
+
+
+def _dying_pay(fx: Effects) -> BaseTool:
+    @tool
+    def pay(amount: int) -> str:
+        """Charge an amount; the first attempt dies inside the tool, after the charge."""
+        key = threadlog.idempotency_key()
+        with fx.lock:
+            fx.keys.append(key)
+        if fx.die:
+            raise KeyboardInterrupt("the process dies inside the tool")
+        return f"charged {amount} ({key})"
+
+    return pay
+
+
+@pytest.mark.parametrize("kind", ["threadlog", "langgraph"])
+@pytest.mark.parametrize("recovery", ["resume", "new input"])
+def test_a_marked_call_killed_inside_its_tool_runs_again_with_the_same_key(
+    saver: Any, kind: str, recovery: str
+) -> None:
+    fx = Effects()
+    pay = _dying_pay(fx)
+    node = (
+        ToolNode([pay], idempotent=["pay"], handle_tool_errors=False)
+        if kind == "threadlog"
+        else LangGraphToolNode([threadlog.idempotent(pay)])
+    )
+    graph = _graph(node, saver, request(PAY))
+    cfg = _cfg(f"inside-{kind}-{recovery}")
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+    fx.die = False
+    given = None if recovery == "resume" else {"messages": [HumanMessage("and?", id="h-2")]}
+    out = graph.invoke(given, cfg)
+    assert len(fx.keys) == 2 and len(set(fx.keys)) == 1  # run again, with the same key
+    result = by_call(out["messages"])["c-pay"]
+    assert result.content == f"charged 5 ({fx.keys[0]})" and result.status == "success"
+    # Answered once, and never again by later turns.
+    out = graph.invoke({"messages": [HumanMessage("more", id="h-3")]}, cfg)
+    assert len(fx.keys) == 2
+    assert [m.tool_call_id for m in out["messages"] if isinstance(m, ToolMessage)] == ["c-pay"]
+
+
+def test_an_unmarked_call_killed_inside_its_tool_is_still_outcome_unknown_on_new_input(
+    saver: Any,
+) -> None:
+    runs: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Charge an amount (no key: not marked); the first attempt dies inside."""
+        runs.append(amount)
+        if len(runs) == 1:
+            raise KeyboardInterrupt("the process dies inside the tool")
+        return "charged"
+
+    graph = _graph(ToolNode([pay], handle_tool_errors=False), saver, request(PAY))
+    cfg = _cfg("inside-unmarked")
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+    out = graph.invoke({"messages": [HumanMessage("and?", id="h-2")]}, cfg)
+    assert runs == [5]  # not run again
+    assert by_call(out["messages"])["c-pay"].content == OUTCOME_UNKNOWN
+
+
+async def test_a_cancelled_run_resumes_a_marked_async_tool_with_the_same_key(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    keys: list[str] = []
+    started = asyncio.Event()
+
+    @tool
+    async def pay(amount: int) -> str:
+        """Charge an amount, slowly."""
+        keys.append(threadlog.idempotency_key())
+        started.set()
+        if len(keys) == 1:
+            await asyncio.sleep(30)
+        return f"charged {amount} ({keys[-1]})"
+
+    async with threadlog.acheckpointer(f"sqlite:///{tmp_path}/async.db") as cp:
+        graph = _graph(ToolNode([pay], idempotent=["pay"]), cp, request(PAY))
+        cfg = _cfg("cancelled")
+        task = asyncio.ensure_future(
+            graph.ainvoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+        )
+        await asyncio.wait_for(started.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        out = await graph.ainvoke(None, cfg)
+    assert len(keys) == 2 and keys[0] == keys[1]
+    assert by_call(out["messages"])["c-pay"].content == f"charged 5 ({keys[0]})"

@@ -43,7 +43,9 @@ Contract:
   had stored is read back with `recover` and logged as stored; a call whose tool had
   started — the tool node's marker, read by the same `recover` walk, or for a call a
   subgraph made, met by the subgraph walk in the namespace its tool step ran in — is
-  answered "outcome unknown" instead) — unless the input itself answers the call. The
+  answered "outcome unknown" instead; a call of a tool marked idempotent that has no
+  stored result or receipt is run again with its key, `threadlog.nodes.tools.rerun`,
+  and answered with its real result) — unless the input itself answers the call. The
   open calls are those of the head's logs with the carried work in them (`_after`).
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
@@ -187,6 +189,7 @@ class _Abandon:
     channels: tuple[str, ...]  # the message-log channels the running graph declares
     answered: frozenset[str]  # call ids the input itself answers: left to it
     recovered: Mapping[str, ToolMessage] = field(default_factory=dict)
+    nodes: Mapping[str, Any] = field(default_factory=dict)  # the running graph's nodes
 
 
 def _abandoning(loop: Any) -> _Abandon:
@@ -194,7 +197,7 @@ def _abandoning(loop: Any) -> _Abandon:
 
     specs: Mapping[str, Any] = loop.specs
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
-    return _Abandon(channels, _answered_by(loop.input, channels))
+    return _Abandon(channels, _answered_by(loop.input, channels), nodes=loop.nodes)
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -383,6 +386,12 @@ def _carry_flow(
         stored = yield from recover_flow(
             saver, tup.config, list(calls), requests=_requests(calls), markers=markers
         )
+        # Idempotent tools' calls are run again with their key instead of answered
+        # with a guess (`threadlog.nodes.tools.rerun`).
+        from threadlog.nodes.tools.rerun import rerun_flow
+
+        conf = tup.config["configurable"]
+        stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
         abandon = replace(abandon, recovered=stored)
     return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
 
