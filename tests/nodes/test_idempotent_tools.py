@@ -445,3 +445,22 @@ async def test_a_cancelled_run_resumes_a_marked_async_tool_with_the_same_key(
         out = await graph.ainvoke(None, cfg)
     assert len(keys) == 2 and keys[0] == keys[1]
     assert by_call(out["messages"])["c-pay"].content == f"charged 5 ({keys[0]})"
+
+
+def test_check_repair_answers_a_marked_call_that_returned_with_its_receipt(
+    tmp_path: Path, saver: Any
+) -> None:
+    from threadlog.cli import main
+
+    fx = Effects()
+    graph = _graph(_node("threadlog", fx), saver, request(PAY, BOOM))
+    cfg = _cfg("repair")
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+    assert main(["check", "--db", f"sqlite:///{tmp_path}/t.db", "--repair"]) in (0, 1)
+    messages = graph.get_state(cfg).values["messages"]
+    results = by_call(messages)
+    assert results["c-pay"].content == f"charged 5 ({fx.keys[0]})"
+    assert results["c-pay"].response_metadata[KEY_METADATA] == fx.keys[0]
+    assert results["c-boom"].content == NOT_COMPLETED  # unmarked: as today
+    assert len(fx.keys) == 1
