@@ -226,7 +226,11 @@ def _run(
     kw = {} if durability is None else {"durability": durability}
     with threadlog.checkpointer(url) as saver:
         graph = build(service, saver, thread, plan)
-        graph.invoke(given, {"configurable": {"thread_id": thread}}, **kw)
+        cfg = {"configurable": {"thread_id": thread}}
+        if given is None and not graph.get_state(cfg).values:
+            # Killed before the run stored anything: a user sends the message again.
+            given = {"messages": [HumanMessage("pay three bills", id=f"{thread}-h1")]}
+        graph.invoke(given, cfg, **kw)
 
 
 def _forked(target: Any, *args: Any) -> multiprocessing.Process:
@@ -368,6 +372,8 @@ def run_trials(
     service = root / "payments.sqlite"
     if backend == "sqlite":
         url = f"sqlite:///{root / 'checkpoints.sqlite'}"
+    elif backend.startswith(("postgres://", "postgresql://", "sqlite://")):
+        url = backend  # a ready database URL (the tests' `backend` fixture)
     else:
         url = pg_url or _pgserver_url()
     turn = calibrate(url, service)
