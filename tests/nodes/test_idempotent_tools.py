@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import InjectedState
 from langgraph.prebuilt import ToolNode as LangGraphToolNode
 
 import threadlog
@@ -464,3 +465,52 @@ def test_check_repair_answers_a_marked_call_that_returned_with_its_receipt(
     assert results["c-pay"].response_metadata[KEY_METADATA] == fx.keys[0]
     assert results["c-boom"].content == NOT_COMPLETED  # unmarked: as today
     assert len(fx.keys) == 1
+
+
+def test_a_marked_call_that_cannot_run_again_on_new_input_is_outcome_unknown(
+    saver: Any,
+) -> None:
+    # It needs the graph state, which only its node injects: the re-run fails, and as
+    # no "started" marker is stored for a marked tool, the honest answer is "unknown".
+    runs: list[str] = []
+
+    @tool
+    def pay(amount: int, state: Annotated[dict, InjectedState]) -> str:
+        """Charge an amount, reading the state."""
+        runs.append(threadlog.idempotency_key())
+        if len(runs) == 1:
+            raise KeyboardInterrupt("the process dies inside the tool")
+        return f"charged {amount}"
+
+    graph = _graph(
+        ToolNode([pay], idempotent=["pay"], handle_tool_errors=False), saver, request(PAY)
+    )
+    cfg = _cfg("cannot-rerun")
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+    out = graph.invoke({"messages": [HumanMessage("and?", id="h-2")]}, cfg)
+    assert len(runs) == 1
+    assert by_call(out["messages"])["c-pay"].content == OUTCOME_UNKNOWN
+
+
+def test_new_input_re_runs_a_marked_call_a_subgraphs_tool_node_made_with_its_key(
+    saver: Any,
+) -> None:
+    fx = Effects()
+    pay = _dying_pay(fx)
+    inner = _graph(
+        ToolNode([pay], idempotent=["pay"], handle_tool_errors=False), None, request(PAY)
+    )
+    outer = StateGraph(threadlog.MessagesState)
+    outer.add_node("agent", inner)
+    outer.add_edge(START, "agent")
+    outer.add_edge("agent", END)
+    graph = outer.compile(checkpointer=saver)
+    cfg = _cfg("subgraph")
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
+    fx.die = False
+    out = graph.invoke({"messages": [HumanMessage("and?", id="h-2")]}, cfg)
+    assert len(fx.keys) == 2 and len(set(fx.keys)) == 1
+    assert fx.keys[0] == call_key("subgraph", "agent|tools", "c-pay")
+    assert by_call(out["messages"])["c-pay"].content == f"charged 5 ({fx.keys[0]})"

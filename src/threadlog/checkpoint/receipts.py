@@ -49,12 +49,16 @@ __all__ = [
     "KEY_METADATA",
     "RECEIPT_CHANNEL",
     "find_receipt",
+    "is_receipt",
+    "is_receipt_task",
     "receipt_message",
     "receipt_write",
 ]
 
 RECEIPT_CHANNEL = "__threadlog_receipt__"
 """Never a channel of a graph: LangGraph applies nothing from it."""
+
+_TASK_PREFIX = "threadlog-receipt:"
 
 KEY_METADATA = "threadlog_idempotency_key"
 """`response_metadata` key of a result served from, or rebuilt from, a receipt."""
@@ -73,7 +77,12 @@ def receipt_write(
         "format": response_format,
         "at": at,
     }
-    return f"threadlog-receipt:{call_id}:{at}", [(RECEIPT_CHANNEL, record)]
+    return f"{_TASK_PREFIX}{call_id}:{at}", [(RECEIPT_CHANNEL, record)]
+
+
+def is_receipt_task(task_id: str, call_id: str) -> bool:
+    """Whether `task_id` is the task id of a receipt of `call_id` (`receipt_write`)."""
+    return task_id.startswith(f"{_TASK_PREFIX}{call_id}:")
 
 
 def find_receipt(writes: Iterable[PendingWrite], call_id: str) -> Mapping[str, Any] | None:

@@ -35,7 +35,9 @@ Contract:
   no change to either.
 * **Receipts.** Marking also wraps what the tool runs (a `StructuredTool`'s `func` /
   `coroutine`; another `BaseTool`'s `_run` / `_arun`, by a subclass made for it). Each
-  attempt first reads the checkpoint its step runs from: a receipt of this call there
+  attempt first looks at the checkpoint its step runs from (on threadlog's saver, one
+  query of its write keys, the checkpoint read only when one is a receipt of the call;
+  on any other saver, `get_tuple`): a receipt of this call there
   (`threadlog.checkpoint.receipts`) is returned as the tool's return value without
   running the tool. Otherwise the tool runs with the key set, and what it returned is
   stored as a receipt before the tool's run ends — before the node can answer the call.
@@ -62,7 +64,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools import tool as make_tool
 
 from threadlog._upstream import PREGEL
-from threadlog.checkpoint.receipts import find_receipt, receipt_write
+from threadlog.checkpoint.guard import GuardLayer
+from threadlog.checkpoint.layered import layer_of
+from threadlog.checkpoint.receipts import find_receipt, is_receipt_task, receipt_write
 from threadlog.checkpoint.recover import node_checkpoint
 from threadlog.errors import IdempotencyError
 from threadlog.flows import Flow, arun, call, run
@@ -318,9 +322,24 @@ class _Attempt:
         if found is None or "checkpoint_id" not in found[1]["configurable"]:
             return None
         saver, at = found
+        guard = layer_of(saver, GuardLayer)
         try:
+            if guard is not None:
+                # threadlog's saver: one cheap query of the step's write keys; the
+                # checkpoint is read only when a receipt of this call is there.
+                keys = yield from guard.write_keys_flow(at)
+                if not any(is_receipt_task(task, self.cid) for task, _ in keys):
+                    return None
             tup = yield from call(saver, "get_tuple", at)
         except NotImplementedError:
+            return None
+        except Exception as e:  # no receipt read: the tool runs, with its key
+            _log.warning(
+                "threadlog: could not look for the receipt of tool call %r: %s: %s",
+                self.cid,
+                type(e).__name__,
+                e,
+            )
             return None
         if tup is None:
             return None  # the step's checkpoint is not stored yet: a first attempt

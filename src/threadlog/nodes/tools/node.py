@@ -35,7 +35,8 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
   finished siblings are kept. Approvals (`requires_approval`) are asked before any tool
   runs, so they never cause a re-run (see `tools_approval`).
-* **Started calls.** Before a call's tool runs, the node stores a "started" marker
+* **Started calls.** Before a call's tool runs (an idempotent tool's excepted: its
+  receipt and a re-run with its key take the marker's place), the node stores a "started" marker
   through the run's checkpointer, and a "stopped" one when the tool raised or paused
   (`started`): a call the run then abandons is answered "outcome unknown" when its tool
   started and never reported back, "not completed" when it never started
@@ -351,13 +352,17 @@ class ToolNode(_LangGraphToolNode):
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        yield from note_flow(job.config, job.call, "started")
+        # An idempotent tool needs no marker: its receipt says it returned, and a call
+        # without one is run again with its key (`threadlog.nodes.tools.rerun`).
+        marked = is_idempotent(job.tool)
+        if not marked:
+            yield from note_flow(job.config, job.call, "started")
         async_run = None if pool is None else functools.partial(run_async, pool=pool)
         outcome: Outcome = yield Io(run_sync, async_run, (job,))
         try:
             return self._classify(outcome, job, decision, input_type, request.state)
         except BaseException:
-            if outcome.error is not None:
+            if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
             raise
 

@@ -21,8 +21,11 @@ Contract:
 * What it returned becomes the call's result (the tool's own `ToolMessage`, a
   deterministic id `tl-rerun-<blake2b(call id)>`, the key in `response_metadata`),
   logged before the new input like any recovered result. A tool that raises, or needs
-  what only its node injects (state, store), is left to the repair's usual answer.
-* Only calls the root graph's tool nodes made; a subgraph's calls get the usual answer.
+  what only its node injects (state, store), gets "outcome unknown": the tool node stores
+  no "started" marker for an idempotent tool (the receipt and this re-run take its
+  place), so whether it started is not known.
+* The tool is looked for in the root graph's nodes, then in compiled subgraphs used as
+  nodes (the namespace path then names each level, as the key's does).
 """
 
 from __future__ import annotations
@@ -47,15 +50,24 @@ from threadlog.nodes.tools.idempotent import call_key, is_idempotent
 __all__ = ["rerun_flow"]
 
 _log = logging.getLogger("threadlog.tools")
+_MAX_DEPTH = 8  # subgraph levels looked through for a tool node
 
 
-def _marked(nodes: Mapping[str, Any], name: str) -> tuple[str, BaseTool] | None:
+def _marked(nodes: Mapping[str, Any], name: str, depth: int = 0) -> tuple[str, BaseTool] | None:
+    """(namespace path of the tool node without task ids, the tool), looked for in the
+    graph's nodes and, below them, in compiled subgraphs used as nodes."""
     for node_name, node in nodes.items():
-        tools = getattr(getattr(node, "bound", None), "tools_by_name", None)
+        bound = getattr(node, "bound", None)
+        tools = getattr(bound, "tools_by_name", None)
         if isinstance(tools, Mapping):
             tool = tools.get(name)
             if isinstance(tool, BaseTool) and is_idempotent(tool):
                 return str(node_name), tool
+        inner = getattr(bound, "nodes", None)
+        if isinstance(inner, Mapping) and depth < _MAX_DEPTH:
+            found = _marked(inner, name, depth + 1)
+            if found is not None:
+                return f"{node_name}{PREGEL.ns_sep}{found[0]}", found[1]
     return None
 
 
@@ -68,6 +80,7 @@ def rerun_flow(
 ) -> Flow[Recovered]:
     """`recovered` with the real results of the marked calls run again (module doc)."""
     found = dict(recovered)
+    started = set(recovered.started)
     ran = False
     for cid, request in calls.items():
         if cid in found:
@@ -79,6 +92,7 @@ def rerun_flow(
         if where is None:
             continue
         node_name, tool = where
+        started.add(cid)  # unless it now reports back: its tool may have run
         config: dict[str, Any] = {
             "configurable": {
                 "thread_id": head["thread_id"],
@@ -111,6 +125,6 @@ def rerun_flow(
             }
         )
         ran = True
-    if not ran:
+    if not ran and started == recovered.started:
         return recovered
-    return Recovered(found, recovered.started - found.keys())
+    return Recovered(found, started - found.keys())
