@@ -32,6 +32,9 @@ Contract:
   `status="success"`, a deterministic id (two repairs write the same message), and the
   key in `response_metadata["threadlog_idempotency_key"]`. None for a value no message
   can hold (a `Command`): such a call is repaired as if there were no receipt.
+* `rerun_flow(...)`: the new-input repair's hook for idempotent calls with no receipt
+  (`threadlog.nodes.tools.rerun`, which sets it with `set_rerun` when imported); without
+  it, `recovered` unchanged.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langgraph.checkpoint.base import PendingWrite
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
+
+from threadlog.flows import Flow
+from threadlog.log.pairing import Recovered
 
 __all__ = [
     "KEY_METADATA",
@@ -53,6 +59,8 @@ __all__ = [
     "is_receipt_task",
     "receipt_message",
     "receipt_write",
+    "rerun_flow",
+    "set_rerun",
 ]
 
 RECEIPT_CHANNEL = "__threadlog_receipt__"
@@ -134,3 +142,34 @@ def receipt_message(receipt: Mapping[str, Any]) -> ToolMessage | None:
         status="success",
         response_metadata={KEY_METADATA: receipt["key"]},
     )
+
+
+Rerun = Callable[
+    [
+        Mapping[str, Any],
+        BaseCheckpointSaver[Any],
+        Mapping[str, Any],
+        Mapping[str, AIMessage],
+        Recovered,
+    ],
+    Flow[Recovered],
+]
+_RERUN: list[Rerun] = []
+
+
+def set_rerun(fn: Rerun) -> None:
+    """Set the new-input re-run of idempotent calls (module doc)."""
+    _RERUN[:] = [fn]
+
+
+def rerun_flow(
+    nodes: Mapping[str, Any],
+    saver: BaseCheckpointSaver[Any],
+    head: Mapping[str, Any],
+    calls: Mapping[str, AIMessage],
+    recovered: Recovered,
+) -> Flow[Recovered]:
+    """`recovered` with the real results of idempotent calls run again (module doc)."""
+    if not _RERUN:
+        return recovered
+    return (yield from _RERUN[0](nodes, saver, head, calls, recovered))

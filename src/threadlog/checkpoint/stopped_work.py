@@ -105,7 +105,7 @@ from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
-from threadlog.checkpoint.receipts import RECEIPT_CHANNEL
+from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, rerun_flow
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
@@ -387,9 +387,7 @@ def _carry_flow(
             saver, tup.config, list(calls), requests=_requests(calls), markers=markers
         )
         # Idempotent tools' calls are run again with their key instead of answered
-        # with a guess (`threadlog.nodes.tools.rerun`).
-        from threadlog.nodes.tools.rerun import rerun_flow
-
+        # with a guess (`threadlog.nodes.tools.rerun`, through the receipts' hook).
         conf = tup.config["configurable"]
         stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
         abandon = replace(abandon, recovered=stored)

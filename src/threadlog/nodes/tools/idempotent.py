@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import hashlib
 import logging
 import threading
 import uuid
@@ -63,13 +62,14 @@ from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools import tool as make_tool
 
-from threadlog._upstream import PREGEL
+import threadlog.nodes.tools.rerun  # noqa: F401  (sets the new-input re-run of marked calls)
 from threadlog.checkpoint.guard import GuardLayer
 from threadlog.checkpoint.layered import layer_of
 from threadlog.checkpoint.receipts import find_receipt, is_receipt_task, receipt_write
 from threadlog.checkpoint.recover import node_checkpoint
 from threadlog.errors import IdempotencyError
 from threadlog.flows import Flow, arun, call, run
+from threadlog.nodes.tools.keys import IDEMPOTENT_KEY, call_key, is_idempotent
 from threadlog.nodes.tools.started import put_on_step
 
 __all__ = [
@@ -84,9 +84,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-IDEMPOTENT_KEY = "threadlog_idempotent"
-"""`tool.metadata` flag of a marked tool (also what `is_idempotent` reads)."""
-
 _log = logging.getLogger("threadlog.tools")
 _KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "threadlog_idempotency_key", default=None
@@ -94,19 +91,6 @@ _KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 # -- the key ------------------------------------------------------------------------
-
-
-def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
-    """The key of one call (module doc: "The key")."""
-    parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
-    digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
-    return f"tl-idem-{digest}"
-
-
-def _without_task_ids(ns: str) -> str:
-    return PREGEL.ns_sep.join(
-        part.split(PREGEL.ns_end, 1)[0] for part in ns.split(PREGEL.ns_sep) if part
-    )
 
 
 def idempotency_key() -> str:
@@ -165,10 +149,6 @@ _CALL_IDS = _CallIds()
 
 
 # -- marking ------------------------------------------------------------------------
-
-
-def is_idempotent(tool: Any) -> bool:
-    return isinstance(tool, BaseTool) and bool((tool.metadata or {}).get(IDEMPOTENT_KEY))
 
 
 def idempotent(tool: T) -> T:
@@ -243,9 +223,7 @@ def _add_handler(tool: BaseTool) -> None:
 
 def _wrap(tool: BaseTool) -> None:
     fmt = str(tool.response_format)
-    if isinstance(tool, StructuredTool) or (
-        hasattr(tool, "func") and hasattr(tool, "coroutine")
-    ):
+    if isinstance(tool, StructuredTool) or (hasattr(tool, "func") and hasattr(tool, "coroutine")):
         func = getattr(tool, "func", None)
         coroutine = getattr(tool, "coroutine", None)
         if func is not None:
@@ -379,4 +357,3 @@ async def _aonce(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Any:
         _KEY.reset(token)
     await arun(attempt.store(tool, fmt, value))
     return value
-

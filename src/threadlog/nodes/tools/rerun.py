@@ -10,6 +10,8 @@ log gets the call's real result.
 Contract:
 
 * `rerun_flow(nodes, saver, head, calls, recovered)` is called by the new-input repair
+  (through `threadlog.checkpoint.receipts.rerun_flow`, set when this module is imported:
+  `threadlog.nodes.tools.idempotent` imports it, so a marked tool implies it)
   for the calls it is about to answer (`calls`: call id -> its request), after the walk
   for stored results (`recovered`: results and receipts found, which win). For each call
   without one whose tool, found by name on a tool node of the running graph (`nodes`:
@@ -41,11 +43,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from threadlog._upstream import PREGEL
-from threadlog.checkpoint.receipts import KEY_METADATA
+from threadlog.checkpoint.receipts import KEY_METADATA, set_rerun
 from threadlog.flows import Flow, Io
 from threadlog.log.messages import calls_of
 from threadlog.log.pairing import Recovered
-from threadlog.nodes.tools.idempotent import call_key, is_idempotent
+from threadlog.nodes.tools.keys import call_key, is_idempotent
 
 __all__ = ["rerun_flow"]
 
@@ -128,3 +130,8 @@ def rerun_flow(
     if not ran and started == recovered.started:
         return recovered
     return Recovered(found, started - found.keys())
+
+
+# The new-input repair (`threadlog.checkpoint.stopped_work`) sits below the tool nodes and
+# asks through this hook; it is set whenever a tool can have been marked.
+set_rerun(rerun_flow)
