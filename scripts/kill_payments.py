@@ -339,6 +339,20 @@ def _count(url: str, service: Path, thread: str, plan: Plan, tally: Tally, kille
             )
 
 
+def _warm(root: Path, url: str) -> None:
+    """Run one turn in this process first: every module a worker needs is then imported
+    before the first fork, so all trials run the same code even if files change."""
+    with threadlog.checkpointer(f"sqlite:///{root / 'warm.sqlite'}") as saver:
+        graph = build(root / "warm-payments.sqlite", saver, "warm", _quiet("threadlog"))
+        graph.invoke(
+            {"messages": [HumanMessage("x", id="warm-h")]}, {"configurable": {"thread_id": "warm"}}
+        )
+        build(root / "warm-payments.sqlite", saver, "warm2", _quiet("langgraph"))
+    if not url.startswith("sqlite"):
+        with threadlog.checkpointer(url):  # the backend's own modules
+            pass
+
+
 def calibrate(url: str, service: Path) -> float:
     """Seconds one unkilled turn takes in a forked worker (timer kills fall within it)."""
     times = []
@@ -376,6 +390,7 @@ def run_trials(
         url = backend  # a ready database URL (the tests' `backend` fixture)
     else:
         url = pg_url or _pgserver_url()
+    _warm(root, url)
     turn = calibrate(url, service)
     base = seed if seed is not None else int.from_bytes(os.urandom(6), "big")
     print(
