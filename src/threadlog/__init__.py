@@ -17,8 +17,9 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
   `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
   `infer_profile`, `rewrite_payload`, `with_profile`.
 * Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
-  `ApprovalError`; `ModelNode`; `ContextPolicy`, `ContextNode`, `build_context`,
-  `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
+  `ApprovalError`; `idempotent` (a tool whose effect happens once per call),
+  `idempotency_key`, `IdempotencyError`; `ModelNode`; `ContextPolicy`, `ContextNode`,
+  `build_context`, `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
 * Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
   `with_history_cache`, `HistoryCache`; `allow_state_types` (your state's own types on a
   saver's strict serializer), `UndecodedValue` (what a reader shows for a type it may not
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         ConcurrentRunError,
         ConflictingIdError,
         EditError,
+        IdempotencyError,
         InvalidMessageError,
         MessageLogError,
         ParallelWriteError,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from threadlog.log.messages import coerce_message, digest, role_of
     from threadlog.models.offline import OfflineChatModel
     from threadlog.nodes.model import ContextNode, ModelNode
+    from threadlog.nodes.tools.idempotent import idempotency_key, idempotent
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition
     from threadlog.providers.problems import validate
@@ -88,6 +91,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ConcurrentRunError",
         "ConflictingIdError",
         "EditError",
+        "IdempotencyError",
         "InvalidMessageError",
         "MessageLogError",
         "ParallelWriteError",
@@ -101,6 +105,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.log.messages": ("coerce_message", "digest", "role_of"),
     "threadlog.models.offline": ("OfflineChatModel",),
     "threadlog.nodes.model": ("ContextNode", "ModelNode"),
+    "threadlog.nodes.tools.idempotent": ("idempotency_key", "idempotent"),
     "threadlog.nodes.tools.node": ("ToolNode",),
     "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
     "threadlog.providers.problems": ("validate",),
@@ -155,6 +160,7 @@ __all__ = [
     "Edit",
     "EditError",
     "HistoryCache",
+    "IdempotencyError",
     "InvalidMessageError",
     "MessageLog",
     "MessageLogChannel",
@@ -182,6 +188,8 @@ __all__ = [
     "digest",
     "edits_of",
     "get_profile",
+    "idempotency_key",
+    "idempotent",
     "infer_profile",
     "openai_payload",
     "original_of",

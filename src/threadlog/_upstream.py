@@ -334,6 +334,7 @@ class RunningLoop(NamedTuple):
     stack: Any  # its (Async)ExitStack, unwound however the run ends: `stack.callback(fn)`
     input: Any  # the run's input: new input, or None / a `Command` for a resume
     specs: Mapping[str, Any]  # channel name -> channel, as the running graph declares them
+    nodes: Mapping[str, Any]  # node name -> PregelNode (its runnable is `.bound`)
 
 
 def running_loop() -> RunningLoop | None:
@@ -344,7 +345,7 @@ def running_loop() -> RunningLoop | None:
     if loop is None:
         return None
     try:
-        return RunningLoop(loop, loop.stack, loop.input, loop.specs)
+        return RunningLoop(loop, loop.stack, loop.input, loop.specs, loop.nodes)
     except AttributeError as exc:
         raise UpstreamChangedError(
             f"{type(loop).__name__} has no `{exc.name}` attribute any more",

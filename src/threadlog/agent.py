@@ -59,6 +59,7 @@ def create_agent(
     checkpointer: Checkpointer = None,
     per_call_branches: bool = False,
     requires_approval: Sequence[str] = (),
+    idempotent: Sequence[str] = (),
     profile: str | Profile | None = None,
     tool_choice: str | dict[str, Any] | None = None,
     max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS,
@@ -81,6 +82,8 @@ def create_agent(
         per_call_branches: run each tool call as its own task (`Send`), so a failing or
             interrupted call never re-runs its finished siblings.
         requires_approval: tool names that pause for a reviewer before running.
+        idempotent: tool names whose calls get an idempotency key and a receipt
+            (`threadlog.idempotent`): a call whose tool returned never runs again.
         profile: the provider or server profile (`threadlog.PROFILES`), e.g.
             `"llama-cpp-python"`; default inferred from the model.
         tool_choice: `tool_choice` of the first model call of each turn (`"auto"`,
@@ -107,7 +110,12 @@ def create_agent(
             max_model_calls=max_model_calls,
         ),
     )
-    tool_node = ToolNode(tools, requires_approval=requires_approval, record_durations=True)
+    tool_node = ToolNode(
+        tools,
+        requires_approval=requires_approval,
+        record_durations=True,
+        idempotent=idempotent,
+    )
     builder.add_node("tools", tool_node)
 
     builder.add_edge(START, "model")

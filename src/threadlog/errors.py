@@ -16,6 +16,8 @@
     ├── StoredDataError (ValueError)    stored data that cannot be trusted: a record naming
     │                                   a type outside the allowlist, a broken writes chain
     ├── ApprovalError (ValueError)      a resume value that is no approval decision
+    ├── IdempotencyError (ValueError)   `idempotent()` given no tool, two tools one name;
+    │                                   `idempotency_key()` outside a marked tool's call
     └── UpstreamChangedError (RuntimeError)  the installed LangGraph no longer does what
                                         threadlog hooks into; names its version and the
                                         entry point (raised before anything runs unguarded)
@@ -35,6 +37,7 @@ __all__ = [
     "ConcurrentRunError",
     "ConflictingIdError",
     "EditError",
+    "IdempotencyError",
     "InvalidMessageError",
     "MessageLogError",
     "ParallelWriteError",
@@ -201,6 +204,12 @@ class ApprovalError(ThreadlogError, ValueError):
 
     Nothing is saved for such a value, so the same approval can be answered again.
     """
+
+
+class IdempotencyError(ThreadlogError, ValueError):
+    """Idempotent tools misused: `threadlog.idempotent()` given something that is not a
+    tool, a name that is no tool or that two tools share, or `threadlog.idempotency_key()`
+    called outside the run of a marked tool for a tool call. The message names it."""
 
 
 class StoredDataError(ThreadlogError, ValueError):

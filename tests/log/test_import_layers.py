@@ -41,7 +41,7 @@ LAYERS: list[tuple[object, ...]] = [
             (
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
-                    ("checkpoint.serde", "checkpoint.backends.base"),
+                    ("checkpoint.serde", "checkpoint.backends.base", "checkpoint.receipts"),
                     (
                         "checkpoint.backends.memory",
                         "checkpoint.backends.sqlite",
@@ -78,9 +78,10 @@ LAYERS: list[tuple[object, ...]] = [
                         "nodes.tools.routing",
                         "nodes.tools.approval",
                         "nodes.tools.started",
+                        "nodes.tools.keys",
                     ),
-                    ("nodes.tools.results",),
-                    ("nodes.tools.running",),
+                    ("nodes.tools.results", "nodes.tools.rerun"),
+                    ("nodes.tools.running", "nodes.tools.idempotent"),
                     ("nodes.tools.node",),
                     ("nodes.tools",),
                 ],

@@ -216,12 +216,15 @@ def test_the_guard_finds_a_starting_run_and_get_state_through_the_hooks() -> Non
         n: int
 
     seen: list[tuple[str, bool, bool]] = []
+    nodes: list[Any] = []
 
     class Probe(InMemorySaver):
         def get_tuple(self, config: RunnableConfig) -> Any:
             loop = _upstream.running_loop()
             seen.append(("get", loop is not None and hasattr(loop, "stack"),
                          _upstream.in_get_state()))
+            if loop is not None:  # the new-input re-run finds tool nodes here
+                nodes.append(getattr(loop.nodes.get("node"), "bound", None))
             return super().get_tuple(config)
 
         async def aget_tuple(self, config: RunnableConfig) -> Any:
@@ -241,6 +244,7 @@ def test_the_guard_finds_a_starting_run_and_get_state_through_the_hooks() -> Non
     graph.update_state(config, {"n": 5})
     asyncio.run(graph.ainvoke({"n": 0}, config))
     assert seen[0] == ("get", True, False)  # the run's read
+    assert nodes and all(n is not None and hasattr(n, "invoke") for n in nodes)
     assert ("get", False, True) in seen  # get_state's read
     assert ("aget", True, False) in seen  # the async run's read
     assert ("get", False, False) in seen  # update_state's read: neither

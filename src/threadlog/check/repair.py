@@ -9,7 +9,11 @@ Contract:
   result in its place, why not (`refused`): a plain `add_messages` list appends at its
   end, so a call the conversation has moved past cannot be answered there; a call
   without an id can never be answered. threadlog's log places a result right after its
-  call wherever the call is.
+  call wherever the call is. A call of an idempotent tool that returned before its step
+  was stored is answered with its real result instead, rebuilt from the receipt stored on
+  that step (`threadlog.checkpoint.receipts`; found by `recover_results`). The repair
+  runs no tool: a marked call whose tool never returned gets "not completed" here;
+  resume the thread, or send it new input, to run it again with its key.
 * `apply_repairs(url, plans)` writes the plans through the guarded saver
   (`threadlog.checkpointer(url)`): per thread it takes the thread with
   `saver.exclusive(thread_id)` — a thread a run holds is refused at once
@@ -44,6 +48,8 @@ from threadlog.check.database import (
     check_threads,
     message_channels,
 )
+from threadlog.checkpoint.receipts import KEY_METADATA
+from threadlog.checkpoint.recover import recover_results
 from threadlog.log.messages import calls_of
 from threadlog.log.pairing import call_id, not_completed, open_in
 from threadlog.providers.profiles import Profile
@@ -94,9 +100,15 @@ class RepairResult:
 
 
 def plan_for(
-    thread_id: str, checkpoint_id: str, channel: str, fmt: str, messages: Sequence[BaseMessage]
+    thread_id: str,
+    checkpoint_id: str,
+    channel: str,
+    fmt: str,
+    messages: Sequence[BaseMessage],
+    receipts: Mapping[str, ToolMessage] | None = None,
 ) -> RepairPlan | None:
-    """The repair of one message channel, or None when it has no open call."""
+    """The repair of one message channel, or None when it has no open call; `receipts`:
+    results rebuilt from idempotent tools' receipts, which answer their calls instead."""
     pending = open_in(messages)
     if not pending:
         return None
@@ -117,8 +129,31 @@ def plan_for(
                 "not answer it"
             )
         else:
-            plan.results.append(not_completed(call))
+            plan.results.append((receipts or {}).get(cid) or not_completed(call))
     return plan
+
+
+def receipts_at(
+    saver: BaseCheckpointSaver[Any],
+    thread_id: str,
+    checkpoint_id: str,
+    messages: Sequence[BaseMessage],
+) -> dict[str, ToolMessage]:
+    """The open calls of `messages` whose idempotent tool returned (its receipt is stored
+    on the step it ran from): call id -> the result the receipt stands for."""
+    wanted = {call_id(c): request for request, _, c in open_in(messages) if call_id(c)}
+    if not wanted:
+        return {}
+    config: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+    requests = {m.id for m in wanted.values() if m.id is not None}
+    found = recover_results(saver, config, list(wanted), requests=requests)
+    return {cid: m for cid, m in found.items() if KEY_METADATA in m.response_metadata}
 
 
 def _at_tail(messages: Sequence[BaseMessage], where: int, request: AIMessage) -> bool:
@@ -147,7 +182,8 @@ def plan_repairs(
         with quiet_stand_in(True):
             channels = message_channels(saver, readers, result.thread_id, checkpoint)
         for channel, fmt, messages in channels:
-            plan = plan_for(result.thread_id, checkpoint, channel, fmt, messages)
+            receipts = receipts_at(saver, result.thread_id, checkpoint, messages)
+            plan = plan_for(result.thread_id, checkpoint, channel, fmt, messages, receipts)
             if plan is not None:
                 yield plan
 
@@ -262,7 +298,9 @@ def _apply_one(
         channels = message_channels(saver, reader, plan.thread_id, head)
     fresh = next(
         (
-            plan_for(plan.thread_id, head, ch, fmt, msgs)
+            plan_for(
+                plan.thread_id, head, ch, fmt, msgs, receipts_at(saver, plan.thread_id, head, msgs)
+            )
             for ch, fmt, msgs in channels
             if ch == plan.channel
         ),

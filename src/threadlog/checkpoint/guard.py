@@ -460,6 +460,15 @@ class GuardLayer(Layer):
                     del self._putting[cid]
             done.set()
 
+    def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
+        """(task id, channel) of every write stored on the checkpoint `config` names, read
+        from the head store (no value decoded, no wait for a put under way): how an
+        idempotent tool looks for its receipt cheaply (`threadlog.checkpoint.receipts`)."""
+        conf = config.get("configurable") or {}
+        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""))
+        found = yield _store(self.store.write_keys, *key, str(conf["checkpoint_id"]))
+        return frozenset(found)
+
     def stored_flow(
         self,
         saver: Any,

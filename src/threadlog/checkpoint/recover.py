@@ -41,6 +41,9 @@ Contract:
   checkpointer LangGraph hands the node, starting at the checkpoint the node runs from.
   `{}` without calls, or outside a checkpointed run (`node_checkpoint(config)` is then
   `None`).
+* **Receipts.** A write on `RECEIPT_CHANNEL` (an idempotent tool returned:
+  `threadlog.checkpoint.receipts`) of a wanted call counts as its stored result
+  (`receipt_message`), as found on the walk like any other.
 * `started_marker(call_id, event)`: the task id and the write of one marker, as the tool
   node stores it (the format is defined here, next to its reader).
 """
@@ -57,6 +60,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from threadlog._upstream import PREGEL
+from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, is_receipt, receipt_message
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, arun, call, listed, run
 from threadlog.log.message_log import flatten_write
@@ -161,7 +165,7 @@ def recover_flow(
     if not search.wanted:
         return Recovered()
     for marker in markers:
-        if marker[1] == STARTED_CHANNEL:
+        if marker[1] in (STARTED_CHANNEL, RECEIPT_CHANNEL):
             search.read([marker])
     conf = config.get("configurable") or {}
     thread: RunnableConfig = {
@@ -230,6 +234,9 @@ class _Search:
             if channel == STARTED_CHANNEL:
                 self._marker(value)
                 continue
+            if channel == RECEIPT_CHANNEL:
+                self._receipt(value)
+                continue
             for item in _items(value):
                 if isinstance(item, ToolMessage):
                     cid = item.tool_call_id
@@ -238,6 +245,15 @@ class _Search:
                 elif item.id is not None:
                     self.requests.discard(item.id)
         return len(self.found) == len(self.wanted) or (self.bounded and not self.requests)
+
+    def _receipt(self, value: Any) -> None:
+        # An idempotent tool returned: its receipt stands for the result the step never
+        # stored (walking back, a stored result met first is newer and wins).
+        if not is_receipt(value) or value["call_id"] not in self.wanted:
+            return
+        cid = str(value["call_id"])
+        if cid not in self.found and (message := receipt_message(value)) is not None:
+            self.found[cid] = message
 
     def _marker(self, value: Any) -> None:
         if not isinstance(value, Mapping) or value.get("call_id") not in self.wanted:

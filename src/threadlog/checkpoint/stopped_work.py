@@ -42,7 +42,9 @@ Contract:
   had stored is read back with `recover` and logged as stored; a call whose tool had
   started — the tool node's marker, read by the same `recover` walk, or for a call a
   subgraph made, met by the subgraph walk in the namespace its tool step ran in — is
-  answered "outcome unknown" instead) — unless the input itself answers the call. The
+  answered "outcome unknown" instead; a call of a tool marked idempotent that has no
+  stored result or receipt is run again with its key, `threadlog.nodes.tools.rerun`,
+  and answered with its real result) — unless the input itself answers the call. The
   open calls are those of the head's logs with the carried work in them (`_after`).
   So a graph whose model node does not repair (LangChain's `create_agent` with
   `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
@@ -102,6 +104,7 @@ from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
 from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, rerun_flow
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
@@ -183,6 +186,7 @@ class _Abandon:
     channels: tuple[str, ...]  # the message-log channels the running graph declares
     answered: frozenset[str]  # call ids the input itself answers: left to it
     recovered: Mapping[str, ToolMessage] = field(default_factory=dict)
+    nodes: Mapping[str, Any] = field(default_factory=dict)  # the running graph's nodes
 
 
 def _abandoning(loop: Any) -> _Abandon:
@@ -190,7 +194,7 @@ def _abandoning(loop: Any) -> _Abandon:
 
     specs: Mapping[str, Any] = loop.specs
     channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
-    return _Abandon(channels, _answered_by(loop.input, channels))
+    return _Abandon(channels, _answered_by(loop.input, channels), nodes=loop.nodes)
 
 
 def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
@@ -379,6 +383,10 @@ def _carry_flow(
         stored = yield from recover_flow(
             saver, tup.config, list(calls), requests=_requests(calls), markers=markers
         )
+        # Idempotent tools' calls are run again with their key instead of answered
+        # with a guess (`threadlog.nodes.tools.rerun`, through the receipts' hook).
+        conf = tup.config["configurable"]
+        stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
         abandon = replace(abandon, recovered=stored)
     return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
 
@@ -487,7 +495,7 @@ def _walk(
             sub_writes = sub.pending_writes or ()
             failed = {task for task, channel, _ in sub_writes if channel in _UNFINISHED}
             for task, channel, value in sub_writes:
-                if channel == STARTED_CHANNEL:
+                if channel in (STARTED_CHANNEL, RECEIPT_CHANNEL):
                     markers.append((task, channel, value))
                     continue
                 if task in failed:

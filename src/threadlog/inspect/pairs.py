@@ -11,6 +11,10 @@ before it reported back, so it may have taken effect; shown "⚠ outcome unknown
 subgraph's namespace, the calls that came with its input (asked by the enclosing graph)
 are counted in a note, not listed.
 
+Idempotent tools: a result that carries its call's idempotency key
+(`response_metadata["threadlog_idempotency_key"]`: threadlog's ToolNode records it for a
+marked tool, a repair from a receipt too) shows it under the call (`idempotency_key`).
+
 Duration: when the result carries one in `response_metadata` (`duration_ms` or
 `threadlog_duration_ms`), that figure, marked "recorded"; otherwise the time between the
 checkpoint that requested the call and the one that holds its result, marked "derived"
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.inspect.records import CheckpointRecord, short
 from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
@@ -135,6 +140,7 @@ class ToolPairs(Table):
             "answered_checkpoint": answered.checkpoint_id if answered else None,
             "duration_s": duration,
             "duration_source": how,
+            "idempotency_key": _key_of(result),
         }
 
     def rows(self) -> list[dict[str, Any]]:
@@ -169,9 +175,13 @@ class ToolPairs(Table):
             if r["duration_s"] is not None:
                 mark = "" if r["duration_source"] == "recorded" else "≈"
                 dur = f"{mark}{r['duration_s'] * 1000:.0f} ms"
+            call: Cell = str(r["call_id"]) if whole_ids else short_id(str(r["call_id"]), 14)
+            if r["idempotency_key"]:
+                key = str(r["idempotency_key"])
+                call = [str(call), f"key {key}" if whole_ids else short_id(key, 14)]
             out.append(
                 {
-                    "call": str(r["call_id"]) if whole_ids else short_id(str(r["call_id"]), 14),
+                    "call": call,
                     "tool": [str(r["tool"]), fit(args, 24)],
                     "asked": _step(r["requested_step"]),
                     "status": status,
@@ -204,9 +214,21 @@ class ToolPairs(Table):
                 "⚠ outcome unknown: the tool started, but the run stopped before it "
                 "reported back; it may have taken effect"
             )
+        if any(r["idempotency_key"] for r in self._rows):
+            notes.append(
+                "key: the idempotency key of a call of an idempotent tool (the same on every "
+                "attempt; its result was stored as a receipt when the tool returned)"
+            )
         if any(not r["valid"] for r in self._rows):
             notes.append("* an invalid tool call (its arguments did not parse)")
         return notes
+
+
+def _key_of(result: ToolMessage | None) -> str | None:
+    if result is None:
+        return None
+    key = result.response_metadata.get(KEY_METADATA)
+    return key if isinstance(key, str) else None
 
 
 def _args(args: Any) -> str:

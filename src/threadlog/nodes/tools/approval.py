@@ -117,9 +117,7 @@ def approval_edits(
         if not todo:
             break
         if isinstance(m, AIMessage) and any(c.get("id") in todo for c in m.tool_calls):
-            first = next(
-                (d for c in m.tool_calls if (d := decisions.get(c.get("id") or ""))), None
-            )
+            first = next((d for c in m.tool_calls if (d := decisions.get(c.get("id") or ""))), None)
             calls = [
                 {**c, "args": dict(todo.pop(c["id"] or ""))} if c.get("id") in todo else c
                 for c in m.tool_calls

@@ -35,12 +35,18 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
   finished siblings are kept. Approvals (`requires_approval`) are asked before any tool
   runs, so they never cause a re-run (see `tools_approval`).
-* **Started calls.** Before a call's tool runs, the node stores a "started" marker
+* **Started calls.** Before a call's tool runs (an idempotent tool's excepted: its
+  receipt and a re-run with its key take the marker's place), the node stores a "started" marker
   through the run's checkpointer, and a "stopped" one when the tool raised or paused
   (`started`): a call the run then abandons is answered "outcome unknown" when its tool
   started and never reported back, "not completed" when it never started
   (`threadlog.log.pairing`). Each call's work is one flow (`threadlog.flows`): the marker,
   the tool, the result.
+* **Idempotent tools** (`idempotent=[names]`, or tools marked with
+  `threadlog.idempotent`): each call gets a key that is the same on every attempt, and
+  what the tool returned is stored as a receipt at once, so no attempt after it runs the
+  tool again (`threadlog.nodes.tools.idempotent`). Two tools with one name where one is
+  marked are refused.
 * **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (in the log, never
   model-visible); content above `max_content_chars` is cut with a marker and kept whole
   in the artifact.
@@ -78,12 +84,20 @@ from langgraph.runtime import DEFAULT_RUNTIME
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
+from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.flows import Flow, Io, arun, run
 from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
-from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
+from threadlog.nodes.tools.idempotent import call_key, check_unique, is_idempotent, mark_by_name
+from threadlog.nodes.tools.results import (
+    Outcome,
+    classify,
+    from_error,
+    refuse_or_raise,
+    with_result_meta,
+)
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
 from threadlog.nodes.tools.started import note_flow
@@ -141,6 +155,8 @@ class ToolNode(_LangGraphToolNode):
             compare equal to LangGraph's; `threadlog inspect` falls back to timestamps).
         handle_errors: threadlog 0.1's name for a bool `handle_tool_errors`; still
             accepted (give one or the other).
+        idempotent: tool names to mark with `threadlog.idempotent` (their calls get an
+            idempotency key and a receipt: `threadlog.nodes.tools.idempotent`).
     """
 
     def __init__(
@@ -159,6 +175,7 @@ class ToolNode(_LangGraphToolNode):
         max_content_chars: int | None = None,
         record_durations: bool = False,
         handle_errors: bool | None = None,
+        idempotent: Sequence[str] = (),
     ) -> None:
         if handle_errors is not None:
             if handle_tool_errors is not True:
@@ -176,6 +193,9 @@ class ToolNode(_LangGraphToolNode):
             awrap_tool_call=awrap_tool_call,
         )
         self._handling = ErrorHandling.of(handle_tool_errors)
+        given = [t for t in tools if isinstance(t, BaseTool)]
+        check_unique(given, idempotent, where="ToolNode")
+        mark_by_name(list(self.tools_by_name.values()), idempotent, where="ToolNode")
         _check_positive("max_concurrency", max_concurrency)
         for tool_name, seconds in _timeouts(timeout).items():
             _check_positive(f"timeout[{tool_name!r}]" if tool_name else "timeout", seconds)
@@ -332,13 +352,17 @@ class ToolNode(_LangGraphToolNode):
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        yield from note_flow(job.config, job.call, "started")
+        # An idempotent tool needs no marker: its receipt says it returned, and a call
+        # without one is run again with its key (`threadlog.nodes.tools.rerun`).
+        marked = is_idempotent(job.tool)
+        if not marked:
+            yield from note_flow(job.config, job.call, "started")
         async_run = None if pool is None else functools.partial(run_async, pool=pool)
         outcome: Outcome = yield Io(run_sync, async_run, (job,))
         try:
             return self._classify(outcome, job, decision, input_type, request.state)
         except BaseException:
-            if outcome.error is not None:
+            if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
             raise
 
@@ -363,7 +387,7 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         state: Any,
     ) -> Output:
-        return classify(
+        output = classify(
             outcome,
             job.call,
             injected=self._injected_args.get(job.call["name"]),
@@ -377,6 +401,13 @@ class ToolNode(_LangGraphToolNode):
             state=state,
             warned=self._changes_warned,
         )
+        if not is_idempotent(job.tool):
+            return output
+        # The key next to the result, for `threadlog inspect` and programs.
+        conf = job.config.get("configurable") or {}
+        ns = str(conf.get("checkpoint_ns") or "")
+        key = call_key(conf.get("thread_id"), ns, call_id(job.call))
+        return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
 
     # -- input and planning -----------------------------------------------------
 

@@ -57,7 +57,7 @@ except ImportError:  # older langgraph never marks resume errors
         return False
 
 
-__all__ = ["Outcome", "classify", "from_error", "refuse_or_raise"]
+__all__ = ["Outcome", "classify", "from_error", "refuse_or_raise", "with_result_meta"]
 
 _log = logging.getLogger("threadlog.tools")
 
@@ -306,6 +306,17 @@ def _finish_result(
         edit = {"action": "edit", "args": decision.args}
         message = _with_meta(message, APPROVAL_KEY, edit)
     return message
+
+
+def with_result_meta(
+    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]],
+    call: ToolCall,
+    messages_key: str,
+    key: str,
+    value: Any,
+) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+    """`output` with `response_metadata[key] = value` on each of `call`'s results."""
+    return _each_result(output, call, messages_key, lambda m: _with_meta(m, key, value))
 
 
 def _with_meta(message: ToolMessage, key: str, value: Any) -> ToolMessage:

@@ -39,6 +39,7 @@ __all__ = [
     "tools_condition",
 ]
 
+
 def messages_of(state: Any, messages_key: str = "messages") -> Sequence[AnyMessage]:
     """The message list of a graph state (dict, object with an attribute, or list)."""
     if isinstance(state, list):

@@ -105,9 +105,7 @@ async def _run_async(job: Job, pool: LazyPool) -> Outcome:
     # timed out it keeps running there, not in one of the node's threads, where the
     # next call would wait for it (a call that passed the node's gate starts at once).
     own_thread = (
-        ContextThreadPoolExecutor(max_workers=1)
-        if sync_only and job.timeout is not None
-        else None
+        ContextThreadPoolExecutor(max_workers=1) if sync_only and job.timeout is not None else None
     )
     try:
         if sync_only:

@@ -76,7 +76,7 @@ from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_m
 from threadlog.flows import Flow, Io
 from threadlog.flows import call as saver_call
 
-__all__ = ["note_flow"]
+__all__ = ["note_flow", "put_on_step"]
 
 _log = logging.getLogger("threadlog.tools")
 
@@ -91,35 +91,46 @@ def note_flow(
 ) -> Flow[None]:
     """Store `event` for `call` on the checkpoint the running node's step runs from
     (module doc); a no-op outside a checkpointed run or with `durability="exit"`."""
-    conf = (config or {}).get("configurable") or {}
     cid = call.get("id")
-    if not cid or conf.get(PREGEL.durability) == "exit":
+    if not cid:
         return
+    task_id, writes = started_marker(str(cid), event)
+    what = f"that tool call {cid!r} ({call.get('name')}) {event}"
+    yield from put_on_step(config, task_id, writes, what)
+
+
+def put_on_step(
+    config: RunnableConfig | None,
+    task_id: str,
+    writes: list[tuple[str, Any]],
+    what: str,
+) -> Flow[bool]:
+    """Store `writes` under `task_id` on the checkpoint the running node's step runs from,
+    as the markers are stored (module doc: waited for under any mode but "sync"); False
+    (and a warning naming `what`) when nothing could be stored, or there is no step
+    checkpoint (outside a checkpointed run, `durability="exit"`)."""
+    conf = (config or {}).get("configurable") or {}
+    if conf.get(PREGEL.durability) == "exit":
+        return False
     found = node_checkpoint(config)
     if found is None:
-        return
+        return False
     saver, at = found
     # The run's own config (its runtime, its hold on the thread) with the step's
     # checkpoint: the guard passes the write as the run's own.
     target: RunnableConfig = {"configurable": {**conf, **at["configurable"]}}
     if "checkpoint_id" not in at["configurable"]:
-        return  # no step checkpoint to hang it on
-    task_id, writes = started_marker(str(cid), event)
+        return False  # no step checkpoint to hang it on
     try:
         if conf.get(PREGEL.durability, "async") != "sync":
             yield from _stored(saver, at, target)
         yield from saver_call(saver, "put_writes", target, writes, task_id)
     except NotImplementedError:
-        return  # a saver without this form (a sync-only saver under ainvoke)
+        return False  # a saver without this form (a sync-only saver under ainvoke)
     except Exception as e:  # the tool still runs: this only sharpens a later repair
-        _log.warning(
-            "threadlog: could not record that tool call %r (%s) %s: %s: %s",
-            cid,
-            call.get("name"),
-            event,
-            type(e).__name__,
-            e,
-        )
+        _log.warning("threadlog: could not record %s: %s: %s", what, type(e).__name__, e)
+        return False
+    return True
 
 
 def _stored(saver: Any, at: RunnableConfig, run: RunnableConfig) -> Flow[None]:

@@ -1,0 +1,175 @@
+"""Receipts: what an idempotent tool returned, stored the moment it returned.
+
+Why. LangGraph stores a task's writes only when the whole task ends. A tool that
+returned inside a task that is then killed (a sibling still running in the same tool
+step, the step's commit not reached) left its effect in the world and nothing in the
+thread: a resume runs it again. For a tool marked idempotent
+(`threadlog.nodes.tools.idempotent`) the return value is stored at once as a receipt,
+and every later attempt of the same call is served the receipt instead of running.
+
+Contract:
+
+* A receipt is one pending write (`receipt_write`): its own task id, channel
+  `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "at"}` (`value`:
+  what the tool's function returned, stored by the saver's serializer). It is stored
+  like the tool node's "started" markers (`threadlog.nodes.tools.started.put_on_step`):
+  through the run's own checkpointer, on the checkpoint the tool's step runs from, in
+  the same database and by the same `put_writes` as every other write (one row, one
+  transaction). LangGraph applies no write of a task it did not schedule, so a receipt
+  changes no state; readers of messages skip it (no `id`, no `role`).
+* Because it is a write of a checkpoint, it follows the thread's lifecycle with no
+  code of its own: `copy_thread` copies it, `prune` keeps the head's and drops the rest
+  with their checkpoints, a rollback (`delete_for_runs`) deletes it with the checkpoint
+  it hangs on, `threadlog.checkpoint.backends` stores and reads it on SQLite, Postgres
+  and in memory.
+* `find_receipt(writes, call_id)`: the newest receipt of `call_id` in one checkpoint's
+  pending writes, or None. A retried step runs from the same checkpoint, so the tool's
+  wrapper reads exactly one checkpoint to find it.
+* `receipt_message(receipt)`: the `ToolMessage` a repair logs for a call whose tool
+  returned but whose step never stored its result (new input, `check --repair`,
+  `threadlog.checkpoint.recover`): the returned value as the tool would have formatted
+  it (a `(content, artifact)` pair for `response_format="content_and_artifact"`),
+  `status="success"`, a deterministic id (two repairs write the same message), and the
+  key in `response_metadata["threadlog_idempotency_key"]`. None for a value no message
+  can hold (a `Command`): such a call is repaired as if there were no receipt.
+* `rerun_flow(...)`: the new-input repair's hook for idempotent calls with no receipt
+  (`threadlog.nodes.tools.rerun`, which sets it with `set_rerun` when imported); without
+  it, `recovered` unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, PendingWrite
+
+from threadlog.flows import Flow
+from threadlog.log.pairing import Recovered
+
+__all__ = [
+    "KEY_METADATA",
+    "RECEIPT_CHANNEL",
+    "find_receipt",
+    "is_receipt",
+    "is_receipt_task",
+    "receipt_message",
+    "receipt_write",
+    "rerun_flow",
+    "set_rerun",
+]
+
+RECEIPT_CHANNEL = "__threadlog_receipt__"
+"""Never a channel of a graph: LangGraph applies nothing from it."""
+
+_TASK_PREFIX = "threadlog-receipt:"
+
+KEY_METADATA = "threadlog_idempotency_key"
+"""`response_metadata` key of a result served from, or rebuilt from, a receipt."""
+
+
+def receipt_write(
+    call_id: str, key: str, tool: str, value: Any, response_format: str = "content"
+) -> tuple[str, list[tuple[str, Any]]]:
+    """(task id, writes) of one receipt; the task id is unique per receipt, as a marker's."""
+    at = time.time_ns()
+    record = {
+        "call_id": call_id,
+        "key": key,
+        "tool": tool,
+        "value": value,
+        "format": response_format,
+        "at": at,
+    }
+    return f"{_TASK_PREFIX}{call_id}:{at}", [(RECEIPT_CHANNEL, record)]
+
+
+def is_receipt_task(task_id: str, call_id: str) -> bool:
+    """Whether `task_id` is the task id of a receipt of `call_id` (`receipt_write`)."""
+    return task_id.startswith(f"{_TASK_PREFIX}{call_id}:")
+
+
+def find_receipt(writes: Iterable[PendingWrite], call_id: str) -> Mapping[str, Any] | None:
+    """The newest receipt of `call_id` among `writes`, or None."""
+    best: Mapping[str, Any] | None = None
+    for _task, channel, value in writes:
+        if channel != RECEIPT_CHANNEL or not is_receipt(value):
+            continue
+        if value["call_id"] == call_id and (best is None or value["at"] > best["at"]):
+            best = value
+    return best
+
+
+def is_receipt(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("call_id"), str)
+        and isinstance(value.get("key"), str)
+        and isinstance(value.get("at"), int)
+        and "value" in value
+    )
+
+
+def receipt_message(receipt: Mapping[str, Any]) -> ToolMessage | None:
+    """The result a repair logs for a receipt (module doc), or None."""
+    value = receipt["value"]
+    artifact = None
+    if receipt.get("format") == "content_and_artifact":
+        if not (isinstance(value, (tuple, list)) and len(value) == 2):
+            return None
+        value, artifact = value
+    if isinstance(value, str):
+        content: Any = value
+    elif isinstance(value, list) and all(isinstance(v, (str, dict)) for v in value):
+        content = value
+    else:
+        try:
+            content = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None  # a Command or an object: no message can stand for it
+    cid = str(receipt["call_id"])
+    digest = hashlib.blake2b(cid.encode(), digest_size=12).hexdigest()
+    return ToolMessage(
+        content=content,
+        artifact=artifact,
+        name=str(receipt.get("tool") or ""),
+        tool_call_id=cid,
+        id=f"tl-receipt-{digest}",
+        status="success",
+        response_metadata={KEY_METADATA: receipt["key"]},
+    )
+
+
+Rerun = Callable[
+    [
+        Mapping[str, Any],
+        BaseCheckpointSaver[Any],
+        Mapping[str, Any],
+        Mapping[str, AIMessage],
+        Recovered,
+    ],
+    Flow[Recovered],
+]
+_RERUN: list[Rerun] = []
+
+
+def set_rerun(fn: Rerun) -> None:
+    """Set the new-input re-run of idempotent calls (module doc)."""
+    _RERUN[:] = [fn]
+
+
+def rerun_flow(
+    nodes: Mapping[str, Any],
+    saver: BaseCheckpointSaver[Any],
+    head: Mapping[str, Any],
+    calls: Mapping[str, AIMessage],
+    recovered: Recovered,
+) -> Flow[Recovered]:
+    """`recovered` with the real results of idempotent calls run again (module doc)."""
+    if not _RERUN:
+        return recovered
+    return (yield from _RERUN[0](nodes, saver, head, calls, recovered))

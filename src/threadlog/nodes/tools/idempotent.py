@@ -1,0 +1,359 @@
+"""Idempotent tools: one key per tool call, the same on every attempt; receipts served.
+
+Why. A tool's side effect (a payment, an email, a deploy) happens in the world; the
+thread only learns of it when the tool's step is stored. Killed in between, a resume
+runs the call again (LangGraph re-runs the step), and new input or a repair can only say
+"outcome unknown". Services solved this with idempotency keys: a second request with
+the same key returns the first one's result. A tool call already has a stable identity
+(thread, namespace, call id), so threadlog derives the key from it.
+
+Contract:
+
+* `idempotent(tool)` marks a tool and returns it (the same object): a `@tool` function
+  or any `BaseTool`; a plain function is made a tool first (`langchain_core.tools.tool`).
+  Marking twice is marking once. Anything else is an `IdempotencyError` naming it.
+  `mark_by_name(tools, names)` marks the named ones of a tool list (`ToolNode(...,
+  idempotent=[...])`, `create_agent(..., idempotent=[...])`); a name that is no tool of
+  the list, or that two of its tools share, is an `IdempotencyError` naming it.
+* **The key.** Inside a marked tool, `idempotency_key()` returns
+  `"tl-idem-" + blake2b(thread_id, namespace, tool_call_id)` (32 hex digits; the
+  fields joined by NUL): `thread_id` from the run's config (`""` outside a checkpointed
+  run), the namespace is the config's `checkpoint_ns` with its task ids removed
+  (`"tools:3f2…|pay:9ab…"` -> `"tools|pay"`, since a re-run task may get another id),
+  and the call id is the model's. So every attempt of one call — an interceptor's retry,
+  a resume after a kill, a repair, new input re-running it — gets the same key, and any
+  other call (another thread, another call id, a call a fork's model made anew) another.
+  A thread made by `copy_thread` has its own thread id, so a call re-run on the copy
+  gets a key of its own (docs/tools.md says why). Outside a marked tool's run, or in
+  a tool run that has no tool call id (`tool.invoke({"x": 1})`), it raises
+  `IdempotencyError`.
+* How the tool learns its call: marking adds a callback handler to the tool
+  (`tool.callbacks`) that remembers, for each run of the tool, the `tool_call_id`
+  LangChain gives `on_tool_start`; inside the run, `ensure_config()["callbacks"]` is the
+  run's child manager, whose `parent_run_id` is that run. Both threadlog's and
+  LangGraph's `ToolNode` (and `create_agent`'s) call tools this way, so both work with
+  no change to either.
+* **Receipts.** Marking also wraps what the tool runs (a `StructuredTool`'s `func` /
+  `coroutine`; another `BaseTool`'s `_run` / `_arun`, by a subclass made for it). Each
+  attempt first looks at the checkpoint its step runs from (on threadlog's saver, one
+  query of its write keys, the checkpoint read only when one is a receipt of the call;
+  on any other saver, `get_tuple`): a receipt of this call there
+  (`threadlog.checkpoint.receipts`) is returned as the tool's return value without
+  running the tool. Otherwise the tool runs with the key set, and what it returned is
+  stored as a receipt before the tool's run ends — before the node can answer the call.
+  A tool that raised stores nothing: a failed call may be tried again. Receipts are only
+  stored inside a checkpointed run whose step is stored (not with `durability="exit"`,
+  where a kill loses the whole run and the model's step runs again).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import tool as make_tool
+
+import threadlog.nodes.tools.rerun  # noqa: F401  (sets the new-input re-run of marked calls)
+from threadlog.checkpoint.guard import GuardLayer
+from threadlog.checkpoint.layered import layer_of
+from threadlog.checkpoint.receipts import find_receipt, is_receipt_task, receipt_write
+from threadlog.checkpoint.recover import node_checkpoint
+from threadlog.errors import IdempotencyError
+from threadlog.flows import Flow, arun, call, run
+from threadlog.nodes.tools.keys import IDEMPOTENT_KEY, call_key, is_idempotent
+from threadlog.nodes.tools.started import put_on_step
+
+__all__ = [
+    "IDEMPOTENT_KEY",
+    "call_key",
+    "check_unique",
+    "idempotency_key",
+    "idempotent",
+    "is_idempotent",
+    "mark_by_name",
+]
+
+T = TypeVar("T")
+
+_log = logging.getLogger("threadlog.tools")
+_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "threadlog_idempotency_key", default=None
+)
+
+
+# -- the key ------------------------------------------------------------------------
+
+
+def idempotency_key() -> str:
+    """The key of the tool call running now (module doc); `IdempotencyError` outside one."""
+    key = _KEY.get()
+    if key is None:
+        raise IdempotencyError(
+            "threadlog.idempotency_key() was called outside the run of a tool marked with "
+            "threadlog.idempotent() for a tool call (with a tool call id): mark the tool, "
+            "and call this from inside it while a ToolNode runs it"
+        )
+    return key
+
+
+# -- which call is running: the handler ------------------------------------------------
+
+
+class _CallIds(BaseCallbackHandler):
+    """Remembers each running tool run's `tool_call_id` (module doc)."""
+
+    run_inline = True
+    raise_error = True
+
+    def __init__(self) -> None:
+        self._ids: dict[uuid.UUID, str] = {}
+        self._lock = threading.Lock()
+
+    def on_tool_start(
+        self, serialized: Any, input_str: str, *, run_id: uuid.UUID, **kwargs: Any
+    ) -> None:
+        cid = kwargs.get("tool_call_id")
+        if isinstance(cid, str) and cid:
+            with self._lock:
+                self._ids[run_id] = cid
+
+    def on_tool_end(self, output: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        self._forget(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        self._forget(run_id)
+
+    def _forget(self, run_id: uuid.UUID) -> None:
+        with self._lock:
+            self._ids.pop(run_id, None)
+
+    def current(self, config: RunnableConfig) -> str | None:
+        manager = config.get("callbacks")
+        parent = getattr(manager, "parent_run_id", None)
+        if parent is None:
+            return None
+        with self._lock:
+            return self._ids.get(parent)
+
+
+_CALL_IDS = _CallIds()
+
+
+# -- marking ------------------------------------------------------------------------
+
+
+def idempotent(tool: T) -> T:
+    """Mark `tool` idempotent and return it (module doc)."""
+    if callable(tool) and not isinstance(tool, (BaseTool, type)):
+        tool = cast(T, make_tool(cast(Callable[..., Any], tool)))
+    if not isinstance(tool, BaseTool):
+        raise IdempotencyError(
+            f"threadlog.idempotent() takes a tool (a @tool function, a BaseTool or a plain "
+            f"function), not {type(tool).__name__} {_shown(tool)}"
+        )
+    if is_idempotent(tool):
+        return cast(T, tool)
+    _wrap(tool)
+    tool.metadata = {**(tool.metadata or {}), IDEMPOTENT_KEY: True}
+    _add_handler(tool)
+    return cast(T, tool)
+
+
+def mark_by_name(tools: Sequence[BaseTool], names: Iterable[str], *, where: str) -> None:
+    """Mark the tools of `tools` named in `names` (module doc); `where` names the caller."""
+    if isinstance(names, str):
+        names = (names,)
+    names = list(names)
+    for name in names:
+        if not isinstance(name, str):
+            raise IdempotencyError(
+                f"{where}(idempotent=...) takes tool names; {_shown(name)} is a "
+                f"{type(name).__name__} (mark a tool object with threadlog.idempotent())"
+            )
+    check_unique(tools, names, where=where)
+    by_name = {t.name: t for t in tools}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise IdempotencyError(
+            f"{where}(idempotent={names!r}) names {unknown} that are not tools of it; "
+            f"its tools are {sorted(by_name)}"
+        )
+    for name in names:
+        idempotent(by_name[name])
+
+
+def check_unique(tools: Sequence[BaseTool], names: Iterable[str] = (), *, where: str) -> None:
+    """Two tools with one name where either is marked (or named in `names`): the key and
+    the receipts could not tell which tool ran, so it is refused."""
+    wanted = set(names)
+    seen: dict[str, int] = {}
+    for t in tools:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in tools:
+        if seen[t.name] > 1 and (is_idempotent(t) or t.name in wanted):
+            raise IdempotencyError(
+                f"{where}: {seen[t.name]} tools are named {t.name!r} and one of them is "
+                "idempotent; a call names its tool only by name, so give each a name of its own"
+            )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _add_handler(tool: BaseTool) -> None:
+    callbacks = tool.callbacks
+    if callbacks is None:
+        tool.callbacks = [_CALL_IDS]
+    elif isinstance(callbacks, BaseCallbackManager):
+        callbacks.add_handler(_CALL_IDS, inherit=False)
+    elif _CALL_IDS not in callbacks:
+        tool.callbacks = [*callbacks, _CALL_IDS]
+
+
+def _wrap(tool: BaseTool) -> None:
+    fmt = str(tool.response_format)
+    if isinstance(tool, StructuredTool) or (hasattr(tool, "func") and hasattr(tool, "coroutine")):
+        func = getattr(tool, "func", None)
+        coroutine = getattr(tool, "coroutine", None)
+        if func is not None:
+            tool.func = _sync_wrapper(func, tool, fmt)
+        if coroutine is not None:
+            tool.coroutine = _async_wrapper(coroutine, tool, fmt)
+        return
+    cls = type(tool)
+    own_arun = cls._arun is not BaseTool._arun
+    body: dict[str, Any] = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "_run": _sync_method(cls._run, tool, fmt),
+    }
+    if own_arun:
+        body["_arun"] = _async_method(cls._arun, tool, fmt)
+    tool.__class__ = type(cls.__name__, (cls,), body)
+
+
+def _sync_wrapper(func: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _once(tool, fmt, lambda: func(*args, **kwargs))
+
+    return wrapper
+
+
+def _async_wrapper(func: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+    @functools.wraps(func)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return await _aonce(tool, fmt, lambda: func(*args, **kwargs))
+
+    return wrapper
+
+
+def _sync_method(method: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def _run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        return _once(self, fmt, lambda: method(self, *args, **kwargs))
+
+    return _run
+
+
+def _async_method(method: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def _arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        return await _aonce(self, fmt, lambda: method(self, *args, **kwargs))
+
+    return _arun
+
+
+# -- one attempt: the receipt, or the tool then its receipt ------------------------------
+
+
+class _Attempt:
+    """One attempt of one call: its config, call id and key (None: not a tool call)."""
+
+    __slots__ = ("cid", "config", "key")
+
+    def __init__(self) -> None:
+        self.config = ensure_config()
+        self.cid = _CALL_IDS.current(self.config)
+        self.key: str | None = None
+        if self.cid is not None:
+            conf = self.config.get("configurable") or {}
+            ns = str(conf.get("checkpoint_ns") or "")
+            self.key = call_key(conf.get("thread_id"), ns, self.cid)
+
+    def served(self) -> Flow[Mapping[str, Any] | None]:
+        """The receipt of this call on its step's checkpoint, if the tool returned before."""
+        if self.cid is None:
+            return None
+        found = node_checkpoint(self.config)
+        if found is None or "checkpoint_id" not in found[1]["configurable"]:
+            return None
+        saver, at = found
+        guard = layer_of(saver, GuardLayer)
+        try:
+            if guard is not None:
+                # threadlog's saver: one cheap query of the step's write keys; the
+                # checkpoint is read only when a receipt of this call is there.
+                keys = yield from guard.write_keys_flow(at)
+                if not any(is_receipt_task(task, self.cid) for task, _ in keys):
+                    return None
+            tup = yield from call(saver, "get_tuple", at)
+        except NotImplementedError:
+            return None
+        except Exception as e:  # no receipt read: the tool runs, with its key
+            _log.warning(
+                "threadlog: could not look for the receipt of tool call %r: %s: %s",
+                self.cid,
+                type(e).__name__,
+                e,
+            )
+            return None
+        if tup is None:
+            return None  # the step's checkpoint is not stored yet: a first attempt
+        return find_receipt(tup.pending_writes or (), self.cid)
+
+    def store(self, tool: BaseTool, fmt: str, value: Any) -> Flow[None]:
+        if self.cid is None or self.key is None:
+            return
+        task_id, writes = receipt_write(self.cid, self.key, tool.name, value, fmt)
+        what = f"the receipt of tool call {self.cid!r} ({tool.name})"
+        yield from put_on_step(self.config, task_id, writes, what)
+
+
+def _once(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Any:
+    attempt = _Attempt()
+    receipt = run(attempt.served())
+    if receipt is not None:
+        return receipt["value"]
+    token = _KEY.set(attempt.key)
+    try:
+        value = body()
+    finally:
+        _KEY.reset(token)
+    run(attempt.store(tool, fmt, value))
+    return value
+
+
+async def _aonce(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Any:
+    attempt = _Attempt()
+    receipt = await arun(attempt.served())
+    if receipt is not None:
+        return receipt["value"]
+    token = _KEY.set(attempt.key)
+    try:
+        value = await body()
+    finally:
+        _KEY.reset(token)
+    await arun(attempt.store(tool, fmt, value))
+    return value

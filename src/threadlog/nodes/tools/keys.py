@@ -1,0 +1,39 @@
+"""The key of an idempotent tool's call, and the mark of an idempotent tool.
+
+`call_key(thread_id, checkpoint_ns, tool_call_id)`: `"tl-idem-" + blake2b` of the three
+joined by NUL (32 hex digits), the namespace without its task ids (`"tools:3f2…|pay:9ab…"`
+-> `"tools|pay"`: a re-run task may get another id). `is_idempotent(tool)`: whether
+`threadlog.idempotent` marked it (`tool.metadata[IDEMPOTENT_KEY]`). The rest of the idea
+is `threadlog.nodes.tools.idempotent`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from threadlog._upstream import PREGEL
+
+__all__ = ["IDEMPOTENT_KEY", "call_key", "is_idempotent"]
+
+IDEMPOTENT_KEY = "threadlog_idempotent"
+"""`tool.metadata` flag of a marked tool (also what `is_idempotent` reads)."""
+
+
+def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
+    """The key of one call (module doc)."""
+    parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
+    digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
+    return f"tl-idem-{digest}"
+
+
+def _without_task_ids(ns: str) -> str:
+    return PREGEL.ns_sep.join(
+        part.split(PREGEL.ns_end, 1)[0] for part in ns.split(PREGEL.ns_sep) if part
+    )
+
+
+def is_idempotent(tool: Any) -> bool:
+    return isinstance(tool, BaseTool) and bool((tool.metadata or {}).get(IDEMPOTENT_KEY))
