@@ -51,6 +51,7 @@ LAYERS: list[tuple[object, ...]] = [
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),
                     (
+                        "checkpoint.calls",
                         "checkpoint.input_check",
                         "checkpoint.integrity",
                         "checkpoint.stopped_work",

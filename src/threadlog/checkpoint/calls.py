@@ -1,0 +1,433 @@
+"""`CallsLayer`: what every chat-model call of a run saw, stored with the thread.
+
+Contract:
+
+* **Who is recorded.** Every chat-model call made inside a run of a graph on this saver,
+  whoever makes it — threadlog's `ModelNode`, `langchain.agents.create_agent`,
+  `create_react_agent`, swarm / supervisor agents, an app's own node calling
+  `model.invoke` / `ainvoke` / `stream` — at any subgraph depth. When a run's loop reads
+  its thread (`_upstream.running_loop()`), the layer adds one `CallRecorder` (a LangChain
+  callback handler) to the handlers the run hands down to every task
+  (`inheritable_handlers` of the run's callback manager, as a new list: a caller's own
+  manager is never changed); a subgraph's run inherits it. Nothing is patched, and a
+  model called outside a run is not seen.
+* **What is recorded** (`on_chat_model_start`, `on_llm_end` / `on_llm_error`): the
+  messages as sent, in order (system prompt included); the tool names and a digest of
+  their schemas; the model's name, provider and call parameters (`invocation_params`,
+  metadata `ls_*`); the id of the AIMessage it produced; where it ran (the task's
+  `langgraph_checkpoint_ns`, node, step); an error's text.
+* **Where it is stored.** With the step that made it: when the task's writes are stored
+  (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
+  one write on `CALLS_CHANNEL` is stored first on the same checkpoint, under a task id of
+  its own (`threadlog-calls:…`, so it never takes an index of the task's writes). So a
+  kill after the reply was stored leaves the call stored; rollback, copy, prune and forks
+  treat it as any write of that checkpoint. A kill between the two writes leaves the call
+  recorded and its reply not: the step runs again and is recorded again.
+* **O(new).** A message the thread's writes already hold (seen by this layer with the
+  same id and content digest) is stored as a reference (`{"id", "d"}`); any other content
+  — a system prompt built per call, a trimmed copy — as a content-addressed blob
+  (`blobs[digest]`), stored once per thread and process; tool schemas and call parameters
+  likewise. A process that did not see a thread's earlier writes stores each message it
+  sends once more, as a blob. Lifecycle calls forget what the layer remembered of a thread.
+* **Invisible to runs.** Reads through this layer (`get_tuple`, `list`) leave the channel
+  out, so LangGraph never sees an unknown channel; the inspector reads the backend itself
+  (`threadlog.inspect.calls`). `record_calls=False` leaves the layer out; a database
+  written without it reads as before. Under `durability="exit"` only the last step's
+  tasks store writes, so only their calls are recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from threadlog._upstream import PREGEL, RunningLoop, running_loop
+from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.flows import Flow
+from threadlog.log.messages import digest, fingerprint
+
+__all__ = ["CALLS_CHANNEL", "CALLS_TASK_PREFIX", "CallRecorder", "CallsLayer", "blob_digest"]
+
+CALLS_CHANNEL = "__threadlog_calls__"
+"""The reserved channel a step's recorded model calls are stored under."""
+CALLS_TASK_PREFIX = "threadlog-calls:"
+FORMAT = 1
+
+_MAX_THREADS = 1024  # threads whose stored digests a process remembers
+_MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
+
+
+def blob_digest(value: Any) -> str:
+    """A stable digest of a JSON-like value (tool schemas, call parameters)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """`value` as JSON-like data (what the strict serializer stores without an allowlist)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth > 12:
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "model_dump"):
+        try:
+            return _plain(value.model_dump(), depth + 1)
+        except Exception:
+            return repr(value)
+    return repr(value)
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        fn = tool.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            return str(fn["name"])
+        if isinstance(tool.get("name"), str):
+            return str(tool["name"])
+        return str(tool.get("type") or "?")
+    return str(getattr(tool, "name", None) or type(tool).__name__)
+
+
+_PARAM_SKIP = frozenset({"tools", "_type", "stop", "messages", "functions"})
+
+
+def _messages_in(value: Any, depth: int = 0) -> Iterable[BaseMessage]:
+    """The message objects one stored write holds (a message, a list, an input dict)."""
+    if isinstance(value, BaseMessage):
+        yield value
+    elif depth < 2 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _messages_in(item, depth + 1)
+    elif depth < 1 and isinstance(value, dict):
+        for item in value.values():
+            yield from _messages_in(item, depth + 1)
+
+
+class _Memo:
+    """What this process knows one thread has stored: messages (id, digest) and blobs."""
+
+    __slots__ = ("blobs", "in_log")
+
+    def __init__(self) -> None:
+        self.in_log: set[tuple[str, str]] = set()
+        self.blobs: set[str] = set()
+
+
+class _Call:
+    """One model call in flight or done, waiting for its task's writes."""
+
+    __slots__ = ("blobs", "chain", "owner", "record", "thread")
+
+    def __init__(
+        self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
+        blobs: dict[str, Any], owner: CallRecorder,
+    ) -> None:
+        self.thread = thread
+        self.chain = chain
+        self.record = record
+        self.blobs = blobs
+        self.owner = owner
+
+
+class CallRecorder(BaseCallbackHandler):
+    """The callback handler one run carries: hands each chat-model call to its layer."""
+
+    run_inline = True  # no executor hop under asyncio: the handler only builds a dict
+    raise_error = False  # recording never fails the app's call
+
+    def __init__(self, layer: CallsLayer) -> None:
+        self.layer = layer
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        self.layer.started(self, serialized, messages, run_id, metadata or {}, kwargs)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        reply = None
+        try:
+            reply = response.generations[0][0].message
+        except (AttributeError, IndexError, TypeError):
+            pass
+        self.layer.ended(run_id, getattr(reply, "id", None), None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        self.layer.ended(run_id, None, f"{type(error).__name__}: {error}")
+
+
+class CallsLayer(Layer):
+    """Records each run's model calls with the steps that made them (module doc)."""
+
+    name = "calls"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[UUID, _Call] = {}
+        self._by_thread: dict[str, list[UUID]] = {}
+        self._memos: OrderedDict[str, _Memo] = OrderedDict()
+        self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
+        self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
+
+    # -- attaching to a run ----------------------------------------------------------
+
+    def attach(self, loop: RunningLoop) -> None:
+        manager = loop.manager
+        if manager is None:
+            return
+        handlers = list(getattr(manager, "inheritable_handlers", None) or ())
+        if any(isinstance(h, CallRecorder) and h.layer is self for h in handlers):
+            return  # a subgraph's run: its parent's recorder is inherited
+        recorder = CallRecorder(self)
+        # A new list: the run manager may share its list with the caller's manager.
+        manager.inheritable_handlers = [*handlers, recorder]
+        loop.stack.callback(self._drop, recorder)
+
+    def _drop(self, recorder: CallRecorder) -> None:
+        # Calls whose task stored no writes (durability="exit", a node that raised
+        # before its step's writes) are not kept past their run.
+        with self._lock:
+            for run_id, c in list(self._calls.items()):
+                if c.owner is recorder:
+                    self._forget_call(run_id, c)
+
+    def _forget_call(self, run_id: UUID, c: _Call) -> None:
+        del self._calls[run_id]
+        ids = self._by_thread.get(c.thread)
+        if ids is not None:
+            ids.remove(run_id)
+            if not ids:
+                del self._by_thread[c.thread]
+
+    # -- the callbacks -----------------------------------------------------------------
+
+    def started(
+        self,
+        recorder: CallRecorder,
+        serialized: dict[str, Any],
+        batches: list[list[BaseMessage]],
+        run_id: UUID,
+        metadata: dict[str, Any],
+        extra: dict[str, Any],
+    ) -> None:
+        thread = metadata.get("thread_id")
+        task_ns = metadata.get("langgraph_checkpoint_ns")
+        if thread is None or not isinstance(task_ns, str) or not task_ns:
+            return  # not a task of a run (nothing to store it with)
+        thread = str(thread)
+        chain = tuple(
+            part.rsplit(PREGEL.ns_end, 1)[-1] for part in task_ns.split(PREGEL.ns_sep)
+        )
+        params = extra.get("invocation_params") or {}
+        blobs: dict[str, Any] = {}
+        with self._lock:
+            memo = self._memo(thread)
+        sent = [self._message_entry(m, memo, blobs) for m in (batches[0] if batches else [])]
+        tools = params.get("tools") if isinstance(params, dict) else None
+        tool_names, tools_d = self._tools_entry(tools, memo, blobs)
+        call_params = {
+            k: _plain(v) for k, v in (params.items() if isinstance(params, dict) else ())
+            if k not in _PARAM_SKIP
+        }
+        call_params.update(
+            {k: _plain(v) for k, v in metadata.items() if k.startswith("ls_")}
+        )
+        params_d = blob_digest(call_params)
+        if params_d not in memo.blobs:
+            blobs[params_d] = {"k": "params", "value": call_params}
+        record = {
+            "run_id": str(run_id),
+            "t": time.time(),
+            "ns": task_ns,
+            "node": metadata.get("langgraph_node"),
+            "step": metadata.get("langgraph_step"),
+            "model": _model_name(serialized, params, metadata),
+            "provider": metadata.get("ls_provider"),
+            "params": params_d,
+            "messages": sent,
+            "tools": tool_names,
+            "tools_d": tools_d,
+            "reply_id": None,
+            "error": None,
+        }
+        with self._lock:
+            self._calls[run_id] = _Call(thread, chain, record, blobs, recorder)
+            self._by_thread.setdefault(thread, []).append(run_id)
+
+    def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
+        with self._lock:
+            c = self._calls.get(run_id)
+            if c is None:
+                return
+            c.record["reply_id"] = None if reply_id is None else str(reply_id)
+            c.record["error"] = error
+
+    def _memo(self, thread: str) -> _Memo:
+        memo = self._memos.get(thread)
+        if memo is None:
+            memo = self._memos[thread] = _Memo()
+            if len(self._memos) > _MAX_THREADS:
+                self._memos.popitem(last=False)
+        else:
+            self._memos.move_to_end(thread)
+        return memo
+
+    def _digest(self, message: BaseMessage) -> str:
+        # The log's message objects are the same from turn to turn in a warm process:
+        # each is hashed once, not once per call that sends it.
+        key = id(message)
+        with self._lock:
+            hit = self._digests.get(key)
+            if hit is not None and hit[0] is message:
+                return hit[1]
+        d = digest(message)
+        with self._lock:
+            self._digests[key] = (message, d)
+            if len(self._digests) > _MAX_DIGESTS:
+                self._digests.popitem(last=False)
+        return d
+
+    def _message_entry(
+        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]
+    ) -> dict[str, Any]:
+        d = self._digest(message)
+        mid = message.id
+        if mid is not None and (str(mid), d) in memo.in_log:
+            return {"id": str(mid), "d": d, "ref": True}
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "message", **_plain(fingerprint(message))}
+        entry: dict[str, Any] = {"d": d}
+        if mid is not None:
+            entry["id"] = str(mid)
+        return entry
+
+    def _tools_entry(
+        self, tools: Any, memo: _Memo, blobs: dict[str, Any]
+    ) -> tuple[list[str], str | None]:
+        if not tools:
+            return [], None
+        # A bound model hands the same list object to every call: digested once.
+        with self._lock:
+            hit = self._tool_digests.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            _, d, names, schemas = hit
+        else:
+            schemas = _plain(list(tools))
+            d = blob_digest(schemas)
+            names = [_tool_name(t) for t in tools]
+            with self._lock:
+                if len(self._tool_digests) > 256:
+                    self._tool_digests.clear()
+                self._tool_digests[id(tools)] = (tools, d, names, schemas)
+        if d not in memo.blobs:
+            blobs[d] = {"k": "tools", "value": schemas}
+        return list(names), d
+
+    # -- the hooks ---------------------------------------------------------------------
+
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[Any]:
+        loop = running_loop()
+        if loop is not None:
+            self.attach(loop)
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
+        return None if tup is None else self.listed(tup)
+
+    def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
+        writes = tup.pending_writes
+        if not writes or not any(w[1] == CALLS_CHANNEL for w in writes):
+            return tup
+        return tup._replace(pending_writes=[w for w in writes if w[1] != CALLS_CHANNEL])
+
+    def put_writes(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Flow[None]:
+        thread = str(config.get("configurable", {}).get("thread_id"))
+        taken = self._take(thread, task_id) if thread in self._by_thread else []
+        if taken:
+            blobs: dict[str, Any] = {}
+            for c in taken:
+                blobs.update(c.blobs)
+            value = {"v": FORMAT, "calls": [c.record for c in taken], "blobs": blobs}
+            own_task = f"{CALLS_TASK_PREFIX}{task_id}:{taken[0].record['run_id']}"
+            yield from below.flow(
+                "put_writes", config, [(CALLS_CHANNEL, value)], own_task, task_path
+            )
+        yield from below.flow("put_writes", config, writes, task_id, task_path)
+        self._stored(thread, writes, taken)
+
+    def _take(self, thread: str, task_id: str) -> list[_Call]:
+        with self._lock:
+            out = []
+            for run_id in list(self._by_thread.get(thread, ())):
+                c = self._calls[run_id]
+                if task_id in c.chain:
+                    out.append(c)
+                    self._forget_call(run_id, c)
+        out.sort(key=lambda c: c.record["t"])
+        return out
+
+    def _stored(
+        self, thread: str, writes: Sequence[tuple[str, Any]], taken: list[_Call]
+    ) -> None:
+        found = [
+            (str(m.id), m) for _, value in writes for m in _messages_in(value) if m.id
+        ]
+        if not found and not taken:
+            return
+        known = [(mid, self._digest(m)) for mid, m in found]
+        with self._lock:
+            memo = self._memo(thread)
+            memo.in_log.update(known)
+            for c in taken:
+                memo.blobs.update(c.blobs)
+
+    def forget(self, thread_id: str) -> None:
+        """Forget what this process knows a thread stored (a lifecycle call changed it)."""
+        with self._lock:
+            self._memos.pop(thread_id, None)
+
+
+def _model_name(serialized: dict[str, Any], params: Any, metadata: dict[str, Any]) -> str:
+    for value in (
+        metadata.get("ls_model_name"),
+        params.get("model") if isinstance(params, dict) else None,
+        params.get("model_name") if isinstance(params, dict) else None,
+    ):
+        if isinstance(value, str) and value:
+            return value
+    name = serialized.get("name") if isinstance(serialized, dict) else None
+    if isinstance(name, str) and name:
+        return name
+    ids = serialized.get("id") if isinstance(serialized, dict) else None
+    if isinstance(ids, list) and ids:
+        return str(ids[-1])
+    return "?"
