@@ -108,6 +108,7 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.diff",
         "inspect.pairs",
         "inspect.context_seen",
+        "inspect.calls",
     ),
     (
         "inspect.remote",

@@ -1,5 +1,5 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
-[--json] [--html FILE] [--last N] [--context CALL]`.
+[--json] [--html FILE] [--last N] [--context CALL] [--calls]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
 has branches) as plain text that fits in 100 columns, for any source
@@ -17,6 +17,10 @@ key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per s
 that changed and the messages appended under other message keys. `--key KEY` makes the views
 read another message key (`supervisor_messages`). Exit status 0 on success; any error is one
 line on stderr, exit 1.
+`--calls` prints instead every model call the thread recorded (`threadlog.inspect.calls`: the
+messages as sent, the system prompt in full, tools, model, the reply), in the order they
+started; with `--json` one JSON list, an object per call (`namespace`, `agent`, `node`,
+`model`, `messages` each with `role` and `content`, `tools`, `reply_id`, …).
 """
 
 from __future__ import annotations
@@ -59,6 +63,12 @@ def register(sub: Any) -> None:
         help="also show what the model saw for this model call: an AIMessage id, or an "
         "index among the model calls (-1: the last)",
     )
+    p.add_argument(
+        "--calls",
+        action="store_true",
+        help="list every model call the thread recorded (messages sent with the system "
+        "prompt, tools, model, reply) instead of the views; with --json a JSON list",
+    )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
     p.add_argument(
@@ -99,6 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.progress import Progress
     from threadlog.inspect.thread import thread
 
+    if args.calls:
+        return _calls(args)
     if args.html:
         check_output_path(args.html)
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
@@ -138,5 +150,20 @@ def _run(args: argparse.Namespace) -> int:
     else:
         text = "\n\n".join(str(v) for v in views.values())
     print(text)
+    sys.stdout.flush()
+    return 0
+
+
+def _calls(args: argparse.Namespace) -> int:
+    from threadlog.inspect.calls import recorded_calls
+    from threadlog.inspect.readonly import is_server_url
+
+    if is_server_url(args.db):
+        raise ValueError(
+            "--calls reads a checkpointer's database (the server's SQLite file or "
+            "Postgres URL); a LangGraph server's API does not return recorded calls"
+        )
+    calls = recorded_calls(args.db, args.thread)
+    print(calls.json_text() if args.json else str(calls))
     sys.stdout.flush()
     return 0
