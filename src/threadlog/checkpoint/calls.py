@@ -120,30 +120,69 @@ def _messages_in(value: Any, depth: int = 0) -> Iterable[BaseMessage]:
             yield from _messages_in(item, depth + 1)
 
 
-class _Memo:
-    """What this process knows one thread has stored: messages (id, digest) and blobs."""
+_Key = tuple[str | None, str]  # a sent message: (id, digest)
 
-    __slots__ = ("blobs", "in_log")
+
+class _Memo:
+    """What this process knows one thread has stored: messages (id, digest), blobs, and
+    the last stored call per agent (its run id and the messages it sent)."""
+
+    __slots__ = ("blobs", "in_log", "last")
 
     def __init__(self) -> None:
         self.in_log: set[tuple[str, str]] = set()
         self.blobs: set[str] = set()
+        self.last: dict[str, tuple[str, list[_Key]]] = {}
+
+
+def _compress(
+    entries: list[dict[str, Any]], keys: list[_Key], prev: tuple[str, list[_Key]] | None
+) -> list[dict[str, Any]]:
+    """`entries` with each run of two or more messages that a stored earlier call also
+    sent, in the same order, as `{"slice": [its run id, start, end]}`: a call sends its
+    agent's previous context again plus what is new, so a record stores what is new."""
+    if prev is None:
+        return entries
+    run_id, before = prev
+    where: dict[_Key, int] = {}
+    for pos, key in enumerate(before):
+        where.setdefault(key, pos)
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(keys):
+        found = where.get(keys[i])
+        if found is None:
+            out.append(entries[i])
+            i += 1
+            continue
+        j = found
+        n = 0
+        while i + n < len(keys) and j + n < len(before) and keys[i + n] == before[j + n]:
+            n += 1
+        if n < 2:
+            out.append(entries[i])
+        else:
+            out.append({"slice": [run_id, j, j + n]})
+        i += max(n, 1)
+    return out
 
 
 class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
-    __slots__ = ("blobs", "chain", "owner", "record", "thread")
+    __slots__ = ("agent", "blobs", "chain", "keys", "owner", "record", "thread")
 
     def __init__(
         self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
-        blobs: dict[str, Any], owner: CallRecorder,
+        blobs: dict[str, Any], owner: CallRecorder, agent: str, keys: list[_Key],
     ) -> None:
         self.thread = thread
         self.chain = chain
         self.record = record
         self.blobs = blobs
         self.owner = owner
+        self.agent = agent
+        self.keys = keys
 
 
 class CallRecorder(BaseCallbackHandler):
@@ -239,14 +278,19 @@ class CallsLayer(Layer):
         if thread is None or not isinstance(task_ns, str) or not task_ns:
             return  # not a task of a run (nothing to store it with)
         thread = str(thread)
-        chain = tuple(
-            part.rsplit(PREGEL.ns_end, 1)[-1] for part in task_ns.split(PREGEL.ns_sep)
-        )
+        parts = task_ns.split(PREGEL.ns_sep)
+        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
+        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
         params = extra.get("invocation_params") or {}
         blobs: dict[str, Any] = {}
         with self._lock:
             memo = self._memo(thread)
-        sent = [self._message_entry(m, memo, blobs) for m in (batches[0] if batches else [])]
+        messages = batches[0] if batches else []
+        sent = [self._message_entry(m, memo, blobs) for m in messages]
+        keys: list[_Key] = [(e.get("id"), e["d"]) for e in sent]
+        with self._lock:
+            prev = memo.last.get(agent)
+        sent = _compress(sent, keys, prev)
         tools = params.get("tools") if isinstance(params, dict) else None
         tool_names, tools_d = self._tools_entry(tools, memo, blobs)
         call_params = {
@@ -275,7 +319,7 @@ class CallsLayer(Layer):
             "error": None,
         }
         with self._lock:
-            self._calls[run_id] = _Call(thread, chain, record, blobs, recorder)
+            self._calls[run_id] = _Call(thread, chain, record, blobs, recorder, agent, keys)
             self._by_thread.setdefault(thread, []).append(run_id)
 
     def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
@@ -409,6 +453,7 @@ class CallsLayer(Layer):
             memo.in_log.update(known)
             for c in taken:
                 memo.blobs.update(c.blobs)
+                memo.last[c.agent] = (c.record["run_id"], c.keys)
 
     def forget(self, thread_id: str) -> None:
         """Forget what this process knows a thread stored (a lifecycle call changed it)."""

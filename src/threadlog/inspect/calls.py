@@ -120,7 +120,7 @@ class CallList:
         out = [f"model calls of thread {safe(self.thread_id)} ({len(self.calls)})"]
         for i, c in enumerate(self.calls, 1):
             where = f"{c.namespace} > {c.node}" if c.namespace else c.node
-            head = f"#{i} step {c.step}  {where}  model {c.model}"
+            head = f"#{i} {where} (step {c.step})  model: {c.model}"
             if c.provider:
                 head += f" ({c.provider})"
             out.append("")
@@ -256,6 +256,8 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
                     found.append((cid, dict(call)))
     if not found:
         return CallList(thread_id)
+    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
+    _expand_slices(found)
     wanted: set[str] = set()
     for _, call in found:
         for entry in call.get("messages") or ():
@@ -267,6 +269,27 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     calls = [_call(cid, call, blobs, stored) for cid, call in found]
     calls.sort(key=lambda c: c.started)
     return CallList(thread_id, calls)
+
+
+def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
+    """Each call's `{"slice": [run id, start, end]}` entries as the entries of that earlier
+    call they stand for (calls in the order they started: a slice names an earlier one)."""
+    by_run: dict[str, list[Any]] = {}
+    for _, call in found:
+        out: list[Any] = []
+        for entry in call.get("messages") or ():
+            piece = entry.get("slice") if isinstance(entry, Mapping) else None
+            if isinstance(piece, (list, tuple)) and len(piece) == 3:
+                start, end = int(piece[1]), int(piece[2])
+                earlier = by_run.get(str(piece[0]))
+                if earlier is None or end > len(earlier):
+                    out.extend({"missing": True} for _ in range(max(end - start, 0)))
+                else:
+                    out.extend(earlier[start:end])
+            else:
+                out.append(entry)
+        call["messages"] = out
+        by_run[str(call.get("run_id"))] = out
 
 
 def _stored_messages(
@@ -325,6 +348,8 @@ def _resolve(
     entry: Mapping[str, Any], blobs: Mapping[str, Any], stored: Mapping[str, list[BaseMessage]]
 ) -> dict[str, Any]:
     d, mid = entry.get("d"), entry.get("id")
+    if entry.get("missing"):
+        return {"role": "?", "content": None, "id": mid, "missing": True}
     blob = blobs.get(str(d))
     if isinstance(blob, Mapping):
         return _message(blob, mid)
