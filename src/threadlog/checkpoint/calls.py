@@ -57,7 +57,14 @@ from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.flows import Flow
 from threadlog.log.messages import digest, fingerprint
 
-__all__ = ["CALLS_CHANNEL", "CALLS_TASK_PREFIX", "CallRecorder", "CallsLayer", "blob_digest"]
+__all__ = [
+    "CALLS_CHANNEL",
+    "CALLS_TASK_PREFIX",
+    "CallRecorder",
+    "CallsLayer",
+    "blob_digest",
+    "stored_digests",
+]
 
 CALLS_CHANNEL = "__threadlog_calls__"
 """The reserved channel a step's recorded model calls are stored under."""
@@ -94,6 +101,17 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return repr(value)
 
 
+def stored_digests(message: BaseMessage) -> list[str]:
+    """The digests a copy of a stored message may have when sent: its own and, for a
+    message with a `name`, the same without it (a provider's wire form may drop it)."""
+    own = digest(message)
+    if message.name is None:
+        return [own]
+    fp = fingerprint(message)
+    del fp["name"]
+    return [own, blob_digest(fp)]
+
+
 def _tool_name(tool: Any) -> str:
     if isinstance(tool, dict):
         fn = tool.get("function")
@@ -127,10 +145,11 @@ class _Memo:
     """What this process knows one thread has stored: messages (id, digest), blobs, and
     the last stored call per agent (its run id and the messages it sent)."""
 
-    __slots__ = ("blobs", "in_log", "last")
+    __slots__ = ("blobs", "digests", "in_log", "last")
 
     def __init__(self) -> None:
         self.in_log: set[tuple[str, str]] = set()
+        self.digests: set[str] = set()  # of every message in `in_log`
         self.blobs: set[str] = set()
         self.last: dict[str, tuple[str, list[_Key]]] = {}
 
@@ -170,19 +189,23 @@ def _compress(
 class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
-    __slots__ = ("agent", "blobs", "chain", "keys", "owner", "record", "thread")
+    __slots__ = (
+        "agent", "chain", "messages", "owner", "params", "record", "thread", "tools",
+    )
 
     def __init__(
         self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
-        blobs: dict[str, Any], owner: CallRecorder, agent: str, keys: list[_Key],
+        owner: CallRecorder, agent: str, messages: list[BaseMessage], tools: Any,
+        params: dict[str, Any],
     ) -> None:
         self.thread = thread
         self.chain = chain
         self.record = record
-        self.blobs = blobs
         self.owner = owner
         self.agent = agent
-        self.keys = keys
+        self.messages = messages
+        self.tools = tools
+        self.params = params
 
 
 class CallRecorder(BaseCallbackHandler):
@@ -190,6 +213,12 @@ class CallRecorder(BaseCallbackHandler):
 
     run_inline = True  # no executor hop under asyncio: the handler only builds a dict
     raise_error = False  # recording never fails the app's call
+    # Only model calls: every other event of the run is not dispatched to it.
+    ignore_chain = True
+    ignore_agent = True
+    ignore_retriever = True
+    ignore_retry = True
+    ignore_custom_event = True
 
     def __init__(self, layer: CallsLayer) -> None:
         self.layer = layer
@@ -282,44 +311,30 @@ class CallsLayer(Layer):
         chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
         agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
         params = extra.get("invocation_params") or {}
-        blobs: dict[str, Any] = {}
-        with self._lock:
-            memo = self._memo(thread)
-        messages = batches[0] if batches else []
-        sent = [self._message_entry(m, memo, blobs) for m in messages]
-        keys: list[_Key] = [(e.get("id"), e["d"]) for e in sent]
-        with self._lock:
-            prev = memo.last.get(agent)
-        sent = _compress(sent, keys, prev)
-        tools = params.get("tools") if isinstance(params, dict) else None
-        tool_names, tools_d = self._tools_entry(tools, memo, blobs)
-        call_params = {
-            k: _plain(v) for k, v in (params.items() if isinstance(params, dict) else ())
-            if k not in _PARAM_SKIP
-        }
-        call_params.update(
-            {k: _plain(v) for k, v in metadata.items() if k.startswith("ls_")}
-        )
-        params_d = blob_digest(call_params)
-        if params_d not in memo.blobs:
-            blobs[params_d] = {"k": "params", "value": call_params}
-        record = {
+        if not isinstance(params, dict):
+            params = {}
+        call_params = {k: _plain(v) for k, v in params.items() if k not in _PARAM_SKIP}
+        call_params.update({k: _plain(v) for k, v in metadata.items() if k.startswith("ls_")})
+        # None fields and a node the namespace names are left out (the reader fills them).
+        record: dict[str, Any] = {
             "run_id": str(run_id),
             "t": time.time(),
             "ns": task_ns,
-            "node": metadata.get("langgraph_node"),
             "step": metadata.get("langgraph_step"),
             "model": _model_name(serialized, params, metadata),
-            "provider": metadata.get("ls_provider"),
-            "params": params_d,
-            "messages": sent,
-            "tools": tool_names,
-            "tools_d": tools_d,
-            "reply_id": None,
-            "error": None,
         }
+        node = metadata.get("langgraph_node")
+        if node is not None and node != parts[-1].rsplit(PREGEL.ns_end, 1)[0]:
+            record["node"] = node
+        # What is stored of the messages is decided when the call is stored: by then the
+        # steps before it have stored theirs (LangGraph stores a step's writes in the
+        # background while the next step runs), so more of them are references.
+        c = _Call(
+            thread, chain, record, recorder, agent,
+            list(batches[0]) if batches else [], params.get("tools"), call_params,
+        )
         with self._lock:
-            self._calls[run_id] = _Call(thread, chain, record, blobs, recorder, agent, keys)
+            self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
 
     def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
@@ -327,8 +342,10 @@ class CallsLayer(Layer):
             c = self._calls.get(run_id)
             if c is None:
                 return
-            c.record["reply_id"] = None if reply_id is None else str(reply_id)
-            c.record["error"] = error
+            if reply_id is not None:
+                c.record["reply_id"] = str(reply_id)
+            if error is not None:
+                c.record["error"] = error
 
     def _memo(self, thread: str) -> _Memo:
         memo = self._memos.get(thread)
@@ -362,6 +379,10 @@ class CallsLayer(Layer):
         mid = message.id
         if mid is not None and (str(mid), d) in memo.in_log:
             return {"id": str(mid), "d": d, "ref": True}
+        if mid is None and d in memo.digests:
+            # A copy without its id (a context a node rebuilt for the provider): the
+            # stored message with the same model-visible content.
+            return {"d": d, "ref": True}
         if d not in memo.blobs and d not in blobs:
             blobs[d] = {"k": "message", **_plain(fingerprint(message))}
         entry: dict[str, Any] = {"d": d}
@@ -415,18 +436,41 @@ class CallsLayer(Layer):
         task_path: str = "",
     ) -> Flow[None]:
         thread = str(config.get("configurable", {}).get("thread_id"))
+        self._note_stored(thread, writes)
         taken = self._take(thread, task_id) if thread in self._by_thread else []
         if taken:
-            blobs: dict[str, Any] = {}
-            for c in taken:
-                blobs.update(c.blobs)
-            value = {"v": FORMAT, "calls": [c.record for c in taken], "blobs": blobs}
-            own_task = f"{CALLS_TASK_PREFIX}{task_id}:{taken[0].record['run_id']}"
+            value = self._stored_form(thread, taken)
+            # Its own task id (never an index of the task's writes), one per flush: a task
+            # resumed after an interrupt stores its calls again on the same checkpoint.
+            own_task = f"{CALLS_TASK_PREFIX}{task_id}:{taken[0].record['run_id'][-12:]}"
             yield from below.flow(
                 "put_writes", config, [(CALLS_CHANNEL, value)], own_task, task_path
             )
         yield from below.flow("put_writes", config, writes, task_id, task_path)
-        self._stored(thread, writes, taken)
+
+    def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
+        """One write's value: the calls' records and the blobs they add (module doc)."""
+        blobs: dict[str, Any] = {}
+        records = []
+        with self._lock:
+            memo = self._memo(thread)
+        for c in taken:
+            sent = [self._message_entry(m, memo, blobs) for m in c.messages]
+            keys: list[_Key] = [(e.get("id"), e["d"]) for e in sent]
+            record = dict(c.record)
+            record["messages"] = _compress(sent, keys, memo.last.get(c.agent))
+            names, tools_d = self._tools_entry(c.tools, memo, blobs)
+            if names:
+                record["tools"], record["tools_d"] = names, tools_d
+            params_d = blob_digest(c.params)
+            if params_d not in memo.blobs:
+                blobs[params_d] = {"k": "params", "value": c.params}
+            record["params"] = params_d
+            records.append(record)
+            # Stored in this same write: a later call of the agent may slice it.
+            memo.last[c.agent] = (str(record["run_id"]), keys)
+        memo.blobs.update(blobs)
+        return {"v": FORMAT, "calls": records, "blobs": blobs}
 
     def _take(self, thread: str, task_id: str) -> list[_Call]:
         with self._lock:
@@ -439,21 +483,18 @@ class CallsLayer(Layer):
         out.sort(key=lambda c: c.record["t"])
         return out
 
-    def _stored(
-        self, thread: str, writes: Sequence[tuple[str, Any]], taken: list[_Call]
-    ) -> None:
-        found = [
-            (str(m.id), m) for _, value in writes for m in _messages_in(value) if m.id
-        ]
-        if not found and not taken:
+    def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
+        """Remember the messages these writes store, as calls will reference them."""
+        found = [m for _, value in writes for m in _messages_in(value) if m.id]
+        if not found:
             return
-        known = [(mid, self._digest(m)) for mid, m in found]
+        known = [(str(m.id), self._digest(m)) for m in found]
+        variants = [d for m in found if m.name is not None for d in stored_digests(m)[1:]]
         with self._lock:
             memo = self._memo(thread)
             memo.in_log.update(known)
-            for c in taken:
-                memo.blobs.update(c.blobs)
-                memo.last[c.agent] = (c.record["run_id"], c.keys)
+            memo.digests.update(d for _, d in known)
+            memo.digests.update(variants)
 
     def forget(self, thread_id: str) -> None:
         """Forget what this process knows a thread stored (a lifecycle call changed it)."""

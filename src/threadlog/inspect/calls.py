@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import PREGEL, DeltaSnapshot
 from threadlog.checkpoint.backends import unwrap
-from threadlog.checkpoint.calls import CALLS_CHANNEL
+from threadlog.checkpoint.calls import CALLS_CHANNEL, stored_digests
 from threadlog.log.messages import digest, fingerprint
 from threadlog.terminal import CONTROLS, safe
 
@@ -266,7 +266,19 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
         if call.get("reply_id"):
             wanted.add(str(call["reply_id"]))
     stored = _stored_messages(tuples, wanted)
-    calls = [_call(cid, call, blobs, stored) for cid, call in found]
+    index: dict[str, BaseMessage] = {}
+
+    def by_digest() -> Mapping[str, BaseMessage]:
+        # Built once, on the first reference by content alone (a copy sent without id).
+        if not index:
+            for m in _all_messages(tuples):
+                own, *variants = stored_digests(m)
+                index.setdefault(own, m)
+                for d in variants:  # the same message sent without its name
+                    index.setdefault(d, m.model_copy(update={"name": None}))
+        return index
+
+    calls = [_call(cid, call, blobs, stored, by_digest) for cid, call in found]
     calls.sort(key=lambda c: c.started)
     return CallList(thread_id, calls)
 
@@ -290,6 +302,28 @@ def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
                 out.append(entry)
         call["messages"] = out
         by_run[str(call.get("run_id"))] = out
+
+
+def _all_messages(tuples: Iterable[CheckpointTuple]) -> Iterator[BaseMessage]:
+    seen: set[int] = set()
+    for tup in tuples:
+        for _, channel, value in tup.pending_writes or ():
+            if channel != CALLS_CHANNEL:
+                for m in _flat(value):
+                    if id(m) not in seen:
+                        seen.add(id(m))
+                        yield m
+
+
+def _flat(value: Any, depth: int = 0) -> Iterator[BaseMessage]:
+    if isinstance(value, BaseMessage):
+        yield value
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flat(item, depth + 1)
+    elif depth < 2 and isinstance(value, Mapping):
+        for item in value.values():
+            yield from _flat(item, depth + 1)
 
 
 def _stored_messages(
@@ -345,7 +379,10 @@ def _message(fp: Mapping[str, Any], mid: Any = None) -> dict[str, Any]:
 
 
 def _resolve(
-    entry: Mapping[str, Any], blobs: Mapping[str, Any], stored: Mapping[str, list[BaseMessage]]
+    entry: Mapping[str, Any],
+    blobs: Mapping[str, Any],
+    stored: Mapping[str, list[BaseMessage]],
+    by_digest: Callable[[], Mapping[str, BaseMessage]] | None = None,
 ) -> dict[str, Any]:
     d, mid = entry.get("d"), entry.get("id")
     if entry.get("missing"):
@@ -357,6 +394,10 @@ def _resolve(
     for m in versions:
         if digest(m) == d:
             return _message(fingerprint(m), mid)
+    if not mid and by_digest is not None:
+        same = by_digest().get(str(d))
+        if same is not None:
+            return _message(fingerprint(same))
     return {"role": "?", "content": None, "id": mid, "missing": True}
 
 
@@ -365,6 +406,7 @@ def _call(
     call: Mapping[str, Any],
     blobs: Mapping[str, Any],
     stored: Mapping[str, list[BaseMessage]],
+    by_digest: Callable[[], Mapping[str, BaseMessage]],
 ) -> RecordedCall:
     ns = str(call.get("ns") or "")
     parts = ns.split(PREGEL.ns_sep) if ns else []
@@ -387,10 +429,13 @@ def _call(
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
-        provider=call.get("provider"),
+        provider=call.get("provider") or (
+            params_blob.get("value", {}).get("ls_provider")
+            if isinstance(params_blob, Mapping) else None
+        ),
         params=dict(params_blob.get("value") or {}) if isinstance(params_blob, Mapping) else {},
         messages=[
-            _resolve(e, blobs, stored) for e in call.get("messages") or ()
+            _resolve(e, blobs, stored, by_digest) for e in call.get("messages") or ()
             if isinstance(e, Mapping)
         ],
         tools=[str(t) for t in call.get("tools") or ()],
