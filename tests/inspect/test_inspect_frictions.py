@@ -1,0 +1,59 @@
+"""What the inspector says about apps written as their users write them: an edit that
+changed a message's text reads as that text, not as calls; the state view lists only the
+keys the app's state has."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+import threadlog
+from threadlog.cli import main
+
+
+def chatbot(state: Any) -> dict[str, Any]:
+    last = state["messages"][-1]
+    return {"messages": [AIMessage(f"you said {last.content}", id=f"a-{last.id}")]}
+
+
+def test_an_edit_of_content_reads_as_the_text_it_changed(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("chatbot", chatbot)
+    g.add_edge(START, "chatbot")
+    g.add_edge("chatbot", END)
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    with threadlog.checkpointer(sqlite_url) as saver:
+        graph = g.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("helo", id="u1")]}, cfg)
+        graph.update_state(cfg, {"messages": [HumanMessage("hello", id="u1")]})
+    assert main(["inspect", "--db", sqlite_url, "--thread", "t"]) == 0
+    text = capsys.readouterr().out
+    assert "no calls supersede no calls" not in text
+    assert "content 'helo' → 'hello'" in text
+
+
+class Notes(MessagesState):
+    user_name: str
+
+
+def test_the_state_view_lists_only_the_keys_the_app_has(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    g = StateGraph(Notes)
+    g.add_node("chatbot", chatbot)
+    g.add_edge(START, "chatbot")
+    g.add_edge("chatbot", END)
+    cfg: Any = {"configurable": {"thread_id": "n"}}
+    with threadlog.checkpointer(sqlite_url) as saver:
+        g.compile(checkpointer=saver).invoke(
+            {"messages": [HumanMessage("hi")], "user_name": "Ada"}, cfg
+        )
+    assert main(["inspect", "--db", sqlite_url, "--thread", "n", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)["state"]
+    assert sorted(r["key"] for r in state) == ["messages", "user_name"]
