@@ -19,10 +19,13 @@ Contract:
 * **Where it is stored.** With the step that made it: when the task's writes are stored
   (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
   one write on `CALLS_CHANNEL` is stored first on the same checkpoint, under a task id of
-  its own (`threadlog-calls:…`, so it never takes an index of the task's writes). So a
-  kill after the reply was stored leaves the call stored; rollback, copy, prune and forks
+  its own (`threadlog-calls:…`, so it never takes an index of the task's writes); calls
+  not stored that way by the time the step's checkpoint is stored are stored just before
+  it (LangGraph waits for a step's writes only when they hold a delta channel). So a kill
+  after the reply was stored leaves the call stored; rollback, copy, prune and forks
   treat it as any write of that checkpoint. A kill between the two writes leaves the call
-  recorded and its reply not: the step runs again and is recorded again.
+  recorded and its reply not: the step runs again and is recorded again. Recording
+  never fails a step: a record that cannot be built is logged and left out.
 * **O(new).** A message the thread's writes already hold (seen by this layer with the
   same id and content digest) is stored as a reference (`{"id", "d"}`); any other content
   — a system prompt built per call, a trimmed copy — as a content-addressed blob
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -48,7 +52,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -65,6 +69,8 @@ __all__ = [
     "blob_digest",
     "stored_digests",
 ]
+
+log = logging.getLogger("threadlog.calls")
 
 CALLS_CHANNEL = "__threadlog_calls__"
 """The reserved channel a step's recorded model calls are stored under."""
@@ -104,12 +110,23 @@ def _plain(value: Any, depth: int = 0) -> Any:
 def stored_digests(message: BaseMessage) -> list[str]:
     """The digests a copy of a stored message may have when sent: its own and, for a
     message with a `name`, the same without it (a provider's wire form may drop it)."""
-    own = digest(message)
+    try:
+        own = digest(message)
+    except Exception:  # a message the log has no role for: found by id only
+        return []
     if message.name is None:
         return [own]
     fp = fingerprint(message)
     del fp["name"]
     return [own, blob_digest(fp)]
+
+
+def _fingerprint(message: BaseMessage) -> dict[str, Any]:
+    try:
+        return fingerprint(message)
+    except Exception:  # a message the log has no role for (a ChatMessage's own role)
+        role = getattr(message, "role", None) or type(message).__name__
+        return {"role": str(role), "content": message.content}
 
 
 def _tool_name(tool: Any) -> str:
@@ -190,13 +207,14 @@ class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
     __slots__ = (
-        "agent", "chain", "messages", "owner", "params", "record", "thread", "tools",
+        "agent", "chain", "done", "graph_ns", "messages", "owner", "params", "record",
+        "thread", "tools",
     )
 
     def __init__(
         self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
         owner: CallRecorder, agent: str, messages: list[BaseMessage], tools: Any,
-        params: dict[str, Any],
+        params: list[tuple[str, Any]],
     ) -> None:
         self.thread = thread
         self.chain = chain
@@ -206,6 +224,8 @@ class _Call:
         self.messages = messages
         self.tools = tools
         self.params = params
+        self.done = False
+        self.graph_ns = ""  # the namespace of the graph whose task made the call
 
 
 class CallRecorder(BaseCallbackHandler):
@@ -260,6 +280,7 @@ class CallsLayer(Layer):
         self._memos: OrderedDict[str, _Memo] = OrderedDict()
         self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
+        self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
 
     # -- attaching to a run ----------------------------------------------------------
 
@@ -313,8 +334,8 @@ class CallsLayer(Layer):
         params = extra.get("invocation_params") or {}
         if not isinstance(params, dict):
             params = {}
-        call_params = {k: _plain(v) for k, v in params.items() if k not in _PARAM_SKIP}
-        call_params.update({k: _plain(v) for k, v in metadata.items() if k.startswith("ls_")})
+        raw = [(k, v) for k, v in params.items() if k not in _PARAM_SKIP]
+        raw += [(k, v) for k, v in metadata.items() if k.startswith("ls_")]
         # None fields and a node the namespace names are left out (the reader fills them).
         record: dict[str, Any] = {
             "run_id": str(run_id),
@@ -331,8 +352,9 @@ class CallsLayer(Layer):
         # background while the next step runs), so more of them are references.
         c = _Call(
             thread, chain, record, recorder, agent,
-            list(batches[0]) if batches else [], params.get("tools"), call_params,
+            list(batches[0]) if batches else [], params.get("tools"), raw,
         )
+        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
         with self._lock:
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
@@ -346,6 +368,7 @@ class CallsLayer(Layer):
                 c.record["reply_id"] = str(reply_id)
             if error is not None:
                 c.record["error"] = error
+            c.done = True
 
     def _memo(self, thread: str) -> _Memo:
         memo = self._memos.get(thread)
@@ -365,7 +388,10 @@ class CallsLayer(Layer):
             hit = self._digests.get(key)
             if hit is not None and hit[0] is message:
                 return hit[1]
-        d = digest(message)
+        try:
+            d = digest(message)
+        except Exception:  # a message the log has no role for: its text as stored
+            d = blob_digest([type(message).__name__, repr(message.content)])
         with self._lock:
             self._digests[key] = (message, d)
             if len(self._digests) > _MAX_DIGESTS:
@@ -384,11 +410,27 @@ class CallsLayer(Layer):
             # stored message with the same model-visible content.
             return {"d": d, "ref": True}
         if d not in memo.blobs and d not in blobs:
-            blobs[d] = {"k": "message", **_plain(fingerprint(message))}
+            blobs[d] = {"k": "message", **_plain(_fingerprint(message))}
         entry: dict[str, Any] = {"d": d}
         if mid is not None:
             entry["id"] = str(mid)
         return entry
+
+    def _params(self, raw: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
+        # A model's parameters are the same objects call after call: made plain and
+        # digested once per set (the values are kept, so their ids stay theirs).
+        key = tuple((k, id(v)) for k, v in raw)
+        with self._lock:
+            hit = self._params_seen.get(key)
+        if hit is not None:
+            return hit[1], hit[2]
+        plain = {k: _plain(v) for k, v in raw}
+        d = blob_digest(plain)
+        with self._lock:
+            if len(self._params_seen) > 256:
+                self._params_seen.clear()
+            self._params_seen[key] = ([v for _, v in raw], plain, d)
+        return plain, d
 
     def _tools_entry(
         self, tools: Any, memo: _Memo, blobs: dict[str, Any]
@@ -450,6 +492,13 @@ class CallsLayer(Layer):
 
     def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
         """One write's value: the calls' records and the blobs they add (module doc)."""
+        try:
+            return self._build(thread, taken)
+        except Exception as exc:  # recording never costs the app its step's writes
+            log.warning("threadlog: model calls not recorded: %s: %s", type(exc).__name__, exc)
+            return {"v": FORMAT, "calls": [], "blobs": {}, "error": repr(exc)}
+
+    def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
         with self._lock:
@@ -462,9 +511,9 @@ class CallsLayer(Layer):
             names, tools_d = self._tools_entry(c.tools, memo, blobs)
             if names:
                 record["tools"], record["tools_d"] = names, tools_d
-            params_d = blob_digest(c.params)
+            plain, params_d = self._params(c.params)
             if params_d not in memo.blobs:
-                blobs[params_d] = {"k": "params", "value": c.params}
+                blobs[params_d] = {"k": "params", "value": plain}
             record["params"] = params_d
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
@@ -472,12 +521,44 @@ class CallsLayer(Layer):
         memo.blobs.update(blobs)
         return {"v": FORMAT, "calls": records, "blobs": blobs}
 
-    def _take(self, thread: str, task_id: str) -> list[_Call]:
+    def put(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        checkpoint: Any,
+        metadata: Any,
+        new_versions: Any,
+    ) -> Flow[RunnableConfig]:
+        # A step's checkpoint may be stored before its tasks' writes (LangGraph stores
+        # writes in the background and waits only for a delta channel's): the calls its
+        # tasks finished are stored first, on the checkpoint they ran from, so a kill
+        # after this checkpoint keeps them.
+        conf = config.get("configurable", {})
+        thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
+        if parent and thread in self._by_thread:
+            ns = str(conf.get("checkpoint_ns") or "")
+            taken = self._take(thread, None, ns)
+            if taken:
+                own_task = (
+                    f"{CALLS_TASK_PREFIX}{taken[0].chain[-1]}:{taken[0].record['run_id'][-12:]}"
+                )
+                value = self._stored_form(thread, taken)
+                yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
+        out: RunnableConfig = yield from below.flow(
+            "put", config, checkpoint, metadata, new_versions
+        )
+        return out
+
+    def _take(self, thread: str, task_id: str | None, graph_ns: str = "") -> list[_Call]:
+        """The calls of `thread` a task's writes store: those of `task_id` (or of a
+        subgraph inside it); with no task, the finished calls of the graph at `graph_ns`."""
         with self._lock:
             out = []
             for run_id in list(self._by_thread.get(thread, ())):
                 c = self._calls[run_id]
-                if task_id in c.chain:
+                if (task_id in c.chain) if task_id is not None else (
+                    c.done and c.graph_ns == graph_ns
+                ):
                     out.append(c)
                     self._forget_call(run_id, c)
         out.sort(key=lambda c: c.record["t"])
@@ -485,7 +566,10 @@ class CallsLayer(Layer):
 
     def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
         """Remember the messages these writes store, as calls will reference them."""
-        found = [m for _, value in writes for m in _messages_in(value) if m.id]
+        found = [
+            m for _, value in writes for m in _messages_in(value)
+            if m.id and not isinstance(m, RemoveMessage)
+        ]
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from threadlog._upstream import PREGEL, DeltaSnapshot
 from threadlog.checkpoint.backends import unwrap
 from threadlog.checkpoint.calls import CALLS_CHANNEL, stored_digests
-from threadlog.log.messages import digest, fingerprint
+from threadlog.log.messages import fingerprint
 from threadlog.terminal import CONTROLS, safe
 
 __all__ = ["CallList", "RecordedCall", "calls_from", "recorded_calls"]
@@ -272,10 +272,9 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
         # Built once, on the first reference by content alone (a copy sent without id).
         if not index:
             for m in _all_messages(tuples):
-                own, *variants = stored_digests(m)
-                index.setdefault(own, m)
-                for d in variants:  # the same message sent without its name
-                    index.setdefault(d, m.model_copy(update={"name": None}))
+                digests = stored_digests(m)
+                for i, d in enumerate(digests):  # after the first: sent without its name
+                    index.setdefault(d, m if i == 0 else m.model_copy(update={"name": None}))
         return index
 
     calls = [_call(cid, call, blobs, stored, by_digest) for cid, call in found]
@@ -361,6 +360,14 @@ def _stored_messages(
     return out
 
 
+def _fp(message: BaseMessage) -> dict[str, Any]:
+    try:
+        return fingerprint(message)
+    except Exception:  # a message the log has no role for
+        role = getattr(message, "role", None) or type(message).__name__
+        return {"role": str(role), "content": message.content}
+
+
 def _message(fp: Mapping[str, Any], mid: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"role": fp.get("role"), "content": fp.get("content")}
     if mid is not None:
@@ -392,12 +399,12 @@ def _resolve(
         return _message(blob, mid)
     versions = stored.get(str(mid), []) if mid else []
     for m in versions:
-        if digest(m) == d:
-            return _message(fingerprint(m), mid)
+        if d in stored_digests(m)[:1]:
+            return _message(_fp(m), mid)
     if not mid and by_digest is not None:
         same = by_digest().get(str(d))
         if same is not None:
-            return _message(fingerprint(same))
+            return _message(_fp(same))
     return {"role": "?", "content": None, "id": mid, "missing": True}
 
 
@@ -421,7 +428,7 @@ def _call(
     if reply_id:
         versions = stored.get(str(reply_id)) or []
         if versions:
-            reply = _message(fingerprint(versions[0]), reply_id)
+            reply = _message(_fp(versions[0]), reply_id)
     step = call.get("step")
     return RecordedCall(
         namespace=namespace,
