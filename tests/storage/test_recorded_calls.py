@@ -231,3 +231,28 @@ def test_runs_and_get_state_never_see_the_recorded_calls(tmp_path: Path) -> None
         ]
         assert "__threadlog_calls__" not in graph.get_state(cfg).values
     assert len(recorded_calls(url, "h")) == 1
+
+
+def test_the_html_page_shows_each_call_under_its_step_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'page.db'}"
+    with threadlog.checkpointer(url) as saver:
+        graph = apps.swarm(saver)
+        apps.one_turn(graph, "p", "hello")
+        own = apps.own_node(saver)
+        apps.one_turn(own, "q", "hi", user_name="<script>alert(1)</script>")
+    page = tmp_path / "p.html"
+    assert main(["inspect", "--db", url, "--thread", "p", "--html", str(page)]) == 0
+    html = page.read_text()
+    assert html.count('class="tl-model-call"') == 2
+    assert "flight_assistant &gt; agent" in html and "hotel_assistant &gt; agent" in html
+    assert apps.FLIGHT_PROMPT in html and apps.HOTEL_PROMPT in html
+    assert main(["inspect", "--db", url, "--thread", "q", "--html", str(page)]) == 0
+    html = page.read_text()
+    assert html.count('class="tl-model-call"') == 1
+    assert "<script>alert" not in html
+    assert "You are &lt;script&gt;alert(1)&lt;/script&gt;&#x27;s assistant" in html
+    # The notebook view of a thread loaded with its calls shows the same.
+    notebook = threadlog.inspect.thread(url, "q", calls=True)._repr_html_()
+    assert notebook.count('class="tl-model-call"') == 1

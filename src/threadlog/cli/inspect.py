@@ -17,6 +17,7 @@ key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per s
 that changed and the messages appended under other message keys. `--key KEY` makes the views
 read another message key (`supervisor_messages`). Exit status 0 on success; any error is one
 line on stderr, exit 1.
+The `--html` page also shows each recorded model call under its step.
 `--calls` prints instead every model call the thread recorded (`threadlog.inspect.calls`: the
 messages as sent, the system prompt in full, tools, model, the reply), in the order they
 started; with `--json` one JSON list, an object per call (`namespace`, `agent`, `node`,
@@ -107,6 +108,7 @@ def _call(value: str) -> str | int:
 
 def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.progress import Progress
+    from threadlog.inspect.readonly import is_server_url
     from threadlog.inspect.thread import thread
 
     if args.calls:
@@ -117,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
             args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
-            key=args.key,
+            key=args.key, calls=bool(args.html) and not is_server_url(args.db),
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None

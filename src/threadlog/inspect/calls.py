@@ -58,6 +58,7 @@ class RecordedCall:
     task: str
     started: float = 0.0
     run_id: str = ""
+    ns: str = ""  # the task's own namespace, task ids included
 
     @property
     def system_prompt(self) -> str | None:
@@ -456,4 +457,5 @@ def _call(
         task=parts[-1].rsplit(PREGEL.ns_end, 1)[-1] if parts else "",
         started=float(call.get("t") or 0.0),
         run_id=str(call.get("run_id") or ""),
+        ns=ns,
     )
