@@ -57,3 +57,40 @@ def test_the_state_view_lists_only_the_keys_the_app_has(
     assert main(["inspect", "--db", sqlite_url, "--thread", "n", "--json"]) == 0
     state = json.loads(capsys.readouterr().out)["state"]
     assert sorted(r["key"] for r in state) == ["messages", "user_name"]
+
+
+def test_swarm_handoffs_read_as_handoffs_between_agents_named_by_their_nodes(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import recorded_apps as apps
+
+    with threadlog.checkpointer(sqlite_url) as saver:
+        graph = apps.swarm(saver)
+        apps.one_turn(graph, "s", "hello")
+        apps.one_turn(graph, "s", "again")
+    assert main(["inspect", "--db", sqlite_url, "--thread", "s", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["handoffs"]
+    assert [(r["from"], r["to"], r["call_id"]) for r in rows] == [
+        ("flight_assistant", "hotel_assistant", "flight_assistant-1"),
+        ("hotel_assistant", "flight_assistant", "hotel_assistant-2"),
+    ]
+    assert main(["inspect", "--db", sqlite_url, "--thread", "s"]) == 0
+    text = capsys.readouterr().out
+    assert "2 handoff(s): flight_assistant → hotel_assistant → flight_assistant" in text
+
+
+def test_supervisor_handoffs_and_handoffs_back_read_as_handoffs(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import recorded_apps as apps
+
+    with threadlog.checkpointer(sqlite_url) as saver:
+        apps.one_turn(apps.supervisor(saver), "v", "hello")
+    assert main(["inspect", "--db", sqlite_url, "--thread", "v", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["handoffs"]
+    assert [(r["from"], r["to"], r["back"]) for r in rows] == [
+        ("supervisor", "research_expert", False),
+        ("research_expert", "supervisor", True),
+        ("supervisor", "math_expert", False),
+        ("math_expert", "supervisor", True),
+    ]

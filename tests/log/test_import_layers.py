@@ -109,6 +109,7 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.pairs",
         "inspect.context_seen",
         "inspect.calls",
+        "inspect.handoffs",
     ),
     (
         "inspect.remote",

@@ -129,6 +129,9 @@ def _run(args: argparse.Namespace) -> int:
     }
     if set((at or t.head).values) - {*t.message_keys[:1], "compactions"}:
         views["state"] = t.state(cid)
+    handoffs = t.handoffs(cid)
+    if handoffs.rows():
+        views["handoffs"] = handoffs
     forks = t.forks()
     if len(forks.branches) > 1:
         views["forks"] = forks

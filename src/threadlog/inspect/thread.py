@@ -42,6 +42,7 @@ from threadlog.context.policy import ContextPolicy
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.handoffs import Handoffs
 from threadlog.inspect.history import ThreadRecords
 from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
@@ -91,6 +92,11 @@ class Thread(ThreadRecords):
                 for m in removed_since(rec, parent)
             ]
         return out
+
+    def handoffs(self, checkpoint: str | None = None) -> Handoffs:
+        """Each handoff from one agent to another in the log at `checkpoint` (default
+        head): from, to, the call (`inspect.handoffs`)."""
+        return Handoffs(self, checkpoint)
 
     def pairs(self, checkpoint: str | None = None) -> ToolPairs:
         """Each tool call in the log at `checkpoint` (default head) with its result."""
