@@ -94,3 +94,45 @@ def test_supervisor_handoffs_and_handoffs_back_read_as_handoffs(
         ("supervisor", "math_expert", False),
         ("math_expert", "supervisor", True),
     ]
+
+
+def test_err_counts_a_failed_tool_not_a_result_the_app_marked_error_on_purpose(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+
+    @tool
+    def flaky(city: str) -> str:
+        """Look the weather up."""
+        raise RuntimeError("service down")
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        call = {"name": "flaky", "args": {"city": "Paris"}, "id": "c1"}
+        return {"messages": [AIMessage("", tool_calls=[call])]}
+
+    def reflect(state: MessagesState) -> dict[str, Any]:
+        # A validator, as reflection apps write it: the verdict is an error result.
+        call = {"name": "check_draft", "args": {}, "id": "c2"}
+        return {"messages": [
+            AIMessage("", tool_calls=[call]),
+            ToolMessage("draft too long; revise", tool_call_id="c2", status="error"),
+        ]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([flaky], handle_tool_errors=True))
+    g.add_node("reflect", reflect)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", "tools")
+    g.add_edge("tools", "reflect")
+    g.add_edge("reflect", END)
+    with threadlog.checkpointer(sqlite_url) as saver:
+        g.compile(checkpointer=saver).invoke(
+            {"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "e"}}
+        )
+    assert main(["threads", "--db", sqlite_url, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert len(row["errors"]) == 1 and "flaky [c1]" in row["errors"][0]
+    assert row["reported_errors"] == ["tool [c2]: draft too long; revise"]

@@ -4,7 +4,9 @@ Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose 
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
 messages, the last user message (full text in `.rows()`), calls still open at the head,
 errors: tasks that failed from the head, writes the message log refused there (the run
-raised; `inspect.refused`), then tool results with `status="error"` — counted
+raised; `inspect.refused`), then tool results that say a tool failed
+(`summary.tool_failed`; a result the app wrote with `status="error"` on purpose is listed
+under `reported_errors`, not counted) — counted
 over every message key of the state (`messages` first; `message_keys` has the count of
 each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
@@ -157,7 +159,8 @@ class ThreadList(Table):
     def notes(self) -> list[str]:
         notes = [
             "open: tool calls without a result at the head · err: tasks that failed there "
-            "and tool results with status error · subs: subgraph namespaces "
+            "and tools that failed (not results the app marked error) · subs: subgraph "
+            "namespaces "
             "(inspect --namespace NS, export --namespace NS)"
         ]
         keyed = sorted({k for s in self.items for k in s.message_keys})
