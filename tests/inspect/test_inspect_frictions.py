@@ -136,3 +136,28 @@ def test_err_counts_a_failed_tool_not_a_result_the_app_marked_error_on_purpose(
     (row,) = json.loads(capsys.readouterr().out)
     assert len(row["errors"]) == 1 and "flaky [c1]" in row["errors"][0]
     assert row["reported_errors"] == ["tool [c2]: draft too long; revise"]
+
+
+def test_the_last_user_message_is_the_users_not_a_nudge_a_node_wrote(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("thinking"), HumanMessage("Please continue.")]}
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("done")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("answer", answer)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", "answer")
+    g.add_edge("answer", END)
+    cfg: Any = {"configurable": {"thread_id": "m"}}
+    with threadlog.checkpointer(sqlite_url) as saver:
+        graph = g.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("remember my cat")]}, cfg)
+        graph.invoke({"messages": [("user", "what is my cat's name?")]}, cfg)
+    assert main(["threads", "--db", sqlite_url, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["last_user"] == "what is my cat's name?"
