@@ -256,3 +256,38 @@ def test_the_html_page_shows_each_call_under_its_step_escaped(
     # The notebook view of a thread loaded with its calls shows the same.
     notebook = threadlog.inspect.thread(url, "q", calls=True)._repr_html_()
     assert notebook.count('class="tl-model-call"') == 1
+
+
+def test_async_runs_and_streamed_calls_are_recorded(backend: str) -> None:
+    import asyncio
+
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    model = apps.ToolScripted(script=lambda ms: AIMessage(f"seen {len(ms)}"))
+
+    async def respond(state: MessagesState) -> dict[str, Any]:
+        sent = [SystemMessage("async prompt"), *state["messages"]]
+        first = await model.ainvoke(sent)
+        chunks = [c async for c in model.astream([SystemMessage("streamed prompt"), *sent[1:]])]
+        streamed = chunks[0]
+        for c in chunks[1:]:
+            streamed = streamed + c
+        return {"messages": [first, AIMessage(str(streamed.content), id=streamed.id)]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("respond", respond)
+    g.add_edge(START, "respond")
+    g.add_edge("respond", END)
+
+    async def main_() -> Any:
+        async with threadlog.acheckpointer(backend) as saver:
+            graph = g.compile(checkpointer=saver)
+            return await graph.ainvoke(
+                {"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "a"}}
+            )
+
+    out = asyncio.run(main_())
+    calls = recorded_calls(backend, "a")
+    assert [c.system_prompt for c in calls] == ["async prompt", "streamed prompt"]
+    assert [c.reply_id for c in calls] == [m.id for m in out["messages"][1:]]
