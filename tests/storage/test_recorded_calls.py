@@ -291,3 +291,15 @@ def test_async_runs_and_streamed_calls_are_recorded(backend: str) -> None:
     calls = recorded_calls(backend, "a")
     assert [c.system_prompt for c in calls] == ["async prompt", "streamed prompt"]
     assert [c.reply_id for c in calls] == [m.id for m in out["messages"][1:]]
+
+
+def test_under_exit_durability_every_call_of_each_run_is_recorded(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'exit.db'}"
+    cfg: Any = {"configurable": {"thread_id": "x"}}
+    with threadlog.checkpointer(url) as saver:
+        graph = apps.dynamic_agent(saver)
+        for text in ("hi", "again"):
+            graph.invoke({"messages": [HumanMessage(text)]}, cfg, durability="exit")
+    calls = recorded_calls(url, "x")
+    assert [c.system_prompt for c in calls] == [apps.dynamic_prompt_text(n) for n in (1, 3, 5, 7)]
+    assert not any(m.get("missing") for c in calls for m in c.messages)

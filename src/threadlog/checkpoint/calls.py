@@ -24,7 +24,8 @@ Contract:
   it (LangGraph waits for a step's writes only when they hold a delta channel). So a kill
   after the reply was stored leaves the call stored; rollback, copy, prune and forks
   treat it as any write of that checkpoint. A kill between the two writes leaves the call
-  recorded and its reply not: the step runs again and is recorded again. Recording
+  recorded and its reply not: the step runs again and is recorded again. Under
+  `durability="exit"` a run's calls are stored with its one stored checkpoint. Recording
   never fails a step: a record that cannot be built is logged and left out.
 * **O(new).** A message the thread's writes already hold (seen by this layer with the
   same id and content digest) is stored as a reference (`{"id", "d"}`); any other content
@@ -35,8 +36,7 @@ Contract:
 * **Invisible to runs.** Reads through this layer (`get_tuple`, `list`) leave the channel
   out, so LangGraph never sees an unknown channel; the inspector reads the backend itself
   (`threadlog.inspect.calls`). `record_calls=False` leaves the layer out; a database
-  written without it reads as before. Under `durability="exit"` only the last step's
-  tasks store writes, so only their calls are recorded.
+  written without it reads as before.
 """
 
 from __future__ import annotations
@@ -535,19 +535,25 @@ class CallsLayer(Layer):
         # after this checkpoint keeps them.
         conf = config.get("configurable", {})
         thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
-        if parent and thread in self._by_thread:
-            ns = str(conf.get("checkpoint_ns") or "")
-            taken = self._take(thread, None, ns)
-            if taken:
-                own_task = (
-                    f"{CALLS_TASK_PREFIX}{taken[0].chain[-1]}:{taken[0].record['run_id'][-12:]}"
-                )
-                value = self._stored_form(thread, taken)
-                yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
+        taken: list[_Call] = []
+        if thread in self._by_thread:
+            taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""))
+        if taken and parent:
+            yield from self._put_calls(below, config, taken)
         out: RunnableConfig = yield from below.flow(
             "put", config, checkpoint, metadata, new_versions
         )
+        if taken and not parent:
+            # A thread's first stored checkpoint (`durability="exit"`): stored on it.
+            yield from self._put_calls(below, out, taken)
         return out
+
+    def _put_calls(
+        self, below: SaverView, config: RunnableConfig, taken: list[_Call]
+    ) -> Flow[None]:
+        own_task = f"{CALLS_TASK_PREFIX}{taken[0].chain[-1]}:{taken[0].record['run_id'][-12:]}"
+        value = self._stored_form(str(config["configurable"]["thread_id"]), taken)
+        yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
 
     def _take(self, thread: str, task_id: str | None, graph_ns: str = "") -> list[_Call]:
         """The calls of `thread` a task's writes store: those of `task_id` (or of a
