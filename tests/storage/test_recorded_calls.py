@@ -210,8 +210,8 @@ def test_recorded_text_is_escaped_in_the_terminal_and_in_json(
     assert calls[0]["messages"][1]["content"] == "hi \x1b[2J\u202eevil\x85"
     assert calls[0]["messages"][0]["content"].startswith("You are Ada\x1b]0;x\x07's")
     html = recorded_calls(url, "e")._repr_html_()
-    assert "<pre>hi \x1b[2J\u202eevil\x85</pre>" in html or "evil" in html
-    assert "<script" not in html
+    assert "<pre>hi \x1b[2J\u202eevil\x85</pre>" in html  # as sent, inside escaped HTML
+    assert "You are Ada\x1b]0;x\x07&#x27;s assistant" in html
 
 
 def test_runs_and_get_state_never_see_the_recorded_calls(tmp_path: Path) -> None:
