@@ -47,7 +47,12 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.backends.postgres",
                     ),
                     ("checkpoint.backends",),
-                    ("checkpoint.layered", "checkpoint.recover", "checkpoint.state_types"),
+                    (
+                        "checkpoint.layered",
+                        "checkpoint.recover",
+                        "checkpoint.state_types",
+                        "checkpoint.call_records",
+                    ),
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),
                     (

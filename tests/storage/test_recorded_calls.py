@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 import threadlog
 from tests.helpers import recorded_apps as apps
-from threadlog.checkpoint.calls import CALLS_CHANNEL
+from threadlog.checkpoint.call_records import CALLS_CHANNEL
 from threadlog.cli import main
 from threadlog.inspect.calls import recorded_calls
 

@@ -41,13 +41,11 @@ Contract:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -57,105 +55,31 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from threadlog._upstream import PREGEL, RunningLoop, running_loop
+from threadlog.checkpoint.call_records import (
+    CALLS_CHANNEL,
+    CALLS_TASK_PREFIX,
+    FORMAT,
+    PARAM_SKIP,
+    Key,
+    blob_digest,
+    compress,
+    fingerprint_of,
+    messages_in,
+    model_name,
+    plain,
+    stored_digests,
+    tool_name,
+)
 from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.flows import Flow
-from threadlog.log.messages import digest, fingerprint
+from threadlog.log.messages import digest
 
-__all__ = [
-    "CALLS_CHANNEL",
-    "CALLS_TASK_PREFIX",
-    "CallRecorder",
-    "CallsLayer",
-    "blob_digest",
-    "stored_digests",
-]
+__all__ = ["CallRecorder", "CallsLayer"]
 
 log = logging.getLogger("threadlog.calls")
 
-CALLS_CHANNEL = "__threadlog_calls__"
-"""The reserved channel a step's recorded model calls are stored under."""
-CALLS_TASK_PREFIX = "threadlog-calls:"
-FORMAT = 1
-
 _MAX_THREADS = 1024  # threads whose stored digests a process remembers
 _MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
-
-
-def blob_digest(value: Any) -> str:
-    """A stable digest of a JSON-like value (tool schemas, call parameters)."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """`value` as JSON-like data (what the strict serializer stores without an allowlist)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if depth > 12:
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    if hasattr(value, "model_dump"):
-        try:
-            return _plain(value.model_dump(), depth + 1)
-        except Exception:
-            return repr(value)
-    return repr(value)
-
-
-def stored_digests(message: BaseMessage) -> list[str]:
-    """The digests a copy of a stored message may have when sent: its own and, for a
-    message with a `name`, the same without it (a provider's wire form may drop it)."""
-    try:
-        own = digest(message)
-    except Exception:  # a message the log has no role for: found by id only
-        return []
-    if message.name is None:
-        return [own]
-    fp = fingerprint(message)
-    del fp["name"]
-    return [own, blob_digest(fp)]
-
-
-def _fingerprint(message: BaseMessage) -> dict[str, Any]:
-    try:
-        return fingerprint(message)
-    except Exception:  # a message the log has no role for (a ChatMessage's own role)
-        role = getattr(message, "role", None) or type(message).__name__
-        return {"role": str(role), "content": message.content}
-
-
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, dict):
-        fn = tool.get("function")
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            return str(fn["name"])
-        if isinstance(tool.get("name"), str):
-            return str(tool["name"])
-        return str(tool.get("type") or "?")
-    return str(getattr(tool, "name", None) or type(tool).__name__)
-
-
-_PARAM_SKIP = frozenset({"tools", "_type", "stop", "messages", "functions"})
-
-
-def _messages_in(value: Any, depth: int = 0) -> Iterable[BaseMessage]:
-    """The message objects one stored write holds (a message, a list, an input dict)."""
-    if isinstance(value, BaseMessage):
-        yield value
-    elif depth < 2 and isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _messages_in(item, depth + 1)
-    elif depth < 1 and isinstance(value, dict):
-        for item in value.values():
-            yield from _messages_in(item, depth + 1)
-
-
-_Key = tuple[str | None, str]  # a sent message: (id, digest)
 
 
 class _Memo:
@@ -168,39 +92,7 @@ class _Memo:
         self.in_log: set[tuple[str, str]] = set()
         self.digests: set[str] = set()  # of every message in `in_log`
         self.blobs: set[str] = set()
-        self.last: dict[str, tuple[str, list[_Key]]] = {}
-
-
-def _compress(
-    entries: list[dict[str, Any]], keys: list[_Key], prev: tuple[str, list[_Key]] | None
-) -> list[dict[str, Any]]:
-    """`entries` with each run of two or more messages that a stored earlier call also
-    sent, in the same order, as `{"slice": [its run id, start, end]}`: a call sends its
-    agent's previous context again plus what is new, so a record stores what is new."""
-    if prev is None:
-        return entries
-    run_id, before = prev
-    where: dict[_Key, int] = {}
-    for pos, key in enumerate(before):
-        where.setdefault(key, pos)
-    out: list[dict[str, Any]] = []
-    i = 0
-    while i < len(keys):
-        found = where.get(keys[i])
-        if found is None:
-            out.append(entries[i])
-            i += 1
-            continue
-        j = found
-        n = 0
-        while i + n < len(keys) and j + n < len(before) and keys[i + n] == before[j + n]:
-            n += 1
-        if n < 2:
-            out.append(entries[i])
-        else:
-            out.append({"slice": [run_id, j, j + n]})
-        i += max(n, 1)
-    return out
+        self.last: dict[str, tuple[str, list[Key]]] = {}
 
 
 class _Call:
@@ -334,7 +226,7 @@ class CallsLayer(Layer):
         params = extra.get("invocation_params") or {}
         if not isinstance(params, dict):
             params = {}
-        raw = [(k, v) for k, v in params.items() if k not in _PARAM_SKIP]
+        raw = [(k, v) for k, v in params.items() if k not in PARAM_SKIP]
         raw += [(k, v) for k, v in metadata.items() if k.startswith("ls_")]
         # None fields and a node the namespace names are left out (the reader fills them).
         record: dict[str, Any] = {
@@ -342,7 +234,7 @@ class CallsLayer(Layer):
             "t": time.time(),
             "ns": task_ns,
             "step": metadata.get("langgraph_step"),
-            "model": _model_name(serialized, params, metadata),
+            "model": model_name(serialized, params, metadata),
         }
         node = metadata.get("langgraph_node")
         if node is not None and node != parts[-1].rsplit(PREGEL.ns_end, 1)[0]:
@@ -410,7 +302,7 @@ class CallsLayer(Layer):
             # stored message with the same model-visible content.
             return {"d": d, "ref": True}
         if d not in memo.blobs and d not in blobs:
-            blobs[d] = {"k": "message", **_plain(_fingerprint(message))}
+            blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
         entry: dict[str, Any] = {"d": d}
         if mid is not None:
             entry["id"] = str(mid)
@@ -424,13 +316,13 @@ class CallsLayer(Layer):
             hit = self._params_seen.get(key)
         if hit is not None:
             return hit[1], hit[2]
-        plain = {k: _plain(v) for k, v in raw}
-        d = blob_digest(plain)
+        made = {k: plain(v) for k, v in raw}
+        d = blob_digest(made)
         with self._lock:
             if len(self._params_seen) > 256:
                 self._params_seen.clear()
-            self._params_seen[key] = ([v for _, v in raw], plain, d)
-        return plain, d
+            self._params_seen[key] = ([v for _, v in raw], made, d)
+        return made, d
 
     def _tools_entry(
         self, tools: Any, memo: _Memo, blobs: dict[str, Any]
@@ -443,9 +335,9 @@ class CallsLayer(Layer):
         if hit is not None and hit[0] is tools:
             _, d, names, schemas = hit
         else:
-            schemas = _plain(list(tools))
+            schemas = plain(list(tools))
             d = blob_digest(schemas)
-            names = [_tool_name(t) for t in tools]
+            names = [tool_name(t) for t in tools]
             with self._lock:
                 if len(self._tool_digests) > 256:
                     self._tool_digests.clear()
@@ -505,15 +397,15 @@ class CallsLayer(Layer):
             memo = self._memo(thread)
         for c in taken:
             sent = [self._message_entry(m, memo, blobs) for m in c.messages]
-            keys: list[_Key] = [(e.get("id"), e["d"]) for e in sent]
+            keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
-            record["messages"] = _compress(sent, keys, memo.last.get(c.agent))
+            record["messages"] = compress(sent, keys, memo.last.get(c.agent))
             names, tools_d = self._tools_entry(c.tools, memo, blobs)
             if names:
                 record["tools"], record["tools_d"] = names, tools_d
-            plain, params_d = self._params(c.params)
+            values, params_d = self._params(c.params)
             if params_d not in memo.blobs:
-                blobs[params_d] = {"k": "params", "value": plain}
+                blobs[params_d] = {"k": "params", "value": values}
             record["params"] = params_d
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
@@ -573,7 +465,7 @@ class CallsLayer(Layer):
     def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
         """Remember the messages these writes store, as calls will reference them."""
         found = [
-            m for _, value in writes for m in _messages_in(value)
+            m for _, value in writes for m in messages_in(value)
             if m.id and not isinstance(m, RemoveMessage)
         ]
         if not found:
@@ -592,18 +484,3 @@ class CallsLayer(Layer):
             self._memos.pop(thread_id, None)
 
 
-def _model_name(serialized: dict[str, Any], params: Any, metadata: dict[str, Any]) -> str:
-    for value in (
-        metadata.get("ls_model_name"),
-        params.get("model") if isinstance(params, dict) else None,
-        params.get("model_name") if isinstance(params, dict) else None,
-    ):
-        if isinstance(value, str) and value:
-            return value
-    name = serialized.get("name") if isinstance(serialized, dict) else None
-    if isinstance(name, str) and name:
-        return name
-    ids = serialized.get("id") if isinstance(serialized, dict) else None
-    if isinstance(ids, list) and ids:
-        return str(ids[-1])
-    return "?"

@@ -88,7 +88,7 @@ from langgraph.constants import START
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
 from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
-from threadlog.checkpoint.calls import CALLS_CHANNEL
+from threadlog.checkpoint.call_records import CALLS_CHANNEL
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import PREGEL, DeltaSnapshot
 from threadlog.checkpoint.backends import unwrap
-from threadlog.checkpoint.calls import CALLS_CHANNEL, stored_digests
+from threadlog.checkpoint.call_records import CALLS_CHANNEL, stored_digests
 from threadlog.log.messages import fingerprint
 from threadlog.terminal import CONTROLS, safe
 
