@@ -253,8 +253,8 @@ def from_error(
             raise e
         raise e from source
     text = handling.custom_text(e)
-    if text is not None:  # the app's text, but a tool failed: the kind says so
-        return error_result(call, "raised", text)
+    if text is not None:
+        return ToolMessage(content=text, name=name, tool_call_id=call["id"], status="error")
     if isinstance(source, ValidationError):
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err.get('loc', ())) or 'arguments'}: {err.get('msg')}"
