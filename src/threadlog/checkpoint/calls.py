@@ -27,12 +27,16 @@ Contract:
   recorded and its reply not: the step runs again and is recorded again. Under
   `durability="exit"` a run's calls are stored with its one stored checkpoint. Recording
   never fails a step: a record that cannot be built is logged and left out.
-* **O(new).** A message the thread's writes already hold (seen by this layer with the
-  same id and content digest) is stored as a reference (`{"id", "d"}`); any other content
-  — a system prompt built per call, a trimmed copy — as a content-addressed blob
-  (`blobs[digest]`), stored once per thread and process; tool schemas and call parameters
-  likewise. A process that did not see a thread's earlier writes stores each message it
-  sends once more, as a blob. Lifecycle calls forget what the layer remembered of a thread.
+* **O(new)** (the format: `call_records`). A message the thread's writes already hold
+  (seen by this layer, by id and content digest, or by content alone for a copy sent
+  without its id) is stored as a reference; any other content — a system prompt built per
+  call, a trimmed copy — as a content-addressed blob, stored once per thread and process;
+  tool schemas and call parameters likewise; the messages the agent's previous stored call
+  also sent, in order, as one slice of it. What is a reference is decided when the call
+  is stored, after the steps before it stored theirs. A process that did not see a
+  thread's earlier writes stores each message it sends once more, as a blob. Lifecycle
+  calls forget what the layer remembered of a thread (a later reference never names
+  a removed write).
 * **Invisible to runs.** Reads through this layer (`get_tuple`, `list`) leave the channel
   out, so LangGraph never sees an unknown channel; the inspector reads the backend itself
   (`threadlog.inspect.calls`). `record_calls=False` leaves the layer out; a database
