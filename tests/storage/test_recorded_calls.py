@@ -303,3 +303,58 @@ def test_under_exit_durability_every_call_of_each_run_is_recorded(tmp_path: Path
     calls = recorded_calls(url, "x")
     assert [c.system_prompt for c in calls] == [apps.dynamic_prompt_text(n) for n in (1, 3, 5, 7)]
     assert not any(m.get("missing") for c in calls for m in c.messages)
+
+
+def test_rollback_and_prune_keep_the_calls_consistent_with_the_steps(backend: str) -> None:
+    cfg: Any = {"configurable": {"thread_id": "r"}}
+
+    def turn(graph: Any, text: str, run: str) -> None:
+        graph.invoke({"messages": [HumanMessage(text)]}, {**cfg, "metadata": {"run_id": run}})
+
+    with threadlog.checkpointer(backend) as saver:
+        graph = apps.dynamic_agent(saver)
+        turn(graph, "one", "r0")
+        turn(graph, "two", "r1")
+        assert len(recorded_calls(backend, "r")) == 4
+        saver.delete_for_runs(["r1"])  # type: ignore[attr-defined]
+        # The rolled-back run's calls went with its steps.
+        assert [c.system_prompt for c in recorded_calls(backend, "r")] == [
+            apps.dynamic_prompt_text(n) for n in (1, 3)
+        ]
+        turn(graph, "three", "r2")
+        saver.prune(["r"], strategy="keep_latest")  # type: ignore[attr-defined]
+        turn(graph, "four", "r3")
+    calls = recorded_calls(backend, "r")
+    # What prune kept and every call after it read whole: nothing refers to a removed write.
+    assert [c.system_prompt for c in calls][-2:] == [
+        apps.dynamic_prompt_text(n) for n in (9, 11)
+    ]
+    assert not any(m.get("missing") for c in calls[-2:] for m in c.messages)
+    assert [m["content"] for m in calls[-1].messages if m["role"] == "user"] == [
+        "one", "three", "four"
+    ]
+
+
+def test_a_slice_of_a_call_that_started_later_but_was_stored_first_reads_whole() -> None:
+    # Calls are stored as their steps' writes land, so a call's record may slice one that
+    # started after it; the reader expands by what each slice names, not by start time.
+    from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+
+    from threadlog.inspect.calls import calls_from
+
+    def blob(text: str) -> dict[str, Any]:
+        return {"k": "message", "role": "user", "content": text}
+
+    later = {"run_id": "B", "t": 2.0, "ns": "n:x", "model": "m",
+             "messages": [{"d": "d1"}, {"d": "d2"}]}
+    earlier = {"run_id": "A", "t": 1.0, "ns": "n:y", "model": "m",
+               "messages": [{"slice": ["B", 0, 2]}, {"d": "d3"}]}
+    value = {"v": 1, "calls": [later, earlier],
+             "blobs": {"d1": blob("one"), "d2": blob("two"), "d3": blob("three")}}
+    tup = CheckpointTuple(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}},
+        empty_checkpoint(), {}, None, [("threadlog-calls:x", CALLS_CHANNEL, value)],
+    )
+    calls = calls_from([tup], "t")
+    assert [c.run_id for c in calls] == ["A", "B"]
+    assert [m["content"] for m in calls[0].messages] == ["one", "two", "three"]

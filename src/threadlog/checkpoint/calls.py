@@ -124,6 +124,11 @@ class _Call:
         self.graph_ns = ""  # the namespace of the graph whose task made the call
 
 
+def _step(c: _Call) -> int:
+    step = c.record.get("step")
+    return step if isinstance(step, int) else -(2**31)
+
+
 class CallRecorder(BaseCallbackHandler):
     """The callback handler one run carries: hands each chat-model call to its layer."""
 
@@ -432,8 +437,11 @@ class CallsLayer(Layer):
         conf = config.get("configurable", {})
         thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
         taken: list[_Call] = []
-        if thread in self._by_thread:
-            taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""))
+        step = metadata.get("step") if isinstance(metadata, dict) else None
+        if thread in self._by_thread and isinstance(step, int):
+            # Only calls of the steps this checkpoint ends: LangGraph may store an
+            # earlier checkpoint (a run's input) while the next step's calls already ran.
+            taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""), step)
         if taken and parent:
             yield from self._put_calls(below, config, taken)
         out: RunnableConfig = yield from below.flow(
@@ -451,15 +459,18 @@ class CallsLayer(Layer):
         value = self._stored_form(str(config["configurable"]["thread_id"]), taken)
         yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
 
-    def _take(self, thread: str, task_id: str | None, graph_ns: str = "") -> list[_Call]:
+    def _take(
+        self, thread: str, task_id: str | None, graph_ns: str = "", step: int = 0
+    ) -> list[_Call]:
         """The calls of `thread` a task's writes store: those of `task_id` (or of a
-        subgraph inside it); with no task, the finished calls of the graph at `graph_ns`."""
+        subgraph inside it); with no task, the finished calls of the graph at `graph_ns`
+        made in steps up to `step`."""
         with self._lock:
             out = []
             for run_id in list(self._by_thread.get(thread, ())):
                 c = self._calls[run_id]
                 if (task_id in c.chain) if task_id is not None else (
-                    c.done and c.graph_ns == graph_ns
+                    c.done and c.graph_ns == graph_ns and _step(c) <= step
                 ):
                     out.append(c)
                     self._forget_call(run_id, c)

@@ -284,24 +284,48 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
 
 
 def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
-    """Each call's `{"slice": [run id, start, end]}` entries as the entries of that earlier
-    call they stand for (calls in the order they started: a slice names an earlier one)."""
+    """Each call's `{"slice": [run id, start, end]}` entries as the entries of the call
+    they name (stored earlier, though it may have started later: calls are stored as
+    their steps' writes land), expanded once that call's own are."""
     by_run: dict[str, list[Any]] = {}
-    for _, call in found:
-        out: list[Any] = []
-        for entry in call.get("messages") or ():
-            piece = entry.get("slice") if isinstance(entry, Mapping) else None
-            if isinstance(piece, (list, tuple)) and len(piece) == 3:
-                start, end = int(piece[1]), int(piece[2])
-                earlier = by_run.get(str(piece[0]))
-                if earlier is None or end > len(earlier):
-                    out.extend({"missing": True} for _ in range(max(end - start, 0)))
-                else:
-                    out.extend(earlier[start:end])
+    waiting = [call for _, call in found]
+    while waiting:
+        later = []
+        for call in waiting:
+            names = [
+                str(e["slice"][0]) for e in call.get("messages") or ()
+                if isinstance(e, Mapping) and _is_slice(e.get("slice"))
+            ]
+            if any(n not in by_run and n != str(call.get("run_id")) for n in names):
+                later.append(call)
+                continue
+            _expand(call, by_run)
+        if len(later) == len(waiting):  # a slice of a call no longer stored
+            for call in later:
+                _expand(call, by_run)
+            break
+        waiting = later
+
+
+def _is_slice(piece: Any) -> bool:
+    return isinstance(piece, (list, tuple)) and len(piece) == 3
+
+
+def _expand(call: dict[str, Any], by_run: dict[str, list[Any]]) -> None:
+    out: list[Any] = []
+    for entry in call.get("messages") or ():
+        piece = entry.get("slice") if isinstance(entry, Mapping) else None
+        if piece is not None and _is_slice(piece):
+            start, end = int(piece[1]), int(piece[2])
+            earlier = by_run.get(str(piece[0]))
+            if earlier is None or end > len(earlier):
+                out.extend({"missing": True} for _ in range(max(end - start, 0)))
             else:
-                out.append(entry)
-        call["messages"] = out
-        by_run[str(call.get("run_id"))] = out
+                out.extend(earlier[start:end])
+        else:
+            out.append(entry)
+    call["messages"] = out
+    by_run[str(call.get("run_id"))] = out
 
 
 def _all_messages(tuples: Iterable[CheckpointTuple]) -> Iterator[BaseMessage]:
