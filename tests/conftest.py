@@ -131,6 +131,9 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
         "test_a_worker_killed_while_a_subgraphs_tool_runs_answers_that_call_outcome_unknown",
         "test_under_async_durability_a_kill_in_a_tool_before_its_checkpoint_is_stored_reads_outcome_unknown",
     ),
+    "test_recorded_calls.py": (
+        "test_a_kill_between_the_reply_and_the_next_step_keeps_the_call_with_its_reply",
+    ),
     "test_multi_agent_crash.py": (
         "test_a_kill_inside_the_agent_resumes_with_each_booking_run_once_over_two_turns",
     ),

@@ -335,6 +335,10 @@ class RunningLoop(NamedTuple):
     input: Any  # the run's input: new input, or None / a `Command` for a resume
     specs: Mapping[str, Any]  # channel name -> channel, as the running graph declares them
     nodes: Mapping[str, Any]  # node name -> PregelNode (its runnable is `.bound`)
+    # The run's callback manager (a langchain-core `ParentRunManager`, or None): every
+    # task's callbacks are its `get_child()`, so a handler added to its public
+    # `inheritable_handlers` sees every model call of the run (`checkpoint/calls.py`).
+    manager: Any
 
 
 def running_loop() -> RunningLoop | None:
@@ -345,7 +349,7 @@ def running_loop() -> RunningLoop | None:
     if loop is None:
         return None
     try:
-        return RunningLoop(loop, loop.stack, loop.input, loop.specs, loop.nodes)
+        return RunningLoop(loop, loop.stack, loop.input, loop.specs, loop.nodes, loop.manager)
     except AttributeError as exc:
         raise UpstreamChangedError(
             f"{type(loop).__name__} has no `{exc.name}` attribute any more",

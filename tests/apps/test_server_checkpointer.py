@@ -339,3 +339,22 @@ def test_new_input_from_an_older_checkpoint_runs_as_a_fork_and_the_old_head_stay
     old = client.threads.get_state(thread, checkpoint_id=old_head["checkpoint"]["checkpoint_id"])
     assert old["values"] == old_head["values"]
     assert_paired(after["values"]["messages"])
+
+
+def test_threadlog_inspect_calls_lists_the_model_calls_of_a_served_thread(
+    server: LangGraphDev, client: SyncLangGraphClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
+    capsys.readouterr()
+    code = cli_main(["inspect", "--db", str(server.app_dir / DB), "--thread", thread,
+                     "--calls", "--json"])
+    calls = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(calls) >= 2  # asks the tool, then answers
+    assert all(c["model"] and c["reply_id"] for c in calls)
+    assert [m["content"] for m in calls[0]["messages"] if m["role"] == "user"] == [
+        "北京今天适合带伞吗？"
+    ]
+    assert calls[-1]["reply"]["content"]

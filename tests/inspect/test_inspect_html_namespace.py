@@ -129,5 +129,7 @@ def test_inspect_namespace_html_writes_the_namespace_page(
     args = ["inspect", "--db", sqlite_url, "--thread", "t", "--namespace", ns, "--html", str(out)]
     assert main(args) == 0
     page = out.read_text(encoding="utf-8")
-    assert page == threadlog.inspect.thread(sqlite_url, "t", namespace=ns).html()
+    # The command's page is the API's, with the thread's recorded model calls.
+    assert page == threadlog.inspect.thread(sqlite_url, "t", namespace=ns, calls=True).html()
+    assert 'class="tl-model-call"' in page
     assert f"<title>thread t, namespace {ns}</title>" in page

@@ -49,10 +49,16 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.backends.postgres_inline",
                     ),
                     ("checkpoint.backends",),
-                    ("checkpoint.layered", "checkpoint.recover", "checkpoint.state_types"),
+                    (
+                        "checkpoint.layered",
+                        "checkpoint.recover",
+                        "checkpoint.state_types",
+                        "checkpoint.call_records",
+                    ),
                     ("checkpoint.own_writes",),
                     ("checkpoint.cache",),
                     (
+                        "checkpoint.calls",
                         "checkpoint.input_check",
                         "checkpoint.integrity",
                         "checkpoint.stopped_work",
@@ -110,6 +116,8 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.diff",
         "inspect.pairs",
         "inspect.context_seen",
+        "inspect.calls",
+        "inspect.handoffs",
     ),
     (
         "inspect.remote",

@@ -252,6 +252,54 @@ def test_the_guard_finds_a_starting_run_and_get_state_through_the_hooks() -> Non
     assert len(_upstream.PREGEL.null_task_id) == 36
 
 
+def test_a_handler_added_to_the_running_loops_manager_sees_every_task_and_subgraph() -> None:
+    # `RunningLoop.manager` is the run's callback manager: each task's callbacks are its
+    # `get_child()`, so a handler put in its `inheritable_handlers` while the loop reads
+    # the thread sees every node's callbacks, a subgraph's too (`checkpoint/calls.py`).
+    import asyncio
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    nodes: list[str] = []
+
+    class Seen(BaseCallbackHandler):
+        def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+            if (kw.get("metadata") or {}).get("langgraph_node") == kw.get("name"):
+                nodes.append(str(kw.get("name")))
+
+    class Probe(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig) -> Any:
+            loop = _upstream.running_loop()
+            if loop is not None and not any(
+                isinstance(h, Seen) for h in loop.manager.inheritable_handlers
+            ):
+                loop.manager.inheritable_handlers = [*loop.manager.inheritable_handlers, Seen()]
+            return super().get_tuple(config)
+
+        async def aget_tuple(self, config: RunnableConfig) -> Any:
+            return self.get_tuple(config)
+
+    inner = StateGraph(S)
+    inner.add_node("inner_node", lambda s: {"n": s["n"] + 1})
+    inner.add_edge(START, "inner_node")
+    g = StateGraph(S)
+    g.add_node("outer_node", inner.compile())
+    g.add_edge(START, "outer_node")
+    # The loop hooks serve threadlog's savers only.
+    graph = g.compile(checkpointer=_upstream.own(Probe()))
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert nodes == ["outer_node", "inner_node"]
+    nodes.clear()
+    asyncio.run(graph.ainvoke({"n": 0}, {"configurable": {"thread_id": "u"}}))
+    assert nodes == ["outer_node", "inner_node"]
+
+
 def test_no_module_but_upstream_touches_private_upstream_names() -> None:
     root = pathlib.Path(threadlog.__file__).parent
     pattern = re.compile(

@@ -39,6 +39,10 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
       node's marker, read with the results)
     a subgraph's stored work is carried on new    stopped_work   test_subgraph_recovery.py,
       input, at every level                                      test_deep_subgraph_recovery.py
+    every chat-model call of a run is stored with calls          test_recorded_calls.py
+      the step that made it (messages as sent,
+      tools, model, reply id), at O(new) cost;
+      kept by kill, copy, prune, rollback
     a deleted or swapped writes row is an error   checksums      test_integrity.py
       on read
     a warm turn's history walk needs no query     own_writes     test_own_writes.py

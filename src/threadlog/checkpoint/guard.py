@@ -88,6 +88,7 @@ from langgraph.constants import START
 from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
 from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
+from threadlog.checkpoint.call_records import CALLS_CHANNEL
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
@@ -107,6 +108,10 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
+# Writes under a task id of threadlog's own that no reader rebuilds state from: the tool
+# node's started/stopped markers, the recorded model calls (`calls.CallsLayer`, below
+# this layer, so a run's own calls are never among the writes it noted).
+_MARKERS = frozenset({STARTED_CHANNEL, CALLS_CHANNEL})
 _UNREAD: Any = object()  # no head known from the run's own read
 # Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
 _CHECKPOINT_WAIT = 30.0
@@ -390,11 +395,11 @@ class GuardLayer(Layer):
         seen = self._seen_writes.get(parent or "")
         if seen is None:
             return
-        # LangGraph's upsert channels, and the tool node's started/stopped markers: a late
+        # LangGraph's upsert channels, and threadlog's markers (`_MARKERS`): a late
         # marker (a timed-out sync tool's queued call starting after its run stopped)
         # changes nothing a reader rebuilds, so it is no other run's result.
         unseen = {
-            (t, c) for t, c in now if c not in WRITES_IDX_MAP and c != STARTED_CHANNEL
+            (t, c) for t, c in now if c not in WRITES_IDX_MAP and c not in _MARKERS
         } - seen - self._own_writes.get(parent or "", set())
         if unseen:
             raise ConcurrentRunError(

@@ -65,6 +65,7 @@ from threadlog._upstream import MISSING, DeltaSnapshot
 from threadlog.channel import LOG_KINDS
 from threadlog.checkpoint.backends import Link, Plan, Rewrite, backend_of
 from threadlog.checkpoint.cache import HistoryLayer
+from threadlog.checkpoint.calls import CallsLayer
 from threadlog.checkpoint.integrity import (
     CHAIN_KEY,
     ChecksumLayer,
@@ -296,6 +297,9 @@ def _forget(m: Maintenance, threads: Iterable[str], chains: dict[str, Any]) -> N
         elif isinstance(layer, HistoryLayer):
             for tid in threads:
                 layer.cache.forget(tid)
+        elif isinstance(layer, CallsLayer):
+            for tid in threads:
+                layer.forget(tid)
         elif isinstance(layer, ChecksumLayer):
             for cid, chain in chains.items():
                 layer.resealed(cid, chain)

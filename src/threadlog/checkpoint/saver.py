@@ -62,6 +62,7 @@ from threadlog.checkpoint.backends import (
     take_lock,
 )
 from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
+from threadlog.checkpoint.calls import CallsLayer
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.integrity import ChecksumLayer
@@ -117,6 +118,7 @@ class _Options:
     cache: bool
     multitask_strategy: MultitaskStrategy
     max_lock_connections: int | None
+    record_calls: bool = True
 
 
 def _options(
@@ -127,11 +129,12 @@ def _options(
     cache: bool,
     multitask_strategy: MultitaskStrategy,
     max_lock_connections: int | None,
+    record_calls: bool,
 ) -> _Options:
     lock_bound(max_lock_connections, 1)  # a bad value fails here, before anything opens
     return _Options(
         guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections,
+        max_lock_connections, bool(record_calls),
     )
 
 
@@ -146,6 +149,7 @@ def checkpointer(
     cache: bool = True,
     multitask_strategy: MultitaskStrategy = "enqueue",
     max_lock_connections: int | None = None,
+    record_calls: bool = True,
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A sync saver for `url` (see module doc), closed when the block ends.
 
@@ -164,10 +168,12 @@ def checkpointer(
             anything is stored (per thread: `saver.set_multitask_strategy`).
         max_lock_connections: how many connections the run guard's locks may hold open
             (module doc, "Run locks"); None: 2 Postgres sessions, 256 SQLite lock files.
+        record_calls: store what every chat-model call of a run sent, with the step that
+            made it (`threadlog.checkpoint.calls`; `threadlog inspect --calls`).
     """
     options = _options(
         guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections,
+        max_lock_connections, record_calls,
     )
     with contextlib.ExitStack() as stack:
         yield run(_build(url, options, stack))
@@ -184,12 +190,13 @@ async def acheckpointer(
     cache: bool = True,
     multitask_strategy: MultitaskStrategy = "enqueue",
     max_lock_connections: int | None = None,
+    record_calls: bool = True,
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An async saver for `url` (the arguments of `checkpointer`), closed when the block
     ends."""
     options = _options(
         guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections,
+        max_lock_connections, record_calls,
     )
     async with contextlib.AsyncExitStack() as stack:
         yield await arun(_build(url, options, stack))
@@ -238,6 +245,7 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
         max_input_chars=options.max_input_chars,
         cache=options.cache,
         multitask_strategy=options.multitask_strategy,
+        record_calls=options.record_calls,
     )
 
 
@@ -250,10 +258,14 @@ def _finish(
     max_input_chars: int | None,
     cache: bool,
     multitask_strategy: MultitaskStrategy = "enqueue",
+    record_calls: bool = False,
 ) -> BaseCheckpointSaver[Any]:
     """The one place a ready saver gets its layers, in this order (outermost first):
 
     1. the run guard (`guard.GuardLayer`, `guard=True`): whole turns, checked writes;
+    1b. recorded calls (`calls.CallsLayer`, `record_calls=True`): each run's model calls,
+       stored with the steps that made them, under the guard so they are part of the
+       run's own writes;
     2. stopped work (`stopped_work.StoppedWorkLayer`): a head read carries what a
        stopped step stored, so new input does not drop it;
     3. checksums (`integrity.ChecksumLayer`): a count and checksum of the message writes
@@ -278,6 +290,8 @@ def _finish(
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
     layers = [StoppedWorkLayer(), ChecksumLayer(history), *layers]
+    if record_calls:
+        layers.insert(0, CallsLayer())
     if not guard:
         return bind_layers(inner, layers)
     return GuardedSaver(

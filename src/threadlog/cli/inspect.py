@@ -1,5 +1,5 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
-[--json] [--html FILE] [--last N] [--context CALL]`.
+[--json] [--html FILE] [--last N] [--context CALL] [--calls]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
 has branches) as plain text that fits in 100 columns, for any source
@@ -17,6 +17,11 @@ key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per s
 that changed and the messages appended under other message keys. `--key KEY` makes the views
 read another message key (`supervisor_messages`). `--thread` takes an id or a unique prefix.
 Exit status 0 on success; bad input is one line on stderr, exit 2 (`cli/errors.py`).
+The `--html` page also shows each recorded model call under its step.
+`--calls` prints instead every model call the thread recorded (`threadlog.inspect.calls`: the
+messages as sent, the system prompt in full, tools, model, the reply), in the order they
+started; with `--json` one JSON list, an object per call (`namespace`, `agent`, `node`,
+`model`, `messages` each with `role` and `content`, `tools`, `reply_id`, …).
 """
 
 from __future__ import annotations
@@ -57,6 +62,12 @@ def register(sub: Any) -> None:
         metavar="CALL",
         help="also show what the model saw for this model call: an AIMessage id, or an "
         "index among the model calls (-1: the last)",
+    )
+    p.add_argument(
+        "--calls",
+        action="store_true",
+        help="list every model call the thread recorded (messages sent with the system "
+        "prompt, tools, model, reply) instead of the views; with --json a JSON list",
     )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
@@ -103,16 +114,19 @@ def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import resolve_thread
     from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress
+    from threadlog.inspect.readonly import is_server_url
     from threadlog.inspect.thread import thread
 
+    args.thread = resolve_thread(args.db, args.thread)
+    if args.calls:
+        return _calls(args)
     if args.html:
         check_output_path(args.html)
-    args.thread = resolve_thread(args.db, args.thread)
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
             args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
-            key=args.key,
+            key=args.key, calls=bool(args.html) and not is_server_url(args.db),
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
@@ -122,6 +136,9 @@ def _run(args: argparse.Namespace) -> int:
     }
     if set((at or t.head).values) - {*t.message_keys[:1], "compactions"}:
         views["state"] = t.state(cid)
+    handoffs = t.handoffs(cid)
+    if handoffs.rows():
+        views["handoffs"] = handoffs
     forks = t.forks()
     if len(forks.branches) > 1:
         views["forks"] = forks
@@ -145,5 +162,20 @@ def _run(args: argparse.Namespace) -> int:
     else:
         text = "\n\n".join(str(v) for v in views.values())
     print(text)
+    sys.stdout.flush()
+    return 0
+
+
+def _calls(args: argparse.Namespace) -> int:
+    from threadlog.inspect.calls import recorded_calls
+    from threadlog.inspect.readonly import is_server_url
+
+    if is_server_url(args.db):
+        raise ValueError(
+            "--calls reads a checkpointer's database (the server's SQLite file or "
+            "Postgres URL); a LangGraph server's API does not return recorded calls"
+        )
+    calls = recorded_calls(args.db, args.thread)
+    print(calls.json_text() if args.json else str(calls))
     sys.stdout.flush()
     return 0

@@ -4,7 +4,7 @@ paths, lookup by id), plus the model node's settings when loaded from a graph. T
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from threadlog.inspect.namespaces import Subgraph
 from threadlog.inspect.records import CheckpointRecord, Graph
@@ -44,6 +44,9 @@ class ThreadRecords:
         # The state keys holding messages, and the one the views read (`thread(key=)`).
         self.message_keys: list[str] = ["messages"]
         self.key = "messages"
+        # The model calls the thread recorded (`inspect.calls.CallList`), when loaded
+        # (`thread(..., calls=True)`): the page shows each under the step that made it.
+        self.recorded: Any = None
 
     @property
     def label(self) -> str:

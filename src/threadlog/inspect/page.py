@@ -22,6 +22,9 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
   messages", not rows, links or waterfall bars; its pairs table lists its own calls.
 * The rest of the state, per step: each value that changed (`• key = value`) and each
   message appended under another message key (`↳ key: …`; `threadlog.inspect.keys`).
+* The model calls the thread recorded, when loaded (`thread(..., calls=True)`; the
+  `--html` page), under the step they ran in: where (namespace > node), the model, the
+  tools and the messages as sent, the system prompt first (`threadlog.inspect.calls`).
 * The style is the tables' own (`threadlog.inspect.table.STYLE`).
 """
 
@@ -34,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from threadlog._upstream import PREGEL
+from threadlog.inspect.calls import RecordedCall
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
@@ -220,6 +225,47 @@ def _state(
     return state_lines(changes, others)
 
 
+def _calls_of(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
+) -> list[RecordedCall]:
+    """The recorded model calls made while `rec`'s step ran (after its parent was stored,
+    up to `rec`), in this namespace or below it."""
+    calls = thread.recorded
+    if not calls or parent is None or rec.source != "loop":
+        return []
+    a, b = _ts(parent.created_at), _ts(rec.created_at)
+    if a is None or b is None:
+        return []
+    lo, hi = a.timestamp(), b.timestamp()
+    inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
+    return [c for c in calls if lo <= c.started <= hi and c.ns.startswith(inside)]
+
+
+def _call(c: RecordedCall) -> str:
+    where = f"{c.namespace} > {c.node}" if c.namespace else c.node
+    lines = [
+        f'<div class="tl-meta">{escape(m.get("role") or "?")}: '
+        f"<pre>{escape(_sent_text(m))}</pre></div>"
+        for m in c.messages
+    ]
+    tools = f" · tools: {escape(', '.join(c.tools))}" if c.tools else ""
+    system = c.system_prompt
+    shown = f" · system: {escape(' '.join(system.split())[:80])}" if system else ""
+    return (
+        f'<details class="tl-model-call"><summary>model call · {escape(where)} · '
+        f"{escape(c.model)}{tools} · {len(c.messages)} message(s) sent{shown}</summary>"
+        f"{''.join(lines)}</details>"
+    )
+
+
+def _sent_text(m: dict[str, Any]) -> str:
+    content = m.get("content")
+    text = content if isinstance(content, str) else "" if content is None else str(content)
+    for call in m.get("tool_calls") or ():
+        text += f"\n[call {call.get('name')}({call.get('args')}) id={call.get('id')}]"
+    return text
+
+
 def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
@@ -260,6 +306,7 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             f"{escape(', '.join(rec.writers) or '?')})</div>"
             for m in removed_since(rec, parent)
         ]
+        events += [_call(c) for c in _calls_of(thread, rec, parent)]
         events += [
             f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
         ]

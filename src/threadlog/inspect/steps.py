@@ -117,9 +117,12 @@ def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[
         history = edits_of(m)
         if not history:
             continue
-        prior = _calls(calls_of(original_of(m)))
+        first = original_of(m)
+        prior = _calls(calls_of(first))
+        prior_text = _content_text(first.content)
         for e in history:
             now = _calls(e.get("tool_calls") or [])
+            text = _content_text(e.get("content")) if "content" in e else prior_text
             if str(e.get("id")) not in before:
                 out.append(
                     {
@@ -131,10 +134,21 @@ def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[
                         "source": e.get("source"),
                         "superseded_calls": prior,
                         "calls": now,
+                        "superseded_content": prior_text,
+                        "content": text,
                     }
                 )
-            prior = now
+            prior, prior_text = now, text
     return out
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(
+            b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
+            for b in content
+        )
+    return "" if content is None else str(content)
 
 
 def _calls(calls: Any) -> list[dict[str, Any]]:
@@ -142,7 +156,8 @@ def _calls(calls: Any) -> list[dict[str, Any]]:
 
 
 def edit_line(edit: dict[str, Any]) -> str:
-    """`✎ edit of <message> by <who>: <new calls> supersede <old calls>`."""
+    """`✎ edit of <message> by <who>: <new calls> supersede <old calls>`, or for an edit
+    that kept the calls, `content '<old>' → '<new>'`."""
     who = f" by {edit['by']}" if edit.get("by") else ""
     via = f" ({edit['source']})" if edit.get("source") else ""
 
@@ -152,10 +167,20 @@ def edit_line(edit: dict[str, Any]) -> str:
             for c in calls
         ) or "no calls"
 
-    return (
-        f"✎ edit of {short_id(edit['message_id'])}{who}{via}: {show(edit['calls'])} "
-        f"supersede {show(edit['superseded_calls'])}"
-    )
+    head = f"✎ edit of {short_id(edit['message_id'])}{who}{via}: "
+    calls, old = edit["calls"], edit["superseded_calls"]
+    if calls == old or (not calls and not old):
+        # The calls stayed: the edit changed what the message says.
+        before, after = edit.get("superseded_content"), edit.get("content")
+        if before is not None and after is not None and before != after:
+            return f"{head}content {_quote(before)} → {_quote(after)}"
+        return f"{head}content changed"
+    return f"{head}{show(calls)} supersede {show(old)}"
+
+
+def _quote(text: str, width: int = 40) -> str:
+    one = " ".join(str(text).split())
+    return repr(one if len(one) <= width else one[: width - 1] + "…")
 
 
 def compactions_added(

@@ -11,7 +11,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from threadlog.inspect.catalog import Head, id_time
 from threadlog.inspect.steps import open_calls
 
-__all__ = ["ThreadSummary", "matches", "summarize"]
+__all__ = ["ThreadSummary", "matches", "summarize", "tool_failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,9 @@ class ThreadSummary:
     message_keys: dict[str, int] = field(default_factory=dict)
     # How the thread waits at its head: "paused before tools", "interrupted in review".
     paused: str | None = None
+    # Tool results the app wrote with status="error" on purpose (no tool failed): listed,
+    # not counted in `errors`.
+    reported_errors: list[str] = field(default_factory=list)
 
 
 def summarize(
@@ -45,12 +48,11 @@ def summarize(
     `others`: the thread's other message keys, counted in messages, open calls, errors."""
     every = [messages, *(others or {}).values()]
     users = [m for m in messages if isinstance(m, HumanMessage)]
-    failed = [
-        f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
-        for msgs in every
-        for m in msgs
-        if isinstance(m, ToolMessage) and m.status == "error"
+    results = [
+        m for msgs in every for m in msgs if isinstance(m, ToolMessage) and m.status == "error"
     ]
+    failed = [_error_line(m) for m in results if tool_failed(m)]
+    reported = [_error_line(m) for m in results if not tool_failed(m)]
     return ThreadSummary(
         thread_id=head.thread_id,
         created_at=id_time(head.first_id),
@@ -63,7 +65,28 @@ def summarize(
         errors=[*errors, *failed],
         head_checkpoint_id=head.head_id,
         message_keys={k: len(v) for k, v in (others or {}).items()},
+        reported_errors=reported,
     )
+
+
+# LangGraph's prebuilt ToolNode's text for an exception it caught.
+_LANGGRAPH_ERROR = ("Error: ", "Please fix your mistakes.")
+
+
+def tool_failed(result: ToolMessage) -> bool:
+    """Whether an error result says a tool failed — it raised, timed out, was refused by
+    the tool node, never reported back — rather than the app answering a call with
+    `status="error"` on purpose (a reflection, a validator's verdict)."""
+    if "threadlog_error" in (result.response_metadata or {}):
+        return True  # threadlog's tool node, and its repairs of open calls
+    if str(result.id or "").startswith("tl-repair-"):
+        return True
+    text = result.text.strip()
+    return text.startswith(_LANGGRAPH_ERROR[0]) and text.endswith(_LANGGRAPH_ERROR[1])
+
+
+def _error_line(m: ToolMessage) -> str:
+    return f"{m.name or 'tool'} [{m.tool_call_id}]: {' '.join(m.text.split())[:200]}"
 
 
 def matches(needle: str, s: ThreadSummary, messages: list[BaseMessage]) -> bool:

@@ -42,6 +42,7 @@ from threadlog.context.policy import ContextPolicy
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
+from threadlog.inspect.handoffs import Handoffs
 from threadlog.inspect.history import ThreadRecords
 from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
@@ -91,6 +92,11 @@ class Thread(ThreadRecords):
                 for m in removed_since(rec, parent)
             ]
         return out
+
+    def handoffs(self, checkpoint: str | None = None) -> Handoffs:
+        """Each handoff from one agent to another in the log at `checkpoint` (default
+        head): from, to, the call (`inspect.handoffs`)."""
+        return Handoffs(self, checkpoint)
 
     def pairs(self, checkpoint: str | None = None) -> ToolPairs:
         """Each tool call in the log at `checkpoint` (default head) with its result."""
@@ -153,8 +159,14 @@ def thread(
     progress: Progress | None = None,
     namespace: str = "",
     key: str | None = None,
+    calls: bool = False,
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
+
+    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`, an
+    `inspect.calls.CallList`; a local checkpointer's thread only): the page and the
+    notebook view show each under the step that made it. It reads every namespace of
+    the thread once more.
 
     `key`: the state key whose messages the views read (`Thread.message_keys` lists
     them; default `messages` when the state has it, else the first message key).
@@ -187,12 +199,12 @@ def thread(
             )
         return _load(
             source, saver, config, str(thread_id), real_graph=True, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key,
+            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
         )
     if isinstance(source, BaseCheckpointSaver):
         return _load(
             None, source, config, str(thread_id), real_graph=False, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key,
+            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
         )
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server
@@ -212,7 +224,7 @@ def thread(
         with open_saver(source) as saver:
             return _load(
                 None, saver, config, str(thread_id), real_graph=False, last=last,
-                progress=progress, namespace=namespace, schema=schema, key=key,
+                progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
             )
     raise TypeError(
         f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
@@ -232,6 +244,7 @@ def _load(
     namespace: str,
     schema: type[Any] | None,
     key: str | None,
+    calls: bool = False,
 ) -> Thread:
     if namespace and graph is not None and not _has_subgraph(graph, namespace):
         graph, real_graph = None, False  # the subgraph is not a node of this graph
@@ -264,6 +277,10 @@ def _load(
         thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None,
         namespace=namespace, subgraph_list=subs,
     )
+    if calls:
+        from threadlog.inspect.calls import recorded_calls
+
+        loaded.recorded = recorded_calls(saver, thread_id)
     return _keyed(loaded, graph, key)
 
 

@@ -2,9 +2,12 @@
 
 Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
 per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
-messages, the last user message (full text in `.rows()`), calls still open at the head,
+messages, the last user message (full text in `.rows()`: the last one a run's input brought,
+not a `HumanMessage` a node wrote, `last_input_text`), calls still open at the head,
 errors: tasks that failed from the head, writes the message log refused there (the run
-raised; `inspect.refused`), then tool results with `status="error"` — counted
+raised; `inspect.refused`), then tool results that say a tool failed
+(`summary.tool_failed`; a result the app wrote with `status="error"` on purpose is listed
+under `reported_errors`, not counted) — counted
 over every message key of the state (`messages` first; `message_keys` has the count of
 each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
 `subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
@@ -25,12 +28,13 @@ LangGraph (`add_messages`) lists as well as a threadlog one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.constants import START
 
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
@@ -95,6 +99,9 @@ def summaries(
             )
             paused = _paused(snap, bool(failed))
             s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=paused)
+            said = last_input_text(saver, head.thread_id)
+            if said is not None:
+                s = replace(s, last_user=said)
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -103,6 +110,38 @@ def summaries(
                 break
     if progress is not None:
         progress(len(heads), len(heads))
+
+
+def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    """The text of the last user message a run's input brought (the newest input
+    checkpoints' `__start__` values), not a message a node wrote as the user's; None when
+    the newest few inputs hold none (a resume, a `Command`)."""
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    try:
+        inputs = saver.list(config, filter={"source": "input"}, limit=3)
+        for tup in inputs:
+            start = (tup.checkpoint.get("channel_values") or {}).get(START)
+            if not isinstance(start, Mapping):
+                continue
+            for value in start.values():
+                text = _user_text(value)
+                if text is not None:
+                    return text
+    except Exception:  # a saver that cannot filter: the head's last user message
+        return None
+    return None
+
+
+def _user_text(value: Any) -> str | None:
+    items = value if isinstance(value, list) else [value]
+    for item in reversed(items):
+        if isinstance(item, HumanMessage):
+            return item.text
+        if isinstance(item, Mapping) and item.get("role") in ("user", "human"):
+            return str(item.get("content") or "")
+        if isinstance(item, (list, tuple)) and len(item) == 2 and item[0] in ("user", "human"):
+            return str(item[1])
+    return None
 
 
 class ThreadList(Table):
@@ -157,7 +196,8 @@ class ThreadList(Table):
     def notes(self) -> list[str]:
         notes = [
             "open: tool calls without a result at the head · err: tasks that failed there "
-            "and tool results with status error · subs: subgraph namespaces "
+            "and tools that failed (not results the app marked error) · subs: subgraph "
+            "namespaces "
             "(inspect --namespace NS, export --namespace NS)"
         ]
         keyed = sorted({k for s in self.items for k in s.message_keys})

@@ -1,0 +1,501 @@
+"""`CallsLayer`: what every chat-model call of a run saw, stored with the thread.
+
+Contract:
+
+* **Who is recorded.** Every chat-model call made inside a run of a graph on this saver,
+  whoever makes it — threadlog's `ModelNode`, `langchain.agents.create_agent`,
+  `create_react_agent`, swarm / supervisor agents, an app's own node calling
+  `model.invoke` / `ainvoke` / `stream` — at any subgraph depth. When a run's loop reads
+  its thread (`_upstream.running_loop()`), the layer adds one `CallRecorder` (a LangChain
+  callback handler) to the handlers the run hands down to every task
+  (`inheritable_handlers` of the run's callback manager, as a new list: a caller's own
+  manager is never changed); a subgraph's run inherits it. Nothing is patched, and a
+  model called outside a run is not seen.
+* **What is recorded** (`on_chat_model_start`, `on_llm_end` / `on_llm_error`): the
+  messages as sent, in order (system prompt included); the tool names and a digest of
+  their schemas; the model's name, provider and call parameters (`invocation_params`,
+  metadata `ls_*`); the id of the AIMessage it produced; where it ran (the task's
+  `langgraph_checkpoint_ns`, node, step); an error's text.
+* **Where it is stored.** With the step that made it: when the task's writes are stored
+  (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
+  one write on `CALLS_CHANNEL` is stored first on the same checkpoint, under a task id of
+  its own (`threadlog-calls:…`, so it never takes an index of the task's writes); calls
+  not stored that way by the time the step's checkpoint is stored are stored just before
+  it (LangGraph waits for a step's writes only when they hold a delta channel). So a kill
+  after the reply was stored leaves the call stored; rollback, copy, prune and forks
+  treat it as any write of that checkpoint. A kill between the two writes leaves the call
+  recorded and its reply not: the step runs again and is recorded again. Under
+  `durability="exit"` a run's calls are stored with its one stored checkpoint. Recording
+  never fails a step: a record that cannot be built is logged and left out.
+* **O(new)** (the format: `call_records`). A message the thread's writes already hold
+  (seen by this layer, by id and content digest, or by content alone for a copy sent
+  without its id) is stored as a reference; any other content — a system prompt built per
+  call, a trimmed copy — as a content-addressed blob, stored once per thread and process;
+  tool schemas and call parameters likewise; the messages the agent's previous stored call
+  also sent, in order, as one slice of it. What is a reference is decided when the call
+  is stored, after the steps before it stored theirs. A process that did not see a
+  thread's earlier writes stores each message it sends once more, as a blob. Lifecycle
+  calls forget what the layer remembered of a thread (a later reference never names
+  a removed write).
+* **Invisible to runs.** Reads through this layer (`get_tuple`, `list`) leave the channel
+  out, so LangGraph never sees an unknown channel; the inspector reads the backend itself
+  (`threadlog.inspect.calls`). `record_calls=False` leaves the layer out; a database
+  written without it reads as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from threadlog._upstream import PREGEL, RunningLoop, running_loop
+from threadlog.checkpoint.call_records import (
+    CALLS_CHANNEL,
+    CALLS_TASK_PREFIX,
+    FORMAT,
+    PARAM_SKIP,
+    Key,
+    blob_digest,
+    compress,
+    fingerprint_of,
+    messages_in,
+    model_name,
+    plain,
+    stored_digests,
+    tool_name,
+)
+from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.flows import Flow
+from threadlog.log.messages import digest
+
+__all__ = ["CallRecorder", "CallsLayer"]
+
+log = logging.getLogger("threadlog.calls")
+
+_MAX_THREADS = 1024  # threads whose stored digests a process remembers
+_MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
+
+
+class _Memo:
+    """What this process knows one thread has stored: messages (id, digest), blobs, and
+    the last stored call per agent (its run id and the messages it sent)."""
+
+    __slots__ = ("blobs", "digests", "in_log", "last")
+
+    def __init__(self) -> None:
+        self.in_log: set[tuple[str, str]] = set()
+        self.digests: set[str] = set()  # of every message in `in_log`
+        self.blobs: set[str] = set()
+        self.last: dict[str, tuple[str, list[Key]]] = {}
+
+
+class _Call:
+    """One model call in flight or done, waiting for its task's writes."""
+
+    __slots__ = (
+        "agent", "chain", "done", "graph_ns", "messages", "owner", "params", "record",
+        "thread", "tools",
+    )
+
+    def __init__(
+        self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
+        owner: CallRecorder, agent: str, messages: list[BaseMessage], tools: Any,
+        params: list[tuple[str, Any]],
+    ) -> None:
+        self.thread = thread
+        self.chain = chain
+        self.record = record
+        self.owner = owner
+        self.agent = agent
+        self.messages = messages
+        self.tools = tools
+        self.params = params
+        self.done = False
+        self.graph_ns = ""  # the namespace of the graph whose task made the call
+
+
+def _step(c: _Call) -> int:
+    step = c.record.get("step")
+    return step if isinstance(step, int) else -(2**31)
+
+
+class CallRecorder(BaseCallbackHandler):
+    """The callback handler one run carries: hands each chat-model call to its layer."""
+
+    run_inline = True  # no executor hop under asyncio: the handler only builds a dict
+    raise_error = False  # recording never fails the app's call
+    # Only model calls: every other event of the run is not dispatched to it.
+    ignore_chain = True
+    ignore_agent = True
+    ignore_retriever = True
+    ignore_retry = True
+    ignore_custom_event = True
+
+    def __init__(self, layer: CallsLayer) -> None:
+        self.layer = layer
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        self.layer.started(self, serialized, messages, run_id, metadata or {}, kwargs)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        reply = None
+        try:
+            reply = response.generations[0][0].message
+        except (AttributeError, IndexError, TypeError):
+            pass
+        self.layer.ended(run_id, getattr(reply, "id", None), None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        self.layer.ended(run_id, None, f"{type(error).__name__}: {error}")
+
+
+class CallsLayer(Layer):
+    """Records each run's model calls with the steps that made them (module doc)."""
+
+    name = "calls"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[UUID, _Call] = {}
+        self._by_thread: dict[str, list[UUID]] = {}
+        self._memos: OrderedDict[str, _Memo] = OrderedDict()
+        self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
+        self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
+        self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
+
+    # -- attaching to a run ----------------------------------------------------------
+
+    def attach(self, loop: RunningLoop) -> None:
+        manager = loop.manager
+        if manager is None:
+            return
+        handlers = list(getattr(manager, "inheritable_handlers", None) or ())
+        if any(isinstance(h, CallRecorder) and h.layer is self for h in handlers):
+            return  # a subgraph's run: its parent's recorder is inherited
+        recorder = CallRecorder(self)
+        # A new list: the run manager may share its list with the caller's manager.
+        manager.inheritable_handlers = [*handlers, recorder]
+        loop.stack.callback(self._drop, recorder)
+
+    def _drop(self, recorder: CallRecorder) -> None:
+        # Calls whose task stored no writes (durability="exit", a node that raised
+        # before its step's writes) are not kept past their run.
+        with self._lock:
+            for run_id, c in list(self._calls.items()):
+                if c.owner is recorder:
+                    self._forget_call(run_id, c)
+
+    def _forget_call(self, run_id: UUID, c: _Call) -> None:
+        del self._calls[run_id]
+        ids = self._by_thread.get(c.thread)
+        if ids is not None:
+            ids.remove(run_id)
+            if not ids:
+                del self._by_thread[c.thread]
+
+    # -- the callbacks -----------------------------------------------------------------
+
+    def started(
+        self,
+        recorder: CallRecorder,
+        serialized: dict[str, Any],
+        batches: list[list[BaseMessage]],
+        run_id: UUID,
+        metadata: dict[str, Any],
+        extra: dict[str, Any],
+    ) -> None:
+        thread = metadata.get("thread_id")
+        task_ns = metadata.get("langgraph_checkpoint_ns")
+        if thread is None or not isinstance(task_ns, str) or not task_ns:
+            return  # not a task of a run (nothing to store it with)
+        thread = str(thread)
+        parts = task_ns.split(PREGEL.ns_sep)
+        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
+        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
+        params = extra.get("invocation_params") or {}
+        if not isinstance(params, dict):
+            params = {}
+        raw = [(k, v) for k, v in params.items() if k not in PARAM_SKIP]
+        raw += [(k, v) for k, v in metadata.items() if k.startswith("ls_")]
+        # None fields and a node the namespace names are left out (the reader fills them).
+        record: dict[str, Any] = {
+            "run_id": str(run_id),
+            "t": time.time(),
+            "ns": task_ns,
+            "step": metadata.get("langgraph_step"),
+            "model": model_name(serialized, params, metadata),
+        }
+        node = metadata.get("langgraph_node")
+        if node is not None and node != parts[-1].rsplit(PREGEL.ns_end, 1)[0]:
+            record["node"] = node
+        # What is stored of the messages is decided when the call is stored: by then the
+        # steps before it have stored theirs (LangGraph stores a step's writes in the
+        # background while the next step runs), so more of them are references.
+        c = _Call(
+            thread, chain, record, recorder, agent,
+            list(batches[0]) if batches else [], params.get("tools"), raw,
+        )
+        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
+        with self._lock:
+            self._calls[run_id] = c
+            self._by_thread.setdefault(thread, []).append(run_id)
+
+    def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
+        with self._lock:
+            c = self._calls.get(run_id)
+            if c is None:
+                return
+            if reply_id is not None:
+                c.record["reply_id"] = str(reply_id)
+            if error is not None:
+                c.record["error"] = error
+            c.done = True
+
+    def _memo(self, thread: str) -> _Memo:
+        memo = self._memos.get(thread)
+        if memo is None:
+            memo = self._memos[thread] = _Memo()
+            if len(self._memos) > _MAX_THREADS:
+                self._memos.popitem(last=False)
+        else:
+            self._memos.move_to_end(thread)
+        return memo
+
+    def _digest(self, message: BaseMessage) -> str:
+        # The log's message objects are the same from turn to turn in a warm process:
+        # each is hashed once, not once per call that sends it.
+        key = id(message)
+        with self._lock:
+            hit = self._digests.get(key)
+            if hit is not None and hit[0] is message:
+                return hit[1]
+        try:
+            d = digest(message)
+        except Exception:  # a message the log has no role for: its text as stored
+            d = blob_digest([type(message).__name__, repr(message.content)])
+        with self._lock:
+            self._digests[key] = (message, d)
+            if len(self._digests) > _MAX_DIGESTS:
+                self._digests.popitem(last=False)
+        return d
+
+    def _message_entry(
+        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]
+    ) -> dict[str, Any]:
+        d = self._digest(message)
+        mid = message.id
+        if mid is not None and (str(mid), d) in memo.in_log:
+            return {"id": str(mid), "d": d, "ref": True}
+        if mid is None and d in memo.digests:
+            # A copy without its id (a context a node rebuilt for the provider): the
+            # stored message with the same model-visible content.
+            return {"d": d, "ref": True}
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
+        entry: dict[str, Any] = {"d": d}
+        if mid is not None:
+            entry["id"] = str(mid)
+        return entry
+
+    def _params(self, raw: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
+        # A model's parameters are the same objects call after call: made plain and
+        # digested once per set (the values are kept, so their ids stay theirs).
+        key = tuple((k, id(v)) for k, v in raw)
+        with self._lock:
+            hit = self._params_seen.get(key)
+        if hit is not None:
+            return hit[1], hit[2]
+        made = {k: plain(v) for k, v in raw}
+        d = blob_digest(made)
+        with self._lock:
+            if len(self._params_seen) > 256:
+                self._params_seen.clear()
+            self._params_seen[key] = ([v for _, v in raw], made, d)
+        return made, d
+
+    def _tools_entry(
+        self, tools: Any, memo: _Memo, blobs: dict[str, Any]
+    ) -> tuple[list[str], str | None]:
+        if not tools:
+            return [], None
+        # A bound model hands the same list object to every call: digested once.
+        with self._lock:
+            hit = self._tool_digests.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            _, d, names, schemas = hit
+        else:
+            schemas = plain(list(tools))
+            d = blob_digest(schemas)
+            names = [tool_name(t) for t in tools]
+            with self._lock:
+                if len(self._tool_digests) > 256:
+                    self._tool_digests.clear()
+                self._tool_digests[id(tools)] = (tools, d, names, schemas)
+        if d not in memo.blobs:
+            blobs[d] = {"k": "tools", "value": schemas}
+        return list(names), d
+
+    # -- the hooks ---------------------------------------------------------------------
+
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[Any]:
+        loop = running_loop()
+        if loop is not None:
+            self.attach(loop)
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
+        return None if tup is None else self.listed(tup)
+
+    def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
+        writes = tup.pending_writes
+        if not writes or not any(w[1] == CALLS_CHANNEL for w in writes):
+            return tup
+        return tup._replace(pending_writes=[w for w in writes if w[1] != CALLS_CHANNEL])
+
+    def put_writes(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Flow[None]:
+        thread = str(config.get("configurable", {}).get("thread_id"))
+        self._note_stored(thread, writes)
+        taken = self._take(thread, task_id) if thread in self._by_thread else []
+        if taken:
+            value = self._stored_form(thread, taken)
+            # Its own task id (never an index of the task's writes), one per flush: a task
+            # resumed after an interrupt stores its calls again on the same checkpoint.
+            own_task = f"{CALLS_TASK_PREFIX}{task_id}:{taken[0].record['run_id'][-12:]}"
+            yield from below.flow(
+                "put_writes", config, [(CALLS_CHANNEL, value)], own_task, task_path
+            )
+        yield from below.flow("put_writes", config, writes, task_id, task_path)
+
+    def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
+        """One write's value: the calls' records and the blobs they add (module doc)."""
+        try:
+            return self._build(thread, taken)
+        except Exception as exc:  # recording never costs the app its step's writes
+            log.warning("threadlog: model calls not recorded: %s: %s", type(exc).__name__, exc)
+            return {"v": FORMAT, "calls": [], "blobs": {}, "error": repr(exc)}
+
+    def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
+        blobs: dict[str, Any] = {}
+        records = []
+        with self._lock:
+            memo = self._memo(thread)
+        for c in taken:
+            sent = [self._message_entry(m, memo, blobs) for m in c.messages]
+            keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
+            record = dict(c.record)
+            record["messages"] = compress(sent, keys, memo.last.get(c.agent))
+            names, tools_d = self._tools_entry(c.tools, memo, blobs)
+            if names:
+                record["tools"], record["tools_d"] = names, tools_d
+            values, params_d = self._params(c.params)
+            if params_d not in memo.blobs:
+                blobs[params_d] = {"k": "params", "value": values}
+            record["params"] = params_d
+            records.append(record)
+            # Stored in this same write: a later call of the agent may slice it.
+            memo.last[c.agent] = (str(record["run_id"]), keys)
+        memo.blobs.update(blobs)
+        return {"v": FORMAT, "calls": records, "blobs": blobs}
+
+    def put(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        checkpoint: Any,
+        metadata: Any,
+        new_versions: Any,
+    ) -> Flow[RunnableConfig]:
+        # A step's checkpoint may be stored before its tasks' writes (LangGraph stores
+        # writes in the background and waits only for a delta channel's): the calls its
+        # tasks finished are stored first, on the checkpoint they ran from, so a kill
+        # after this checkpoint keeps them.
+        conf = config.get("configurable", {})
+        thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
+        taken: list[_Call] = []
+        step = metadata.get("step") if isinstance(metadata, dict) else None
+        if thread in self._by_thread and isinstance(step, int):
+            # Only calls of the steps this checkpoint ends: LangGraph may store an
+            # earlier checkpoint (a run's input) while the next step's calls already ran.
+            taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""), step)
+        if taken and parent:
+            yield from self._put_calls(below, config, taken)
+        out: RunnableConfig = yield from below.flow(
+            "put", config, checkpoint, metadata, new_versions
+        )
+        if taken and not parent:
+            # A thread's first stored checkpoint (`durability="exit"`): stored on it.
+            yield from self._put_calls(below, out, taken)
+        return out
+
+    def _put_calls(
+        self, below: SaverView, config: RunnableConfig, taken: list[_Call]
+    ) -> Flow[None]:
+        own_task = f"{CALLS_TASK_PREFIX}{taken[0].chain[-1]}:{taken[0].record['run_id'][-12:]}"
+        value = self._stored_form(str(config["configurable"]["thread_id"]), taken)
+        yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
+
+    def _take(
+        self, thread: str, task_id: str | None, graph_ns: str = "", step: int = 0
+    ) -> list[_Call]:
+        """The calls of `thread` a task's writes store: those of `task_id` (or of a
+        subgraph inside it); with no task, the finished calls of the graph at `graph_ns`
+        made in steps up to `step`."""
+        with self._lock:
+            out = []
+            for run_id in list(self._by_thread.get(thread, ())):
+                c = self._calls[run_id]
+                if (task_id in c.chain) if task_id is not None else (
+                    c.done and c.graph_ns == graph_ns and _step(c) <= step
+                ):
+                    out.append(c)
+                    self._forget_call(run_id, c)
+        out.sort(key=lambda c: c.record["t"])
+        return out
+
+    def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
+        """Remember the messages these writes store, as calls will reference them."""
+        found = [
+            m for _, value in writes for m in messages_in(value)
+            if m.id and not isinstance(m, RemoveMessage)
+        ]
+        if not found:
+            return
+        known = [(str(m.id), self._digest(m)) for m in found]
+        variants = [d for m in found if m.name is not None for d in stored_digests(m)[1:]]
+        with self._lock:
+            memo = self._memo(thread)
+            memo.in_log.update(known)
+            memo.digests.update(d for _, d in known)
+            memo.digests.update(variants)
+
+    def forget(self, thread_id: str) -> None:
+        """Forget what this process knows a thread stored (a lifecycle call changed it)."""
+        with self._lock:
+            self._memos.pop(thread_id, None)
+
+

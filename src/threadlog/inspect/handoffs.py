@@ -1,0 +1,99 @@
+"""`Handoffs`: where a multi-agent app passed the conversation from one agent to another.
+
+Contract: `Thread.handoffs(checkpoint=None)` lists, in log order, each tool result that
+moved the conversation to another agent — `langgraph-supervisor`'s (its result carries
+`response_metadata["__handoff_destination"]`, or `"__is_handoff_back"` on the way back)
+and `langgraph-swarm`'s / any `transfer_to_<agent>` / `transfer_back_to_<agent>` tool — as
+`from` (the agent whose AIMessage made the call: its `name`), `to` (the destination
+agent), the call id and the tool. Agents are named as the app names them (node names),
+never by a task's id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from threadlog.inspect.table import Cell, Column, Table
+
+if TYPE_CHECKING:
+    from threadlog.inspect.history import ThreadRecords
+
+__all__ = ["Handoffs", "handoff_destination"]
+
+DESTINATION = "__handoff_destination"  # langgraph-supervisor's result metadata
+BACK = "__is_handoff_back"
+_PREFIXES = ("transfer_back_to_", "transfer_to_")
+
+
+def handoff_destination(result: ToolMessage, tool: str | None) -> str | None:
+    """The agent a tool result handed the conversation to, or None."""
+    meta = result.response_metadata or {}
+    if isinstance(meta.get(DESTINATION), str):
+        return str(meta[DESTINATION])
+    for name in (tool, result.name):
+        for prefix in _PREFIXES:
+            if name and name.startswith(prefix) and len(name) > len(prefix):
+                return name[len(prefix) :]
+    return None
+
+
+class Handoffs(Table):
+    """Each handoff of the log at one checkpoint (module doc)."""
+
+    columns = (
+        Column("n", "#", 3, ">"),
+        Column("from", "from agent", 24),
+        Column("to", "to agent", 24),
+        Column("call", "call", 0),
+    )
+
+    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+        at = thread.get(checkpoint)
+        self.title = f"{thread.label} · handoffs"
+        makers: dict[str, AIMessage] = {}
+        self._rows: list[dict[str, Any]] = []
+        for m in at.messages:
+            if isinstance(m, AIMessage):
+                for c in m.tool_calls:
+                    if c.get("id"):
+                        makers[str(c["id"])] = m
+            elif isinstance(m, ToolMessage):
+                maker = makers.get(m.tool_call_id)
+                tool = next(
+                    (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
+                    None,
+                ) if maker is not None else None
+                to = handoff_destination(m, tool)
+                if to is None or m.status == "error":
+                    continue
+                self._rows.append(
+                    {
+                        "from": (maker.name if maker is not None else None) or "?",
+                        "to": to,
+                        "call_id": m.tool_call_id,
+                        "tool": tool or m.name,
+                        "back": bool((m.response_metadata or {}).get(BACK)),
+                    }
+                )
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._rows]
+
+    def display_rows(self) -> list[dict[str, Cell]]:
+        return [
+            {
+                "n": str(i),
+                "from": r["from"],
+                "to": r["to"],
+                "call": f"{r['tool']} [{r['call_id']}]",
+            }
+            for i, r in enumerate(self._rows, 1)
+        ]
+
+    def summary(self) -> list[str]:
+        if not self._rows:
+            return ["no handoff between agents"]
+        path = " → ".join([self._rows[0]["from"], *(r["to"] for r in self._rows)])
+        return [f"{len(self._rows)} handoff(s): {path}"]
