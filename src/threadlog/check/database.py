@@ -33,6 +33,7 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,6 +43,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog.checkpoint.backends import backend_of
+from threadlog.checkpoint.integrity import chain_writes
 from threadlog.inspect.catalog import Head, checkpoint_ids, thread_heads
 from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.source import Shape, shape_of, stand_in
@@ -101,10 +103,15 @@ class ThreadCheck:
     error: str | None = None
 
 
-def open_database(source: str) -> Any:
+@contextlib.contextmanager
+def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
     replaying and repairing read LangGraph's tables themselves (a server is checked
-    through its API: `threadlog.check.served`)."""
+    through its API: `threadlog.check.served`).
+
+    The saver checks the stored writes against their checksums as threadlog's own saver
+    does (`threadlog.checkpoint.integrity`): a thread its readers would refuse is never
+    called clean."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -112,7 +119,8 @@ def open_database(source: str) -> Any:
             f"{describe(source)} is a LangGraph server; this reads its database "
             "(a SQLite file or postgresql://…): pass that as --db"
         )
-    return open_readonly(source)
+    with open_readonly(source) as saver:
+        yield chain_writes(saver)
 
 
 def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
