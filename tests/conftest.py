@@ -270,6 +270,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_64_concurrent_async_runs_on_postgres_lose_duplicate_and_fail_nothing",
     ),
     "test_check.py": ("test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph",),  # ~2.3 s
+    "test_check_gate.py": (
+        "test_check_and_all_checkpoints_exit_0_on_healthy_threads_of_the_apps_users_build",
+    ),
+    "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }

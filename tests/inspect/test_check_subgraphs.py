@@ -95,7 +95,7 @@ def calls_first(out: str, calls: list[str]) -> str:
     return next(c for c in calls if f"call '{c}'" in out)
 
 
-def test_a_subgraph_the_thread_moved_past_is_checked_only_with_all_checkpoints(
+def test_a_subgraph_step_the_thread_moved_past_is_no_problem_at_any_checkpoint(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     ns, shanghai, calls = crash_inside_the_subgraph(sqlite_url, tmp_path)
@@ -104,6 +104,9 @@ def test_a_subgraph_the_thread_moved_past_is_checked_only_with_all_checkpoints(
         graph.invoke({"messages": [HumanMessage(INSTEAD, id="u2")]}, CONFIG)
 
     assert check(sqlite_url).status == 0  # the next run does not send the crashed step
+    # Its calls wait on the namespace's pending tool step: no history that reaches a
+    # provider holds them (a swarm's handoff leaves every agent's namespace this way).
     every = check(sqlite_url, all_checkpoints=True)
     assert shanghai in calls
-    assert {("t", ns, "open_call", c) for c in calls} <= found(every)
+    assert found(every) == set() and every.status == 0
+    assert {("t", ns, "in_progress", c) for c in calls} <= noted(every)

@@ -361,15 +361,12 @@ def _check_one(
     namespace: str,
     strict_first_turn: bool,
     at_head: bool = True,
-    live: bool = True,
 ) -> None:
     """Add one checkpoint's problems and notes to `result`. A call in progress at an
-    older checkpoint is every tool step's history: noted at the head only. `live`:
-    False for a subgraph namespace the thread moved past, whose pending step never
-    runs."""
+    older checkpoint is every tool step's history: noted at the head only."""
     tid = result.thread_id
     cid = str(tup.config["configurable"]["checkpoint_id"])
-    pending = pending_steps(tup) if live else ()
+    pending = pending_steps(tup)
     for channel, fmt, messages in tuple_channels(saver, readers, tup):
         found, noted = sort_findings(
             find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
@@ -410,7 +407,6 @@ def _subgraph_problems(
                 sub.namespace,
                 strict_first_turn,
                 at_head=cid == sub.head_id,
-                live=sub.parent_checkpoint == head.head_id,
             )
 
 
