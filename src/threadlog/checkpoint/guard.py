@@ -514,6 +514,12 @@ class GuardLayer(Layer):
             with self._putting_lock:
                 self._expected.pop(cid, None)
 
+    def saw_marker(self, config: RunnableConfig, prefix: str) -> bool:
+        """Whether the checkpoint `config` names held a tool node's marker whose task id
+        starts with `prefix` when this saver last read it (no read here)."""
+        seen = self._seen_writes.get(_cp_key(config)) or ()
+        return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
+
     def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
         tup = yield from call(saver, "get_tuple", config)
         if tup is not None:

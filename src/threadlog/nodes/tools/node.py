@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -86,7 +87,7 @@ from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
-from threadlog.nodes.tools.started import note_flow
+from threadlog.nodes.tools.started import finished_flow, note_flow
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -332,15 +333,27 @@ class ToolNode(_LangGraphToolNode):
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
+        # This call finished in an earlier attempt of this step whose write LangGraph
+        # lost: its stored result, not a second run of its tool.
+        stored = yield from finished_flow(job.config, job.call)
+        if stored is not None:
+            return stored
         yield from note_flow(job.config, job.call, "started")
         async_run = None if pool is None else functools.partial(run_async, pool=pool)
         outcome: Outcome = yield Io(run_sync, async_run, (job,))
         try:
-            return self._classify(outcome, job, decision, input_type, request.state)
+            out = self._classify(outcome, job, decision, input_type, request.state)
         except BaseException:
             if outcome.error is not None:
                 yield from note_flow(job.config, job.call, "stopped")
             raise
+        if isinstance(out, ToolMessage):
+            # Stored by the node, before its task ends: LangGraph stores the task's own
+            # write from a callback that a failing sibling can cut off. The stored copy
+            # gets an id, as LangGraph stamps the task's (which it keeps when it has one).
+            marked = out if out.id else out.model_copy(update={"id": str(uuid.uuid4())})
+            yield from note_flow(job.config, job.call, "finished", marked)
+        return out
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
         """The job running `request`, or the result for a call that cannot run."""
