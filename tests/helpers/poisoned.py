@@ -3,16 +3,19 @@
 `threadlog_threads(url)` writes, through `threadlog.checkpointer(url)` and the weather
 agent (`threadlog.create_agent`, the offline model): a clean turn, a turn paused for
 approval between a call and its result (human in the loop), a turn whose tool crashed the
-process (a `BaseException` escapes the run), and a paused turn the user then answered
-with new input (threadlog answers the abandoned call: clean).
+process (a `BaseException` escapes the run), a paused turn the user then answered
+with new input (threadlog answers the abandoned call: clean), and a chat graph on
+threadlog's log whose model calls a tool no node of the graph runs (unrouted).
 
 `plain_threads(url)` writes, through LangGraph's own saver and `create_react_agent`: a
 clean turn, a turn interrupted before its tools, a crash in a tool, a human-in-the-loop
 reject (the reviewer's "no" sent as new input, which LangGraph stores before refusing the
-history), trimming that removed a call but kept its result, and a hand-written
-`update_state` that adds a result for a call nobody made.
+history), trimming that removed a call but kept its result, a hand-written
+`update_state` that adds a result for a call nobody made, and an unrouted call.
 
-Each returns `{thread_id: expected problem kinds}` (empty: clean). `snapshot(url)` is
+Each returns `{thread_id: expected kinds}` (empty: clean). A paused or stopped turn —
+its tool step pending, which answers its calls when the thread resumes — is
+`in_progress`: a note of `check`, not a problem (`NOTES`). `snapshot(url)` is
 the database's whole stored content (SQLite: the bytes of the file and of a
 non-empty WAL; Postgres: every row of every table), to prove a reader changed nothing.
 """
@@ -31,6 +34,8 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 CITY_Q = "Is it raining in Beijing?"
+NOTES = frozenset({"in_progress"})
+"""Expected kinds that are `check`'s notes, not problems."""
 
 
 class Crash(BaseException):
@@ -67,12 +72,32 @@ def threadlog_threads(url: str) -> dict[str, set[str]]:
         crashing = create_agent(OfflineChatModel(), [crashing_weather], checkpointer=saver)
         with contextlib.suppress(Crash):
             crashing.invoke({"messages": [HumanMessage(CITY_Q, id="q1")]}, _cfg("tl-crashed"))
+        unrouted_chat(threadlog.MessagesState, saver).invoke(
+            {"messages": [HumanMessage(CITY_Q, id="q1")]}, _cfg("tl-unrouted")
+        )
     return {
         "tl-clean": set(),
-        "tl-paused": {"open_call"},
+        "tl-paused": {"in_progress"},
         "tl-moved-on": set(),
-        "tl-crashed": {"open_call"},
+        "tl-crashed": {"in_progress"},
+        "tl-unrouted": {"open_call"},
     }
+
+
+def unrouted_chat(state: Any, saver: BaseCheckpointSaver[Any]) -> Any:
+    """A chat graph whose model has tools bound but no node runs them: its calls stay
+    open with nothing pending (what `check --repair` answers)."""
+    from langgraph.graph import END, START, StateGraph
+
+    from threadlog import OfflineChatModel
+    from threadlog.examples.weather import get_weather
+
+    model = OfflineChatModel().bind_tools([get_weather])
+    builder = StateGraph(state)
+    builder.add_node("chat", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", END)
+    return builder.compile(checkpointer=saver)
 
 
 @contextlib.contextmanager
@@ -131,13 +156,19 @@ def plain_threads(url: str) -> dict[str, set[str]]:
             _cfg("p-updated"),
             {"messages": [ToolMessage("sunny", tool_call_id="call_made_up", id="hand-1")]},
         )
+        from langgraph.graph import MessagesState
+
+        unrouted_chat(MessagesState, saver).invoke(
+            {"messages": [HumanMessage(CITY_Q, id="q1")]}, _cfg("p-unrouted")
+        )
     return {
         "p-clean": set(),
-        "p-interrupted": {"open_call"},
+        "p-interrupted": {"in_progress"},
         "p-rejected": {"open_call"},
-        "p-crashed": {"open_call"},
+        "p-crashed": {"in_progress"},
         "p-trimmed": {"orphan_result"},
         "p-updated": {"orphan_result"},
+        "p-unrouted": {"open_call"},
     }
 
 

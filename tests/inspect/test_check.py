@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from tests.helpers.poisoned import plain_saver, plain_threads, snapshot, threadlog_threads
+from tests.helpers.poisoned import (
+    NOTES,
+    plain_saver,
+    plain_threads,
+    react_agent,
+    snapshot,
+    threadlog_threads,
+)
 from threadlog.cli import main
 from threadlog.inspect import check
 from threadlog.log.pairing import NOT_COMPLETED, not_completed
@@ -27,8 +34,19 @@ def _kinds(report: Any) -> dict[str, set[str]]:
     return {r.thread_id: {p.kind for p in r.problems} for r in report.results}
 
 
+def _noted(report: Any) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for n in report.noted:
+        out.setdefault(n.thread_id, set()).add(n.kind)
+    return out
+
+
 def _expected_problems(expected: dict[str, set[str]]) -> dict[str, set[str]]:
-    return {t: k for t, k in expected.items() if k}
+    return {t: k - NOTES for t, k in expected.items() if k - NOTES}
+
+
+def _expected_notes(expected: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {t: k & NOTES for t, k in expected.items() if k & NOTES}
 
 
 # -- the scan itself, kind by kind ---------------------------------------------------
@@ -112,6 +130,7 @@ def test_check_finds_exactly_the_poisoned_threadlog_threads_and_reads_only(backe
     before = snapshot(backend)
     report = check(backend)
     assert _kinds(report) == _expected_problems(expected)
+    assert _noted(report) == _expected_notes(expected)  # paused, stopped: in progress
     assert report.tally.threads == len(expected) and report.status == 1
     assert {p.format for p in report.problems} == {"threadlog"}
     for p in report.problems:  # named like threadlog's errors: the id at the position
@@ -127,8 +146,11 @@ def test_check_finds_exactly_the_poisoned_add_messages_threads_and_reads_only(
     before = snapshot(backend)
     report = check(backend, profiles=["openai-chat", "anthropic"])
     assert _kinds(report) == _expected_problems(expected)
+    assert _noted(report) == _expected_notes(expected)
     assert {p.format for p in report.problems} == {"add_messages"}
-    assert report.tally.clean == 1 and report.tally.with_problems == len(expected) - 1
+    problems = len(_expected_problems(expected))
+    assert report.tally.with_problems == problems
+    assert report.tally.clean == len(expected) - problems
     assert snapshot(backend) == before
 
 
@@ -152,11 +174,13 @@ def test_repair_then_check_is_clean_and_nothing_stored_is_rewritten(
     left = _kinds(after)
     # Every open call appending can answer is answered; the plain reject is not (its
     # call is followed by the user's message, and add_messages only appends).
-    unfixable = {t: k for t, k in plain.items() if k and k != {"open_call"}}
+    unfixable = {t: k for t, k in _expected_problems(plain).items() if k != {"open_call"}}
     assert left == {**unfixable, "p-rejected": {"open_call"}}
     assert "p-rejected" not in plan or "followed by other messages" in plan
     repaired = {t for t, k in {**expected, **plain}.items() if k == {"open_call"}} - set(left)
-    assert repaired and all(t in old_heads for t in repaired)
+    assert repaired == {"tl-unrouted", "p-unrouted"} and all(t in old_heads for t in repaired)
+    # A paused or stopped turn's calls are its pending step's to answer: untouched.
+    assert _noted(after) == _expected_notes({**expected, **plain})
 
     import threadlog
 
@@ -181,22 +205,22 @@ def test_repair_then_check_is_clean_and_nothing_stored_is_rewritten(
 
 
 def test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph(tmp_path: Path) -> None:
+    # The app's history, moved to an agent that checks it: an open call is refused
+    # before the repair and answered after it.
     url = f"sqlite:///{tmp_path / 'plain.db'}"
     plain_threads(url)
-    cfg: Any = {"configurable": {"thread_id": "p-crashed"}}
-    from tests.helpers.poisoned import react_agent
-
+    cfg: Any = {"configurable": {"thread_id": "p-unrouted"}}
     with plain_saver(url) as saver, pytest.raises(ValueError, match="INVALID_CHAT_HISTORY"):
         react_agent(saver).invoke({"messages": [HumanMessage("hello?", id="q9")]}, cfg)
     url2 = f"sqlite:///{tmp_path / 'plain2.db'}"
     plain_threads(url2)
-    main(["check", "--db", url2, "--repair", "--thread", "p-crashed"])
+    main(["check", "--db", url2, "--repair", "--thread", "p-unrouted"])
     with plain_saver(url2) as saver:
         out = react_agent(saver).invoke({"messages": [HumanMessage("hello?", id="q9")]}, cfg)
     kinds = [type(m).__name__ for m in out["messages"]]
     assert kinds[:3] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert out["messages"][2].content == NOT_COMPLETED and kinds[-1] == "AIMessage"
-    assert check(url2, threads=["p-crashed"]).problems == []
+    assert check(url2, threads=["p-unrouted"]).problems == []
 
 
 def test_repair_refuses_a_thread_a_run_holds(
@@ -209,7 +233,7 @@ def test_repair_refuses_a_thread_a_run_holds(
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with threadlog.checkpointer(url) as saver, saver.exclusive("tl-paused"):
+        with threadlog.checkpointer(url) as saver, saver.exclusive("tl-unrouted"):
             held.set()
             release.wait(30)
 
@@ -223,17 +247,17 @@ def test_repair_refuses_a_thread_a_run_holds(
         release.set()
         holder.join()
     assert status == 1
-    assert "thread tl-paused: not repaired: a run holds this thread" in out
-    assert "thread tl-crashed: appended 1 result(s)" in out
-    assert _kinds(check(url)) == {"tl-paused": {"open_call"}}
+    assert "thread tl-unrouted: not repaired: a run holds this thread" in out
+    assert "tl-paused" not in out and "tl-crashed" not in out  # in progress: untouched
+    assert _kinds(check(url)) == {"tl-unrouted": {"open_call"}}
 
 
 def test_all_checkpoints_finds_what_an_older_checkpoint_still_holds(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'tl.db'}"
     threadlog_threads(url)
-    main(["check", "--db", url, "--repair", "--thread", "tl-crashed"])
-    assert check(url, threads=["tl-crashed"]).problems == []
-    deep = check(url, threads=["tl-crashed"], all_checkpoints=True)
+    main(["check", "--db", url, "--repair", "--thread", "tl-unrouted"])
+    assert check(url, threads=["tl-unrouted"]).problems == []
+    deep = check(url, threads=["tl-unrouted"], all_checkpoints=True)
     assert {p.kind for p in deep.problems} == {"open_call"}
     assert deep.tally.checkpoints > 1
 
@@ -251,18 +275,18 @@ def test_cli_exit_status_summary_and_json_lines(
     assert main(["check", "--db", url, "--json", "--profile", "anthropic"]) == 1
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     summary = lines[-1]["summary"]
-    assert summary["threads"] == 6 and summary["with_problems"] == 5
-    assert summary["by_kind"] == {"open_call": 3, "orphan_result": 2}
+    assert summary["threads"] == 7 and summary["with_problems"] == 4
+    assert summary["by_kind"] == {"open_call": 2, "orphan_result": 2}
+    assert summary["notes"] == {"in_progress": 2}  # p-interrupted, p-crashed
     assert {r["thread_id"] for r in lines[:-1]} == {
-        "p-interrupted",
         "p-rejected",
-        "p-crashed",
         "p-trimmed",
         "p-updated",
+        "p-unrouted",
     }
     assert all(r["profiles"] == ["anthropic"] for r in lines[:-1])
     repairable = {r["thread_id"] for r in lines[:-1] if r["repairable"]}
-    assert repairable == {"p-interrupted", "p-crashed"}  # p-rejected: only by rewriting
+    assert repairable == {"p-unrouted"}  # p-rejected: only by rewriting
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 One server for the module, running the repo's graphs (graphs/weather.py), holding three
 threads made the way they happen there: a clean two-turn thread, a run interrupted before
-its tools (the call waits for its result), and a thread whose head an SDK `update_state`
-gave a model message with a tool call and no result.
+its tools (the call waits for its tool step: in progress, a note), and a thread whose
+head an SDK `update_state` gave a model message with a tool call and, after it, another
+model message — the call has no result and the conversation moved on.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                         "tool_calls": [
                             {"id": CALL, "name": "get_weather", "args": {"city": "上海"}}
                         ],
-                    }
+                    },
+                    {"type": "ai", "content": "never mind", "id": "ai-after-it"},
                 ]
             },
             as_node="model",
@@ -78,16 +80,14 @@ def test_check_of_a_server_finds_exactly_the_open_calls_and_the_clean_thread_is_
 ) -> None:
     report = inspect.check(served.url)
 
-    paused_call = next(p.call_id for p in report.problems if p.thread_id == served.paused)
-    assert found(report) == {
-        (served.paused, "messages", "open_call", paused_call),
-        (served.poisoned, "messages", "open_call", CALL),
-    }
+    assert found(report) == {(served.poisoned, "messages", "open_call", CALL)}
+    # The paused call waits for its tool step (the server says `next`): a note.
+    assert {(n.thread_id, n.kind) for n in report.noted} == {(served.paused, "in_progress")}
     poisoned = next(p for p in report.problems if p.thread_id == served.poisoned)
     assert poisoned.message_id == "ai-written-by-hand" and poisoned.call_name == "get_weather"
     assert poisoned.format == "server" and not poisoned.repairable
     t = report.tally
-    assert (t.threads, t.checkpoints, t.clean, t.with_problems) == (3, 3, 1, 2)
+    assert (t.threads, t.checkpoints, t.clean, t.with_problems) == (3, 3, 2, 1)
     assert report.status == 1
     assert inspect.check(served.url, threads=[served.clean]).status == 0
 
@@ -117,8 +117,9 @@ def test_the_check_command_reads_a_server_url_with_the_same_exit_codes(
     assert main(["check", "--db", served.url, "--profile", "anthropic"]) == 1
     out = capsys.readouterr().out
     assert f"thread {served.poisoned}: 1 problem(s)" in out
-    assert f"call '{CALL}' (get_weather) has no result (the history ends here)" in out
-    assert "checked 3 thread(s), 3 checkpoint(s): 1 clean, 2 with problems — open_call 2" in out
+    assert f"call '{CALL}' (get_weather) has no result before the assistant message" in out
+    assert f"thread {served.paused}: note: in_progress" in out
+    assert "checked 3 thread(s), 3 checkpoint(s): 2 clean, 1 with problems — open_call 1" in out
 
     assert main(["check", "--db", served.url, "--thread", served.poisoned, "--json"]) == 1
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

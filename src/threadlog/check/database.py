@@ -13,6 +13,15 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
   — open_deep_research's `supervisor_messages` — rebuilt by LangGraph's loader through a
   stand-in that owns the keys the checkpoint stores, `threadlog.inspect.source`) and
   every plain list of messages a checkpoint stores (`add_messages` state, under any key).
+* A gate: only what a provider would reject is a problem (exit 1). Two findings are
+  notes instead (`ThreadCheck.notes`, exit 0): calls open at the end of a checkpoint
+  whose next step is pending (`pending_steps`: a `branch:to:<node>` trigger or a waiting
+  `Send` — an approval, `interrupt_before`, the checkpoint between a model step and its
+  tool step, a run stopped before its tools), kind `in_progress`: resuming the thread
+  runs the step that answers them, and nothing sends that history meanwhile; and
+  `first_not_user`, which depends on what the app sends before the stored history (its
+  own prompt, not stored), unless `strict_first_turn=True` says the app sends the stored
+  history as it is.
 * Subgraph namespaces (`check_threads(subgraphs=True)`, what `check` and the command
   do): at the head, every namespace that ran from the root's head — a subgraph stopped
   mid-step, e.g. its tool step crashed — is read as the root is (`namespaces.InNamespace`);
@@ -33,15 +42,20 @@ profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.constants import TASKS
+from langgraph.types import Send
 
+from threadlog._upstream import PREGEL
 from threadlog.checkpoint.backends import backend_of
+from threadlog.checkpoint.integrity import chain_writes
 from threadlog.inspect.catalog import Head, checkpoint_ids, thread_heads
 from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.source import Shape, shape_of, stand_in
@@ -99,12 +113,65 @@ class ThreadCheck:
     checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
     error: str | None = None
+    notes: list[Problem] = field(default_factory=list)
+    """Findings that are not failures (module doc): `in_progress` calls, and
+    `first_not_user` unless strict."""
 
 
-def open_database(source: str) -> Any:
+IN_PROGRESS = "in_progress"
+"""The kind of a note for a call open at a checkpoint whose pending step runs next."""
+
+
+def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
+    """The nodes `tup`'s next step runs: `branch:to:<node>` triggers and waiting `Send`s."""
+    values = tup.checkpoint.get("channel_values") or {}
+    nodes = [str(k)[len(PREGEL.branch_to) :] for k in values if str(k).startswith(PREGEL.branch_to)]
+    waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
+    nodes += [s.node for s in (*(values.get(TASKS) or ()), *waiting) if isinstance(s, Send)]
+    return tuple(dict.fromkeys(nodes))
+
+
+def sort_findings(
+    findings: Sequence[Finding], pending: Sequence[str], *, strict_first_turn: bool = False
+) -> tuple[list[Finding], list[Finding]]:
+    """`(problems, notes)` of one history (module doc): a call open at its end while a
+    step is `pending` is in progress; `first_not_user` is a note unless strict."""
+    problems: list[Finding] = []
+    notes: list[Finding] = []
+    for f in findings:
+        if f.kind == "open_call" and f.closed_by is None and pending:
+            steps = ", ".join(pending)
+            notes.append(
+                replace(
+                    f,
+                    kind=IN_PROGRESS,
+                    detail=f"{f.detail}; in progress: the pending step ({steps}) runs next "
+                    "when the thread resumes",
+                    profiles=(),
+                )
+            )
+        elif f.kind == "first_not_user" and not strict_first_turn:
+            notes.append(
+                replace(
+                    f,
+                    detail=f"{f.detail} (fine when the app sends its own prompt first; "
+                    "--strict-first-turn makes it a problem)",
+                )
+            )
+        else:
+            problems.append(f)
+    return problems, notes
+
+
+@contextlib.contextmanager
+def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
     replaying and repairing read LangGraph's tables themselves (a server is checked
-    through its API: `threadlog.check.served`)."""
+    through its API: `threadlog.check.served`).
+
+    The saver checks the stored writes against their checksums as threadlog's own saver
+    does (`threadlog.checkpoint.integrity`): a thread its readers would refuse is never
+    called clean."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -112,7 +179,8 @@ def open_database(source: str) -> Any:
             f"{describe(source)} is a LangGraph server; this reads its database "
             "(a SQLite file or postgresql://…): pass that as --db"
         )
-    return open_readonly(source)
+    with open_readonly(source) as saver:
+        yield chain_writes(saver)
 
 
 def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
@@ -147,12 +215,32 @@ def message_channels(
 ) -> list[tuple[str, str, list[Any]]]:
     """`(channel, format, messages)` for every message channel of one checkpoint: the
     threadlog logs first (`messages`, then by name), then the plain lists."""
-    from threadlog.channel import MessageLogChannel
+    return tuple_channels(saver, readers, checkpoint_tuple(saver, thread_id, checkpoint_id))
 
+
+def checkpoint_tuple(
+    saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str
+) -> CheckpointTuple:
+    """One stored checkpoint of the root namespace; LookupError when it is not there."""
     conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
         raise LookupError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
+    return tup
+
+
+def tuple_channels(
+    saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
+) -> list[tuple[str, str, list[Any]]]:
+    """`message_channels` of a checkpoint already read."""
+    from threadlog.channel import MessageLogChannel
+
+    stored = tup.config["configurable"]
+    conf = {
+        "thread_id": stored["thread_id"],
+        "checkpoint_ns": "",  # a namespace view (`InNamespace`) maps it
+        "checkpoint_id": stored["checkpoint_id"],
+    }
     values = tup.checkpoint.get("channel_values") or {}
     versions = tup.checkpoint.get("channel_versions") or {}
     out: list[tuple[str, str, list[Any]]] = []
@@ -220,6 +308,7 @@ def check_threads(
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
     subgraphs: bool = False,
+    strict_first_turn: bool = False,
 ) -> Iterator[ThreadCheck]:
     """One `ThreadCheck` per thread of `saver`, newest first (module doc)."""
     from threadlog.inspect.source import quiet_stand_in
@@ -243,30 +332,64 @@ def check_threads(
             ids = checkpoint_ids(saver, head.thread_id) if all_checkpoints else [head.head_id]
             try:
                 for cid in ids:
-                    for channel, fmt, messages in message_channels(
-                        saver, readers, head.thread_id, cid
-                    ):
-                        found = find_problems(messages, profiles)
-                        result.problems += problems_of(head.thread_id, cid, channel, fmt, found)
+                    _check_one(
+                        saver,
+                        readers,
+                        checkpoint_tuple(saver, head.thread_id, cid),
+                        profiles,
+                        result,
+                        "",
+                        strict_first_turn,
+                        at_head=cid == head.head_id,
+                    )
                     result.checkpoints += 1
                 if head.thread_id in with_subgraphs:
-                    result.problems += _subgraph_problems(
-                        saver, head, profiles, all_checkpoints
+                    _subgraph_problems(
+                        saver, head, profiles, all_checkpoints, result, strict_first_turn
                     )
             except Exception as exc:  # one unreadable thread must not hide the others
                 result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             yield result
 
 
+def _check_one(
+    saver: BaseCheckpointSaver[Any],
+    readers: StandIns,
+    tup: CheckpointTuple,
+    profiles: Sequence[Profile],
+    result: ThreadCheck,
+    namespace: str,
+    strict_first_turn: bool,
+    at_head: bool = True,
+) -> None:
+    """Add one checkpoint's problems and notes to `result`. A call in progress at an
+    older checkpoint is every tool step's history: noted at the head only."""
+    tid = result.thread_id
+    cid = str(tup.config["configurable"]["checkpoint_id"])
+    pending = pending_steps(tup)
+    for channel, fmt, messages in tuple_channels(saver, readers, tup):
+        found, noted = sort_findings(
+            find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
+        )
+        result.problems += problems_of(tid, cid, channel, fmt, found, namespace)
+        if not at_head:
+            noted = [n for n in noted if n.kind != IN_PROGRESS]
+        result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
+
+
 def _subgraph_problems(
-    saver: BaseCheckpointSaver[Any], head: Head, profiles: Sequence[Profile], every: bool
-) -> list[Problem]:
+    saver: BaseCheckpointSaver[Any],
+    head: Head,
+    profiles: Sequence[Profile],
+    every: bool,
+    result: ThreadCheck,
+    strict_first_turn: bool,
+) -> None:
     """The problems of the thread's subgraph namespaces: at the head, those that ran from
     the root's head (the subgraph work the next run resumes; one the thread moved past is
     not sent again); with `every`, every checkpoint of every namespace."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
-    out: list[Problem] = []
     for sub in subgraph_namespaces(saver, head.thread_id):
         if not every and sub.parent_checkpoint != head.head_id:
             continue
@@ -274,10 +397,17 @@ def _subgraph_problems(
         readers = StandIns(view)
         ids = checkpoint_ids(saver, head.thread_id, sub.namespace) if every else [sub.head_id]
         for cid in ids:
-            for channel, fmt, messages in message_channels(view, readers, head.thread_id, cid):
-                found = find_problems(messages, profiles)
-                out += problems_of(head.thread_id, cid, channel, fmt, found, sub.namespace)
-    return out
+            tup = checkpoint_tuple(view, head.thread_id, cid)
+            _check_one(
+                view,
+                readers,
+                tup,
+                profiles,
+                result,
+                sub.namespace,
+                strict_first_turn,
+                at_head=cid == sub.head_id,
+            )
 
 
 class Tally:
@@ -292,9 +422,11 @@ class Tally:
         self.unreadable = 0
         self.by_kind: Counter[str] = Counter()
         self.by_profile: Counter[str] = Counter()  # threads each profile rejects
+        self.notes: Counter[str] = Counter()  # notes by kind (not failures)
 
     def add(self, result: ThreadCheck) -> None:
         self.threads += 1
+        self.notes.update(n.kind for n in result.notes)
         self.checkpoints += result.checkpoints
         if result.error is not None:
             self.unreadable += 1
@@ -320,6 +452,10 @@ class Tally:
             text += f", {self.unreadable} unreadable"
         if self.by_kind:
             text += " — " + ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items()))
+        if self.notes:
+            text += "; notes (not problems): " + ", ".join(
+                f"{k} {n}" for k, n in sorted(self.notes.items())
+            )
         return text
 
     def profile_line(self) -> str:
@@ -338,6 +474,7 @@ class Tally:
             "unreadable": self.unreadable,
             "by_kind": dict(sorted(self.by_kind.items())),
             "by_profile": {n: self.by_profile[n] for n in self.profiles if self.by_profile[n]},
+            "notes": dict(sorted(self.notes.items())),
         }
 
 
@@ -366,12 +503,19 @@ class CheckReport(Table):
     )
 
     def __init__(
-        self, source: str, tally: Tally, results: list[ThreadCheck], profiles: Sequence[Profile]
+        self,
+        source: str,
+        tally: Tally,
+        results: list[ThreadCheck],
+        profiles: Sequence[Profile],
+        notes: Sequence[Problem] = (),
     ) -> None:
         self.title = f"check of {source}"
         self.tally = tally
         self.results = results
         self.profile_names = [p.name for p in profiles]
+        self.noted = list(notes)
+        """The notes (module doc) of every thread checked: not problems."""
 
     @property
     def problems(self) -> list[Problem]:
@@ -406,6 +550,15 @@ class CheckReport(Table):
                         ],
                     }
                 )
+        for n in self.noted:
+            out.append(
+                {
+                    "thread": n.thread_id,
+                    "kind": f"note: {n.kind}",
+                    "where": where(n),
+                    "detail": n.detail,
+                }
+            )
         return out
 
     def notes(self) -> list[str]:
@@ -424,6 +577,7 @@ def check(
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
     subgraphs: bool = True,
+    strict_first_turn: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` against `profiles` (module doc)."""
     from threadlog.inspect.readonly import describe
@@ -433,17 +587,20 @@ def check(
     def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
         tally = Tally(chosen)
         kept: list[ThreadCheck] = []
+        notes: list[Problem] = []
         for result in check_threads(
             saver,
             profiles=chosen,
             threads=threads,
             all_checkpoints=all_checkpoints,
             subgraphs=subgraphs,
+            strict_first_turn=strict_first_turn,
         ):
             tally.add(result)
+            notes += result.notes
             if result.problems or result.error is not None:
                 kept.append(result)
-        return CheckReport(name, tally, kept, chosen)
+        return CheckReport(name, tally, kept, chosen, notes)
 
     if isinstance(source, BaseCheckpointSaver):
         return run(source, type(source).__name__)

@@ -3,7 +3,11 @@
 Contract:
 
 * `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
-  `RepairPlan` per thread whose head has an `open_call` problem: for each open call the
+  `RepairPlan` per thread whose head has an `open_call` problem — never for a call
+  open at the end of a head whose next step is pending (an approval,
+  `interrupt_before`, a run stopped before its tools: `check`'s `in_progress` note):
+  that step answers it when the thread resumes, and a result appended now would
+  make two; for each open call the
   result `ModelNode` gives a call whose step stopped — `threadlog.log.pairing.not_completed`,
   the same message with the same deterministic id — or, when appending cannot put the
   result in its place, why not (`refused`): a plain `add_messages` list appends at its
@@ -46,7 +50,10 @@ from threadlog.check.database import (
     LOG_FORMAT,
     StandIns,
     check_threads,
+    checkpoint_tuple,
     message_channels,
+    pending_steps,
+    tuple_channels,
 )
 from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.checkpoint.recover import recover_results
@@ -106,14 +113,22 @@ def plan_for(
     fmt: str,
     messages: Sequence[BaseMessage],
     receipts: Mapping[str, ToolMessage] | None = None,
+    *,
+    in_progress: bool = False,
 ) -> RepairPlan | None:
     """The repair of one message channel, or None when it has no open call; `receipts`:
-    results rebuilt from idempotent tools' receipts, which answer their calls instead."""
-    pending = open_in(messages)
+    results rebuilt from idempotent tools' receipts, which answer their calls instead.
+    `in_progress`: the checkpoint's next step is pending, so the calls open at the end
+    are its to answer (module doc), not the repair's."""
+    index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
+    pending = [
+        (request, result, call)
+        for request, result, call in open_in(messages)
+        if not (in_progress and _at_tail(messages, index.get(request.id or "", -1), request))
+    ]
     if not pending:
         return None
     plan = RepairPlan(thread_id, checkpoint_id, channel, fmt)
-    index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
     for request, _, call in pending:
         cid = call_id(call)
         where = index.get(request.id or "", -1)
@@ -179,11 +194,21 @@ def plan_repairs(
         if not any(p.kind == "open_call" for p in result.problems):
             continue
         checkpoint = result.problems[0].checkpoint_id
+        tup = checkpoint_tuple(saver, result.thread_id, checkpoint)
+        in_progress = bool(pending_steps(tup))
         with quiet_stand_in(True):
-            channels = message_channels(saver, readers, result.thread_id, checkpoint)
+            channels = tuple_channels(saver, readers, tup)
         for channel, fmt, messages in channels:
             receipts = receipts_at(saver, result.thread_id, checkpoint, messages)
-            plan = plan_for(result.thread_id, checkpoint, channel, fmt, messages, receipts)
+            plan = plan_for(
+                result.thread_id,
+                checkpoint,
+                channel,
+                fmt,
+                messages,
+                receipts,
+                in_progress=in_progress,
+            )
             if plan is not None:
                 yield plan
 
@@ -294,12 +319,19 @@ def _apply_one(
         result.refused = "the thread has no checkpoint any more"
         return
     head = tup.config["configurable"]["checkpoint_id"]
+    in_progress = bool(pending_steps(tup))
     with quiet(True):
         channels = message_channels(saver, reader, plan.thread_id, head)
     fresh = next(
         (
             plan_for(
-                plan.thread_id, head, ch, fmt, msgs, receipts_at(saver, plan.thread_id, head, msgs)
+                plan.thread_id,
+                head,
+                ch,
+                fmt,
+                msgs,
+                receipts_at(saver, plan.thread_id, head, msgs),
+                in_progress=in_progress,
             )
             for ch, fmt, msgs in channels
             if ch == plan.channel

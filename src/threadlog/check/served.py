@@ -24,10 +24,12 @@ from typing import Any
 
 from threadlog.check.database import (
     CheckReport,
+    Problem,
     Tally,
     ThreadCheck,
     problems_of,
     resolve_profiles,
+    sort_findings,
 )
 from threadlog.check.database import check as check_database
 from threadlog.inspect.keys import DEFAULT_KEY
@@ -84,6 +86,7 @@ def check_served(
     profiles: Sequence[Profile],
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
+    strict_first_turn: bool = False,
 ) -> Iterator[ThreadCheck]:
     """One `ThreadCheck` per thread `server` serves (module doc)."""
     if threads is not None:
@@ -105,11 +108,18 @@ def check_served(
         try:
             for state in _states(server, tid, all_checkpoints):
                 cid = str(state["checkpoint"]["checkpoint_id"])
+                # The server says which step runs next (a database's `pending_steps`).
+                pending = [str(n) for n in state.get("next") or ()]
                 for key, messages in message_lists(state.get("values")):
-                    findings = find_problems(messages, profiles)
+                    findings, noted = sort_findings(
+                        find_problems(messages, profiles),
+                        pending,
+                        strict_first_turn=strict_first_turn,
+                    )
                     result.problems += problems_of(
                         tid, cid, key, SERVER_FORMAT, findings, writable=False
                     )
+                    result.notes += problems_of(tid, cid, key, SERVER_FORMAT, noted, writable=False)
                 result.checkpoints += 1
         except Exception as exc:  # one unreadable thread must not hide the others
             result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
@@ -135,21 +145,32 @@ def check(
     profiles: Iterable[str | Profile] | None = None,
     threads: Sequence[str] | None = None,
     all_checkpoints: bool = False,
+    strict_first_turn: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` — a checkpointer, a database URL or path, or a
     LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
     if not (isinstance(source, str) and is_server_url(source)):
         return check_database(
-            source, profiles=profiles, threads=threads, all_checkpoints=all_checkpoints
+            source,
+            profiles=profiles,
+            threads=threads,
+            all_checkpoints=all_checkpoints,
+            strict_first_turn=strict_first_turn,
         )
     chosen = resolve_profiles(profiles)
     tally = Tally(chosen)
     kept: list[ThreadCheck] = []
+    notes: list[Problem] = []
     with Server(source) as server:
         for result in check_served(
-            server, profiles=chosen, threads=threads, all_checkpoints=all_checkpoints
+            server,
+            profiles=chosen,
+            threads=threads,
+            all_checkpoints=all_checkpoints,
+            strict_first_turn=strict_first_turn,
         ):
             tally.add(result)
+            notes += result.notes
             if result.problems or result.error is not None:
                 kept.append(result)
-    return ServedCheckReport(describe(source), tally, kept, chosen)
+    return ServedCheckReport(describe(source), tally, kept, chosen, notes)

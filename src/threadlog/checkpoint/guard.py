@@ -199,8 +199,10 @@ class GuardLayer(Layer):
         # wrote itself: new input on a checkpoint discards its unfinished tasks' writes
         # in memory, but readers replay every write stored there, so another run's
         # result landing in between would make the stored branch differ from this run's.
-        self._seen_writes: dict[str, frozenset[tuple[str, str]]] = {}
-        self._own_writes: dict[str, set[tuple[str, str]]] = {}
+        # Checkpoints are remembered by (thread, namespace, id): a copied thread keeps its
+        # source's checkpoint ids, and what one thread stored says nothing of the other.
+        self._seen_writes: dict[_CpKey, frozenset[tuple[str, str]]] = {}
+        self._own_writes: dict[_CpKey, set[tuple[str, str]]] = {}
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
@@ -218,13 +220,13 @@ class GuardLayer(Layer):
         # and its tasks' writes from background threads; a task's writes that landed
         # before their checkpoint would be unreachable if the process died in between
         # (the kill harness found this), so writes wait for their checkpoint's put.
-        self._putting: dict[str, _InFlight] = {}
+        self._putting: dict[_CpKey, _InFlight] = {}
         self._putting_lock = threading.Lock()
         # Checkpoints this saver stored or read (so they exist), and the ones a waiter
         # expects a put of (`stored_flow`): the tool node's "started" marker waits for
         # its step's checkpoint without reading the database over and over.
         self._known = _Recent(16384)
-        self._expected: dict[str, _InFlight] = {}
+        self._expected: dict[_CpKey, _InFlight] = {}
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -341,10 +343,10 @@ class GuardLayer(Layer):
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         cid = str(tup.config["configurable"]["checkpoint_id"])
-        self._known.add(cid)
+        self._known.add(_cp_key(tup.config))
         if len(self._seen_writes) > 4096:
             self._seen_writes.pop(next(iter(self._seen_writes)))
-        self._seen_writes[cid] = _write_keys(tup)
+        self._seen_writes[_cp_key(tup.config)] = _write_keys(tup)
         if loop is not None:
             tid = str(tup.config["configurable"]["thread_id"])
             if self._writes_to_logs(tup):
@@ -392,7 +394,8 @@ class GuardLayer(Layer):
     def _check_unseen_writes(
         self, key: tuple[str, str], parent: str | None, now: frozenset[tuple[str, str]]
     ) -> None:
-        seen = self._seen_writes.get(parent or "")
+        at = (key[0], key[1], parent or "")
+        seen = self._seen_writes.get(at)
         if seen is None:
             return
         # LangGraph's upsert channels, and threadlog's markers (`_MARKERS`): a late
@@ -400,7 +403,7 @@ class GuardLayer(Layer):
         # changes nothing a reader rebuilds, so it is no other run's result.
         unseen = {
             (t, c) for t, c in now if c not in WRITES_IDX_MAP and c not in _MARKERS
-        } - seen - self._own_writes.get(parent or "", set())
+        } - seen - self._own_writes.get(at, set())
         if unseen:
             raise ConcurrentRunError(
                 f"another run stored results on checkpoint {parent!r} after this run read "
@@ -419,7 +422,7 @@ class GuardLayer(Layer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> _Steps:
-        with self._storing(checkpoint):
+        with self._storing(config, checkpoint):
             args = (config, checkpoint, metadata, new_versions)
             if self._trusted_put(config, metadata):
                 out = yield from below.flow("put", *args)
@@ -447,8 +450,8 @@ class GuardLayer(Layer):
     # -- a task's writes never land before their checkpoint ---------------------------
 
     @contextlib.contextmanager
-    def _storing(self, checkpoint: Checkpoint) -> Iterator[None]:
-        cid = checkpoint["id"]
+    def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
+        cid = _cp_key(config, checkpoint["id"])
         with self._putting_lock:
             # A waiter that came before the put (`stored_flow`) waits on this one.
             done = self._expected.pop(cid, None) or _InFlight()
@@ -493,8 +496,10 @@ class GuardLayer(Layer):
         memory) is looked for in the database after `_STORED_RECHECK` seconds, then less
         often — but never for a run holding the thread: nobody else writes it, and this
         saver read the run's starting checkpoint, so the rest are the run's own puts."""
-        cid = (config.get("configurable") or {}).get("checkpoint_id")
-        if not cid or cid in self._known:
+        if not (config.get("configurable") or {}).get("checkpoint_id"):
+            return True
+        cid = _cp_key(config)
+        if cid in self._known:
             return True
         deadline = time.monotonic() + timeout
         key = _guarded_key(run_config or config)
@@ -523,18 +528,23 @@ class GuardLayer(Layer):
             with self._putting_lock:
                 self._expected.pop(cid, None)
 
+    def saw_marker(self, config: RunnableConfig, prefix: str) -> bool:
+        """Whether the checkpoint `config` names held a tool node's marker whose task id
+        starts with `prefix` when this saver last read it (no read here)."""
+        seen = self._seen_writes.get(_cp_key(config)) or ()
+        return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
+
     def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
         tup = yield from call(saver, "get_tuple", config)
         if tup is not None:
-            self._known.add(str(config["configurable"]["checkpoint_id"]))
+            self._known.add(_cp_key(config))
         return tup is not None
 
     def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
-        checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
-        if not checkpoint_id:
+        if not (config.get("configurable") or {}).get("checkpoint_id"):
             return None
         with self._putting_lock:
-            pending = self._putting.get(checkpoint_id)
+            pending = self._putting.get(_cp_key(config))
         return None if pending is None or pending.is_set() else pending
 
     # The common case, decided once for both drivers: a run's own checkpoints and task
@@ -550,7 +560,8 @@ class GuardLayer(Layer):
         )
 
     def _stored(self, config: RunnableConfig, out: RunnableConfig) -> RunnableConfig:
-        self.own_parents.add(config["configurable"].get("checkpoint_id"))
+        if config["configurable"].get("checkpoint_id"):
+            self.own_parents.add(_cp_key(config))
         return out
 
     def _trusted_writes(
@@ -568,7 +579,7 @@ class GuardLayer(Layer):
             or not self._held_by_run(key[0], config)
         ):
             return False
-        self._note_own(config["configurable"]["checkpoint_id"], writes, task_id)
+        self._note_own(_cp_key(config), writes, task_id)
         return True
 
     def _put_steps(
@@ -607,7 +618,8 @@ class GuardLayer(Layer):
             # else: new input at the checkpoint the run named — a fork, stored as a
             # branch from it (readers of the head are unaffected).
             stored: RunnableConfig = yield from below.flow("put", *args)
-            self.own_parents.add(parent)
+            if parent:
+                self.own_parents.add(_cp_key(config))
             if is_input and parent is None and set(checkpoint["channel_values"]) <= {START}:
                 self._empty_roots.add(str(checkpoint["id"]))
             return stored
@@ -625,7 +637,8 @@ class GuardLayer(Layer):
                 out: RunnableConfig = yield from below.flow("put", *args)
                 # Before the lock goes: this run's own late writes on `parent` (stored
                 # concurrently with this checkpoint) must not look like strays.
-                self.own_parents.add(parent)
+                if parent:
+                    self.own_parents.add(_cp_key(config))
             finally:
                 yield release_lock(self.store.unlock, key[0])
         finally:
@@ -691,7 +704,7 @@ class GuardLayer(Layer):
         if not is_update and self._held_by_run(key[0], config):
             # This run holds the thread for its whole turn: no other run can have
             # stored a result for its task, or a child of its checkpoint, meanwhile.
-            self._note_own(cid, writes, task_id)
+            self._note_own(_cp_key(config), writes, task_id)
             return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
         try:
@@ -721,7 +734,7 @@ class GuardLayer(Layer):
             new = self._compare_writes(key, cid, task_id, writes, stored)
         else:
             new = True
-        if new and cid not in self.own_parents:
+        if new and (key[0], key[1], cid) not in self.own_parents:
             # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
             # only a head newer than `cid` can be a child of it: the common case —
             # `cid` is the head, or not stored yet — needs one indexed query.
@@ -737,7 +750,7 @@ class GuardLayer(Layer):
                     checkpoint_id=cid,
                     head=head,
                 )
-        self._note_own(cid, writes, task_id)
+        self._note_own((key[0], key[1], cid), writes, task_id)
         yield from below.flow("put_writes", *args)
 
     def _compare_writes(
@@ -777,7 +790,7 @@ class GuardLayer(Layer):
         assert self.input_check is not None
         yield from self.input_check.check_flow(below, at, values, base)
 
-    def _note_own(self, cid: str, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
+    def _note_own(self, cid: _CpKey, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
         if len(self._own_writes) > 4096:
             self._own_writes.pop(next(iter(self._own_writes)))
         self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
@@ -979,14 +992,14 @@ class _Release:
 
 
 class _Recent:
-    """A bounded set of recent checkpoint ids (oldest forgotten first)."""
+    """A bounded set of recent checkpoints, ids or `_CpKey`s (oldest forgotten first)."""
 
     def __init__(self, size: int = 4096) -> None:
-        self._ids: dict[str, None] = {}
+        self._ids: dict[object, None] = {}
         self._size = size
         self._lock = threading.Lock()
 
-    def add(self, checkpoint_id: str | None) -> None:
+    def add(self, checkpoint_id: object) -> None:
         if checkpoint_id is None:
             return
         with self._lock:
@@ -1032,6 +1045,16 @@ def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
 
 def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:
     return new[0] == old[0] and bytes(new[1]) == bytes(old[1])
+
+
+_CpKey = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+
+
+def _cp_key(config: RunnableConfig, checkpoint_id: str | None = None) -> _CpKey:
+    """The checkpoint `config` names (or `checkpoint_id` in its thread and namespace)."""
+    conf = config.get("configurable") or {}
+    cid = checkpoint_id if checkpoint_id is not None else conf.get("checkpoint_id")
+    return str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""), str(cid or "")
 
 
 def _guarded_key(config: RunnableConfig) -> tuple[str, str] | None:

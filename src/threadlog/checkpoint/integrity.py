@@ -36,11 +36,12 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -48,11 +49,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from threadlog.checkpoint.cache import CachedSeed, HistoryCache
-from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_of
+from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
 from threadlog.log.message_log import flatten_write
+
+S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
 __all__ = [
     "CHAIN_KEY",
@@ -151,24 +154,29 @@ def _fold(chain: Chain, rows: Iterable[tuple[str, int, bool]], channels: set[str
     return out
 
 
+# A checkpoint as storage keys it: a copied thread keeps its source's checkpoint ids,
+# so an id alone would mix the two threads' writes once both go on.
+Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+
+
 class _Seen:
     """Bounded memory of checkpoints: their chain, and the writes stored on them."""
 
     def __init__(self, size: int = 4096) -> None:
-        self.chains: OrderedDict[str, Chain] = OrderedDict()
+        self.chains: OrderedDict[Key, Chain] = OrderedDict()
         # Per checkpoint, its rows keyed as storage keys them: (hash, holds messages).
-        self.writes: OrderedDict[str, dict[tuple[str, str, int], tuple[int, bool]]] = OrderedDict()
+        self.writes: OrderedDict[Key, dict[tuple[str, str, int], tuple[int, bool]]] = OrderedDict()
         self.size = size
         self.lock = threading.Lock()
 
-    def chain(self, cid: str, chain: Chain) -> None:
+    def chain(self, cid: Key, chain: Chain) -> None:
         with self.lock:
             self.chains[cid] = chain
             self.chains.move_to_end(cid)
             while len(self.chains) > self.size:
                 self.chains.popitem(last=False)
 
-    def add_writes(self, cid: str, rows: Iterable[tuple[str, str, int, Any]]) -> None:
+    def add_writes(self, cid: Key, rows: Iterable[tuple[str, str, int, Any]]) -> None:
         with self.lock:
             known = self.writes.setdefault(cid, {})
             self.writes.move_to_end(cid)
@@ -183,6 +191,15 @@ def _checkpoint_id(config: RunnableConfig | None) -> str | None:
     conf = (config or {}).get("configurable") or {}
     cid = conf.get("checkpoint_id")
     return str(cid) if cid else None
+
+
+def _key(config: RunnableConfig | None) -> Key | None:
+    """The checkpoint `config` names, keyed by thread and namespace too."""
+    conf = (config or {}).get("configurable") or {}
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        return None
+    return str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""), str(cid)
 
 
 class ChecksumLayer(Layer):
@@ -201,7 +218,7 @@ class ChecksumLayer(Layer):
     def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
         if tup is None:
             return tup
-        cid = _checkpoint_id(tup.config)
+        cid = _key(tup.config)
         if cid is None:
             return tup
         chain = _read_chain(tup.metadata)
@@ -227,8 +244,9 @@ class ChecksumLayer(Layer):
         self._remember(tup)
         self._check(tup.config, histories, {})
 
-    def resealed(self, checkpoint_id: str, chain: Chain | None) -> None:
-        """A checkpoint's chain as maintenance rewrote it (None: it has none now)."""
+    def resealed(self, checkpoint_id: Key, chain: Chain | None) -> None:
+        """A checkpoint's chain as maintenance rewrote it (None: it has none now);
+        `checkpoint_id` is (thread, namespace, id)."""
         seen = self._threadlog_seen
         if chain is not None:
             seen.chain(checkpoint_id, chain)
@@ -252,7 +270,7 @@ class ChecksumLayer(Layer):
     def _note_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
     ) -> None:
-        cid = _checkpoint_id(config)
+        cid = _key(config)
         if cid is not None:
             self._threadlog_seen.add_writes(cid, _indexed((task_id, c, v) for c, v in writes))
 
@@ -264,7 +282,7 @@ class ChecksumLayer(Layer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Flow[RunnableConfig]:
-        parent = _checkpoint_id(config)
+        parent = _key(config)
         if parent is not None and not self._knows(parent):
             # another process wrote it: read it once
             self._remember((yield from below.flow("get_tuple", config)))
@@ -275,12 +293,12 @@ class ChecksumLayer(Layer):
         self._after_put(out, metadata)
         return out
 
-    def _knows(self, cid: str) -> bool:
+    def _knows(self, cid: Key) -> bool:
         seen = self._threadlog_seen
         return cid in seen.chains or cid in seen.writes
 
     def _with_chain(
-        self, parent: str | None, checkpoint: Checkpoint, metadata: CheckpointMetadata
+        self, parent: Key | None, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> CheckpointMetadata:
         seen = self._threadlog_seen
         with seen.lock:
@@ -302,7 +320,7 @@ class ChecksumLayer(Layer):
         return out  # type: ignore[return-value]
 
     def _after_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> None:
-        cid = _checkpoint_id(config)
+        cid = _key(config)
         chain = _read_chain(metadata)
         if cid is not None and chain is not None:
             self._threadlog_seen.chain(cid, chain)
@@ -340,13 +358,18 @@ class ChecksumLayer(Layer):
         histories: Mapping[str, DeltaChannelHistory],
         seeds: Mapping[str, str],
     ) -> None:
-        target = _checkpoint_id(config)
+        key = _key(config)
+        target = key[2] if key else None
         chains = self._threadlog_seen.chains
         with self._threadlog_seen.lock:
-            expected = chains.get(target) if target else None
+            expected = chains.get(key) if key else None
             # Only the chains of the cached seeds (a copy of all would cost O(checkpoints
             # remembered) per read).
-            known = {c: chains[c] for c in seeds.values() if c in chains}
+            known = {
+                c: chains[(key[0], key[1], c)]
+                for c in seeds.values()
+                if key and (key[0], key[1], c) in chains
+            }
         if expected is None:
             return
         for ch, history in histories.items():
@@ -385,3 +408,10 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
     return out
 
 
+def chain_writes(saver: S) -> S:
+    """Give `saver` the write chain (module doc), bound onto its own methods
+    (`bind_layers`): `check` reads through the verification every reader applies.
+    Returns the same object."""
+    if layer_of(saver, ChecksumLayer) is not None:
+        return saver
+    return bind_layers(saver, [ChecksumLayer(history_cache_of(saver))])

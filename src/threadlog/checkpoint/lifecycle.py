@@ -137,7 +137,7 @@ def delete_for_runs(m: Maintenance, run_ids: Sequence[str]) -> Flow[None]:
 
 def _delete_for_runs(m: Maintenance, threads: list[str], wanted: set[str]) -> Flow[None]:
     plan = Plan()
-    chains: dict[str, Any] = {}
+    chains: dict[Key, Any] = {}
     for tid in threads:
         for ns, links in (yield from _links_by_namespace(m, tid)).items():
             yield from _rollback_namespace(m, tid, ns, links, wanted, plan, chains)
@@ -151,7 +151,7 @@ def _rollback_namespace(
     links: list[Link],
     wanted: set[str],
     plan: Plan,
-    chains: dict[str, Any],
+    chains: dict[Key, Any],
 ) -> Flow[None]:
     parents = {cid: parent for _, cid, parent, _ in links}
     removed = {cid for _, cid, _, run in links if run in wanted}
@@ -233,7 +233,7 @@ def prune(
 
 def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
     plan = report.plan
-    chains: dict[str, Any] = {}
+    chains: dict[Key, Any] = {}
     for tid in report.threads:
         for ns, links in (yield from _links_by_namespace(m, tid)).items():
             keys = [(tid, ns, cid) for _, cid, _, _ in links]
@@ -280,7 +280,7 @@ def _holding(m: Maintenance, threads: Iterable[str], body: Flow[T]) -> Flow[T]:
 
 
 def _apply(
-    m: Maintenance, plan: Plan, threads: Iterable[str], chains: dict[str, Any]
+    m: Maintenance, plan: Plan, threads: Iterable[str], chains: dict[Key, Any]
 ) -> Flow[None]:
     if plan:
         backend = backend_of(m.inner)
@@ -288,7 +288,7 @@ def _apply(
     _forget(m, threads, chains)
 
 
-def _forget(m: Maintenance, threads: Iterable[str], chains: dict[str, Any]) -> None:
+def _forget(m: Maintenance, threads: Iterable[str], chains: dict[Key, Any]) -> None:
     threads = list(threads)
     for layer in m.layers:
         if isinstance(layer, OwnWritesLayer):
@@ -301,8 +301,8 @@ def _forget(m: Maintenance, threads: Iterable[str], chains: dict[str, Any]) -> N
             for tid in threads:
                 layer.forget(tid)
         elif isinstance(layer, ChecksumLayer):
-            for cid, chain in chains.items():
-                layer.resealed(cid, chain)
+            for key, chain in chains.items():
+                layer.resealed(key, chain)
 
 
 def _rewrite(
@@ -311,12 +311,12 @@ def _rewrite(
     snaps: dict[str, tuple[Any, Any]],
     chain: dict[str, tuple[int, int]] | None,
     new_chain: dict[str, tuple[int, int]] | None,
-    chains: dict[str, Any],
+    chains: dict[Key, Any],
 ) -> Rewrite:
     metadata: dict[str, Any] = {}
     if chain is not None and new_chain is not None and new_chain != chain:
         metadata[CHAIN_KEY] = chain_metadata(new_chain)
-        chains[_cid(tup)] = new_chain
+        chains[(_thread(tup), _ns(tup), _cid(tup))] = new_chain
     return Rewrite(_thread(tup), _ns(tup), _cid(tup), parent, snaps, metadata)
 
 

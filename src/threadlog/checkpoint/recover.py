@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -73,6 +73,8 @@ __all__ = [
     "MarkerEvent",
     "arecover_for_node",
     "arecover_results",
+    "finished_result",
+    "marker_prefix",
     "node_checkpoint",
     "recover_flow",
     "recover_for_node",
@@ -88,19 +90,43 @@ STARTED_CHANNEL = "__threadlog_started__"
 """The channel of the tool node's markers: never a channel of a graph, so LangGraph
 applies nothing from it (and its task ids are none LangGraph schedules)."""
 
-MarkerEvent = Literal["started", "stopped"]
-_EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1}
+MarkerEvent = Literal["started", "stopped", "finished"]
+_EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1, "finished": 2}
 
 
-def started_marker(call_id: str, event: MarkerEvent) -> tuple[str, list[tuple[str, Any]]]:
-    """(task id, writes) of one marker of `call_id` (module doc: "Which calls started").
+def started_marker(
+    call_id: str, event: MarkerEvent, result: ToolMessage | None = None
+) -> tuple[str, list[tuple[str, Any]]]:
+    """(task id, writes) of one marker of `call_id` (module doc: "Which calls started");
+    a "finished" marker carries the call's `result`.
 
     The task id is the marker's own, unique per marker (storage keeps a task's first row
     at an index): no task's rows can collide with it, nor a later marker with an older.
     The value is not a message, so every reader of messages skips it."""
     at = time.time_ns()
-    value = {"call_id": call_id, "event": event, "at": at}
-    return f"threadlog-{event}:{call_id}:{at}", [(STARTED_CHANNEL, value)]
+    value: dict[str, Any] = {"call_id": call_id, "event": event, "at": at}
+    if result is not None:
+        value["result"] = result
+    return f"{marker_prefix(call_id, event)}{at}", [(STARTED_CHANNEL, value)]
+
+
+def marker_prefix(call_id: str, event: MarkerEvent) -> str:
+    """How the task id of every `event` marker of `call_id` starts."""
+    return f"threadlog-{event}:{call_id}:"
+
+
+def finished_result(writes: Iterable[PendingWrite], call_id: str) -> ToolMessage | None:
+    """The result a "finished" marker of `call_id` among `writes` carries, or None."""
+    for _task, channel, value in writes:
+        if (
+            channel == STARTED_CHANNEL
+            and isinstance(value, Mapping)
+            and value.get("call_id") == call_id
+            and value.get("event") == "finished"
+            and isinstance(value.get("result"), ToolMessage)
+        ):
+            return cast(ToolMessage, value["result"])
+    return None
 
 
 def node_checkpoint(
@@ -227,6 +253,7 @@ class _Search:
         self.bounded = bool(self.requests)
         self.found: dict[str, ToolMessage] = {}
         self.markers: dict[str, tuple[int, int]] = {}  # call id -> newest (at, event order)
+        self.finished: dict[str, ToolMessage] = {}  # results "finished" markers carry
 
     def read(self, writes: Iterable[PendingWrite]) -> bool:
         """Take the results in one checkpoint's writes; True when the walk may stop."""
@@ -262,14 +289,20 @@ class _Search:
         if not isinstance(at, int) or event not in _EVENT_ORDER:
             return
         cid = str(value["call_id"])
+        result = value.get("result")
+        if event == "finished" and isinstance(result, ToolMessage):
+            # The node stored it: its task's write may be lost. The task's own stored
+            # write, when there is one, wins (`result`).
+            self.finished.setdefault(cid, result)
         # The newest wins; at the same instant "stopped" (the report came second).
         key = (at, _EVENT_ORDER[event])
         if key > self.markers.get(cid, (-1, -1)):
             self.markers[cid] = key
 
     def result(self) -> Recovered:
-        started = (c for c, (_, e) in self.markers.items() if e == 0 and c not in self.found)
-        return Recovered(self.found, started)
+        found = {**self.finished, **self.found}
+        started = (c for c, (_, e) in self.markers.items() if e == 0 and c not in found)
+        return Recovered(found, started)
 
 
 def _items(value: Any) -> list[ToolMessage | AIMessage]:

@@ -63,6 +63,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="check every checkpoint of each thread, not only its head",
     )
+    p.add_argument(
+        "--strict-first-turn",
+        action="store_true",
+        help="a history that does not start with a user message is a problem, not a note "
+        "(say so when the app sends the stored history as it is, with no prompt of its own)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON Lines (one problem a line)")
     p.add_argument(
         "--repair",
@@ -170,6 +176,14 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
                 _out(safe_line(f"thread {result.thread_id}: {len(result.problems)} problem(s)"))
                 for p in result.problems:
                     _out(problem_line(p, every))
+            # Notes are not problems (no exit status): one line per kind, the first named.
+            kinds: dict[str, list[Any]] = {}
+            for n in result.notes:
+                kinds.setdefault(n.kind, []).append(n)
+            for kind, notes in kinds.items():
+                more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
+                text = f"thread {result.thread_id}: note: {kind}{more}: {notes[0].detail}"
+                _out(safe_line(text))
     if args.json:
         from threadlog.inspect.readonly import describe
 
@@ -188,7 +202,12 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
     from threadlog.check.database import check_threads, open_database
     from threadlog.inspect.readonly import is_server_url
 
-    kwargs = {"profiles": profiles, "threads": args.thread, "all_checkpoints": args.all_checkpoints}
+    kwargs = {
+        "profiles": profiles,
+        "threads": args.thread,
+        "all_checkpoints": args.all_checkpoints,
+        "strict_first_turn": args.strict_first_turn,
+    }
     if is_server_url(args.db):
         from threadlog.check.served import check_served
         from threadlog.inspect.remote import Server

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -100,7 +101,7 @@ from threadlog.nodes.tools.results import (
 )
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
-from threadlog.nodes.tools.started import note_flow
+from threadlog.nodes.tools.started import finished_flow, note_flow
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -356,15 +357,28 @@ class ToolNode(_LangGraphToolNode):
         # without one is run again with its key (`threadlog.nodes.tools.rerun`).
         marked = is_idempotent(job.tool)
         if not marked:
+            # This call finished in an earlier attempt of this step whose write LangGraph
+            # lost: its stored result, not a second run of its tool.
+            stored = yield from finished_flow(job.config, job.call)
+            if stored is not None:
+                return stored
             yield from note_flow(job.config, job.call, "started")
         async_run = None if pool is None else functools.partial(run_async, pool=pool)
         outcome: Outcome = yield Io(run_sync, async_run, (job,))
         try:
-            return self._classify(outcome, job, decision, input_type, request.state)
+            out = self._classify(outcome, job, decision, input_type, request.state)
         except BaseException:
             if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
             raise
+        if isinstance(out, ToolMessage) and not marked:
+            # Stored by the node, before its task ends: LangGraph stores the task's own
+            # write from a callback that a failing sibling can cut off (a marked tool's
+            # receipt does this for it). The stored copy gets an id, as LangGraph stamps
+            # the task's (which it keeps when it has one).
+            finished = out if out.id else out.model_copy(update={"id": str(uuid.uuid4())})
+            yield from note_flow(job.config, job.call, "finished", finished)
+        return out
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
         """The job running `request`, or the result for a call that cannot run."""

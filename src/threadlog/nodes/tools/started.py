@@ -31,7 +31,18 @@ Contract:
   its marker hangs on exists. On threadlog's saver the wait is the guard's
   (`GuardLayer.stored_flow`: no read for a checkpoint it stored or read, the put's end
   awaited otherwise); on any other saver, `get_tuple` every `_STORED_POLL` seconds.
-* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt; under
+* **Finished calls.** A call whose tool returned a result also gets a `"finished"`
+  marker carrying that result (`note_flow(config, call, "finished", result)`), stored
+  by the node before its task ends. LangGraph stores the task's own write from a
+  done-callback of its future, and when a sibling branch fails the step ends at once:
+  the loop's executor can shut down before that callback submits the write
+  ("cannot schedule new futures after shutdown"), and the result is never stored. On
+  resume the branch re-runs; `finished_flow` finds the marker (on threadlog's saver,
+  which remembers the writes it read: no read unless the marker is there) and the node
+  returns the stored result instead of running the tool again. Readers of results
+  (`checkpoint.recover`) take it as the call's stored result too.
+* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt, and
+  one more per call that returns a result; under
   `"async"` on another saver also a `get_tuple` of the step's checkpoint (more while it
   is not stored).
 
@@ -67,16 +78,23 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.guard import GuardLayer
 from threadlog.checkpoint.layered import layer_of
-from threadlog.checkpoint.recover import MarkerEvent, node_checkpoint, started_marker
+from threadlog.checkpoint.recover import (
+    MarkerEvent,
+    finished_result,
+    marker_prefix,
+    node_checkpoint,
+    started_marker,
+)
 from threadlog.flows import Flow, Io
 from threadlog.flows import call as saver_call
 
-__all__ = ["note_flow", "put_on_step"]
+__all__ = ["finished_flow", "note_flow", "put_on_step"]
 
 _log = logging.getLogger("threadlog.tools")
 
@@ -87,14 +105,18 @@ _STORED_WAIT = 5.0
 
 
 def note_flow(
-    config: RunnableConfig | None, call: Mapping[str, Any], event: MarkerEvent
+    config: RunnableConfig | None,
+    call: Mapping[str, Any],
+    event: MarkerEvent,
+    result: ToolMessage | None = None,
 ) -> Flow[None]:
     """Store `event` for `call` on the checkpoint the running node's step runs from
-    (module doc); a no-op outside a checkpointed run or with `durability="exit"`."""
+    (module doc); a no-op outside a checkpointed run or with `durability="exit"`.
+    `result`: what a "finished" marker carries."""
     cid = call.get("id")
     if not cid:
         return
-    task_id, writes = started_marker(str(cid), event)
+    task_id, writes = started_marker(str(cid), event, result)
     what = f"that tool call {cid!r} ({call.get('name')}) {event}"
     yield from put_on_step(config, task_id, writes, what)
 
@@ -131,6 +153,26 @@ def put_on_step(
         _log.warning("threadlog: could not record %s: %s: %s", what, type(e).__name__, e)
         return False
     return True
+
+
+def finished_flow(
+    config: RunnableConfig | None, call: Mapping[str, Any]
+) -> Flow[ToolMessage | None]:
+    """The result a "finished" marker stored for `call` on the checkpoint the node's step
+    runs from (module doc: "Finished calls"), or None. Read only when threadlog's saver
+    saw such a marker there when the run read the checkpoint: no read otherwise."""
+    cid = call.get("id")
+    found = node_checkpoint(config) if cid else None
+    if found is None:
+        return None
+    saver, at = found
+    guard = layer_of(saver, GuardLayer)
+    if guard is None or "checkpoint_id" not in at["configurable"]:
+        return None
+    if not guard.saw_marker(at, marker_prefix(str(cid), "finished")):
+        return None
+    tup = yield from saver_call(saver, "get_tuple", at)
+    return None if tup is None else finished_result(tup.pending_writes or (), str(cid))
 
 
 def _stored(saver: Any, at: RunnableConfig, run: RunnableConfig) -> Flow[None]:
