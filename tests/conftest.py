@@ -270,6 +270,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_64_concurrent_async_runs_on_postgres_lose_duplicate_and_fail_nothing",
     ),
     "test_check.py": ("test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph",),  # ~2.3 s
+    # the first deepagents import (~1.5 s) falls on it
+    "test_foreign_delta_channels.py": (
+        "test_a_deepagents_agent_with_a_subagent_reads_back_as_on_langgraphs_saver",
+    ),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }

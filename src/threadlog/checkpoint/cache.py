@@ -45,9 +45,13 @@ Contract:
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
   `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
-  answered with a `CachedSeed` only once its channel registered one. Other delta
-  channels get the saver's normal history. Channels cached at the same checkpoint (one
-  load registers them all) share one walk: one query per turn, however many there are.
+  answered with a `CachedSeed` only once its channel registered one. A delta channel the
+  loading graph declares as anything else (LangGraph's delta messages channel, an app's
+  own reducer; `_upstream.declared_channels()` names the graph LangGraph is loading) gets
+  the saver's own answer, untouched, and its stored snapshots are left as they are read:
+  a log threadlog's reader registered under the same key never reaches it. Channels
+  cached at the same checkpoint (one load registers them all) share one walk: one query
+  per turn, however many there are.
 * Bounded: at most `max_messages` messages (or events) across entries (least recently used
   threads go first; a thread larger than the bound is not cached). An entry shares
   its message objects with the live channel, so it costs index containers, not a
@@ -73,11 +77,12 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from threadlog._upstream import DeltaSnapshot
+from threadlog._upstream import DeltaSnapshot, declared_channels
 from threadlog.channel import (
     WRITE_LOCK,
     CachedSeed,
     KeyedWrites,
+    LogChannel,
     SeededSnapshot,
     SnapshotToCache,
 )
@@ -169,6 +174,23 @@ class HistoryLayer(Layer):
 
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Flow[Mapping[str, DeltaChannelHistory]]:
+        # A delta channel that is not threadlog's (LangGraph's messages channel, an app's
+        # own reducer) gets exactly the saver's own answer: a cached log is a seed only
+        # threadlog's channels can take.
+        foreign = _foreign(channels)
+        if not foreign:
+            return (yield from self._history(below, config, channels))
+        out: dict[str, DeltaChannelHistory] = dict(
+            (yield from below.flow("get_delta_channel_history", config=config, channels=foreign))
+        )
+        ours = [ch for ch in channels if ch not in foreign]
+        if ours:
+            out.update((yield from self._history(below, config, ours)))
+        return out
+
+    def _history(
+        self, below: SaverView, config: RunnableConfig, channels: Sequence[str]
     ) -> Flow[Mapping[str, DeltaChannelHistory]]:
         if not channels:
             return {}
@@ -384,8 +406,9 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
     conf = tup.config.get("configurable") or {}
     thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
     cid = str(tup.checkpoint["id"])
+    foreign = _foreign(list(values))
     for ch, value in list(values.items()):
-        if type(value) is not DeltaSnapshot:
+        if type(value) is not DeltaSnapshot or ch in foreign:
             continue
         slot = (thread_id, ns, ch)
         entry = cache.get(slot)
@@ -397,6 +420,16 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
             seeded = SeededSnapshot(value.value)
             seeded.seed = CachedSeed(entry[1], entry[2])
             values[ch] = seeded
+
+
+def _foreign(channels: Sequence[str]) -> list[str]:
+    """The channels the graph LangGraph is loading declares as some other delta channel
+    than threadlog's logs (none when no LangGraph read is running: threadlog's own
+    readers load its logs with its own channels)."""
+    declared = declared_channels()
+    if declared is None:
+        return []
+    return [ch for ch in channels if ch in declared and not isinstance(declared[ch], LogChannel)]
 
 
 def _version_holding(log: Any, items: list[Any]) -> int | None:
