@@ -16,14 +16,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from typing_extensions import TypedDict
 
-from tests.helpers_delta_apps import (
+from tests.helpers.delta_apps import (
     cfg,
     langgraph_saver,
     message_rows,
     run_turns,
     threadlog_saver,
 )
-from tests.helpers_multi_agent import Scripted
+from tests.helpers.multi_agent import Scripted
 
 
 @pytest.fixture(params=[False, True], ids=["sync", "async"])

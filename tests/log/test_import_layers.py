@@ -53,6 +53,7 @@ LAYERS: list[tuple[object, ...]] = [
                     (
                         "checkpoint.input_check",
                         "checkpoint.integrity",
+                        "checkpoint.resent",
                         "checkpoint.stopped_work",
                     ),
                     ("checkpoint.lifecycle",),

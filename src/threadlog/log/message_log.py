@@ -116,7 +116,18 @@ from threadlog.log.removals import (
     unmarked,
 )
 
-__all__ = ["MessageLog", "append_messages", "flatten_write"]
+__all__ = [
+    "RESENT_TYPE",
+    "MessageLog",
+    "append_messages",
+    "flatten_write",
+    "is_resent",
+    "resent_write",
+]
+
+RESENT_TYPE = "threadlog.resent"
+"""The stored form of a write that re-sent messages the log already held (see
+`resent_write`)."""
 
 
 @dataclass(slots=True)
@@ -140,7 +151,24 @@ def flatten_write(value: Any) -> list[Any]:
         return [value]
     if isinstance(value, (list, tuple)):
         return list(value)
+    if is_resent(value):
+        return list(value["items"])  # the re-sent messages are replays: nothing to apply
     return [value]
+
+
+def resent_write(at: str, count: int, items: list[Any]) -> dict[str, Any]:
+    """A write stored as what it adds: its first `count` items were the first `count`
+    messages of the log's view at checkpoint `at`, an ancestor (or the same checkpoint)
+    of the one the write is stored on, unchanged; `items` is the rest, as written.
+
+    Applied to the log, it is `items` alone: the re-sent messages are replays, which the
+    log skips. Rebuilt exactly, it is `view at at[:count] + items`
+    (`threadlog.checkpoint.resent`)."""
+    return {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
+
+
+def is_resent(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == RESENT_TYPE
 
 
 class MessageLog:
@@ -367,6 +395,28 @@ class MessageLog:
             )
             msg = msg.model_copy(update={"id": derive_id(j, anchor, msg)})
         return held.id if msg == held else None
+
+    def resent_prefix(self, items: Sequence[Any], version: int) -> int:
+        """How many leading `items` are the first messages of the view at `version`,
+        unchanged: the very objects or equal in every field, and no request among them
+        changed in place since it was logged (that change must be stored, as an edit).
+        Applying those items at any later version is a replay: the log skips them."""
+        view = self.view_at(version)
+        n = 0
+        for item, held in zip(items, view, strict=False):
+            if not isinstance(item, BaseMessage) or item.id is None or item.id != held.id:
+                break
+            if item is not held and item != held:
+                break
+            if isinstance(item, AIMessage):
+                existing = self._by_id.get(item.id)
+                if isinstance(existing, AIMessage) and (
+                    existing is not held
+                    or self._changed_in_place(existing, item, stored=False) is not None
+                ):
+                    break  # an edited request, or one changed in place: stored as written
+            n += 1
+        return n
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed messages.
