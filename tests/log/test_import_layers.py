@@ -48,12 +48,11 @@ LAYERS: list[tuple[object, ...]] = [
                     ),
                     ("checkpoint.backends",),
                     ("checkpoint.layered", "checkpoint.recover", "checkpoint.state_types"),
-                    ("checkpoint.own_writes",),
+                    ("checkpoint.own_writes", "checkpoint.resent"),
                     ("checkpoint.cache",),
                     (
                         "checkpoint.input_check",
                         "checkpoint.integrity",
-                        "checkpoint.resent",
                         "checkpoint.stopped_work",
                     ),
                     ("checkpoint.lifecycle",),

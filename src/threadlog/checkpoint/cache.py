@@ -92,6 +92,7 @@ from threadlog.channel import (
 from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
+from threadlog.checkpoint.resent import ResentLayer
 from threadlog.flows import Flow, Io
 from threadlog.log.message_log import flatten_write, is_resent
 
@@ -582,7 +583,9 @@ def with_history_cache(
     if layer_of(saver, HistoryLayer) is not None:
         return saver
     cache = HistoryCache(max_messages=max_messages, max_walk=max_walk)
-    return bind_layers(saver, [HistoryLayer(cache)])
+    # Reads only: a thread threadlog's saver stored may hold writes that name the
+    # history they re-sent (`threadlog.checkpoint.resent`).
+    return bind_layers(saver, [ResentLayer(cache, None), HistoryLayer(cache)])
 
 
 def history_cache_of(saver: BaseCheckpointSaver[Any]) -> HistoryCache | None:

@@ -100,6 +100,7 @@ from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io, arun, call
 from threadlog.flows import run as run_flow
+from threadlog.log import is_resent
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -775,6 +776,8 @@ class GuardLayer(Layer):
                 continue
             if _same(self.serde.dumps_typed(value), old):
                 continue
+            if _same_resent(value, self.serde.loads_typed(old)):
+                continue  # stored as what it added (`threadlog.checkpoint.resent`)
             raise ConcurrentRunError(
                 f"task {task_id!r} at checkpoint {cid!r} already has a different "
                 f"{channel!r} result, written by another run",
@@ -1012,6 +1015,15 @@ class _Recent:
 
     def __contains__(self, checkpoint_id: object) -> bool:
         return checkpoint_id in self._ids
+
+
+def _same_resent(value: Any, stored: Any) -> bool:
+    """Whether `stored`, a write kept as what it added, is `value` as it was written: the
+    same length, the same added items."""
+    if not is_resent(stored) or not isinstance(value, list):
+        return False
+    count, items = int(stored["count"]), list(stored["items"])
+    return len(value) == count + len(items) and value[count:] == items
 
 
 def _logs_of(keys: tuple[str, ...], declared: Any) -> frozenset[str]:

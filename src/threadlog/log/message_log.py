@@ -156,15 +156,21 @@ def flatten_write(value: Any) -> list[Any]:
     return [value]
 
 
-def resent_write(at: str, count: int, items: list[Any]) -> dict[str, Any]:
+def resent_write(
+    at: str, count: int, items: list[Any], ns: str | None = None
+) -> dict[str, Any]:
     """A write stored as what it adds: its first `count` items were the first `count`
-    messages of the log's view at checkpoint `at`, an ancestor (or the same checkpoint)
-    of the one the write is stored on, unchanged; `items` is the rest, as written.
-
-    Applied to the log, it is `items` alone: the re-sent messages are replays, which the
-    log skips. Rebuilt exactly, it is `view at at[:count] + items`
-    (`threadlog.checkpoint.resent`)."""
-    return {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
+    messages of the log's view at checkpoint `at`, unchanged; `items` is the rest, as
+    written. Without `ns`, `at` is in the write's own namespace, the write's checkpoint
+    or an ancestor of it: applied to the log, the write is `items` alone (the re-sent
+    messages are replays, which the log skips). With `ns` (a subgraph's input re-sending
+    its parent's history into a new namespace), `at` is in namespace `ns`, and the saver
+    rebuilds the whole write before a log applies it. Rebuilt exactly, it is the view at
+    `at`, its first `count` messages, then `items` (`threadlog.checkpoint.resent`)."""
+    out: dict[str, Any] = {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
+    if ns is not None:
+        out["ns"] = ns
+    return out
 
 
 def is_resent(value: Any) -> bool:
