@@ -1,7 +1,7 @@
 """Multi-agent apps on LangGraph's SqliteSaver and on threadlog's checkpointer, side by side.
 
 Contract: prints one table of figures and ratios (threadlog / LangGraph); asserts nothing.
-Offline: every model is a scripted chat model (`tests/helpers_multi_agent.Scripted`), so
+Offline: every model is a scripted chat model (`tests/helpers/multi_agent.Scripted`), so
 only the graphs and the savers are measured. Each app is ported as a user would:
 
 * `swarm` — langgraph-swarm, two agents handing off to each other every turn (a handoff
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
 
 import threadlog  # noqa: E402
-from tests.helpers_multi_agent import Scripted  # noqa: E402
+from tests.helpers.multi_agent import Scripted  # noqa: E402
 
 
 def _turn(messages: Sequence[BaseMessage]) -> int:

@@ -100,7 +100,7 @@ from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io, arun, call
 from threadlog.flows import run as run_flow
-from threadlog.log import is_resent
+from threadlog.log.message_log import is_resent
 
 __all__ = [
     "MULTITASK_STRATEGIES",
