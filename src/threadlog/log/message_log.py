@@ -407,6 +407,9 @@ class MessageLog:
         unchanged: the very objects or equal in every field, and no request among them
         changed in place since it was logged (that change must be stored, as an edit).
         Applying those items at any later version is a replay: the log skips them."""
+        first = items[0] if items else None
+        if not isinstance(first, BaseMessage) or first.id not in self._by_id:
+            return 0  # the usual write: new messages only (no view built for it)
         view = self.view_at(version)
         n = 0
         for item, held in zip(items, view, strict=False):
