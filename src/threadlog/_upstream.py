@@ -146,6 +146,7 @@ __all__ = [
     "achannels_from_checkpoint",
     "averify_hooks",
     "channels_from_checkpoint",
+    "declared_channels",
     "filter_validation_errors",
     "forward_server_delta_history",
     "in_get_state",
@@ -297,7 +298,7 @@ def _owner() -> tuple[int, object]:
 
 _CALLS: dict[str, contextvars.ContextVar[_Call | None]] = {
     kind: contextvars.ContextVar(f"threadlog_upstream_{kind}", default=None)
-    for kind in ("loop_enter", "get_state", "state_preview")
+    for kind in ("loop_enter", "get_state", "state_preview", "update_state")
 }
 
 # (class, attribute, kind, is async): the entry points wrapped, as data. While one runs,
@@ -366,6 +367,20 @@ def in_get_state() -> bool:
 def in_state_preview() -> bool:
     """Whether `get_state` is previewing a checkpoint's pending writes in this context."""
     return _active("state_preview") is not None
+
+
+def declared_channels() -> Mapping[str, Any] | None:
+    """The channels (name -> channel) of the graph whose LangGraph read is running in this
+    context — a loop entering, `get_state` (and its preview), `update_state` — or None
+    (threadlog's own readers, which declare their channels themselves). A saver asked for
+    a channel's history can tell from it whose channel will replay the answer."""
+    for kind in ("state_preview", "get_state", "update_state"):
+        graph = _active(kind)
+        if graph is not None:
+            channels = getattr(graph, "channels", None)
+            return channels if isinstance(channels, Mapping) else None
+    loop = running_loop()
+    return None if loop is None else loop.specs
 
 
 # -- a run's input, before LangGraph stores it -------------------------------------------------
@@ -496,22 +511,30 @@ def _rewritten(graph: Any, supersteps: Any) -> Any:
 
 
 def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+    # Published like the other entry points (threadlog's graphs only): `declared_channels()`
+    # names its graph's channels while it loads the state it updates.
     if is_async:
 
         @functools.wraps(original)
         async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
+            if not _own_graph(self, (config,), kw):
+                return await original(self, config, supersteps, *a, **kw)
             if _owns_channels(self):
                 supersteps = _rewritten(self, supersteps)
-            return await original(self, config, supersteps, *a, **kw)
+            with _published("update_state", self):
+                return await original(self, config, supersteps, *a, **kw)
 
         hook: Callable[..., Any] = ahook
     else:
 
         @functools.wraps(original)
         def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
+            if not _own_graph(self, (config,), kw):
+                return original(self, config, supersteps, *a, **kw)
             if _owns_channels(self):
                 supersteps = _rewritten(self, supersteps)
-            return original(self, config, supersteps, *a, **kw)
+            with _published("update_state", self):
+                return original(self, config, supersteps, *a, **kw)
 
         hook = shook
     hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]

@@ -126,10 +126,13 @@ class KeyedWrites(list[PendingWrite]):
     """The writes of one channel's history, carrying where to register the result.
 
     A plain list to every reader; the channel's `replay_writes` calls `register` with
-    the log it rebuilt, which is then the log at `checkpoint_id`.
+    the log it rebuilt, which is then the log at `checkpoint_id`. `states`, when the
+    walk knew them: `(n, checkpoint_id)` for each checkpoint on the way, whose value is
+    the seed plus the first `n` writes; the channel reports the log's version there
+    (`passed`), so a later read of that checkpoint needs no replay.
     """
 
-    __slots__ = ("cache", "checkpoint_id", "slot")
+    __slots__ = ("cache", "checkpoint_id", "passed", "slot", "states")
 
     def __init__(
         self, writes: Sequence[PendingWrite], cache: SeedRegistry, slot: _Slot, checkpoint_id: str
@@ -138,9 +141,14 @@ class KeyedWrites(list[PendingWrite]):
         self.cache = cache
         self.slot = slot
         self.checkpoint_id = checkpoint_id
+        self.states: list[tuple[int, str]] = list(getattr(writes, "states", ()))
+        self.passed: list[tuple[str, int]] = []
 
     def register(self, log: Any, version: int) -> None:
         self.cache.put(self.slot, self.checkpoint_id, log, version)
+        states = getattr(self.cache, "states_of", None)
+        if states is not None and self.passed:
+            states(self.slot, log, self.passed)
 
 
 # Effectively "never by count": LangGraph still snapshots every 5000 supersteps
@@ -397,12 +405,20 @@ class MessageLogChannel(LogChannel):
         self._loaded_by(writes)
         if self._log is None:
             self._set(MessageLog())
-        for _, _, value in writes:
+        states = writes.states if isinstance(writes, KeyedWrites) else []
+        s = 0
+        for i, (_, _, value) in enumerate(writes):
+            while s < len(states) and states[s][0] <= i:
+                assert isinstance(writes, KeyedWrites)
+                writes.passed.append((states[s][1], self._ver))
+                s += 1
             _refuse_overwrite(value)
             # One write at a time: each was accepted when it was made, and batching
             # invariance makes one-by-one equal to all-at-once.
             self._write([flatten_write(value)], single_writer=False, stored=True)
         if isinstance(writes, KeyedWrites) and self._log is not None:
+            for _, cid in states[s:]:  # checkpoints whose writes were none
+                writes.passed.append((cid, self._ver))
             # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)
 

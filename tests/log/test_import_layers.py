@@ -55,7 +55,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.state_types",
                         "checkpoint.call_records",
                     ),
-                    ("checkpoint.own_writes",),
+                    ("checkpoint.own_writes", "checkpoint.resent"),
                     ("checkpoint.cache",),
                     (
                         "checkpoint.calls",

@@ -23,7 +23,7 @@ from threadlog.checkpoint.guard import GuardedSaver
 from threadlog.checkpoint.layered import LayeredSaver, layer_of
 from threadlog.checkpoint.stopped_work import StoppedWorkLayer
 
-LAYERS = ("guard", "calls", "stopped_work", "checksums", "own_writes", "history")
+LAYERS = ("guard", "calls", "resent", "stopped_work", "checksums", "own_writes", "history")
 
 
 def test_the_checkpointer_is_one_wrapper_whose_layers_are_an_ordered_tuple(
@@ -35,7 +35,12 @@ def test_the_checkpointer_is_one_wrapper_whose_layers_are_an_ordered_tuple(
         # No class swapping: the backend object is exactly LangGraph's class.
         assert type(saver.inner) is SqliteSaver
     with threadlog.checkpointer(sqlite_url, cache=False) as saver:
-        assert tuple(layer.name for layer in saver.layers) == LAYERS[:4]
+        assert tuple(layer.name for layer in saver.layers) == (
+            "guard",
+            "calls",
+            "stopped_work",
+            "checksums",
+        )
     with threadlog.checkpointer(sqlite_url, record_calls=False) as saver:
         without = tuple(n for n in LAYERS if n != "calls")
         assert tuple(layer.name for layer in saver.layers) == without

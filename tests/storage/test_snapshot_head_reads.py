@@ -85,7 +85,7 @@ def test_a_snapshot_head_read_cold_becomes_the_cache_entry(
     assert entry is not None and entry[0] == ids[0] and entry[2] == len(got)
 
 
-def test_checkpoints_before_a_snapshot_head_step_back_from_it_without_a_cold_read(
+def test_checkpoints_before_a_snapshot_head_cost_one_cold_read_together(
     thread: tuple[str, list[str], dict[str, Any]],
 ) -> None:
     url, ids, want = thread
@@ -95,8 +95,9 @@ def test_checkpoints_before_a_snapshot_head_step_back_from_it_without_a_cold_rea
         graph.get_state(at(ids[0]))
         misses = cache.misses
         got = {cid: shape(graph.get_state(at(cid)).values["messages"]) for cid in ids[1:4]}
-        assert cache.misses == misses  # each came from the head's log, stepped back
-        assert cache.get(("t", "", "messages"))[0] == ids[0]  # the entry stays at the head
+        # The first is read cold (stepping back over stored writes cannot tell a re-sent
+        # message from an added one); its walk passed the older two, which need no read.
+        assert cache.misses == misses + 1
     assert got == {cid: want[cid] for cid in ids[1:4]}
     assert len({len(m) for m in got.values()}) > 1  # the states really differ
 

@@ -315,3 +315,41 @@ def test_no_module_walks_stack_frames() -> None:
         if frames.search(line)
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_saver_is_told_the_channels_of_the_graph_loading_its_state(is_async: bool) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    class Probe(InMemorySaver):
+        def get_delta_channel_history(self, *, config: Any, channels: Any) -> Any:
+            seen.append((_phase[0], _upstream.declared_channels()))
+            return super().get_delta_channel_history(config=config, channels=channels)
+
+        async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> Any:
+            seen.append((_phase[0], _upstream.declared_channels()))
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+
+    _phase = ["run"]
+    g = StateGraph(threadlog.MessagesState)
+    g.add_node("node", lambda state: {"messages": [("assistant", "ok")]})
+    g.add_edge(START, "node")
+    app = g.compile(checkpointer=Probe())
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    turn = {"messages": [("user", "hi")]}
+    for phase in ("run", "again", "get_state", "update_state"):
+        _phase[0] = phase
+        if phase in ("run", "again"):
+            await app.ainvoke(turn, cfg) if is_async else app.invoke(turn, cfg)
+        elif phase == "get_state":
+            await app.aget_state(cfg) if is_async else app.get_state(cfg)
+        else:
+            update = {"messages": [("user", "more")]}
+            await app.aupdate_state(cfg, update) if is_async else app.update_state(cfg, update)
+    phases = {phase for phase, _ in seen}
+    assert {"again", "get_state", "update_state"} <= phases
+    assert all(
+        declared is not None and isinstance(declared["messages"], threadlog.MessageLogChannel)
+        for _, declared in seen
+    )
+    assert _upstream.declared_channels() is None  # nothing is loading now

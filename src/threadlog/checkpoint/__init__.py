@@ -26,6 +26,9 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     a task's writes never land before their       guard          test_kill_harness.py
       checkpoint's put, once it has started
       (durability="sync": always)
+    a message-log write that re-sends messages    resent         test_resent_writes.py
+      the log holds is stored as what it adds;
+      get_tuple rebuilds it as written
     nothing lost or duplicated across a SIGKILL   stopped_work   test_durability.py,
       under durability="sync": a head read                       test_kill_harness.py
       carries the work a stopped step stored;
@@ -87,7 +90,8 @@ docs/durability.md says the same for users; BENCHMARKS.md has the figures.
 Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
 wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
 an async driver), `lifecycle` (rollback, copy, prune: the wrapper's maintenance calls),
-the layers `guard`, `stopped_work`, `integrity` (checksums),
+the layers `guard`, `resent` (writes stored as what they add), `stopped_work`,
+`integrity` (checksums),
 `own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
 is stored), `recover` (results a stopped step stored), `backends/` (all SQL and locks on LangGraph's
 tables, one `Backend` per saver kind, `backend_of(saver)`), `serde` (the strict

@@ -29,10 +29,13 @@ Contract:
   whose head is a snapshot then steps back from it, below). A second process
   starts with an empty cache; other processes' new checkpoints are read from the
   database, because the walk follows the stored parent chain.
-* A target that is an ancestor of the cached checkpoint (history read newest first) is
-  the cached log stepped back over the writes in between (`MessageLog.rewind`, which
-  rebuilds the ids the log derived for messages written without one); it is tried
-  first when the target's id sorts before the cached one (uuid6 ids sort by creation).
+* A target that is an ancestor of the cached checkpoint (history read newest first) and
+  that a walk building the cached log passed is that log at the version the walk
+  recorded there (`KeyedWrites.states`: the backends' walks and reads and the own-writes
+  walk say which writes lead to each checkpoint on the way); it is tried first when the
+  target's id sorts before the cached one (uuid6 ids sort by creation). The cache does
+  not step back over stored writes: a write that re-sent messages (multi-agent apps
+  re-send the history) reads exactly like one that added them.
 * When every checkpoint on the walk was stored by this saver (the own-writes record the
   layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
   (`threadlog.checkpoint.own_writes`); with nothing cached yet, a thread this saver
@@ -45,9 +48,13 @@ Contract:
   (a test compares them) without deserializing every ancestor checkpoint.
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
   `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
-  answered with a `CachedSeed` only once its channel registered one. Other delta
-  channels get the saver's normal history. Channels cached at the same checkpoint (one
-  load registers them all) share one walk: one query per turn, however many there are.
+  answered with a `CachedSeed` only once its channel registered one. A delta channel the
+  loading graph declares as anything else (LangGraph's delta messages channel, an app's
+  own reducer; `_upstream.declared_channels()` names the graph LangGraph is loading) gets
+  the saver's own answer, untouched, and its stored snapshots are left as they are read:
+  a log threadlog's reader registered under the same key never reaches it. Channels
+  cached at the same checkpoint (one load registers them all) share one walk: one query
+  per turn, however many there are.
 * Bounded: at most `max_messages` messages (or events) across entries (least recently used
   threads go first; a thread larger than the bound is not cached). An entry shares
   its message objects with the live channel, so it costs index containers, not a
@@ -73,18 +80,21 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from threadlog._upstream import DeltaSnapshot
+from threadlog._upstream import DeltaSnapshot, declared_channels
 from threadlog.channel import (
     WRITE_LOCK,
     CachedSeed,
     KeyedWrites,
+    LogChannel,
     SeededSnapshot,
     SnapshotToCache,
 )
 from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
+from threadlog.checkpoint.resent import ResentLayer
 from threadlog.flows import Flow, Io
+from threadlog.log.message_log import flatten_write, is_resent
 
 __all__ = [
     "CachedSeed",
@@ -97,6 +107,7 @@ __all__ = [
 
 DEFAULT_MAX_MESSAGES = 200_000
 DEFAULT_MAX_WALK = 64
+_MAX_STATES = 4096  # checkpoint versions kept per slot (a history view's worth, many times)
 
 _Slot = tuple[str, str, str]  # thread_id, checkpoint_ns, channel
 # checkpoint id, the log a channel registered (MessageLog, EventLog), its version there
@@ -113,6 +124,9 @@ class HistoryCache:
         self.max_messages = max_messages
         self.max_walk = max_walk
         self._entries: OrderedDict[_Slot, _Entry] = OrderedDict()
+        # Per slot: the entry's log object and its version at each checkpoint a walk
+        # passed (`KeyedWrites.states`): a read of one of them is that log at that version.
+        self._states: dict[_Slot, tuple[Any, OrderedDict[str, int]]] = {}
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -138,23 +152,58 @@ class HistoryCache:
             old = self._entries.pop(slot, None)
             if old is not None:
                 self._size -= old[2]
+            known = self._states.get(slot)
+            if known is not None and known[0] is not log:
+                del self._states[slot]  # versions of another log object
             if version > self.max_messages:
+                self._states.pop(slot, None)
                 return  # one thread larger than the whole budget: not cached
             self._entries[slot] = (checkpoint_id, log, version)
             self._size += version
             while self._size > self.max_messages:
-                _, evicted = self._entries.popitem(last=False)
+                evicted_slot, evicted = self._entries.popitem(last=False)
                 self._size -= evicted[2]
+                self._states.pop(evicted_slot, None)
+
+    def states_of(self, slot: _Slot, log: Any, passed: Sequence[tuple[str, int]]) -> None:
+        """Record the versions of `log` at the checkpoints a walk passed (the slot's
+        entry must hold `log` itself)."""
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is None or entry[1] is not log:
+                return
+            known = self._states.get(slot)
+            if known is None or known[0] is not log:
+                known = self._states[slot] = (log, OrderedDict())
+            for cid, version in passed:
+                known[1][cid] = version
+                known[1].move_to_end(cid)
+            while len(known[1]) > _MAX_STATES:
+                known[1].popitem(last=False)
+
+    def state_at(self, slot: _Slot, checkpoint_id: str) -> tuple[Any, int] | None:
+        """(the slot's log, its version) at `checkpoint_id`, when a walk passed it."""
+        with self._lock:
+            entry = self._entries.get(slot)
+            known = self._states.get(slot)
+            if entry is None or known is None or known[0] is not entry[1]:
+                return None
+            if checkpoint_id == entry[0]:
+                return entry[1], entry[2]
+            version = known[1].get(checkpoint_id)
+            return None if version is None else (entry[1], version)
 
     def forget(self, thread_id: str) -> None:
         """Drop a thread's entries (its stored history was rewritten)."""
         with self._lock:
             for slot in [s for s in self._entries if s[0] == thread_id]:
                 self._size -= self._entries.pop(slot)[2]
+                self._states.pop(slot, None)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._states.clear()
             self._size = 0
 
 
@@ -169,6 +218,23 @@ class HistoryLayer(Layer):
 
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Flow[Mapping[str, DeltaChannelHistory]]:
+        # A delta channel that is not threadlog's (LangGraph's messages channel, an app's
+        # own reducer) gets exactly the saver's own answer: a cached log is a seed only
+        # threadlog's channels can take.
+        foreign = _foreign(channels)
+        if not foreign:
+            return (yield from self._history(below, config, channels))
+        out: dict[str, DeltaChannelHistory] = dict(
+            (yield from below.flow("get_delta_channel_history", config=config, channels=foreign))
+        )
+        ours = [ch for ch in channels if ch not in foreign]
+        if ours:
+            out.update((yield from self._history(below, config, ours)))
+        return out
+
+    def _history(
+        self, below: SaverView, config: RunnableConfig, channels: Sequence[str]
     ) -> Flow[Mapping[str, DeltaChannelHistory]]:
         if not channels:
             return {}
@@ -300,25 +366,20 @@ class HistoryLayer(Layer):
         target: str,
         cached_id: str,
     ) -> Flow[dict[str, DeltaChannelHistory] | None]:
-        """The logs at `target` when it is an *ancestor* of the cached checkpoint (reading
-        history newest-first: `get_state_history`, the inspector): the cached log minus
-        the writes from `target` to it, checked message by message (`rewind`). Not
-        registered, so the cache stays at the newest checkpoint the thread runs from."""
-        channels = list(group)
-        found = yield from _sql_walk(
-            below, thread_id, ns, channels, cached_id, target, self.cache.max_walk
-        )
-        if found is None or found is _NO_SQL:
-            return None
+        """The logs at `target` when a walk that built the cached log passed it (reading
+        history newest-first: `get_state_history`, the inspector): the cached log at its
+        version there. Not registered, so the cache stays at the newest checkpoint the
+        thread runs from. (Stepping back over the writes in between cannot tell a message
+        a write re-sent from one it added — multi-agent apps re-send — so it is not done.)"""
         out: dict[str, DeltaChannelHistory] = {}
-        for ch, (_, log, version) in group.items():
-            items = [m for _, _, value in found[ch] for m in _items(value)]
-            before = log.rewind(version, items)
-            if before is None:
+        for ch in group:
+            found = self.cache.state_at((thread_id, ns, ch), target)
+            if found is None:
                 return None
-            out[ch] = {"seed": CachedSeed(log, before), "writes": []}
+            out[ch] = {"seed": CachedSeed(found[0], found[1]), "writes": []}
         self.cache.hits += len(out)
         return out
+        yield  # a flow, like the other steps
 
 
 _NO_SQL: Any = object()  # the backend has no one-query walk: walk with get_tuple
@@ -384,8 +445,9 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
     conf = tup.config.get("configurable") or {}
     thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
     cid = str(tup.checkpoint["id"])
+    foreign = _foreign(list(values))
     for ch, value in list(values.items()):
-        if type(value) is not DeltaSnapshot:
+        if type(value) is not DeltaSnapshot or ch in foreign:
             continue
         slot = (thread_id, ns, ch)
         entry = cache.get(slot)
@@ -397,6 +459,16 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
             seeded = SeededSnapshot(value.value)
             seeded.seed = CachedSeed(entry[1], entry[2])
             values[ch] = seeded
+
+
+def _foreign(channels: Sequence[str]) -> list[str]:
+    """The channels the graph LangGraph is loading declares as some other delta channel
+    than threadlog's logs (none when no LangGraph read is running: threadlog's own
+    readers load its logs with its own channels)."""
+    declared = declared_channels()
+    if declared is None:
+        return []
+    return [ch for ch in channels if ch in declared and not isinstance(declared[ch], LogChannel)]
 
 
 def _version_holding(log: Any, items: list[Any]) -> int | None:
@@ -454,7 +526,10 @@ def _by_channel(
 
 def _items(value: Any) -> list[Any]:
     # One write's items, as the channels flatten them (a two-item `(role, content)`
-    # list has no id, so `rewind` refuses it either way).
+    # list has no id, so `rewind` refuses it either way); a write stored as what it
+    # added, its new items.
+    if is_resent(value):
+        return flatten_write(value)
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
@@ -508,7 +583,9 @@ def with_history_cache(
     if layer_of(saver, HistoryLayer) is not None:
         return saver
     cache = HistoryCache(max_messages=max_messages, max_walk=max_walk)
-    return bind_layers(saver, [HistoryLayer(cache)])
+    # Reads only: a thread threadlog's saver stored may hold writes that name the
+    # history they re-sent (`threadlog.checkpoint.resent`).
+    return bind_layers(saver, [ResentLayer(cache, None), HistoryLayer(cache)])
 
 
 def history_cache_of(saver: BaseCheckpointSaver[Any]) -> HistoryCache | None:

@@ -85,7 +85,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import ERROR
 from langgraph.constants import START
 
-from threadlog._upstream import CONFIG_KEY_RUNTIME, in_get_state, running_loop
+from threadlog._upstream import (
+    CONFIG_KEY_RUNTIME,
+    declared_channels,
+    in_get_state,
+    running_loop,
+)
+from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
@@ -95,6 +101,7 @@ from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io, arun, call
 from threadlog.flows import run as run_flow
+from threadlog.log.message_log import is_resent
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -206,6 +213,10 @@ class GuardLayer(Layer):
         # Per thread: the checkpoint its current run read, when its logs are exactly
         # that checkpoint's (no pending writes to replay) — the input check's base.
         self._bases: dict[str, str] = {}
+        # Per thread: the keys its current run's graph declares as message logs. Another
+        # delta channel under a message key (LangGraph's own, an app's) has its own rules:
+        # its input is the graph's to judge, not the log's.
+        self._log_keys: dict[str, frozenset[str]] = {}
         # First checkpoints of threads a run of this saver started (no parent, no log
         # values): their logs are empty, so their input task's writes are checked against
         # empty logs without reading them back. Checkpoint ids are never reused.
@@ -340,6 +351,7 @@ class GuardLayer(Layer):
         tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if loop is not None:
             self._note_run_head(config, tup, took)
+            self._note_log_keys(config, loop.specs)
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         cid = str(tup.config["configurable"]["checkpoint_id"])
@@ -359,8 +371,23 @@ class GuardLayer(Layer):
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
         assert self.input_check is not None
-        refused = yield from self.input_check.refused_flow(below, tup)
+        refused = yield from self.input_check.refused_flow(
+            below, tup, _logs_of(self.input_check.message_keys, declared_channels())
+        )
         return _with_errors(tup, refused) if refused else tup
+
+    def _note_log_keys(self, config: RunnableConfig, specs: Any) -> None:
+        key = _guarded_key(config)
+        if key is None or self.input_check is None:
+            return
+        self._log_keys[key[0]] = _logs_of(self.input_check.message_keys, specs)
+        if len(self._log_keys) > 4096:  # a forgotten thread: every message key checked
+            self._log_keys.pop(next(iter(self._log_keys)))
+
+    def _run_logs(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` under the keys the thread's running graph declares as logs."""
+        keys = self._log_keys.get(thread_id)
+        return values if keys is None else {k: v for k, v in values.items() if k in keys}
 
     def _note_run_head(
         self, config: RunnableConfig, tup: CheckpointTuple | None, took: bool
@@ -597,9 +624,9 @@ class GuardLayer(Layer):
         parent = config["configurable"].get("checkpoint_id")
         is_input = metadata.get("source") == "input"
         if is_input and self.input_check is not None:
-            values = self.input_check.from_input_checkpoint(
+            values = self._run_logs(key[0], self.input_check.from_input_checkpoint(
                 checkpoint["channel_values"].get(START)
-            )
+            ))
             if values:
                 base = self._bases.get(key[0])
                 at = config if parent else None
@@ -691,12 +718,16 @@ class GuardLayer(Layer):
         is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
         if self.input_check is not None:
             if is_update:
-                values = self.input_check.from_start_writes(writes)
+                keys = _logs_of(self.input_check.message_keys, declared_channels())
+                values = {
+                    k: v for k, v in self.input_check.from_start_writes(writes).items()
+                    if k in keys
+                }
                 if values:
                     yield from self._check(below, config, values, None)
             elif task_path.rsplit(", ", 1)[-1] == START:
                 # task_path of a root pull task is "~__pregel_pull, <node>".
-                values = self.input_check.from_start_writes(writes)
+                values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
                 if values:
                     # At a thread's first checkpoint (at=None: empty logs) nothing is read.
                     at = None if cid in self._empty_roots else config
@@ -772,6 +803,8 @@ class GuardLayer(Layer):
                 continue
             if _same(self.serde.dumps_typed(value), old):
                 continue
+            if _same_resent(value, self.serde.loads_typed(old)):
+                continue  # stored as what it added (`threadlog.checkpoint.resent`)
             raise ConcurrentRunError(
                 f"task {task_id!r} at checkpoint {cid!r} already has a different "
                 f"{channel!r} result, written by another run",
@@ -1009,6 +1042,25 @@ class _Recent:
 
     def __contains__(self, checkpoint_id: object) -> bool:
         return checkpoint_id in self._ids
+
+
+def _same_resent(value: Any, stored: Any) -> bool:
+    """Whether `stored`, a write kept as what it added, is `value` as it was written: the
+    same length, the same added items."""
+    if not is_resent(stored) or not isinstance(value, list):
+        return False
+    count, items = int(stored["count"]), list(stored["items"])
+    return len(value) == count + len(items) and value[count:] == items
+
+
+def _logs_of(keys: tuple[str, ...], declared: Any) -> frozenset[str]:
+    """Which of the message `keys` a graph declaring `declared` (name -> channel; None:
+    not known) keeps as threadlog's log."""
+    if not isinstance(declared, Mapping):
+        return frozenset(keys)
+    return frozenset(
+        k for k in keys if k not in declared or isinstance(declared[k], MessageLogChannel)
+    )
 
 
 def _reader(config: RunnableConfig) -> tuple[Any, bool]:

@@ -28,7 +28,7 @@ state with the error on the task instead of raising it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,10 +117,17 @@ class InputCheck:
             log.extend_writes([items], dry_run=True)  # raises the log's own error
 
     def refused_flow(
-        self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
+        self,
+        saver: BaseCheckpointSaver[Any],
+        saved: CheckpointTuple,
+        keys: Collection[str] | None = None,
     ) -> Flow[dict[str, MessageLogError]]:
-        """Tasks whose stored writes on `saved` the log refuses, with the log's error."""
-        by_task = _message_writes(saved, self.message_keys)
+        """Tasks whose stored writes on `saved` the log refuses, with the log's error.
+        `keys`: the message keys that are threadlog's logs (default: all of them)."""
+        log_keys = self.message_keys
+        if keys is not None:
+            log_keys = tuple(k for k in log_keys if k in keys)
+        by_task = _message_writes(saved, log_keys)
         if not by_task:
             return {}
         keys = list({k for ws in by_task.values() for k in ws})
@@ -128,9 +135,12 @@ class InputCheck:
         return _refused(logs, by_task)
 
     def refused_writes(
-        self, saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
+        self,
+        saver: BaseCheckpointSaver[Any],
+        saved: CheckpointTuple,
+        keys: Collection[str] | None = None,
     ) -> dict[str, MessageLogError]:
-        return run(self.refused_flow(saver, saved))
+        return run(self.refused_flow(saver, saved, keys))
 
     def _check_size(self, msg: BaseMessage, position: int) -> None:
         assert self.max_chars is not None

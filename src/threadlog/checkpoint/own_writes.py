@@ -56,6 +56,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from threadlog.checkpoint.backends.base import Stepped
 from threadlog.checkpoint.layered import Layer, SaverView, layer_of
 from threadlog.flows import Flow
 
@@ -157,6 +158,22 @@ class OwnWrites:
             for key in [k for k in self._threads if k[0] == thread_id]:
                 del self._threads[key]
 
+    def descends(self, key: tuple[str, str], cid: str, ancestor: str, max_walk: int) -> bool:
+        """Whether checkpoint `cid` is `ancestor` or descends from it through checkpoints
+        this saver stored (within `max_walk` parents). Reads the record only."""
+        with self._lock:
+            stored = self._threads.get(key)
+            if stored is None:
+                return False
+            for _ in range(max_walk + 1):
+                if cid == ancestor:
+                    return True
+                entry = stored.get(cid)
+                if entry is None or not entry.stored or entry.parent is None:
+                    return False
+                cid = entry.parent
+            return False
+
     def walk(
         self,
         key: tuple[str, str],
@@ -177,12 +194,14 @@ class OwnWrites:
             if cached_id is None and any(ch in head.values for ch in channels):
                 return None
             chain: list[_Stored] = []
+            ids: list[str] = []
             cid = head.parent
             while cid is not None:
                 entry = stored.get(cid)
                 if entry is None or not entry.stored or entry.foreign or len(chain) >= max_walk:
                     return None
                 chain.append(entry)
+                ids.append(cid)
                 if cid == cached_id:
                     break
                 if any(ch in entry.values for ch in channels):
@@ -191,8 +210,14 @@ class OwnWrites:
             else:
                 if cached_id is not None:
                     return None  # a root reached without meeting the cached checkpoint
-            out: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
-            for entry in reversed(chain):  # oldest first, like the saver's own history
+            out: dict[str, list[PendingWrite]] = {ch: Stepped() for ch in channels}
+            for entry, at in zip(reversed(chain), reversed(ids), strict=True):
+                # oldest first, like the saver's own history; each checkpoint's value
+                # is the seed plus the writes before its own
+                for ch in channels:
+                    writes = out[ch]
+                    assert isinstance(writes, Stepped)
+                    writes.states.append((len(writes), at))
                 for path, task_id, idx in sorted(
                     entry.writes, key=lambda k: writes_sort_key(k[0], k[1], k[2])
                 ):

@@ -63,7 +63,7 @@ from threadlog._upstream import PREGEL
 from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, is_receipt, receipt_message
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, arun, call, listed, run
-from threadlog.log.message_log import flatten_write
+from threadlog.log.message_log import flatten_write, is_resent
 from threadlog.log.messages import coerce_message
 from threadlog.log.pairing import Recovered
 
@@ -309,8 +309,11 @@ def _items(value: Any) -> list[ToolMessage | AIMessage]:
     """The results and requests in one write; anything else (routing, errors) is skipped."""
     if isinstance(value, (ToolMessage, AIMessage)):
         return [value]
-    if isinstance(value, Mapping):
-        raws: list[Any] = [value]
+    raws: list[Any]
+    if is_resent(value):  # a write stored as what it added: its new items
+        raws = flatten_write(value)
+    elif isinstance(value, Mapping):
+        raws = [value]
     elif isinstance(value, (list, tuple)):
         raws = flatten_write(value)
     else:

@@ -68,6 +68,7 @@ from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.integrity import ChecksumLayer
 from threadlog.checkpoint.layered import Layer, bind_layers
 from threadlog.checkpoint.own_writes import OwnWritesLayer
+from threadlog.checkpoint.resent import ResentLayer
 from threadlog.checkpoint.serde import strict_serializer
 from threadlog.checkpoint.stopped_work import StoppedWorkLayer
 from threadlog.flows import Flow, Io, arun, run
@@ -266,6 +267,8 @@ def _finish(
     1b. recorded calls (`calls.CallsLayer`, `record_calls=True`): each run's model calls,
        stored with the steps that made them, under the guard so they are part of the
        run's own writes;
+    1c. re-sent messages (`resent.ResentLayer`, `cache=True`): a message-log write that
+       re-sends what the log holds is stored as what it adds;
     2. stopped work (`stopped_work.StoppedWorkLayer`): a head read carries what a
        stopped step stored, so new input does not drop it;
     3. checksums (`integrity.ChecksumLayer`): a count and checksum of the message writes
@@ -284,12 +287,14 @@ def _finish(
     inner = wrap(saver) if wrap is not None else saver
     layers: list[Layer] = []
     history: HistoryCache | None = None
+    resent: list[Layer] = []
     if cache:
         given = history_cache_of(inner)  # (a HistoryCache is falsy while empty)
         history = given if given is not None else HistoryCache()
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
-    layers = [StoppedWorkLayer(), ChecksumLayer(history), *layers]
+        resent = [ResentLayer(history, own.record)]
+    layers = [*resent, StoppedWorkLayer(), ChecksumLayer(history), *layers]
     if record_calls:
         layers.insert(0, CallsLayer())
     if not guard:

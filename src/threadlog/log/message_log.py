@@ -79,6 +79,7 @@ from threadlog.log.edits import (
     UPDATE_TYPE,
     apply_edit,
     apply_update,
+    changed_in_place,
     is_resent_edit,
     is_version,
     item_id,
@@ -116,7 +117,18 @@ from threadlog.log.removals import (
     view_anchor,
 )
 
-__all__ = ["MessageLog", "append_messages", "flatten_write"]
+__all__ = [
+    "RESENT_TYPE",
+    "MessageLog",
+    "append_messages",
+    "flatten_write",
+    "is_resent",
+    "resent_write",
+]
+
+RESENT_TYPE = "threadlog.resent"
+"""The stored form of a write that re-sent messages the log already held (see
+`resent_write`)."""
 
 
 @dataclass(slots=True)
@@ -152,7 +164,30 @@ def flatten_write(value: Any) -> list[Any]:
         return [value]
     if isinstance(value, (list, tuple)):
         return list(value)
+    if is_resent(value):
+        return list(value["items"])  # the re-sent messages are replays: nothing to apply
     return [value]
+
+
+def resent_write(
+    at: str, count: int, items: list[Any], ns: str | None = None
+) -> dict[str, Any]:
+    """A write stored as what it adds: its first `count` items were the first `count`
+    messages of the log's view at checkpoint `at`, unchanged; `items` is the rest, as
+    written. Without `ns`, `at` is in the write's own namespace, the write's checkpoint
+    or an ancestor of it: applied to the log, the write is `items` alone (the re-sent
+    messages are replays, which the log skips). With `ns` (a subgraph's input re-sending
+    its parent's history into a new namespace), `at` is in namespace `ns`, and the saver
+    rebuilds the whole write before a log applies it. Rebuilt exactly, it is the view at
+    `at`, its first `count` messages, then `items` (`threadlog.checkpoint.resent`)."""
+    out: dict[str, Any] = {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
+    if ns is not None:
+        out["ns"] = ns
+    return out
+
+
+def is_resent(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == RESENT_TYPE
 
 
 class MessageLog:
@@ -359,6 +394,31 @@ class MessageLog:
             )
             msg = msg.model_copy(update={"id": derive_id(j, anchor, msg)})
         return held.id if msg == held else None
+
+    def resent_prefix(self, items: Sequence[Any], version: int) -> int:
+        """How many leading `items` are the first messages of the view at `version`,
+        unchanged: the very objects or equal in every field, and no request among them
+        changed in place since it was logged (that change must be stored, as an edit).
+        Applying those items at any later version is a replay: the log skips them."""
+        first = items[0] if items else None
+        if not isinstance(first, BaseMessage) or first.id not in self._by_id:
+            return 0  # the usual write: new messages only (no view built for it)
+        view = self.view_at(version)
+        n = 0
+        for item, held in zip(items, view, strict=False):
+            if not isinstance(item, BaseMessage) or item.id is None or item.id != held.id:
+                break
+            if item is not held and item != held:
+                break
+            if isinstance(item, AIMessage):
+                existing = self._by_id.get(item.id)
+                if isinstance(existing, AIMessage) and (
+                    existing is not held
+                    or changed_in_place(self, existing, item, stored=False) is not None
+                ):
+                    break  # an edited request, or one changed in place: stored as written
+            n += 1
+        return n
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed messages.

@@ -61,6 +61,7 @@ __all__ = [
     "Plan",
     "Query",
     "Rewrite",
+    "Stepped",
     "Steps",
     "StoredWrite",
     "Walk",
@@ -82,6 +83,18 @@ Link = tuple[str, str, str | None, str | None]
 """(checkpoint_ns, checkpoint_id, parent id, metadata's run_id) of one stored checkpoint."""
 
 Walk = dict[str, list[PendingWrite]]
+
+
+class Stepped(list[PendingWrite]):
+    """A channel's writes on a chain, oldest checkpoint first, with `states`: for each
+    checkpoint on the chain, `(n, checkpoint_id)` — the channel's value at that
+    checkpoint is its seed plus the first `n` writes. A plain list to every reader."""
+
+    __slots__ = ("states",)
+
+    def __init__(self, writes: Iterable[PendingWrite] = (), states: Any = ()) -> None:
+        super().__init__(writes)
+        self.states: list[tuple[int, str]] = list(states)
 """Each channel's writes on a walk, oldest checkpoint first."""
 
 ERROR_CHANNEL = "__error__"  # the channel a failed task's error is stored in
@@ -579,8 +592,9 @@ def collect_writes(
         by_cid.setdefault((ch, cid), []).append((ch, task_id, idx, task_path or "", value))
     out: Walk = {}
     for ch in channels:
-        collected: list[PendingWrite] = []
+        collected = Stepped()
         for cid in reversed(chain_by_ch.get(ch, ())):
+            collected.states.append((len(collected), cid))
             found = by_cid.get((ch, cid), [])
             found.sort(key=lambda w: writes_sort_key(w[3], w[1], w[2]))
             collected.extend((task_id, ch, value) for _, task_id, _, _, value in found)

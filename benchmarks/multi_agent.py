@@ -1,0 +1,211 @@
+"""Multi-agent apps on LangGraph's SqliteSaver and on threadlog's checkpointer, side by side.
+
+Contract: prints one table of figures and ratios (threadlog / LangGraph); asserts nothing.
+Offline: every model is a scripted chat model (`tests/helpers/multi_agent.Scripted`), so
+only the graphs and the savers are measured. Each app is ported as a user would:
+
+* `swarm` — langgraph-swarm, two agents handing off to each other every turn (a handoff
+  re-sends the agent's history to the parent). LangGraph lane: `create_react_agent`
+  workers, `create_swarm`'s default state. threadlog lane: `threadlog.create_agent`
+  workers, a `threadlog.MessagesState` state.
+* `supervisor` — langgraph-supervisor, a supervisor delegating each turn to one worker
+  and closing it. Same two lanes (`create_supervisor(..., state_schema=...)` for threadlog).
+
+Per lane: the DB file's size after N turns (closed), ms/turn over the last 10 turns,
+`get_state_history(limit=10)` and `get_state` on a freshly opened saver (a cold cache),
+and growth = (bytes stored by the second half of the turns) / (by the first half), from
+the tables' row sizes (1.0 is linear; LangGraph's full lists make it ~3).
+
+Usage:
+    python benchmarks/multi_agent.py --turns 100
+    python benchmarks/multi_agent.py --turns 30 --apps swarm
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
+
+import threadlog  # noqa: E402
+from tests.helpers.multi_agent import Scripted  # noqa: E402
+
+
+def _turn(messages: Sequence[BaseMessage]) -> int:
+    return sum(isinstance(m, HumanMessage) for m in messages)
+
+
+def _swarm_reply(me: str, other: str) -> Callable[[Sequence[BaseMessage]], AIMessage]:
+    def reply(messages: Sequence[BaseMessage]) -> AIMessage:
+        turn = _turn(messages)
+        if isinstance(messages[-1], HumanMessage):
+            call = {"name": f"transfer_to_{other}", "args": {}, "id": f"{me}-h-{turn}"}
+            return AIMessage("", tool_calls=[call])
+        return AIMessage(f"{me} answers turn {turn}: " + "details " * 20)
+
+    return reply
+
+
+def _supervisor_reply(messages: Sequence[BaseMessage]) -> AIMessage:
+    turn = _turn(messages)
+    if isinstance(messages[-1], HumanMessage):
+        call = {"name": "transfer_to_bob", "args": {}, "id": f"sup-h-{turn}"}
+        return AIMessage("", tool_calls=[call])
+    return AIMessage(f"supervisor closes turn {turn}")
+
+
+def _bob_reply(messages: Sequence[BaseMessage]) -> AIMessage:
+    return AIMessage(f"bob works on turn {_turn(messages)}: " + "findings " * 20)
+
+
+def _worker(lane: str, model: Any, tools: list[Any], name: str) -> Any:
+    if lane == "threadlog":
+        return threadlog.create_agent(model, tools, name=name)
+    from langgraph.prebuilt import create_react_agent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_react_agent(model, tools, name=name)
+
+
+def build(app: str, lane: str) -> Any:
+    if app == "swarm":
+        from langgraph_swarm import create_handoff_tool, create_swarm
+
+        alice = _worker(
+            lane, Scripted(script=_swarm_reply("alice", "bob")),
+            [create_handoff_tool(agent_name="bob")], "alice",
+        )
+        bob = _worker(
+            lane, Scripted(script=_swarm_reply("bob", "alice")),
+            [create_handoff_tool(agent_name="alice")], "bob",
+        )
+        if lane == "threadlog":
+
+            class SwarmState(threadlog.MessagesState):
+                active_agent: str | None
+
+            return create_swarm([alice, bob], default_active_agent="alice",
+                                state_schema=SwarmState)
+        return create_swarm([alice, bob], default_active_agent="alice")
+    from langgraph_supervisor import create_supervisor
+
+    bob = _worker(lane, Scripted(script=_bob_reply), [], "bob")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if lane == "threadlog":
+
+            class SupState(threadlog.MessagesState):
+                remaining_steps: int
+
+            return create_supervisor([bob], model=Scripted(script=_supervisor_reply),
+                                     state_schema=SupState)
+        return create_supervisor([bob], model=Scripted(script=_supervisor_reply))
+
+
+@contextlib.contextmanager
+def saver_for(lane: str, path: Path) -> Iterator[Any]:
+    if lane == "threadlog":
+        with threadlog.checkpointer(f"sqlite:///{path}") as saver:
+            yield saver
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(str(path)) as saver:
+            saver.setup()
+            yield saver
+
+
+def _size(path: Path) -> int:
+    return sum(
+        os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if os.path.exists(p)
+    )
+
+
+def _stored(path: Path) -> int:
+    """Bytes of every stored checkpoint, its metadata and every write (WAL included)."""
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        row = con.execute(
+            "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+            "FROM checkpoints) + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
+        ).fetchone()
+    return int(row[0])
+
+
+def run_lane(app: str, lane: str, turns: int, folder: Path) -> dict[str, float]:
+    path = folder / f"{app}-{lane}.sqlite"
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    times: list[float] = []
+    half = 0
+    with saver_for(lane, path) as saver:
+        graph = build(app, lane).compile(checkpointer=saver)
+        for i in range(turns):
+            start = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage(f"question {i}", id=f"u{i}")]}, cfg)
+            times.append(time.perf_counter() - start)
+            if i + 1 == turns // 2:
+                half = _stored(path)
+    stored = _stored(path)
+    full = _size(path)
+    with saver_for(lane, path) as saver:
+        graph = build(app, lane).compile(checkpointer=saver)
+        start = time.perf_counter()
+        graph.get_state(cfg)
+        cold = time.perf_counter() - start
+    with saver_for(lane, path) as saver:
+        graph = build(app, lane).compile(checkpointer=saver)
+        start = time.perf_counter()
+        shown = list(graph.get_state_history(cfg, limit=10))
+        history = time.perf_counter() - start
+        assert len(shown) == 10
+    last = times[-10:]
+    return {
+        "db_mb": full / 1e6,
+        "ms_turn": 1000 * sum(last) / len(last),
+        "history_s": history,
+        "cold_s": cold,
+        "growth": (stored - half) / half if half else float("nan"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--apps", nargs="+", default=["swarm", "supervisor"])
+    args = parser.parse_args()
+    print(f"{args.turns} turns, SQLite, offline scripted models")
+    head = f"{'app':<11} {'lane':<10} {'DB MB':>8} {'ms/turn':>8} {'hist(10) s':>11} "
+    print(head + f"{'cold get_state s':>17} {'growth 2nd/1st':>15}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for app in args.apps:
+            got = {lane: run_lane(app, lane, args.turns, Path(tmp)) for lane in
+                   ("langgraph", "threadlog")}
+            for lane, r in got.items():
+                print(
+                    f"{app:<11} {lane:<10} {r['db_mb']:>8.2f} {r['ms_turn']:>8.1f} "
+                    f"{r['history_s']:>11.3f} {r['cold_s']:>17.3f} {r['growth']:>15.2f}"
+                )
+            lg, tl = got["langgraph"], got["threadlog"]
+            print(
+                f"{app:<11} {'ratio':<10} {tl['db_mb'] / lg['db_mb']:>7.2f}x "
+                f"{tl['ms_turn'] / lg['ms_turn']:>7.2f}x "
+                f"{tl['history_s'] / lg['history_s']:>10.2f}x "
+                f"{tl['cold_s'] / lg['cold_s']:>16.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""A message-log write that re-sends what the log holds is stored as what it adds.
+
+Why. A multi-agent app's nodes return the whole history they were given: an agent
+subgraph's output, a handoff's `Command(graph=PARENT, update={"messages": [*all,
+tool_msg]})`. The log skips the re-sent messages (same id, same content: a replay), but
+the writes table stored each whole list, so storage grew with turns times history, and
+every read of an older checkpoint decoded those lists again.
+
+Contract:
+
+* `ResentLayer` is this as a saver layer (`threadlog.checkpoint.layered`), just under
+  the run guard in `threadlog.checkpointer()` (with the history cache on), so every
+  layer below it — checksums, the own-writes record, storage — sees the stored form.
+* **Stored.** A write to a message-log key whose leading items are the first messages of
+  the log's view at a checkpoint `A` this process holds the log of (the history cache's
+  entry for that thread, namespace and key), unchanged (`MessageLog.resent_prefix`),
+  and whose own checkpoint is `A` or descends from it through checkpoints this saver
+  stored (`OwnWrites.descends`), is stored as `log.resent_write(A, count, rest)`. In
+  every other case — no entry, another branch, a message changed or changed in place,
+  another process's checkpoint — the write is stored as written.
+* **Applied.** The log applies such a write as `rest` alone: the re-sent messages were in
+  the log at `A`, hence at the write's checkpoint, so applying them is a replay the log
+  skips (`flatten_write`). Replays, resumes of an interrupted step (its pending writes),
+  the checksums and the recovery of stopped work all read it that way, through any
+  saver: nothing else needs the re-sent part.
+* **Subgraphs.** A subgraph's first write in a new namespace (its input: the parent's
+  history, re-sent) is stored the same way against the log of an enclosing namespace
+  (`ns`): those messages are not in the new namespace's log, so this layer rebuilds such
+  a write before any log applies it — in `get_delta_channel_history` and `get_tuple`.
+* **Rebuilt exactly.** `get_tuple` hands LangGraph each such pending write as it was
+  written — the first `count` messages of the view at `A` (read through this layer and
+  the ones below, the history cache first), then `rest` — so a `StateSnapshot`'s task
+  results and anything else reading one checkpoint's writes see the original list.
+  `list` (history) leaves them in the stored form (`docs/durability.md`).
+* `with_history_cache(saver)` binds this layer too, reading only (`own=None`): a reader
+  of a thread threadlog's saver wrote (the inspector) rebuilds what it must.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+)
+from langgraph.constants import START
+
+from threadlog._upstream import MISSING, PREGEL, declared_channels
+from threadlog.channel import WRITE_LOCK, KeyedWrites, MessageLogChannel
+from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.flows import Flow
+from threadlog.log.message_log import MessageLog, is_resent, resent_write
+
+if TYPE_CHECKING:  # the cache binds this layer (`with_history_cache`): types only here
+    from threadlog.checkpoint.cache import HistoryCache
+    from threadlog.checkpoint.own_writes import OwnWrites
+
+__all__ = ["ResentLayer"]
+
+
+class ResentLayer(Layer):
+    """Stores message-log writes as what they add (when given the own-writes record);
+    rebuilds them for `get_tuple` and for a subgraph's delta history."""
+
+    name = "resent"
+
+    def __init__(self, cache: HistoryCache, own: OwnWrites | None) -> None:
+        self.cache = cache
+        self.own = own  # None: reads only (a saver `with_history_cache` gave the cache)
+
+    def put_writes(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Flow[None]:
+        stored = writes if self.own is None else self._stored_form(config, writes)
+        yield from below.flow("put_writes", config, stored, task_id, task_path)
+
+    def put(
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Flow[RunnableConfig]:
+        if self.own is not None:
+            checkpoint = self._stored_input(config, checkpoint)
+        out: RunnableConfig = yield from below.flow(
+            "put", config, checkpoint, metadata, new_versions
+        )
+        return out
+
+    def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
+        if tup is None:
+            return tup
+        conf = tup.config["configurable"]
+        views: _Views = {}
+        start = tup.checkpoint.get("channel_values", {}).get(START)
+        if isinstance(start, Mapping) and any(is_resent(v) for v in start.values()):
+            whole = dict(start)
+            for key, value in start.items():
+                if is_resent(value):
+                    whole[key] = yield from self._rebuilt(below, conf, key, value, views)
+            values = {**tup.checkpoint["channel_values"], START: whole}
+            tup = tup._replace(checkpoint={**tup.checkpoint, "channel_values": values})
+        if not any(is_resent(v) for _, _, v in tup.pending_writes or ()):
+            return tup
+        pending = []
+        for task_id, channel, value in tup.pending_writes or ():
+            if is_resent(value):
+                value = yield from self._rebuilt(below, conf, channel, value, views)
+            pending.append((task_id, channel, value))
+        return tup._replace(pending_writes=pending)
+
+    def _stored_input(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
+        """A subgraph's input checkpoint with the history its input re-sent (the
+        `__start__` value's message lists) stored as references (module doc)."""
+        conf = config.get("configurable") or {}
+        ns = str(conf.get("checkpoint_ns") or "")
+        start = (checkpoint.get("channel_values") or {}).get(START)
+        if not ns or conf.get("thread_id") is None or not isinstance(start, Mapping):
+            return checkpoint
+        thread_id = str(conf["thread_id"])
+        stored = dict(start)
+        for key, value in start.items():
+            if isinstance(value, list) and value:
+                ref = self._from_parent(thread_id, ns, str(key), value)
+                if ref is not None:
+                    stored[key] = ref
+        if stored == start:
+            return checkpoint
+        values = {**checkpoint["channel_values"], START: stored}
+        return {**checkpoint, "channel_values": values}
+
+    def get_delta_channel_history(
+        self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Flow[Mapping[str, DeltaChannelHistory]]:
+        out: Mapping[str, DeltaChannelHistory] = yield from below.flow(
+            "get_delta_channel_history", config=config, channels=channels
+        )
+        if not any(_elsewhere(v) for h in out.values() for _, _, v in h.get("writes") or ()):
+            return out
+        # A subgraph's input that re-sent its parent's history: the log of this namespace
+        # never held those messages, so the write is rebuilt before it is applied.
+        conf = config.get("configurable") or {}
+        views: _Views = {}
+        rebuilt: dict[str, DeltaChannelHistory] = {}
+        for ch, history in out.items():
+            writes = history.get("writes") or []
+            if not any(_elsewhere(v) for _, _, v in writes):
+                rebuilt[ch] = history
+                continue
+            fixed = []
+            for task_id, channel, value in writes:
+                if _elsewhere(value):
+                    value = yield from self._rebuilt(below, conf, channel, value, views)
+                fixed.append((task_id, channel, value))
+            new: DeltaChannelHistory = {"writes": _same_kind(writes, fixed)}
+            if "seed" in history:
+                new["seed"] = history["seed"]
+            rebuilt[ch] = new
+        return rebuilt
+
+    def _rebuilt(
+        self, below: SaverView, conf: Any, channel: str, value: dict[str, Any], views: _Views
+    ) -> Flow[Any]:
+        """The write `value` stands for, as it was written; the stored form when the view
+        it names cannot be read."""
+        named = value.get("ns")
+        ns = str(named if named is not None else conf.get("checkpoint_ns", ""))
+        at = str(value["at"])
+        key = (ns, at, channel)
+        if key not in views:
+            views[key] = yield from self._view_at(below, str(conf["thread_id"]), ns, channel, at)
+        view = views[key]
+        count = int(value["count"])
+        if view is None or len(view) < count:
+            return value
+        return [*view[:count], *value["items"]]
+
+    def _view_at(
+        self, below: SaverView, thread_id: str, ns: str, channel: str, at: str
+    ) -> Flow[list[Any] | None]:
+        """The message log's view of `channel` at checkpoint `at` of namespace `ns`,
+        rebuilt from its delta history through this layer (an enclosing namespace's own
+        input rebuilt too) and the layers below (the history cache first)."""
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}
+        }
+        histories = yield from self.get_delta_channel_history(
+            below, config=config, channels=[channel]
+        )
+        history = histories.get(channel)
+        if history is None:
+            return None
+        ch = MessageLogChannel().from_checkpoint(history.get("seed", MISSING))
+        ch.replay_writes(history["writes"])
+        return list(ch.get()) if ch.is_available() else []
+
+    def _stored_form(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]
+    ) -> Sequence[tuple[str, Any]]:
+        conf = config.get("configurable") or {}
+        cid = conf.get("checkpoint_id")
+        if not cid or conf.get("thread_id") is None:
+            return writes
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns") or "")
+        declared = declared_channels()
+        out: list[tuple[str, Any]] | None = None
+        for i, (channel, value) in enumerate(writes):
+            if not isinstance(value, list) or not value:
+                continue
+            if declared is not None and not isinstance(declared.get(channel), MessageLogChannel):
+                continue  # not threadlog's log in the graph writing it
+            stored = self._here(thread_id, ns, str(cid), channel, value)
+            if stored is None:
+                stored = self._from_parent(thread_id, ns, channel, value)
+            if stored is None:
+                continue
+            if out is None:
+                out = list(writes)
+            out[i] = (channel, stored)
+        return writes if out is None else out
+
+    def _here(
+        self, thread_id: str, ns: str, cid: str, channel: str, value: list[Any]
+    ) -> dict[str, Any] | None:
+        """The write as what it adds to this namespace's log, or None."""
+        assert self.own is not None
+        entry = self.cache.get((thread_id, ns, channel))
+        if entry is None or not isinstance(entry[1], MessageLog):
+            return None
+        at, log, version = entry
+        if at != cid and not self.own.descends((thread_id, ns), cid, at, self.cache.max_walk):
+            return None  # the cached log is not on this write's branch
+        with WRITE_LOCK:  # the log may be growing in the run's next step
+            count = log.resent_prefix(value, version)
+        return resent_write(at, count, value[count:]) if count else None
+
+    def _from_parent(
+        self, thread_id: str, ns: str, channel: str, value: list[Any]
+    ) -> dict[str, Any] | None:
+        """A subgraph's write re-sending an enclosing graph's history (its input), as a
+        reference to that history, or None."""
+        best: dict[str, Any] | None = None
+        for parent in _enclosing(ns):
+            entry = self.cache.get((thread_id, parent, channel))
+            if entry is None or not isinstance(entry[1], MessageLog):
+                continue
+            at, log, version = entry
+            with WRITE_LOCK:
+                count = log.resent_prefix(value, version)
+            if count and (best is None or count > best["count"]):
+                best = resent_write(at, count, value[count:], ns=parent)
+        return best
+
+
+_Views = dict[tuple[str, str, str], "list[Any] | None"]
+
+
+def _elsewhere(value: Any) -> bool:
+    return is_resent(value) and value.get("ns") is not None
+
+
+def _enclosing(ns: str) -> list[str]:
+    """The namespaces enclosing `ns`, nearest first: "a:1|b:2" -> ["a:1", ""]."""
+    if not ns:
+        return []
+    parts = ns.split(PREGEL.ns_sep)
+    return [PREGEL.ns_sep.join(parts[:k]) for k in range(len(parts) - 1, -1, -1)]
+
+
+def _same_kind(writes: Sequence[PendingWrite], fixed: list[PendingWrite]) -> list[PendingWrite]:
+    """`fixed` carrying what `writes` carried (a history cache's `KeyedWrites`)."""
+    if isinstance(writes, KeyedWrites):
+        out = KeyedWrites(fixed, writes.cache, writes.slot, writes.checkpoint_id)
+        out.states = list(writes.states)
+        return out
+    return fixed
+
+
