@@ -448,9 +448,11 @@ async def test_a_cancelled_run_resumes_a_marked_async_tool_with_the_same_key(
     assert by_call(out["messages"])["c-pay"].content == f"charged 5 ({keys[0]})"
 
 
-def test_check_repair_answers_a_marked_call_that_returned_with_its_receipt(
+def test_check_repair_leaves_a_died_step_to_its_resume_which_serves_the_receipt(
     tmp_path: Path, saver: Any
 ) -> None:
+    # A step that died with its tool step pending reads as a pause (docs/check-and-replay.md):
+    # `check --repair` answers none of its calls; the resume serves the marked call's receipt.
     from threadlog.cli import main
 
     fx = Effects()
@@ -458,12 +460,14 @@ def test_check_repair_answers_a_marked_call_that_returned_with_its_receipt(
     cfg = _cfg("repair")
     with pytest.raises(KeyboardInterrupt):
         graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg)
-    assert main(["check", "--db", f"sqlite:///{tmp_path}/t.db", "--repair"]) in (0, 1)
-    messages = graph.get_state(cfg).values["messages"]
-    results = by_call(messages)
+    before = graph.get_state(cfg).config
+    assert main(["check", "--db", f"sqlite:///{tmp_path}/t.db", "--repair"]) == 0
+    assert graph.get_state(cfg).config == before  # nothing written
+    fx.die = False
+    results = by_call(graph.invoke(None, cfg)["messages"])
     assert results["c-pay"].content == f"charged 5 ({fx.keys[0]})"
     assert results["c-pay"].response_metadata[KEY_METADATA] == fx.keys[0]
-    assert results["c-boom"].content == NOT_COMPLETED  # unmarked: as today
+    assert results["c-boom"].content == "fine"  # unmarked: run again
     assert len(fx.keys) == 1
 
 

@@ -371,11 +371,12 @@ class ToolNode(_LangGraphToolNode):
             if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
             raise
-        if isinstance(out, ToolMessage) and not marked:
+        if isinstance(out, ToolMessage) and not marked and input_type == "tool_calls":
             # Stored by the node, before its task ends: LangGraph stores the task's own
-            # write from a callback that a failing sibling can cut off (a marked tool's
-            # receipt does this for it). The stored copy gets an id, as LangGraph stamps
-            # the task's (which it keeps when it has one).
+            # write from a callback that a failing sibling task can cut off — only a
+            # per-call branch has sibling tasks (a marked tool's receipt does this for
+            # it). The stored copy gets an id, as LangGraph stamps the task's (which it
+            # keeps when it has one).
             finished = out if out.id else out.model_copy(update={"id": str(uuid.uuid4())})
             yield from note_flow(job.config, job.call, "finished", finished)
         return out
