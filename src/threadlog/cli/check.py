@@ -157,11 +157,13 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     tally = Tally(profiles)
     every = [p.name for p in profiles]
     with _results(args, profiles) as results:
+        noted: list[dict[str, Any]] = []
         for result in results:
             tally.add(result)
             if args.json:
                 for p in result.problems:
                     _out(dumps(asdict(p)))
+                noted.extend(asdict(n) for n in result.notes)
                 if result.error is not None:
                     row = {
                         "thread_id": result.thread_id,
@@ -187,7 +189,9 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     if args.json:
         from threadlog.inspect.readonly import describe
 
-        _out(dumps({"summary": {"source": describe(args.db), **tally.as_dict()}}))
+        # Notes (not problems, no exit status) in the summary, as the text report lists them.
+        summary = {"source": describe(args.db), **tally.as_dict(), "noted": noted}
+        _out(dumps({"summary": summary}))
     else:
         _out(tally.line())
         if tally.profile_line():
