@@ -125,6 +125,12 @@ def register(sub: Any) -> None:
         help="print the thread's whole message history as JSON instead of the transcript; "
         "without a question it only reads (--thread required)",
     )
+    _add_model_flags(p)
+    p.set_defaults(func=run)
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that choose and tune the chat model (`--model` and its settings)."""
     p.add_argument(
         "--model",
         metavar="SPEC",
@@ -188,7 +194,6 @@ def register(sub: Any) -> None:
         default=DEMO_MAX_MODEL_CALLS,
         help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,29 +224,7 @@ def run(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             max_retries=args.max_retries,
         )
-        profile = server_profile(args)
-        with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
-            from langchain_core.messages import HumanMessage
-
-            from threadlog.examples.weather import build_graph
-
-            graph = build_graph(
-                model,
-                saver,
-                profile=profile,
-                tool_choice=args.tool_choice,
-                max_model_calls=args.max_model_calls,
-            )
-            config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-            turn = HumanMessage(content=question)
-            if args.json:
-                graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
-                _print_json(graph, config, args.db, out)
-            else:
-                _print_turn(graph, config, turn, args, out, profile)
-            hint = text_call_hint(graph.get_state(config).values.get("messages", []))
-            if hint is not None:
-                print(hint, file=sys.stderr)
+        _ask(args, model, question, thread_id, out)
     except DemoError as e:
         print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
         return BAD_INPUT if isinstance(e, BadInput) else 1
@@ -278,6 +261,33 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return 0
+
+
+def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, out: Any) -> None:
+    """One turn of `question` on `thread_id`, printed (a transcript, or `--json`)."""
+    profile = server_profile(args)
+    with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
+        from langchain_core.messages import HumanMessage
+
+        from threadlog.examples.weather import build_graph
+
+        graph = build_graph(
+            model,
+            saver,
+            profile=profile,
+            tool_choice=args.tool_choice,
+            max_model_calls=args.max_model_calls,
+        )
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        turn = HumanMessage(content=question)
+        if args.json:
+            graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
+            _print_json(graph, config, args.db, out)
+        else:
+            _print_turn(graph, config, turn, args, out, profile)
+        hint = text_call_hint(graph.get_state(config).values.get("messages", []))
+        if hint is not None:
+            print(hint, file=sys.stderr)
 
 
 # -- model and database -----------------------------------------------------------
