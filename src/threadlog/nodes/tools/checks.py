@@ -237,6 +237,40 @@ def _own_results_in(command: Command[Any], call: ToolCall, messages_key: str) ->
     return sum(isinstance(m, ToolMessage) and m.tool_call_id == call["id"] for m in found)
 
 
+def _update_messages(
+    update: Any, call: ToolCall, messages_key: str, input_type: InputType
+) -> Sequence[Any]:
+    """What a tool's `Command.update` writes to the message key, by the node's input shape."""
+    if update is None:
+        return ()
+    elif isinstance(update, Mapping):
+        if input_type == "list":
+            raise Refused(
+                "bad_return",
+                f"Error: tool {call['name']!r} returned a Command whose update is a dict, "
+                "but this node was given a list of messages; return "
+                "Command(update=[ToolMessage(..., tool_call_id=<own id>)]) instead.",
+            )
+        value = update.get(messages_key, ())
+        return value if isinstance(value, (list, tuple)) else [value]
+    elif isinstance(update, (list, tuple)):
+        if input_type != "list":
+            raise Refused(
+                "bad_return",
+                f"Error: tool {call['name']!r} returned a Command whose update is a list, "
+                f"but this node was given a state; use a dict such as "
+                f'{{"{messages_key}": [ToolMessage(..., tool_call_id=<own id>)]}}.',
+            )
+        return update
+    else:
+        raise Refused(
+            "bad_return",
+            f"Error: tool {call['name']!r} returned a Command whose update is a "
+            f"{type(update).__name__}; use a dict such as "
+            '{"messages": [ToolMessage(..., tool_call_id=<own id>)]}.',
+        )
+
+
 def _checked_command(
     command: Command[Any],
     call: ToolCall,
@@ -247,34 +281,7 @@ def _checked_command(
     require_result: bool,
 ) -> Command[Any]:
     update = command.update
-    if update is None:
-        raw: Sequence[Any] = ()
-    elif isinstance(update, Mapping):
-        if input_type == "list":
-            raise Refused(
-                "bad_return",
-                f"Error: tool {call['name']!r} returned a Command whose update is a dict, "
-                "but this node was given a list of messages; return "
-                "Command(update=[ToolMessage(..., tool_call_id=<own id>)]) instead.",
-            )
-        value = update.get(messages_key, ())
-        raw = value if isinstance(value, (list, tuple)) else [value]
-    elif isinstance(update, (list, tuple)):
-        if input_type != "list":
-            raise Refused(
-                "bad_return",
-                f"Error: tool {call['name']!r} returned a Command whose update is a list, "
-                f"but this node was given a state; use a dict such as "
-                f'{{"{messages_key}": [ToolMessage(..., tool_call_id=<own id>)]}}.',
-            )
-        raw = update
-    else:
-        raise Refused(
-            "bad_return",
-            f"Error: tool {call['name']!r} returned a Command whose update is a "
-            f"{type(update).__name__}; use a dict such as "
-            '{"messages": [ToolMessage(..., tool_call_id=<own id>)]}.',
-        )
+    raw = _update_messages(update, call, messages_key, input_type)
     try:
         messages: list[BaseMessage] = convert_to_messages(list(raw))
     except Exception as e:
