@@ -377,8 +377,9 @@ class ToolNode(_LangGraphToolNode):
             # per-call branch has sibling tasks (a marked tool's receipt does this for
             # it). The stored copy gets an id, as LangGraph stamps the task's (which it
             # keeps when it has one).
-            finished = out if out.id else out.model_copy(update={"id": str(uuid.uuid4())})
-            yield from note_flow(job.config, job.call, "finished", finished)
+            if not out.id:  # the task's write and the marker's copy: one message, one id
+                out = out.model_copy(update={"id": str(uuid.uuid4())})
+            yield from note_flow(job.config, job.call, "finished", out)
         return out
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
