@@ -34,8 +34,10 @@ UNKNOWN = "wrote to unknown channel"
 
 
 def snippets() -> dict[str, str]:
-    found = re.findall(re.escape(MARK) + r"\n```python\n(.*?)```", DOC, re.S)
-    return {"supervisor" if "create_supervisor" in s else "swarm": s for s in found}
+    """Each tested block, preceded by blank lines so a traceback names its line in the doc."""
+    found = re.finditer(re.escape(MARK) + r"\n```python\n(.*?)```", DOC, re.S)
+    blocks = ["\n" * DOC.count("\n", 0, m.start(1)) + m.group(1) for m in found]
+    return {"supervisor" if "create_supervisor" in b else "swarm": b for b in blocks}
 
 
 @tool
@@ -106,6 +108,7 @@ def _unknown_channel_writes(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if UNKNOWN in r.getMessage()]
 
 
+AGENTS = {"supervisor": ("research", "math"), "swarm": ("alice", "bob")}
 EXPECTED = {
     "supervisor": [
         "research answers turn 1",
@@ -142,6 +145,8 @@ def test_a_documented_multi_agent_form_runs_two_turns_on_threadlogs_log_and_chec
     for question in ("first question", "second question"):  # each turn in a new saver
         scope = _scope(url, question)
         exec(code, scope)
+    for agent in (*AGENTS[form], "app"):  # every graph's messages are threadlog's log
+        assert isinstance(scope[agent].channels["messages"], threadlog.MessageLogChannel)
     with threadlog.checkpointer(url) as saver:
         app = scope["builder"].compile(checkpointer=saver)
         state = app.get_state(scope["config"])
