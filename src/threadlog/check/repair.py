@@ -27,7 +27,11 @@ Contract:
   checkpoint's parent is the old head, every other channel keeps its stored value and
   version, and its metadata records the repair as an event,
   `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`.
+  "channel": …, "calls": [call ids], "results": [message ids]}`. On Postgres
+  (`lock_timeout=seconds`, the CLI's `--lock-timeout`) every statement of the repair
+  waits for a lock another connection holds at most that long, and the update's writes
+  and its checkpoint are one transaction: a timeout raises `SourceError` (one line naming
+  the lock, the thread and the timeout) with nothing written to that thread.
 """
 
 from __future__ import annotations
@@ -321,7 +325,9 @@ def apply_repairs(
 def _one_transaction(saver: Any) -> Iterator[None]:
     # update_state stores the update's writes on the head before the new checkpoint: on
     # Postgres both go in one transaction, so a lock timeout between them leaves neither.
-    conn: Any = getattr(getattr(saver, "inner", None), "conn", None)
+    from threadlog.checkpoint.backends.base import unwrap
+
+    conn: Any = getattr(unwrap(saver), "conn", None)
     if type(conn).__module__.split(".")[0] != "psycopg" or not hasattr(conn, "transaction"):
         yield  # SQLite, or a pool: as before
         return
