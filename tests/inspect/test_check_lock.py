@@ -38,3 +38,38 @@ def test_a_table_lock_is_one_line_and_exit_2_within_the_lock_timeout(
     assert code == 2 and out == "" and err.count("\n") == 1, (out, err)
     assert "another connection holds a lock" in err and "gave up after 1s" in err
     assert took < 8
+
+
+@pytest.fixture
+def unrouted(pg_backend: str) -> str:
+    from tests.helpers.poisoned import CITY_Q, unrouted_chat
+
+    with threadlog.checkpointer(pg_backend) as saver:
+        unrouted_chat(threadlog.MessagesState, saver).invoke(
+            {"messages": [HumanMessage(CITY_Q, id="q1")]}, {"configurable": {"thread_id": "u"}}
+        )
+    return pg_backend
+
+
+def test_a_repair_behind_a_write_lock_is_one_line_and_exit_2_with_nothing_written(
+    unrouted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers.poisoned import snapshot
+
+    before = snapshot(unrouted)
+    # EXCLUSIVE lets the plan's reads through and stops only the repair's writes.
+    with psycopg.Connection.connect(unrouted) as holder:
+        holder.execute("LOCK TABLE checkpoints IN EXCLUSIVE MODE")
+        started = time.monotonic()
+        code = main(["check", "--db", unrouted, "--repair", "--lock-timeout", "1"])
+        took = time.monotonic() - started
+        holder.rollback()
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1, (out, err)
+    assert "another connection holds a lock" in err and "--lock-timeout 1s" in err, err
+    assert "nothing was written to it" in err, err
+    assert took < 8
+    assert snapshot(unrouted) == before
+    assert main(["check", "--db", unrouted, "--repair", "--lock-timeout", "1"]) == 0
+    assert "repaired 1 thread(s)" in capsys.readouterr().out
+    assert main(["check", "--db", unrouted]) == 0

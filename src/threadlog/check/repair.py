@@ -27,14 +27,20 @@ Contract:
   checkpoint's parent is the old head, every other channel keeps its stored value and
   version, and its metadata records the repair as an event,
   `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`.
+  "channel": …, "calls": [call ids], "results": [message ids]}`. On Postgres
+  (`lock_timeout=seconds`, the CLI's `--lock-timeout`) every statement of the repair
+  waits for a lock another connection holds at most that long, and the update's writes
+  and its checkpoint are one transaction: a timeout raises `SourceError` (one line naming
+  the lock, the thread and the timeout) with nothing written to that thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict, cast
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -282,29 +288,92 @@ def apply_repairs(
     url: str,
     plans: Sequence[RepairPlan],
     allowed_types: Sequence[tuple[str, str]] = (),
+    lock_timeout: float | None = None,
 ) -> list[RepairResult]:
-    """Write `plans` through the guarded saver, one thread at a time (module doc)."""
+    """Write `plans` through the guarded saver, one thread at a time (module doc).
+    `lock_timeout`: on Postgres, a statement waits at most that many seconds for a lock
+    another connection holds, then `SourceError` (one line) says so — never a hang."""
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError
     from threadlog.inspect.source import quiet_stand_in
 
     out: list[RepairResult] = []
-    with checkpointer(url, allowed_types=allowed_types) as opened:
-        saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
-        reader = StandIns(saver)
-        for plan in plans:
-            result = RepairResult(plan.thread_id, channel=plan.channel)
-            out.append(result)
-            try:
-                with saver.exclusive(plan.thread_id):
-                    _apply_one(saver, reader, plan, result, quiet_stand_in)
-            except ConcurrentRunError:
-                result.refused = (
-                    "a run holds this thread (its multitask strategy); nothing was written "
-                    "— run the repair again when the run ends"
-                )
+    try:
+        with checkpointer(_bounded(url, lock_timeout), allowed_types=allowed_types) as opened:
+            saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
+            reader = StandIns(saver)
+            for plan in plans:
+                result = RepairResult(plan.thread_id, channel=plan.channel)
+                out.append(result)
+                try:
+                    with saver.exclusive(plan.thread_id):
+                        _apply_one(saver, reader, plan, result, quiet_stand_in)
+                except ConcurrentRunError:
+                    result.refused = (
+                        "a run holds this thread (its multitask strategy); nothing was "
+                        "written — run the repair again when the run ends"
+                    )
+    except Exception as exc:
+        if lock_timeout is None or not _lock_timed_out(exc):
+            raise
+        raise _lock_error(exc, lock_timeout, out) from None
     return out
+
+
+@contextmanager
+def _one_transaction(saver: Any) -> Iterator[None]:
+    # update_state stores the update's writes on the head before the new checkpoint: on
+    # Postgres both go in one transaction, so a lock timeout between them leaves neither.
+    from threadlog.checkpoint.backends.base import unwrap
+
+    conn: Any = getattr(unwrap(saver), "conn", None)
+    if type(conn).__module__.split(".")[0] != "psycopg" or not hasattr(conn, "transaction"):
+        yield  # SQLite, or a pool: as before
+        return
+    with conn.transaction():
+        yield
+
+
+def _bounded(url: str, seconds: float | None) -> str:
+    # Every connection the checkpointer opens (the saver's, the guard's) takes the URL, so
+    # libpq's `options` parameter sets the lock timeout on each of them, and only here.
+    if seconds is None or urlsplit(url).scheme.lower() not in ("postgresql", "postgres"):
+        return url
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    setting = f"-c lock_timeout={max(int(seconds * 1000), 1)}"
+    given = " ".join(v for k, v in query if k == "options")
+    query = [(k, v) for k, v in query if k != "options"]
+    query.append(("options", f"{given} {setting}".strip()))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+def _lock_timed_out(exc: BaseException) -> bool:
+    try:
+        from psycopg.errors import LockNotAvailable
+    except ImportError:
+        return False
+    seen: BaseException | None = exc
+    while seen is not None:  # the guard may wrap the driver's error
+        if isinstance(seen, LockNotAvailable):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _lock_error(exc: BaseException, seconds: float, out: Sequence[RepairResult]) -> Exception:
+    from threadlog.inspect.readonly import SourceError
+
+    done = [r for r in out if r.refused is None and r.written]
+    stopped = out[-1].thread_id if out else None
+    where = f" at thread {stopped}" if stopped is not None else ""
+    before = f"; {len(done)} thread(s) before it were repaired" if done else ""
+    return SourceError(
+        f"another connection holds a lock on the checkpoint tables; the repair gave up"
+        f"{where} after --lock-timeout {seconds:g}s ({' '.join(str(exc).split())}); "
+        f"nothing was written to it{before}"
+    )
 
 
 def _apply_one(
@@ -345,7 +414,7 @@ def _apply_one(
     config: RunnableConfig = {
         "configurable": {"thread_id": plan.thread_id, "checkpoint_ns": "", "checkpoint_id": head}
     }
-    with quiet(True):  # the stand-in lacks the thread's real nodes (pending sends)
+    with quiet(True), _one_transaction(saver):  # the stand-in lacks the thread's real nodes
         new = graph.update_state(config, {fresh.channel: list(fresh.results)}, as_node=AUTHOR)
     result.written = [r.id or "" for r in fresh.results]
     result.checkpoint_id = new["configurable"]["checkpoint_id"]

@@ -268,7 +268,9 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
     with allowing(args) as types:
-        results = apply_repairs(url, [p for p in plans if p.results], types)
+        results = apply_repairs(
+            url, [p for p in plans if p.results], types, lock_timeout=args.lock_timeout
+        )
     for res in results:
         if args.json:
             _out(
