@@ -83,21 +83,22 @@ QUESTIONS = (
 )
 DURABILITIES = ("sync", "async", "exit")
 """LangGraph's `durability` values (`langgraph.types.Durability`); "async" is its default."""
-WRITE_SLOTS = 12
+WRITE_SLOTS = 14
 """Saver writes a turn makes at most, counted (`tests/storage/test_kill_harness.py`,
 `test_every_write_of_a_turn_is_a_kill_point`): the input checkpoint, the `__start__`
 writes, their checkpoint; the model's call, its checkpoint; the tool node's "started"
 marker and the tool's result (two cities: two markers and two results, one task or a
-task per call), their checkpoint; the answer, its checkpoint. A one-city turn makes 10,
-two cities 11 (one task) or 12 (a task per call)."""
-SUBGRAPH_WRITE_SLOTS = 17
+task per call, each also storing its "finished" marker), their checkpoint; the answer,
+its checkpoint. A one-city turn makes 10 (11 as a task per call), two cities 11 (one task)
+or 14 (a task per call)."""
+SUBGRAPH_WRITE_SLOTS = 19
 """The same turn with the agent as a subgraph: the parent's input, start and step
 checkpoints around the subgraph's own (its namespace) and the subgraph task's writes
-(15 for one city, 16-17 for two)."""
-NESTED_WRITE_SLOTS = 22
+(15 for one city, 16 for two as one task; a task per call adds its finished markers)."""
+NESTED_WRITE_SLOTS = 24
 """The agent two levels down (parent -> team -> agent): the team subgraph's own input,
 start and step checkpoints, and its agent-task writes, around the subgraph turn's."""
-DEEP_WRITE_SLOTS = 27
+DEEP_WRITE_SLOTS = 29
 """The agent three levels down (parent -> team -> subteam -> agent): one more level's
 input, start and step checkpoints and task writes around the nested turn's."""
 EXIT_WRITE_SLOTS = {"agent": 7}
@@ -166,7 +167,10 @@ def turn_writes(plan: Plan) -> int:
         # a delta channel's writes on it); a later run anchors them on the head.
         most = EXIT_WRITE_SLOTS.get(plan.app, EXIT_SUBGRAPH_WRITE_SLOTS)
         return most - (plan.prior_turns > 0) - (plan.app == "agent" and not (two and plan.branches))
-    return _slots(plan.app) - (0 if two and plan.branches else 1 if two else 2)
+    # A task per call also stores each call's "finished" marker (its result, before the
+    # task returns): one more write per call.
+    finished = (2 if two else 1) if plan.branches else 0
+    return _slots(plan.app) - (2 if two and plan.branches else 3 if two else 4) + finished
 
 
 def _slots(app: str, durability: str = "sync") -> int:
@@ -429,7 +433,9 @@ def _worker(url: str, thread_id: str, plan: Plan, work: Path) -> None:
             holder.append(Journal(saver, work / "stored.jsonl", plan))
             return holder[0]
 
-        with threadlog.checkpointer(url, wrap=wrap) as saver:
+        # The write slots below count the message log's writes; recorded model calls
+        # (a write of their own per model call) are left out of this harness.
+        with threadlog.checkpointer(url, wrap=wrap, record_calls=False) as saver:
             journal = holder[0]
             graph = build(saver, work / "effects.jsonl", plan.branches, tool_hook, plan.app)
             for turn in range(plan.prior_turns + 1):
@@ -637,7 +643,7 @@ def check_after_fault(url: str, plan: Plan, work: Path, out: Outcome) -> None:
         backends.append(saver)  # the database as it is, under every threadlog layer
         return saver
 
-    with threadlog.checkpointer(url, wrap=keep) as saver:
+    with threadlog.checkpointer(url, wrap=keep, record_calls=False) as saver:
         graph = build(saver, effects, plan.branches, app=plan.app)
         config = _config(thread_id)
         snap = _read_all(graph, url, thread_id, out, "after the kill")
