@@ -4,34 +4,15 @@ re-sending the agent's history), two turns, SQLite and Postgres."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
 from tests.helpers.multi_agent import Scripted
-
-
-def _turn(messages: Sequence[BaseMessage]) -> int:
-    return sum(isinstance(m, HumanMessage) for m in messages)
-
-
-def _agent_reply(me: str, other: str) -> Callable[[Sequence[BaseMessage]], AIMessage]:
-    def reply(messages: Sequence[BaseMessage]) -> AIMessage:
-        last = messages[-1]
-        turn = _turn(messages)
-        if isinstance(last, HumanMessage):
-            call = {"name": f"transfer_to_{other}", "args": {}, "id": f"{me}-handoff-{turn}"}
-            return AIMessage("", tool_calls=[call])
-        return AIMessage(f"{me} answers turn {turn}")
-
-    return reply
-
-
-class State(threadlog.MessagesState):
-    active_agent: str | None
+from tests.helpers.multi_agent import SwarmState as State
+from tests.helpers.multi_agent import swarm_reply as _agent_reply
 
 
 def test_a_swarm_on_threadlogs_log_hands_off_both_ways_over_two_turns(backend: str) -> None:

@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+
+import threadlog
 
 
 class Scripted(BaseChatModel):
@@ -24,3 +26,25 @@ class Scripted(BaseChatModel):
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
         return self
+
+
+def _human_turns(messages: Sequence[BaseMessage]) -> int:
+    return sum(isinstance(m, HumanMessage) for m in messages)
+
+
+def swarm_reply(me: str, other: str) -> Callable[[Sequence[BaseMessage]], AIMessage]:
+    """A swarm agent's scripted model: hand off to `other` on a user turn, else answer."""
+
+    def reply(messages: Sequence[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        turn = _human_turns(messages)
+        if isinstance(last, HumanMessage):
+            call = {"name": f"transfer_to_{other}", "args": {}, "id": f"{me}-handoff-{turn}"}
+            return AIMessage("", tool_calls=[call])
+        return AIMessage(f"{me} answers turn {turn}")
+
+    return reply
+
+
+class SwarmState(threadlog.MessagesState):
+    active_agent: str | None

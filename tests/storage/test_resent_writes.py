@@ -17,9 +17,10 @@ from langchain_core.messages import HumanMessage
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
-from tests.apps.test_multi_agent_swarm import State, _agent_reply
 from tests.helpers.delta_apps import cfg, message_rows
 from tests.helpers.multi_agent import Scripted
+from tests.helpers.multi_agent import SwarmState as State
+from tests.helpers.multi_agent import swarm_reply as _agent_reply
 from tests.helpers.poisoned import plain_saver
 from threadlog.log.message_log import is_resent
 
