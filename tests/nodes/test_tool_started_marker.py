@@ -81,12 +81,7 @@ async def test_the_started_marker_is_stored_before_the_tool_body_runs(mode: str)
         # The marker changes no state: the log is the turn's, the result the tool's.
         assert by_call(out["messages"])["c1"].content == "Rome"
         assert isinstance(out["messages"][-1], AIMessage) and not graph.get_state(CFG).next
-        # A call that returned: its result, stored by the node too ("finished").
-        after = _markers(saver)
-        assert after[0] == seen[0][0]
-        events = [(m["call_id"], m["event"]) for m in after]
-        assert events == [("c1", "started"), ("c1", "finished")]
-        assert after[1]["result"].content == "Rome" and after[1]["result"].tool_call_id == "c1"
+        assert _markers(saver) == seen[0]  # nothing more for a call that returned
 
 
 def test_a_tool_that_pauses_or_raises_is_noted_stopped() -> None:
