@@ -163,18 +163,11 @@ def _record_sizes(path: Path) -> list[int]:
 def test_each_calls_record_stores_only_what_is_new(tmp_path: Path) -> None:
     # The context grows every turn; what one turn's record stores does not.
     path = tmp_path / "grow.db"
-    # "sync": each turn's input is stored before its model call is recorded, so the
-    # record can name the new user message by reference. Under "async" on a loaded machine
-    # the input's write may still be queued then, and the record stores that message whole
-    # (more bytes, nothing lost; named in BENCHMARKS.md).
-    cfg: Any = {"configurable": {"thread_id": "g"}}
     with threadlog.checkpointer(f"sqlite:///{path}") as saver:
         graph = apps.own_node(saver)
-        first = {"messages": [HumanMessage("x" * 2000)], "user_name": "Ada"}
-        graph.invoke(first, cfg, durability="sync")
+        apps.one_turn(graph, "g", "x" * 2000, user_name="Ada")
         for k in range(30):
-            turn = {"messages": [HumanMessage(f"turn {k} " + "y" * 2000)]}
-            graph.invoke(turn, cfg, durability="sync")
+            apps.one_turn(graph, "g", f"turn {k} " + "y" * 2000)
     sizes = _record_sizes(path)
     assert len(sizes) == 31
     assert max(sizes[2:]) < 1.5 * sizes[1]
