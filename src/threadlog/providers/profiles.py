@@ -86,18 +86,34 @@ class Profile:
         )
 
 
-def _server(name: str, description: str, **rules: Any) -> Profile:
-    """A Chat Completions server: OpenAI's message structure without `name` and with
-    developer text folded into system text (support varies), plus `rules`."""
-    base: dict[str, Any] = {
-        "system": "messages",
-        "developer": "as-system",
-        "system_anywhere": True,
-        "tool_results": "tool-role",
-        "name_pattern": None,
-        "first_turn_user": False,
-    }
+# The message structure of OpenAI's Chat Completions as most servers speak it: no `name`,
+# developer text folded into system text (support varies).
+_CHAT: dict[str, Any] = {
+    "system": "messages",
+    "developer": "as-system",
+    "system_anywhere": True,
+    "tool_results": "tool-role",
+    "name_pattern": None,
+    "first_turn_user": False,
+}
+# System text apart, tool results as blocks of a user turn, a user turn first.
+_BLOCKS: dict[str, Any] = {
+    "system": "top-level",
+    "developer": "as-system",
+    "system_anywhere": False,
+    "tool_results": "user-block",
+    "name_pattern": None,
+    "first_turn_user": True,
+}
+
+
+def _profile(name: str, description: str, base: dict[str, Any], **rules: Any) -> Profile:
     return Profile(name=name, description=description, **{**base, **rules})
+
+
+def _server(name: str, description: str, **rules: Any) -> Profile:
+    """A Chat Completions server: `_CHAT`'s message structure plus `rules`."""
+    return _profile(name, description, _CHAT, **rules)
 
 
 SERVER_PROFILES: tuple[Profile, ...] = (
@@ -183,56 +199,27 @@ SERVER_PROFILES: tuple[Profile, ...] = (
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile(
-            name="openai-chat",
-            description="OpenAI Chat Completions",
-            system="messages",
+        _profile(
+            "openai-chat",
+            "OpenAI Chat Completions",
+            _CHAT,
             developer="native",
-            system_anywhere=True,
-            tool_results="tool-role",
             name_pattern=r"[a-zA-Z0-9_-]{1,64}",
-            first_turn_user=False,
         ),
-        Profile(
-            name="openai-responses",
-            description="OpenAI Responses API (instructions + input items)",
+        _profile(
+            "openai-responses",
+            "OpenAI Responses API (instructions + input items)",
+            _CHAT,
             system="top-level",
             developer="native",
-            system_anywhere=True,
-            tool_results="tool-role",
-            name_pattern=None,
-            first_turn_user=False,
         ),
-        Profile(
-            name="anthropic",
-            description="Anthropic Messages API",
-            system="top-level",
-            developer="as-system",
-            system_anywhere=False,
-            tool_results="user-block",
-            name_pattern=None,
-            first_turn_user=True,
-        ),
-        Profile(
-            name="gemini",
-            description="Google Gemini generateContent",
-            system="top-level",
-            developer="as-system",
-            system_anywhere=False,
-            tool_results="user-block",
-            name_pattern=None,
-            first_turn_user=True,
-        ),
-        Profile(
-            name="openai-compatible",
-            description="OpenAI-compatible servers: the common subset (a server profile "
-            "below fits a known server)",
-            system="messages",
-            developer="as-system",
-            system_anywhere=True,
-            tool_results="tool-role",
-            name_pattern=None,
-            first_turn_user=False,
+        _profile("anthropic", "Anthropic Messages API", _BLOCKS),
+        _profile("gemini", "Google Gemini generateContent", _BLOCKS),
+        _profile(
+            "openai-compatible",
+            "OpenAI-compatible servers: the common subset (a server profile below fits a "
+            "known server)",
+            _CHAT,
         ),
         *SERVER_PROFILES,
     )
