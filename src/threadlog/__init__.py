@@ -29,6 +29,8 @@ The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the 
 
 from typing import TYPE_CHECKING, Any
 
+from threadlog import errors as _errors  # small, imports nothing; its `__all__` is the list
+
 # The names below load on first use (PEP 562), so `threadlog --help` and `import threadlog`
 # stay fast and load no LangGraph until something from it is needed.
 if TYPE_CHECKING:
@@ -85,22 +87,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "threadlog.context.compaction": ("AgentState", "Compactions"),
     "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
     "threadlog.log.edits": ("Edit", "edits_of", "original_of"),
-    "threadlog.errors": (
-        "AppendOnlyError",
-        "ApprovalError",
-        "ConcurrentRunError",
-        "ConflictingIdError",
-        "EditError",
-        "IdempotencyError",
-        "InvalidMessageError",
-        "MessageLogError",
-        "ParallelWriteError",
-        "StoredDataError",
-        "ThreadlogError",
-        "ToolCallError",
-        "ToolPairingError",
-        "UpstreamChangedError",
-    ),
+    "threadlog.errors": tuple(_errors.__all__),
     "threadlog.log.message_log": ("MessageLog", "append_messages"),
     "threadlog.log.messages": ("coerce_message", "digest", "role_of"),
     "threadlog.models.offline": ("OfflineChatModel",),
