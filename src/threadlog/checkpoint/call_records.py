@@ -110,16 +110,17 @@ def tool_name(tool: Any) -> str:
 PARAM_SKIP = frozenset({"tools", "_type", "stop", "messages", "functions"})
 
 
-def messages_in(value: Any, depth: int = 0) -> Iterable[BaseMessage]:
-    """The message objects one stored write holds (a message, a list, an input dict)."""
+def messages_in(value: Any, depth: int = 0, *, lists: int = 2) -> Iterable[BaseMessage]:
+    """The message objects one stored write holds (a message, a list, an input dict):
+    lists nested up to `lists` deep, dicts one level less."""
     if isinstance(value, BaseMessage):
         yield value
-    elif depth < 2 and isinstance(value, (list, tuple)):
+    elif depth < lists and isinstance(value, (list, tuple)):
         for item in value:
-            yield from messages_in(item, depth + 1)
-    elif depth < 1 and isinstance(value, dict):
+            yield from messages_in(item, depth + 1, lists=lists)
+    elif depth < lists - 1 and isinstance(value, dict):
         for item in value.values():
-            yield from messages_in(item, depth + 1)
+            yield from messages_in(item, depth + 1, lists=lists)
 
 
 Key = tuple[str | None, str]  # a sent message: (id, digest)

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from threadlog._upstream import PREGEL, DeltaSnapshot
 from threadlog.checkpoint.backends import unwrap
-from threadlog.checkpoint.call_records import CALLS_CHANNEL, stored_digests
+from threadlog.checkpoint.call_records import CALLS_CHANNEL, messages_in, stored_digests
 from threadlog.log.messages import fingerprint
 from threadlog.terminal import CONTROLS, safe
 
@@ -333,21 +333,10 @@ def _all_messages(tuples: Iterable[CheckpointTuple]) -> Iterator[BaseMessage]:
     for tup in tuples:
         for _, channel, value in tup.pending_writes or ():
             if channel != CALLS_CHANNEL:
-                for m in _flat(value):
+                for m in messages_in(value, lists=3):
                     if id(m) not in seen:
                         seen.add(id(m))
                         yield m
-
-
-def _flat(value: Any, depth: int = 0) -> Iterator[BaseMessage]:
-    if isinstance(value, BaseMessage):
-        yield value
-    elif depth < 3 and isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _flat(item, depth + 1)
-    elif depth < 2 and isinstance(value, Mapping):
-        for item in value.values():
-            yield from _flat(item, depth + 1)
 
 
 def _stored_messages(
