@@ -172,57 +172,35 @@ def classify(
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     """The output for `call` (see module doc); `state` is the graph state the tool saw;
     `warned`: the (tool, change) pairs already warned about, which this adds to."""
-    output = _classify(
-        outcome,
-        call,
-        injected,
-        decision,
-        messages_key,
-        handling,
-        max_content_chars,
-        config,
-        input_type,
-        state,
-        warned,
-    )
+    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
+    if outcome.message is not None:
+        output = refuse_or_raise(outcome, handling.raises_refusals)
+    elif outcome.error is not None:
+        output = from_error(outcome.error, call, injected, handling)
+    else:
+        try:
+            stored = (
+                _stored(state, messages_key)
+                if isinstance(outcome.response, (Command, list))
+                else {}
+            )
+            response = normalize_response(outcome.response, call, messages_key, input_type, stored)
+            output = _each_result(
+                response,
+                call,
+                messages_key,
+                lambda m: _finish_result(m, call, decision, max_content_chars, config, warned),
+            )
+        except Refused as r:
+            if handling.raises_refusals:
+                raise ToolCallError(
+                    r.kind, r.text, call_id=call["id"] or "", tool=call["name"]
+                ) from r
+            output = error_result(call, r.kind, r.text)
     if outcome.duration_ms is None or not record_duration:
         return output
     ms = round(outcome.duration_ms, 3)
     return _each_result(output, call, messages_key, lambda m: _with_meta(m, DURATION_KEY, ms))
-
-
-def _classify(
-    outcome: Outcome,
-    call: ToolCall,
-    injected: Any,  # upstream ToolNode's injected-argument map, for its error filter
-    decision: Decision | None,
-    messages_key: str,
-    handling: ErrorHandling,
-    max_content_chars: int | None,
-    config: RunnableConfig,
-    input_type: InputType,
-    state: Any,
-    warned: set[tuple[str, str]] | None,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    if outcome.message is not None:
-        return refuse_or_raise(outcome, handling.raises_refusals)
-    if outcome.error is not None:
-        return from_error(outcome.error, call, injected, handling)
-    try:
-        stored = (
-            _stored(state, messages_key) if isinstance(outcome.response, (Command, list)) else {}
-        )
-        output = normalize_response(outcome.response, call, messages_key, input_type, stored)
-        return _each_result(
-            output,
-            call,
-            messages_key,
-            lambda m: _finish_result(m, call, decision, max_content_chars, config, warned),
-        )
-    except Refused as r:
-        if handling.raises_refusals:
-            raise ToolCallError(r.kind, r.text, call_id=call["id"] or "", tool=call["name"]) from r
-        return error_result(call, r.kind, r.text)
 
 
 def from_error(
