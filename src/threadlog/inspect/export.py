@@ -104,17 +104,25 @@ def loads(text: str) -> list[BaseMessage]:
     return out
 
 
-def resolve_checkpoint(ids: Sequence[str], checkpoint: str, thread_id: str) -> str:
-    """The one id of `ids` that is `checkpoint` or ends/starts with it; else LookupError."""
+def resolve_checkpoint(
+    ids: Sequence[str],
+    checkpoint: str,
+    thread_id: str,
+    *,
+    see: str = "threadlog inspect",
+    error: type[LookupError] = LookupError,
+) -> str:
+    """The one id of `ids` that is `checkpoint` or ends/starts with it; else `error`,
+    pointing at `see` for the ids."""
     if checkpoint in ids:
         return checkpoint
     found = [i for i in ids if i.endswith(checkpoint) or i.startswith(checkpoint)]
     if len(found) == 1:
         return found[0]
     what = "matches no" if not found else f"matches {len(found)}"
-    raise LookupError(
+    raise error(
         f"checkpoint {checkpoint!r} {what} checkpoint of thread {thread_id!r}; "
-        "use a full id or a longer suffix (see threadlog inspect)"
+        f"use a full id or a longer suffix (see {see})"
     )
 
 
@@ -128,12 +136,9 @@ def messages_at(
     if isinstance(source, BaseCheckpointSaver):
         return _from_saver(source, thread_id, checkpoint, namespace)
     if isinstance(source, str) and is_server_url(source):
-        if namespace:
-            raise ValueError(
-                "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
-                "server's state has the root namespace only"
-            )
-        from threadlog.inspect.remote import Server, to_messages
+        from threadlog.inspect.remote import Server, refuse_namespace, to_messages
+
+        refuse_namespace(namespace, "state")
 
         with Server(source) as server:
             cid = None

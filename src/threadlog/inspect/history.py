@@ -74,18 +74,13 @@ class ThreadRecords:
             return self.head
         if checkpoint in self._by_id:
             return self._by_id[checkpoint]
-        found = [
-            r
-            for r in self.records
-            if r.checkpoint_id.endswith(checkpoint) or r.checkpoint_id.startswith(checkpoint)
-        ]
-        if len(found) == 1:
-            return found[0]
-        what = "matches no" if not found else f"matches {len(found)}"
-        raise KeyError(
-            f"checkpoint {checkpoint!r} {what} checkpoint of thread {self.thread_id!r}; "
-            "use a full id or a longer suffix (see .timeline())"
+        from threadlog.inspect.export import resolve_checkpoint
+
+        ids = [r.checkpoint_id for r in self.records]
+        found = resolve_checkpoint(
+            ids, checkpoint, self.thread_id, see=".timeline()", error=KeyError
         )
+        return self._by_id[found]
 
     def parent(self, record: CheckpointRecord) -> CheckpointRecord | None:
         return self._by_id.get(record.parent_id) if record.parent_id else None
