@@ -33,9 +33,19 @@ from threadlog.inspect.readonly import SourceError, describe
 from threadlog.inspect.records import CheckpointRecord, TaskError, pause, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
-__all__ = ["Server", "to_messages"]
+__all__ = ["Server", "refuse_namespace", "to_messages"]
 
 _PAGE = 100
+
+
+def refuse_namespace(namespace: str, read: str) -> None:
+    """A server's API reaches the root namespace only: a `namespace` is refused, naming
+    what was to be `read`."""
+    if namespace:
+        raise ValueError(
+            "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
+            f"server's {read} has the root namespace only"
+        )
 
 
 def to_messages(raw: Any) -> list[BaseMessage]:

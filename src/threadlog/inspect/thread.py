@@ -207,13 +207,9 @@ def thread(
             progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
         )
     if isinstance(source, str) and is_server_url(source):
-        from threadlog.inspect.remote import Server
+        from threadlog.inspect.remote import Server, refuse_namespace
 
-        if namespace:
-            raise ValueError(
-                "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
-                "server's state history has the root namespace only"
-            )
+        refuse_namespace(namespace, "state history")
         with Server(source) as server:
             records = server.records(str(thread_id), last=last)
         return _keyed(
