@@ -279,26 +279,23 @@ def unanswerable(
 
 def not_completed(call: Mapping[str, Any]) -> ToolMessage:
     """The explicit error result of a call whose step stopped before recording one."""
-    cid = call_id(call)
-    return ToolMessage(
-        content=NOT_COMPLETED,
-        tool_call_id=cid,
-        name=call.get("name") or None,
-        status="error",
-        id=_repair_id(cid),
-    )
+    return _repair(call, NOT_COMPLETED)
 
 
 def outcome_unknown(call: Mapping[str, Any]) -> ToolMessage:
     """The result of a call whose tool started and never reported back (module doc)."""
+    return _repair(call, OUTCOME_UNKNOWN, response_metadata={_ERROR_KEY: UNKNOWN_OUTCOME_KIND})
+
+
+def _repair(call: Mapping[str, Any], content: str, **fields: Any) -> ToolMessage:
     cid = call_id(call)
     return ToolMessage(
-        content=OUTCOME_UNKNOWN,
+        content=content,
         tool_call_id=cid,
         name=call.get("name") or None,
         status="error",
         id=_repair_id(cid),
-        response_metadata={_ERROR_KEY: UNKNOWN_OUTCOME_KIND},
+        **fields,
     )
 
 
