@@ -32,7 +32,7 @@ import contextlib
 import contextvars
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -167,12 +167,13 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
     except sqlite3.Error as exc:
         raise SourceError(f"cannot open {path!r}: {_one_line(exc)}") from None
     try:
-        try:
-            columns = sqlite_tables.table_columns(conn)
-        except sqlite3.DatabaseError as exc:
-            raise SourceError(f"{path!r} is not a SQLite database ({_one_line(exc)})") from None
-        for table, needed in sqlite_tables.TABLES.items():
-            _check_table(path, table, columns.get(table), needed)
+        columns = _checked_columns(
+            path,
+            sqlite_tables,
+            conn,
+            sqlite3.DatabaseError,
+            lambda e: f"{path!r} is not a SQLite database ({e})",
+        )
         saver = SqliteSaver(conn, serde=remember_large(_serde()))
         saver.is_setup = True  # setup() creates tables: a reader must not
         # An older LangGraph's writes table has no task_path; read it as such.
@@ -180,6 +181,24 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
         yield saver
     finally:
         conn.close()
+
+
+def _checked_columns(
+    where: str,
+    tables: Any,
+    conn: Any,
+    errors: type[Exception],
+    unreadable: Callable[[str], str],
+) -> dict[str, set[str]]:
+    """The columns of LangGraph's tables in `conn` (`tables`: the backend module that
+    names them), each table checked; `unreadable` words a driver error reading them."""
+    try:
+        columns: dict[str, set[str]] = tables.table_columns(conn)
+    except errors as exc:
+        raise SourceError(unreadable(_one_line(exc))) from None
+    for table, needed in tables.TABLES.items():
+        _check_table(where, table, columns.get(table), needed)
+    return columns
 
 
 def _check_table(where: str, table: str, have: set[str] | None, needed: set[str]) -> None:
@@ -219,12 +238,9 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
     except psycopg.Error as exc:
         raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
     with conn:
-        try:
-            columns = postgres_tables.table_columns(conn)
-        except psycopg.Error as exc:
-            raise SourceError(f"cannot read {describe(url)}: {_one_line(exc)}") from None
-        for table, needed in postgres_tables.TABLES.items():
-            _check_table(url, table, columns.get(table), needed)
+        _checked_columns(
+            url, postgres_tables, conn, psycopg.Error, lambda e: f"cannot read {describe(url)}: {e}"
+        )
         try:
             yield PostgresSaver(conn, serde=remember_large(_serde()))
         except psycopg.errors.LockNotAvailable as exc:
