@@ -22,7 +22,7 @@ views see the same `BaseMessage` objects a local read gives.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -150,20 +150,28 @@ class Server:
 
     def thread_ids(self) -> Iterator[str]:
         """Every thread id the server lists, newest created first, paged."""
+        for t in self._search("created_at", select=["thread_id"]):
+            yield str(t["thread_id"])
+
+    def _search(
+        self, sort_by: str, page: Callable[[], int] = lambda: _PAGE, **fields: Any
+    ) -> Iterator[Mapping[str, Any]]:
+        """The server's threads, newest by `sort_by` first, asked for `page()` at a time
+        (read when the next page is due)."""
         offset = 0
         while True:
+            size = page()
             batch = self._call(
                 "threads",
                 self.client.threads.search,
-                limit=_PAGE,
+                limit=size,
                 offset=offset,
-                sort_by="created_at",
+                sort_by=sort_by,
                 sort_order="desc",
-                select=["thread_id"],
+                **fields,
             )
-            for t in batch:
-                yield str(t["thread_id"])
-            if len(batch) < _PAGE:
+            yield from batch
+            if len(batch) < size:
                 return
             offset += len(batch)
 
@@ -224,28 +232,19 @@ class Server:
     def threads(self, *, search: str | None = None, limit: int = 20) -> list[ThreadSummary]:
         needle = (search or "").lower()
         out: list[ThreadSummary] = []
-        offset = 0
-        while True:
-            page = _PAGE if (needle or limit <= 0) else min(_PAGE, limit - len(out))
-            batch = self._call(
-                "threads",
-                self.client.threads.search,
-                limit=page,
-                offset=offset,
-                sort_by="updated_at",
-                sort_order="desc",
-            )
-            for t in batch:
-                s = self._summary(t)
-                text = " ".join(str(m.content) for m in to_messages(_messages_of(t)))
-                if needle and needle not in (s.thread_id + " " + text).lower():
-                    continue
-                out.append(s)
-                if limit > 0 and len(out) >= limit:
-                    return out
-            if len(batch) < page:
+        pages = self._search(
+            "updated_at",
+            lambda: _PAGE if (needle or limit <= 0) else min(_PAGE, limit - len(out)),
+        )
+        for t in pages:
+            s = self._summary(t)
+            text = " ".join(str(m.content) for m in to_messages(_messages_of(t)))
+            if needle and needle not in (s.thread_id + " " + text).lower():
+                continue
+            out.append(s)
+            if limit > 0 and len(out) >= limit:
                 return out
-            offset += len(batch)
+        return out
 
     def _summary(self, t: Mapping[str, Any]) -> ThreadSummary:
         messages = to_messages(_messages_of(t))
