@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Any
 
-from threadlog.cli.threads import SOURCE_HELP
+from threadlog.cli.threads import add_namespace, source_parser
 
 __all__ = ["register", "run"]
 
@@ -29,23 +29,20 @@ __all__ = ["register", "run"]
 def register(sub: Any) -> None:
     from threadlog.cli.types import add_allow_type
 
-    p = sub.add_parser(
+    p = source_parser(
+        sub,
         "export",
         help="print a thread's whole message history (jsonl, openai, langchain); reads only",
         description="Print a thread's message history, complete, without running anything.",
+        thread="thread id",
     )
-    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
-    p.add_argument("--thread", required=True, help="thread id")
     p.add_argument(
         "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "
         "langchain: messages_to_dict",
     )
-    p.add_argument(
-        "--namespace",
-        metavar="NS",
-        default="",
-        help="a subgraph's namespace (see `threadlog inspect`'s 'subgraphs'): export its log",
+    add_namespace(
+        p, "a subgraph's namespace (see `threadlog inspect`'s 'subgraphs'): export its log"
     )
     p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")

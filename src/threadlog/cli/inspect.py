@@ -35,22 +35,17 @@ __all__ = ["check_output_path", "register", "run"]
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import SOURCE_HELP
+    from threadlog.cli.threads import add_namespace, source_parser
     from threadlog.cli.types import add_allow_type
 
-    p = sub.add_parser(
+    p = source_parser(
+        sub,
         "inspect",
         help="show a thread's checkpoints: timeline, tool pairs, forks, what the model saw",
         description="Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only.",
+        thread="thread id (see `threadlog threads`)",
     )
-    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
-    p.add_argument("--thread", required=True, help="thread id (see `threadlog threads`)")
-    p.add_argument(
-        "--namespace",
-        metavar="NS",
-        default="",
-        help="a subgraph's namespace (listed under 'subgraphs'): show its checkpoints",
-    )
+    add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")
     p.add_argument(
         "--key",
         metavar="KEY",

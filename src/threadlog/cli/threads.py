@@ -21,16 +21,32 @@ SOURCE_HELP = (
 )
 
 
+def source_parser(
+    sub: Any, name: str, help: str, description: str, *, thread: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of a subcommand that reads `--db SOURCE` (and, with `thread` its help,
+    one `--thread`)."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
+    if thread is not None:
+        p.add_argument("--thread", required=True, help=thread)
+    return p
+
+
+def add_namespace(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--namespace", metavar="NS", default="", help=help)
+
+
 def register(sub: Any) -> None:
     from threadlog.cli.types import add_allow_type
 
-    p = sub.add_parser(
+    p = source_parser(
+        sub,
         "threads",
         help="list the threads of a database or LangGraph server, newest first",
         description="List threads newest first: turns, messages, open calls, errors and "
         "the last user message. Reads only.",
     )
-    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
