@@ -114,10 +114,17 @@ class Server:
 
     def history(self, thread_id: str, last: int | None = None) -> list[dict[str, Any]]:
         """The server's state history of a thread, newest first (`last` newest only)."""
-        out: list[dict[str, Any]] = []
+        return [state for page in self.history_pages(thread_id, last) for state in page]
+
+    def history_pages(
+        self, thread_id: str, last: int | None = None
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The server's state history of a thread, newest first, one page at a time
+        (`last` newest only)."""
         before: Any = None
-        while last is None or len(out) < last:
-            page = _PAGE if last is None else min(_PAGE, last - len(out))
+        seen = 0
+        while last is None or seen < last:
+            page = _PAGE if last is None else min(_PAGE, last - seen)
             batch = self._call(
                 f"thread {thread_id!r}",
                 self.client.threads.get_history,
@@ -125,26 +132,10 @@ class Server:
                 limit=page,
                 before=before,
             )
-            out.extend(batch)
-            if len(batch) < page:
-                break
-            before = _before(batch[-1])
-        return out
-
-    def history_pages(self, thread_id: str) -> Iterator[list[dict[str, Any]]]:
-        """The server's state history of a thread, newest first, one page at a time."""
-        before: Any = None
-        while True:
-            batch = self._call(
-                f"thread {thread_id!r}",
-                self.client.threads.get_history,
-                thread_id,
-                limit=_PAGE,
-                before=before,
-            )
             if batch:
                 yield batch
-            if len(batch) < _PAGE:
+            seen += len(batch)
+            if len(batch) < page:
                 return
             before = _before(batch[-1])
 
