@@ -296,47 +296,34 @@ def _check_content_type(
     )
 
 
+_NEEDS_ID = "every tool call needs an id so its result can be paired"
+
+
 def _check_calls(
     value: Mapping[str, Any], mid: Any, role: Role, position: int | None, rekeyable: bool
 ) -> None:
     # convert_to_messages and the message classes fail on these with a bare
     # KeyError / TypeError / JSON error that names no field.
+    def bad(problem: str, fix: str | None = None) -> InvalidMessageError:
+        return InvalidMessageError(problem, message_id=mid, role=role, position=position, fix=fix)
+
     calls = value.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise InvalidMessageError(
-            f"'tool_calls' must be a list, got {type(calls).__name__}",
-            message_id=mid,
-            role=role,
-            position=position,
-        )
+        raise bad(f"'tool_calls' must be a list, got {type(calls).__name__}")
     for i, call in enumerate(calls):
         if not isinstance(call, Mapping):
-            raise InvalidMessageError(
-                f"tool_calls[{i}] must be a dict, got {type(call).__name__}",
-                message_id=mid,
-                role=role,
-                position=position,
-            )
+            raise bad(f"tool_calls[{i}] must be a dict, got {type(call).__name__}")
         fn = call.get("function")
         name = fn.get("name") if isinstance(fn, Mapping) else call.get("name")
         if not call.get("id") and not rekeyable:
-            raise InvalidMessageError(
-                f"tool_calls[{i}] ({name!r}) has no id",
-                message_id=mid,
-                role=role,
-                position=position,
-                fix="every tool call needs an id so its result can be paired",
-            )
+            raise bad(f"tool_calls[{i}] ({name!r}) has no id", _NEEDS_ID)
         if isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
             try:
                 json.loads(fn["arguments"], strict=False)
             except ValueError as exc:
-                raise InvalidMessageError(
+                raise bad(
                     f"tool_calls[{i}].function.arguments ({name!r}) is not JSON: {exc}",
-                    message_id=mid,
-                    role=role,
-                    position=position,
-                    fix="send arguments as a JSON object string, or store the call "
+                    "send arguments as a JSON object string, or store the call "
                     "as an AIMessage with invalid_tool_calls",
                 ) from exc
 
@@ -380,7 +367,7 @@ def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = 
                     message_id=message.id,
                     role=role,
                     position=position,
-                    fix="every tool call needs an id so its result can be paired",
+                    fix=_NEEDS_ID,
                 )
             if cid in seen:
                 raise InvalidMessageError(
