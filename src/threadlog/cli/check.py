@@ -256,14 +256,12 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     if args.dry_run:
         appended = sum(len(p.results) for p in plans)
         touched = len({p.thread_id for p in plans if p.results})
-        if args.json:
-            summary = {"results": appended, "threads": touched, "written": False}
-            _out(dumps({"summary": summary}))
-        else:
-            _out(
-                f"plan: {appended} result(s) to append in {touched} thread(s); "
-                "nothing written (--dry-run)"
-            )
+        _summary(
+            args,
+            {"results": appended, "threads": touched, "written": False},
+            f"plan: {appended} result(s) to append in {touched} thread(s); "
+            "nothing written (--dry-run)",
+        )
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
@@ -293,12 +291,15 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         {r.thread_id for r in results if r.refused is None}
         - {r.thread_id for r in results if r.refused is not None}
     )
-    if args.json:
-        summary = {"repaired": repaired, "refused": refused, "unanswerable_calls": left}
-        _out(dumps({"summary": summary}))
-    else:
-        _out(
-            f"repaired {repaired} thread(s); {refused} refused; "
-            f"{left} call(s) appending cannot answer"
-        )
+    _summary(
+        args,
+        {"repaired": repaired, "refused": refused, "unanswerable_calls": left},
+        f"repaired {repaired} thread(s); {refused} refused; "
+        f"{left} call(s) appending cannot answer",
+    )
     return 1 if refused or left else 0
+
+
+def _summary(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
+    """The closing line of a repair: `{"summary": …}` with --json, else `text`."""
+    _out(dumps({"summary": summary}) if args.json else text)
