@@ -22,6 +22,7 @@ the test files need no decorators (see tests/README.md):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
@@ -32,6 +33,29 @@ from typing import Any
 import pytest
 
 from tests.helpers.postgres import Databases
+
+# Python and pytest's assertion rewriter write no bytecode when PYTHONDONTWRITEBYTECODE is
+# set (as in these containers), so every run compiled src/ and rewrote every test module
+# again before the first test. The cache lives in __pycache__ folders git ignores.
+sys.dont_write_bytecode = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_weather() -> Iterator[None]:
+    """The demo's pretend weather service answers in a tenth of its latency. The latencies
+    are there so that parallel calls finish out of order (Beijing after Shanghai), which a
+    tenth still does; no test reads them off a clock."""
+    from threadlog.examples import weather
+
+    real = weather._forecast
+
+    def quick(city: str) -> weather.Forecast:
+        found = real(city)
+        return dataclasses.replace(found, latency_s=found.latency_s / 10)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(weather, "_forecast", quick)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -239,6 +263,9 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_repair_refuses_a_thread_a_run_holds",
         "test_repair_then_check_is_clean_and_nothing_stored_is_rewritten",
     ),
+    "test_check_subgraphs.py": (
+        "test_check_notes_the_open_calls_of_a_subgraph_whose_tool_step_crashed_naming_its_namespace",
+    ),
     "test_checkpoint_conformance.py": (
         "test_conformance_has_no_failures",
     ),
@@ -248,6 +275,7 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_update_state_does_not_land_inside_a_running_turn",
     ),
     "test_cli_demo.py": (
+        "test_a_rejected_key_is_one_line",
         "test_a_thread_continues_and_json_prints_its_whole_history",
         "test_an_unreachable_endpoint_is_one_line_saying_what_to_set",
         "test_demo_prints_roles_paired_calls_usage_and_the_checkpoint",
@@ -261,18 +289,26 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_demo_on_a_locked_database_is_one_line_and_keeps_the_thread",
     ),
     "test_cli_prune.py": (
+        "test_dry_run_prints_what_would_go_and_changes_nothing",
         "test_keep_latest_prunes_every_thread_and_the_archive_opens_like_a_database",
         "test_older_than_deletes_only_threads_idle_that_long",
+        "test_prune_says_what_the_file_weighs_after_vacuum_and_vacuum_shrinks_it",
     ),
     "test_cold_read_windows.py": (
+        "test_a_cold_read_by_windows_rebuilds_every_state_the_writer_saw",
         "test_the_cold_read_of_a_late_checkpoint_stops_at_its_snapshot",
     ),
     "test_compactions_storage.py": (
         "test_compactions_bytes_per_checkpoint_do_not_grow_with_the_events",
+        "test_context_rebuilt_from_every_checkpoint_is_what_the_model_saw",
     ),
     "test_context_property.py": (
+        "test_a_sample_of_trimmed_contexts_over_real_http",
         "test_every_model_call_of_a_growing_thread_is_accepted",
         "test_every_trimmed_500_turn_context_is_accepted",
+    ),
+    "test_demo_model_settings.py": (
+        "test_a_real_call_or_a_plain_answer_gets_no_hint",
     ),
     "test_demo_readme.py": (
         "test_readme_snippet_runs",
@@ -301,7 +337,13 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_a_later_reply_reusing_a_dropped_call_id_is_rekeyed_and_can_be_edited",
         "test_a_users_own_node_reusing_a_dropped_call_id_gets_a_clear_error",
     ),
+    "test_foreign_delta_channels.py": (
+        "test_a_deepagents_thread_reads_back_with_the_same_ids_on_a_cold_saver",
+        "test_an_apps_own_delta_reducers_read_back_as_on_langgraphs_saver",
+        "test_langgraphs_delta_messages_channel_reads_back_as_on_langgraphs_saver",
+    ),
     "test_history_walks.py": (
+        "test_the_async_cold_sqlite_read_returns_what_the_savers_own_read_returns",
         "test_the_async_sqlite_walk_equals_the_savers_own_delta_history",
     ),
     "test_hooks.py": (
@@ -326,6 +368,9 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_summarization_middleware_runs_ten_turns_its_removals_recorded_as_events",
         "test_two_turns_with_a_tool_call_each_keep_threadlogs_log_valid",
     ),
+    "test_langchain_step_cap.py": (
+        "test_model_call_limit_middleware_ends_the_run_with_every_call_answered",
+    ),
     "test_log_properties.py": (
         "test_batching_invariance_including_the_error",
         "test_channel_steps_equal_a_replay_of_the_accepted_writes",
@@ -336,14 +381,23 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_on_a_plain_saver_the_marker_polls_until_its_checkpoint_is_stored",
         "test_under_async_durability_a_tool_starts_after_its_checkpoint_with_no_polling",
     ),
+    "test_model_node_http.py": (
+        "test_token_budgets_work_offline_where_chatopenai_counting_fails",
+    ),
     "test_multi_agent_crash.py": (
         "test_a_new_message_instead_of_the_approval_answers_the_paused_call",
     ),
     "test_multi_agent_handoff.py": (
         "test_a_handed_off_agent_pauses_for_review_and_resumes_after_a_failure",
     ),
+    "test_multi_agent_ports.py": (
+        "test_a_documented_multi_agent_form_runs_two_turns_on_threadlogs_log_and_checks_clean",
+    ),
     "test_multi_agent_swarm.py": (
         "test_a_swarm_on_threadlogs_log_hands_off_both_ways_over_two_turns",
+    ),
+    "test_nested_subgraph_recovery.py": (
+        "test_new_message_after_a_nested_subgraph_stopped_mid_step_keeps_its_stored_work",
     ),
     "test_notebooks.py": (
         "test_the_notebooks_extra_covers_every_import_of_the_notebooks",
@@ -360,6 +414,21 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_own_writes.py": (
         "test_a_thread_begun_by_another_process_is_read_from_the_database",
     ),
+    "test_recorded_calls.py": (
+        "test_each_calls_record_stores_only_what_is_new",
+        "test_inspect_calls_lists_each_model_call_with_the_exact_system_prompt_sent",
+    ),
+    "test_replay.py": (
+        "test_the_demo_threads_replay_through_the_unchanged_graph_on_every_turn",
+    ),
+    "test_replay_boundary.py": (
+        "test_a_call_no_stored_result_answers_is_a_divergence_inside_a_subgraph",
+        "test_no_tool_function_runs_in_a_replay_at_any_depth_and_a_faithful_replay_matches",
+    ),
+    "test_resent_writes.py": (
+        "test_a_swarm_stores_flat_bytes_per_turn_in_every_namespace",
+        "test_every_checkpoint_of_a_swarm_reads_back_as_on_langgraphs_saver",
+    ),
     "test_server_entry.py": (
         "test_a_partial_of_the_entry_point_fixes_the_url_and_the_savers_options",
     ),
@@ -371,6 +440,10 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     ),
     "test_summarizing_chatbot.py": (
         "test_the_summarizing_chatbot_runs_ten_turns_and_its_deletions_are_events",
+    ),
+    "test_thread_lifecycle.py": (
+        "test_prune_keep_latest_frees_the_rows_and_values_it_drops",
+        "test_rollback_of_a_middle_run_keeps_later_runs_reading_the_same_and_checksums_passing",
     ),
     "test_tool_node.py": (
         "test_a_timeout_per_tool_applies_only_to_that_tool",
