@@ -247,8 +247,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }
-# Also marked `slow`: over ~0.4 s on their own in one run of the inner loop (`--durations=0`
-# on the loaded 2-core dev machine). Out of the inner loop so that it stays under 90 s; the
+# Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
+# `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of the inner loop so that it stays under 90 s; the
 # full suite and CI run them.
 SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_cache_history_reads.py": (
