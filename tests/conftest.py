@@ -248,8 +248,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
 }
 # Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
-# `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of the inner loop so that it stays under 90 s; the
-# full suite and CI run them.
+# `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of
+# the inner loop so that it stays under 90 s; the full suite and CI run them.
 SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_cache_history_reads.py": (
         "test_get_state_history_steps_back_from_the_cache_and_reads_what_a_plain_saver_reads",
