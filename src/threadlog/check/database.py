@@ -570,6 +570,25 @@ class CheckReport(Table):
         ]
 
 
+def report_of(
+    results: Iterable[ThreadCheck],
+    name: str,
+    chosen: list[Profile],
+    report: type[CheckReport] = CheckReport,
+) -> CheckReport:
+    """The `report` of `results`: each tallied, their notes gathered, and those with a
+    problem or an error kept."""
+    tally = Tally(chosen)
+    kept: list[ThreadCheck] = []
+    notes: list[Problem] = []
+    for result in results:
+        tally.add(result)
+        notes += result.notes
+        if result.problems or result.error is not None:
+            kept.append(result)
+    return report(name, tally, kept, chosen, notes)
+
+
 def check(
     source: Any,
     *,
@@ -585,22 +604,15 @@ def check(
     chosen = resolve_profiles(profiles)
 
     def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
-        tally = Tally(chosen)
-        kept: list[ThreadCheck] = []
-        notes: list[Problem] = []
-        for result in check_threads(
+        results = check_threads(
             saver,
             profiles=chosen,
             threads=threads,
             all_checkpoints=all_checkpoints,
             subgraphs=subgraphs,
             strict_first_turn=strict_first_turn,
-        ):
-            tally.add(result)
-            notes += result.notes
-            if result.problems or result.error is not None:
-                kept.append(result)
-        return CheckReport(name, tally, kept, chosen, notes)
+        )
+        return report_of(results, name, chosen)
 
     if isinstance(source, BaseCheckpointSaver):
         return run(source, type(source).__name__)

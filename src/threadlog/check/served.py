@@ -24,10 +24,9 @@ from typing import Any
 
 from threadlog.check.database import (
     CheckReport,
-    Problem,
-    Tally,
     ThreadCheck,
     problems_of,
+    report_of,
     resolve_profiles,
     sort_findings,
 )
@@ -158,19 +157,12 @@ def check(
             strict_first_turn=strict_first_turn,
         )
     chosen = resolve_profiles(profiles)
-    tally = Tally(chosen)
-    kept: list[ThreadCheck] = []
-    notes: list[Problem] = []
     with Server(source) as server:
-        for result in check_served(
+        results = check_served(
             server,
             profiles=chosen,
             threads=threads,
             all_checkpoints=all_checkpoints,
             strict_first_turn=strict_first_turn,
-        ):
-            tally.add(result)
-            notes += result.notes
-            if result.problems or result.error is not None:
-                kept.append(result)
-    return ServedCheckReport(describe(source), tally, kept, chosen, notes)
+        )
+        return report_of(results, describe(source), chosen, ServedCheckReport)
