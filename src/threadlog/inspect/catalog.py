@@ -14,6 +14,7 @@ threads, and `id_time` reads the time back out of them without decoding any blob
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +24,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadlog.checkpoint.backends import backend_of
 
-__all__ = ["Head", "checkpoint_ids", "head_errors", "id_time", "thread_heads"]
+__all__ = [
+    "Head",
+    "checkpoint_ids",
+    "head_errors",
+    "id_time",
+    "resolve_checkpoint",
+    "thread_heads",
+]
 
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 
@@ -71,3 +79,25 @@ def checkpoint_ids(
     """The ids of a thread's checkpoints in `namespace` (the root by default), oldest
     first (no blob decoded)."""
     return backend_of(saver).checkpoint_ids(thread_id, namespace)
+
+
+def resolve_checkpoint(
+    ids: Sequence[str],
+    checkpoint: str,
+    thread_id: str,
+    *,
+    see: str = "threadlog inspect",
+    error: type[LookupError] = LookupError,
+) -> str:
+    """The one id of `ids` that is `checkpoint` or ends/starts with it; else `error`,
+    pointing at `see` for the ids."""
+    if checkpoint in ids:
+        return checkpoint
+    found = [i for i in ids if i.endswith(checkpoint) or i.startswith(checkpoint)]
+    if len(found) == 1:
+        return found[0]
+    what = "matches no" if not found else f"matches {len(found)}"
+    raise error(
+        f"checkpoint {checkpoint!r} {what} checkpoint of thread {thread_id!r}; "
+        f"use a full id or a longer suffix (see {see})"
+    )

@@ -49,6 +49,8 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from threadlog.inspect.catalog import resolve_checkpoint
+
 __all__ = [
     "FORMATS",
     "Format",
@@ -102,28 +104,6 @@ def loads(text: str) -> list[BaseMessage]:
         data.pop("role", None)
         out.extend(messages_from_dict([{"type": data["type"], "data": data}]))
     return out
-
-
-def resolve_checkpoint(
-    ids: Sequence[str],
-    checkpoint: str,
-    thread_id: str,
-    *,
-    see: str = "threadlog inspect",
-    error: type[LookupError] = LookupError,
-) -> str:
-    """The one id of `ids` that is `checkpoint` or ends/starts with it; else `error`,
-    pointing at `see` for the ids."""
-    if checkpoint in ids:
-        return checkpoint
-    found = [i for i in ids if i.endswith(checkpoint) or i.startswith(checkpoint)]
-    if len(found) == 1:
-        return found[0]
-    what = "matches no" if not found else f"matches {len(found)}"
-    raise error(
-        f"checkpoint {checkpoint!r} {what} checkpoint of thread {thread_id!r}; "
-        f"use a full id or a longer suffix (see {see})"
-    )
 
 
 def messages_at(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from threadlog.inspect.catalog import resolve_checkpoint
 from threadlog.inspect.namespaces import Subgraph
 from threadlog.inspect.records import CheckpointRecord, Graph
 
@@ -74,8 +75,6 @@ class ThreadRecords:
             return self.head
         if checkpoint in self._by_id:
             return self._by_id[checkpoint]
-        from threadlog.inspect.export import resolve_checkpoint
-
         ids = [r.checkpoint_id for r in self.records]
         found = resolve_checkpoint(
             ids, checkpoint, self.thread_id, see=".timeline()", error=KeyError
