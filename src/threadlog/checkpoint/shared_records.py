@@ -1,0 +1,77 @@
+"""One read of a thread's stored writes decodes each distinct stored message once.
+
+Why. A multi-agent thread's writes hold the same message more than once: a handoff's
+update and the agent's output both carry the messages the parent log did not have when
+the turn began (stored as what they add, `threadlog.checkpoint.resent`, each against
+that same starting point). A cold read decoded every copy (a pydantic construction
+each) and the log then hashed both copies to see that the second is a replay — twice
+the work of the messages it returns.
+
+Contract:
+
+* `SharedRecords(serde).loads((type_tag, blob))` reads one stored write exactly as
+  `serde.loads_typed` does, except that within one `SharedRecords` (one read), stored
+  records with identical bytes (same ext code, same payload) that decode to a LangChain
+  message decode to *one* object. Identical bytes are an identical record, so the value
+  is the one `loads_typed` gives; only the number of objects differs.
+* Each record is decoded by `serde.loads_typed` itself (re-wrapped as a one-record
+  blob): the allowlist, `StoredDataError` and a reader's placeholders apply per record
+  as they do to the whole blob. Anything but a `JsonPlusSerializer`'s msgpack (another
+  serializer, an encrypted blob) goes to `serde.loads_typed` unchanged.
+* The log takes an item that *is* the logged object as a replay without hashing it
+  (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
+  lookup. Nothing outside one read shares these objects: each read has its own.
+* `decoded` counts the records decoded (a probe for tests: a cold read decodes each
+  distinct stored message once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ormsgpack
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+__all__ = ["SharedRecords"]
+
+_OPT = ormsgpack.OPT_NON_STR_KEYS
+
+
+class SharedRecords:
+    """`loads_typed` for the writes of one read, one object per distinct stored message."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+        self.shared = isinstance(serde, JsonPlusSerializer)
+        self._seen: dict[tuple[int, bytes], Any] = {}
+        self.decoded = 0
+
+    def loads(self, data: tuple[str, bytes]) -> Any:
+        type_tag, blob = data
+        if not self.shared or type_tag != "msgpack":
+            return self.serde.loads_typed(data)
+        failed: list[BaseException] = []
+
+        def record(code: int, payload: bytes) -> Any:
+            key = (code, payload)
+            hit = self._seen.get(key)
+            if hit is not None:
+                return hit
+            try:
+                self.decoded += 1
+                one = ormsgpack.packb(ormsgpack.Ext(code, payload))
+                value = self.serde.loads_typed(("msgpack", one))
+            except BaseException as exc:  # ormsgpack would hide it behind a ValueError
+                failed.append(exc)
+                raise
+            if isinstance(value, BaseMessage):
+                self._seen[key] = value
+            return value
+
+        try:
+            return ormsgpack.unpackb(blob, ext_hook=record, option=_OPT)
+        except ValueError:
+            if failed:
+                raise failed[0] from None
+            raise
