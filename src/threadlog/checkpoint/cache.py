@@ -93,6 +93,7 @@ from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
 from threadlog.checkpoint.resent import ResentLayer
+from threadlog.checkpoint.shared_records import sharing
 from threadlog.flows import Flow, Io
 from threadlog.log.message_log import flatten_write, is_resent
 
@@ -292,9 +293,11 @@ class HistoryLayer(Layer):
             # A cold read the backend answers more cheaply (SQLite), else the saver's own.
             fast = yield Io(backend.read, backend.aread, (thread_id, ns, rest, target))
             if fast is None:
-                fast = yield from below.flow(
-                    "get_delta_channel_history", config=config, channels=rest
-                )
+                # The saver's own read (Postgres), one object per distinct stored message.
+                with sharing(getattr(backend.saver, "serde", None)):
+                    fast = yield from below.flow(
+                        "get_delta_channel_history", config=config, channels=rest
+                    )
             for ch in rest:
                 out[ch] = _keyed(fast[ch], cache, (thread_id, ns, ch), target)
         return out

@@ -59,6 +59,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 
 from threadlog._upstream import msgpack_rebuilds
+from threadlog.checkpoint.shared_records import shared_for
 from threadlog.errors import StoredDataError
 
 __all__ = [
@@ -191,6 +192,9 @@ class StrictSerializer(JsonPlusSerializer):
                 _listener_on.append(True)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        shared = shared_for(self) if data[0] == "msgpack" else None
+        if shared is not None:  # one read's writes: one object per distinct message
+            return shared.loads(data)
         outer = getattr(_loading, "blocked", None)
         quiet = getattr(_loading, "quiet", False)
         blocked: list[str] = []

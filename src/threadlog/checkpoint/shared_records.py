@@ -21,19 +21,27 @@ Contract:
 * The log takes an item that *is* the logged object as a replay without hashing it
   (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
   lookup. Nothing outside one read shares these objects: each read has its own.
-* `decoded` counts the records decoded (a probe for tests: a cold read decodes each
-  distinct stored message once).
+* `decoded` counts the records decoded.
+* A saver whose own code reads the writes (Postgres: LangGraph's
+  `get_delta_channel_history`) is given the same through its serializer: inside
+  `sharing(serde)` (a context variable: one thread's or one task's read, never another's),
+  threadlog's `StrictSerializer.loads_typed` reads msgpack through that read's
+  `SharedRecords` (`shared_for`). The history cache's cold read runs the saver's read
+  inside it.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import ormsgpack
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-__all__ = ["SharedRecords"]
+__all__ = ["SharedRecords", "shared_for", "sharing"]
 
 _OPT = ormsgpack.OPT_NON_STR_KEYS
 
@@ -46,6 +54,7 @@ class SharedRecords:
         self.shared = isinstance(serde, JsonPlusSerializer)
         self._seen: dict[tuple[int, bytes], Any] = {}
         self.decoded = 0
+        self._inside = False  # decoding one record: `shared_for` must not route it here
 
     def loads(self, data: tuple[str, bytes]) -> Any:
         type_tag, blob = data
@@ -61,7 +70,11 @@ class SharedRecords:
             try:
                 self.decoded += 1
                 one = ormsgpack.packb(ormsgpack.Ext(code, payload))
-                value = self.serde.loads_typed(("msgpack", one))
+                self._inside = True
+                try:
+                    value = self.serde.loads_typed(("msgpack", one))
+                finally:
+                    self._inside = False
             except BaseException as exc:  # ormsgpack would hide it behind a ValueError
                 failed.append(exc)
                 raise
@@ -75,3 +88,27 @@ class SharedRecords:
             if failed:
                 raise failed[0] from None
             raise
+
+
+_SHARING: ContextVar[SharedRecords | None] = ContextVar("threadlog_shared_records", default=None)
+
+
+@contextlib.contextmanager
+def sharing(serde: Any) -> Iterator[SharedRecords]:
+    """Within the block, `serde`'s msgpack loads share one `SharedRecords` (module doc)."""
+    previous = _SHARING.get()
+    shared = SharedRecords(serde)
+    _SHARING.set(shared)
+    try:
+        yield shared
+    finally:
+        # `set`, not `reset`: a flow may be closed from another context.
+        _SHARING.set(previous)
+
+
+def shared_for(serde: Any) -> SharedRecords | None:
+    """The `SharedRecords` a load by `serde` goes through now, if any."""
+    shared = _SHARING.get()
+    if shared is None or shared.serde is not serde or shared._inside:
+        return None
+    return shared
