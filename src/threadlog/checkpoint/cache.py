@@ -46,6 +46,16 @@ Contract:
   `get_tuple`. Sync and async reads run the same flow.
   A cold SQLite read goes through the backend's `read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
+* A cold read costs the messages it returns, not the copies the thread's writes hold:
+  a multi-agent thread's writes carry each turn's new messages more than once (a
+  handoff's update and the agent's output, each stored against the turn's starting
+  log), so every read of the writes — SQLite's `read` and `walk`, and the saver's own
+  read (Postgres) run inside `shared_records.sharing` — decodes identical stored
+  records once (`SharedRecords`), and the log takes an item that is the very object it
+  logged as a replay without hashing it. A page of history newest first is then the
+  cold read's log at earlier versions (`KeyedWrites.states`, above) where the backend's
+  read says where each checkpoint's writes start (SQLite; LangGraph's Postgres read
+  does not, so each older checkpoint of a page is read again).
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
   `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
   answered with a `CachedSeed` only once its channel registered one. A delta channel the
