@@ -63,15 +63,17 @@ class _Probe:
 
     def wrap(self, saver: Any) -> Any:
         serde = saver.serde
-        loads: Callable[[tuple[str, bytes]], Any] = serde.loads_typed
+        for name in ("loads_typed", "loads_shared"):  # a whole blob, one read's writes
+            setattr(serde, name, self._counted(getattr(serde, name)))
+        return saver
 
-        def counted(data: tuple[str, bytes]) -> Any:
-            value = loads(data)
+    def _counted(self, loads: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            value = loads(*args)
             self.objects.update((id(m), m) for m in _messages_in(value))
             return value
 
-        serde.loads_typed = counted
-        return saver
+        return counted
 
 
 def _fill(url: str, turns: int, thread: str) -> None:

@@ -14,10 +14,14 @@ Contract:
   records with identical bytes (same ext code, same payload) that decode to a LangChain
   message decode to *one* object. Identical bytes are an identical record, so the value
   is the one `loads_typed` gives; only the number of objects differs.
-* Each record is decoded by `serde.loads_typed` itself (re-wrapped as a one-record
-  blob): the allowlist, `StoredDataError` and a reader's placeholders apply per record
-  as they do to the whole blob. Anything but a `JsonPlusSerializer`'s msgpack (another
-  serializer, an encrypted blob) goes to `serde.loads_typed` unchanged.
+* Each record is decoded by the serializer's own loader: threadlog's
+  `StrictSerializer.loads_shared` reads the blob in one pass with its msgpack record
+  loader, and a blob in which a record was blocked is read again by `loads_typed`'s
+  rules (refused with `StoredDataError`, or a reader's placeholders), nothing of it
+  kept; a message built while a record inside it was blocked is never shared. Another
+  `JsonPlusSerializer` has each record read by `serde.loads_typed` itself (re-wrapped as
+  a one-record blob). Anything but a `JsonPlusSerializer`'s msgpack (another serializer,
+  an encrypted blob) goes to `serde.loads_typed` unchanged.
 * The log takes an item that *is* the logged object as a replay without hashing it
   (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
   lookup. Nothing outside one read shares these objects: each read has its own.
@@ -60,6 +64,9 @@ class SharedRecords:
         type_tag, blob = data
         if not self.shared or type_tag != "msgpack":
             return self.serde.loads_typed(data)
+        fast = getattr(self.serde, "loads_shared", None)
+        if fast is not None:  # threadlog's strict serializer: the records in one pass
+            return fast(blob, self._seen)
         failed: list[BaseException] = []
 
         def record(code: int, payload: bytes) -> Any:
