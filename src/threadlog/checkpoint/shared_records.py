@@ -25,7 +25,6 @@ Contract:
 * The log takes an item that *is* the logged object as a replay without hashing it
   (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
   lookup. Nothing outside one read shares these objects: each read has its own.
-* `decoded` counts the records decoded.
 * A saver whose own code reads the writes (Postgres: LangGraph's
   `get_delta_channel_history`) is given the same through its serializer: inside
   `sharing(serde)` (a context variable: one thread's or one task's read, never another's),
@@ -57,7 +56,6 @@ class SharedRecords:
         self.serde = serde
         self.shared = isinstance(serde, JsonPlusSerializer)
         self._seen: dict[tuple[int, bytes], Any] = {}
-        self.decoded = 0
         self._inside = False  # decoding one record: `shared_for` must not route it here
 
     def loads(self, data: tuple[str, bytes]) -> Any:
@@ -75,7 +73,6 @@ class SharedRecords:
             if hit is not None:
                 return hit
             try:
-                self.decoded += 1
                 one = ormsgpack.packb(ormsgpack.Ext(code, payload))
                 self._inside = True
                 try:
