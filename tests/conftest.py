@@ -246,6 +246,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_check_and_all_checkpoints_exit_0_on_healthy_threads_of_the_apps_users_build",
     ),
     "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
+    "test_cold_reads_decode_once.py": ("*",),  # swarm threads of 4-12 turns, read cold
     "test_finished_write_lost.py": ("*",),  # a slowed commit, waited out
     # the first deepagents import (~1.5 s) falls on it
     "test_foreign_delta_channels.py": (

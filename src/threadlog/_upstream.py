@@ -31,7 +31,7 @@ by `checkpoint/backends/postgres_inline.py`, which pays: BENCHMARKS.md, "the thr
   6  name    langgraph.checkpoint.serde._msgpack.SAFE_MSGPACK_TYPES
              what a strict loader rebuilds (+ `SAFE_MSGPACK_METHODS`)
   7  name    langgraph.checkpoint.serde.jsonplus.JsonPlusSerializer._allowed_msgpack_modules
-             a serializer's allowlist
+             a serializer's allowlist (+ `_unpack_ext_hook`, its msgpack record loader)
   8  name    langgraph.checkpoint.sqlite.SqliteSaver._has_task_path
              a read-only saver is told its table's shape
   9  name    langchain_core.language_models.BaseChatModel._get_ls_params
@@ -155,6 +155,7 @@ __all__ = [
     "install_hooks",
     "is_overwrite",
     "ls_provider",
+    "msgpack_ext_hook",
     "msgpack_rebuilds",
     "on_run_input",
     "openai_message_json",
@@ -205,6 +206,14 @@ def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
         return key in _msgpack.SAFE_MSGPACK_TYPES or key in extra
 
     return rebuilds
+
+
+def msgpack_ext_hook(serde: Any) -> Callable[[int, bytes], Any] | None:
+    """`serde`'s msgpack record loader (`_unpack_ext_hook`, the hook its `loads_typed`
+    hands ormsgpack; no public accessor), or None: a shared read decodes one stored record
+    at a time with it (`threadlog.checkpoint.shared_records`)."""
+    hook = getattr(serde, "_unpack_ext_hook", None)
+    return hook if callable(hook) else None
 
 
 def schema_types(

@@ -41,6 +41,7 @@ LAYERS: list[tuple[object, ...]] = [
             (
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
+                    ("checkpoint.shared_records",),
                     ("checkpoint.serde", "checkpoint.backends.base", "checkpoint.receipts"),
                     (
                         "checkpoint.backends.memory",

@@ -170,6 +170,22 @@ def test_msgpack_tables_and_strict_allowlist_are_readable() -> None:
     assert _upstream.msgpack_rebuilds(JsonPlusSerializer()) is None  # not strict
 
 
+def test_a_serializers_msgpack_record_loader_reads_a_record_as_loads_typed_does() -> None:
+    import ormsgpack
+    from langchain_core.messages import AIMessage
+
+    from threadlog.checkpoint.serde import strict_serializer
+
+    serde = strict_serializer()
+    msg = AIMessage("hi", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
+    _, blob = serde.dumps_typed([msg])
+    records: list[tuple[int, bytes]] = []
+    ormsgpack.unpackb(blob, ext_hook=lambda c, d: records.append((c, d)))
+    hook = _upstream.msgpack_ext_hook(serde)
+    assert hook is not None and len(records) == 1
+    assert hook(*records[0]) == msg == serde.loads_typed(("msgpack", blob))[0]
+
+
 class _Kind(__import__("enum").Enum):
     A = "a"
 

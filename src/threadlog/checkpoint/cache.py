@@ -46,6 +46,16 @@ Contract:
   `get_tuple`. Sync and async reads run the same flow.
   A cold SQLite read goes through the backend's `read`: the saver's own result
   (a test compares them) without deserializing every ancestor checkpoint.
+* A cold read costs the messages it returns, not the copies the thread's writes hold:
+  a multi-agent thread's writes carry each turn's new messages more than once (a
+  handoff's update and the agent's output, each stored against the turn's starting
+  log), so every read of the writes — SQLite's `read` and `walk`, and the saver's own
+  read (Postgres) run inside `shared_records.sharing` — decodes identical stored
+  records once (`SharedRecords`), and the log takes an item that is the very object it
+  logged as a replay without hashing it. A page of history newest first is then the
+  cold read's log at earlier versions (`KeyedWrites.states`, above) where the backend's
+  read says where each checkpoint's writes start (SQLite; LangGraph's Postgres read
+  does not, so each older checkpoint of a page is read again).
 * Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
   `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
   answered with a `CachedSeed` only once its channel registered one. A delta channel the
@@ -93,6 +103,7 @@ from threadlog.checkpoint.backends import Backend, backend_of
 from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
 from threadlog.checkpoint.resent import ResentLayer
+from threadlog.checkpoint.shared_records import sharing
 from threadlog.flows import Flow, Io
 from threadlog.log.message_log import flatten_write, is_resent
 
@@ -292,9 +303,11 @@ class HistoryLayer(Layer):
             # A cold read the backend answers more cheaply (SQLite), else the saver's own.
             fast = yield Io(backend.read, backend.aread, (thread_id, ns, rest, target))
             if fast is None:
-                fast = yield from below.flow(
-                    "get_delta_channel_history", config=config, channels=rest
-                )
+                # The saver's own read (Postgres), one object per distinct stored message.
+                with sharing(getattr(backend.saver, "serde", None)):
+                    fast = yield from below.flow(
+                        "get_delta_channel_history", config=config, channels=rest
+                    )
             for ch in rest:
                 out[ch] = _keyed(fast[ch], cache, (thread_id, ns, ch), target)
         return out

@@ -58,7 +58,8 @@ from langgraph.checkpoint.serde.jsonplus import (
     JsonPlusSerializer,
 )
 
-from threadlog._upstream import msgpack_rebuilds
+from threadlog._upstream import msgpack_ext_hook, msgpack_rebuilds
+from threadlog.checkpoint.shared_records import shared_for
 from threadlog.errors import StoredDataError
 
 __all__ = [
@@ -191,6 +192,44 @@ class StrictSerializer(JsonPlusSerializer):
                 _listener_on.append(True)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        shared = shared_for(self) if data[0] == "msgpack" else None
+        if shared is not None:  # one read's writes: one object per distinct message
+            return shared.loads(data)
+        return self._strict_loads(data)
+
+    def loads_shared(self, blob: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
+        """A msgpack blob as `loads_typed` reads it, each record whose stored bytes are
+        in `seen` as that object, each message record read cleanly added to it
+        (`threadlog.checkpoint.shared_records`). A blob holding a blocked record is read
+        again by `loads_typed`'s own rules (refused, or placeholders)."""
+        hook = msgpack_ext_hook(self)
+        if hook is None:
+            return self._strict_loads(("msgpack", blob))
+        blocked: list[str] = []
+
+        def record(code: int, payload: bytes) -> Any:
+            key = (code, payload)
+            hit = seen.get(key)
+            if hit is not None:
+                return hit
+            before = len(blocked)
+            value = hook(code, payload)
+            if len(blocked) == before and isinstance(value, BaseMessage):
+                seen[key] = value
+            return value
+
+        outer = getattr(_loading, "blocked", None)
+        quiet = getattr(_loading, "quiet", False)
+        _loading.blocked = blocked
+        _loading.quiet = True  # a blocked record is reported by the read below
+        try:
+            value = ormsgpack.unpackb(blob, ext_hook=record, option=_OPT)
+        finally:
+            _loading.blocked = outer
+            _loading.quiet = quiet
+        return self._strict_loads(("msgpack", blob)) if blocked else value
+
+    def _strict_loads(self, data: tuple[str, bytes]) -> Any:
         outer = getattr(_loading, "blocked", None)
         quiet = getattr(_loading, "quiet", False)
         blocked: list[str] = []

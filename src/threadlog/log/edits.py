@@ -558,6 +558,8 @@ def changed_in_place(
     """The fields `raw` sets if it is `existing` changed in place (see
     `resent_as_edits`), else None."""
     if stored:
+        if existing is raw:
+            return None  # one object for identical stored records: unchanged
         if log._digest_of(existing) == digest(raw) or is_version(existing, raw):
             return None
         return snapshot_fields(raw)

@@ -526,6 +526,10 @@ class MessageLog:
         if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
             msg = self._rekeyed(msg, mid, stage)
         existing = stage.by_id.get(mid) or self._by_id.get(mid)
+        if existing is not None and existing is raw and stored:
+            # The very object logged: a read decoded both copies of an identical stored
+            # record as one (`threadlog.checkpoint.shared_records`), so nothing to hash.
+            return None
         if existing is not None:
             # A message staged in this batch is hashed without caching: the cache must
             # not outlive a batch that fails.

@@ -66,6 +66,7 @@ from threadlog.checkpoint.backends.base import (
     parse_rows,
     queries,
 )
+from threadlog.checkpoint.shared_records import SharedRecords
 from threadlog.flows import arun, run
 
 __all__ = [
@@ -198,10 +199,11 @@ def walk_steps(
             return None  # a stored snapshot on the way: a fork; the saver reads
     if not chain or chain[-1] != cached_id:
         return None
+    shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
         _writes_sql(task_path, len(chain), len(channels)),
         (thread_id, ns, *chain, *channels),
-        lambda r: (*r[:5], serde.loads_typed((r[5], r[6]))),
+        lambda r: (*r[:5], shared.loads((r[5], r[6]))),
     )
     return collect_writes(channels, {ch: chain for ch in channels}, writes)
 
@@ -289,12 +291,13 @@ def read_steps(
             yield from reach(cid)
     rows.clear()
     on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
+    shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
         f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({_marks(len(channels))})",
         (thread_id, ns, *channels),
         # Only the chain's writes are decoded.
-        lambda r: (*r[:5], serde.loads_typed((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
+        lambda r: (*r[:5], shared.loads((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
     )
     by_ch = collect_writes(channels, chain_by_ch, [w for w in writes if w is not None])
     out: dict[str, DeltaChannelHistory] = {}
