@@ -222,6 +222,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
+    # a supervisor app run for 5-12 turns on two savers (~5-10 s each)
+    "test_resent_sends.py": ("*",),
 }
 # Also marked `slow`: over ~0.4 s on their own in one run of the inner loop (`--durations=0`
 # on the loaded 2-core dev machine). Out of the inner loop so that it stays under 90 s; the
