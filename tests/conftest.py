@@ -254,6 +254,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
+    # a supervisor app run for 5-12 turns on two savers (~5-10 s each)
+    "test_resent_sends.py": ("*",),
 }
 # Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
 # `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of

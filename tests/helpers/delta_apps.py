@@ -6,12 +6,14 @@ own savers and threadlog's are driven the same way, so a test compares what each
 * `threadlog_saver(url, is_async)`: `threadlog.checkpointer` / `acheckpointer`.
 * `run_turns(app, inputs, thread_id, is_async)`: each input as a turn; what the app's
   state holds after each turn, and every checkpoint of the history at the end.
+* `stored_bytes(url)`: bytes every checkpoint, value and write takes in storage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -105,3 +107,26 @@ def message_rows(messages: Any, *, ids: bool = True) -> list[tuple[Any, ...]]:
         rows.append(row)
     return rows
 
+
+
+def stored_bytes(url: str) -> int:
+    """Bytes a database's threads take in storage: every checkpoint, value and write,
+    every namespace."""
+    if url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(url[len("sqlite:///") :])) as con:
+            row = con.execute(
+                "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+                "FROM checkpoints) + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
+            ).fetchone()
+    else:
+        import psycopg
+
+        with psycopg.connect(url) as con:
+            row = con.execute(
+                "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) "
+                "+ pg_column_size(metadata)), 0) FROM checkpoints) "
+                "+ (SELECT COALESCE(SUM(LENGTH(blob)), 0) FROM checkpoint_blobs) "
+                "+ (SELECT COALESCE(SUM(LENGTH(blob)), 0) FROM checkpoint_writes)"
+            ).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -26,9 +26,10 @@ by the tests named beside it (`tests/storage/test_contract.py` checks the names)
     a task's writes never land before their       guard          test_kill_harness.py
       checkpoint's put, once it has started
       (durability="sync": always)
-    a message-log write that re-sends messages    resent         test_resent_writes.py
-      the log holds is stored as what it adds;
-      get_tuple rebuilds it as written
+    a message-log write that re-sends messages    resent         test_resent_writes.py,
+      the log holds is stored as what it adds                    test_resent_sends.py
+      (a Send's state too); get_tuple rebuilds
+      it as written
     nothing lost or duplicated across a SIGKILL   stopped_work   test_durability.py,
       under durability="sync": a head read                       test_kill_harness.py
       carries the work a stopped step stored;

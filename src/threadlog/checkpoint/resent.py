@@ -32,6 +32,11 @@ Contract:
   the ones below, the history cache first), then `rest` — so a `StateSnapshot`'s task
   results and anything else reading one checkpoint's writes see the original list.
   `list` (history) leaves them in the stored form (`docs/durability.md`).
+* **Sends.** A `Send` packet (a write to the tasks channel, or the tasks channel's value
+  in a checkpoint) whose argument carries the state — the argument itself, or its
+  `"state"` mapping, as langgraph-prebuilt's `ToolNode` payload (`tool_call_with_context`)
+  does — has each message-log list in that state stored the same way, and `get_tuple`
+  rebuilds the packet exactly (its checkpoint's tasks value and its pending writes).
 * `with_history_cache(saver)` binds this layer too, reading only (`own=None`): a reader
   of a thread threadlog's saver wrote (the inspector) rebuilds what it must.
 """
@@ -50,7 +55,8 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     PendingWrite,
 )
-from langgraph.constants import START
+from langgraph.constants import START, TASKS
+from langgraph.types import Send
 
 from threadlog._upstream import MISSING, PREGEL, declared_channels
 from threadlog.channel import WRITE_LOCK, KeyedWrites, MessageLogChannel
@@ -96,6 +102,7 @@ class ResentLayer(Layer):
     ) -> Flow[RunnableConfig]:
         if self.own is not None:
             checkpoint = self._stored_input(config, checkpoint)
+            checkpoint = self._stored_tasks(config, checkpoint)
         out: RunnableConfig = yield from below.flow(
             "put", config, checkpoint, metadata, new_versions
         )
@@ -115,14 +122,79 @@ class ResentLayer(Layer):
                     whole[key] = yield from self._rebuilt(below, conf, key, value, views)
             values = {**tup.checkpoint["channel_values"], START: whole}
             tup = tup._replace(checkpoint={**tup.checkpoint, "channel_values": values})
-        if not any(is_resent(v) for _, _, v in tup.pending_writes or ()):
+        tasks = tup.checkpoint.get("channel_values", {}).get(TASKS)
+        if isinstance(tasks, list) and any(_sent_refs(p) for p in tasks):
+            sends = []
+            for packet in tasks:
+                packet = yield from self._rebuilt_send(below, conf, packet, views)
+                sends.append(packet)
+            values = {**tup.checkpoint["channel_values"], TASKS: sends}
+            tup = tup._replace(checkpoint={**tup.checkpoint, "channel_values": values})
+        if not any(is_resent(v) or _sent_refs(v) for _, _, v in tup.pending_writes or ()):
             return tup
         pending = []
         for task_id, channel, value in tup.pending_writes or ():
             if is_resent(value):
                 value = yield from self._rebuilt(below, conf, channel, value, views)
+            elif _sent_refs(value):
+                value = yield from self._rebuilt_send(below, conf, value, views)
             pending.append((task_id, channel, value))
         return tup._replace(pending_writes=pending)
+
+    def _rebuilt_send(
+        self, below: SaverView, conf: Any, packet: Any, views: _Views
+    ) -> Flow[Any]:
+        """`packet` as it was written: each message list its state carries rebuilt."""
+        refs = _sent_refs(packet)
+        if not refs:
+            return packet
+        state = dict(refs)
+        for key, value in refs.items():
+            if is_resent(value):
+                state[key] = yield from self._rebuilt(below, conf, str(key), value, views)
+        return _with_state(packet, state)
+
+    def _stored_tasks(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
+        """A checkpoint whose tasks value holds `Send`s carrying the state, with their
+        message lists stored as references (module doc)."""
+        tasks = (checkpoint.get("channel_values") or {}).get(TASKS)
+        if not isinstance(tasks, list) or not tasks:
+            return checkpoint
+        conf = config.get("configurable") or {}
+        if conf.get("thread_id") is None:
+            return checkpoint
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns") or "")
+        cid = conf.get("checkpoint_id")
+        stored = [
+            self._stored_send(thread_id, ns, str(cid) if cid else None, p) for p in tasks
+        ]
+        if all(a is b for a, b in zip(stored, tasks, strict=True)):
+            return checkpoint
+        values = {**checkpoint["channel_values"], TASKS: stored}
+        return {**checkpoint, "channel_values": values}
+
+    def _stored_send(self, thread_id: str, ns: str, cid: str | None, packet: Any) -> Any:
+        """`packet` with each message-log list its state carries stored as what it adds,
+        or `packet` itself."""
+        state = _sent_state(packet)
+        if state is None:
+            return packet
+        declared = declared_channels()
+        out: dict[Any, Any] | None = None
+        for key, value in state.items():
+            if not isinstance(value, list) or not value:
+                continue
+            if declared is not None and not isinstance(declared.get(key), MessageLogChannel):
+                continue
+            ref = self._here(thread_id, ns, cid, str(key), value) if cid else None
+            if ref is None:
+                ref = self._from_parent(thread_id, ns, str(key), value)
+            if ref is None:
+                continue
+            if out is None:
+                out = dict(state)
+            out[key] = ref
+        return packet if out is None else _with_state(packet, out)
 
     def _stored_input(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
         """A subgraph's input checkpoint with the history its input re-sent (the
@@ -220,6 +292,13 @@ class ResentLayer(Layer):
         declared = declared_channels()
         out: list[tuple[str, Any]] | None = None
         for i, (channel, value) in enumerate(writes):
+            if channel == TASKS and isinstance(value, Send):
+                packet = self._stored_send(thread_id, ns, str(cid), value)
+                if packet is not value:
+                    if out is None:
+                        out = list(writes)
+                    out[i] = (channel, packet)
+                continue
             if not isinstance(value, list) or not value:
                 continue
             if declared is not None and not isinstance(declared.get(channel), MessageLogChannel):
@@ -268,6 +347,31 @@ class ResentLayer(Layer):
 
 
 _Views = dict[tuple[str, str, str], "list[Any] | None"]
+
+
+def _sent_state(packet: Any) -> Mapping[Any, Any] | None:
+    """The state a `Send` packet carries: its argument's `"state"` mapping (the prebuilt
+    `ToolNode` payload) or the argument itself when it is a mapping; else None."""
+    if not isinstance(packet, Send) or not isinstance(packet.arg, Mapping):
+        return None
+    inner = packet.arg.get("state")
+    return inner if isinstance(inner, Mapping) else packet.arg
+
+
+def _sent_refs(packet: Any) -> Mapping[Any, Any] | None:
+    """The state of a stored `Send` holding references (`_sent_state`), or None."""
+    state = _sent_state(packet)
+    if state is None or not any(is_resent(v) for v in state.values()):
+        return None
+    return state
+
+
+def _with_state(packet: Send, state: dict[Any, Any]) -> Send:
+    """`packet` with the state it carries replaced by `state` (`_sent_state`)."""
+    arg = packet.arg
+    if isinstance(arg.get("state"), Mapping):
+        return Send(packet.node, {**arg, "state": state})
+    return Send(packet.node, state)
 
 
 def _elsewhere(value: Any) -> bool:

@@ -514,7 +514,9 @@ class MessageLog:
         replay. Changes nothing of the log (`_commit` does)."""
         pos = stage.count + len(stage.staged)
         msg: BaseMessage
-        if stored and is_stored_form(raw):
+        if is_stored_form(raw) and (stored or self._by_id.get(raw.id) is raw):
+            # Stored, or the very object this log holds (a re-sent history): its fields
+            # were checked when it was appended; the digest below still tells a replay.
             msg = raw
         else:
             msg = coerce_message(raw, position=pos, rekeyable=True)
