@@ -263,6 +263,10 @@ class _PregelFormat:
     """The channel prefix a StateGraph edge writes to trigger a node (`branch:to:<node>`;
     a literal in `langgraph/graph/state.py`): a head that still holds one has a task to
     run, so a subgraph may have stored work below it (`checkpoint/stopped_work.py`)."""
+    task_run_tag: str = "graph:step:"
+    """How the tag a task's own run carries starts (`graph:step:<step>`, not inherited by
+    the runnables it calls): the recorder reads a task's input state from that run's
+    start (`checkpoint/calls.py`)."""
     root_pull_task_path: str = "~__pregel_pull, {node}"
     """The `task_path` (the `put_writes` argument) of a root graph's pull task of node
     `{node}`: the guard tells a turn's `__start__` input writes by its last `", "` part

@@ -510,6 +510,36 @@ def test_pregel_formats_are_how_langgraph_spells_what_a_run_stores_and_passes() 
 
 
 
+def test_only_a_tasks_own_run_carries_the_task_run_tag_with_the_task_input() -> None:
+    # checkpoint/calls.py reads a task's input state from the start of the one run that
+    # carries `PREGEL.task_run_tag`, not from the runnables the task calls.
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    tagged: list[tuple[str | None, Any]] = []
+
+    class Seen(BaseCallbackHandler):
+        def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+            if any(t.startswith(_upstream.PREGEL.task_run_tag) for t in kw.get("tags") or ()):
+                tagged.append((kw.get("name"), inputs))
+
+    inner = RunnableLambda(lambda n: n + 1)
+
+    def node(state: S) -> S:
+        return {"n": inner.invoke(state["n"])}
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.compile().invoke({"n": 1}, {"callbacks": [Seen()]})
+    assert tagged == [("node", {"n": 1})]
+
+
 _SERVER_ADAPTER_CHECK = """
 import asyncio
 from typing import Any

@@ -29,11 +29,14 @@ Contract:
   never fails a step: a record that cannot be built is logged and left out.
 * **O(new)** (the format: `call_records`). A message the thread's writes already hold
   (seen by this layer, by id and content digest, or by content alone for a copy sent
-  without its id) is stored as a reference; any other content — a system prompt built per
-  call, a trimmed copy — as a content-addressed blob, stored once per thread and process;
-  tool schemas and call parameters likewise; the messages the agent's previous stored call
-  also sent, in order, as one slice of it. What is a reference is decided when the call
-  is stored, after the steps before it stored theirs. A process that did not see a
+  without its id) or that the calling task read from its state (the very object, with an
+  id: its own run's start carries the state) is stored as a reference; any other content
+  — a system prompt built per call, a trimmed copy — as a content-addressed blob, stored
+  once per thread and process; tool schemas and call parameters likewise; the messages
+  the agent's previous stored call also sent, in order, as one slice of it. So what a
+  record stores does not depend on whether the earlier steps' writes, which LangGraph
+  stores in the background under `durability="async"`, reached the saver before the
+  call's own. A process that did not see a
   thread's earlier writes stores each message it sends once more, as a blob. Lifecycle
   calls forget what the layer remembered of a thread (a later reference never names
   a removed write).
@@ -84,6 +87,7 @@ log = logging.getLogger("threadlog.calls")
 
 _MAX_THREADS = 1024  # threads whose stored digests a process remembers
 _MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
+_MAX_TASKS = 256  # tasks whose input state is kept while they run
 
 
 class _Memo:
@@ -103,8 +107,8 @@ class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
     __slots__ = (
-        "agent", "chain", "done", "graph_ns", "messages", "owner", "params", "record",
-        "thread", "tools",
+        "agent", "chain", "done", "graph_ns", "in_state", "messages", "owner", "params",
+        "record", "thread", "tools",
     )
 
     def __init__(
@@ -122,6 +126,7 @@ class _Call:
         self.params = params
         self.done = False
         self.graph_ns = ""  # the namespace of the graph whose task made the call
+        self.in_state: frozenset[int] = frozenset()  # positions of messages its task read
 
 
 def _step(c: _Call) -> int:
@@ -134,8 +139,8 @@ class CallRecorder(BaseCallbackHandler):
 
     run_inline = True  # no executor hop under asyncio: the handler only builds a dict
     raise_error = False  # recording never fails the app's call
-    # Only model calls: every other event of the run is not dispatched to it.
-    ignore_chain = True
+    # Model calls, and the start of each task's own run (its input state); no other
+    # event of the run is dispatched to it.
     ignore_agent = True
     ignore_retriever = True
     ignore_retry = True
@@ -143,6 +148,23 @@ class CallRecorder(BaseCallbackHandler):
 
     def __init__(self, layer: CallsLayer) -> None:
         self.layer = layer
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if tags and metadata:
+            for tag in tags:
+                if tag.startswith(PREGEL.task_run_tag):
+                    self.layer.task_started(metadata, inputs)
+                    return
 
     def on_chat_model_start(
         self,
@@ -182,6 +204,8 @@ class CallsLayer(Layer):
         self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
+        # task id -> the message objects (by identity) of the state the task read
+        self._inputs: OrderedDict[str, dict[int, BaseMessage]] = OrderedDict()
 
     # -- attaching to a run ----------------------------------------------------------
 
@@ -214,6 +238,22 @@ class CallsLayer(Layer):
                 del self._by_thread[c.thread]
 
     # -- the callbacks -----------------------------------------------------------------
+
+    def task_started(self, metadata: dict[str, Any], inputs: Any) -> None:
+        # The messages a task read are in its thread or on their way there: written by
+        # earlier runs, or by this run's earlier steps, whose writes LangGraph may still
+        # be storing in the background. A call that sends them refers to them whatever
+        # the order those writes and this task's own reach the saver.
+        task_ns = metadata.get("langgraph_checkpoint_ns")
+        if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
+            return
+        found = {id(m): m for m in messages_in(inputs) if m.id}
+        if not found:
+            return
+        with self._lock:
+            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = found
+            if len(self._inputs) > _MAX_TASKS:
+                self._inputs.popitem(last=False)
 
     def started(
         self,
@@ -256,6 +296,12 @@ class CallsLayer(Layer):
             list(batches[0]) if batches else [], params.get("tools"), raw,
         )
         c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
+        with self._lock:
+            read = self._inputs.get(chain[-1])
+        if read:
+            c.in_state = frozenset(
+                i for i, m in enumerate(c.messages) if read.get(id(m)) is m
+            )
         with self._lock:
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
@@ -300,11 +346,11 @@ class CallsLayer(Layer):
         return d
 
     def _message_entry(
-        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]
+        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any], read: bool
     ) -> dict[str, Any]:
         d = self._digest(message)
         mid = message.id
-        if mid is not None and (str(mid), d) in memo.in_log:
+        if mid is not None and (read or (str(mid), d) in memo.in_log):
             return {"id": str(mid), "d": d, "ref": True}
         if mid is None and d in memo.digests:
             # A copy without its id (a context a node rebuilt for the provider): the
@@ -379,6 +425,9 @@ class CallsLayer(Layer):
         task_path: str = "",
     ) -> Flow[None]:
         thread = str(config.get("configurable", {}).get("thread_id"))
+        if self._inputs:
+            with self._lock:
+                self._inputs.pop(task_id, None)
         self._note_stored(thread, writes)
         taken = self._take(thread, task_id) if thread in self._by_thread else []
         if taken:
@@ -405,7 +454,10 @@ class CallsLayer(Layer):
         with self._lock:
             memo = self._memo(thread)
         for c in taken:
-            sent = [self._message_entry(m, memo, blobs) for m in c.messages]
+            sent = [
+                self._message_entry(m, memo, blobs, i in c.in_state)
+                for i, m in enumerate(c.messages)
+            ]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
             record["messages"] = compress(sent, keys, memo.last.get(c.agent))
