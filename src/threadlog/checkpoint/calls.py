@@ -107,8 +107,8 @@ class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
     __slots__ = (
-        "agent", "chain", "done", "graph_ns", "in_state", "messages", "owner", "params",
-        "record", "thread", "tools",
+        "_read_ids", "agent", "chain", "done", "graph_ns", "messages", "owner", "params",
+        "read", "record", "thread", "tools",
     )
 
     def __init__(
@@ -126,7 +126,28 @@ class _Call:
         self.params = params
         self.done = False
         self.graph_ns = ""  # the namespace of the graph whose task made the call
-        self.in_state: frozenset[int] = frozenset()  # positions of messages its task read
+        self.read: Any = None  # the state its task read (task_started)
+        self._read_ids: set[int] | None = None
+
+    def sent_from_state(self, message: BaseMessage) -> bool:
+        """Whether `message` is one of the objects of the state the call's task read."""
+        if self.read is None:
+            return False
+        if self._read_ids is None:
+            self._read_ids = _object_ids(self.read)
+        return id(message) in self._read_ids
+
+
+def _object_ids(value: Any) -> set[int]:
+    """The identities of the message objects in a task's input (a state dict's values)."""
+    out: set[int] = set()
+    values = value.values() if isinstance(value, dict) else (value,)
+    for v in values:
+        if isinstance(v, BaseMessage):
+            out.add(id(v))
+        elif isinstance(v, (list, tuple)):
+            out.update(map(id, v))
+    return out
 
 
 def _step(c: _Call) -> int:
@@ -204,8 +225,7 @@ class CallsLayer(Layer):
         self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
-        # task id -> the message objects (by identity) of the state the task read
-        self._inputs: OrderedDict[str, dict[int, BaseMessage]] = OrderedDict()
+        self._inputs: OrderedDict[str, Any] = OrderedDict()  # task id -> state it read
 
     # -- attaching to a run ----------------------------------------------------------
 
@@ -244,14 +264,13 @@ class CallsLayer(Layer):
         # earlier runs, or by this run's earlier steps, whose writes LangGraph may still
         # be storing in the background. A call that sends them refers to them whatever
         # the order those writes and this task's own reach the saver.
+        # Kept as it is (holding its messages alive, so identity stays theirs); looked
+        # into only when a call's record needs it.
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
             return
-        found = {id(m): m for m in messages_in(inputs) if m.id}
-        if not found:
-            return
         with self._lock:
-            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = found
+            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = inputs
             if len(self._inputs) > _MAX_TASKS:
                 self._inputs.popitem(last=False)
 
@@ -297,12 +316,7 @@ class CallsLayer(Layer):
         )
         c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
         with self._lock:
-            read = self._inputs.get(chain[-1])
-        if read:
-            c.in_state = frozenset(
-                i for i, m in enumerate(c.messages) if read.get(id(m)) is m
-            )
-        with self._lock:
+            c.read = self._inputs.get(chain[-1])
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
 
@@ -346,11 +360,11 @@ class CallsLayer(Layer):
         return d
 
     def _message_entry(
-        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any], read: bool
+        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any], c: _Call
     ) -> dict[str, Any]:
         d = self._digest(message)
         mid = message.id
-        if mid is not None and (read or (str(mid), d) in memo.in_log):
+        if mid is not None and ((str(mid), d) in memo.in_log or c.sent_from_state(message)):
             return {"id": str(mid), "d": d, "ref": True}
         if mid is None and d in memo.digests:
             # A copy without its id (a context a node rebuilt for the provider): the
@@ -454,10 +468,7 @@ class CallsLayer(Layer):
         with self._lock:
             memo = self._memo(thread)
         for c in taken:
-            sent = [
-                self._message_entry(m, memo, blobs, i in c.in_state)
-                for i, m in enumerate(c.messages)
-            ]
+            sent = [self._message_entry(m, memo, blobs, c) for m in c.messages]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
             record["messages"] = compress(sent, keys, memo.last.get(c.agent))
