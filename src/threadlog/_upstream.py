@@ -363,6 +363,27 @@ def running_loop() -> RunningLoop | None:
         ) from exc
 
 
+def run_store(loop: RunningLoop) -> Any:
+    """The `BaseStore` the run hands its tasks (`get_store()`, `runtime.store`), or None.
+    Raises `UpstreamChangedError` if the loop keeps it elsewhere."""
+    try:
+        return loop.loop.store  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        raise UpstreamChangedError(
+            f"{type(loop.loop).__name__} has no `store` attribute any more",
+            package="langgraph",
+            version=_version(),
+        ) from exc
+
+
+def set_run_store(loop: RunningLoop, store: Any) -> None:
+    """Hand this run's tasks `store` instead (the loop passes its `store` to each task's
+    `Runtime` as it prepares the task; a subgraph's run takes its parent task's). Called
+    while the loop enters, before any task is prepared; this run only."""
+    run_store(loop)  # the attribute is where it was
+    loop.loop.store = store  # type: ignore[attr-defined]
+
+
 def in_get_state() -> bool:
     """Whether `get_state` / `aget_state` is running in this context (not `update_state`)."""
     return _active("get_state") is not None

@@ -54,14 +54,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from threadlog._upstream import PREGEL, RunningLoop, running_loop
+from threadlog._upstream import PREGEL, RunningLoop, run_store, running_loop, set_run_store
 from threadlog.checkpoint.call_records import (
     CALLS_CHANNEL,
     CALLS_TASK_PREFIX,
@@ -78,6 +78,7 @@ from threadlog.checkpoint.call_records import (
     tool_name,
 )
 from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.store_ops import RecordingStore, new_record
 from threadlog.flows import Flow
 from threadlog.log.messages import digest
 
@@ -107,8 +108,8 @@ class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
     __slots__ = (
-        "_read_ids", "agent", "chain", "done", "graph_ns", "messages", "owner", "params",
-        "read", "record", "thread", "tools",
+        "_read_ids", "agent", "chain", "done", "graph_ns", "messages", "ops", "owner",
+        "params", "read", "record", "thread", "tools",
     )
 
     def __init__(
@@ -127,6 +128,7 @@ class _Call:
         self.done = False
         self.graph_ns = ""  # the namespace of the graph whose task made the call
         self.read: Any = None  # the state its task read (task_started)
+        self.ops: list[dict[str, Any]] | None = None  # store operations, not a model call
         self._read_ids: set[int] | None = None
 
     def sent_from_state(self, message: BaseMessage) -> bool:
@@ -234,12 +236,18 @@ class CallsLayer(Layer):
         if manager is None:
             return
         handlers = list(getattr(manager, "inheritable_handlers", None) or ())
-        if any(isinstance(h, CallRecorder) and h.layer is self for h in handlers):
-            return  # a subgraph's run: its parent's recorder is inherited
-        recorder = CallRecorder(self)
-        # A new list: the run manager may share its list with the caller's manager.
-        manager.inheritable_handlers = [*handlers, recorder]
-        loop.stack.callback(self._drop, recorder)
+        recorder = next(
+            (h for h in handlers if isinstance(h, CallRecorder) and h.layer is self), None
+        )
+        if recorder is None:  # else a subgraph's run: its parent's recorder is inherited
+            recorder = CallRecorder(self)
+            # A new list: the run manager may share its list with the caller's manager.
+            manager.inheritable_handlers = [*handlers, recorder]
+            loop.stack.callback(self._drop, recorder)
+        store = run_store(loop)
+        if store is not None and not isinstance(store, RecordingStore):
+            # This run's tasks only (a subgraph's run has its parent task's already).
+            set_run_store(loop, RecordingStore(store, recorder))
 
     def _drop(self, recorder: CallRecorder) -> None:
         # Calls whose task stored no writes (durability="exit", a node that raised
@@ -319,6 +327,25 @@ class CallsLayer(Layer):
             c.read = self._inputs.get(chain[-1])
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
+
+    def store_used(
+        self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]
+    ) -> None:
+        """A task's store operations (`store_ops.RecordingStore`): stored as its calls are."""
+        made = new_record(config, ops)
+        if made is None:
+            return
+        thread, task_ns, record = made
+        parts = task_ns.split(PREGEL.ns_sep)
+        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
+        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
+        c = _Call(thread, chain, record, recorder, agent, [], None, [])
+        c.ops, c.done = ops, True
+        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
+        key = uuid4()
+        with self._lock:
+            self._calls[key] = c
+            self._by_thread.setdefault(thread, []).append(key)
 
     def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
         with self._lock:
@@ -465,9 +492,15 @@ class CallsLayer(Layer):
     def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
+        used: list[dict[str, Any]] = []
         with self._lock:
             memo = self._memo(thread)
         for c in taken:
+            if c.ops is not None:
+                record = dict(c.record)
+                record["ops"] = [self._store_op(op, memo, blobs) for op in c.ops]
+                used.append(record)
+                continue
             sent = [self._message_entry(m, memo, blobs, c) for m in c.messages]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
@@ -483,7 +516,33 @@ class CallsLayer(Layer):
             # Stored in this same write: a later call of the agent may slice it.
             memo.last[c.agent] = (str(record["run_id"]), keys)
         memo.blobs.update(blobs)
-        return {"v": FORMAT, "calls": records, "blobs": blobs}
+        value: dict[str, Any] = {"v": FORMAT, "calls": records, "blobs": blobs}
+        if used:
+            value["store"] = used
+        return value
+
+    def _value_d(self, value: Any, memo: _Memo, blobs: dict[str, Any]) -> str:
+        made = plain(value)
+        d = blob_digest(made)
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "store_value", "value": made}
+        return d
+
+    def _store_op(
+        self, op: dict[str, Any], memo: _Memo, blobs: dict[str, Any]
+    ) -> dict[str, Any]:
+        # Values as blobs, once per thread: a memory read every turn is stored once.
+        out = dict(op)
+        if "value" in out:
+            out["value"] = self._value_d(out["value"], memo, blobs)
+        if "items" in out:
+            out["items"] = [
+                [i["namespace"], i["key"], self._value_d(i["value"], memo, blobs)]
+                for i in out["items"]
+            ]
+        if "filter" in out:
+            out["filter"] = plain(out["filter"])
+        return out
 
     def put(
         self,
