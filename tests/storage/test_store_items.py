@@ -113,3 +113,22 @@ def test_a_graph_without_a_store_records_none_and_reads_as_before(
     assert store_json(capsys, url, "n") == []
     assert main(["inspect", "--db", url, "--thread", "n", "--store"]) == 0
     assert "none recorded" in capsys.readouterr().out
+
+
+def test_the_html_page_and_the_notebook_show_the_items_under_each_step(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'page.db'}"
+    with threadlog.checkpointer(url) as saver, apps.store_for("memory", url) as store:
+        graph = apps.memory_agent(saver, store)
+        apps.turn(graph, "p", "I like <b>tea</b>")
+    page = tmp_path / "p.html"
+    assert main(["inspect", "--db", url, "--thread", "p", "--html", str(page)]) == 0
+    html = page.read_text()
+    # Three steps used the store: a search; a put and a get; a search finding the memory.
+    assert html.count('class="tl-store"') == 3
+    assert html.count("class='tl-store-op'") == 4
+    assert "store · 1 read(s), 1 write(s)" in html
+    assert "user said I like &lt;b&gt;tea&lt;/b&gt;" in html and "<b>tea</b>" not in html
+    notebook = threadlog.inspect.thread(url, "p", calls=True)._repr_html_()
+    assert notebook.count('class="tl-store"') == 3

@@ -51,6 +51,7 @@ class StoreOp:
     items: list[dict[str, Any]] = field(default_factory=list)
     count: int | None = None
     started: float = 0.0
+    ns: str = ""  # the task's own namespace, task ids included
 
     @property
     def written(self) -> bool:
@@ -242,4 +243,5 @@ def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Itera
             ],
             count=op.get("count"),
             started=float(record.get("t") or 0.0),
+            ns=ns,
         )
