@@ -107,3 +107,43 @@ def store_for(kind: str, url: str) -> Iterator[BaseStore]:
         with PostgresStore.from_conn_string(url) as pg_store:
             pg_store.setup()
             yield pg_store
+
+
+def async_memory_agent(checkpointer: Any, store: BaseStore) -> Any:
+    """`memory_agent` with async nodes, as memory-agent's own: `await store.asearch`,
+    `await store.aput` on the store LangGraph injects (`store: BaseStore`)."""
+    model = ToolScripted(script=_script)
+
+    async def call_model(
+        state: MessagesState, runtime: Runtime[Context], *, store: BaseStore
+    ) -> dict[str, Any]:
+        user = runtime.context["user_id"]
+        memories = await store.asearch(("memories", user), query="what matters", limit=10)
+        text = "\n".join(f"[{m.key}]: {m.value}" for m in memories)
+        sent = [SystemMessage(memory_prompt(text)), *state["messages"]]
+        return {"messages": [await model.ainvoke(sent)]}
+
+    async def store_memory(
+        state: MessagesState, runtime: Runtime[Context], *, store: BaseStore
+    ) -> dict[str, Any]:
+        user = runtime.context["user_id"]
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        for call in last.tool_calls:
+            await store.aput(("memories", user), str(call["id"]), dict(call["args"]))
+        return {"messages": [
+            ToolMessage(f"Stored memory {c['id']}", tool_call_id=str(c["id"]))
+            for c in last.tool_calls
+        ]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "store_memory" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    b = StateGraph(MessagesState, context_schema=Context)
+    b.add_node("call_model", call_model)
+    b.add_node("store_memory", store_memory)
+    b.add_edge(START, "call_model")
+    b.add_conditional_edges("call_model", route, ["store_memory", END])
+    b.add_edge("store_memory", "call_model")
+    return b.compile(checkpointer=checkpointer, store=store)

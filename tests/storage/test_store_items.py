@@ -132,3 +132,29 @@ def test_the_html_page_and_the_notebook_show_the_items_under_each_step(
     assert "user said I like &lt;b&gt;tea&lt;/b&gt;" in html and "<b>tea</b>" not in html
     notebook = threadlog.inspect.thread(url, "p", calls=True)._repr_html_()
     assert notebook.count('class="tl-store"') == 3
+
+
+def test_an_async_app_with_an_injected_store_records_its_items(backend: str) -> None:
+    import asyncio
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+
+    async def run() -> None:
+        async with threadlog.acheckpointer(backend) as saver:
+            graph = apps.async_memory_agent(saver, store)
+            for text in ("I like tea", "I live in Oslo"):
+                await graph.ainvoke(
+                    {"messages": [HumanMessage(text)]},
+                    {"configurable": {"thread_id": "a"}}, context={"user_id": "ada"},
+                )
+
+    asyncio.run(run())
+    ops = store_items(backend, "a")
+    assert [(o.node, o.op) for o in ops] == [
+        ("call_model", "search"), ("store_memory", "put"), ("call_model", "search"),
+    ] * 2
+    assert [i["key"] for i in ops[3].items] == ["mem-1"]
+    assert ops[4].value == {"content": "user said I live in Oslo", "context": "turn 2"}
