@@ -46,6 +46,7 @@ __all__ = [
     "plain",
     "stored_digests",
     "tool_name",
+    "unnamed_digest",
 ]
 
 
@@ -91,9 +92,14 @@ def stored_digests(message: BaseMessage) -> list[str]:
         return []
     if message.name is None:
         return [own]
+    return [own, unnamed_digest(message)]
+
+
+def unnamed_digest(message: BaseMessage) -> str:
+    """The digest of a named message's copy without its `name` (`stored_digests`)."""
     fp = fingerprint(message)
-    del fp["name"]
-    return [own, blob_digest(fp)]
+    fp.pop("name", None)
+    return blob_digest(fp)
 
 
 def fingerprint_of(message: BaseMessage) -> dict[str, Any]:

@@ -74,8 +74,8 @@ from threadlog.checkpoint.call_records import (
     messages_in,
     model_name,
     plain,
-    stored_digests,
     tool_name,
+    unnamed_digest,
 )
 from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.checkpoint.store_ops import RecordingStore, new_record
@@ -150,6 +150,13 @@ def _object_ids(value: Any) -> set[int]:
         elif isinstance(v, (list, tuple)):
             out.update(map(id, v))
     return out
+
+
+def _unnamed(message: BaseMessage) -> str:
+    try:
+        return unnamed_digest(message)
+    except Exception:  # a message the log has no role for: found by id only
+        return ""
 
 
 def _step(c: _Call) -> int:
@@ -608,7 +615,7 @@ class CallsLayer(Layer):
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]
-        variants = [d for m in found if m.name is not None for d in stored_digests(m)[1:]]
+        variants = [d for m in found if m.name is not None and (d := _unnamed(m))]
         with self._lock:
             memo = self._memo(thread)
             memo.in_log.update(known)
