@@ -59,6 +59,8 @@ class RecordingStore(BaseStore):
         self.ttl_config = inner.ttl_config
 
     def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
