@@ -343,6 +343,12 @@ def test_under_exit_durability_every_call_of_each_run_is_recorded(tmp_path: Path
         graph = apps.dynamic_agent(saver)
         for text in ("hi", "again"):
             graph.invoke({"messages": [HumanMessage(text)]}, cfg, durability="exit")
+        # Nothing of the runs is kept past them: no call, no state a task read.
+        from threadlog.checkpoint.calls import CallsLayer
+        from threadlog.checkpoint.layered import layer_of
+
+        layer = layer_of(saver, CallsLayer)
+        assert layer is not None and not layer._calls and not layer._inputs
     calls = recorded_calls(url, "x")
     assert [c.system_prompt for c in calls] == [apps.dynamic_prompt_text(n) for n in (1, 3, 5, 7)]
     assert not any(m.get("missing") for c in calls for m in c.messages)

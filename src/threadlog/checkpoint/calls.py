@@ -193,7 +193,7 @@ class CallRecorder(BaseCallbackHandler):
         if tags and metadata:
             for tag in tags:
                 if tag.startswith(PREGEL.task_run_tag):
-                    self.layer.task_started(metadata, inputs)
+                    self.layer.task_started(self, metadata, inputs)
                     return
 
     def on_chat_model_start(
@@ -234,7 +234,8 @@ class CallsLayer(Layer):
         self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
-        self._inputs: OrderedDict[str, Any] = OrderedDict()  # task id -> state it read
+        # task id -> (the run's recorder, the state the task read)
+        self._inputs: OrderedDict[str, tuple[CallRecorder, Any]] = OrderedDict()
 
     # -- attaching to a run ----------------------------------------------------------
 
@@ -263,6 +264,10 @@ class CallsLayer(Layer):
             for run_id, c in list(self._calls.items()):
                 if c.owner is recorder:
                     self._forget_call(run_id, c)
+            # Nor the states its tasks read (a task that stored no writes left its own).
+            for task, (owner, _) in list(self._inputs.items()):
+                if owner is recorder:
+                    del self._inputs[task]
 
     def _forget_call(self, run_id: UUID, c: _Call) -> None:
         del self._calls[run_id]
@@ -274,7 +279,9 @@ class CallsLayer(Layer):
 
     # -- the callbacks -----------------------------------------------------------------
 
-    def task_started(self, metadata: dict[str, Any], inputs: Any) -> None:
+    def task_started(
+        self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any
+    ) -> None:
         # The messages a task read are in its thread or on their way there: written by
         # earlier runs, or by this run's earlier steps, whose writes LangGraph may still
         # be storing in the background. A call that sends them refers to them whatever
@@ -285,7 +292,7 @@ class CallsLayer(Layer):
         if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
             return
         with self._lock:
-            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = inputs
+            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = (recorder, inputs)
             if len(self._inputs) > _MAX_TASKS:
                 self._inputs.popitem(last=False)
 
@@ -331,7 +338,8 @@ class CallsLayer(Layer):
         )
         c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
         with self._lock:
-            c.read = self._inputs.get(chain[-1])
+            read = self._inputs.get(chain[-1])
+            c.read = None if read is None else read[1]
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
 
