@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -40,9 +40,6 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-if TYPE_CHECKING:
-    from threadlog.checkpoint.calls import CallRecorder
-
 __all__ = ["RecordingStore", "op_records"]
 
 log = logging.getLogger("threadlog.calls")
@@ -51,7 +48,8 @@ log = logging.getLogger("threadlog.calls")
 class RecordingStore(BaseStore):
     """The app's store for one run, telling its recorder what each task read and wrote."""
 
-    def __init__(self, inner: BaseStore, recorder: CallRecorder) -> None:
+    def __init__(self, inner: BaseStore, recorder: Any) -> None:
+        # `recorder`: the run's `calls.CallRecorder` (its `layer.store_used` is told).
         self.inner = inner
         self.recorder = recorder
         # What `BaseStore.put` checks before it builds an operation: the app's store's.
