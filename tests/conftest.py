@@ -448,6 +448,13 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_one_helper_unwraps_a_saver",
         "test_sql_naming_langgraphs_tables_is_in_at_most_three_files_all_in_backends",
     ),
+    "test_store_items.py": (
+        "test_inspect_store_lists_what_each_step_searched_put_and_got",
+        "test_a_memory_read_every_turn_is_stored_once",
+        "test_the_html_page_and_the_notebook_show_the_items_under_each_step",
+        "test_an_async_app_with_an_injected_store_records_its_items",
+    ),
+    "test_handoff_subgraphs.py": ("*",),  # a swarm's and a supervisor's turns
     "test_summarizing_chatbot.py": (
         "test_the_summarizing_chatbot_runs_ten_turns_and_its_deletions_are_events",
     ),

@@ -272,6 +272,10 @@ class _PregelFormat:
     """The channel prefix a StateGraph edge writes to trigger a node (`branch:to:<node>`;
     a literal in `langgraph/graph/state.py`): a head that still holds one has a task to
     run, so a subgraph may have stored work below it (`checkpoint/stopped_work.py`)."""
+    task_run_tag: str = "graph:step:"
+    """How the tag a task's own run carries starts (`graph:step:<step>`, not inherited by
+    the runnables it calls): the recorder reads a task's input state from that run's
+    start (`checkpoint/calls.py`)."""
     root_pull_task_path: str = "~__pregel_pull, {node}"
     """The `task_path` (the `put_writes` argument) of a root graph's pull task of node
     `{node}`: the guard tells a turn's `__start__` input writes by its last `", "` part
@@ -366,6 +370,27 @@ def running_loop() -> RunningLoop | None:
             package="langgraph",
             version=_version(),
         ) from exc
+
+
+def run_store(loop: RunningLoop) -> Any:
+    """The `BaseStore` the run hands its tasks (`get_store()`, `runtime.store`), or None.
+    Raises `UpstreamChangedError` if the loop keeps it elsewhere."""
+    try:
+        return loop.loop.store  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        raise UpstreamChangedError(
+            f"{type(loop.loop).__name__} has no `store` attribute any more",
+            package="langgraph",
+            version=_version(),
+        ) from exc
+
+
+def set_run_store(loop: RunningLoop, store: Any) -> None:
+    """Hand this run's tasks `store` instead (the loop passes its `store` to each task's
+    `Runtime` as it prepares the task; a subgraph's run takes its parent task's). Called
+    while the loop enters, before any task is prepared; this run only."""
+    run_store(loop)  # the attribute is where it was
+    loop.loop.store = store  # type: ignore[attr-defined]
 
 
 def in_get_state() -> bool:

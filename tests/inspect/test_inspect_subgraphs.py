@@ -46,6 +46,7 @@ def test_a_stopped_subgraph_is_listed_and_its_namespace_shows_its_steps(
         "checkpoints": 3,
         "head": sub_state.config["configurable"]["checkpoint_id"],
         "status": "stopped",
+        "handed_to": None,
     }
     sub = threadlog.inspect.thread(backend, "t", namespace=ns)
     assert sub.namespace == ns and len(sub) == 3

@@ -55,6 +55,7 @@ LAYERS: list[tuple[object, ...]] = [
                         "checkpoint.recover",
                         "checkpoint.state_types",
                         "checkpoint.call_records",
+                        "checkpoint.store_ops",
                     ),
                     ("checkpoint.own_writes", "checkpoint.resent"),
                     ("checkpoint.cache",),
@@ -125,6 +126,7 @@ LAYERS: list[tuple[object, ...]] = [
         "inspect.history",
         "inspect.plot",
         "inspect.page",
+        "inspect.store_items",
     ),
     (
         "inspect.threads",

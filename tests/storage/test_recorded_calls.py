@@ -176,6 +176,49 @@ def test_each_calls_record_stores_only_what_is_new(tmp_path: Path) -> None:
     assert not any(m.get("missing") for m in calls[-1].messages)
 
 
+def test_a_call_refers_to_messages_whose_earlier_writes_reach_the_saver_after_its_own(
+    tmp_path: Path,
+) -> None:
+    # Under durability="async" LangGraph stores a step's writes in the background: the
+    # turn's input (the __start__ task's writes) may reach the saver after the model
+    # node's. What a record stores must not depend on that order.
+    import threading
+    import time
+
+    path = tmp_path / "late.db"
+    cfg: Any = {"configurable": {"thread_id": "l"}}
+    with threadlog.checkpointer(f"sqlite:///{path}") as saver:
+        graph = apps.own_node(saver)
+        inner = saver.put_writes
+        model_wrote = threading.Event()
+
+        def late_input(config: Any, writes: Any, task_id: str, task_path: str = "") -> Any:
+            if any(ch == "user_name" for ch, _ in writes):  # the input's writes
+                model_wrote.wait(5)
+                time.sleep(0.05)
+            out = inner(config, writes, task_id, task_path)
+            if any(ch == "messages" for ch, _ in writes) and not any(
+                ch == "user_name" for ch, _ in writes
+            ):
+                model_wrote.set()
+            return out
+
+        saver.put_writes = late_input  # type: ignore[method-assign]
+        for k in range(3):
+            model_wrote.clear()
+            graph.invoke(
+                {"messages": [HumanMessage(f"turn {k} " + "y" * 2000)], "user_name": "Ada"},
+                cfg, durability="async",
+            )
+    sizes = _record_sizes(path)
+    assert len(sizes) == 3
+    assert max(sizes) < 1500  # the 2000-character user message is never stored again
+    calls = recorded_calls(f"sqlite:///{path}", "l")
+    assert [m["content"][:6] for m in calls[-1].messages if m["role"] == "user"] == [
+        "turn 0", "turn 1", "turn 2"
+    ]
+
+
 def test_record_calls_false_stores_none_and_the_thread_reads_as_before(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -300,6 +343,12 @@ def test_under_exit_durability_every_call_of_each_run_is_recorded(tmp_path: Path
         graph = apps.dynamic_agent(saver)
         for text in ("hi", "again"):
             graph.invoke({"messages": [HumanMessage(text)]}, cfg, durability="exit")
+        # Nothing of the runs is kept past them: no call, no state a task read.
+        from threadlog.checkpoint.calls import CallsLayer
+        from threadlog.checkpoint.layered import layer_of
+
+        layer = layer_of(saver, CallsLayer)
+        assert layer is not None and not layer._calls and not layer._inputs
     calls = recorded_calls(url, "x")
     assert [c.system_prompt for c in calls] == [apps.dynamic_prompt_text(n) for n in (1, 3, 5, 7)]
     assert not any(m.get("missing") for c in calls for m in c.messages)

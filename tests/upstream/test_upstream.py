@@ -526,6 +526,81 @@ def test_pregel_formats_are_how_langgraph_spells_what_a_run_stores_and_passes() 
 
 
 
+def test_a_store_set_while_the_loop_enters_is_the_one_every_task_and_subgraph_sees() -> None:
+    # `set_run_store` while the loop reads the thread: `get_store()` and `runtime.store`
+    # in a node, and in a subgraph's node, are the run's replacement; the graph's own
+    # store is left as it was, and the next run starts from it again.
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.config import get_store
+    from langgraph.graph import START, StateGraph
+    from langgraph.runtime import Runtime
+    from langgraph.store.memory import InMemoryStore
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    seen: list[Any] = []
+
+    class Marked(InMemoryStore):
+        pass
+
+    class Probe(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig) -> Any:
+            loop = _upstream.running_loop()
+            if loop is not None and not isinstance(_upstream.run_store(loop), Marked):
+                _upstream.set_run_store(loop, Marked())
+            return super().get_tuple(config)
+
+    def leaf(state: S, runtime: Runtime[None]) -> S:
+        seen.append((type(get_store()).__name__, type(runtime.store).__name__))
+        return {"n": state["n"] + 1}
+
+    inner = StateGraph(S)
+    inner.add_node("leaf", leaf)
+    inner.add_edge(START, "leaf")
+    g = StateGraph(S)
+    g.add_node("outer", leaf)
+    g.add_node("sub", inner.compile())
+    g.add_edge(START, "outer")
+    g.add_edge("outer", "sub")
+    own = InMemoryStore()
+    graph = g.compile(checkpointer=_upstream.own(Probe()), store=own)
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert seen == [("Marked", "Marked")] * 2
+    assert graph.store is own
+
+
+def test_only_a_tasks_own_run_carries_the_task_run_tag_with_the_task_input() -> None:
+    # checkpoint/calls.py reads a task's input state from the start of the one run that
+    # carries `PREGEL.task_run_tag`, not from the runnables the task calls.
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        n: int
+
+    tagged: list[tuple[str | None, Any]] = []
+
+    class Seen(BaseCallbackHandler):
+        def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+            if any(t.startswith(_upstream.PREGEL.task_run_tag) for t in kw.get("tags") or ()):
+                tagged.append((kw.get("name"), inputs))
+
+    inner = RunnableLambda(lambda n: n + 1)
+
+    def node(state: S) -> S:
+        return {"n": inner.invoke(state["n"])}
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.compile().invoke({"n": 1}, {"callbacks": [Seen()]})
+    assert tagged == [("node", {"n": 1})]
+
+
 _SERVER_ADAPTER_CHECK = """
 import asyncio
 from typing import Any

@@ -10,7 +10,15 @@ blob}}`. A record: `run_id`, `t` (when the call started), `ns` (the task's
 stores: by id and digest), `{"d", "ref": true}` (a copy sent without id: by content),
 `{"d"[, "id"]}` (its content in `blobs[d]`) or `{"slice": [run id, start, end]}` (those
 messages of an earlier stored call). A blob is `{"k": "message", role, content, …}`,
-`{"k": "tools", "value": schemas}` or `{"k": "params", "value": params}`.
+`{"k": "tools", "value": schemas}`, `{"k": "params", "value": params}` or `{"k":
+"store_value", "value": a store item's value}`.
+
+When the graph has a store, the write also holds `"store": [record, ...]`: the `BaseStore`
+operations of the task (`store_ops`), each record `run_id` (`store-…`), `t`, `ns`,
+`step`, `node`, `ops`: `{"op": "get", "namespace", "key", "found"[, "value": digest]}`,
+`{"op": "search", "namespace", "query"?, "filter"?, "items": [[namespace, key, value
+digest], ...]}`, `{"op": "put" | "delete", "namespace", "key"[, "value": digest]}`,
+`{"op": "list_namespaces", "count"}`. A value's content is in `blobs`.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ __all__ = [
     "plain",
     "stored_digests",
     "tool_name",
+    "unnamed_digest",
 ]
 
 
@@ -83,9 +92,14 @@ def stored_digests(message: BaseMessage) -> list[str]:
         return []
     if message.name is None:
         return [own]
+    return [own, unnamed_digest(message)]
+
+
+def unnamed_digest(message: BaseMessage) -> str:
+    """The digest of a named message's copy without its `name` (`stored_digests`)."""
     fp = fingerprint(message)
-    del fp["name"]
-    return [own, blob_digest(fp)]
+    fp.pop("name", None)
+    return blob_digest(fp)
 
 
 def fingerprint_of(message: BaseMessage) -> dict[str, Any]:

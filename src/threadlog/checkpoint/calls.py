@@ -29,11 +29,14 @@ Contract:
   never fails a step: a record that cannot be built is logged and left out.
 * **O(new)** (the format: `call_records`). A message the thread's writes already hold
   (seen by this layer, by id and content digest, or by content alone for a copy sent
-  without its id) is stored as a reference; any other content — a system prompt built per
-  call, a trimmed copy — as a content-addressed blob, stored once per thread and process;
-  tool schemas and call parameters likewise; the messages the agent's previous stored call
-  also sent, in order, as one slice of it. What is a reference is decided when the call
-  is stored, after the steps before it stored theirs. A process that did not see a
+  without its id) or that the calling task read from its state (the very object, with an
+  id: its own run's start carries the state) is stored as a reference; any other content
+  — a system prompt built per call, a trimmed copy — as a content-addressed blob, stored
+  once per thread and process; tool schemas and call parameters likewise; the messages
+  the agent's previous stored call also sent, in order, as one slice of it. So what a
+  record stores does not depend on whether the earlier steps' writes, which LangGraph
+  stores in the background under `durability="async"`, reached the saver before the
+  call's own. A process that did not see a
   thread's earlier writes stores each message it sends once more, as a blob. Lifecycle
   calls forget what the layer remembered of a thread (a later reference never names
   a removed write).
@@ -51,14 +54,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from threadlog._upstream import PREGEL, RunningLoop, running_loop
+from threadlog._upstream import PREGEL, RunningLoop, run_store, running_loop, set_run_store
 from threadlog.checkpoint.call_records import (
     CALLS_CHANNEL,
     CALLS_TASK_PREFIX,
@@ -71,10 +74,11 @@ from threadlog.checkpoint.call_records import (
     messages_in,
     model_name,
     plain,
-    stored_digests,
     tool_name,
+    unnamed_digest,
 )
 from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.store_ops import RecordingStore, new_record
 from threadlog.flows import Flow
 from threadlog.log.messages import digest
 
@@ -84,6 +88,7 @@ log = logging.getLogger("threadlog.calls")
 
 _MAX_THREADS = 1024  # threads whose stored digests a process remembers
 _MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
+_MAX_TASKS = 256  # tasks whose input state is kept while they run
 
 
 class _Memo:
@@ -103,8 +108,8 @@ class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
     __slots__ = (
-        "agent", "chain", "done", "graph_ns", "messages", "owner", "params", "record",
-        "thread", "tools",
+        "_read_ids", "agent", "chain", "done", "graph_ns", "messages", "ops", "owner",
+        "params", "read", "record", "thread", "tools",
     )
 
     def __init__(
@@ -122,6 +127,36 @@ class _Call:
         self.params = params
         self.done = False
         self.graph_ns = ""  # the namespace of the graph whose task made the call
+        self.read: Any = None  # the state its task read (task_started)
+        self.ops: list[dict[str, Any]] | None = None  # store operations, not a model call
+        self._read_ids: set[int] | None = None
+
+    def sent_from_state(self, message: BaseMessage) -> bool:
+        """Whether `message` is one of the objects of the state the call's task read."""
+        if self.read is None:
+            return False
+        if self._read_ids is None:
+            self._read_ids = _object_ids(self.read)
+        return id(message) in self._read_ids
+
+
+def _object_ids(value: Any) -> set[int]:
+    """The identities of the message objects in a task's input (a state dict's values)."""
+    out: set[int] = set()
+    values = value.values() if isinstance(value, dict) else (value,)
+    for v in values:
+        if isinstance(v, BaseMessage):
+            out.add(id(v))
+        elif isinstance(v, (list, tuple)):
+            out.update(map(id, v))
+    return out
+
+
+def _unnamed(message: BaseMessage) -> str:
+    try:
+        return unnamed_digest(message)
+    except Exception:  # a message the log has no role for: found by id only
+        return ""
 
 
 def _step(c: _Call) -> int:
@@ -134,8 +169,8 @@ class CallRecorder(BaseCallbackHandler):
 
     run_inline = True  # no executor hop under asyncio: the handler only builds a dict
     raise_error = False  # recording never fails the app's call
-    # Only model calls: every other event of the run is not dispatched to it.
-    ignore_chain = True
+    # Model calls, and the start of each task's own run (its input state); no other
+    # event of the run is dispatched to it.
     ignore_agent = True
     ignore_retriever = True
     ignore_retry = True
@@ -143,6 +178,23 @@ class CallRecorder(BaseCallbackHandler):
 
     def __init__(self, layer: CallsLayer) -> None:
         self.layer = layer
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if tags and metadata:
+            for tag in tags:
+                if tag.startswith(PREGEL.task_run_tag):
+                    self.layer.task_started(self, metadata, inputs)
+                    return
 
     def on_chat_model_start(
         self,
@@ -182,6 +234,8 @@ class CallsLayer(Layer):
         self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
+        # task id -> (the run's recorder, the state the task read)
+        self._inputs: OrderedDict[str, tuple[CallRecorder, Any]] = OrderedDict()
 
     # -- attaching to a run ----------------------------------------------------------
 
@@ -190,12 +244,18 @@ class CallsLayer(Layer):
         if manager is None:
             return
         handlers = list(getattr(manager, "inheritable_handlers", None) or ())
-        if any(isinstance(h, CallRecorder) and h.layer is self for h in handlers):
-            return  # a subgraph's run: its parent's recorder is inherited
-        recorder = CallRecorder(self)
-        # A new list: the run manager may share its list with the caller's manager.
-        manager.inheritable_handlers = [*handlers, recorder]
-        loop.stack.callback(self._drop, recorder)
+        recorder = next(
+            (h for h in handlers if isinstance(h, CallRecorder) and h.layer is self), None
+        )
+        if recorder is None:  # else a subgraph's run: its parent's recorder is inherited
+            recorder = CallRecorder(self)
+            # A new list: the run manager may share its list with the caller's manager.
+            manager.inheritable_handlers = [*handlers, recorder]
+            loop.stack.callback(self._drop, recorder)
+        store = run_store(loop)
+        if store is not None and not isinstance(store, RecordingStore):
+            # This run's tasks only (a subgraph's run has its parent task's already).
+            set_run_store(loop, RecordingStore(store, recorder))
 
     def _drop(self, recorder: CallRecorder) -> None:
         # Calls whose task stored no writes (durability="exit", a node that raised
@@ -204,6 +264,10 @@ class CallsLayer(Layer):
             for run_id, c in list(self._calls.items()):
                 if c.owner is recorder:
                     self._forget_call(run_id, c)
+            # Nor the states its tasks read (a task that stored no writes left its own).
+            for task, (owner, _) in list(self._inputs.items()):
+                if owner is recorder:
+                    del self._inputs[task]
 
     def _forget_call(self, run_id: UUID, c: _Call) -> None:
         del self._calls[run_id]
@@ -214,6 +278,23 @@ class CallsLayer(Layer):
                 del self._by_thread[c.thread]
 
     # -- the callbacks -----------------------------------------------------------------
+
+    def task_started(
+        self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any
+    ) -> None:
+        # The messages a task read are in its thread or on their way there: written by
+        # earlier runs, or by this run's earlier steps, whose writes LangGraph may still
+        # be storing in the background. A call that sends them refers to them whatever
+        # the order those writes and this task's own reach the saver.
+        # Kept as it is (holding its messages alive, so identity stays theirs); looked
+        # into only when a call's record needs it.
+        task_ns = metadata.get("langgraph_checkpoint_ns")
+        if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
+            return
+        with self._lock:
+            self._inputs[task_ns.rsplit(PREGEL.ns_end, 1)[-1]] = (recorder, inputs)
+            if len(self._inputs) > _MAX_TASKS:
+                self._inputs.popitem(last=False)
 
     def started(
         self,
@@ -257,8 +338,29 @@ class CallsLayer(Layer):
         )
         c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
         with self._lock:
+            read = self._inputs.get(chain[-1])
+            c.read = None if read is None else read[1]
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
+
+    def store_used(
+        self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]
+    ) -> None:
+        """A task's store operations (`store_ops.RecordingStore`): stored as its calls are."""
+        made = new_record(config, ops)
+        if made is None:
+            return
+        thread, task_ns, record = made
+        parts = task_ns.split(PREGEL.ns_sep)
+        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
+        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
+        c = _Call(thread, chain, record, recorder, agent, [], None, [])
+        c.ops, c.done = ops, True
+        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
+        key = uuid4()
+        with self._lock:
+            self._calls[key] = c
+            self._by_thread.setdefault(thread, []).append(key)
 
     def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
         with self._lock:
@@ -300,11 +402,11 @@ class CallsLayer(Layer):
         return d
 
     def _message_entry(
-        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]
+        self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any], c: _Call
     ) -> dict[str, Any]:
         d = self._digest(message)
         mid = message.id
-        if mid is not None and (str(mid), d) in memo.in_log:
+        if mid is not None and ((str(mid), d) in memo.in_log or c.sent_from_state(message)):
             return {"id": str(mid), "d": d, "ref": True}
         if mid is None and d in memo.digests:
             # A copy without its id (a context a node rebuilt for the provider): the
@@ -379,6 +481,9 @@ class CallsLayer(Layer):
         task_path: str = "",
     ) -> Flow[None]:
         thread = str(config.get("configurable", {}).get("thread_id"))
+        if self._inputs:
+            with self._lock:
+                self._inputs.pop(task_id, None)
         self._note_stored(thread, writes)
         taken = self._take(thread, task_id) if thread in self._by_thread else []
         if taken:
@@ -402,10 +507,16 @@ class CallsLayer(Layer):
     def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
+        used: list[dict[str, Any]] = []
         with self._lock:
             memo = self._memo(thread)
         for c in taken:
-            sent = [self._message_entry(m, memo, blobs) for m in c.messages]
+            if c.ops is not None:
+                record = dict(c.record)
+                record["ops"] = [self._store_op(op, memo, blobs) for op in c.ops]
+                used.append(record)
+                continue
+            sent = [self._message_entry(m, memo, blobs, c) for m in c.messages]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
             record["messages"] = compress(sent, keys, memo.last.get(c.agent))
@@ -420,7 +531,33 @@ class CallsLayer(Layer):
             # Stored in this same write: a later call of the agent may slice it.
             memo.last[c.agent] = (str(record["run_id"]), keys)
         memo.blobs.update(blobs)
-        return {"v": FORMAT, "calls": records, "blobs": blobs}
+        value: dict[str, Any] = {"v": FORMAT, "calls": records, "blobs": blobs}
+        if used:
+            value["store"] = used
+        return value
+
+    def _value_d(self, value: Any, memo: _Memo, blobs: dict[str, Any]) -> str:
+        made = plain(value)
+        d = blob_digest(made)
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "store_value", "value": made}
+        return d
+
+    def _store_op(
+        self, op: dict[str, Any], memo: _Memo, blobs: dict[str, Any]
+    ) -> dict[str, Any]:
+        # Values as blobs, once per thread: a memory read every turn is stored once.
+        out = dict(op)
+        if "value" in out:
+            out["value"] = self._value_d(out["value"], memo, blobs)
+        if "items" in out:
+            out["items"] = [
+                [i["namespace"], i["key"], self._value_d(i["value"], memo, blobs)]
+                for i in out["items"]
+            ]
+        if "filter" in out:
+            out["filter"] = plain(out["filter"])
+        return out
 
     def put(
         self,
@@ -486,7 +623,7 @@ class CallsLayer(Layer):
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]
-        variants = [d for m in found if m.name is not None for d in stored_digests(m)[1:]]
+        variants = [d for m in found if m.name is not None and (d := _unnamed(m))]
         with self._lock:
             memo = self._memo(thread)
             memo.in_log.update(known)

@@ -1,5 +1,5 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
-[--json] [--html FILE] [--last N] [--context CALL] [--calls]`.
+[--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`.
 
 Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
 has branches) as plain text that fits in 100 columns, for any source
@@ -22,6 +22,10 @@ The `--html` page also shows each recorded model call under its step.
 messages as sent, the system prompt in full, tools, model, the reply), in the order they
 started; with `--json` one JSON list, an object per call (`namespace`, `agent`, `node`,
 `model`, `messages` each with `role` and `content`, `tools`, `reply_id`, …).
+`--store` prints instead the `BaseStore` items each step read and wrote
+(`threadlog.inspect.store_items`: gets, searches with their items, puts, deletes), in
+order; with `--json` one JSON list, an object per operation (`node`, `step`, `op`,
+`store_namespace`, `key`, `value`, `items`, …). The `--html` page shows them per step too.
 """
 
 from __future__ import annotations
@@ -63,6 +67,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="list every model call the thread recorded (messages sent with the system "
         "prompt, tools, model, reply) instead of the views; with --json a JSON list",
+    )
+    p.add_argument(
+        "--store",
+        action="store_true",
+        help="list the BaseStore items each step read and wrote (when the graph has a "
+        "store) instead of the views; with --json a JSON list",
     )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
@@ -113,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     from threadlog.inspect.thread import thread
 
     args.thread = resolve_thread(args.db, args.thread)
-    if args.calls:
+    if args.calls or args.store:
         return _calls(args)
     if args.html:
         check_output_path(args.html)
@@ -164,13 +174,17 @@ def _run(args: argparse.Namespace) -> int:
 def _calls(args: argparse.Namespace) -> int:
     from threadlog.inspect.calls import recorded_calls
     from threadlog.inspect.readonly import is_server_url
+    from threadlog.inspect.store_items import store_items
 
+    flag = "--calls" if args.calls else "--store"
     if is_server_url(args.db):
         raise ValueError(
-            "--calls reads a checkpointer's database (the server's SQLite file or "
-            "Postgres URL); a LangGraph server's API does not return recorded calls"
+            f"{flag} reads a checkpointer's database (the server's SQLite file or "
+            "Postgres URL); a LangGraph server's API does not return what was recorded"
         )
-    calls = recorded_calls(args.db, args.thread)
-    print(calls.json_text() if args.json else str(calls))
+    if args.calls and args.store:
+        raise ValueError("--calls and --store are two listings: pass one")
+    shown = (recorded_calls if args.calls else store_items)(args.db, args.thread)
+    print(shown.json_text() if args.json else str(shown))
     sys.stdout.flush()
     return 0

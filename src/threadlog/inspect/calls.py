@@ -32,7 +32,7 @@ from threadlog.checkpoint.call_records import CALLS_CHANNEL, messages_in, stored
 from threadlog.log.messages import fingerprint
 from threadlog.terminal import CONTROLS, safe
 
-__all__ = ["CallList", "RecordedCall", "calls_from", "recorded_calls"]
+__all__ = ["CallList", "RecordedCall", "calls_from", "recorded_calls", "thread_tuples"]
 
 _JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
 
@@ -216,16 +216,22 @@ def _message_lines(m: Mapping[str, Any], indent: str) -> list[str]:
 
 def recorded_calls(source: Any, thread_id: str) -> CallList:
     """The model calls `thread_id` recorded, from a saver or a checkpointer URL."""
+    return calls_from(thread_tuples(source, thread_id), thread_id)
+
+
+def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
+    """Every checkpoint of `thread_id` (all namespaces) with its writes, recorded calls
+    included, from a saver, a compiled graph or a checkpointer URL."""
     if isinstance(source, str):
         from threadlog.inspect.readonly import open_readonly
 
         with open_readonly(source) as saver:
-            return calls_from(_tuples(saver, thread_id), thread_id)
+            return _tuples(saver, thread_id)
     if isinstance(source, BaseCheckpointSaver):
-        return calls_from(_tuples(source, thread_id), thread_id)
+        return _tuples(source, thread_id)
     graph_saver = getattr(source, "checkpointer", None)
     if isinstance(graph_saver, BaseCheckpointSaver):
-        return calls_from(_tuples(graph_saver, thread_id), thread_id)
+        return _tuples(graph_saver, thread_id)
     raise TypeError(
         f"cannot read recorded calls from a {type(source).__name__}: pass a checkpointer, "
         "a compiled graph or a checkpointer URL"

@@ -48,6 +48,8 @@ class ThreadRecords:
         # The model calls the thread recorded (`inspect.calls.CallList`), when loaded
         # (`thread(..., calls=True)`): the page shows each under the step that made it.
         self.recorded: Any = None
+        # The store items its steps read and wrote (`inspect.store_items.StoreUse`), ditto.
+        self.store_used: Any = None
 
     @property
     def label(self) -> str:

@@ -6,10 +6,15 @@ Contract:
   `checkpoint_ns` of the thread (a compiled subgraph used as a node stores its steps
   under `"node:task_id"`, nested ones joined by `|`), oldest first: its node, the root
   checkpoint it ran from (`metadata["parents"][""]`), its checkpoint count, its newest
-  checkpoint, and whether it finished (its newest checkpoint has no task left to run) or
-  stopped (killed, interrupted or failed mid-way). One grouped query of the saver's
-  backend (`backend_of(saver).namespace_counts`) plus one read of each namespace's newest
-  checkpoint; a saver without tables threadlog knows is listed with `saver.list`.
+  checkpoint, and whether it finished (its newest checkpoint has no task left to run), was
+  handed off (its task in the enclosing graph stored its writes though its own head still
+  had a task: a `Command(graph=Command.PARENT)`, as a swarm's or a supervisor's handoff
+  tool returns, ended it; `handed_to` names the nodes those writes run next, shown as
+  "flight_assistant → hotel_assistant") or stopped (killed, interrupted or failed
+  mid-way). One grouped query of the saver's backend
+  (`backend_of(saver).namespace_counts`) plus one read of each namespace's newest
+  checkpoint, and of the enclosing checkpoint of one that did not finish; a saver without
+  tables threadlog knows is listed with `saver.list`.
 * `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
   for those threads (threads without subgraphs are absent), one grouped query of the
   saver's backend (`saver.list(None)` for any other saver) — for the listing.
@@ -27,7 +32,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
+from langgraph.types import Send
 
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.backends import backend_of
@@ -53,6 +59,18 @@ class Subgraph:
     checkpoints: int
     head_id: str
     finished: bool
+    handed_to: str | None = None  # handed off: the enclosing graph's next node(s)
+
+    @property
+    def status(self) -> str:
+        if self.finished:
+            return "finished"
+        return "stopped" if self.handed_to is None else "handed off"
+
+    @property
+    def agent(self) -> str:
+        """The node, and where it handed the conversation: "a → b" (node names)."""
+        return self.node if self.handed_to is None else f"{self.node} → {self.handed_to}"
 
 
 def subgraph_counts(
@@ -75,6 +93,27 @@ def _finished(tup: CheckpointTuple | None) -> bool:
     return not any(ch in (ERROR, INTERRUPT) for _, ch, _ in tup.pending_writes or ())
 
 
+def _handed_to(
+    saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, parents: Any
+) -> str | None:
+    """Where the enclosing graph went after the subgraph's task, when that task stored its
+    writes there (not an error or an interrupt): its `branch:to:` triggers and `Send`s."""
+    outer_ns = ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in ns else ""
+    outer_id = parents.get(outer_ns) if isinstance(parents, dict) else None
+    if not outer_id:
+        return None
+    conf = {"thread_id": thread_id, "checkpoint_ns": outer_ns, "checkpoint_id": outer_id}
+    outer = saver.get_tuple({"configurable": conf})
+    task_id = ns.rsplit(PREGEL.ns_end, 1)[-1]
+    stored = (outer.pending_writes if outer else None) or ()
+    writes = [(ch, v) for t, ch, v in stored if t == task_id]
+    if not writes or any(ch in (ERROR, INTERRUPT) for ch, _ in writes):
+        return None
+    to = [ch[len(PREGEL.branch_to):] for ch, _ in writes if ch.startswith(PREGEL.branch_to)]
+    to += [str(v.node) for ch, v in writes if ch == TASKS and isinstance(v, Send)]
+    return ", ".join(dict.fromkeys(to)) or "?"
+
+
 def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[Subgraph]:
     out: list[Subgraph] = []
     for ns, n, head_id in backend_of(saver).namespace_counts(thread_id):
@@ -84,7 +123,11 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
         parent = parents.get("")
         # "node:task_id", nested: "outer:id|inner:id" — the innermost node names it.
         node = ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
-        out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, _finished(tup)))
+        finished = _finished(tup)
+        to = None if finished or tup is None else _handed_to(saver, thread_id, ns, parents)
+        out.append(
+            Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to)
+        )
     # Oldest first: by the root checkpoint it ran from, then its own first steps.
     out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(PREGEL.ns_sep), s.head_id))
     return out
@@ -148,10 +191,10 @@ class SubgraphTable(Table):
 
     columns = (
         Column("namespace", "namespace", 0),
-        Column("node", "node", 14),
+        Column("node", "agent", 18),
         Column("from", "from", 8),
         Column("checkpoints", "ckpts", 5, ">"),
-        Column("status", "status", 8),
+        Column("status", "status", 10),
     )
 
     def __init__(self, thread_id: str, subgraphs: Sequence[Subgraph]) -> None:
@@ -166,7 +209,8 @@ class SubgraphTable(Table):
                 "parent_checkpoint": s.parent_checkpoint,
                 "checkpoints": s.checkpoints,
                 "head": s.head_id,
-                "status": "finished" if s.finished else "stopped",
+                "status": s.status,
+                "handed_to": s.handed_to,
             }
             for s in self.subgraphs
         ]
@@ -175,10 +219,11 @@ class SubgraphTable(Table):
         return [
             {
                 "namespace": s.namespace,
-                "node": s.node,
+                # "a → b" on two lines: the namespace keeps the width to be copied whole.
+                "node": [s.node] if s.handed_to is None else [s.node, f"→ {s.handed_to}"],
                 "from": short(s.parent_checkpoint),
                 "checkpoints": str(s.checkpoints),
-                "status": "finished" if s.finished else "stopped",
+                "status": s.status,
             }
             for s in self.subgraphs
         ]
@@ -186,6 +231,8 @@ class SubgraphTable(Table):
     def summary(self) -> list[str]:
         if not self.subgraphs:
             return ["no subgraph stored checkpoints on this thread"]
-        return [
-            f"{len(self.subgraphs)} namespace(s); --namespace NS shows one's checkpoints",
-        ]
+        out = [f"{len(self.subgraphs)} namespace(s); --namespace NS shows one's checkpoints"]
+        handed = [s.agent for s in self.subgraphs if s.handed_to is not None]
+        if handed:
+            out.append(f"{len(handed)} handed off: {'; '.join(handed)}")
+        return out

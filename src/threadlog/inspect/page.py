@@ -25,6 +25,8 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
 * The model calls the thread recorded, when loaded (`thread(..., calls=True)`; the
   `--html` page), under the step they ran in: where (namespace > node), the model, the
   tools and the messages as sent, the system prompt first (`threadlog.inspect.calls`).
+* The `BaseStore` items the thread's steps read and wrote, when loaded with the calls,
+  under the step that read or wrote them (`threadlog.inspect.store_items`).
 * The style is the tables' own (`threadlog.inspect.table.STYLE`).
 """
 
@@ -241,6 +243,29 @@ def _calls_of(
     return [c for c in calls if lo <= c.started <= hi and c.ns.startswith(inside)]
 
 
+def _store_of(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
+) -> str:
+    """The store items `rec`'s step read and wrote (as `_calls_of` finds its calls)."""
+    used = thread.store_used
+    if not used or parent is None or rec.source != "loop":
+        return ""
+    a, b = _ts(parent.created_at), _ts(rec.created_at)
+    if a is None or b is None:
+        return ""
+    lo, hi = a.timestamp(), b.timestamp()
+    inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
+    ops = [o for o in used if lo <= o.started <= hi and o.ns.startswith(inside)]
+    if not ops:
+        return ""
+    reads = sum(not o.written for o in ops)
+    return (
+        f'<details class="tl-store"><summary>store · {reads} read(s), '
+        f"{len(ops) - reads} write(s)</summary><ul>{''.join(o.html() for o in ops)}</ul>"
+        "</details>"
+    )
+
+
 def _call(c: RecordedCall) -> str:
     where = f"{c.namespace} > {c.node}" if c.namespace else c.node
     lines = [
@@ -307,6 +332,8 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             for m in removed_since(rec, parent)
         ]
         events += [_call(c) for c in _calls_of(thread, rec, parent)]
+        if store := _store_of(thread, rec, parent):
+            events.append(store)
         events += [
             f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
         ]

@@ -274,9 +274,12 @@ def _load(
         namespace=namespace, subgraph_list=subs,
     )
     if calls:
-        from threadlog.inspect.calls import recorded_calls
+        from threadlog.inspect.calls import calls_from, thread_tuples
+        from threadlog.inspect.store_items import store_items_from
 
-        loaded.recorded = recorded_calls(saver, thread_id)
+        stored = thread_tuples(saver, thread_id)
+        loaded.recorded = calls_from(stored, thread_id)
+        loaded.store_used = store_items_from(stored, thread_id)
     return _keyed(loaded, graph, key)
 
 

@@ -1,0 +1,145 @@
+"""`RecordingStore`: the `BaseStore` items each step of a run read and wrote.
+
+Contract:
+
+* **Per run, threadlog's graphs only.** When a run on a saver recording calls
+  (`calls.CallsLayer`) has a store (`compile(store=...)`, or the server's), the layer hands
+  that run's tasks a `RecordingStore` around it instead (`_upstream.set_run_store`, while
+  the loop enters); a subgraph's run takes its parent task's. The app's store object, the
+  graph and every other run are left as they are; nothing is patched.
+* **Transparent.** Every operation goes to the app's store as it was asked (`batch` /
+  `abatch`, through which `BaseStore`'s `get`, `search`, `put`, `delete`,
+  `list_namespaces` and their async forms all pass) and returns what it returned; any
+  other attribute is the app's store's. Recording never fails the operation: what
+  cannot be recorded is logged and left out.
+* **What is recorded**, for an operation made inside a task (LangGraph's `get_config()`
+  names the thread, the task's namespace, node and step): `get` (namespace, key, whether
+  found, the value read), `search` (namespace prefix, query, filter, the items returned:
+  namespace, key, value), `put` (namespace, key, value), `delete` (namespace, key),
+  `list_namespaces` (prefix, how many). It is stored with the step that made it, as a
+  model call is (`calls.CallsLayer`, the format in `call_records`): each value once per
+  thread, as a content-addressed blob, so a memory read every turn is stored once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+)
+
+__all__ = ["RecordingStore", "op_records"]
+
+log = logging.getLogger("threadlog.calls")
+
+
+class RecordingStore(BaseStore):
+    """The app's store for one run, telling its recorder what each task read and wrote."""
+
+    def __init__(self, inner: BaseStore, recorder: Any) -> None:
+        # `recorder`: the run's `calls.CallRecorder` (its `layer.store_used` is told).
+        self.inner = inner
+        self.recorder = recorder
+        # What `BaseStore.put` checks before it builds an operation: the app's store's.
+        self.supports_ttl = inner.supports_ttl
+        self.ttl_config = inner.ttl_config
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        results = self.inner.batch(ops)
+        self._seen(ops, results)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        results = await self.inner.abatch(ops)
+        self._seen(ops, results)
+        return results
+
+    def _seen(self, ops: list[Op], results: list[Result]) -> None:
+        from langgraph.config import get_config
+
+        try:
+            config = get_config()
+        except RuntimeError:  # used outside a task of the run: nothing to store it with
+            return
+        try:
+            self.recorder.layer.store_used(self.recorder, config, op_records(ops, results))
+        except Exception as exc:  # recording never fails the app's operation
+            log.warning("threadlog: store items not recorded: %s: %s", type(exc).__name__, exc)
+
+
+def _item(item: Any) -> dict[str, Any] | None:
+    if not isinstance(item, Item):
+        return None
+    return {"namespace": list(item.namespace), "key": item.key, "value": item.value}
+
+
+def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
+    """Each operation with what it returned, as plain data (values not yet digested)."""
+    out: list[dict[str, Any]] = []
+    for op, result in zip(ops, results, strict=False):
+        if isinstance(op, GetOp):
+            got = _item(result)
+            rec: dict[str, Any] = {
+                "op": "get", "namespace": list(op.namespace), "key": op.key,
+                "found": got is not None,
+            }
+            if got is not None:
+                rec["value"] = got["value"]
+        elif isinstance(op, SearchOp):
+            rec = {"op": "search", "namespace": list(op.namespace_prefix)}
+            if op.query is not None:
+                rec["query"] = op.query
+            if op.filter:
+                rec["filter"] = op.filter
+            rec["items"] = [i for i in map(_item, result or ()) if i is not None]  # type: ignore[arg-type]
+        elif isinstance(op, PutOp):
+            rec = {"op": "delete" if op.value is None else "put",
+                   "namespace": list(op.namespace), "key": op.key}
+            if op.value is not None:
+                rec["value"] = op.value
+        elif isinstance(op, ListNamespacesOp):
+            rec = {"op": "list_namespaces", "count": len(result or ())}  # type: ignore[arg-type]
+        else:
+            rec = {"op": type(op).__name__}
+        out.append(rec)
+    return out
+
+
+def new_record(config: Any, ops: list[dict[str, Any]]) -> tuple[str, str, dict[str, Any]] | None:
+    """(thread id, task namespace, the pending record) for operations made in a task."""
+    meta = config.get("metadata") or {}
+    conf = config.get("configurable") or {}
+    thread = conf.get("thread_id", meta.get("thread_id"))
+    task_ns = meta.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns")
+    if thread is None or not isinstance(task_ns, str) or not task_ns:
+        return None
+    record: dict[str, Any] = {
+        "run_id": f"store-{uuid.uuid4().hex}",
+        "t": time.time(),
+        "ns": task_ns,
+        "step": meta.get("langgraph_step"),
+        "ops": ops,
+    }
+    node = meta.get("langgraph_node")
+    if node is not None:
+        record["node"] = node
+    return str(thread), task_ns, record

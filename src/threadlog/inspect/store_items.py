@@ -1,0 +1,247 @@
+"""The `BaseStore` items each step of a thread read and wrote
+(`checkpoint/store_ops.py` records them), read back for people.
+
+Contract: `store_items(source, thread_id)` reads them from the thread's recorded-calls
+writes (every namespace and branch, from the backend itself, read-only; a thread whose
+graph had no store, or written without recording, has none) and returns a `StoreUse`
+list in the order they happened. Each `StoreOp`: where it ran (`namespace`: the graph's
+node names above the task, `agent`, `node`, `step`, `checkpoint_id`), the operation
+(`get`, `search`, `put`, `delete`, `list_namespaces`), the store namespace and key, the
+value read or written, a search's query, filter and items (namespace, key, value).
+`rows()` is JSON-ready; `json_text()` is that JSON with C1 controls and bidi overrides
+escaped as `\\uXXXX`; `str()` is the terminal text, every stored string through
+`threadlog.terminal.safe`; `_repr_html_()` escapes everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+
+from threadlog._upstream import PREGEL
+from threadlog.checkpoint.call_records import CALLS_CHANNEL
+from threadlog.terminal import CONTROLS, safe
+
+__all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
+
+_JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
+
+
+@dataclass
+class StoreOp:
+    """One store operation a step made (module doc)."""
+
+    namespace: str
+    agent: str
+    node: str
+    step: int | None
+    checkpoint_id: str
+    op: str
+    store_namespace: list[str]
+    key: str | None = None
+    value: Any = None
+    found: bool | None = None
+    query: str | None = None
+    filter: Any = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+    count: int | None = None
+    started: float = 0.0
+    ns: str = ""  # the task's own namespace, task ids included
+
+    @property
+    def written(self) -> bool:
+        return self.op in ("put", "delete")
+
+    def row(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "namespace": self.namespace,
+            "agent": self.agent,
+            "node": self.node,
+            "step": self.step,
+            "checkpoint_id": self.checkpoint_id,
+            "op": self.op,
+            "store_namespace": self.store_namespace,
+        }
+        for name in ("key", "value", "found", "query", "filter", "count"):
+            v = getattr(self, name)
+            if v is not None:
+                out[name] = v
+        if self.op == "search":
+            out["items"] = self.items
+        return out
+
+    def lines(self) -> list[str]:
+        where = f"{self.namespace} > {self.node}" if self.namespace else self.node
+        ns = "/".join(self.store_namespace)
+        head = f"step {self.step} {where}: {self.op} {ns}"
+        if self.key is not None:
+            head += f" [{self.key}]"
+        if self.op == "get" and not self.found:
+            head += " (not found)"
+        if self.query is not None:
+            head += f" query {self.query!r}"
+        if self.filter:
+            head += f" filter {_json(self.filter)}"
+        if self.count is not None:
+            head += f" → {self.count} namespace(s)"
+        out = [safe(head)]
+        if self.value is not None:
+            out.append("    " + safe(_json(self.value)))
+        if self.op == "search":
+            out.append(f"    → {len(self.items)} item(s)")
+            for i in self.items:
+                out.append(
+                    "      " + safe(f"{'/'.join(i['namespace'])} [{i['key']}] {_json(i['value'])}")
+                )
+        return out
+
+    def html(self) -> str:
+        where = f"{self.namespace} > {self.node}" if self.namespace else self.node
+        parts = [
+            f"<li class='tl-store-op'><b>{escape(self.op)}</b> "
+            f"{escape('/'.join(self.store_namespace))}"
+            + (f" [{escape(str(self.key))}]" if self.key is not None else "")
+            + (f" query {escape(repr(self.query))}" if self.query is not None else "")
+            + f" <small>({escape(where)})</small>"
+        ]
+        if self.value is not None:
+            parts.append(f"<pre>{escape(_json(self.value))}</pre>")
+        if self.op == "get" and not self.found:
+            parts.append(" (not found)")
+        if self.items:
+            parts.append("<ul>")
+            for i in self.items:
+                parts.append(
+                    f"<li>{escape('/'.join(i['namespace']))} [{escape(str(i['key']))}] "
+                    f"<pre>{escape(_json(i['value']))}</pre></li>"
+                )
+            parts.append("</ul>")
+        parts.append("</li>")
+        return "".join(parts)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+@dataclass
+class StoreUse:
+    """A thread's store operations, in the order they happened."""
+
+    thread_id: str
+    ops: list[StoreOp] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __iter__(self) -> Iterator[StoreOp]:
+        return iter(self.ops)
+
+    def __getitem__(self, i: int) -> StoreOp:
+        return self.ops[i]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [o.row() for o in self.ops]
+
+    def json_text(self) -> str:
+        text = json.dumps(self.rows(), ensure_ascii=False, indent=1, default=str)
+        return text.translate(_JSON_ESCAPES)
+
+    def __str__(self) -> str:
+        if not self.ops:
+            return (
+                f"store items of thread {safe(self.thread_id)}: none recorded (the graph "
+                "had no store, or ran before threadlog.checkpointer(url) recorded them)"
+            )
+        reads = sum(not o.written for o in self.ops)
+        out = [
+            f"store items of thread {safe(self.thread_id)} "
+            f"({reads} read(s), {len(self.ops) - reads} write(s))"
+        ]
+        for o in self.ops:
+            out.extend(o.lines())
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        parts = [
+            f"<div class='threadlog-store'><h4>store items of thread "
+            f"{escape(self.thread_id)}</h4><ol>"
+        ]
+        parts.extend(o.html() for o in self.ops)
+        parts.append("</ol></div>")
+        return "".join(parts)
+
+
+def store_items(source: Any, thread_id: str) -> StoreUse:
+    """The store items `thread_id` recorded, from a saver, a graph or a checkpointer URL."""
+    from threadlog.inspect.calls import thread_tuples
+
+    return store_items_from(thread_tuples(source, thread_id), thread_id)
+
+
+def store_items_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> StoreUse:
+    """The `StoreUse` the checkpoints of one thread (every namespace) hold."""
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    blobs: dict[str, Any] = {}
+    for tup in tuples:
+        cid = str(tup.config["configurable"].get("checkpoint_id"))
+        for _, channel, value in tup.pending_writes or ():
+            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
+                continue
+            b = value.get("blobs")
+            if isinstance(b, Mapping):
+                blobs.update(b)
+            for record in value.get("store") or ():
+                if isinstance(record, Mapping):
+                    found.append((cid, record))
+    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
+    out = StoreUse(thread_id)
+    for cid, record in found:
+        out.ops.extend(_ops(cid, record, blobs))
+    return out
+
+
+def _value(d: Any, blobs: Mapping[str, Any]) -> Any:
+    blob = blobs.get(str(d))
+    if isinstance(blob, Mapping) and blob.get("k") == "store_value":
+        return blob.get("value")
+    return {"missing": True}
+
+
+def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Iterator[StoreOp]:
+    ns = str(record.get("ns") or "")
+    parts = ns.split(PREGEL.ns_sep) if ns else []
+    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
+    node = str(record.get("node") or (names[-1] if names else "?"))
+    outer = names[:-1]
+    step = record.get("step")
+    for op in record.get("ops") or ():
+        if not isinstance(op, Mapping):
+            continue
+        yield StoreOp(
+            namespace=PREGEL.ns_sep.join(outer),
+            agent=outer[-1] if outer else node,
+            node=node,
+            step=step if isinstance(step, int) else None,
+            checkpoint_id=cid,
+            op=str(op.get("op")),
+            store_namespace=[str(p) for p in op.get("namespace") or ()],
+            key=None if op.get("key") is None else str(op["key"]),
+            value=_value(op["value"], blobs) if "value" in op else None,
+            found=op.get("found"),
+            query=op.get("query"),
+            filter=op.get("filter"),
+            items=[
+                {"namespace": [str(p) for p in i[0]], "key": str(i[1]),
+                 "value": _value(i[2], blobs)}
+                for i in op.get("items") or () if isinstance(i, (list, tuple)) and len(i) == 3
+            ],
+            count=op.get("count"),
+            started=float(record.get("t") or 0.0),
+            ns=ns,
+        )
