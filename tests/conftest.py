@@ -208,6 +208,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_check.py": ("test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph",),  # ~2.3 s
     "test_check_lock.py": ("*",),  # each waits out a lock timeout
+    # each records an app's turns and replays them; the first imports LangChain's agents (~3 s)
+    "test_replay_requests.py": ("*",),
     "test_replay_boundary.py": (  # ~4 s: two agents stored and replayed, LangChain's imported
         "test_stored_replies_are_served_to_any_graphs_chat_model_no_model_node_needed",
     ),

@@ -1,0 +1,166 @@
+"""`threadlog replay` compares the request each model call sends now with the one the
+thread recorded (`threadlog.check.requests`), for any app: the app's own node calling its
+model with a system prompt built from state, `create_agent` with a dynamic prompt, a swarm
+of two agents. A changed system prompt is a `context` divergence shown as a unified diff
+(escaped in a terminal, `\\u`-escaped in JSON), at the call that sent it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+
+import threadlog
+from tests.helpers import recorded_apps as apps
+from threadlog.check.replay import replay
+from threadlog.cli import main
+
+BUILD: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
+    "own_node": (apps.own_node, {"user_name": "Ada"}),
+    "create_agent_dynamic_prompt": (apps.dynamic_agent, {}),
+    "swarm": (apps.swarm, {}),
+}
+
+
+def _recorded(tmp_path: Path, app: str, **extra: Any) -> str:
+    build, first = BUILD[app]
+    url = f"sqlite:///{tmp_path / f'{app}.sqlite'}"
+    with threadlog.checkpointer(url) as saver:
+        graph = build(saver)
+        apps.one_turn(graph, "t", "hello", **{**first, **extra})
+        apps.one_turn(graph, "t", "again")
+    return url
+
+
+def _kinds(report: Any) -> list[tuple[int, str, int | None]]:
+    return [(r.turn, r.kind, r.model_call) for r in report.results]
+
+
+@pytest.mark.parametrize("app", sorted(BUILD))
+def test_each_apps_unchanged_graph_replays_matching_its_recorded_requests(
+    app: str, tmp_path: Path
+) -> None:
+    url = _recorded(tmp_path, app)
+    report = replay(BUILD[app][0](None), url, "t")
+    assert _kinds(report) == [(1, "match", None), (2, "match", None)], str(report)
+
+
+def test_a_changed_prompt_built_in_the_apps_own_node_is_a_text_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _recorded(tmp_path, "own_node")
+    sent = apps.own_node_prompt("Ada", 1)
+    monkeypatch.setattr(
+        apps, "own_node_prompt", lambda name, turn: f"You are {name}'s assistant. Turn {turn}."
+        "\nBe brief."
+    )
+    report = replay(apps.own_node(None), url, "t")
+    assert _kinds(report) == [(1, "context", 1), (2, "context", 1)]
+    first = report.results[0]
+    assert first.detail == "the system prompt sent differs from the recorded one"
+    assert first.stored == sent  # the recorded text, whole
+    assert first.diff is not None
+    lines = first.diff.splitlines()
+    assert lines[:2] == ["--- recorded", "+++ replayed"]
+    assert "-You are Ada's assistant. This is turn 1." in lines
+    assert "+You are Ada's assistant. Turn 1." in lines
+    assert " Be brief." in lines  # the line both share is context, not a change
+    text = str(report)
+    assert "-You are Ada's assistant. This is turn 1." in text
+    assert "tl-system" not in text and "stored:" not in text  # a diff, not two ids
+
+
+def test_a_changed_dynamic_prompt_of_create_agent_diverges_at_its_first_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _recorded(tmp_path, "create_agent_dynamic_prompt")
+    sent = apps.dynamic_prompt_text(1)
+    monkeypatch.setattr(apps, "dynamic_prompt_text", lambda n: f"Seen: {n}.")
+    report = replay(apps.dynamic_agent(None), url, "t")
+    assert _kinds(report) == [(1, "context", 1), (2, "context", 1)]
+    assert report.results[0].diff is not None
+    assert "+Seen: 1." in report.results[0].diff.splitlines()
+    assert f"-{sent}" in report.results[0].diff.splitlines()
+
+
+def test_a_changed_prompt_of_the_second_swarm_agent_diverges_at_that_agents_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _recorded(tmp_path, "swarm")
+    original = apps.HOTEL_PROMPT
+    monkeypatch.setattr(apps, "HOTEL_PROMPT", "You are hotel_assistant. Hotels only.")
+    report = replay(apps.swarm(None), url, "t")
+    # Turn 1: flight_assistant's call matches, it hands off (the handoff tool routes), and
+    # hotel_assistant's call is the second of the turn; turn 2 starts with hotel_assistant,
+    # the agent the swarm stored as active.
+    assert _kinds(report) == [(1, "context", 2), (2, "context", 1)]
+    diff = report.results[0].diff or ""
+    assert f"-{original}" in diff.splitlines()
+    assert "+You are hotel_assistant. Hotels only." in diff.splitlines()
+
+
+def test_a_changed_tool_description_is_a_context_divergence_with_the_schema_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _recorded(tmp_path, "create_agent_dynamic_prompt")
+
+    @tool
+    def lookup(topic: str) -> str:
+        """Look a topic up in the handbook."""
+        return f"notes on {topic}"
+
+    monkeypatch.setattr(apps, "lookup", lookup)
+    report = replay(apps.dynamic_agent(None), url, "t")
+    # The messages sent match, the stored reply's call still fits the schema: what differs
+    # is the schema the model was shown.
+    assert _kinds(report) == [(1, "context", 1), (2, "context", 1)]
+    first = report.results[0]
+    assert first.detail == "the schema of tool 'lookup' differs from the recorded one"
+    diff = (first.diff or "").splitlines()
+    assert '-  "description": "Look a topic up.",' in diff
+    assert '+  "description": "Look a topic up in the handbook.",' in diff
+
+
+def _graph_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prompt: str) -> str:
+    (tmp_path / "ownapp.py").write_text(
+        textwrap.dedent(f"""
+        from tests.helpers import recorded_apps as apps
+
+        def build():
+            apps.own_node_prompt = lambda name, turn: {prompt!r} + name
+            return apps.own_node(None)
+        """)
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2]))
+    monkeypatch.delitem(sys.modules, "ownapp", raising=False)
+    monkeypatch.setattr(apps, "own_node_prompt", apps.own_node_prompt)  # restored after
+    return "ownapp:build"
+
+
+def test_cli_shows_the_prompt_diff_escaped_in_text_and_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stored prompt holds the user's name, which holds a bidi override and an ESC.
+    url = _recorded(tmp_path, "own_node", user_name="Ada\u202e\x1b[31m")
+    sent = apps.own_node_prompt("Ada\u202e\x1b[31m", 1)
+    graph = _graph_module(tmp_path, monkeypatch, "Hello ")
+    capsys.readouterr()
+    assert main(["replay", "--db", url, "--thread", "t", "--graph", graph]) == 1
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\x1b" not in out
+    assert "-You are Ada\\u202e\\x1b[31m's assistant. This is turn 1." in out
+    assert "+Hello Ada\\u202e\\x1b[31m" in out
+    assert main(["replay", "--db", url, "--thread", "t", "--graph", graph, "--json"]) == 1
+    raw = capsys.readouterr().out
+    assert "\u202e" not in raw and "\\u202e" in raw
+    row = json.loads(raw)["turns"][0]
+    assert row["kind"] == "context"
+    assert "+Hello Ada\u202e\x1b[31m" in row["diff"].splitlines()
+    assert row["stored"] == sent
