@@ -74,6 +74,7 @@ def test_a_changed_prompt_built_in_the_apps_own_node_is_a_text_diff(
     text = str(report)
     assert "-You are Ada's assistant. This is turn 1." in text
     assert "tl-system" not in text and "stored:" not in text  # a diff, not two ids
+    assert "       Be brief." in text.splitlines()  # under the row, its leading space kept
 
 
 def test_a_changed_dynamic_prompt_of_create_agent_diverges_at_its_first_call(
@@ -164,3 +165,17 @@ def test_cli_shows_the_prompt_diff_escaped_in_text_and_in_json(
     assert row["kind"] == "context"
     assert "+Hello Ada\u202e\x1b[31m" in row["diff"].splitlines()
     assert row["stored"] == sent
+
+
+def test_without_recorded_calls_an_apps_own_prompt_is_not_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database written with record_calls=False (or before recording): the replay has
+    # no request to compare an app's own node with, and says so by matching on replies.
+    url = f"sqlite:///{tmp_path / 'plain.sqlite'}"
+    with threadlog.checkpointer(url, record_calls=False) as saver:
+        graph = apps.own_node(saver)
+        apps.one_turn(graph, "t", "hello", user_name="Ada")
+    monkeypatch.setattr(apps, "own_node_prompt", lambda name, turn: "Another prompt.")
+    report = replay(apps.own_node(None), url, "t")
+    assert _kinds(report) == [(1, "match", None)]

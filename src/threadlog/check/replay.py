@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import textwrap
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,7 +58,7 @@ from threadlog.check.boundary import StandIn, outside, replying, serving, unreac
 from threadlog.check.requests import Difference, Request, RequestCapture, difference
 from threadlog.inspect.table import INDENT, WIDTH, Cell, Column, Table
 from threadlog.nodes.trace import TRACE_KEY
-from threadlog.terminal import display_width, safe
+from threadlog.terminal import display_width, fit, safe
 
 __all__ = ["ModelMode", "ReplayReport", "ToolsMode", "TurnResult", "parse_turns", "replay"]
 
@@ -628,13 +627,21 @@ def _skipped(turn: _Turn) -> TurnResult:
 
 
 def _wrapped(line: str) -> list[str]:
-    """One diff line as terminal lines that fit under a row, none cut."""
-    text = safe(line, keep="\t")
+    """One diff line as terminal lines that fit under a row, none cut: a longer line goes
+    on after a `↪` (its spaces as they were)."""
+    text = safe(line.expandtabs(4))
     width = WIDTH - INDENT
-    if display_width(text) <= width:
-        return [text]
-    pieces = textwrap.wrap(text, width - 2, drop_whitespace=False) or [text]
-    return [pieces[0], *("  " + p for p in pieces[1:])]
+    out: list[str] = []
+    while display_width(text) > width:
+        used, cut = 0, 0
+        for i, ch in enumerate(text):
+            used += display_width(ch)
+            if used > width - 1:
+                break
+            cut = i + 1
+        out.append(text[:cut])
+        text = "↪" + text[cut:]
+    return [*out, text]
 
 
 class ReplayReport(Table):
@@ -644,7 +651,7 @@ class ReplayReport(Table):
         Column("call", "call", 4, ">"),
         Column("user", "user message", 26),
         Column("detail", "first divergence"),
-        Column("diff", "stored / replayed", 0, below=True),
+        Column("diff", "stored / replayed", 0, below=True, verbatim=True),
     )
 
     def __init__(self, title: str, results: list[TurnResult]) -> None:
@@ -682,9 +689,9 @@ class ReplayReport(Table):
                     diff.extend(_wrapped(line))
             else:
                 if r.stored is not None:
-                    diff.append(f"stored:   {r.stored}")
+                    diff.append(fit(f"stored:   {r.stored}", WIDTH - INDENT))
                 if r.replayed is not None:
-                    diff.append(f"replayed: {r.replayed}")
+                    diff.append(fit(f"replayed: {r.replayed}", WIDTH - INDENT))
             out.append(
                 {
                     "turn": str(r.turn),
