@@ -48,3 +48,10 @@ def test_the_pasted_demo_output_is_what_the_demo_prints(
     monkeypatch.chdir(tmp_path)
     assert main(["demo", block.group(1)]) == 0
     assert normalize(capsys.readouterr().out) == normalize(block.group(2))
+
+
+def test_the_readme_fits_200_lines_and_its_quickstart_shows_the_zero_change_path() -> None:
+    assert len(README.splitlines()) <= 200
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    assert "threadlog threads --db app.db" in quickstart
+    assert "threadlog inspect --db app.db --thread T --calls" in quickstart
