@@ -14,7 +14,8 @@ Contract:
 * **What is recorded** (`on_chat_model_start`, `on_llm_end` / `on_llm_error`): the
   messages as sent, in order (system prompt included); the tool names and a digest of
   their schemas; the model's name, provider and call parameters (`invocation_params`,
-  metadata `ls_*`); the id of the AIMessage it produced; where it ran (the task's
+  metadata `ls_*`); the id of the AIMessage it produced, and every other generation of a
+  call that made several (`n>1`, content stored); where it ran (the task's
   `langgraph_checkpoint_ns`, node, step); an error's text.
 * **Where it is stored.** With the step that made it: when the task's writes are stored
   (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
@@ -158,12 +159,16 @@ class CallRecorder(BaseCallbackHandler):
         self.layer.started(self, serialized, messages, run_id, metadata or {}, kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        reply = None
+        # One run is one prompt: its generations are the call's candidates (`n>1`), the
+        # first the one `invoke` returns; every one is recorded.
+        made: list[BaseMessage] = []
         try:
-            reply = response.generations[0][0].message
+            made = [g.message for g in response.generations[0]]
         except (AttributeError, IndexError, TypeError):
             pass
-        self.layer.ended(run_id, getattr(reply, "id", None), None)
+        made = [m for m in made if isinstance(m, BaseMessage)]
+        reply = made[0] if made else None
+        self.layer.ended(run_id, getattr(reply, "id", None), None, made[1:])
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
         self.layer.ended(run_id, None, f"{type(error).__name__}: {error}")
@@ -260,13 +265,17 @@ class CallsLayer(Layer):
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
 
-    def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
+    def ended(
+        self, run_id: UUID, reply_id: Any, error: str | None, others: Sequence[Any] = ()
+    ) -> None:
         with self._lock:
             c = self._calls.get(run_id)
             if c is None:
                 return
             if reply_id is not None:
                 c.record["reply_id"] = str(reply_id)
+            if others:  # made plain when stored (`_build`)
+                c.record["others"] = list(others)
             if error is not None:
                 c.record["error"] = error
             c.done = True
@@ -316,6 +325,14 @@ class CallsLayer(Layer):
         if mid is not None:
             entry["id"] = str(mid)
         return entry
+
+    def _other(self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]) -> dict[str, Any]:
+        """A generation after the first: never in the log (`invoke` returns the first), so
+        its content is a blob."""
+        d = self._digest(message)
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
+        return {"d": d, "id": str(message.id)} if message.id is not None else {"d": d}
 
     def _params(self, raw: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
         # A model's parameters are the same objects call after call: made plain and
@@ -416,6 +433,8 @@ class CallsLayer(Layer):
             if params_d not in memo.blobs:
                 blobs[params_d] = {"k": "params", "value": values}
             record["params"] = params_d
+            if c.record.get("others"):
+                record["others"] = [self._other(m, memo, blobs) for m in c.record["others"]]
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
             memo.last[c.agent] = (str(record["run_id"]), keys)
