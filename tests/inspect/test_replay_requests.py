@@ -179,3 +179,70 @@ def test_without_recorded_calls_an_apps_own_prompt_is_not_compared(
     monkeypatch.setattr(apps, "own_node_prompt", lambda name, turn: "Another prompt.")
     report = replay(apps.own_node(None), url, "t")
     assert _kinds(report) == [(1, "match", None)]
+
+
+def test_a_model_the_apps_node_streams_is_served_the_stored_reply_not_called(
+    tmp_path: Path,
+) -> None:
+    from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    calls: list[int] = []
+
+    def build(saver: Any, prompt: str) -> Any:
+        def script(messages: Any) -> AIMessage:
+            calls.append(1)
+            return AIMessage(f"streamed answer {len(calls)}")
+
+        model = apps.ToolScripted(script=script)
+
+        def respond(state: MessagesState) -> dict[str, Any]:
+            full: Any = None
+            for chunk in model.stream([SystemMessage(prompt), *state["messages"]]):
+                full = chunk if full is None else full + chunk
+            if isinstance(full, AIMessageChunk):
+                full = AIMessage(full.content, id=full.id)
+            return {"messages": [full]}
+
+        b = StateGraph(MessagesState)
+        b.add_node("respond", respond)
+        b.add_edge(START, "respond")
+        b.add_edge("respond", END)
+        return b.compile(checkpointer=saver)
+
+    url = f"sqlite:///{tmp_path / 'stream.sqlite'}"
+    with threadlog.checkpointer(url) as saver:
+        build(saver, "Stream it.").invoke(
+            {"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}}
+        )
+    assert len(calls) == 1
+    assert _kinds(replay(build(None, "Stream it."), url, "t")) == [(1, "match", None)]
+    changed = replay(build(None, "Stream it, briefly."), url, "t")
+    assert _kinds(changed) == [(1, "context", 1)]
+    assert "+Stream it, briefly." in (changed.results[0].diff or "").splitlines()
+    assert len(calls) == 1  # the replays served the stored reply: the model never ran
+
+
+def test_inside_replying_every_way_of_calling_a_model_gets_the_reply_and_callbacks_see_it() -> None:
+    import asyncio
+
+    from langchain_core.messages import AIMessage
+
+    from threadlog.check.boundary import replying
+    from threadlog.check.requests import RequestCapture
+
+    ran: list[int] = []
+    model = apps.ToolScripted(script=lambda ms: ran.append(1) or AIMessage("real"))
+    seen = RequestCapture()
+    config: Any = {"callbacks": [seen]}
+
+    async def both_async() -> list[Any]:
+        chunks = [c async for c in model.astream("hi", config)]
+        return [await model.ainvoke("hi", config), *chunks]
+
+    with replying(lambda _model, _input: AIMessage("served", id="s-1")):
+        got = [model.invoke("hi", config), *model.stream("hi", config), *asyncio.run(both_async())]
+    assert [(m.content, m.id) for m in got] == [("served", "s-1")] * 4
+    assert ran == []  # the model never ran
+    assert [r.messages for r in seen.requests] == [[{"role": "user", "content": "hi"}]] * 4
+    assert model.invoke("hi").content == "real"  # outside the block: the model again
