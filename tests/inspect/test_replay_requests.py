@@ -1,7 +1,7 @@
 """`threadlog replay` compares the request each model call sends now with the one the
 thread recorded (`threadlog.check.requests`), for any app: the app's own node calling its
 model with a system prompt built from state, `create_agent` with a dynamic prompt, a swarm
-of two agents. A changed system prompt is a `context` divergence shown as a unified diff
+of two agents, a supervisor with two workers. A changed system prompt is a `context` divergence shown as a unified diff
 (escaped in a terminal, `\\u`-escaped in JSON), at the call that sent it."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ BUILD: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
     "own_node": (apps.own_node, {"user_name": "Ada"}),
     "create_agent_dynamic_prompt": (apps.dynamic_agent, {}),
     "swarm": (apps.swarm, {}),
+    "supervisor": (apps.supervisor, {}),
 }
 
 
@@ -104,6 +105,21 @@ def test_a_changed_prompt_of_the_second_swarm_agent_diverges_at_that_agents_call
     diff = report.results[0].diff or ""
     assert f"-{original}" in diff.splitlines()
     assert "+You are hotel_assistant. Hotels only." in diff.splitlines()
+
+
+def test_a_changed_worker_prompt_under_a_supervisor_diverges_at_the_workers_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _recorded(tmp_path, "supervisor")
+    original = apps.MATH_PROMPT
+    monkeypatch.setattr(apps, "MATH_PROMPT", "You are math_expert. Compute carefully.")
+    report = replay(apps.supervisor(None), url, "t")
+    # Turn 1's model calls: supervisor, research_expert, supervisor, math_expert (the 4th);
+    # the handoff-back messages the supervisor's graph writes itself are not model replies.
+    # Turn 2 never calls math_expert: it matches.
+    assert _kinds(report) == [(1, "context", 4), (2, "match", None)]
+    diff = (report.results[0].diff or "").splitlines()
+    assert f"-{original}" in diff and "+You are math_expert. Compute carefully." in diff
 
 
 def test_a_changed_tool_description_is_a_context_divergence_with_the_schema_diff(

@@ -44,6 +44,7 @@ meanwhile).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -241,6 +242,7 @@ class _Served:
                 f"turn ended after {len(self.turn.replies)} call(s)",
             )
         stored = self.turn.replies[k]
+        self.requests.replies.add(str(stored.id))
         # A graph whose tools sit out of its node list (an agent a node function invokes)
         # has no schemas to check against: the stand-ins still answer its calls.
         for call in stored.tool_calls if self.schemas else []:
@@ -563,7 +565,11 @@ def _replay_turn(
     model: ModelMode,
     tools: ToolsMode,
     recorded: Sequence[Request | None] = (),
+    models_only: bool = False,
 ) -> TurnResult:
+    """One turn replayed; `models_only`: the turn's stored replies are the AIMessages a
+    recorded model call produced, so the replayed ones are those a model call produced
+    (a message a node wrote itself, such as a supervisor's handoff back, is neither)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -587,8 +593,12 @@ def _replay_turn(
     snap = scratch.get_state(config)
     messages = list(snap.values.get("messages") or [])
     at = next((i for i, m in enumerate(messages) if m.id == turn.user.id), len(messages))
+    after = messages[at + 1 :]
+    if models_only:
+        made = served.requests.replies
+        after = [m for m in after if not isinstance(m, AIMessage) or str(m.id) in made]
     kind, call, detail, stored, replayed, diff = _compare(
-        turn, messages[at + 1 :], recorded, served.requests.requests
+        turn, after, recorded, served.requests.requests
     )
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
         # The turn paused (interrupt()): what ran before the pause matched; the decision
@@ -750,16 +760,26 @@ def replay(
     if refused:
         raise ValueError(f"cannot replay safely: {refused}")
     chosen = turns if isinstance(turns, range) else parse_turns(turns, len(stored))
-    results = [
-        _skipped(stored[n - 1])
-        if stored[n - 1].removed
-        else _replay_turn(
-            graph,
-            stored[n - 1],
-            model,
-            tools,
-            [requests.get(str(ai.id)) for ai in stored[n - 1].replies],
+    results = []
+    for n in chosen:
+        turn = stored[n - 1]
+        if turn.removed:
+            results.append(_skipped(turn))
+            continue
+        # With recorded calls, the replies to serve are the AIMessages a model call
+        # produced; a turn none of whose replies was recorded keeps them all.
+        made = [ai for ai in turn.replies if str(ai.id) in requests]
+        models_only = bool(made) and len(made) < len(turn.replies)
+        if models_only:
+            turn = dataclasses.replace(turn, replies=made)
+        results.append(
+            _replay_turn(
+                graph,
+                turn,
+                model,
+                tools,
+                [requests.get(str(ai.id)) for ai in turn.replies],
+                models_only,
+            )
         )
-        for n in chosen
-    ]
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

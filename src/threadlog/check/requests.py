@@ -3,7 +3,8 @@
 
 Contract: `RequestCapture` is a LangChain callback handler; passed in a replayed turn's
 config, it keeps, for every chat-model call made inside the turn (any node, any depth),
-the `Request` it sends, in the order the calls start: the messages as sent (in the form
+the `Request` it sends, in the order the calls start (and the ids of the replies they
+produced, `.replies`): the messages as sent (in the form
 `threadlog.inspect.calls` reads them back), the tool names and schemas, the model and its
 parameters, read the same way the recorder reads them. `Request.from_wire(messages)` is
 a request known by its messages only (a `ModelNode` answered by a stand-in: no chat model
@@ -91,7 +92,16 @@ class RequestCapture(BaseCallbackHandler):
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.replies: set[str] = set()  # the ids of the messages the calls produced
         self._lock = threading.Lock()
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        for gens in getattr(response, "generations", None) or ():
+            for g in gens:
+                mid = getattr(getattr(g, "message", None), "id", None)
+                if mid is not None:
+                    with self._lock:
+                        self.replies.add(str(mid))
 
     def add(self, request: Request) -> None:
         with self._lock:
