@@ -73,7 +73,12 @@ def register(sub: Any) -> None:
         "prompt, tools, model, reply) instead of the views; with --json a JSON list",
     )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
-    p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the thread as an HTML page; prints one line, 'wrote FILE' (with --json, "
+        "the JSON, that line on stderr)",
+    )
     from threadlog.cli.errors import positive
 
     p.add_argument(
