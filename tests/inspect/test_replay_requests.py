@@ -1,8 +1,9 @@
 """`threadlog replay` compares the request each model call sends now with the one the
 thread recorded (`threadlog.check.requests`), for any app: the app's own node calling its
 model with a system prompt built from state, `create_agent` with a dynamic prompt, a swarm
-of two agents, a supervisor with two workers. A changed system prompt is a `context` divergence shown as a unified diff
-(escaped in a terminal, `\\u`-escaped in JSON), at the call that sent it."""
+of two agents, a supervisor with two workers. A changed system prompt is a `context`
+divergence shown as a unified diff (escaped in a terminal, `\\u`-escaped in JSON), at the
+call that sent it."""
 
 from __future__ import annotations
 
@@ -262,3 +263,22 @@ def test_inside_replying_every_way_of_calling_a_model_gets_the_reply_and_callbac
     assert ran == []  # the model never ran
     assert [r.messages for r in seen.requests] == [[{"role": "user", "content": "hi"}]] * 4
     assert model.invoke("hi").content == "real"  # outside the block: the model again
+
+
+def test_another_model_or_other_parameters_are_named_by_what_changed() -> None:
+    from threadlog.check.requests import Request, difference
+
+    sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    was = Request(sent, [], None, "gpt-4o-mini", {"temperature": 0.0, "ls_provider": "openai"})
+    assert difference(was, Request(sent, [], None, "gpt-4o-mini", dict(was.params or {}))) is None
+    other = difference(was, Request(sent, [], None, "gpt-4o", dict(was.params or {})))
+    assert other is not None and (other.part, other.recorded, other.replayed) == (
+        "model", "gpt-4o-mini", "gpt-4o"
+    )
+    warmer = difference(
+        was, Request(sent, [], None, "gpt-4o-mini", {"temperature": 0.7, "ls_provider": "openai"})
+    )
+    assert warmer is not None and warmer.detail == "the model's parameters differ: temperature"
+    assert (warmer.recorded, warmer.replayed) == ("temperature=0.0", "temperature=0.7")
+    # A request known by its messages only (a ModelNode served stored replies): not compared.
+    assert difference(was, Request(sent)) is None
