@@ -229,6 +229,7 @@ SLOW: dict[str, tuple[str, ...]] = {
 # on the loaded 2-core dev machine). Out of the inner loop so that it stays under 90 s; the
 # full suite and CI run them.
 SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
+    "test_inspect_context_recorded.py": ("*",),  # each records two turns, then reads them
     "test_cache_history_reads.py": (
         "test_get_state_history_steps_back_from_the_cache_and_reads_what_a_plain_saver_reads",
     ),
