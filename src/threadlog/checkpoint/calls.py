@@ -168,7 +168,8 @@ class CallRecorder(BaseCallbackHandler):
             pass
         made = [m for m in made if isinstance(m, BaseMessage)]
         reply = made[0] if made else None
-        self.layer.ended(run_id, getattr(reply, "id", None), None, made[1:])
+        self.layer.generated(run_id, made[1:])
+        self.layer.ended(run_id, getattr(reply, "id", None), None)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
         self.layer.ended(run_id, None, f"{type(error).__name__}: {error}")
@@ -265,20 +266,24 @@ class CallsLayer(Layer):
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
 
-    def ended(
-        self, run_id: UUID, reply_id: Any, error: str | None, others: Sequence[Any] = ()
-    ) -> None:
+    def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
         with self._lock:
             c = self._calls.get(run_id)
             if c is None:
                 return
             if reply_id is not None:
                 c.record["reply_id"] = str(reply_id)
-            if others:  # made plain when stored (`_build`)
-                c.record["others"] = list(others)
             if error is not None:
                 c.record["error"] = error
             c.done = True
+
+    def generated(self, run_id: UUID, others: Sequence[BaseMessage]) -> None:
+        """The generations after the first of a call that made several (made plain when
+        stored, `_build`)."""
+        with self._lock:
+            c = self._calls.get(run_id)
+            if c is not None and others:
+                c.record["others"] = list(others)
 
     def _memo(self, thread: str) -> _Memo:
         memo = self._memos.get(thread)
