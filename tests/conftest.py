@@ -239,6 +239,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_check.py": ("test_a_repaired_plain_thread_takes_its_next_turn_in_langgraph",),  # ~2.3 s
     "test_check_lock.py": ("*",),  # each waits out a lock timeout
+    # each records an app's turns and replays them; the first imports LangChain's agents (~3 s)
+    "test_replay_requests.py": ("*",),
     "test_replay_boundary.py": (  # ~4 s: two agents stored and replayed, LangChain's imported
         "test_stored_replies_are_served_to_any_graphs_chat_model_no_model_node_needed",
     ),
@@ -261,6 +263,7 @@ SLOW: dict[str, tuple[str, ...]] = {
 # `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of
 # the inner loop so that it stays under 90 s; the full suite and CI run them.
 SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
+    "test_inspect_context_recorded.py": ("*",),  # each records two turns, then reads them
     "test_cache_history_reads.py": (
         "test_get_state_history_steps_back_from_the_cache_and_reads_what_a_plain_saver_reads",
     ),

@@ -154,9 +154,12 @@ def test_inspect_context_shows_what_the_model_saw(
     code, out, err = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1",
                          "--context", "ai-2", "--html", str(page))
 
-    assert code == 0 and "what the model saw for ai-2" in out
+    assert code == 0 and out == f"wrote {page}\n"
     assert "what the model saw for ai-2" in page.read_text(encoding="utf-8")
     assert "reading thread t-1" in err and "done in" in err
+    code, out, _ = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1",
+                       "--context", "ai-2")
+    assert code == 0 and "what the model saw for ai-2" in out
     code, out, _ = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1",
                        "--context", "-1", "--json")
     rows = json.loads(out)["context"]  # the last call saw the whole log: no policy cut it

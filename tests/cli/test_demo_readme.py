@@ -48,3 +48,14 @@ def test_the_pasted_demo_output_is_what_the_demo_prints(
     monkeypatch.chdir(tmp_path)
     assert main(["demo", block.group(1)]) == 0
     assert normalize(capsys.readouterr().out) == normalize(block.group(2))
+
+
+def test_the_readme_fits_200_lines_and_the_zero_change_path_follows_the_two_command_quickstart() -> None:
+    assert len(README.splitlines()) <= 200
+    # The quickstart keeps its two commands; the zero-change path is the very next section.
+    quickstart, after = README.split("## Quickstart", 1)[1].split("\n## ", 1)
+    assert quickstart.count("```bash") == 2
+    zero_change = after.split("\n## ", 1)[0]
+    assert zero_change.startswith("Inspect an app's database, with no change to the app")
+    assert "threadlog threads --db threadlog-demo.db" in zero_change
+    assert "--calls" in zero_change

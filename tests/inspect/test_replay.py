@@ -151,6 +151,10 @@ def test_a_changed_system_prompt_is_a_context_divergence_at_the_first_turn(tmp_p
         first = report.results[0]
         assert (first.turn, first.kind, first.model_call) == (1, "context", 1)
         assert "system prompt" in first.detail
+        # The thread recorded its calls: the prompt's text is compared, shown as a diff.
+        diff = (first.diff or "").splitlines()
+        assert f"-{weather.SYSTEM_PROMPT.splitlines()[0]}" in diff
+        assert "+You are a terse weather bot." in diff
     assert counter.runs == 0
 
 

@@ -134,7 +134,7 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     ("inspect.thread",),
     ("inspect",),
-    ("check.database", "check.boundary"),
+    ("check.database", "check.boundary", "check.requests"),
     ("check.served", "check.repair", "check.replay"),
     ("check",),
     ("",),

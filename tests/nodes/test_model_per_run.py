@@ -264,7 +264,9 @@ def test_the_hint_for_a_fixed_prompt_read_from_a_database_fits_100_columns(
     assert all(display_width(line) <= 100 and not line.endswith("…") for line in lines[:9])
     text = "\n".join(lines)
     assert "system prompt tl-system-" in text and "sent (fixed: its text is the app's code)" in text
-    assert "pass system_prompt= (or open the thread through its graph) to see it" in text
-    assert "pass policy= (or open the thread through its compiled graph)" in text
+    # It says what it shows, in words: no Python argument asked for.
+    assert "rebuilt from the log by the context rules: no recorded call made this message" in text
+    assert "its text is not stored with the thread: this rebuild sends none" in text
+    assert "policy assumed: max_turns=" in text and "pass " not in text and "=)" not in text
     given = inspect.thread(sqlite_url, "react-1").context(-1, system_prompt=SYSTEM_PROMPT)
     assert given.prompt_source == "given" and given.matches_record is True

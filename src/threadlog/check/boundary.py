@@ -16,7 +16,11 @@ when the first block opens and taken off when the last one closes, and it consul
 
 `replying(reply)` is the same for chat models: inside it, `BaseChatModel.invoke` /
 `ainvoke` return `reply(model, input)` and the model is not called (`--model stored` for
-a graph whose models are not `threadlog.ModelNode`s).
+a graph whose models are not `threadlog.ModelNode`s). The reply is served as a cache hit
+(a copy of the model with a `cache` answering it), so LangChain runs the call as it would
+— `on_chat_model_start` sees the request, callbacks see the reply — up to the provider.
+`stream` / `astream` give that reply as their one chunk, as LangChain's own
+`disable_streaming` does.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatGeneration
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 
 __all__ = ["StandIn", "outside", "replying", "serving", "unreachable"]
@@ -44,6 +50,8 @@ _RUN = BaseTool.run
 _ARUN = BaseTool.arun
 _INVOKE = BaseChatModel.invoke
 _AINVOKE = BaseChatModel.ainvoke
+_STREAM = BaseChatModel.stream
+_ASTREAM = BaseChatModel.astream
 _lock = threading.Lock()
 _users = 0
 
@@ -66,18 +74,53 @@ async def _hooked_arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
     return await _ARUN(stand_in(self), *args, **kwargs)
 
 
+class _Answer(BaseCache):
+    """A cache whose one lookup is the replay's reply: the model is never called."""
+
+    def __init__(self, answer: Callable[[], Any]) -> None:
+        self.answer = answer
+
+    def lookup(self, prompt: str, llm_string: str) -> Any:
+        return [ChatGeneration(message=self.answer())]
+
+    def update(self, prompt: str, llm_string: str, return_val: Any) -> None:
+        pass
+
+    def clear(self, **kwargs: Any) -> None:
+        pass
+
+
+def _answered(self: BaseChatModel, input: Any, reply: Callable[[BaseChatModel, Any], Any]) -> Any:
+    return self.model_copy(update={"cache": _Answer(lambda: reply(self, input))})
+
+
 def _hooked_invoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
     reply = _REPLY.get()
     if reply is None:
         return _INVOKE(self, input, *args, **kwargs)
-    return reply(self, input)
+    return _INVOKE(_answered(self, input, reply), input, *args, **kwargs)
 
 
 async def _hooked_ainvoke(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
     reply = _REPLY.get()
     if reply is None:
         return await _AINVOKE(self, input, *args, **kwargs)
-    return reply(self, input)
+    return await _AINVOKE(_answered(self, input, reply), input, *args, **kwargs)
+
+
+def _hooked_stream(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    if _REPLY.get() is None:
+        yield from _STREAM(self, input, *args, **kwargs)
+    else:
+        yield _hooked_invoke(self, input, *args, **kwargs)
+
+
+async def _hooked_astream(self: BaseChatModel, input: Any, *args: Any, **kwargs: Any) -> Any:
+    if _REPLY.get() is None:
+        async for chunk in _ASTREAM(self, input, *args, **kwargs):
+            yield chunk
+    else:
+        yield await _hooked_ainvoke(self, input, *args, **kwargs)
 
 
 def _install() -> None:
@@ -89,6 +132,8 @@ def _install() -> None:
             BaseTool.arun = _hooked_arun  # type: ignore[method-assign]
             BaseChatModel.invoke = _hooked_invoke  # type: ignore[method-assign]
             BaseChatModel.ainvoke = _hooked_ainvoke  # type: ignore[method-assign]
+            BaseChatModel.stream = _hooked_stream  # type: ignore[method-assign]
+            BaseChatModel.astream = _hooked_astream  # type: ignore[method-assign]
 
 
 def _uninstall() -> None:
@@ -100,6 +145,8 @@ def _uninstall() -> None:
             BaseTool.arun = _ARUN  # type: ignore[method-assign]
             BaseChatModel.invoke = _INVOKE  # type: ignore[method-assign]
             BaseChatModel.ainvoke = _AINVOKE  # type: ignore[method-assign]
+            BaseChatModel.stream = _STREAM  # type: ignore[method-assign]
+            BaseChatModel.astream = _ASTREAM  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

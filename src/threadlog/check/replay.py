@@ -4,9 +4,13 @@ Contract: `replay(graph, source, thread_id, turns=None, model="stored", tools="s
 returns a `ReplayReport`, one row per turn (a turn is a user message and what followed
 it), each `match` or the turn's *first* divergence:
 
-* `context` — what the model node sent differs from what its trace recorded
-  (`response_metadata["threadlog"]`: the system prompt's id, how many messages): a
-  changed system prompt, a changed context policy.
+* `context` — what a model call sends differs from what the stored call sent. When the
+  thread recorded its calls (`threadlog.checkpoint.calls`, any app), the request each
+  call sends now is compared with the recorded one (`threadlog.check.requests`): the
+  system prompt (a unified diff in `diff`), the other messages, and — after the call's
+  reply is compared — the tools bound and the model and its parameters. Without
+  recorded calls, what `ModelNode` sent is compared with its trace
+  (`response_metadata["threadlog"]`: the system prompt's id, how many messages).
 * `tool_schema` — a stored call no longer fits the current graph's tool (no tool of
   that name, or arguments its schema refuses); with `model="stored"` the stored reply
   is served, so this is how a changed schema shows.
@@ -16,15 +20,17 @@ it), each `match` or the turn's *first* divergence:
 * `interrupt` — the turn paused in `interrupt()` (an approval) after everything before
   the pause matched: the decision that let the stored turn go on is not replayed.
 
-How. Each turn starts from the state stored right before its user message (messages
-and compaction events, read from `source` read-only) on a *scratch* thread in an
-in-memory saver: the source is never written, and a divergence in one turn does not
-cascade into the next. `graph` (a compiled graph using `threadlog.ModelNode` /
-`ToolNode`, or LangGraph's `ToolNode`) is copied with that saver, and while the turn runs
-every tool invoked inside it — at any subgraph depth, from any node
-(`threadlog.check.boundary`) — is answered by a stand-in serving the stored result of
+How. Each turn starts from the state stored right before its user message (every state
+key, read from `source` read-only), with the other keys its input stored next to the user
+message, on a *scratch* thread in an in-memory saver: the source is never written, and a
+divergence in one turn does not cascade into the next. `graph` (a compiled graph using
+`threadlog.ModelNode` / `ToolNode`, or LangGraph's `ToolNode`) is copied with that
+saver, and while the turn runs every tool invoked inside it — at any subgraph depth,
+from any node (`threadlog.check.boundary`) — is answered by a stand-in serving the stored result of
 the same call — by name and arguments, else by position in the turn — so no stored
-tool's side effect runs again. A call the stored turn did not make is reported and not
+tool's side effect runs again. A handoff tool (langgraph-swarm's or
+langgraph-supervisor's, marked by its `__handoff_destination` metadata) runs as it is:
+it only routes to the next agent. A call the stored turn did not make is reported and not
 executed (`tools="live"` runs it). A graph whose tools the boundary cannot reach (a
 `RemoteGraph` node, a tool class overriding `run`) is refused (`ValueError` naming the
 node). `model="stored"` serves each model call the turn's stored reply in order (the
@@ -38,10 +44,11 @@ meanwhile).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -49,12 +56,16 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, ToolException
 
 from threadlog.check.boundary import StandIn, outside, replying, serving, unreachable
-from threadlog.inspect.table import Cell, Column, Table
+from threadlog.check.requests import Difference, Request, RequestCapture, difference
+from threadlog.inspect.table import INDENT, WIDTH, Cell, Column, Table
 from threadlog.nodes.trace import TRACE_KEY
+from threadlog.terminal import display_width, fit, safe
 
 __all__ = ["ModelMode", "ReplayReport", "ToolsMode", "TurnResult", "parse_turns", "replay"]
 
 ModelMode = Literal["stored", "live"]
+HANDOFF_KEY = "__handoff_destination"
+"""The metadata key langgraph-swarm's and langgraph-supervisor's handoff tools carry."""
 ToolsMode = Literal["stored", "live"]
 
 
@@ -72,6 +83,9 @@ class TurnResult:
     detail: str
     stored: str | None = None
     replayed: str | None = None
+    diff: str | None = None
+    """A unified diff of the recorded and the replayed text (a system prompt, a tool
+    schema), when that is how the divergence reads best."""
 
     @property
     def matched(self) -> bool:
@@ -94,6 +108,7 @@ class _Turn:
     replies: list[AIMessage]
     results: list[ToolMessage]
     removed: str = ""  # why the turn cannot be replayed: its user message was removed
+    inputs: dict[str, Any] = field(default_factory=dict)  # other keys of the turn's input
 
 
 def _calls(ai: AIMessage) -> list[tuple[str, str]]:
@@ -106,10 +121,11 @@ def _text(m: BaseMessage) -> str:
 
 def _turns(saver: Any, thread_id: str) -> list[_Turn]:
     """The stored turns, each with the state stored right before it (oldest first)."""
-    from threadlog.inspect.source import quiet_stand_in, stand_in
+    from threadlog.inspect.source import head_shape, quiet_stand_in, stand_in
 
-    graph = stand_in(saver, None)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    # Every key the head stores, not only the messages: a turn starts from all of them.
+    graph = stand_in(saver, None, head_shape(saver, config))
     with quiet_stand_in(True):
         history = list(graph.get_state_history(config))
     if not history:
@@ -136,14 +152,22 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
                 )
         shown = ids
     before: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, dict[str, Any]] = {}
     prev: dict[str, Any] = {}
+    prev_source = None
     for snap in history:
         values = snap.values if isinstance(snap.values, dict) else {}
         ids = {m.id for m in values.get("messages") or []}
         for u in users:
             if u.id not in before and u.id in ids:
                 before[u.id or ""] = prev
-        prev = values
+                if prev_source == "input":
+                    # The step applying a run's input: the other keys that input set.
+                    inputs[u.id or ""] = {
+                        k: v for k, v in values.items()
+                        if k not in ("messages", "compactions") and prev.get(k) != v
+                    }
+        prev, prev_source = values, (snap.metadata or {}).get("source")
     out: list[_Turn] = []
     for n, user in enumerate(users, 1):
         if user.id not in in_head:
@@ -165,6 +189,7 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
                 dict(seed),
                 [m for m in body if isinstance(m, AIMessage)],
                 [m for m in body if isinstance(m, ToolMessage)],
+                inputs=inputs.get(user.id or "", {}),
             )
         )
     return out
@@ -194,6 +219,7 @@ class _Served:
 
     def __init__(self, turn: _Turn, tools_live: bool, schemas: Mapping[str, BaseTool]) -> None:
         self.turn = turn
+        self.requests = RequestCapture()  # what each model call of the turn sends
         self.tools_live = tools_live
         self.schemas = schemas
         self.model_calls = 0
@@ -216,6 +242,7 @@ class _Served:
                 f"turn ended after {len(self.turn.replies)} call(s)",
             )
         stored = self.turn.replies[k]
+        self.requests.replies.add(str(stored.id))
         # A graph whose tools sit out of its node list (an agent a node function invokes)
         # has no schemas to check against: the stand-ins still answer its calls.
         for call in stored.tool_calls if self.schemas else []:
@@ -225,8 +252,26 @@ class _Served:
         meta = {key: v for key, v in stored.response_metadata.items() if key != TRACE_KEY}
         return stored.model_copy(update={"response_metadata": meta})
 
+    def node_reply(self, wire: Any) -> AIMessage:
+        """A `ModelNode`'s call: what it sends is noted (no chat model sees it), then served."""
+        self.requests.add(Request.from_wire(wire))
+        return self.reply(wire)
+
     def stand_in(self, real: BaseTool) -> BaseTool:
         """The tool answering for `real` in this turn (`threadlog.check.boundary`)."""
+        if HANDOFF_KEY in (real.metadata or {}):
+            # A handoff only routes (a `Command` to the next agent): it runs, and takes
+            # the stored call of its name, as a stand-in would.
+            with self.lock:
+                self.tool_calls += 1
+                found = next(
+                    (i for i, (n, _, _) in enumerate(self.stored_calls)
+                     if i not in self.used and n == real.name),
+                    None,
+                )
+                if found is not None:
+                    self.used.add(found)
+            return real
         fields = _call_fields(real)
         schema: Any = real.args_schema or real.get_input_schema()
 
@@ -310,7 +355,11 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
     tool = tools.get(name)
     if tool is None:
         return f"the stored call {name!r} names no tool of the graph now ({sorted(tools)})"
-    schema: Any = tool.get_input_schema()  # a pydantic (v2) model class
+    # What the model fills in: arguments a tool node injects (state, the call's id)
+    # are not the model's to give.
+    schema: Any = tool.tool_call_schema
+    if isinstance(schema, dict) or not hasattr(schema, "model_validate"):
+        return ""
     try:
         schema.model_validate(dict(args))
     except Exception as exc:
@@ -376,7 +425,7 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
     saved_models = [(m, m.bound, m.bound_first) for m in models]
     try:
         if model == "stored":
-            stub = RunnableLambda(served.reply)
+            stub = RunnableLambda(served.node_reply)
             for m in models:
                 m.bound = m.bound_first = stub
         # Every tool invoked inside the turn, at any depth, is answered by a stand-in;
@@ -395,11 +444,39 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
 _FEWER = "the replay made"
 
 
+Found = tuple[str, int | None, str, str | None, str | None, str | None]
+"""kind, model call, detail, stored, replayed, diff."""
+
+
+def _recorded_request(call: Any) -> Request | None:
+    """A recorded call (`threadlog.inspect.calls.RecordedCall`) as a `Request`; None when
+    part of what it sent is no longer stored (a pruned step)."""
+    if any(m.get("missing") for m in call.messages):
+        return None
+    return Request(call.messages, list(call.tools), call.tool_schemas, call.model, call.params)
+
+
+def _context(k: int, d: Difference) -> Found:
+    return ("context", k + 1, d.detail, d.recorded, d.replayed, d.diff)
+
+
 def _compare(
-    turn: _Turn, replayed: Sequence[BaseMessage]
-) -> tuple[str, int | None, str, str | None, str | None]:
+    turn: _Turn,
+    replayed: Sequence[BaseMessage],
+    recorded: Sequence[Request | None] = (),
+    sent: Sequence[Request] = (),
+) -> Found:
     ais = [m for m in replayed if isinstance(m, AIMessage)]
     for k, stored in enumerate(turn.replies):
+        # What the call sends is compared before what it got back; the tools and the
+        # model's parameters after it (a changed schema shows as what the model did).
+        was = recorded[k] if k < len(recorded) else None
+        late: Difference | None = None
+        if was is not None and k < len(sent):
+            d = difference(was, sent[k])
+            if d is not None and d.part in ("system_prompt", "messages"):
+                return _context(k, d)
+            late = d
         if k >= len(ais):
             return (
                 "call",
@@ -408,11 +485,12 @@ def _compare(
                 f"made {len(turn.replies)}",
                 _summary(stored),
                 None,
+                None,
             )
         got = ais[k]
         s_trace = stored.response_metadata.get(TRACE_KEY) or {}
         r_trace = got.response_metadata.get(TRACE_KEY) or {}
-        if s_trace and r_trace:
+        if was is None and s_trace and r_trace:  # no recorded request: ModelNode's trace
             if s_trace.get("system_prompt") != r_trace.get("system_prompt"):
                 return (
                     "context",
@@ -420,6 +498,7 @@ def _compare(
                     "the system prompt sent differs from the stored one",
                     str(s_trace.get("system_prompt")),
                     str(r_trace.get("system_prompt")),
+                    None,
                 )
             if s_trace.get("context_messages") != r_trace.get("context_messages"):
                 return (
@@ -430,10 +509,13 @@ def _compare(
                     f"{s_trace.get('context_messages')}",
                     str(s_trace.get("context_messages")),
                     str(r_trace.get("context_messages")),
+                    None,
                 )
         sc, rc = _calls(stored), _calls(got)
         if [n for n, _ in sc] != [n for n, _ in rc]:
-            return ("call", k + 1, "the model made other calls", _summary(stored), _summary(got))
+            return (
+                "call", k + 1, "the model made other calls", _summary(stored), _summary(got), None
+            )
         if sc != rc:
             return (
                 "args",
@@ -441,9 +523,12 @@ def _compare(
                 "the same tools with other arguments",
                 _summary(stored),
                 _summary(got),
+                None,
             )
         if not sc and _text(stored) != _text(got):
-            return ("answer", k + 1, "a different final answer", _text(stored), _text(got))
+            return ("answer", k + 1, "a different final answer", _text(stored), _text(got), None)
+        if late is not None:
+            return _context(k, late)
     if len(ais) > len(turn.replies):
         extra = ais[len(turn.replies)]
         return (
@@ -452,8 +537,9 @@ def _compare(
             "the replay called the model more times",
             None,
             _summary(extra),
+            None,
         )
-    return ("match", None, "", None, None)
+    return ("match", None, "", None, None, None)
 
 
 def _summary(ai: AIMessage) -> str:
@@ -464,7 +550,26 @@ def _summary(ai: AIMessage) -> str:
     return _text(ai)
 
 
-def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) -> TurnResult:
+def _seed(graph: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored values a scratch thread starts from: the graph's own state keys."""
+    keys = {k for k in getattr(graph, "channels", {}) if not k.startswith(("__", "branch:"))}
+    return {
+        k: v for k, v in values.items()
+        if (v if k in ("messages", "compactions") else v is not None) and k in keys
+    }
+
+
+def _replay_turn(
+    graph: Any,
+    turn: _Turn,
+    model: ModelMode,
+    tools: ToolsMode,
+    recorded: Sequence[Request | None] = (),
+    models_only: bool = False,
+) -> TurnResult:
+    """One turn replayed; `models_only`: the turn's stored replies are the AIMessages a
+    recorded model call produced, so the replayed ones are those a model call produced
+    (a message a node wrote itself, such as a supervisor's handoff back, is neither)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -474,20 +579,27 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
     served = _Served(turn, tools == "live", schemas)
     scratch = graph.copy(update={"checkpointer": InMemorySaver()})
     config: Any = {"configurable": {"thread_id": f"replay-{turn.index}"}}
-    seed = {k: v for k, v in turn.before.items() if k in ("messages", "compactions") and v}
+    seed = _seed(graph, turn.before)
     if seed:
         top = [n for n, spec in graph.builder.nodes.items() if isinstance(spec.runnable, ModelNode)]
         scratch.update_state(config, seed, as_node=top[0] if top else None)
     stopped: _Stop | None = None
+    run_config = {**config, "callbacks": [served.requests]}
     with _swapped(graph, served, model):
         try:
-            scratch.invoke({"messages": [turn.user]}, config)
+            scratch.invoke({**_seed(graph, turn.inputs), "messages": [turn.user]}, run_config)
         except _Stop as stop:
             stopped = stop
     snap = scratch.get_state(config)
     messages = list(snap.values.get("messages") or [])
     at = next((i for i, m in enumerate(messages) if m.id == turn.user.id), len(messages))
-    kind, call, detail, stored, replayed = _compare(turn, messages[at + 1 :])
+    after = messages[at + 1 :]
+    if models_only:
+        made = served.requests.replies
+        after = [m for m in after if not isinstance(m, AIMessage) or str(m.id) in made]
+    kind, call, detail, stored, replayed, diff = _compare(
+        turn, after, recorded, served.requests.requests
+    )
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
         # The turn paused (interrupt()): what ran before the pause matched; the decision
         # that let the stored turn go on is not replayed.
@@ -500,16 +612,19 @@ def _replay_turn(graph: Any, turn: _Turn, model: ModelMode, tools: ToolsMode) ->
             detail = stopped.detail
     elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-    elif stopped is not None and stopped.kind == "tool_schema":
-        kind, call, detail, stored, replayed = (
+    elif stopped is not None and stopped.kind == "tool_schema" and not (
+        kind == "context" and (call or 0) < (stopped.model_call or 0)
+    ):
+        kind, call, detail, stored, replayed, diff = (
             stopped.kind,
             stopped.model_call,
             stopped.detail,
             None,
             None,
+            None,
         )
     return TurnResult(
-        turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed
+        turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
 
 
@@ -521,6 +636,24 @@ def _skipped(turn: _Turn) -> TurnResult:
     return TurnResult(turn.index, turn.user.id, _text(turn.user), "skipped", None, detail)
 
 
+def _wrapped(line: str) -> list[str]:
+    """One diff line as terminal lines that fit under a row, none cut: a longer line goes
+    on after a `↪` (its spaces as they were)."""
+    text = safe(line.expandtabs(4))
+    width = WIDTH - INDENT
+    out: list[str] = []
+    while display_width(text) > width:
+        used, cut = 0, 0
+        for i, ch in enumerate(text):
+            used += display_width(ch)
+            if used > width - 1:
+                break
+            cut = i + 1
+        out.append(text[:cut])
+        text = "↪" + text[cut:]
+    return [*out, text]
+
+
 class ReplayReport(Table):
     columns: tuple[Column, ...] = (
         Column("turn", "turn", 4, ">"),
@@ -528,7 +661,7 @@ class ReplayReport(Table):
         Column("call", "call", 4, ">"),
         Column("user", "user message", 26),
         Column("detail", "first divergence"),
-        Column("diff", "stored / replayed", 0, below=True),
+        Column("diff", "stored / replayed", 0, below=True, verbatim=True),
     )
 
     def __init__(self, title: str, results: list[TurnResult]) -> None:
@@ -561,10 +694,14 @@ class ReplayReport(Table):
         out: list[dict[str, Cell]] = []
         for r in self.results:
             diff: list[str] = []
-            if r.stored is not None:
-                diff.append(f"stored:   {r.stored}")
-            if r.replayed is not None:
-                diff.append(f"replayed: {r.replayed}")
+            if r.diff is not None:  # a text diff, every line shown (wrapped, escaped)
+                for line in r.diff.split("\n"):
+                    diff.extend(_wrapped(line))
+            else:
+                if r.stored is not None:
+                    diff.append(fit(f"stored:   {r.stored}", WIDTH - INDENT))
+                if r.replayed is not None:
+                    diff.append(fit(f"replayed: {r.replayed}", WIDTH - INDENT))
             out.append(
                 {
                     "turn": str(r.turn),
@@ -576,6 +713,17 @@ class ReplayReport(Table):
                 }
             )
         return out
+
+
+def _requests(saver: Any, thread_id: str) -> dict[str, Request | None]:
+    """The recorded request of each stored reply, by the reply's id (none recorded: {})."""
+    from threadlog.inspect.calls import recorded_calls
+
+    out: dict[str, Request | None] = {}
+    for call in recorded_calls(saver, thread_id):  # in the order they started
+        if call.reply_id is not None and call.error is None:
+            out[call.reply_id] = _recorded_request(call)
+    return out
 
 
 def replay(
@@ -599,9 +747,11 @@ def replay(
         raise ValueError(f"tools must be 'stored' or 'live', not {tools!r}")
     if isinstance(source, BaseCheckpointSaver):
         stored, name = _turns(source, thread_id), type(source).__name__
+        requests = _requests(source, thread_id)
     elif isinstance(source, str):
         with open_database(source) as saver:
             stored, name = _turns(saver, thread_id), describe(source)
+            requests = _requests(saver, thread_id)
     else:
         raise TypeError(
             f"cannot replay from a {type(source).__name__}: pass a database URL or saver"
@@ -610,10 +760,26 @@ def replay(
     if refused:
         raise ValueError(f"cannot replay safely: {refused}")
     chosen = turns if isinstance(turns, range) else parse_turns(turns, len(stored))
-    results = [
-        _skipped(stored[n - 1])
-        if stored[n - 1].removed
-        else _replay_turn(graph, stored[n - 1], model, tools)
-        for n in chosen
-    ]
+    results = []
+    for n in chosen:
+        turn = stored[n - 1]
+        if turn.removed:
+            results.append(_skipped(turn))
+            continue
+        # With recorded calls, the replies to serve are the AIMessages a model call
+        # produced; a turn none of whose replies was recorded keeps them all.
+        made = [ai for ai in turn.replies if str(ai.id) in requests]
+        models_only = bool(made) and len(made) < len(turn.replies)
+        if models_only:
+            turn = dataclasses.replace(turn, replies=made)
+        results.append(
+            _replay_turn(
+                graph,
+                turn,
+                model,
+                tools,
+                [requests.get(str(ai.id)) for ai in turn.replies],
+                models_only,
+            )
+        )
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

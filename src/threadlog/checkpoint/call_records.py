@@ -6,7 +6,9 @@ One write on `CALLS_CHANNEL` holds `{"v": FORMAT, "calls": [record, ...], "blobs
 blob}}`. A record: `run_id`, `t` (when the call started), `ns` (the task's
 `langgraph_checkpoint_ns`), `step`, `model`, `params` (a digest), `messages`, `tools` and
 `tools_d` (a digest) when tools were bound, `node` when the namespace does not name it,
-`reply_id`, `error`. Each of `messages` is `{"id", "d", "ref": true}` (a message the thread
+`reply_id` (the first generation's message), `others` when the call made more than one
+generation (`n>1`: the rest, in order, each `{"d"[, "id"]}`, its content in `blobs[d]`),
+`error`. Each of `messages` is `{"id", "d", "ref": true}` (a message the thread
 stores: by id and digest), `{"d", "ref": true}` (a copy sent without id: by content),
 `{"d"[, "id"]}` (its content in `blobs[d]`) or `{"slice": [run id, start, end]}` (those
 messages of an earlier stored call). A blob is `{"k": "message", role, content, …}`,

@@ -14,7 +14,8 @@ Contract:
 * **What is recorded** (`on_chat_model_start`, `on_llm_end` / `on_llm_error`): the
   messages as sent, in order (system prompt included); the tool names and a digest of
   their schemas; the model's name, provider and call parameters (`invocation_params`,
-  metadata `ls_*`); the id of the AIMessage it produced; where it ran (the task's
+  metadata `ls_*`); the id of the AIMessage it produced, and every other generation of a
+  call that made several (`n>1`, content stored); where it ran (the task's
   `langgraph_checkpoint_ns`, node, step); an error's text.
 * **Where it is stored.** With the step that made it: when the task's writes are stored
   (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
@@ -210,11 +211,16 @@ class CallRecorder(BaseCallbackHandler):
         self.layer.started(self, serialized, messages, run_id, metadata or {}, kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        reply = None
+        # One run is one prompt: its generations are the call's candidates (`n>1`), the
+        # first the one `invoke` returns; every one is recorded.
+        made: list[BaseMessage] = []
         try:
-            reply = response.generations[0][0].message
+            made = [g.message for g in response.generations[0]]
         except (AttributeError, IndexError, TypeError):
             pass
+        made = [m for m in made if isinstance(m, BaseMessage)]
+        reply = made[0] if made else None
+        self.layer.generated(run_id, made[1:])
         self.layer.ended(run_id, getattr(reply, "id", None), None)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
@@ -373,6 +379,14 @@ class CallsLayer(Layer):
                 c.record["error"] = error
             c.done = True
 
+    def generated(self, run_id: UUID, others: Sequence[BaseMessage]) -> None:
+        """The generations after the first of a call that made several (made plain when
+        stored, `_build`)."""
+        with self._lock:
+            c = self._calls.get(run_id)
+            if c is not None and others:
+                c.record["others"] = list(others)
+
     def _memo(self, thread: str) -> _Memo:
         memo = self._memos.get(thread)
         if memo is None:
@@ -418,6 +432,14 @@ class CallsLayer(Layer):
         if mid is not None:
             entry["id"] = str(mid)
         return entry
+
+    def _other(self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]) -> dict[str, Any]:
+        """A generation after the first: never in the log (`invoke` returns the first), so
+        its content is a blob."""
+        d = self._digest(message)
+        if d not in memo.blobs and d not in blobs:
+            blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
+        return {"d": d, "id": str(message.id)} if message.id is not None else {"d": d}
 
     def _params(self, raw: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
         # A model's parameters are the same objects call after call: made plain and
@@ -527,6 +549,8 @@ class CallsLayer(Layer):
             if params_d not in memo.blobs:
                 blobs[params_d] = {"k": "params", "value": values}
             record["params"] = params_d
+            if c.record.get("others"):
+                record["others"] = [self._other(m, memo, blobs) for m in c.record["others"]]
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
             memo.last[c.agent] = (str(record["run_id"]), keys)

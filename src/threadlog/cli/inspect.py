@@ -7,8 +7,11 @@ has branches) as plain text that fits in 100 columns, for any source
 (both opened read-only), or a LangGraph server URL. `--checkpoint` narrows to one branch:
 the path from the root to that checkpoint, the pairs at it, and the diff from its parent.
 `--context CALL` adds what the model saw for one model call (an AIMessage id, or an index
-among the model calls: -1 is the last). `--json` prints the same views as `.rows()` in one
-JSON object; `--html FILE` also writes the thread page (turns, full content, waterfall).
+among the model calls: -1 is the last): the request the call recorded when there is one
+(`threadlog.checkpointer` records every call), else a rebuild that says so. `--json` prints
+the same views as `.rows()` in one JSON object. `--html FILE` writes the thread page
+(turns, full content, waterfall) and prints one line, `wrote FILE`, instead of the views;
+with `--json` too, the JSON is printed and that line goes to stderr.
 `--last N` reads only the newest N checkpoints; a read that takes more than a second shows
 progress on stderr. A thread whose subgraphs stored checkpoints in their own namespaces also
 gets a "subgraphs" view listing them; `--namespace NS` shows one of those instead of the
@@ -75,7 +78,12 @@ def register(sub: Any) -> None:
         "store) instead of the views; with --json a JSON list",
     )
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
-    p.add_argument("--html", metavar="FILE", help="also write the thread as an HTML page")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the thread as an HTML page; prints one line, 'wrote FILE' (with --json, "
+        "the JSON, that line on stderr)",
+    )
     from threadlog.cli.errors import positive
 
     p.add_argument(
@@ -121,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.progress import Progress
     from threadlog.inspect.readonly import is_server_url
     from threadlog.inspect.thread import thread
+    from threadlog.terminal import safe
 
     args.thread = resolve_thread(args.db, args.thread)
     if args.calls or args.store:
@@ -131,7 +140,8 @@ def _run(args: argparse.Namespace) -> int:
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
             args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
-            key=args.key, calls=bool(args.html) and not is_server_url(args.db),
+            key=args.key,
+            calls=bool(args.html or args.context is not None) and not is_server_url(args.db),
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
@@ -156,6 +166,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(t.html(*[v for k, v in views.items() if k == "context"]))
+        # One line, naming the file (escaped: a path is the user's, but may hold anything).
+        print(f"wrote {safe(args.html)}", file=sys.stderr if args.json else sys.stdout)
+        if not args.json:
+            sys.stdout.flush()
+            return 0
     if args.json:
         doc = {
             "thread": t.thread_id,

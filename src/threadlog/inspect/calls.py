@@ -7,10 +7,12 @@ the order the calls started. Each `RecordedCall` holds the messages as sent, reb
 the call's blobs or, for a message stored by reference, from the thread's stored messages
 with that id and digest (`missing` when neither is stored any more: a pruned step); the
 tool names and schemas; the model, provider and parameters; the reply (the stored
-AIMessage with `reply_id`); where it ran (`namespace`: the graph's node names above the
-task, `agent`, `node`, `step`, `checkpoint_id`). `rows()` is JSON-ready; `json_text()` is
-that JSON with C1 controls and bidi overrides escaped as `\\uXXXX`; `str()` is the
-terminal text, every stored string through `threadlog.terminal.safe`; `_repr_html_()`
+AIMessage with `reply_id`) and, for a call that made several generations (`n>1`), the
+others in order (`other_replies`, their content recorded: `invoke` stores only the
+first); where it ran (`namespace`: the graph's node names above the task, `agent`,
+`node`, `step`, `checkpoint_id`). `rows()` is JSON-ready; `json_text()` is that JSON
+with C1 controls and bidi overrides escaped as `\\uXXXX`; `str()` is the terminal
+text, every stored string through `threadlog.terminal.safe`; `_repr_html_()`
 escapes everything.
 """
 
@@ -59,6 +61,8 @@ class RecordedCall:
     started: float = 0.0
     run_id: str = ""
     ns: str = ""  # the task's own namespace, task ids included
+    other_replies: list[dict[str, Any]] = field(default_factory=list)
+    """The generations after the first, in order, for a call that made several (`n>1`)."""
 
     @property
     def system_prompt(self) -> str | None:
@@ -82,6 +86,7 @@ class RecordedCall:
             "tool_schemas": self.tool_schemas,
             "reply_id": self.reply_id,
             "reply": self.reply,
+            "other_replies": self.other_replies,
             "error": self.error,
             "checkpoint_id": self.checkpoint_id,
             "task": self.task,
@@ -136,6 +141,8 @@ class CallList:
                 out.extend(_message_lines(c.reply, "  → "))
             elif c.reply_id:
                 out.append(f"  → reply {safe(c.reply_id)} (not stored)")
+            for k, other in enumerate(c.other_replies, 2):
+                out.extend(_message_lines(other, f"  → generation {k}: "))
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -161,6 +168,11 @@ class CallList:
                 parts.append(
                     f"<p>→ <pre>{escape(_text(c.reply.get('content')))}"
                     f"{escape(_calls_text(c.reply))}</pre></p>"
+                )
+            for k, other in enumerate(c.other_replies, 2):
+                parts.append(
+                    f"<p>→ generation {k}: <pre>{escape(_text(other.get('content')))}"
+                    f"{escape(_calls_text(other))}</pre></p>"
                 )
             if c.error:
                 parts.append(f"<p>error: {escape(c.error)}</p>")
@@ -477,4 +489,8 @@ def _call(
         started=float(call.get("t") or 0.0),
         run_id=str(call.get("run_id") or ""),
         ns=ns,
+        other_replies=[
+            _resolve(e, blobs, stored, by_digest) for e in call.get("others") or ()
+            if isinstance(e, Mapping)
+        ],
     )

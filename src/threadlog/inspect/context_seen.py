@@ -4,19 +4,29 @@ Contract: the call is an AIMessage of the log (its id, or an index among the log
 AIMessages, default the last). The log the model node had is the log of the checkpoint
 where that AIMessage first appears, up to the message itself (so results a model node
 repaired in the same step are included); the compaction events are those of that
-checkpoint. The context is `ModelNode.context_for` (the model node's own definition) with
-the policy and system prompt the model node used: read from the graph's model node when
-the thread was loaded from a graph, else passed in (`policy=`, `system_prompt=`); the
-summary says when they were assumed. Rows are one per log message (kept, hidden by a
-cut, or hidden inside the newest turn) plus one per context message that is not in the
-log (the system prompt, a summary).
+checkpoint. When the thread was loaded with its recorded calls (`thread(..., calls=True)`;
+`threadlog inspect --context` does) and one of them produced this AIMessage, the context
+is what that call sent, as recorded (`.sent`, `prompt_source == "call"`), whatever node
+or agent made it. Otherwise it is a rebuild: `ModelNode.context_for` (the model node's
+own definition) with the policy and system prompt the model node used — read from the
+graph's model node when the thread was loaded from a graph, else passed in (`policy=`,
+`system_prompt=`) — and the summary says it is a rebuild and what was assumed (in words
+for people, asking for no argument). Rows are one per log message (kept, hidden by a cut,
+or hidden inside the newest turn) plus one per context message that is not in the log
+(the system prompt, a summary).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 
 from threadlog.context.policy import ContextPolicy
@@ -31,6 +41,28 @@ if TYPE_CHECKING:
     from threadlog.nodes.model import ModelNode
 
 __all__ = ["ContextSeen"]
+
+
+def _as_messages(sent: list[dict[str, Any]]) -> list[BaseMessage]:
+    """A recorded call's messages (`inspect.calls` dicts) as LangChain messages."""
+    out: list[BaseMessage] = []
+    for d in sent:
+        kwargs: dict[str, Any] = {"id": d.get("id")}
+        if d.get("name") is not None:
+            kwargs["name"] = d["name"]
+        content = d.get("content") if d.get("content") is not None else ""
+        role = d.get("role")
+        if role in ("system", "developer"):
+            out.append(SystemMessage(content, **kwargs))
+        elif role == "assistant":
+            out.append(AIMessage(content, tool_calls=d.get("tool_calls") or [], **kwargs))
+        elif role == "tool":
+            status = d.get("status") or "success"
+            out.append(ToolMessage(content, tool_call_id=str(d.get("tool_call_id")),
+                                   status=status, **kwargs))
+        else:
+            out.append(HumanMessage(content, **kwargs))
+    return out
 
 
 def _find_call(thread: ThreadRecords, call: str | int, checkpoint: str | None) -> AIMessage:
@@ -82,6 +114,7 @@ class ContextSeen(Table):
         # `ModelNode.context_for`, the node's own definition, so the inspector cannot
         # drift from what was sent.
         graph_node = thread.model_node()
+        self.sent = self._sent(thread) if policy is None and system_prompt is None else None
         prompt, self.prompt_source = self._prompt(graph_node, system_prompt)
         self.assumed_policy = policy is None and graph_node is None
         fixed_prompt = graph_node is not None and graph_node.choose_prompt is None
@@ -109,6 +142,9 @@ class ContextSeen(Table):
         self.node = node
         self.view = node.plan_for(self.log, self.at.compactions)
         self.context: list[BaseMessage] = node.context_for(self.log, self.at.compactions)
+        if self.sent is not None:
+            self.context = _as_messages(self.sent.messages)
+            self.prompt_source, self.assumed_policy, self.assumed = "call", False, False
         self.context_tokens = count_tokens_approximately(self.context)
         self.log_tokens = count_tokens_approximately(self.log)
         self._rows = self._build()
@@ -116,6 +152,14 @@ class ContextSeen(Table):
             f"{thread.label} · what the model saw for {self.call.id} "
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
+
+    def _sent(self, thread: ThreadRecords) -> Any:
+        """The recorded call (`inspect.calls.RecordedCall`) whose reply is this message."""
+        recorded = getattr(thread, "recorded", None)
+        found = [c for c in recorded or () if c.reply_id == self.call.id]
+        if not found or any(m.get("missing") for m in found[-1].messages):
+            return None
+        return found[-1]
 
     def _prompt(self, graph_node: ModelNode | None, given: str | None) -> tuple[str | None, str]:
         """The system prompt this call was sent, and where that was learnt: "given",
@@ -139,12 +183,14 @@ class ContextSeen(Table):
         raise LookupError(f"AIMessage {self.call.id!r} not found on the path")  # unreachable
 
     def _build(self) -> list[dict[str, Any]]:
-        in_ctx = {m.id: (i, m) for i, m in enumerate(self.context)}
+        in_ctx: dict[str | None, tuple[int, BaseMessage]] = {
+            m.id: (i, m) for i, m in enumerate(self.context) if m.id is not None
+        }
         log_ids = {m.id for m in self.log}
-        hidden = set(self.view.hidden)
+        hidden = set(self.view.hidden) if self.sent is None else set()
         rows: list[dict[str, Any]] = []
         for i, m in enumerate(self.context):
-            if m.id not in log_ids:
+            if m.id is None or m.id not in log_ids:
                 rows.append(
                     {
                         "part": "context-only",
@@ -181,9 +227,20 @@ class ContextSeen(Table):
         return [dict(r) for r in self._rows]
 
     def summary(self) -> list[str]:
+        # Short lines: the text view cuts every line at 100 columns.
+        if self.sent is not None:
+            where = self.sent.node + (f" in {self.sent.namespace}" if self.sent.namespace else "")
+            return [
+                f"sent {len(self.context)} messages ≈{self.context_tokens} tokens · full log "
+                f"{len(self.log)} messages ≈{self.log_tokens} tokens",
+                f"as the call recorded it: model {self.sent.model}, {where}",
+                "system prompt: "
+                + ("none sent" if self.sent.system_prompt is None else "in full below"),
+            ]
         events = len(self.at.compactions)
         prompt = self.node._system
         return [
+            "rebuilt from the log by the context rules: no recorded call made this message",
             f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
             f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
             f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
@@ -191,15 +248,14 @@ class ContextSeen(Table):
         ] + (
             [
                 f"policy assumed: max_turns={self.node.policy.max_turns} "
-                f"max_tokens={self.node.policy.max_tokens}",
-                "pass policy= (or open the thread through its compiled graph)",
+                f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
+                "the app's own policy is not stored with the thread)",
             ]
             if self.assumed_policy
             else []
         ) + self._recorded()
 
     def _prompt_lines(self, prompt_id: str | None) -> list[str]:
-        # Short lines: the text view cuts every line at 100 columns.
         model = self.recorded.get("model")
         lines = [f"model {model} (recorded)"] if model else []
         if self.prompt_source == "assumed":
@@ -208,12 +264,11 @@ class ContextSeen(Table):
                 return [
                     *lines,
                     f"system prompt {sent} sent (fixed: its text is the app's code)",
-                    "pass system_prompt= (or open the thread through its graph) to see it",
+                    "its text is not stored with the thread: this rebuild sends none",
                 ]
             return [
                 *lines,
-                f"system prompt assumed: {prompt_id or 'none'} (the run recorded none)",
-                "pass system_prompt= (or open the thread through its graph)",
+                "system prompt: the run recorded none; this rebuild sends none",
             ]
         where = {"given": "given", "recorded": "read from the run's record", "graph": "the graph's"}
         return [*lines, f"system prompt {prompt_id or 'none'} ({where[self.prompt_source]})"]
@@ -226,9 +281,10 @@ class ContextSeen(Table):
 
     @property
     def matches_record(self) -> bool | None:
-        """Whether the rebuilt context is what the run recorded sending (None: no record)."""
+        """Whether the rebuilt context is what the run recorded sending (None: no record,
+        or no rebuild: the recorded call's own request is shown)."""
         rec = self.recorded
-        if "context_messages" not in rec:
+        if "context_messages" not in rec or self.sent is not None:
             return None
         prompt = self.node._system.id if self.node._system is not None else None
         return rec["context_messages"] == len(self.context) and rec.get("system_prompt") == prompt
@@ -244,13 +300,26 @@ class ContextSeen(Table):
         return [
             f"⚠ the run recorded sending {rec['context_messages']} messages (system prompt "
             f"{rec.get('system_prompt') or 'none'});",
-            f"this rebuild has {len(self.context)} — pass the app's policy= and system_prompt=",
+            f"this rebuild has {len(self.context)}: the app's policy or prompt is not the one "
+            "assumed",
         ]
+
+    def notes(self) -> list[str]:
+        out = [
+            "kept: sent as logged · cut: before the compaction cut or the policy's turn "
+            "limit · hidden: an older unit of the newest turn over the token budget · "
+            "added: in the context only (system prompt, summary)"
+        ]
+        prompt = self.sent.system_prompt if self.sent is not None else None
+        if prompt is not None:
+            out.append(f"system prompt sent: {prompt}")
+        return out
 
     def display_rows(self) -> list[dict[str, Cell]]:
         by_id = {m.id: m for m in [*self.context, *self.log]}
         out: list[dict[str, Cell]] = []
         for r in self._rows:
+            m = self.context[r["context_index"]] if r["part"] == "context-only" else by_id[r["id"]]
             mark = {
                 "kept": "✓ kept",
                 "changed": "✓ changed",
@@ -264,14 +333,8 @@ class ContextSeen(Table):
                     "pos": "-" if r["log_index"] is None else str(r["log_index"]),
                     "seen": mark,
                     "ctx": "-" if ctx is None else str(ctx),
-                    "message": message_line(by_id[r["id"]], 80),
+                    "message": message_line(m, 80),
                 }
             )
         return out
 
-    def notes(self) -> list[str]:
-        return [
-            "kept: sent as logged · cut: before the compaction cut or the policy's turn "
-            "limit · hidden: an older unit of the newest turn over the token budget · "
-            "added: in the context only (system prompt, summary)"
-        ]

@@ -59,6 +59,8 @@ class Column:
     width: int = 0  # 0: take the width the other columns leave
     align: str = "<"  # "<" left, ">" right
     below: bool = False  # in text: printed on its own indented lines under the row
+    # Below the row, each line's spaces kept as they are (a diff's columns mean something).
+    verbatim: bool = False
 
 
 class Table:
@@ -153,7 +155,9 @@ def render_text(table: Table, width: int = WIDTH) -> str:
         for i in range(height):
             out.append(line([c[i] if i < len(c) else "" for c in cells]))
         for c in below:
-            out.extend(" " * INDENT + fit(x, width - INDENT) for x in _lines(row.get(c.key, "")))
+            lines = _lines(row.get(c.key, ""))
+            shown = [safe(x) if c.verbatim else fit(x, width - INDENT) for x in lines]
+            out.extend(" " * INDENT + x for x in shown)
     if not rows:
         out.append("(nothing to show)")
     for note in table.notes():  # notes are prose: wrapped, not cut (escaped first)
