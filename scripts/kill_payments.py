@@ -233,13 +233,16 @@ def _run(
         cfg = {"configurable": {"thread_id": thread}}
         if given is None:
             head = graph.get_state(cfg)
-            if not head.values:
-                # Killed before the run stored anything: a user sends the message again.
-                given = {"messages": [HumanMessage("pay three bills", id=f"{thread}-h1")]}
-            elif not head.next:
+            last = (head.values.get("messages") or [None])[-1]
+            if not head.next and isinstance(last, AIMessage) and not last.tool_calls:
                 # Killed after the turn was stored whole (under "exit", between its one
                 # store and the process's end): nothing is left to resume.
                 return
+            if not head.next:
+                # Killed before the run stored anything, or (under "exit") while its one
+                # store was under way, leaving only the input: nothing to resume, so a
+                # user sends the message again (same id).
+                given = {"messages": [HumanMessage("pay three bills", id=f"{thread}-h1")]}
         graph.invoke(given, cfg, **kw)
 
 
