@@ -3,6 +3,10 @@
     python scripts/kill_payments.py --trials 200 --backend sqlite
     python scripts/kill_payments.py --trials 200 --backend postgres [--pg-url URL]
     python scripts/kill_payments.py --trials 50 --backend sqlite --durability sync --seed 1234
+    python scripts/kill_payments.py --trials 50 --backend sqlite --durability exit
+
+With `--durability exit` nothing of a killed run is stored, receipts included: the
+recovery runs the whole turn again, and the model's same calls get the same keys.
 
 Each trial is one thread. A forked worker runs one turn of a model ⇄ tools agent whose
 model asks for three payments in one step: two through `pay`, a tool marked
@@ -227,9 +231,18 @@ def _run(
     with threadlog.checkpointer(url) as saver:
         graph = build(service, saver, thread, plan)
         cfg = {"configurable": {"thread_id": thread}}
-        if given is None and not graph.get_state(cfg).values:
-            # Killed before the run stored anything: a user sends the message again.
-            given = {"messages": [HumanMessage("pay three bills", id=f"{thread}-h1")]}
+        if given is None:
+            head = graph.get_state(cfg)
+            last = (head.values.get("messages") or [None])[-1]
+            if not head.next and isinstance(last, AIMessage) and not last.tool_calls:
+                # Killed after the turn was stored whole (under "exit", between its one
+                # store and the process's end): nothing is left to resume.
+                return
+            if not head.next:
+                # Killed before the run stored anything, or (under "exit") while its one
+                # store was under way, leaving only the input: nothing to resume, so a
+                # user sends the message again (same id).
+                given = {"messages": [HumanMessage("pay three bills", id=f"{thread}-h1")]}
         graph.invoke(given, cfg, **kw)
 
 
@@ -421,7 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    p.add_argument("--durability", choices=("default", "sync", "async"), default="default")
+    p.add_argument(
+        "--durability", choices=("default", "sync", "async", "exit"), default="default"
+    )
     p.add_argument("--seed", type=int, help="base seed (default: from os.urandom)")
     p.add_argument("--pg-url", help="an existing Postgres server (default: a pgserver)")
     p.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")

@@ -250,6 +250,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
     "test_cold_reads_decode_once.py": ("*",),  # swarm threads of 4-12 turns, read cold
     "test_finished_write_lost.py": ("*",),  # a slowed commit, waited out
+    "test_idempotent_receipts.py": (  # waits out --older-than 1s, then resumes twice
+        "test_prune_archive_keeps_the_receipts_and_a_resume_from_the_archive_serves_them",
+    ),
     # the first deepagents import (~1.5 s) falls on it
     "test_foreign_delta_channels.py": (
         "test_a_deepagents_agent_with_a_subagent_reads_back_as_on_langgraphs_saver",
@@ -361,6 +364,13 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     ),
     "test_hooks.py": (
         "test_two_turns_at_once_take_whole_turns_when_langgraph_wraps_the_loops_enter",
+    ),
+    "test_idempotent_timeouts.py": (  # each waits out a timeout or a slow first attempt
+        "test_a_marked_sync_call_past_its_timeout_runs_again_with_its_key_and_logs_its_one_charge",
+        "test_a_marked_async_call_past_its_timeout_is_cancelled_and_run_again_with_its_key",
+        "test_an_unmarked_call_past_its_timeout_is_not_run_again",
+        "test_a_step_timeout_under_invoke_ends_after_the_marked_tool_whose_receipt_recovery_serves",
+        "test_a_step_timeout_under_ainvoke_cancels_the_marked_tool_and_recovery_reruns_its_key",
     ),
     "test_import_layers.py": (
         "test_every_import_points_down_the_documented_layers",

@@ -22,9 +22,10 @@ from langgraph.prebuilt import InjectedState
 from langgraph.prebuilt import ToolNode as LangGraphToolNode
 
 import threadlog
+from scripts.kill_payments import charge, charges_by_call
 from tests.helpers.tools import by_call, call, request
 from threadlog import IdempotencyError, ToolNode
-from threadlog.checkpoint.receipts import KEY_METADATA
+from threadlog.checkpoint.receipts import KEY_METADATA, RECEIPT_CHANNEL
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.log.pairing import NOT_COMPLETED, OUTCOME_UNKNOWN
 from threadlog.nodes.tools.idempotent import call_key, is_idempotent
@@ -273,20 +274,43 @@ def test_new_input_logs_the_receipt_of_a_marked_tool_that_returned_as_its_real_r
 
 
 @pytest.mark.parametrize("kind", ["threadlog", "langgraph"])
-def test_exit_durability_stores_no_receipt_but_the_rerun_gets_the_same_key(
-    saver: Any, kind: str
+@pytest.mark.parametrize("recovery", ["resume", "new input"])
+def test_exit_durability_stores_no_receipt_and_the_rerun_charges_once_with_the_same_key(
+    saver: Any, kind: str, recovery: str, tmp_path: Path
 ) -> None:
-    # With "exit" nothing of a killed run is stored: the model's step runs again, and a
-    # model that makes the same call gets the same key (the service's own dedup decides).
+    # With "exit" nothing of a killed run is stored, receipts included: the tool runs
+    # again, with the same key, and the payment service (scripts/kill_payments.py: a
+    # unique key column) answers the second request with the first charge.
+    service = tmp_path / "payments.sqlite"
+    keys: list[str] = []
     fx = Effects()
-    graph = _graph(_node(kind, fx), saver, request(PAY, BOOM))
-    cfg = _cfg(f"exit-{kind}")
+
+    @tool
+    def pay(amount: int) -> str:
+        """Charge an amount through the payment service, with the call's key."""
+        keys.append(threadlog.idempotency_key())
+        return f"charge {charge(service, keys[-1], 'c-pay', amount)}"
+
+    _, boom = _tools(fx)
+    node = (
+        ToolNode([pay, boom], idempotent=["pay"], max_concurrency=1, handle_tool_errors=False)
+        if kind == "threadlog"
+        else LangGraphToolNode([threadlog.idempotent(pay), boom])
+    )
+    graph = _graph(node, saver, request(PAY, BOOM))
+    cfg = _cfg(f"exit-{kind}-{recovery}")
     with pytest.raises(KeyboardInterrupt):
         graph.invoke({"messages": [HumanMessage("go", id="h-1")]}, cfg, durability="exit")
+    assert keys and charges_by_call(service)["c-pay"]  # it charged before the step died
+    stored = [w for t in saver.list(cfg) for w in t.pending_writes or ()]
+    assert not [w for w in stored if w[1] == RECEIPT_CHANNEL]
     fx.die = False
-    out = graph.invoke(None, cfg, durability="exit")
-    assert len(fx.keys) in (1, 2) and len(set(fx.keys)) == 1
-    assert by_call(out["messages"])["c-pay"].content == f"charged 5 ({fx.keys[0]})"
+    given = None if recovery == "resume" else {"messages": [HumanMessage("and?", id="h-2")]}
+    out = graph.invoke(given, cfg, durability="exit")
+    assert len(keys) == 2 and len(set(keys)) == 1  # run again, with the same key
+    (rid,) = charges_by_call(service)["c-pay"]
+    result = by_call(out["messages"])["c-pay"]
+    assert result.content == f"charge {rid}" and result.status == "success"
 
 
 @pytest.mark.parametrize("kind", ["threadlog", "langgraph"])

@@ -10,6 +10,7 @@ stored and only the receipt says the tool ran.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -144,3 +145,62 @@ def test_a_rollback_removes_the_receipts_of_the_run_it_removes(backend: str) -> 
         assert len(_receipts(saver, "t")) == 1
         saver.delete_for_runs([run_id])
         assert _receipts(saver, "t") == []
+
+
+def test_on_the_in_memory_saver_receipts_are_served_copied_kept_and_removed_with_the_thread() -> (
+    None
+):
+    world = _World()
+    run_id = str(uuid.uuid4())
+    with threadlog.checkpointer("memory://") as saver:
+        graph = _graph(world, saver)
+        for thread in ("t", "kept", "gone"):
+            _die(graph, thread)
+        _die(graph, "rolled", metadata={"run_id": run_id})
+        assert all(len(_receipts(saver, t)) == 1 for t in ("t", "kept", "gone", "rolled"))
+        saver.copy_thread("t", "copy")
+        saver.prune(["kept"], strategy="keep_latest")
+        saver.prune(["gone"], strategy="delete")
+        saver.delete_for_runs([run_id])
+        assert len(_receipts(saver, "copy")) == 1 and len(_receipts(saver, "kept")) == 1
+        assert _receipts(saver, "gone") == [] and _receipts(saver, "rolled") == []
+        world.die = False
+        for thread in ("t", "copy", "kept"):
+            out = graph.invoke(None, {"configurable": {"thread_id": thread}})
+            assert by_call(out["messages"])["c-pay"].content.startswith("charge #")
+    # One charge per thread that died (t, kept, gone, rolled); resumes and the copy: none.
+    assert len(world.charges) == 4
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("strategy", ["--keep-latest", "--older-than"])
+def test_prune_archive_keeps_the_receipts_and_a_resume_from_the_archive_serves_them(
+    backend: str, strategy: str, tmp_path: Any
+) -> None:
+    from threadlog.cli import main
+
+    world = _World()
+    with threadlog.checkpointer(backend) as saver:
+        _die(_graph(world, saver), "t")
+        (receipt,) = _receipts(saver, "t")
+    archive = tmp_path / "archive.sqlite"
+    args = ["--keep-latest"] if strategy == "--keep-latest" else ["--older-than", "1s"]
+    if strategy == "--older-than":
+        time.sleep(1.1)
+    assert main(["prune", "--db", backend, *args, "--thread", "t", "--archive", str(archive)]) == 0
+    world.die = False
+    # The archive holds the thread whole, its receipt with it; the database keeps the
+    # head's receipt (--keep-latest) or loses it with the thread (--older-than).
+    with threadlog.checkpointer(f"sqlite:///{archive}") as saver:
+        assert [w[2] for w in _receipts(saver, "t")] == [receipt[2]]
+        out = _graph(world, saver).invoke(None, {"configurable": {"thread_id": "t"}})
+        assert by_call(out["messages"])["c-pay"].content == "charge #1 of 7"
+    with threadlog.checkpointer(backend) as saver:
+        left = _receipts(saver, "t")
+        if strategy == "--keep-latest":
+            assert [w[2] for w in left] == [receipt[2]]
+            out = _graph(world, saver).invoke(None, {"configurable": {"thread_id": "t"}})
+            assert by_call(out["messages"])["c-pay"].content == "charge #1 of 7"
+        else:
+            assert left == [] and not list(saver.list({"configurable": {"thread_id": "t"}}))
+    assert len(world.charges) == 1  # neither the archive's resume nor the kept head's charged

@@ -1,7 +1,9 @@
 """SIGKILL an agent that pays (scripts/kill_payments.py), a short seeded run per backend
 and `durability`: a tool marked idempotent never charges twice, never loses a charge and
 never leaves "outcome unknown"; the long run is the script (`--trials 200`), figures in
-docs/durability.md."""
+docs/durability.md. Under `durability="exit"` no receipt is stored and the turn runs
+again: one charge per marked call proves the re-run carried the same key (the service
+dedups only by key)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ SEED = 3700
 TRIALS = 8
 
 
-@pytest.mark.parametrize("durability", [None, "sync"])
+@pytest.mark.parametrize("durability", [None, "sync", "exit"])
 def test_killed_payments_are_charged_once_and_answered_with_their_charge(
     backend: str, durability: str | None, tmp_path: Path
 ) -> None:

@@ -46,7 +46,11 @@ Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages
   `threadlog.idempotent`): each call gets a key that is the same on every attempt, and
   what the tool returned is stored as a receipt at once, so no attempt after it runs the
   tool again (`threadlog.nodes.tools.idempotent`). Two tools with one name where one is
-  marked are refused.
+  marked are refused. A marked call that runs past its `timeout` is run again, with the
+  same key, up to `timeout_retries` more times (each attempt first looks for a receipt
+  an abandoned attempt stored meanwhile); the result is the first attempt that returns.
+  Only when every attempt timed out is it an error result, naming the key. An unmarked
+  call is never run again: its effect may have happened, and nothing would dedupe it.
 * **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (in the log, never
   model-visible); content above `max_content_chars` is cut with a marker and kept whole
   in the artifact.
@@ -158,6 +162,9 @@ class ToolNode(_LangGraphToolNode):
             accepted (give one or the other).
         idempotent: tool names to mark with `threadlog.idempotent` (their calls get an
             idempotency key and a receipt: `threadlog.nodes.tools.idempotent`).
+        timeout_retries: how many more times a marked (idempotent) call that ran past
+            its `timeout` is run, with the same key, before it is an error result
+            (default 2; 0: never). Unmarked calls are never retried.
     """
 
     def __init__(
@@ -177,6 +184,7 @@ class ToolNode(_LangGraphToolNode):
         record_durations: bool = False,
         handle_errors: bool | None = None,
         idempotent: Sequence[str] = (),
+        timeout_retries: int = 2,
     ) -> None:
         if handle_errors is not None:
             if handle_tool_errors is not True:
@@ -201,6 +209,11 @@ class ToolNode(_LangGraphToolNode):
         for tool_name, seconds in _timeouts(timeout).items():
             _check_positive(f"timeout[{tool_name!r}]" if tool_name else "timeout", seconds)
         _check_positive("max_content_chars", max_content_chars)
+        whole = isinstance(timeout_retries, int) and not isinstance(timeout_retries, bool)
+        if not whole or timeout_retries < 0:
+            raise ValueError(
+                f"ToolNode(timeout_retries={timeout_retries!r}): must be a whole number >= 0"
+            )
         if isinstance(requires_approval, str):
             requires_approval = (requires_approval,)
         for setting, names in (
@@ -215,6 +228,7 @@ class ToolNode(_LangGraphToolNode):
                 )
         self.max_concurrency = max_concurrency
         self.timeout = timeout
+        self.timeout_retries = timeout_retries
         self.requires_approval = frozenset(requires_approval)
         self.max_content_chars = max_content_chars
         self.record_durations = record_durations
@@ -365,6 +379,8 @@ class ToolNode(_LangGraphToolNode):
             yield from note_flow(job.config, job.call, "started")
         async_run = None if pool is None else functools.partial(run_async, pool=pool)
         outcome: Outcome = yield Io(run_sync, async_run, (job,))
+        if marked and outcome.kind == "timeout":
+            outcome = yield from self._retry_timed_out(job, outcome, async_run)
         try:
             out = self._classify(outcome, job, decision, input_type, request.state)
         except BaseException:
@@ -381,6 +397,25 @@ class ToolNode(_LangGraphToolNode):
                 out = out.model_copy(update={"id": str(uuid.uuid4())})
             yield from note_flow(job.config, job.call, "finished", out)
         return out
+
+    def _retry_timed_out(
+        self, job: Job, outcome: Outcome, async_run: Callable[..., Any] | None
+    ) -> Flow[Outcome]:
+        """A marked call past its timeout, run again with its key (module doc): the same
+        key makes a second attempt safe, so the log gets the real result, not a guess."""
+        attempts = 1
+        spent = outcome.duration_ms or 0.0
+        while outcome.kind == "timeout" and attempts <= self.timeout_retries:
+            outcome = yield Io(run_sync, async_run, (job,))
+            attempts += 1
+            spent += outcome.duration_ms or 0.0
+        outcome.duration_ms = spent
+        if outcome.kind != "timeout":
+            return outcome
+        seconds = job.timeout or 0.0
+        failed = Outcome.timed_out_keyed(job.call, seconds, attempts, _key_of(job))
+        failed.duration_ms = spent
+        return failed
 
     def _job(self, request: ToolCallRequest) -> Job | ToolMessage:
         """The job running `request`, or the result for a call that cannot run."""
@@ -420,9 +455,7 @@ class ToolNode(_LangGraphToolNode):
         if not is_idempotent(job.tool):
             return output
         # The key next to the result, for `threadlog inspect` and programs.
-        conf = job.config.get("configurable") or {}
-        ns = str(conf.get("checkpoint_ns") or "")
-        key = call_key(conf.get("thread_id"), ns, call_id(job.call))
+        key = _key_of(job)
         return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
 
     # -- input and planning -----------------------------------------------------
@@ -545,6 +578,13 @@ class ToolNode(_LangGraphToolNode):
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
         return list(approval_edits(edited, messages, decisions))
+
+
+def _key_of(job: Job) -> str:
+    """The idempotency key of `job`'s call (`threadlog.nodes.tools.keys.call_key`)."""
+    conf = job.config.get("configurable") or {}
+    ns = str(conf.get("checkpoint_ns") or "")
+    return call_key(conf.get("thread_id"), ns, call_id(job.call))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:

@@ -108,6 +108,20 @@ class Outcome:
         )
 
     @classmethod
+    def timed_out_keyed(cls, call: ToolCall, seconds: float, attempts: int, key: str) -> Outcome:
+        # Every attempt carried the same key, so whatever took effect took effect once;
+        # a new call from the model would get another key, so it is not invited.
+        return cls.ready(
+            call,
+            "timeout",
+            f"Error: {call['name']} did not finish within {seconds:g} s in {attempts} "
+            f"attempt(s), all with idempotency key {key}, so its outcome is unknown. "
+            "Running this call again with that key is safe (a service that honours the "
+            "key returns the first attempt's result), but a new call gets a new key: do "
+            "not repeat it blindly; check its effect first, or go on without this result.",
+        )
+
+    @classmethod
     def unknown(cls, call: ToolCall, names: list[str]) -> Outcome:
         return cls.ready(
             call,
