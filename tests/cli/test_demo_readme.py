@@ -50,7 +50,7 @@ def test_the_pasted_demo_output_is_what_the_demo_prints(
     assert normalize(capsys.readouterr().out) == normalize(block.group(2))
 
 
-def test_the_readme_fits_200_lines_and_the_zero_change_path_follows_the_two_command_quickstart() -> None:
+def test_readme_fits_200_lines_and_the_zero_change_path_follows_the_quickstart() -> None:
     assert len(README.splitlines()) <= 200
     # The quickstart keeps its two commands; the zero-change path is the very next section.
     quickstart, after = README.split("## Quickstart", 1)[1].split("\n## ", 1)
