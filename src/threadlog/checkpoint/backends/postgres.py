@@ -39,21 +39,22 @@ from typing import Any, ClassVar
 
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
+    AsyncSteps,
     Backend,
     CheckpointsListings,
     HeadStore,
-    Link,
     LocalRuns,
     Plan,
     Query,
     Steps,
     StoredWrite,
+    SyncSteps,
     Walk,
     add_sizes,
     attribute_blobs,
     collect_writes,
-    link_row,
     lock_bound,
+    one_query,
     parse_rows,
     queries,
 )
@@ -172,11 +173,6 @@ def walk_steps(
     return collect_writes(channels, {ch: chain for ch in channels}, decoded)
 
 
-def _one(query: Query) -> Steps[list[Any]]:
-    rows = yield query
-    return rows
-
-
 # -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
 
 _COPY_SQL = (
@@ -287,11 +283,13 @@ async def _aconnection(conn: Any) -> AsyncIterator[Any]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class PostgresBackend(CheckpointsListings, Backend):
+class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     """A `PostgresSaver`: its connection (or pool) under its lock."""
 
     kind: ClassVar[str] = "postgres"
     placeholder: ClassVar[str] = "%s"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
     def _run(self, steps: Steps[Any]) -> Any:
         from psycopg.rows import tuple_row
@@ -307,9 +305,6 @@ class PostgresBackend(CheckpointsListings, Backend):
                 return parse_rows(q, cur.fetchall())
 
             return run(queries(steps, execute))
-
-    def checkpoint_links(self, thread_id: str) -> list[Link]:
-        return self._run(_one(Query(_LINKS_SQL, (thread_id,), link_row)))  # type: ignore[no-any-return]
 
     def maintain(self, plan: Plan) -> None:
         from psycopg.rows import tuple_row
@@ -331,15 +326,8 @@ class PostgresBackend(CheckpointsListings, Backend):
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
 
-    def walk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return self._run(steps)  # type: ignore[no-any-return]
-
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._run(_one(Query(sql, params)))  # type: ignore[no-any-return]
+        return self._run(one_query(Query(sql, params)))  # type: ignore[no-any-return]
 
     def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
         wanted = set(heads)
@@ -382,11 +370,13 @@ class PostgresBackend(CheckpointsListings, Backend):
         return out
 
 
-class AsyncPostgresBackend(Backend):
+class AsyncPostgresBackend(AsyncSteps, Backend):
     """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock. The
     sync listings are the saver's API (the base class)."""
 
     kind: ClassVar[str] = "postgres"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
     async def _arun(self, steps: Steps[Any]) -> Any:
         from psycopg.rows import tuple_row
@@ -402,10 +392,6 @@ class AsyncPostgresBackend(Backend):
                 return parse_rows(q, await cur.fetchall())
 
             return await arun(queries(steps, aexecute=execute))
-
-    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
-        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
-        return rows  # type: ignore[no-any-return]
 
     async def amaintain(self, plan: Plan) -> None:
         from psycopg.rows import tuple_row
@@ -425,13 +411,6 @@ class AsyncPostgresBackend(Backend):
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
-
-    async def awalk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return await self._arun(steps)  # type: ignore[no-any-return]
 
 
 # -- the run guard's heads and locks ------------------------------------------------------
