@@ -291,37 +291,26 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
 
-    def _run(self, steps: Steps[Any]) -> Any:
+    def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
+        # Maintenance is one transaction (a process killed inside it leaves the database
+        # as it was) of one-off statements, not worth preparing; it writes rows too.
         with (
             self.saver.lock,
             _connection(self.saver.conn) as conn,
+            conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
 
             def execute(q: Query) -> list[Any]:
-                cur.execute(q.sql, q.params)
-                return parse_rows(q, cur.fetchall())
+                cur.execute(q.sql, q.params, prepare=False if maintain else None)
+                return parse_rows(q, cur.fetchall()) if cur.description else []
 
             return run(queries(steps, execute))
 
     def maintain(self, plan: Plan) -> None:
-        from psycopg.rows import tuple_row
-
-        # One transaction: a process killed inside it leaves the database as it was.
-        with (
-            self.saver.lock,
-            _connection(self.saver.conn) as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-
-            def execute(q: Query) -> list[Any]:
-                cur.execute(q.sql, q.params, prepare=False)
-                return list(cur.fetchall()) if cur.description else []
-
-            run(queries(maintain_steps(self.saver, plan), execute))
+        self._run(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
@@ -378,36 +367,24 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
 
-    async def _arun(self, steps: Steps[Any]) -> Any:
+    async def _arun(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
         async with (
             self.saver.lock,
             _aconnection(self.saver.conn) as conn,
+            conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
 
             async def execute(q: Query) -> list[Any]:
-                await cur.execute(q.sql, q.params)
-                return parse_rows(q, await cur.fetchall())
+                await cur.execute(q.sql, q.params, prepare=False if maintain else None)
+                return parse_rows(q, await cur.fetchall()) if cur.description else []
 
             return await arun(queries(steps, aexecute=execute))
 
     async def amaintain(self, plan: Plan) -> None:
-        from psycopg.rows import tuple_row
-
-        async with (
-            self.saver.lock,
-            _aconnection(self.saver.conn) as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-
-            async def execute(q: Query) -> list[Any]:
-                await cur.execute(q.sql, q.params, prepare=False)
-                return list(await cur.fetchall()) if cur.description else []
-
-            await arun(queries(maintain_steps(self.saver, plan), aexecute=execute))
+        await self._arun(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
