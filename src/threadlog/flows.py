@@ -115,10 +115,11 @@ def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
 
 
 def drivers(
-    flow: Callable[P, Flow[T]], name: str
+    flow: Callable[P, Flow[T]], name: str, doc: str | None = None
 ) -> tuple[Callable[P, T], Callable[P, Awaitable[T]]]:
     """`name` and `a<name>`: `run(flow(...))` and `await arun(flow(...))`, with `flow`'s
-    parameters and docstring, so an operation's two forms are one definition."""
+    parameters (and `doc`, else its docstring), so an operation's two forms are one
+    definition."""
 
     def sync(*args: P.args, **kwargs: P.kwargs) -> T:
         return run(flow(*args, **kwargs))
@@ -129,4 +130,7 @@ def drivers(
     for fn, fn_name in ((sync, name), (async_, "a" + name)):
         functools.update_wrapper(fn, flow)
         fn.__name__ = fn.__qualname__ = fn_name
+    if doc is not None:
+        sync.__doc__ = doc
+        async_.__doc__ = f"`{name}` through the async forms of its calls. {doc}"
     return sync, async_

@@ -219,9 +219,11 @@ def recover_flow(
     return search.result()
 
 
-recover_results, arecover_results = drivers(recover_flow, "recover_results")
-"""Stored results of `call_ids` on this branch's recent checkpoints (module doc), through
-the saver's sync or async methods."""
+recover_results, arecover_results = drivers(
+    recover_flow,
+    "recover_results",
+    "Stored results of `call_ids` on this branch's recent checkpoints (module doc).",
+)
 
 
 class _Search:
