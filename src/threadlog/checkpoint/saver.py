@@ -249,28 +249,11 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
         finally:
             yield release_lock(store.unlock, "__setup__")
         _SET_UP.add(target.location)
-    return _finish(
-        saver,
-        store,
-        guard=options.guard,
-        wrap=options.wrap,
-        max_input_chars=options.max_input_chars,
-        cache=options.cache,
-        multitask_strategy=options.multitask_strategy,
-        record_calls=options.record_calls,
-    )
+    return _finish(saver, store, options)
 
 
 def _finish(
-    saver: BaseCheckpointSaver[Any],
-    store: HeadStore,
-    *,
-    guard: bool,
-    wrap: SaverWrapper | None,
-    max_input_chars: int | None,
-    cache: bool,
-    multitask_strategy: MultitaskStrategy = "enqueue",
-    record_calls: bool = False,
+    saver: BaseCheckpointSaver[Any], store: HeadStore, options: _Options
 ) -> BaseCheckpointSaver[Any]:
     """The one place a ready saver gets its layers, in this order (outermost first):
 
@@ -295,26 +278,26 @@ def _finish(
     stays the LangGraph class it is (`layered.bind_layers`). A backend `wrap` already gave
     a history cache keeps it: the layer serves that cache, so there is one.
     """
-    inner = wrap(saver) if wrap is not None else saver
+    inner = options.wrap(saver) if options.wrap is not None else saver
     layers: list[Layer] = []
     history: HistoryCache | None = None
     resent: list[Layer] = []
-    if cache:
+    if options.cache:
         given = history_cache_of(inner)  # (a HistoryCache is falsy while empty)
         history = given if given is not None else HistoryCache()
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
         resent = [ResentLayer(history, own.record)]
     layers = [*resent, StoppedWorkLayer(), ChecksumLayer(history), *layers]
-    if record_calls:
+    if options.record_calls:
         layers.insert(0, CallsLayer())
-    if not guard:
+    if not options.guard:
         return bind_layers(inner, layers)
     return GuardedSaver(
         inner,
         store,
-        InputCheck(max_chars=max_input_chars),
-        multitask_strategy=multitask_strategy,
+        InputCheck(max_chars=options.max_input_chars),
+        multitask_strategy=options.multitask_strategy,
         layers=layers,
     )
 
