@@ -11,18 +11,22 @@ Contract (httpx's `_auth.py` pattern):
   paths of an operation cannot drift apart.
 * `call(saver, "get_tuple", config)` is the `Io` of a `BaseCheckpointSaver` method
   (`aget_tuple` in async); `listed(saver, config, ...)` reads `list` / `alist` whole.
+* `drivers(flow_fn, name)`: an operation's sync and async functions, made from the one
+  function that builds its flow (same parameters; each drives the flow it returns).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Mapping
+import functools
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["Flow", "Io", "arun", "call", "listed", "run"]
+__all__ = ["Flow", "Io", "arun", "call", "drivers", "listed", "run"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
@@ -108,3 +112,25 @@ def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
 
     found: list[Any] = yield Io(sync, async_)
     return found
+
+
+def drivers(
+    flow: Callable[P, Flow[T]], name: str, doc: str | None = None
+) -> tuple[Callable[P, T], Callable[P, Awaitable[T]]]:
+    """`name` and `a<name>`: `run(flow(...))` and `await arun(flow(...))`, with `flow`'s
+    parameters (and `doc`, else its docstring), so an operation's two forms are one
+    definition."""
+
+    def sync(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run(flow(*args, **kwargs))
+
+    async def async_(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await arun(flow(*args, **kwargs))
+
+    for fn, fn_name in ((sync, name), (async_, "a" + name)):
+        functools.update_wrapper(fn, flow)
+        fn.__name__ = fn.__qualname__ = fn_name
+    if doc is not None:
+        sync.__doc__ = doc
+        async_.__doc__ = f"`{name}` through the async forms of its calls. {doc}"
+    return sync, async_

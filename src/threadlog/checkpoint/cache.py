@@ -81,9 +81,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
-    ChannelVersions,
     Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
@@ -100,7 +98,7 @@ from threadlog.channel import (
     SnapshotToCache,
 )
 from threadlog.checkpoint.backends import Backend, backend_of
-from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.layered import Layer, PutArgs, SaverView, bind_layers, layer_of
 from threadlog.checkpoint.own_writes import OwnWrites
 from threadlog.checkpoint.resent import ResentLayer
 from threadlog.checkpoint.shared_records import sharing
@@ -316,15 +314,9 @@ class HistoryLayer(Layer):
     # (`_DeltaSnapshot(ch.get())`), so when those are the very objects of the cached
     # log at some version, that log *is* the channel's value at the new checkpoint.
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Flow[RunnableConfig]:
-        out = yield from below.flow("put", config, checkpoint, metadata, new_versions)
+    def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
+        config, checkpoint, _, _ = args
+        out = yield from below.flow("put", *args)
         _adopt_snapshots(self.cache, config, checkpoint)
         return out  # type: ignore[no-any-return]
 

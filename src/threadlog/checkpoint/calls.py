@@ -78,7 +78,7 @@ from threadlog.checkpoint.call_records import (
     tool_name,
     unnamed_digest,
 )
-from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.layered import Layer, PutArgs, PutWritesArgs, SaverView
 from threadlog.checkpoint.store_ops import RecordingStore, new_record
 from threadlog.flows import Flow
 from threadlog.log.messages import digest
@@ -494,14 +494,8 @@ class CallsLayer(Layer):
             return tup
         return tup._replace(pending_writes=[w for w in writes if w[1] != CALLS_CHANNEL])
 
-    def put_writes(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> Flow[None]:
+    def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
+        config, writes, task_id, task_path = args
         thread = str(config.get("configurable", {}).get("thread_id"))
         if self._inputs:
             with self._lock:
@@ -583,14 +577,8 @@ class CallsLayer(Layer):
             out["filter"] = plain(out["filter"])
         return out
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Any,
-        metadata: Any,
-        new_versions: Any,
-    ) -> Flow[RunnableConfig]:
+    def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
+        config, _, metadata, _ = args
         # A step's checkpoint may be stored before its tasks' writes (LangGraph stores
         # writes in the background and waits only for a delta channel's): the calls its
         # tasks finished are stored first, on the checkpoint they ran from, so a kill
@@ -605,9 +593,7 @@ class CallsLayer(Layer):
             taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""), step)
         if taken and parent:
             yield from self._put_calls(below, config, taken)
-        out: RunnableConfig = yield from below.flow(
-            "put", config, checkpoint, metadata, new_versions
-        )
+        out: RunnableConfig = yield from below.flow("put", *args)
         if taken and not parent:
             # A thread's first stored checkpoint (`durability="exit"`): stored on it.
             yield from self._put_calls(below, out, taken)

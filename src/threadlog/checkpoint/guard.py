@@ -77,7 +77,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
-    ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
@@ -96,7 +95,7 @@ from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
 from threadlog.checkpoint.input_check import InputCheck
-from threadlog.checkpoint.layered import Layer, LayeredSaver, SaverView
+from threadlog.checkpoint.layered import Layer, LayeredSaver, PutArgs, PutWritesArgs, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
 from threadlog.errors import ConcurrentRunError
 from threadlog.flows import Flow, Io, arun, call
@@ -441,35 +440,21 @@ class GuardLayer(Layer):
 
     # -- guarded writes: one generator each, two drivers ---------------------------
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> _Steps:
+    def put(self, below: SaverView, *args: *PutArgs) -> _Steps:
+        config, checkpoint, metadata, _ = args
         with self._storing(config, checkpoint):
-            args = (config, checkpoint, metadata, new_versions)
             if self._trusted_put(config, metadata):
                 out = yield from below.flow("put", *args)
                 return self._stored(config, out)
             return (yield from self._put_steps(below, *args))
 
-    def put_writes(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> _Steps:
+    def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> _Steps:
+        config = args[0]
         pending = self._checkpoint_in_flight(config)
         if pending is not None:
             # Awaited, not a parked executor thread: under asyncio the awaited put this
             # waits for may itself need the default executor's few threads.
             yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
-        args = (config, writes, task_id, task_path)
         if self._trusted_writes(*args):
             return (yield from below.flow("put_writes", *args))
         return (yield from self._put_writes_steps(below, *args))
@@ -609,15 +594,8 @@ class GuardLayer(Layer):
         self._note_own(_cp_key(config), writes, task_id)
         return True
 
-    def _put_steps(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> _Steps:
-        args = (config, checkpoint, metadata, new_versions)
+    def _put_steps(self, below: SaverView, *args: *PutArgs) -> _Steps:
+        config, checkpoint, metadata, _ = args
         key = _guarded_key(config)
         if key is None:
             return (yield from below.flow("put", *args))

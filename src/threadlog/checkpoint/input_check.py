@@ -20,10 +20,11 @@ copied. When the history cache already holds the log of the checkpoint the run r
 a turn's check costs O(its input). Otherwise the log is rebuilt through LangGraph's
 loader (and the cache).
 
-Each check is one flow (`check_flow`, `refused_flow`) for sync and async savers alike.
-`refused_writes` answers the reader's question: which tasks' stored writes on a
-checkpoint would the log refuse (a failed step), so `get_state` can show the last good
-state with the error on the task instead of raising it.
+Each check is one flow (`check_flow`, `refused_flow`) for sync and async savers alike,
+driven by the run guard's own flows. `refused_flow` answers the reader's question:
+which tasks' stored writes on a checkpoint would the log refuse (a failed step), so
+`get_state` can show the last good state with the error on the task instead of raising
+it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from threadlog._upstream import PREGEL, achannels_from_checkpoint, channels_from
 from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.cache import history_cache_of
 from threadlog.errors import InvalidMessageError, MessageLogError
-from threadlog.flows import Flow, Io, arun, call, run
+from threadlog.flows import Flow, Io, call
 from threadlog.log.edits import is_edit, is_update
 from threadlog.log.message_log import MessageLog, flatten_write
 from threadlog.log.messages import coerce_message, role_of
@@ -82,24 +83,6 @@ class InputCheck:
                 logs = yield from _logs_at(saver, at, list(values))
             self._check_against(logs, values)
 
-    def check(
-        self,
-        saver: BaseCheckpointSaver[Any],
-        at: RunnableConfig | None,
-        values: dict[str, Any],
-        base: str | None = None,
-    ) -> None:
-        run(self.check_flow(saver, at, values, base))
-
-    async def acheck(
-        self,
-        saver: BaseCheckpointSaver[Any],
-        at: RunnableConfig | None,
-        values: dict[str, Any],
-        base: str | None = None,
-    ) -> None:
-        await arun(self.check_flow(saver, at, values, base))
-
     def _check_against(self, logs: dict[str, MessageLog], values: dict[str, Any]) -> None:
         for key, value in values.items():
             if key not in logs:
@@ -133,14 +116,6 @@ class InputCheck:
         keys = list({k for ws in by_task.values() for k in ws})
         logs = yield from _loaded_logs(saver, saved, keys)
         return _refused(logs, by_task)
-
-    def refused_writes(
-        self,
-        saver: BaseCheckpointSaver[Any],
-        saved: CheckpointTuple,
-        keys: Collection[str] | None = None,
-    ) -> dict[str, MessageLogError]:
-        return run(self.refused_flow(saver, saved, keys))
 
     def _check_size(self, msg: BaseMessage, position: int) -> None:
         assert self.max_chars is not None

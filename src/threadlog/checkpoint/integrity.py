@@ -42,7 +42,6 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
-    ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
@@ -50,7 +49,14 @@ from langgraph.checkpoint.base import (
 )
 
 from threadlog.checkpoint.cache import CachedSeed, HistoryCache, history_cache_of
-from threadlog.checkpoint.layered import Layer, SaverView, bind_layers, layer_of
+from threadlog.checkpoint.layered import (
+    Layer,
+    PutArgs,
+    PutWritesArgs,
+    SaverView,
+    bind_layers,
+    layer_of,
+)
 from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
 from threadlog.log.message_log import flatten_write
@@ -256,15 +262,9 @@ class ChecksumLayer(Layer):
 
     # -- writing ----------------------------------------------------------------------
 
-    def put_writes(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> Flow[None]:
-        yield from below.flow("put_writes", config, writes, task_id, task_path)
+    def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
+        config, writes, task_id, _ = args
+        yield from below.flow("put_writes", *args)
         self._note_writes(config, writes, task_id)
 
     def _note_writes(
@@ -274,14 +274,8 @@ class ChecksumLayer(Layer):
         if cid is not None:
             self._threadlog_seen.add_writes(cid, _indexed((task_id, c, v) for c, v in writes))
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Flow[RunnableConfig]:
+    def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
+        config, checkpoint, metadata, new_versions = args
         parent = _key(config)
         if parent is not None and not self._knows(parent):
             # another process wrote it: read it once

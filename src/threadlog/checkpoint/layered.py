@@ -8,8 +8,11 @@ Contract (the model is Temporal's interceptor chain, written sans-IO):
   the operation's result. `below` is the saver as seen from under the layer — the layers
   after it, then the backend — used two ways: `yield from below.flow("get_tuple", cfg)`
   to pass the operation on, or as an ordinary `BaseCheckpointSaver` handed to code that
-  wants one (LangGraph's channel loader). A layer may also define `listed(tup)`, a pure
-  function applied to each checkpoint `list` / `alist` yields.
+  wants one (LangGraph's channel loader). The `put` and `put_writes` hooks take their
+  arguments as one typed tuple, `*args: *PutArgs` / `*PutWritesArgs`
+  (`task_path` always given), so `yield from below.flow("put", *args)` passes them on.
+  A layer may also define `listed(tup)`, a pure function applied to each checkpoint
+  `list` / `alist` yields.
 * `layers` is a tuple, first = outermost. An operation enters at the first layer that
   hooks it and goes down in tuple order; layers that do not hook it cost nothing. Layers
   never look each other up: what one needs of another is passed in when they are built
@@ -47,10 +50,25 @@ from langgraph.checkpoint.base import (
 from threadlog._upstream import install_hooks, own
 from threadlog.flows import Flow, arun, call, run
 
-__all__ = ["HOOKS", "Layer", "LayeredSaver", "SaverView", "bind_layers", "layer_of"]
+__all__ = [
+    "HOOKS",
+    "Layer",
+    "LayeredSaver",
+    "PutArgs",
+    "PutWritesArgs",
+    "SaverView",
+    "bind_layers",
+    "layer_of",
+]
 
 HOOKS = ("get_tuple", "put", "put_writes", "get_delta_channel_history", "delete_thread")
 """The operations a layer may hook (each also covers its `a…` async form)."""
+
+PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+"""A `put` hook's arguments after `below`: (config, checkpoint, metadata, new_versions)."""
+
+PutWritesArgs = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
+"""A `put_writes` hook's arguments after `below`: (config, writes, task_id, task_path)."""
 
 L = TypeVar("L", bound="Layer")
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])

@@ -48,16 +48,13 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
     writes_sort_key,
 )
 
 from threadlog.checkpoint.backends.base import Stepped
-from threadlog.checkpoint.layered import Layer, SaverView, layer_of
+from threadlog.checkpoint.layered import Layer, PutArgs, PutWritesArgs, SaverView, layer_of
 from threadlog.flows import Flow
 
 __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of"]
@@ -247,17 +244,9 @@ class OwnWritesLayer(Layer):
     def __init__(self, record: OwnWrites | None = None) -> None:
         self.record = record if record is not None else OwnWrites()
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Flow[RunnableConfig]:
-        out: RunnableConfig = yield from below.flow(
-            "put", config, checkpoint, metadata, new_versions
-        )
+    def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
+        config, checkpoint, _, _ = args
+        out: RunnableConfig = yield from below.flow("put", *args)
         stored = _key(out)
         if stored is not None:
             parent = (config.get("configurable") or {}).get("checkpoint_id")
@@ -267,15 +256,9 @@ class OwnWritesLayer(Layer):
             )
         return out
 
-    def put_writes(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> Flow[None]:
-        yield from below.flow("put_writes", config, writes, task_id, task_path)
+    def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
+        config, writes, task_id, task_path = args
+        yield from below.flow("put_writes", *args)
         at = _key(config)
         if at is not None:
             self.record.put_writes(at[0], at[1], writes, task_id, task_path)

@@ -62,7 +62,7 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, is_receipt, receipt_message
 from threadlog.errors import MessageLogError
-from threadlog.flows import Flow, arun, call, listed, run
+from threadlog.flows import Flow, arun, call, drivers, listed, run
 from threadlog.log.message_log import flatten_write, is_resent
 from threadlog.log.messages import coerce_message
 from threadlog.log.pairing import Recovered
@@ -219,29 +219,11 @@ def recover_flow(
     return search.result()
 
 
-def recover_results(
-    saver: BaseCheckpointSaver[Any],
-    config: RunnableConfig,
-    call_ids: Collection[str],
-    *,
-    requests: Collection[str] = (),
-    max_walk: int = DEFAULT_MAX_WALK,
-) -> Recovered:
-    """Stored results of `call_ids` on this branch's recent checkpoints (module doc)."""
-    return run(recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk))
-
-
-async def arecover_results(
-    saver: BaseCheckpointSaver[Any],
-    config: RunnableConfig,
-    call_ids: Collection[str],
-    *,
-    requests: Collection[str] = (),
-    max_walk: int = DEFAULT_MAX_WALK,
-) -> Recovered:
-    """`recover_results` through the saver's async methods."""
-    flow = recover_flow(saver, config, call_ids, requests=requests, max_walk=max_walk)
-    return await arun(flow)
+recover_results, arecover_results = drivers(
+    recover_flow,
+    "recover_results",
+    "Stored results of `call_ids` on this branch's recent checkpoints (module doc).",
+)
 
 
 class _Search:

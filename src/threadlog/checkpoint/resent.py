@@ -48,9 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
     Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
@@ -60,7 +58,7 @@ from langgraph.types import Send
 
 from threadlog._upstream import MISSING, PREGEL, declared_channels
 from threadlog.channel import WRITE_LOCK, KeyedWrites, MessageLogChannel
-from threadlog.checkpoint.layered import Layer, SaverView
+from threadlog.checkpoint.layered import Layer, PutArgs, PutWritesArgs, SaverView
 from threadlog.flows import Flow
 from threadlog.log.message_log import MessageLog, is_resent, resent_write
 
@@ -81,25 +79,13 @@ class ResentLayer(Layer):
         self.cache = cache
         self.own = own  # None: reads only (a saver `with_history_cache` gave the cache)
 
-    def put_writes(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> Flow[None]:
+    def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
+        config, writes, task_id, task_path = args
         stored = writes if self.own is None else self._stored_form(config, writes)
         yield from below.flow("put_writes", config, stored, task_id, task_path)
 
-    def put(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Flow[RunnableConfig]:
+    def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
+        config, checkpoint, metadata, new_versions = args
         if self.own is not None:
             checkpoint = self._stored_input(config, checkpoint)
             checkpoint = self._stored_tasks(config, checkpoint)

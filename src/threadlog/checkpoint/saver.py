@@ -41,10 +41,11 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec
 from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -79,6 +80,8 @@ SCHEMES = ("sqlite:///path", "postgresql://…", "memory://")
 
 SaverWrapper = Callable[[BaseCheckpointSaver[Any]], BaseCheckpointSaver[Any]]
 """A function that wraps a ready saver (the history cache is one)."""
+
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -123,84 +126,92 @@ class _Options:
 
 
 def _options(
-    guard: bool,
-    allowed_types: Iterable[tuple[str, str] | type],
-    wrap: SaverWrapper | None,
-    max_input_chars: int | None,
-    cache: bool,
-    multitask_strategy: MultitaskStrategy,
-    max_lock_connections: int | None,
-    record_calls: bool,
-) -> _Options:
+    url: str,
+    *,
+    guard: bool = True,
+    allowed_types: Iterable[tuple[str, str] | type] = (),
+    wrap: SaverWrapper | None = None,
+    max_input_chars: int | None = None,
+    cache: bool = True,
+    multitask_strategy: MultitaskStrategy = "enqueue",
+    max_lock_connections: int | None = None,
+    record_calls: bool = True,
+) -> tuple[str, _Options]:
+    """The arguments of `checkpointer` and `acheckpointer`, written once (their doc)."""
     lock_bound(max_lock_connections, 1)  # a bad value fails here, before anything opens
-    return _Options(
+    return url, _Options(
         guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy,
         max_lock_connections, bool(record_calls),
     )
 
 
-@contextlib.contextmanager
-def checkpointer(
-    url: str,
-    *,
-    guard: bool = True,
-    allowed_types: Iterable[tuple[str, str] | type] = (),
-    wrap: SaverWrapper | None = None,
-    max_input_chars: int | None = None,
-    cache: bool = True,
-    multitask_strategy: MultitaskStrategy = "enqueue",
-    max_lock_connections: int | None = None,
-    record_calls: bool = True,
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A sync saver for `url` (see module doc), closed when the block ends.
+def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
+    Callable[P, contextlib.AbstractContextManager[BaseCheckpointSaver[Any]]],
+    Callable[P, contextlib.AbstractAsyncContextManager[BaseCheckpointSaver[Any]]],
+]:
+    """`checkpointer` and `acheckpointer`, each with the parameters of `options` (checked
+    when called, as a signature's are): one build flow (`_build`) driven by `run` / `arun`."""
 
-    Args:
-        url: `sqlite:///path.db`, `postgresql://...` (the `postgres` extra) or `memory://`.
-        guard: wrap the saver in the run guard (no silent forks, input checked first).
-        allowed_types: extra `(module, class)` pairs or classes the strict serializer may
-            rebuild from stored blobs, beyond what `threadlog.allow_state_types(graph)`
-            allows (a field typed `Any`, an object inside a `dict`).
-        wrap: a function applied to the backend saver (your own wrapper); threadlog's
-            layers sit above what it returns.
-        max_input_chars: refuse a turn's input message longer than this many characters.
-        cache: keep the warm-process history cache on (a turn reads only new writes).
-        multitask_strategy: what a run does while another run holds its thread:
-            `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
-            anything is stored (per thread: `saver.set_multitask_strategy`).
-        max_lock_connections: how many connections the run guard's locks may hold open
-            (module doc, "Run locks"); None: 2 Postgres sessions, 256 SQLite lock files.
-        record_calls: store what every chat-model call of a run sent, with the step that
-            made it (`threadlog.checkpoint.calls`; `threadlog inspect --calls`).
-    """
-    options = _options(
-        guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections, record_calls,
-    )
+    def checkpointer(
+        *args: P.args, **kwargs: P.kwargs
+    ) -> contextlib.AbstractContextManager[BaseCheckpointSaver[Any]]:
+        """A sync saver for `url` (see module doc), closed when the block ends.
+
+        Args:
+            url: `sqlite:///path.db`, `postgresql://...` (the `postgres` extra) or
+                `memory://`.
+            guard: wrap the saver in the run guard (no silent forks, input checked first).
+            allowed_types: extra `(module, class)` pairs or classes the strict serializer
+                may rebuild from stored blobs, beyond what
+                `threadlog.allow_state_types(graph)` allows (a field typed `Any`, an
+                object inside a `dict`).
+            wrap: a function applied to the backend saver (your own wrapper); threadlog's
+                layers sit above what it returns.
+            max_input_chars: refuse a turn's input message longer than this many
+                characters.
+            cache: keep the warm-process history cache on (a turn reads only new writes).
+            multitask_strategy: what a run does while another run holds its thread:
+                `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
+                anything is stored (per thread: `saver.set_multitask_strategy`).
+            max_lock_connections: how many connections the run guard's locks may hold
+                open (module doc, "Run locks"); None: 2 Postgres sessions, 256 SQLite
+                lock files.
+            record_calls: store what every chat-model call of a run sent, with the step
+                that made it (`threadlog.checkpoint.calls`; `threadlog inspect --calls`).
+        """
+        return _opened(*options(*args, **kwargs))
+
+    def acheckpointer(
+        *args: P.args, **kwargs: P.kwargs
+    ) -> contextlib.AbstractAsyncContextManager[BaseCheckpointSaver[Any]]:
+        """An async saver for `url` (the arguments of `checkpointer`), closed when the
+        block ends."""
+        return _aopened(*options(*args, **kwargs))
+
+    # `help()` and `inspect.signature` show the real parameters, not `*args, **kwargs`.
+    signature = inspect.signature(options)
+    fns: tuple[Any, ...] = (checkpointer, acheckpointer)
+    for fn, returns in zip(fns, ("", "Async"), strict=True):
+        fn.__qualname__ = fn.__name__
+        fn.__signature__ = signature.replace(
+            return_annotation=f"{returns}ContextManager[BaseCheckpointSaver[Any]]"
+        )
+    return checkpointer, acheckpointer
+
+
+@contextlib.contextmanager
+def _opened(url: str, options: _Options) -> Iterator[BaseCheckpointSaver[Any]]:
     with contextlib.ExitStack() as stack:
         yield run(_build(url, options, stack))
 
 
 @contextlib.asynccontextmanager
-async def acheckpointer(
-    url: str,
-    *,
-    guard: bool = True,
-    allowed_types: Iterable[tuple[str, str] | type] = (),
-    wrap: SaverWrapper | None = None,
-    max_input_chars: int | None = None,
-    cache: bool = True,
-    multitask_strategy: MultitaskStrategy = "enqueue",
-    max_lock_connections: int | None = None,
-    record_calls: bool = True,
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An async saver for `url` (the arguments of `checkpointer`), closed when the block
-    ends."""
-    options = _options(
-        guard, allowed_types, wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections, record_calls,
-    )
+async def _aopened(url: str, options: _Options) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     async with contextlib.AsyncExitStack() as stack:
         yield await arun(_build(url, options, stack))
+
+
+checkpointer, acheckpointer = _openers(_options)
 
 
 def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
@@ -238,28 +249,11 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
         finally:
             yield release_lock(store.unlock, "__setup__")
         _SET_UP.add(target.location)
-    return _finish(
-        saver,
-        store,
-        guard=options.guard,
-        wrap=options.wrap,
-        max_input_chars=options.max_input_chars,
-        cache=options.cache,
-        multitask_strategy=options.multitask_strategy,
-        record_calls=options.record_calls,
-    )
+    return _finish(saver, store, options)
 
 
 def _finish(
-    saver: BaseCheckpointSaver[Any],
-    store: HeadStore,
-    *,
-    guard: bool,
-    wrap: SaverWrapper | None,
-    max_input_chars: int | None,
-    cache: bool,
-    multitask_strategy: MultitaskStrategy = "enqueue",
-    record_calls: bool = False,
+    saver: BaseCheckpointSaver[Any], store: HeadStore, options: _Options
 ) -> BaseCheckpointSaver[Any]:
     """The one place a ready saver gets its layers, in this order (outermost first):
 
@@ -284,26 +278,26 @@ def _finish(
     stays the LangGraph class it is (`layered.bind_layers`). A backend `wrap` already gave
     a history cache keeps it: the layer serves that cache, so there is one.
     """
-    inner = wrap(saver) if wrap is not None else saver
+    inner = options.wrap(saver) if options.wrap is not None else saver
     layers: list[Layer] = []
     history: HistoryCache | None = None
     resent: list[Layer] = []
-    if cache:
+    if options.cache:
         given = history_cache_of(inner)  # (a HistoryCache is falsy while empty)
         history = given if given is not None else HistoryCache()
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
         resent = [ResentLayer(history, own.record)]
     layers = [*resent, StoppedWorkLayer(), ChecksumLayer(history), *layers]
-    if record_calls:
+    if options.record_calls:
         layers.insert(0, CallsLayer())
-    if not guard:
+    if not options.guard:
         return bind_layers(inner, layers)
     return GuardedSaver(
         inner,
         store,
-        InputCheck(max_chars=max_input_chars),
-        multitask_strategy=multitask_strategy,
+        InputCheck(max_chars=options.max_input_chars),
+        multitask_strategy=options.multitask_strategy,
         layers=layers,
     )
 

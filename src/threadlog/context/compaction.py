@@ -47,7 +47,7 @@ from threadlog.channel import MessagesState
 from threadlog.context.events import CompactionsChannel, append_events
 from threadlog.context.policy import ContextPolicy, ContextView, plan_context
 from threadlog.errors import InvalidMessageError
-from threadlog.flows import Flow, Io, arun, run
+from threadlog.flows import Flow, Io, drivers
 from threadlog.log.messages import role_of
 
 __all__ = [
@@ -236,31 +236,6 @@ def _rounds(
     return view, events
 
 
-def compact(
-    messages: Sequence[BaseMessage],
-    compactions: Sequence[Mapping[str, Any]],
-    policy: ContextPolicy,
-    *,
-    reserve_tokens: int = 0,
-    config: RunnableConfig | None = None,
-) -> _Result:
-    """The context for this log and the new events to record (empty when nothing new
-    is hidden). Calls `policy.summarizer` when it is set and the cut moved."""
-    return run(compact_flow(messages, compactions, policy, reserve_tokens, config))
-
-
-async def acompact(
-    messages: Sequence[BaseMessage],
-    compactions: Sequence[Mapping[str, Any]],
-    policy: ContextPolicy,
-    *,
-    reserve_tokens: int = 0,
-    config: RunnableConfig | None = None,
-) -> _Result:
-    """`compact` with the summarizer awaited."""
-    return await arun(compact_flow(messages, compactions, policy, reserve_tokens, config))
-
-
 def compact_flow(
     messages: Sequence[BaseMessage],
     compactions: Sequence[Mapping[str, Any]],
@@ -279,6 +254,14 @@ def compact_flow(
     except StopIteration as done:
         result: _Result = done.value
         return result
+
+
+compact, acompact = drivers(
+    compact_flow,
+    "compact",
+    "The context for this log and the new events to record (empty when nothing new is "
+    "hidden). Calls `policy.summarizer` when it is set and the cut moved.",
+)
 
 
 # -- the compaction event list -------------------------------------------------------

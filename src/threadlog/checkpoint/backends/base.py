@@ -23,7 +23,9 @@ Contract:
 * Queries with sync and async users are written once, sans-IO: a step generator yields
   `Query`s (SQL, params, a per-row parser that runs as rows stream in, so blobs are dropped
   early) and gets each one's parsed rows back; `queries(steps, execute)` makes it a flow,
-  run by `threadlog.flows`' two drivers over a sync or an async executor.
+  run by `threadlog.flows`' two drivers over a sync or an async executor. `SyncSteps` /
+  `AsyncSteps` give a dialect's sync and async backends the same walk and maintenance
+  links, over the dialect's `walk_steps` and `links_sql`.
 * Locks are taken by one flow for both drivers, `take_lock` (and given back by
   `release_lock`, shielded from cancellation): a store's lock call is one
   attempt that never waits on a lock another run holds (at most one statement's round
@@ -52,6 +54,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_
 from threadlog.flows import Flow, Io
 
 __all__ = [
+    "AsyncSteps",
     "Backend",
     "CheckpointsListings",
     "HeadRow",
@@ -64,8 +67,10 @@ __all__ = [
     "Stepped",
     "Steps",
     "StoredWrite",
+    "SyncSteps",
     "Walk",
     "lock_bound",
+    "one_query",
     "release_lock",
     "take_lock",
     "unwrap",
@@ -498,6 +503,56 @@ class Backend:
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         """`{checkpoint_id: bytes its rows hold}` in `ns`, or None when not measurable."""
         return None
+
+
+def one_query(query: Query) -> Steps[list[Any]]:
+    """The steps of one query: its parsed rows."""
+    rows = yield query
+    return rows
+
+
+class SyncSteps:
+    """A SQL backend of a sync saver: its dialect's `walk_steps` and `links_sql` run by
+    the class's `_run` (step generator → its answer, on the saver's connection). The
+    async form is `AsyncSteps`: the same steps, so the two cannot drift apart."""
+
+    saver: Any
+    links_sql: ClassVar[str]
+    walk_steps: ClassVar[Callable[..., Steps[Walk | None]]]
+
+    def _run(self, steps: Steps[Any]) -> Any:
+        raise NotImplementedError
+
+    def walk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        steps = self.walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
+        return self._run(steps)  # type: ignore[no-any-return]
+
+    def checkpoint_links(self, thread_id: str) -> list[Link]:
+        return self._run(one_query(Query(self.links_sql, (thread_id,), link_row)))  # type: ignore[no-any-return]
+
+
+class AsyncSteps:
+    """`SyncSteps` for an async saver: the same steps, awaited by the class's `_arun`."""
+
+    saver: Any
+    links_sql: ClassVar[str]
+    walk_steps: ClassVar[Callable[..., Steps[Walk | None]]]
+
+    async def _arun(self, steps: Steps[Any]) -> Any:
+        raise NotImplementedError
+
+    async def awalk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        steps = self.walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
+        return await self._arun(steps)  # type: ignore[no-any-return]
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        return await self._arun(one_query(Query(self.links_sql, (thread_id,), link_row)))  # type: ignore[no-any-return]
 
 
 class CheckpointsListings:

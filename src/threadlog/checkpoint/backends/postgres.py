@@ -39,21 +39,22 @@ from typing import Any, ClassVar
 
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
+    AsyncSteps,
     Backend,
     CheckpointsListings,
     HeadStore,
-    Link,
     LocalRuns,
     Plan,
     Query,
     Steps,
     StoredWrite,
+    SyncSteps,
     Walk,
     add_sizes,
     attribute_blobs,
     collect_writes,
-    link_row,
     lock_bound,
+    one_query,
     parse_rows,
     queries,
 )
@@ -172,11 +173,6 @@ def walk_steps(
     return collect_writes(channels, {ch: chain for ch in channels}, decoded)
 
 
-def _one(query: Query) -> Steps[list[Any]]:
-    rows = yield query
-    return rows
-
-
 # -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
 
 _COPY_SQL = (
@@ -287,59 +283,40 @@ async def _aconnection(conn: Any) -> AsyncIterator[Any]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class PostgresBackend(CheckpointsListings, Backend):
+class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     """A `PostgresSaver`: its connection (or pool) under its lock."""
 
     kind: ClassVar[str] = "postgres"
     placeholder: ClassVar[str] = "%s"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
-    def _run(self, steps: Steps[Any]) -> Any:
+    def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
+        # Maintenance is one transaction (a process killed inside it leaves the database
+        # as it was) of one-off statements, not worth preparing; it writes rows too.
         with (
             self.saver.lock,
             _connection(self.saver.conn) as conn,
+            conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
 
             def execute(q: Query) -> list[Any]:
-                cur.execute(q.sql, q.params)
-                return parse_rows(q, cur.fetchall())
+                cur.execute(q.sql, q.params, prepare=False if maintain else None)
+                return parse_rows(q, cur.fetchall()) if cur.description else []
 
             return run(queries(steps, execute))
 
-    def checkpoint_links(self, thread_id: str) -> list[Link]:
-        return self._run(_one(Query(_LINKS_SQL, (thread_id,), link_row)))  # type: ignore[no-any-return]
-
     def maintain(self, plan: Plan) -> None:
-        from psycopg.rows import tuple_row
-
-        # One transaction: a process killed inside it leaves the database as it was.
-        with (
-            self.saver.lock,
-            _connection(self.saver.conn) as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-
-            def execute(q: Query) -> list[Any]:
-                cur.execute(q.sql, q.params, prepare=False)
-                return list(cur.fetchall()) if cur.description else []
-
-            run(queries(maintain_steps(self.saver, plan), execute))
+        self._run(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
 
-    def walk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return self._run(steps)  # type: ignore[no-any-return]
-
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._run(_one(Query(sql, params)))  # type: ignore[no-any-return]
+        return self._run(one_query(Query(sql, params)))  # type: ignore[no-any-return]
 
     def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
         wanted = set(heads)
@@ -382,56 +359,35 @@ class PostgresBackend(CheckpointsListings, Backend):
         return out
 
 
-class AsyncPostgresBackend(Backend):
+class AsyncPostgresBackend(AsyncSteps, Backend):
     """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock. The
     sync listings are the saver's API (the base class)."""
 
     kind: ClassVar[str] = "postgres"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
-    async def _arun(self, steps: Steps[Any]) -> Any:
+    async def _arun(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
         async with (
             self.saver.lock,
             _aconnection(self.saver.conn) as conn,
+            conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
 
             async def execute(q: Query) -> list[Any]:
-                await cur.execute(q.sql, q.params)
-                return parse_rows(q, await cur.fetchall())
+                await cur.execute(q.sql, q.params, prepare=False if maintain else None)
+                return parse_rows(q, await cur.fetchall()) if cur.description else []
 
             return await arun(queries(steps, aexecute=execute))
 
-    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
-        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
-        return rows  # type: ignore[no-any-return]
-
     async def amaintain(self, plan: Plan) -> None:
-        from psycopg.rows import tuple_row
-
-        async with (
-            self.saver.lock,
-            _aconnection(self.saver.conn) as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-
-            async def execute(q: Query) -> list[Any]:
-                await cur.execute(q.sql, q.params, prepare=False)
-                return list(await cur.fetchall()) if cur.description else []
-
-            await arun(queries(maintain_steps(self.saver, plan), aexecute=execute))
+        await self._arun(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
-
-    async def awalk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return await self._arun(steps)  # type: ignore[no-any-return]
 
 
 # -- the run guard's heads and locks ------------------------------------------------------

@@ -49,20 +49,21 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
+    AsyncSteps,
     Backend,
     CheckpointsListings,
     HeadStore,
-    Link,
     LocalRuns,
     Plan,
     Query,
     Steps,
     StoredWrite,
+    SyncSteps,
     Walk,
     add_sizes,
     collect_writes,
-    link_row,
     lock_bound,
+    one_query,
     parse_rows,
     queries,
 )
@@ -324,11 +325,6 @@ def _skip_ext(code: int, data: bytes) -> None:
     return None  # values are not needed, only which channels have one
 
 
-def _one(query: Query) -> Steps[list[Any]]:
-    rows = yield query
-    return rows
-
-
 # -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
 
 # Drops go in batches: SQLite allows 32766 parameters per statement.
@@ -406,11 +402,13 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class SqliteBackend(CheckpointsListings, Backend):
+class SqliteBackend(SyncSteps, CheckpointsListings, Backend):
     """A `SqliteSaver`: its connection under its lock."""
 
     kind: ClassVar[str] = "sqlite"
     placeholder: ClassVar[str] = "?"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
     def _run(self, steps: Steps[Any]) -> Any:
         with self.saver.lock:
@@ -419,9 +417,6 @@ class SqliteBackend(CheckpointsListings, Backend):
                 return run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
             finally:
                 cur.close()
-
-    def checkpoint_links(self, thread_id: str) -> list[Link]:
-        return self._rows(_LINKS_SQL, (thread_id,), link_row)
 
     def maintain(self, plan: Plan) -> None:
         # One IMMEDIATE transaction: a process killed inside it leaves the file as it was.
@@ -447,20 +442,13 @@ class SqliteBackend(CheckpointsListings, Backend):
         shared = self.saver.conn if location == ":memory:" else None
         return SqliteHeadStore(location, shared, max_lock_connections)
 
-    def walk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return self._run(steps)  # type: ignore[no-any-return]
-
     def read(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str
     ) -> dict[str, DeltaChannelHistory] | None:
         return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
 
     def _rows(self, sql: str, params: Sequence[Any] = (), row: Any = None) -> list[Any]:
-        return self._run(_one(Query(sql, params, row)))  # type: ignore[no-any-return]
+        return self._run(one_query(Query(sql, params, row)))  # type: ignore[no-any-return]
 
     def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
         wanted = set(heads)
@@ -489,11 +477,13 @@ class SqliteBackend(CheckpointsListings, Backend):
         return out
 
 
-class AsyncSqliteBackend(Backend):
+class AsyncSqliteBackend(AsyncSteps, Backend):
     """An `AsyncSqliteSaver`: its aiosqlite connection under its asyncio lock. The sync
     listings are the saver's API (the base class): an async saver has no sync connection."""
 
     kind: ClassVar[str] = "sqlite"
+    links_sql: ClassVar[str] = _LINKS_SQL
+    walk_steps = staticmethod(walk_steps)
 
     async def _arun(self, steps: Steps[Any]) -> Any:
         saver = self.saver
@@ -510,10 +500,6 @@ class AsyncSqliteBackend(Backend):
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return SqliteHeadStore(location, None, max_lock_connections)
-
-    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
-        rows = await self._arun(_one(Query(_LINKS_SQL, (thread_id,), link_row)))
-        return rows  # type: ignore[no-any-return]
 
     async def amaintain(self, plan: Plan) -> None:
         saver = self.saver
@@ -533,13 +519,6 @@ class AsyncSqliteBackend(Backend):
                 if saver.conn.in_transaction:
                     await saver.conn.rollback()
                 raise
-
-    async def awalk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return await self._arun(steps)  # type: ignore[no-any-return]
 
     async def aread(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str

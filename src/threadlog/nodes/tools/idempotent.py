@@ -68,7 +68,7 @@ from threadlog.checkpoint.layered import layer_of
 from threadlog.checkpoint.receipts import find_receipt, is_receipt_task, receipt_write
 from threadlog.checkpoint.recover import node_checkpoint
 from threadlog.errors import IdempotencyError
-from threadlog.flows import Flow, arun, call, run
+from threadlog.flows import Flow, Io, call, drivers
 from threadlog.nodes.tools.keys import IDEMPOTENT_KEY, call_key, is_idempotent
 from threadlog.nodes.tools.started import put_on_step
 
@@ -331,29 +331,19 @@ class _Attempt:
         yield from put_on_step(self.config, task_id, writes, what)
 
 
-def _once(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Any:
+def _once_flow(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Flow[Any]:
+    # `body` is the tool's sync call, or (under `arun`) a coroutine function awaited.
     attempt = _Attempt()
-    receipt = run(attempt.served())
+    receipt = yield from attempt.served()
     if receipt is not None:
         return receipt["value"]
     token = _KEY.set(attempt.key)
     try:
-        value = body()
+        value = yield Io(body, body)
     finally:
         _KEY.reset(token)
-    run(attempt.store(tool, fmt, value))
+    yield from attempt.store(tool, fmt, value)
     return value
 
 
-async def _aonce(tool: BaseTool, fmt: str, body: Callable[[], Any]) -> Any:
-    attempt = _Attempt()
-    receipt = await arun(attempt.served())
-    if receipt is not None:
-        return receipt["value"]
-    token = _KEY.set(attempt.key)
-    try:
-        value = await body()
-    finally:
-        _KEY.reset(token)
-    await arun(attempt.store(tool, fmt, value))
-    return value
+_once, _aonce = drivers(_once_flow, "_once")
