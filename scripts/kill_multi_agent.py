@@ -94,7 +94,9 @@ HANDOFF_SLOTS = {"swarm": 3, "supervisor": 5}
 """Writes of one turn that carry a handoff's tool message (`--count`): in the swarm, the
 parent's write of the agent's `Command(graph=PARENT)` update, the receiving agent's
 input and the parent's write of its answer (both re-send the history); in the
-supervisor, its hand-off to bob and bob's hand-back as they reach each namespace."""
+supervisor, in order: the parent's write of the supervisor's `Command(graph=PARENT)` to
+bob, bob's input, the parent's write of bob's output with its hand-back, the
+supervisor's input and the parent's write of its closing answer."""
 
 
 @dataclass(frozen=True)

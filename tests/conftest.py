@@ -108,6 +108,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
     "test_kill_payments.py": ("*",),
+    "test_multi_agent_kills.py": ("*",),
     "test_lifecycle_kills.py": ("*",),
     "test_deep_subgraph_recovery.py": (
         "test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored",
@@ -191,6 +192,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
     "test_kill_payments.py": ("*",),
+    "test_multi_agent_kills.py": ("*",),
     "test_kill_harness.py": (
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
         "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
