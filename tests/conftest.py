@@ -215,6 +215,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_check_gate.py": (
         "test_check_and_all_checkpoints_exit_0_on_healthy_threads_of_the_apps_users_build",
+        "test_check_exits_0_on_swarm_and_supervisor_threads_on_sqlite_and_postgres",
     ),
     "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
     "test_finished_write_lost.py": ("*",),  # a slowed commit, waited out
