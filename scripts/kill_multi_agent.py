@@ -84,13 +84,29 @@ from scripts.kill_harness import Journal, Outcome, _append, _read, _trace_lost  
 from threadlog.cli import main as threadlog_main  # noqa: E402
 
 APPS = ("swarm", "supervisor")
+LANES = ("threadlog", "langgraph")
+"""How the app is ported (benchmarks/multi_agent.py's lanes), on threadlog's saver either
+way: `threadlog`, `threadlog.create_agent` workers and a `threadlog.MessagesState`
+state; `langgraph`, the app as LangGraph's docs write it (`create_react_agent` workers,
+the default states, LangGraph's `add_messages`) with only the checkpointer swapped."""
 DURABILITIES = ("default", "sync")
 """"default": no `durability=` argument (LangGraph's default, "async")."""
-WRITE_SLOTS = {"swarm": 18, "supervisor": 24}
+WRITE_SLOTS = {
+    "swarm/threadlog": 18,
+    "supervisor/threadlog": 24,
+    "swarm/langgraph": 17,
+    "supervisor/langgraph": 24,
+}
 """Saver writes one turn makes (`put` and `put_writes`, every namespace), counted with
 `--count`: the same on every turn and in both durabilities (a write kill point past
-them does not land)."""
-HANDOFF_SLOTS = {"swarm": 3, "supervisor": 5}
+them does not land). The `langgraph` lane re-sends whole lists: a handoff write on a
+later turn also carries the earlier turns' handoffs (4 and 6; 3 and 5 on a first turn)."""
+HANDOFF_SLOTS = {
+    "swarm/threadlog": 3,
+    "supervisor/threadlog": 5,
+    "swarm/langgraph": 4,
+    "supervisor/langgraph": 6,
+}
 """Writes of one turn that carry a handoff's tool message (`--count`): in the swarm, the
 parent's write of the agent's `Command(graph=PARENT)` update, the receiving agent's
 input and the parent's write of its answer (both re-send the history); in the
@@ -113,25 +129,34 @@ class Plan:
     when: str  # before | after
     delay: float
     resume: str  # none | input
+    lane: str = "threadlog"  # threadlog | langgraph (LANES)
 
     @classmethod
-    def draw(cls, seed: int, trial: int, app: str | None = None) -> Plan:
+    def draw(cls, seed: int, trial: int, app: str | None = None, lane: str | None = None) -> Plan:
         rng = random.Random(f"{seed}:{trial}")
         picked = rng.choice(APPS)
         app = app or picked
         kind = rng.choices(("write", "handoff", "timer"), weights=(6, 3, 1))[0]
-        slots = WRITE_SLOTS[app] if kind == "write" else HANDOFF_SLOTS[app]
+        durability = rng.choice(DURABILITIES)
+        prior_turns = rng.randint(0, 2)
+        where = rng.random()  # scaled to the lane's writes, drawn last
+        when = rng.choice(("before", "after"))
+        delay = rng.uniform(0.0, 0.3)
+        resume = rng.choice(("none", "input"))
+        lane = lane or rng.choice(LANES)
+        slots = (WRITE_SLOTS if kind == "write" else HANDOFF_SLOTS)[f"{app}/{lane}"]
         return cls(
             trial=trial,
             seed=seed,
             app=app,
-            durability=rng.choice(DURABILITIES),
-            prior_turns=rng.randint(0, 2),
+            durability=durability,
+            prior_turns=prior_turns,
             kind=kind,
-            slot=1 + int(rng.random() * slots),
-            when=rng.choice(("before", "after")),
-            delay=rng.uniform(0.0, 0.3),
-            resume=rng.choice(("none", "input")),
+            slot=1 + int(where * slots),
+            when=when,
+            delay=delay,
+            resume=resume,
+            lane=lane,
         )
 
     def invoke_kwargs(self) -> dict[str, Any]:
@@ -144,12 +169,17 @@ class Found(Outcome):
     not_append_only: list[str] = field(default_factory=list)
     not_as_langgraph: list[str] = field(default_factory=list)
     check: str = ""
+    check_after_kill: str = ""
     checkpoints: int = 0
 
     @property
     def ok(self) -> bool:
         return super().ok and not (
-            self.changed or self.not_append_only or self.not_as_langgraph or self.check
+            self.changed
+            or self.not_append_only
+            or self.not_as_langgraph
+            or self.check
+            or self.check_after_kill
         )
 
 
@@ -175,7 +205,17 @@ def _hand_off(me: str, to: str, answer: str) -> Callable[[Sequence[BaseMessage]]
     return reply
 
 
-def build(app: str, saver: BaseCheckpointSaver[Any]) -> Any:
+def _worker_agent(lane: str, model: Any, tools: list[Any], name: str) -> Any:
+    if lane == "threadlog":
+        return threadlog.create_agent(model, tools, name=name)
+    from langgraph.prebuilt import create_react_agent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_react_agent(model, tools, name=name)
+
+
+def build(app: str, saver: BaseCheckpointSaver[Any], lane: str = "threadlog") -> Any:
     from tests.helpers.multi_agent import Scripted
 
     if app == "swarm":
@@ -184,17 +224,23 @@ def build(app: str, saver: BaseCheckpointSaver[Any]) -> Any:
         class SwarmState(threadlog.MessagesState):
             active_agent: str | None
 
-        alice = threadlog.create_agent(
+        alice = _worker_agent(
+            lane,
             Scripted(script=_hand_off("alice", "bob", "answers")),
             [create_handoff_tool(agent_name="bob")],
-            name="alice",
+            "alice",
         )
-        bob = threadlog.create_agent(
+        bob = _worker_agent(
+            lane,
             Scripted(script=_hand_off("bob", "alice", "answers")),
             [create_handoff_tool(agent_name="alice")],
-            name="bob",
+            "bob",
         )
-        swarm = create_swarm([alice, bob], default_active_agent="alice", state_schema=SwarmState)
+        agents = [alice, bob]
+        if lane == "langgraph":
+            swarm = create_swarm(agents, default_active_agent="alice")
+        else:
+            swarm = create_swarm(agents, default_active_agent="alice", state_schema=SwarmState)
         return swarm.compile(checkpointer=saver)
     from langgraph_supervisor import create_supervisor
 
@@ -204,14 +250,14 @@ def build(app: str, saver: BaseCheckpointSaver[Any]) -> Any:
     def bob_reply(messages: Sequence[BaseMessage]) -> AIMessage:
         return AIMessage(f"bob works on turn {_turn(messages)}", id=_id())
 
-    bob = threadlog.create_agent(Scripted(script=bob_reply), [], name="bob")
+    bob = _worker_agent(lane, Scripted(script=bob_reply), [], "bob")
+    model = Scripted(script=_hand_off("supervisor", "bob", "closes"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        supervisor = create_supervisor(
-            [bob],
-            model=Scripted(script=_hand_off("supervisor", "bob", "closes")),
-            state_schema=SupervisorState,
-        )
+        if lane == "langgraph":
+            supervisor = create_supervisor([bob], model=model)
+        else:
+            supervisor = create_supervisor([bob], model=model, state_schema=SupervisorState)
     return supervisor.compile(checkpointer=saver)
 
 
@@ -332,7 +378,7 @@ class HandoffJournal(Journal):
 
 
 def thread_of(plan: Plan) -> str:
-    return f"ma-{plan.seed}-{plan.trial}-{plan.app}-{plan.durability}"
+    return f"ma-{plan.seed}-{plan.trial}-{plan.app}-{plan.lane}-{plan.durability}"
 
 
 def _worker(url: str, plan: Plan, work: Path, count: bool) -> None:
@@ -346,7 +392,7 @@ def _worker(url: str, plan: Plan, work: Path, count: bool) -> None:
 
         with threadlog.checkpointer(url, wrap=wrap, record_calls=False) as saver:
             journal = holder[0]
-            graph = build(plan.app, saver)
+            graph = build(plan.app, saver, plan.lane)
             thread_id = thread_of(plan)
             for turn in range(plan.prior_turns + 1):
                 if turn == plan.prior_turns and not count:
@@ -432,7 +478,7 @@ def _append_only(snap: Snapshot, out: Found) -> None:
 def _reference(plan: Plan, turns: int) -> Snapshot:
     """The same turns on LangGraph's own saver."""
     saver = InMemorySaver()
-    graph = build(plan.app, saver)
+    graph = build(plan.app, saver, plan.lane)
     thread_id = "reference"
     for turn in range(turns):
         graph.invoke({"messages": [_user(plan, turn)]}, _config(thread_id), **plan.invoke_kwargs())
@@ -465,8 +511,9 @@ def check_after_kill(url: str, plan: Plan, work: Path, out: Found) -> None:
         return saver
 
     final: Snapshot = {}
+    out.check_after_kill = _check(url, thread_id)
     with threadlog.checkpointer(url, wrap=keep, record_calls=False) as saver:
-        graph = build(plan.app, saver)
+        graph = build(plan.app, saver, plan.lane)
         config = _config(thread_id)
         try:
             killed = snapshot(graph, saver, thread_id)
@@ -529,6 +576,7 @@ class Summary:
     not_append_only: int = 0
     not_as_langgraph: int = 0
     check_failed: int = 0
+    check_failed_after_kill: int = 0
     unreadable: int = 0
     seconds: float = 0.0
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -536,7 +584,7 @@ class Summary:
     def add(self, o: Found) -> None:
         self.killed += o.killed
         self.killed_by_kind[o.plan.kind] += o.killed
-        self.killed_by_app[f"{o.plan.app}/{o.plan.durability}"] += o.killed
+        self.killed_by_app[f"{o.plan.app}/{o.plan.lane}/{o.plan.durability}"] += o.killed
         self.stored_messages += o.stored
         self.checkpoints += o.checkpoints
         self.lost += len(o.lost)
@@ -547,6 +595,7 @@ class Summary:
         self.not_append_only += len(o.not_append_only)
         self.not_as_langgraph += len(o.not_as_langgraph)
         self.check_failed += bool(o.check)
+        self.check_failed_after_kill += bool(o.check_after_kill)
         self.unreadable += bool(o.unreadable)
         if not o.ok:
             failure = asdict(o)
@@ -564,7 +613,8 @@ class Summary:
             f"{self.lost_beyond_mode} beyond what the durability allows), duplicated "
             f"{self.duplicated}, changed {self.changed}, not append-only "
             f"{self.not_append_only}, not as on LangGraph {self.not_as_langgraph}, "
-            f"`threadlog check` not clean {self.check_failed}, unreadable {self.unreadable}; "
+            f"`threadlog check` not clean {self.check_failed} (right after the kill: "
+            f"{self.check_failed_after_kill}), unreadable {self.unreadable}; "
             f"{self.seconds:.0f} s"
         )
 
@@ -592,18 +642,21 @@ def run_trials(
     only: int | None = None,
     root: Path | None = None,
     app: str | None = None,
+    lane: str | None = None,
 ) -> Summary:
     summary = Summary(backend, seed, trials if only is None else 1)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="killmulti-") as tmp:
         base = root or Path(tmp)
         for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial, app), base))
+            summary.add(run_trial(url, Plan.draw(seed, trial, app, lane), base))
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def count_writes(url: str, app: str, durability: str, root: Path) -> list[tuple[int, int]]:
+def count_writes(
+    url: str, app: str, lane: str, durability: str, root: Path
+) -> list[tuple[int, int]]:
     """Saver writes and handoff writes each of three finished turns makes (`WRITE_SLOTS`,
     `HANDOFF_SLOTS`)."""
     plan = Plan(
@@ -617,8 +670,9 @@ def count_writes(url: str, app: str, durability: str, root: Path) -> list[tuple[
         when="after",
         delay=0.0,
         resume="none",
+        lane=lane,
     )
-    work = root / f"count-{app}-{durability}"
+    work = root / f"count-{app}-{lane}-{durability}"
     run_worker(url, plan, work, Found(plan), count=True)  # type: ignore[arg-type]
     return [(t["writes"], t["handoffs"]) for t in _read(work / "turns.jsonl")]
 
@@ -639,6 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, help="default: drawn from os.urandom (printed)")
     p.add_argument("--only", type=int, help="run this one trial (reproduce a failure)")
     p.add_argument("--app", choices=APPS, help="default: drawn per trial")
+    p.add_argument("--lane", choices=LANES, help="default: drawn per trial")
     p.add_argument("--pg-url", help="an existing Postgres server (default: a pgserver)")
     p.add_argument("--json", type=Path, help="write the summary and failures here")
     p.add_argument("--count", action="store_true", help="print each app's writes per turn")
@@ -654,11 +709,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.count:
                 for app in APPS:
-                    for durability in DURABILITIES:
-                        print(app, durability, count_writes(url, app, durability, Path(tmp)))
+                    for lane in LANES:
+                        for durability in DURABILITIES:
+                            got = count_writes(url, app, lane, durability, Path(tmp))
+                            print(f"{app}/{lane}", durability, got)
                 return 0
             summary = run_trials(
-                url, args.backend, trials=args.trials, seed=seed, only=args.only, app=args.app
+                url,
+                args.backend,
+                trials=args.trials,
+                seed=seed,
+                only=args.only,
+                app=args.app,
+                lane=args.lane,
             )
         finally:
             if server is not None:

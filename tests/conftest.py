@@ -193,6 +193,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
     "test_kill_payments.py": ("*",),
     "test_multi_agent_kills.py": ("*",),
+    "test_multi_agent_reads.py": ("*",),  # ~4 s each: three turns, four reads
     "test_kill_harness.py": (
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
         "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
