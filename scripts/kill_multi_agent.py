@@ -39,7 +39,11 @@ message, and counts:
 * **not append-only**: a checkpoint whose parent's messages are not a prefix of its own;
 * **not as on LangGraph**: the finished turns' checkpoints (each namespace's sequence of
   message contents) differ from the same turns run on LangGraph's `InMemorySaver`;
-* **check**: `threadlog check --db URL --thread T --all-checkpoints --json` exits non-0;
+* **read differently**: a checkpoint the resuming process (its warm cache) reads with
+  other messages than a new saver in the same process (an empty cache) does; and
+  **missing read by a new saver**, `lost` counted on that cold read;
+* **check**: `threadlog check --db URL --thread T --all-checkpoints --json` exits non-0, right
+  after the kill or at the end;
 * **unreadable**: any read or resume raised.
 """
 
@@ -171,6 +175,8 @@ class Found(Outcome):
     check: str = ""
     check_after_kill: str = ""
     checkpoints: int = 0
+    lost_cold: list[str] = field(default_factory=list)  # read by a new saver
+    read_differs: list[str] = field(default_factory=list)  # warm read != cold read
 
     @property
     def ok(self) -> bool:
@@ -180,6 +186,8 @@ class Found(Outcome):
             or self.not_as_langgraph
             or self.check
             or self.check_after_kill
+            or self.read_differs
+            or self.lost_cold
         )
 
 
@@ -540,6 +548,24 @@ def check_after_kill(url: str, plan: Plan, work: Path, out: Found) -> None:
         ids = [m.id for m in messages]
         out.lost = sorted(f"{kind}:{mid}" for mid, kind in stored.items() if mid not in ids)
         _trace_lost(backends[0], thread_id, records, out)
+    # The same thread through a new saver (an empty cache): what another process reads.
+    with threadlog.checkpointer(url, record_calls=False) as saver:
+        graph = build(plan.app, saver, plan.lane)
+        try:
+            cold = snapshot(graph, saver, thread_id)
+            cold_ids = [m.id for m in graph.get_state(config).values.get("messages", [])]
+        except Exception as exc:
+            out.unreadable.append(f"read cold: {type(exc).__name__}: {exc}"[:300])
+            cold, cold_ids = {}, []
+    out.read_differs = sorted(
+        k
+        for k in cold.keys() | final.keys()
+        if cold.get(k, {}).get("messages") != final.get(k, {}).get("messages")
+    )
+    out.lost_cold = sorted(f"{kind}:{mid}" for mid, kind in stored.items() if mid not in cold_ids)
+    if plan.durability != "sync":  # the mode's allowance, as for `lost`
+        allowed = {i for i in out.lost_unstored_step}
+        out.lost_cold = [i for i in out.lost_cold if i not in allowed]
     out.checkpoints = len(final)
     _compare(seen, final, "at the end", out, kept=True)
     _compare(killed, final, "at the end, read after the kill", out, kept=False)
@@ -577,6 +603,8 @@ class Summary:
     not_as_langgraph: int = 0
     check_failed: int = 0
     check_failed_after_kill: int = 0
+    lost_cold: int = 0
+    read_differs: int = 0
     unreadable: int = 0
     seconds: float = 0.0
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -596,6 +624,8 @@ class Summary:
         self.not_as_langgraph += len(o.not_as_langgraph)
         self.check_failed += bool(o.check)
         self.check_failed_after_kill += bool(o.check_after_kill)
+        self.lost_cold += len(o.lost_cold)
+        self.read_differs += len(o.read_differs)
         self.unreadable += bool(o.unreadable)
         if not o.ok:
             failure = asdict(o)
@@ -610,7 +640,9 @@ class Summary:
             f"({kinds}; {apps}), {self.stored_messages} stored messages, "
             f"{self.checkpoints} checkpoints compared — lost {self.lost} "
             f"({self.lost_unstored_step} of the killed turn on a checkpoint never stored, "
-            f"{self.lost_beyond_mode} beyond what the durability allows), duplicated "
+            f"{self.lost_beyond_mode} beyond what the durability allows; "
+            f"{self.lost_cold} missing read by a new saver), checkpoints read differently "
+            f"by the warm saver and a new one {self.read_differs}, duplicated "
             f"{self.duplicated}, changed {self.changed}, not append-only "
             f"{self.not_append_only}, not as on LangGraph {self.not_as_langgraph}, "
             f"`threadlog check` not clean {self.check_failed} (right after the kill: "
