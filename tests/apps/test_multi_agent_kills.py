@@ -81,3 +81,28 @@ def test_a_kill_while_a_handoff_is_stored_keeps_every_checkpoint_and_the_check_c
     )
     assert out.lost == [] and out.check == ""
     assert out.checkpoints > 0
+
+
+def test_a_supervisor_thread_given_new_input_after_a_kill_reads_without_a_false_integrity_error(
+    backend: str, tmp_path: Path
+) -> None:
+    """Reading every namespace's history through a new saver steps the history cache back
+    to checkpoints older than its entry; the checksum check took such a log for the
+    entry's own plus rows, and raised `StoredDataError` on an untouched thread."""
+    plan = Plan(
+        trial=3,
+        seed=SEED,
+        app="supervisor",
+        durability="sync",
+        prior_turns=2,
+        kind="write",
+        slot=2,
+        when="after",
+        delay=0.0,
+        resume="input",
+    )
+    out = run_trial(backend, plan, tmp_path)
+    assert out.killed
+    assert out.unreadable == []
+    assert (out.lost, out.lost_cold, out.read_differs) == ([], [], [])
+    assert out.ok
