@@ -519,7 +519,8 @@ def check_after_kill(url: str, plan: Plan, work: Path, out: Found) -> None:
         return saver
 
     final: Snapshot = {}
-    out.check_after_kill = _check(url, thread_id)
+    if any(rec["op"] == "put" for rec in records):  # else there is no thread to check
+        out.check_after_kill = _check(url, thread_id)
     with threadlog.checkpointer(url, wrap=keep, record_calls=False) as saver:
         graph = build(plan.app, saver, plan.lane)
         config = _config(thread_id)
