@@ -139,6 +139,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     # the kill harness's workers, forked and SIGKILLed
     "test_kill_harness.py": ("*",),
     "test_kill_payments.py": ("*",),
+    "test_multi_agent_kills.py": ("*",),
     "test_lifecycle_kills.py": ("*",),
     "test_deep_subgraph_recovery.py": (
         "test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored",
@@ -222,6 +223,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_notebooks.py": SUBPROCESS["test_notebooks.py"],
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
     "test_kill_payments.py": ("*",),
+    "test_multi_agent_kills.py": ("*",),
+    "test_multi_agent_reads.py": ("*",),  # ~4 s each: three turns, four reads
     "test_kill_harness.py": (
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",
         "test_a_torn_postgres_session_mid_turn_loses_and_repeats_nothing",
@@ -246,6 +249,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_check_gate.py": (
         "test_check_and_all_checkpoints_exit_0_on_healthy_threads_of_the_apps_users_build",
+        "test_check_exits_0_on_swarm_and_supervisor_threads_on_sqlite_and_postgres",
     ),
     "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
     "test_cold_reads_decode_once.py": ("*",),  # swarm threads of 4-12 turns, read cold

@@ -90,11 +90,14 @@ class CachedSeed:
     `threadlog.context.events.CompactionsChannel`.
     """
 
-    __slots__ = ("log", "version")
+    __slots__ = ("at", "log", "version")
 
-    def __init__(self, log: Any, version: int) -> None:
+    def __init__(self, log: Any, version: int, at: str | None = None) -> None:
         self.log = log
         self.version = version
+        # The checkpoint this is the value of, when it is not the cache entry's own (an
+        # older checkpoint a walk passed): its writes are already in `version`.
+        self.at = at
 
 
 class SeededSnapshot(DeltaSnapshot):

@@ -230,3 +230,21 @@ def test_repair_leaves_a_paused_threads_calls_to_its_tool_step_which_runs_them_o
     assert sorted(m.content for m in results) == ["Beijing: sunny", "Paris: sunny"]
     report = check(backend, all_checkpoints=True)
     assert report.problems == [] and report.status == 0
+
+
+def test_check_exits_0_on_swarm_and_supervisor_threads_on_sqlite_and_postgres(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with threadlog.checkpointer(backend) as saver:
+        _ask(_swarm(saver), "swarm", "hi", "again", "once more")
+        _ask(_supervisor(saver), "supervisor", "hi", "again", "once more")
+    capsys.readouterr()
+    for thread in ("swarm", "supervisor"):
+        for every in ([], ["--all-checkpoints"]):
+            code = main(["check", "--db", backend, "--thread", thread, "--json", *every])
+            out = capsys.readouterr().out
+            assert code == 0, out
+            assert '"with_problems": 0' in out and '"unreadable": 0' in out
+    report = check(backend, all_checkpoints=True)
+    assert report.problems == [] and report.status == 0
+    assert {n.thread_id for n in report.noted if n.kind == "in_progress"} <= {"swarm", "supervisor"}

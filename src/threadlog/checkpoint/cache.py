@@ -381,7 +381,7 @@ class HistoryLayer(Layer):
             found = self.cache.state_at((thread_id, ns, ch), target)
             if found is None:
                 return None
-            out[ch] = {"seed": CachedSeed(found[0], found[1]), "writes": []}
+            out[ch] = {"seed": CachedSeed(found[0], found[1], at=target), "writes": []}
         self.cache.hits += len(out)
         return out
         yield  # a flow, like the other steps

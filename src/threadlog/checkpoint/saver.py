@@ -261,8 +261,9 @@ def _finish(
     1b. recorded calls (`calls.CallsLayer`, `record_calls=True`): each run's model calls,
        stored with the steps that made them, under the guard so they are part of the
        run's own writes;
-    1c. re-sent messages (`resent.ResentLayer`, `cache=True`): a message-log write that
-       re-sends what the log holds is stored as what it adds;
+    1c. re-sent messages (`resent.ResentLayer`): with `cache=True` a message-log write
+       that re-sends what the log holds is stored as what it adds; with `cache=False`
+       it only rebuilds such stored writes on read;
     2. stopped work (`stopped_work.StoppedWorkLayer`): a head read carries what a
        stopped step stored, so new input does not drop it;
     3. checksums (`integrity.ChecksumLayer`): a count and checksum of the message writes
@@ -288,6 +289,10 @@ def _finish(
         own = OwnWritesLayer()
         layers = [own, HistoryLayer(history, own.record)]
         resent = [ResentLayer(history, own.record)]
+    else:
+        # Reads only: a thread stored with the cache on (its re-sent writes stored as
+        # what they add) must read back whole through a saver without it.
+        resent = [ResentLayer(HistoryCache(), None)]
     layers = [*resent, StoppedWorkLayer(), ChecksumLayer(history), *layers]
     if options.record_calls:
         layers.insert(0, CallsLayer())
