@@ -365,11 +365,15 @@ def running_loop() -> RunningLoop | None:
     try:
         return RunningLoop(loop, loop.stack, loop.input, loop.specs, loop.nodes, loop.manager)
     except AttributeError as exc:
-        raise UpstreamChangedError(
-            f"{type(loop).__name__} has no `{exc.name}` attribute any more",
-            package="langgraph",
-            version=_version(),
-        ) from exc
+        raise _lost_attribute(loop, exc.name) from exc
+
+
+def _lost_attribute(owner: object, name: str | None) -> UpstreamChangedError:
+    return UpstreamChangedError(
+        f"{type(owner).__name__} has no `{name}` attribute any more",
+        package="langgraph",
+        version=_version(),
+    )
 
 
 def run_store(loop: RunningLoop) -> Any:
@@ -378,11 +382,7 @@ def run_store(loop: RunningLoop) -> Any:
     try:
         return loop.loop.store  # type: ignore[attr-defined]
     except AttributeError as exc:
-        raise UpstreamChangedError(
-            f"{type(loop.loop).__name__} has no `store` attribute any more",
-            package="langgraph",
-            version=_version(),
-        ) from exc
+        raise _lost_attribute(loop.loop, "store") from exc
 
 
 def set_run_store(loop: RunningLoop, store: Any) -> None:

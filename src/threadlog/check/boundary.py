@@ -123,17 +123,25 @@ async def _hooked_astream(self: BaseChatModel, input: Any, *args: Any, **kwargs:
         yield await _hooked_ainvoke(self, input, *args, **kwargs)
 
 
+def _hooks() -> list[tuple[type, str, Any, Any]]:
+    # (class, method, the replay's hook, the original): set and restored as one table.
+    return [
+        (BaseTool, "run", _hooked_run, _RUN),
+        (BaseTool, "arun", _hooked_arun, _ARUN),
+        (BaseChatModel, "invoke", _hooked_invoke, _INVOKE),
+        (BaseChatModel, "ainvoke", _hooked_ainvoke, _AINVOKE),
+        (BaseChatModel, "stream", _hooked_stream, _STREAM),
+        (BaseChatModel, "astream", _hooked_astream, _ASTREAM),
+    ]
+
+
 def _install() -> None:
     global _users
     with _lock:
         _users += 1
         if _users == 1:
-            BaseTool.run = _hooked_run  # type: ignore[method-assign]
-            BaseTool.arun = _hooked_arun  # type: ignore[method-assign]
-            BaseChatModel.invoke = _hooked_invoke  # type: ignore[method-assign]
-            BaseChatModel.ainvoke = _hooked_ainvoke  # type: ignore[method-assign]
-            BaseChatModel.stream = _hooked_stream  # type: ignore[method-assign]
-            BaseChatModel.astream = _hooked_astream  # type: ignore[method-assign]
+            for cls, name, hooked, _original in _hooks():
+                setattr(cls, name, hooked)
 
 
 def _uninstall() -> None:
@@ -141,12 +149,8 @@ def _uninstall() -> None:
     with _lock:
         _users -= 1
         if _users == 0:
-            BaseTool.run = _RUN  # type: ignore[method-assign]
-            BaseTool.arun = _ARUN  # type: ignore[method-assign]
-            BaseChatModel.invoke = _INVOKE  # type: ignore[method-assign]
-            BaseChatModel.ainvoke = _AINVOKE  # type: ignore[method-assign]
-            BaseChatModel.stream = _STREAM  # type: ignore[method-assign]
-            BaseChatModel.astream = _ASTREAM  # type: ignore[method-assign]
+            for cls, name, _hooked, original in _hooks():
+                setattr(cls, name, original)
 
 
 @contextlib.contextmanager

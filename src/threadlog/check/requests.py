@@ -40,6 +40,7 @@ from threadlog.checkpoint.call_records import (
     plain,
     tool_name,
 )
+from threadlog.inspect.calls import content_text
 
 __all__ = ["Difference", "Request", "RequestCapture", "difference"]
 
@@ -146,20 +147,6 @@ class Difference:
     """A unified diff, recorded → replayed (a system prompt, a tool schema)."""
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b if isinstance(b, str) else str(b.get("text")) if isinstance(b, Mapping)
-            and isinstance(b.get("text"), str) else json.dumps(b, ensure_ascii=False, default=str)
-            for b in content
-        )
-    return str(content)
-
-
 def _unified(recorded: str, replayed: str) -> str:
     lines = difflib.unified_diff(
         recorded.splitlines(), replayed.splitlines(), "recorded", "replayed", lineterm=""
@@ -170,7 +157,7 @@ def _unified(recorded: str, replayed: str) -> str:
 def _system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """The system prompt sent (the leading system/developer message) and the rest."""
     if messages and messages[0].get("role") in ("system", "developer"):
-        return _text(messages[0].get("content")), messages[1:]
+        return content_text(messages[0].get("content")), messages[1:]
     return None, messages
 
 
@@ -184,7 +171,7 @@ def _seen(m: Mapping[str, Any]) -> Any:
 
 
 def _show(m: Mapping[str, Any]) -> str:
-    text = _text(m.get("content"))
+    text = content_text(m.get("content"))
     for c in m.get("tool_calls") or ():
         args = json.dumps(c.get("args"), ensure_ascii=False, default=str)
         text += f" [call {c.get('name')}({args})]"

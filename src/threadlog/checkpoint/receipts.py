@@ -144,16 +144,14 @@ def receipt_message(receipt: Mapping[str, Any]) -> ToolMessage | None:
     )
 
 
-Rerun = Callable[
-    [
-        Mapping[str, Any],
-        BaseCheckpointSaver[Any],
-        Mapping[str, Any],
-        Mapping[str, AIMessage],
-        Recovered,
-    ],
-    Flow[Recovered],
+RerunArgs = tuple[
+    Mapping[str, Any],  # the graph's nodes
+    BaseCheckpointSaver[Any],
+    Mapping[str, Any],  # the head checkpoint
+    Mapping[str, AIMessage],  # the open calls' requests, by call id
+    Recovered,
 ]
+Rerun = Callable[[*RerunArgs], Flow[Recovered]]
 _RERUN: list[Rerun] = []
 
 
@@ -162,14 +160,9 @@ def set_rerun(fn: Rerun) -> None:
     _RERUN[:] = [fn]
 
 
-def rerun_flow(
-    nodes: Mapping[str, Any],
-    saver: BaseCheckpointSaver[Any],
-    head: Mapping[str, Any],
-    calls: Mapping[str, AIMessage],
-    recovered: Recovered,
-) -> Flow[Recovered]:
-    """`recovered` with the real results of idempotent calls run again (module doc)."""
+def rerun_flow(*args: *RerunArgs) -> Flow[Recovered]:
+    """The recovered results with the real results of idempotent calls run again (module
+    doc)."""
     if not _RERUN:
-        return recovered
-    return (yield from _RERUN[0](nodes, saver, head, calls, recovered))
+        return args[-1]
+    return (yield from _RERUN[0](*args))

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -36,7 +36,7 @@ from threadlog.terminal import CONTROLS, safe
 
 __all__ = ["CallList", "RecordedCall", "calls_from", "recorded_calls", "thread_tuples"]
 
-_JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
+JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
 
 
 @dataclass
@@ -69,7 +69,7 @@ class RecordedCall:
         """The text of the first system message sent, if any."""
         for m in self.messages:
             if m.get("role") in ("system", "developer"):
-                return _text(m.get("content"))
+                return content_text(m.get("content"))
         return None
 
     def row(self) -> dict[str, Any]:
@@ -94,28 +94,46 @@ class RecordedCall:
         }
 
 
+class _Row(Protocol):
+    def row(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Row)
+
+
+class RecordedRows(Generic[R]):
+    """What a thread's steps recorded, as a sequence and as JSON rows (the calls and the
+    store views share it; `entries()` is the one thing a view supplies)."""
+
+    def entries(self) -> list[R]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.entries())
+
+    def __iter__(self) -> Iterator[R]:
+        return iter(self.entries())
+
+    def __getitem__(self, i: int) -> R:
+        return self.entries()[i]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [e.row() for e in self.entries()]
+
+    def json_text(self) -> str:
+        text = json.dumps(self.rows(), ensure_ascii=False, indent=1, default=str)
+        return text.translate(JSON_ESCAPES)
+
+
 @dataclass
-class CallList:
+class CallList(RecordedRows[RecordedCall]):
     """A thread's recorded model calls, in the order they started."""
 
     thread_id: str
     calls: list[RecordedCall] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.calls)
-
-    def __iter__(self) -> Iterator[RecordedCall]:
-        return iter(self.calls)
-
-    def __getitem__(self, i: int) -> RecordedCall:
-        return self.calls[i]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [c.row() for c in self.calls]
-
-    def json_text(self) -> str:
-        text = json.dumps(self.rows(), ensure_ascii=False, indent=1, default=str)
-        return text.translate(_JSON_ESCAPES)
+    def entries(self) -> list[RecordedCall]:
+        return self.calls
 
     def __str__(self) -> str:
         if not self.calls:
@@ -159,19 +177,19 @@ class CallList:
             for m in c.messages:
                 parts.append(
                     f"<li><b>{escape(str(m.get('role')))}</b> "
-                    f"<pre>{escape(_text(m.get('content')))}</pre>"
+                    f"<pre>{escape(content_text(m.get('content')))}</pre>"
                     + (escape(_calls_text(m)) if m.get("tool_calls") else "")
                     + "</li>"
                 )
             parts.append("</ol>")
             if c.reply is not None:
                 parts.append(
-                    f"<p>→ <pre>{escape(_text(c.reply.get('content')))}"
+                    f"<p>→ <pre>{escape(content_text(c.reply.get('content')))}"
                     f"{escape(_calls_text(c.reply))}</pre></p>"
                 )
             for k, other in enumerate(c.other_replies, 2):
                 parts.append(
-                    f"<p>→ generation {k}: <pre>{escape(_text(other.get('content')))}"
+                    f"<p>→ generation {k}: <pre>{escape(content_text(other.get('content')))}"
                     f"{escape(_calls_text(other))}</pre></p>"
                 )
             if c.error:
@@ -181,7 +199,8 @@ class CallList:
         return "".join(parts)
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's content as text: text blocks joined, other blocks as JSON."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -217,7 +236,7 @@ def _message_lines(m: Mapping[str, Any], indent: str) -> list[str]:
         label += f"[{m['tool_call_id']}]"
     if m.get("name"):
         label += f" ({m['name']})"
-    text = _text(m.get("content")) + _calls_text(m)
+    text = content_text(m.get("content")) + _calls_text(m)
     lines = safe(text, keep="\n\t").split("\n") or [""]
     pad = " " * (len(indent) + 2)
     return [f"{indent}{safe(label)}: {lines[0]}", *(pad + line for line in lines[1:])]

@@ -25,11 +25,11 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
-from threadlog.terminal import CONTROLS, safe
+from threadlog.inspect.calls import RecordedRows
+from threadlog.terminal import safe
 
 __all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
 
-_JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
 
 
 @dataclass
@@ -130,27 +130,14 @@ def _json(value: Any) -> str:
 
 
 @dataclass
-class StoreUse:
+class StoreUse(RecordedRows[StoreOp]):
     """A thread's store operations, in the order they happened."""
 
     thread_id: str
     ops: list[StoreOp] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def __iter__(self) -> Iterator[StoreOp]:
-        return iter(self.ops)
-
-    def __getitem__(self, i: int) -> StoreOp:
-        return self.ops[i]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [o.row() for o in self.ops]
-
-    def json_text(self) -> str:
-        text = json.dumps(self.rows(), ensure_ascii=False, indent=1, default=str)
-        return text.translate(_JSON_ESCAPES)
+    def entries(self) -> list[StoreOp]:
+        return self.ops
 
     def __str__(self) -> str:
         if not self.ops:
