@@ -234,11 +234,10 @@ def read_steps(
     serde = saver.serde
     wanted = set(channels)
     task_path = yield from _task_path(saver)
-    # Per checkpoint: its parent and which wanted channels it holds a value for.
-    # Blobs are not kept: a long thread's checkpoints would cost memory. Read newest
-    # first from the target, a window at a time, until the walk meets a value of each
-    # channel: a long thread's older checkpoints, behind a snapshot, are never scanned.
-    # (A parent is older than its child; should one not be, the rest is read at once.)
+    # Per checkpoint: its parent and which wanted channels it holds a value for (no
+    # blobs: memory). Read newest first from the target, a window at a time, until the
+    # walk meets a value of each channel: older checkpoints behind a snapshot are never
+    # scanned. (A parent is older than its child; should one not be, the rest is read.)
     rows: dict[str, tuple[str | None, list[str]]] = {}
 
     def keys_of(r: Any) -> tuple[str, str | None, list[str]]:
