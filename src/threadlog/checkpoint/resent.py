@@ -257,6 +257,14 @@ class ResentLayer(Layer):
         config: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}
         }
+        # A checkpoint that stores the channel's value (a snapshot: LangGraph forces one
+        # where new input lands on carried work) is that value; the delta history walks
+        # its ancestors only, which need not add up to it.
+        tup = yield from below.flow("get_tuple", config)
+        values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
+        if channel in values:
+            ch = MessageLogChannel().from_checkpoint(values[channel])
+            return list(ch.get()) if ch.is_available() else []
         histories = yield from self.get_delta_channel_history(
             below, config=config, channels=[channel]
         )
