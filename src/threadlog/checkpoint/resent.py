@@ -31,6 +31,8 @@ Contract:
   written — the first `count` messages of the view at `A` (read through this layer and
   the ones below, the history cache first), then `rest` — so a `StateSnapshot`'s task
   results and anything else reading one checkpoint's writes see the original list.
+  The view at an `A` that stores the key's value itself (a snapshot) is that value: its
+  ancestors' delta history need not add up to it (new input on carried stopped work).
   `list` (history) leaves them in the stored form (`docs/durability.md`).
 * **Sends.** A `Send` packet (a write to the tasks channel, or the tasks channel's value
   in a checkpoint) whose argument carries the state — the argument itself, or its
