@@ -140,6 +140,7 @@ SUBPROCESS: dict[str, tuple[str, ...]] = {
     "test_kill_harness.py": ("*",),
     "test_kill_payments.py": ("*",),
     "test_multi_agent_kills.py": ("*",),
+    "test_multi_agent_snapshot_views.py": ("*",),
     "test_lifecycle_kills.py": ("*",),
     "test_deep_subgraph_recovery.py": (
         "test_new_input_after_a_kill_three_subgraph_levels_down_keeps_everything_stored",
@@ -224,6 +225,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_cli_demo.py": ("test_the_installed_command_runs_the_demo_offline",),
     "test_kill_payments.py": ("*",),
     "test_multi_agent_kills.py": ("*",),
+    "test_multi_agent_snapshot_views.py": ("*",),
     "test_multi_agent_reads.py": ("*",),  # ~4 s each: three turns, four reads
     "test_kill_harness.py": (
         "test_random_kills_lose_duplicate_and_repeat_nothing_and_threads_stay_readable",

@@ -31,6 +31,8 @@ Contract:
   written — the first `count` messages of the view at `A` (read through this layer and
   the ones below, the history cache first), then `rest` — so a `StateSnapshot`'s task
   results and anything else reading one checkpoint's writes see the original list.
+  The view at an `A` that stores the key's value itself (a snapshot) is that value: its
+  ancestors' delta history need not add up to it (new input on carried stopped work).
   `list` (history) leaves them in the stored form (`docs/durability.md`).
 * **Sends.** A `Send` packet (a write to the tasks channel, or the tasks channel's value
   in a checkpoint) whose argument carries the state — the argument itself, or its
@@ -257,6 +259,14 @@ class ResentLayer(Layer):
         config: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}
         }
+        # A checkpoint that stores the channel's value (a snapshot: LangGraph forces one
+        # where new input lands on carried work) is that value; the delta history walks
+        # its ancestors only, which need not add up to it.
+        tup = yield from below.flow("get_tuple", config)
+        values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
+        if channel in values:
+            ch = MessageLogChannel().from_checkpoint(values[channel])
+            return list(ch.get()) if ch.is_available() else []
         histories = yield from self.get_delta_channel_history(
             below, config=config, channels=[channel]
         )
