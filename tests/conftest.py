@@ -331,6 +331,7 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     ),
     "test_demo_model_settings.py": (
         "test_a_real_call_or_a_plain_answer_gets_no_hint",
+        "test_max_retries_is_how_often_a_failed_request_is_sent_again",
     ),
     "test_demo_readme.py": (
         "test_readme_snippet_runs",
@@ -449,6 +450,8 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     ),
     "test_replay.py": (
         "test_the_demo_threads_replay_through_the_unchanged_graph_on_every_turn",
+        "test_no_stored_tool_runs_again_in_any_mode",
+        "test_cli_exit_0_when_every_turn_matches_and_1_at_a_divergence",
     ),
     "test_replay_boundary.py": (
         "test_a_call_no_stored_result_answers_is_a_divergence_inside_a_subgraph",
@@ -480,6 +483,7 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_thread_lifecycle.py": (
         "test_prune_keep_latest_frees_the_rows_and_values_it_drops",
         "test_rollback_of_a_middle_run_keeps_later_runs_reading_the_same_and_checksums_passing",
+        "test_a_held_thread_is_refused_under_reject_and_waited_for_under_enqueue",
     ),
     "test_tool_node.py": (
         "test_a_timeout_per_tool_applies_only_to_that_tool",
@@ -495,6 +499,12 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     ),
     "test_wire.py": (
         "test_a_model_node_serving_many_threads_keeps_its_wire_copies",
+    ),
+    "test_recover_results.py": (
+        "test_new_message_after_a_stopped_step_logs_the_saved_result_async",
+    ),
+    "test_lock_pool.py": (
+        "test_past_the_lock_file_bound_sqlite_runs_queue_and_all_complete",
     ),
 }
 POSTGRES_FIXTURES = {"postgres_url", "pg_databases", "pg_backend"}
