@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from types import TracebackType
 
 from threadlog.terminal import safe_line
 
@@ -49,12 +48,7 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:  # an exception propagates as it is
         if self.shown:
             took = time.monotonic() - self.start
             end = "\r" if self.tty else ""

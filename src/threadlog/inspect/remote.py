@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
-from types import TracebackType
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict
@@ -93,12 +92,7 @@ class Server:
         self.client = get_sync_client(url=self.url, api_key=None, timeout=30)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:  # an exception propagates as it is
         if self.client is not None:
             self.client.http.client.close()
 
