@@ -60,10 +60,10 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -815,21 +815,51 @@ def run_trials(
     label += "" if app == "agent" else f", {app}"
     label += "" if durability == "sync" else f", durability={durability}"
     summary = Summary(label, seed, trials if only is None else 1)
+    return run_each(
+        summary,
+        trials,
+        only,
+        root,
+        "killharness-",
+        lambda trial, base: run_trial(url, Plan.draw(seed, trial, fault, app, durability), base),
+    )
+
+
+class Tally(Protocol):
+    seconds: float
+
+    def add(self, outcome: Any) -> None: ...
+
+
+S = TypeVar("S", bound=Tally)
+
+
+def run_each(
+    summary: S,
+    trials: int,
+    only: int | None,
+    root: Path | None,
+    prefix: str,
+    one: Callable[[int, Path], Any],
+) -> S:
+    """`one(trial, folder)` for each trial (or only `only`), added to `summary` and timed;
+    the folder is `root`, else a temporary one (shared by the kill harnesses)."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="killharness-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         base = root or Path(tmp)
         for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial, fault, app, durability), base))
+            summary.add(one(trial, base))
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def _postgres(url: str | None) -> tuple[str, Any]:
+def postgres_url(url: str | None, prefix: str = "killharness-pg-") -> tuple[str, Any]:
+    """`url`, or a throwaway pgserver's (returned too, to keep it alive) when none is given."""
     if url:
         return url, None
     import pgserver
 
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="killharness-pg-"), cleanup_mode="delete")
+    server = pgserver.get_server(tempfile.mkdtemp(prefix=prefix), cleanup_mode="delete")
     return server.get_uri(), server
 
 
@@ -873,7 +903,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.backend == "sqlite":
             url = f"sqlite:///{Path(tmp) / 'threads.sqlite'}"
         else:
-            url, server = _postgres(args.pg_url)
+            url, server = postgres_url(args.pg_url)
         try:
             summary = run_trials(
                 url,

@@ -84,7 +84,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 import threadlog  # noqa: E402
-from scripts.kill_harness import Journal, Outcome, _append, _read, _trace_lost  # noqa: E402
+from scripts.kill_harness import (  # noqa: E402
+    Journal,
+    Outcome,
+    _append,
+    _read,
+    _trace_lost,
+    postgres_url,
+    run_each,
+)
 from threadlog.cli import main as threadlog_main  # noqa: E402
 
 APPS = ("swarm", "supervisor")
@@ -678,13 +686,14 @@ def run_trials(
     lane: str | None = None,
 ) -> Summary:
     summary = Summary(backend, seed, trials if only is None else 1)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="killmulti-") as tmp:
-        base = root or Path(tmp)
-        for trial in [only] if only is not None else range(trials):
-            summary.add(run_trial(url, Plan.draw(seed, trial, app, lane), base))
-    summary.seconds = time.monotonic() - started
-    return summary
+    return run_each(
+        summary,
+        trials,
+        only,
+        root,
+        "killmulti-",
+        lambda trial, base: run_trial(url, Plan.draw(seed, trial, app, lane), base),
+    )
 
 
 def count_writes(
@@ -710,15 +719,6 @@ def count_writes(
     return [(t["writes"], t["handoffs"]) for t in _read(work / "turns.jsonl")]
 
 
-def _postgres(url: str | None) -> tuple[str, Any]:
-    if url:
-        return url, None
-    import pgserver
-
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="killmulti-pg-"), cleanup_mode="delete")
-    return server.get_uri(), server
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=60)
@@ -738,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.backend == "sqlite":
             url = f"sqlite:///{Path(tmp) / 'threads.sqlite'}"
         else:
-            url, server = _postgres(args.pg_url)
+            url, server = postgres_url(args.pg_url, "killmulti-pg-")
         try:
             if args.count:
                 for app in APPS:
