@@ -7,6 +7,8 @@ own savers and threadlog's are driven the same way, so a test compares what each
 * `run_turns(app, inputs, thread_id, is_async)`: each input as a turn; what the app's
   state holds after each turn, and every checkpoint of the history at the end.
 * `stored_bytes(url)`: bytes every checkpoint, value and write takes in storage.
+* `reference_saver(url, tmp_path, request)`: LangGraph's own sync saver on a fresh database
+  of `url`'s kind, the reference a test compares threadlog's reads with.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -130,3 +132,17 @@ def stored_bytes(url: str) -> int:
             ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+@contextlib.contextmanager
+def reference_saver(url: str, tmp_path: Any, request: Any) -> Iterator[Saver]:
+    """LangGraph's own saver on a fresh database of `url`'s kind (module doc)."""
+    from tests.helpers.poisoned import plain_saver
+
+    ref = (
+        f"sqlite:///{tmp_path / 'langgraph.sqlite'}"
+        if url.startswith("sqlite:///")
+        else request.getfixturevalue("pg_databases").take()
+    )
+    with plain_saver(ref) as saver:
+        yield saver

@@ -5,9 +5,8 @@ list adds, and read back through `get_tuple` exactly as LangGraph's own saver ke
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -15,9 +14,8 @@ from langgraph.constants import TASKS
 from langgraph.types import Send
 
 import threadlog
-from tests.helpers.delta_apps import cfg, stored_bytes
+from tests.helpers.delta_apps import cfg, reference_saver, stored_bytes
 from tests.helpers.multi_agent import Scripted
-from tests.helpers.poisoned import plain_saver
 from threadlog.log.message_log import is_resent
 
 TURNS = 12
@@ -137,22 +135,11 @@ def _stored_sends(saver: Any) -> list[Send]:
     ]
 
 
-@contextlib.contextmanager
-def _reference(url: str, tmp_path: Any, request: Any) -> Iterator[Any]:
-    ref = (
-        f"sqlite:///{tmp_path / 'langgraph.sqlite'}"
-        if url.startswith("sqlite:///")
-        else request.getfixturevalue("pg_databases").take()
-    )
-    with plain_saver(ref) as saver:
-        yield saver
-
-
 def test_every_checkpoint_of_a_supervisor_reads_back_as_on_langgraphs_saver(
     backend: str, tmp_path: Any, request: Any
 ) -> None:
     turns = [_turn(i) for i in range(5)]
-    with _reference(backend, tmp_path, request) as saver:
+    with reference_saver(backend, tmp_path, request) as saver:
         app = _supervisor(saver)
         for turn in turns:
             app.invoke(turn, cfg("s"))

@@ -8,20 +8,16 @@ cold, and `get_tuple`'s pending writes rebuilt as written. SQLite and Postgres."
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
-from tests.helpers.delta_apps import cfg, message_rows
+from tests.helpers.delta_apps import cfg, message_rows, reference_saver, stored_bytes
 from tests.helpers.multi_agent import Scripted
 from tests.helpers.multi_agent import SwarmState as State
 from tests.helpers.multi_agent import swarm_reply as _agent_reply
-from tests.helpers.poisoned import plain_saver
 from threadlog.log.message_log import is_resent
 
 TURNS = 12
@@ -46,37 +42,14 @@ def _turn(i: int) -> dict[str, Any]:
     return {"messages": [HumanMessage(f"turn {i}", id=f"u{i}")]}
 
 
-def _stored_bytes(url: str) -> int:
-    """Bytes the thread takes in storage: every checkpoint, value and write, every
-    namespace."""
-    if url.startswith("sqlite:///"):
-        with contextlib.closing(sqlite3.connect(url[len("sqlite:///") :])) as con:
-            row = con.execute(
-                "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
-                "FROM checkpoints) + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
-            ).fetchone()
-    else:
-        import psycopg
-
-        with psycopg.connect(url) as con:
-            row = con.execute(
-                "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) "
-                "+ pg_column_size(metadata)), 0) FROM checkpoints) "
-                "+ (SELECT COALESCE(SUM(LENGTH(blob)), 0) FROM checkpoint_blobs) "
-                "+ (SELECT COALESCE(SUM(LENGTH(blob)), 0) FROM checkpoint_writes)"
-            ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def test_a_swarm_stores_flat_bytes_per_turn_in_every_namespace(backend: str) -> None:
     per_turn = []
     with threadlog.checkpointer(backend) as saver:
         app = _swarm(saver)
-        before = _stored_bytes(backend)
+        before = stored_bytes(backend)
         for i in range(TURNS):
             app.invoke(_turn(i), cfg("s"))
-            now = _stored_bytes(backend)
+            now = stored_bytes(backend)
             per_turn.append(now - before)
             before = now
     half = TURNS // 2
@@ -105,24 +78,13 @@ def _writes(saver: Any, app: Any, thread: str, *, ids: bool = True) -> list[list
     return out
 
 
-@contextlib.contextmanager
-def _reference(url: str, tmp_path: Any, request: Any) -> Iterator[Any]:
-    ref = (
-        f"sqlite:///{tmp_path / 'langgraph.sqlite'}"
-        if url.startswith("sqlite:///")
-        else request.getfixturevalue("pg_databases").take()
-    )
-    with plain_saver(ref) as saver:
-        yield saver
-
-
 def test_every_checkpoint_of_a_swarm_reads_back_as_on_langgraphs_saver(
     backend: str, tmp_path: Any, request: Any
 ) -> None:
     turns = [_turn(i) for i in range(6)]
     # LangGraph stamps random ids on the scripted replies and handoff results: the two
     # runs are compared by everything else, and this run's ids warm against cold.
-    with _reference(backend, tmp_path, request) as saver:
+    with reference_saver(backend, tmp_path, request) as saver:
         app = _swarm(saver)
         for turn in turns:
             app.invoke(turn, cfg("s"))
