@@ -6,7 +6,8 @@ own savers and threadlog's are driven the same way, so a test compares what each
 * `threadlog_saver(url, is_async)`: `threadlog.checkpointer` / `acheckpointer`.
 * `run_turns(app, inputs, thread_id, is_async)`: each input as a turn; what the app's
   state holds after each turn, and every checkpoint of the history at the end.
-* `stored_bytes(url)`: bytes every checkpoint, value and write takes in storage.
+* `stored_bytes(url)`: bytes every checkpoint, value and write takes in storage;
+  `bytes_per_turn(app, url, inputs, thread_id)`: what each turn added to it.
 * `reference_saver(url, tmp_path, request)`: LangGraph's own sync saver on a fresh database
   of `url`'s kind, the reference a test compares threadlog's reads with.
 """
@@ -132,6 +133,18 @@ def stored_bytes(url: str) -> int:
             ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def bytes_per_turn(app: Any, url: str, inputs: Sequence[Any], thread_id: str) -> list[int]:
+    """The bytes each input's turn added to `url`'s storage (module doc)."""
+    per_turn = []
+    before = stored_bytes(url)
+    for turn in inputs:
+        app.invoke(turn, cfg(thread_id))
+        now = stored_bytes(url)
+        per_turn.append(now - before)
+        before = now
+    return per_turn
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from langgraph.constants import TASKS
 from langgraph.types import Send
 
 import threadlog
-from tests.helpers.delta_apps import cfg, reference_saver, stored_bytes
+from tests.helpers.delta_apps import bytes_per_turn, cfg, reference_saver
 from tests.helpers.multi_agent import Scripted
 from threadlog.log.message_log import is_resent
 
@@ -55,15 +55,9 @@ def _turn(i: int) -> dict[str, Any]:
 
 
 def test_a_supervisor_stores_flat_bytes_per_turn(backend: str) -> None:
-    per_turn = []
     with threadlog.checkpointer(backend) as saver:
-        app = _supervisor(saver)
-        before = stored_bytes(backend)
-        for i in range(TURNS):
-            app.invoke(_turn(i), cfg("s"))
-            now = stored_bytes(backend)
-            per_turn.append(now - before)
-            before = now
+        turns = [_turn(i) for i in range(TURNS)]
+        per_turn = bytes_per_turn(_supervisor(saver), backend, turns, "s")
     half = TURNS // 2
     first, second = sum(per_turn[1:half]), sum(per_turn[half + 1 :])
     # The supervisor's tool-call packets, each carrying the whole history, made every

@@ -14,7 +14,12 @@ from langchain_core.messages import HumanMessage
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
-from tests.helpers.delta_apps import cfg, message_rows, reference_saver, stored_bytes
+from tests.helpers.delta_apps import (
+    bytes_per_turn,
+    cfg,
+    message_rows,
+    reference_saver,
+)
 from tests.helpers.multi_agent import Scripted
 from tests.helpers.multi_agent import SwarmState as State
 from tests.helpers.multi_agent import swarm_reply as _agent_reply
@@ -43,15 +48,8 @@ def _turn(i: int) -> dict[str, Any]:
 
 
 def test_a_swarm_stores_flat_bytes_per_turn_in_every_namespace(backend: str) -> None:
-    per_turn = []
     with threadlog.checkpointer(backend) as saver:
-        app = _swarm(saver)
-        before = stored_bytes(backend)
-        for i in range(TURNS):
-            app.invoke(_turn(i), cfg("s"))
-            now = stored_bytes(backend)
-            per_turn.append(now - before)
-            before = now
+        per_turn = bytes_per_turn(_swarm(saver), backend, [_turn(i) for i in range(TURNS)], "s")
     half = TURNS // 2
     first, second = sum(per_turn[1:half]), sum(per_turn[half + 1 :])
     # Whole histories re-sent each turn (agent outputs, handoffs, each agent's input in
