@@ -28,14 +28,25 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage
 
 from threadlog.log.messages import calls_of
 
-__all__ = ["REKEYED_KEY", "needs_rekey", "rekey_calls"]
+__all__ = ["REKEYED_KEY", "LoggedCall", "needs_rekey", "rekey_calls"]
 
 REKEYED_KEY = "threadlog_call_ids_rekeyed"
+
+
+@dataclass(slots=True)
+class LoggedCall:
+    """One call of an AIMessage in a log: `calls_of(ai)[index]`, and its result once logged."""
+
+    ai_id: str
+    index: int
+    name: str | None
+    result_id: str | None = None
 
 
 def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:

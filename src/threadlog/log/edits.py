@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from threadlog.errors import ConflictingIdError, EditError, MessageLogError, ToolPairingError
+from threadlog.log.call_ids import LoggedCall
 from threadlog.log.messages import calls_of, coerce_message, digest, role_of
 
 if TYPE_CHECKING:
@@ -625,10 +626,52 @@ def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
     edited = applied(current, event, new)
     keys = {c.get("id"): call_key(c) for c in calls_of(edited)}
     _check_calls(log, event, current, keys, position)
-    log._commit_edit(event.id, current, edited)
+    commit_edit(log, event.id, current, edited)
     if event.source == "resent":
         log._changed.setdefault(target, []).append(fields_of(edited))
     return True
+
+
+def commit_edit(log: MessageLog, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
+    """Commit a checked edit: `edited` takes `current`'s place, its calls re-indexed."""
+    mid = current.id
+    assert mid is not None
+    old = [c.get("id") or "" for c in calls_of(current)]
+    results = {cid: log._calls[cid].result_id for cid in old if cid in log._calls}
+    fresh = {
+        c.get("id") or "": LoggedCall(mid, i, c["name"], results.get(c.get("id") or ""))
+        for i, c in enumerate(calls_of(edited))
+    }
+    # Rebuilt in place of the old calls, so `open_calls` keeps log order.
+    calls: dict[str, LoggedCall] = {}
+    olds, placed = set(old), False
+    for cid, call in log._calls.items():
+        if cid in olds:
+            if not placed:
+                calls.update(fresh)
+                placed = True
+            continue
+        calls[cid] = call
+    if not placed:
+        calls.update(fresh)
+    log._calls = calls
+    for cid in old:
+        if cid not in fresh:
+            log._superseded[cid] = (mid, eid)
+    for cid in fresh:
+        log._superseded.pop(cid, None)
+    if isinstance(edited, AIMessage) and any(c.result_id is None for c in fresh.values()):
+        log._baseline[mid] = snapshot_fields(edited)
+    else:
+        log._baseline.pop(mid, None)
+    for j in range(len(log.messages) - 1, -1, -1):
+        if log.messages[j].id == mid:
+            log.messages[j] = edited
+            break
+    log._by_id[mid] = edited
+    log._digests.pop(mid, None)
+    log._edits[eid] = (mid, current, edited)
+    log._journal.append(eid)
 
 
 def _check_target(event: EditEvent, current: BaseMessage, position: int, log: MessageLog) -> bool:

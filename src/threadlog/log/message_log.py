@@ -57,30 +57,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    InvalidToolCall,
-    RemoveMessage,
-    ToolCall,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 
-from threadlog.errors import (
-    ConflictingIdError,
-    EditError,
-    MessageLogError,
-    ParallelWriteError,
-    ToolPairingError,
-)
-from threadlog.log.call_ids import needs_rekey, rekey_calls
+from threadlog.errors import MessageLogError, ToolPairingError
+from threadlog.log.call_ids import LoggedCall, needs_rekey, rekey_calls
 from threadlog.log.edits import (
     EDIT_TYPE,
-    UPDATE_TYPE,
-    apply_edit,
-    apply_update,
     changed_in_place,
     is_resent_edit,
+    is_update,
     is_version,
     item_id,
     record_of,
@@ -89,33 +74,18 @@ from threadlog.log.edits import (
     snapshot_fields,
     was_version,
 )
+from threadlog.log.events import extend_with_events, has_event
 from threadlog.log.messages import (
     calls_of,
     coerce_message,
     derive_id,
     digest,
-    fingerprint,
     is_pair,
     is_stored_form,
-    preview,
-    role_of,
 )
 from threadlog.log.pairing import check_result, open_in, result_slot
-from threadlog.log.removals import (
-    REMOVE_ALL_MESSAGES,
-    Replacing,
-    after_removals,
-    apply_removal,
-    finish_remove_all,
-    hide_late_result,
-    is_removal,
-    removal_target,
-    removed_by,
-    replace_all,
-    start_remove_all,
-    unmarked,
-    view_anchor,
-)
+from threadlog.log.refusals import conflict, parallel_error, reused_superseded
+from threadlog.log.removals import hide_late_result, is_removal, removed_by, unmarked, view_anchor
 
 __all__ = [
     "RESENT_TYPE",
@@ -132,16 +102,6 @@ RESENT_TYPE = "threadlog.resent"
 
 
 @dataclass(slots=True)
-class _Call:
-    """One call of an AIMessage in the log: `calls_of(ai)[index]`."""
-
-    ai_id: str
-    index: int
-    name: str | None
-    result_id: str | None = None
-
-
-@dataclass(slots=True)
 class _Staging:
     """One batch being checked: what it adds, before anything is committed."""
 
@@ -149,7 +109,7 @@ class _Staging:
     anchor: str | None
     staged: list[BaseMessage] = field(default_factory=list)
     by_id: dict[str, BaseMessage] = field(default_factory=dict)
-    calls: dict[str, _Call] = field(default_factory=dict)
+    calls: dict[str, LoggedCall] = field(default_factory=dict)
     answered: dict[str, str] = field(default_factory=dict)  # call id -> result id
 
 
@@ -216,7 +176,7 @@ class MessageLog:
         """
         self.messages: list[BaseMessage] = []
         self._by_id: dict[str, BaseMessage] = {}
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, LoggedCall] = {}
         self._digests: dict[str, str] = {}
         self._anchor: str | None = None
         # Ids in the order they were committed: `version` is its length, and a
@@ -269,9 +229,9 @@ class MessageLog:
         new = MessageLog.__new__(MessageLog)
         new.messages = list(self.messages)
         new._by_id = dict(self._by_id)
-        # _Call objects are mutated on commit, so they are copied too.
+        # LoggedCall objects are mutated on commit, so they are copied too.
         new._calls = {
-            k: _Call(c.ai_id, c.index, c.name, c.result_id) for k, c in self._calls.items()
+            k: LoggedCall(c.ai_id, c.index, c.name, c.result_id) for k, c in self._calls.items()
         }
         new._digests = dict(self._digests)
         new._anchor = self._anchor
@@ -283,6 +243,13 @@ class MessageLog:
         new._hidden = dict(self._hidden)
         new._removals = {k: list(v) for k, v in self._removals.items()}
         return new
+
+    def adopt(self, other: MessageLog) -> None:
+        """Take `other`'s state (a copy of this log that a write was applied to)."""
+        for name in MessageLog.__slots__:
+            if name != "messages":
+                setattr(self, name, getattr(other, name))
+        self.messages[:] = other.messages  # the same list object: channels hold it
 
     # -- versions: one log object serves every reader of the same history --------
 
@@ -431,7 +398,7 @@ class MessageLog:
         for item in items:
             if is_removal(item):
                 return None  # a removal is applied, never fast-forwarded
-            if _is_update_item(item):
+            if is_update(item):
                 item = item.get("message")  # update_state's message: as if written plainly
             if isinstance(item, Mapping) and item.get("type") == EDIT_TYPE:
                 if v >= len(journal) or item.get("id") != journal[v]:
@@ -488,9 +455,10 @@ class MessageLog:
         (the storage edge asks "would the log take this?" without a copy).
         """
         resent = resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
-        if resent is not None or any(_has_event(w) for w in writes):
+        if resent is not None or any(has_event(w) for w in writes):
             writes, restored = resent if resent is not None else (writes, None)
-            return self._extend_with_edits(
+            return extend_with_events(
+                self,
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run,
                 restored=restored,
             )
@@ -504,7 +472,7 @@ class MessageLog:
             if talk:
                 conversational.append((w, talk))
         if single_writer and len(conversational) > 1:
-            raise _parallel_error(conversational, stage.count)
+            raise parallel_error(conversational, stage.count)
         if not dry_run:
             self._commit(stage)
         return stage.staged
@@ -540,7 +508,7 @@ class MessageLog:
                 return None  # a replay of what is already logged
             if mid not in stage.by_id and is_version(existing, msg):
                 return None  # a copy of an edited message as it was: a replay
-            raise _conflict(existing, msg, self._position_hint(existing, stage.staged), pos)
+            raise conflict(existing, msg, self._position_hint(existing, stage.staged), pos)
         if isinstance(msg, ToolMessage):
             check_result(self, msg, pos, stage.calls, stage.answered)
             stage.answered[msg.tool_call_id] = mid
@@ -589,8 +557,8 @@ class MessageLog:
                 # would make it name two calls. (Stored history is trusted: a thread
                 # written before this rule still loads, and its later message owns the
                 # id, see `_index`.)
-                raise _reused_superseded(i, call, dropped, mid, pos)
-            stage.calls[cid] = _Call(mid, i, call["name"])
+                raise reused_superseded(i, call, dropped, mid, pos)
+            stage.calls[cid] = LoggedCall(mid, i, call["name"])
 
     def _commit(self, stage: _Staging) -> None:
         # Nothing before this touched the log, so a failure left it as it was.
@@ -607,127 +575,9 @@ class MessageLog:
                 self.messages.append(msg)
         self._anchor = stage.anchor
 
-    # -- edits ---------------------------------------------------------------
-
-    def _extend_with_edits(
-        self,
-        writes: Sequence[Sequence[Any]],
-        *,
-        single_writer: bool,
-        stored: bool,
-        dry_run: bool,
-        restored: Mapping[str, AIMessage] | None = None,
-    ) -> list[BaseMessage]:
-        """`extend_writes` for writes holding edits: the items in order on a copy (edits
-        are rare; a copy keeps all-or-nothing simple), then the copy's state adopted.
-        Edits do not count as conversation for the parallel-writer rule: parallel
-        approval branches each edit their own call (`base`, see `threadlog.log.edits`)."""
-        trial = self.copy()
-        for mid, ai in (restored or {}).items():  # requests as logged (`resent_as_edits`)
-            trial._by_id[mid] = ai
-            trial._digests.pop(mid, None)
-            trial.messages = [ai if m.id == mid else m for m in trial.messages]
-        added: list[BaseMessage] = []
-        conversational: list[tuple[int, list[BaseMessage]]] = []
-        for w, write in enumerate(writes):
-            here: list[BaseMessage] = []
-            run: list[Any] = []
-            replacing: Replacing | None = None  # after REMOVE_ALL_MESSAGES in this write
-            removed_here: set[str] = set()  # RemoveMessage targets earlier in this write
-            for raw in [*write, _END]:
-                if raw is not _END and not _is_edit_item(raw) and not is_removal(raw) and not (
-                    _is_update_item(raw)
-                ):
-                    run.append(raw)
-                    continue
-                if run:
-                    if replacing is not None:
-                        here += replace_all(trial, replacing, run, stored=stored)
-                    elif removed_here:
-                        here += after_removals(trial, run, removed_here, stored=stored)
-                    else:
-                        here += trial.extend_writes([run], stored=stored)
-                    run = []
-                if replacing is not None:
-                    finish_remove_all(trial, replacing)
-                    replacing = None
-                if raw is not _END and _is_update_item(raw):
-                    here += apply_update(trial, raw, stored=stored)
-                elif raw is not _END and is_removal(raw):
-                    target = removal_target(raw)
-                    if target == REMOVE_ALL_MESSAGES:
-                        replacing = start_remove_all(trial)
-                        removed_here.clear()
-                    else:
-                        apply_removal(trial, target, len(trial.messages))
-                        removed_here.add(target)
-                elif raw is not _END:
-                    try:
-                        apply_edit(trial, raw, len(trial.messages))
-                    except (EditError, ToolPairingError):
-                        if not (stored and raw.get("source") == "resent"):
-                            raise
-                        # Read back, a stored in-place change the edit rules refuse (a
-                        # request changed after its calls ran): the thread reads as it
-                        # was logged rather than not at all.
-            added += here
-            talk = [m for m in here if not isinstance(m, ToolMessage)]
-            if talk:
-                conversational.append((w, talk))
-        if single_writer and len(conversational) > 1:
-            raise _parallel_error(conversational, len(self.messages))
-        if not dry_run:
-            for name in MessageLog.__slots__:
-                if name != "messages":
-                    setattr(self, name, getattr(trial, name))
-            self.messages[:] = trial.messages  # the same list object: channels hold it
-        return added
-
-    # -- removals (`threadlog.log.removals`) ------------------------------------------
-
-    def _commit_edit(self, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
-        mid = current.id
-        assert mid is not None
-        old = [c.get("id") or "" for c in calls_of(current)]
-        results = {cid: self._calls[cid].result_id for cid in old if cid in self._calls}
-        fresh = {
-            c.get("id") or "": _Call(mid, i, c["name"], results.get(c.get("id") or ""))
-            for i, c in enumerate(calls_of(edited))
-        }
-        # Rebuilt in place of the old calls, so `open_calls` keeps log order.
-        calls: dict[str, _Call] = {}
-        olds, placed = set(old), False
-        for cid, call in self._calls.items():
-            if cid in olds:
-                if not placed:
-                    calls.update(fresh)
-                    placed = True
-                continue
-            calls[cid] = call
-        if not placed:
-            calls.update(fresh)
-        self._calls = calls
-        for cid in old:
-            if cid not in fresh:
-                self._superseded[cid] = (mid, eid)
-        for cid in fresh:
-            self._superseded.pop(cid, None)
-        if isinstance(edited, AIMessage) and any(c.result_id is None for c in fresh.values()):
-            self._baseline[mid] = snapshot_fields(edited)
-        else:
-            self._baseline.pop(mid, None)
-        for j in range(len(self.messages) - 1, -1, -1):
-            if self.messages[j].id == mid:
-                self.messages[j] = edited
-                break
-        self._by_id[mid] = edited
-        self._digests.pop(mid, None)
-        self._edits[eid] = (mid, current, edited)
-        self._journal.append(eid)
-
     # -- internals -----------------------------------------------------------
 
-    def _index(self, msg: BaseMessage, new_calls: dict[str, _Call] | None = None) -> None:
+    def _index(self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None) -> None:
         mid = msg.id
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
@@ -738,7 +588,8 @@ class MessageLog:
                 owner = self._calls.get(cid or "")
                 if cid and (owner is None or (owner.ai_id != mid and owner.ai_id in self._hidden)):
                     # (A hidden message's call id goes to the visible message reusing it.)
-                    self._calls[cid] = (new_calls or {}).get(cid) or _Call(mid, i, call["name"])
+                    new = (new_calls or {}).get(cid)
+                    self._calls[cid] = new or LoggedCall(mid, i, call["name"])
                     if self._superseded and cid in self._superseded:
                         del self._superseded[cid]  # a stored later message owns it now
             if calls and new_calls is not None:
@@ -789,96 +640,6 @@ class MessageLog:
         return len(self.messages) + next(
             (k for k, m in enumerate(staged) if m is existing), 0
         )
-
-
-_END = object()  # marks the end of a write in `_extend_with_edits`
-
-
-def _is_edit_item(raw: Any) -> bool:
-    return isinstance(raw, Mapping) and raw.get("type") == EDIT_TYPE
-
-
-def _is_update_item(raw: Any) -> bool:
-    return isinstance(raw, Mapping) and raw.get("type") == UPDATE_TYPE
-
-
-def _has_event(write: Sequence[Any]) -> bool:
-    """Whether a write holds an edit or a removal (the hot path: most items are plain
-    messages, neither dicts nor `RemoveMessage`s)."""
-    for raw in write:
-        if type(raw) is RemoveMessage:
-            return True
-        if isinstance(raw, dict) and raw.get("type") in (EDIT_TYPE, UPDATE_TYPE, "remove"):
-            return True
-    return False
-
-
-def _conflict(existing: BaseMessage, msg: BaseMessage, at: int, pos: int) -> ConflictingIdError:
-    mid = msg.id
-    fix = (
-        "give a new message a new id; re-send a stored message unchanged, or not at all; "
-        "to revise it, write it through graph.update_state (recorded as an edit event)"
-    )
-    if isinstance(existing, AIMessage) and isinstance(msg, AIMessage) and calls_of(existing):
-        fix = (
-            f"to change the calls of AIMessage {mid!r} during review, write it through "
-            f"graph.update_state, or threadlog.Edit(AIMessage(id={mid!r}, tool_calls=[...])) "
-            "(through update_state or a node): it is recorded as an edit event, the "
-            "original stays in the log and the model sees the edited calls"
-        )
-    return ConflictingIdError(
-        f"id {mid!r} is already used by the {role_of(existing)} message at "
-        f"position {at}, with different {_differing(existing, msg)}",
-        message_id=mid,
-        role=role_of(msg),
-        position=pos,
-        fix=fix,
-    )
-
-
-def _reused_superseded(
-    index: int, call: Mapping[str, Any], dropped: tuple[str, str], mid: str, pos: int
-) -> ToolPairingError:
-    cid = call.get("id")
-    return ToolPairingError(
-        f"call {index} ({call.get('name')!r}) reuses call id {cid!r}, which edit "
-        f"{dropped[1]!r} dropped from message {dropped[0]!r} (its audit record keeps the id)",
-        message_id=mid,
-        role="assistant",
-        position=pos,
-        fix="each tool call needs an id unique in the thread, the calls an edit superseded "
-        "included: give the new call a fresh id (threadlog.ModelNode re-keys a reply's "
-        "colliding ids itself)",
-    )
-
-
-def _differing(old: BaseMessage, new: BaseMessage) -> str:
-    a, b = fingerprint(old), fingerprint(new)
-    fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    return ", ".join(fields) or "content"
-
-
-def _parallel_error(
-    conversational: list[tuple[int, list[BaseMessage]]], start: int
-) -> ParallelWriteError:
-    parts = []
-    for w, msgs in conversational:
-        shown = "; ".join(
-            f"{role_of(m)} id={m.id!r}{' name=' + repr(m.name) if m.name else ''} "
-            f"{preview(m, 40)!r}"
-            for m in msgs
-        )
-        parts.append(f"writer #{w + 1}: {shown}")
-    first = conversational[1][1][0]
-    return ParallelWriteError(
-        "two tasks of one superstep appended conversation messages, which would "
-        "interleave their turns (" + " | ".join(parts) + ")",
-        message_id=first.id,
-        role=role_of(first),
-        position=start,
-        fix="let parallel branches return only ToolMessages, or run the branches "
-        "in separate supersteps (e.g. a join node that writes one message)",
-    )
 
 
 def append_messages(
