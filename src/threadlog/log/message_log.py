@@ -2,52 +2,32 @@
 
 Contract (what every write to a threadlog message log obeys):
 
-* **Append-only.** Messages already in the log are never replaced, removed or moved
-  relative to each other. `Overwrite` is refused. The changes an existing message sees
-  are events: an explicit `threadlog.Edit` of a request's open calls, an `update_state`
-  revision (below), and a removal — `RemoveMessage` / `REMOVE_ALL_MESSAGES` hide messages
-  from the **view** (`view`, what the app reads: the channel's `get()`, the reducer's
-  result) while `messages` (the audit) keeps them, marked (`threadlog.log.removals`).
-* **Replay vs conflict.** A message whose id is already in the log is dropped when its
-  model-visible content (`threadlog.log.messages.digest`) is the same — a replay — and
-  raises `ConflictingIdError` otherwise. A message without an id gets a deterministic
-  one (`derive_id`), so replaying stored writes rebuilds identical ids.
-* **Pairing.** A `ToolMessage` must answer an open call of an *earlier* `AIMessage`;
-  a result for an unknown or already-answered call raises `ToolPairingError`, and so
-  does a new `AIMessage` that reuses a call id — also the id of a call an edit dropped
-  or renamed, which the edited message's audit record keeps (stored history written
-  before that rule is trusted: its later message owns the id). A new call without an id,
-  repeating an id, or reusing another message's live call id is re-keyed first
-  (`threadlog.log.call_ids`: deterministic, so a replay re-keys the same way); stored history
-  (a snapshot) holding a call without an id reads as it is, the call open for good
-  (`threadlog.log.pairing`: nothing can answer it).
-* **Placement.** A tool result is placed right after its request and after the results
-  of that request's earlier calls — i.e. results sit in the order of the calls
-  (`tool_calls`, then `invalid_tool_calls`, which also need a result: `calls_of`),
-  whatever order they arrived in (`threadlog.log.pairing.result_slot`, the rule repairs
-  follow too). Every other message goes at the end. The final list
-  is therefore a function of *which* messages were written, not of how the writes were
-  batched: `append(append(s, xs), ys) == append(s, xs + ys)` (a `REMOVE_ALL_MESSAGES`'s
-  replacements are the rest of its own write, as in `add_messages`).
+* **Append-only.** Logged messages are never replaced, removed or moved relative to each
+  other; `Overwrite` is refused. Changes are events: a `threadlog.Edit` of a request's open
+  calls, an `update_state` revision, and a removal (`RemoveMessage` /
+  `REMOVE_ALL_MESSAGES` hide messages from the `view` while `messages`, the audit, keeps
+  them, marked: `threadlog.log.removals`).
+* **Replay vs conflict.** A logged id with the same model-visible content (`digest`) is a
+  replay, dropped; other content raises `ConflictingIdError`. A message without an id
+  gets a deterministic one (`derive_id`).
+* **Pairing.** A `ToolMessage` must answer an open call of an earlier `AIMessage`; a
+  result for an unknown or answered call, or a new `AIMessage` reusing a call id (also one
+  an edit dropped), raises `ToolPairingError`. A new call without an id, repeating one or
+  reusing another message's live id is re-keyed first (`threadlog.log.call_ids`); a
+  stored call without an id stays open for good (`threadlog.log.pairing`).
+* **Placement.** A result goes right after its request and that request's earlier results
+  (`pairing.result_slot`); every other message at the end. So
+  `append(append(s, xs), ys) == append(s, xs + ys)`.
 * **All or nothing.** A batch that fails leaves the log exactly as it was.
-* **Edits.** A `threadlog.Edit` supersedes an AIMessage's calls as an event
-  (`threadlog.log.edits`): `messages` then holds the edited message in the original's place,
-  its audit record carrying the original; pairing follows the edited calls. A re-sent
-  copy of any version of an edited message is a replay.
-* **`update_state` revisions.** A message with an id that `update_state` writes is stored
-  as `threadlog.log.edits.update_item`; when its id is logged with other content, it is an
-  edit event (`source="update_state"`, any role) — the human-edit path. The same id with
-  other content from a node or turn input stays a `ConflictingIdError`.
-* **Edits in place.** A request with open calls that a node changed *in place* (the
-  log's own object: `ai.tool_calls = [...]`) and wrote again under its id is recorded as
-  the edit it amounts to (`source="resent"`), not taken as a replay: the object changed
-  under the log, and the stored write holding the change would otherwise conflict with
-  the stored original when the thread is read back. A changed *copy* re-sent under the id
-  is still a `ConflictingIdError` (write a `threadlog.Edit`).
-
-`MessageLog` keeps the indexes (id → message, call id → call) that make a write cost
-O(new messages) instead of O(history); `append_messages` is the same logic as a pure
-function over plain lists for `Annotated[list, append_messages]` users and tests.
+* **Edits** (`threadlog.log.edits`): `messages` holds the edited message in the
+  original's place, its audit record carrying the original; pairing follows the edited
+  calls; a re-sent copy of any version is a replay.
+* **`update_state` revisions.** A message `update_state` writes is stored as
+  `edits.update_item`; under a logged id with other content it is an edit event
+  (`source="update_state"`, any role). From a node or turn input it stays a conflict.
+* **Edits in place.** A request with open calls changed in place (the log's own object)
+  and written again is recorded as the edit it amounts to (`source="resent"`); a changed
+  *copy* re-sent under the id is still a `ConflictingIdError`.
 """
 
 from __future__ import annotations
@@ -97,8 +77,7 @@ __all__ = [
 ]
 
 RESENT_TYPE = "threadlog.resent"
-"""The stored form of a write that re-sent messages the log already held (see
-`resent_write`)."""
+"""The stored form of a write that re-sent messages the log already held."""
 
 
 @dataclass(slots=True)
@@ -114,12 +93,9 @@ class _Staging:
 
 
 def flatten_write(value: Any) -> list[Any]:
-    """One channel write (a message-like or a list/tuple of them) as a list of items.
-
-    A two-item tuple *or list* whose first item is a role name is one `(role, content)`
-    message: checkpoints store tuples as lists, and a replayed write must read the
-    same way as the original did.
-    """
+    """One channel write (a message-like or a list/tuple of them) as a list of items. A
+    two-item tuple or list whose first item is a role name is one `(role, content)`
+    message: checkpoints store tuples as lists."""
     if is_pair(value):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -133,13 +109,10 @@ def resent_write(
     at: str, count: int, items: list[Any], ns: str | None = None
 ) -> dict[str, Any]:
     """A write stored as what it adds: its first `count` items were the first `count`
-    messages of the log's view at checkpoint `at`, unchanged; `items` is the rest, as
-    written. Without `ns`, `at` is in the write's own namespace, the write's checkpoint
-    or an ancestor of it: applied to the log, the write is `items` alone (the re-sent
-    messages are replays, which the log skips). With `ns` (a subgraph's input re-sending
-    its parent's history into a new namespace), `at` is in namespace `ns`, and the saver
-    rebuilds the whole write before a log applies it. Rebuilt exactly, it is the view at
-    `at`, its first `count` messages, then `items` (`threadlog.checkpoint.resent`)."""
+    messages of the view at checkpoint `at`, unchanged; `items` is the rest. Without `ns`,
+    `at` is in the write's own namespace and applying the write is applying `items`; with
+    `ns` (a subgraph's input re-sending its parent's history), the saver rebuilds the whole
+    write first (`threadlog.checkpoint.resent`)."""
     out: dict[str, Any] = {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
     if ns is not None:
         out["ns"] = ns
@@ -169,31 +142,24 @@ class MessageLog:
     )
 
     def __init__(self, messages: Iterable[BaseMessage] = ()) -> None:
-        """Index messages that are already a log (read back from a checkpoint).
-
-        Stored history is trusted: it was checked when it was written, and refusing
-        it now would make a thread unreadable. New writes go through `extend`.
-        """
+        """Index messages that are already a log (read back from a checkpoint): stored history
+        is trusted, checked when it was written. New writes go through `extend`."""
         self.messages: list[BaseMessage] = []
         self._by_id: dict[str, BaseMessage] = {}
         self._calls: dict[str, LoggedCall] = {}
         self._digests: dict[str, str] = {}
         self._anchor: str | None = None
-        # Ids in the order they were committed: `version` is its length, and a
-        # `(log, version)` pair names the log as it was then (see `messages_at`).
+        # Ids in commit order: `(log, version)` names the log as it was then.
         self._journal: list[str] = []
-        # Edits applied: edit id -> (message id, the message before, after); and the
-        # call ids an edit dropped: call id -> (message id, edit id).
+        # edit id -> (message id, before, after); dropped call id -> (message id, edit id)
         self._edits: dict[str, tuple[str, BaseMessage, BaseMessage]] = {}
         self._superseded: dict[str, tuple[str, str]] = {}
-        # What each request with open calls read when logged (`snapshot_fields`): a
-        # node may change the very object in place and write it again ("Edits in place").
+        # What each request with open calls read when logged: to see changes in place.
         self._baseline: dict[str, dict[str, Any]] = {}
-        # The fields of each change in place taken as an edit, by message id: a log taken
-        # from this one at an older version (`at`) gets the same re-sent object again.
+        # Changes in place taken as edits, by message id: a log taken `at` an older
+        # version gets the same re-sent object again.
         self._changed: dict[str, list[dict[str, Any]]] = {}
-        # Removal events (`threadlog.log.removals`): hidden message id -> event id; and each
-        # event's changes, (message id, the message before, after), like `_edits`.
+        # hidden message id -> removal event id; event id -> [(message id, before, after)]
         self._hidden: dict[str, str] = {}
         self._removals: dict[str, list[tuple[str, BaseMessage, BaseMessage]]] = {}
         edited: list[str] = []
@@ -215,9 +181,8 @@ class MessageLog:
                 self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
         if self._hidden:
             self._anchor = view_anchor(self)
-        # An edited message carries its edits (a snapshot, `at`): they are known, and come
-        # after the messages in this object's journal (`rewind` checks ids, so an order
-        # that differs from the original commits is never stepped through).
+        # Edits a snapshot's messages carry follow the messages in the journal (`rewind`
+        # checks ids, so this order is never stepped through).
         self._journal.extend(edited)
         for call in self._calls.values():
             if call.result_id is None and call.ai_id not in self._baseline:
@@ -259,19 +224,15 @@ class MessageLog:
         return len(self._journal)
 
     def messages_at(self, version: int) -> list[BaseMessage]:
-        """The log as it was at `version` (the messages in order, a new list).
-
-        Exact because committed messages never move relative to each other: the
-        log then is the log now without what was committed since.
-        """
+        """The log as it was at `version` (a new list): the log now without what was
+        committed since, edits and removals undone."""
         if version >= len(self._journal):
             return list(self.messages)
         tail = self._journal[version:]
         later = set(tail)
         out = [m for m in self.messages if m.id not in later]
         if self._edits or self._removals:
-            # Edits and removals committed since `version` are undone: each changed
-            # message as it was before the first of them.
+            # Each message changed since `version` as it was before the first change.
             before: dict[str, BaseMessage] = {}
             for eid in tail:
                 done = self._edits.get(eid)
@@ -285,31 +246,26 @@ class MessageLog:
 
     @property
     def view(self) -> list[BaseMessage]:
-        """What the app reads: `messages` without the ones a removal event hid
-        (`threadlog.log.removals`); `messages` itself when nothing was ever removed."""
+        """What the app reads: `messages` without the ones a removal event hid."""
         if not self._hidden:
             return self.messages
         return [m for m in self.messages if m.id not in self._hidden]
 
     @property
     def hides_any(self) -> bool:
-        """Whether a removal event hid any message of this log."""
         return bool(self._hidden)
 
     def view_at(self, version: int) -> list[BaseMessage]:
-        """`view` as it was at `version` (a new list)."""
         out = self.messages_at(version)
         if not self._removals:
             return out
         return [m for m in out if removed_by(m) is None]
 
     def removed(self) -> list[tuple[BaseMessage, str]]:
-        """Every hidden message with the id of the removal event that hid it, in log
-        order (the inspector's "removed" rows)."""
+        """Every hidden message with the id of the removal event that hid it, in log order."""
         return [(m, self._hidden[m.id]) for m in self.messages if m.id in self._hidden]
 
     def at(self, version: int) -> MessageLog:
-        """A separate log equal to this one at `version` (O(history))."""
         if version >= len(self._journal):
             return self.copy()
         older = MessageLog(self.messages_at(version))
@@ -317,10 +273,8 @@ class MessageLog:
         return older
 
     def rewind(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version before `items` if they are exactly the last messages committed up
-        to `version`, in order — the inverse of `fast_forward`, so a reader can step
-        back to an older checkpoint of the same history without replaying it. None when
-        anything differs (an item without an id, a replayed message): read normally."""
+        """The version before `items` if they are exactly the last messages committed up to
+        `version` (the inverse of `fast_forward`); None when anything differs."""
         ids = [item_id(item) for item in items]
         n = len(ids)
         if n > version:
@@ -334,15 +288,9 @@ class MessageLog:
         return start
 
     def _derived_at(self, j: int, item: Any) -> str | None:
-        """The id of the message at journal position `j` when `item`, written there,
-        becomes exactly that message (its derived id and every field), else None.
-
-        A chat input such as `("user", text)` or a model reply without an id is stored
-        as written; stepping back over it needs the id the log gave it. Only a log that
-        never edited or hid a message (journal position = the view's count when the
-        item was written, the anchor = the last non-tool message before it), and only
-        when the rebuilt message equals the one held: anything else reads normally.
-        """
+        """The id of the message at journal position `j` when `item`, written there, becomes
+        exactly that message (its derived id and every field), else None. Only for a log that
+        never edited or hid a message: anything else reads normally."""
         if self._edits or self._removals or self._hidden or j >= len(self._journal):
             return None
         held = self._by_id.get(self._journal[j])
@@ -363,10 +311,9 @@ class MessageLog:
         return held.id if msg == held else None
 
     def resent_prefix(self, items: Sequence[Any], version: int) -> int:
-        """How many leading `items` are the first messages of the view at `version`,
-        unchanged: the very objects or equal in every field, and no request among them
-        changed in place since it was logged (that change must be stored, as an edit).
-        Applying those items at any later version is a replay: the log skips them."""
+        """How many leading `items` are the first messages of the view at `version`, unchanged
+        (no request among them changed in place since it was logged): a replay at any later
+        version."""
         first = items[0] if items else None
         if not isinstance(first, BaseMessage) or first.id not in self._by_id:
             return 0  # the usual write: new messages only (no view built for it)
@@ -388,12 +335,8 @@ class MessageLog:
         return n
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version after `items` if they are exactly the next committed messages.
-
-        Lets a reader at `version` take writes that this log already holds — the
-        same messages, same order — without a copy or a re-check (they were checked
-        when committed). None when anything differs: the caller writes normally.
-        """
+        """The version after `items` if they are exactly the next committed messages (taken
+        without a copy or a re-check); None when anything differs."""
         journal, by_id, v = self._journal, self._by_id, version
         for item in items:
             if is_removal(item):
@@ -425,9 +368,7 @@ class MessageLog:
         return self._by_id.get(message_id)
 
     def open_calls(self) -> list[tuple[AIMessage, ToolCall | InvalidToolCall]]:
-        """Calls that have no result yet, as (request, call) in log order
-        (`threadlog.log.pairing.open_in`: `invalid_tool_calls` too, which a provider needs a
-        result for, and a stored call without an id, which nothing can answer)."""
+        """Calls that have no result yet, as (request, call) in log order (`pairing.open_in`)."""
         return [(o.request, o.call) for o in open_in(self.view)]
 
     # -- writing -------------------------------------------------------------
@@ -444,16 +385,12 @@ class MessageLog:
         stored: bool = False,
         dry_run: bool = False,
     ) -> list[BaseMessage]:
-        """Append the writes of one superstep, all or nothing.
+        """Append the writes of one superstep (one sequence per task), all or nothing.
 
-        `writes` holds one sequence per writer (task). With `single_writer=True` it is
-        an error for more than one writer to add conversation (non-tool) messages:
-        two branches' turns must not silently merge into one. `stored=True` (replaying
-        a checkpoint's writes) skips re-checking the fields of plain messages that
-        already carry an id — they were checked when written; every log rule (ids,
-        pairing, placement) still applies. `dry_run=True` checks and commits nothing
-        (the storage edge asks "would the log take this?" without a copy).
-        """
+        `single_writer=True`: more than one writer adding conversation (non-tool) messages is
+        an error. `stored=True` (replaying a checkpoint's writes) skips re-checking the fields of
+        plain messages that carry an id; every log rule still applies. `dry_run=True` checks and
+        commits nothing."""
         resent = resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
         if resent is not None or any(has_event(w) for w in writes):
             writes, restored = resent if resent is not None else (writes, None)
@@ -462,8 +399,7 @@ class MessageLog:
                 writes, single_writer=single_writer, stored=stored, dry_run=dry_run,
                 restored=restored,
             )
-        # Derived ids count the view: a log read back from a snapshot (which LangGraph
-        # takes of the view) derives the same ids as the one that hid the messages.
+        # Derived ids count the view, as a log read back from a snapshot (of the view) does.
         stage = _Staging(len(self.messages) - len(self._hidden), self._anchor)
         conversational: list[tuple[int, list[BaseMessage]]] = []
         for w, write in enumerate(writes):
@@ -478,13 +414,11 @@ class MessageLog:
         return stage.staged
 
     def _stage(self, raw: Any, stage: _Staging, stored: bool) -> BaseMessage | None:
-        """Check one item against the log and what is staged; stage it, or None for a
-        replay. Changes nothing of the log (`_commit` does)."""
+        """Check one item and stage it, or None for a replay. Changes nothing of the log."""
         pos = stage.count + len(stage.staged)
         msg: BaseMessage
         if is_stored_form(raw) and (stored or self._by_id.get(raw.id) is raw):
-            # Stored, or the very object this log holds (a re-sent history): its fields
-            # were checked when it was appended; the digest below still tells a replay.
+            # Stored, or the very object this log holds: its fields were checked already.
             msg = raw
         else:
             msg = coerce_message(raw, position=pos, rekeyable=True)
@@ -497,12 +431,10 @@ class MessageLog:
             msg = self._rekeyed(msg, mid, stage)
         existing = stage.by_id.get(mid) or self._by_id.get(mid)
         if existing is not None and existing is raw and stored:
-            # The very object logged: a read decoded both copies of an identical stored
-            # record as one (`threadlog.checkpoint.shared_records`), so nothing to hash.
+            # One object for identical stored records (`checkpoint.shared_records`).
             return None
         if existing is not None:
-            # A message staged in this batch is hashed without caching: the cache must
-            # not outlive a batch that fails.
+            # Staged messages are hashed uncached: the cache must not outlive a failed batch.
             known = digest(existing) if mid in stage.by_id else self._digest_of(existing)
             if known == digest(msg):
                 return None  # a replay of what is already logged
@@ -521,12 +453,9 @@ class MessageLog:
         return msg
 
     def _rekeyed(self, msg: AIMessage, mid: str, stage: _Staging) -> AIMessage:
-        """`msg` with empty, repeated or reused call ids re-keyed (`threadlog.log.call_ids`)."""
-
         def taken(cid: str) -> bool:
             owner = stage.calls.get(cid) or self._calls.get(cid)
-            # A hidden message's call ids are free: the view holds one owner, as a log
-            # read back from a snapshot of the view does.
+            # A hidden message's call ids are free, as in a log read back from the view.
             return owner is not None and owner.ai_id != mid and owner.ai_id not in self._hidden
 
         return rekey_calls(msg, taken) if needs_rekey(msg, taken) else msg
@@ -537,9 +466,7 @@ class MessageLog:
         for i, call in enumerate(calls_of(msg)):
             cid = call["id"]
             if not cid:
-                # Only stored history gets here (a new call without an id is refused when
-                # coerced): trusted, it stays open as it is, since no result can answer
-                # it (`threadlog.log.pairing`).
+                # Only stored history gets here (coercion refuses new ones): open for good.
                 continue
             prior = stage.calls.get(cid) or self._calls.get(cid)
             if prior is not None and prior.ai_id not in self._hidden:
@@ -553,10 +480,8 @@ class MessageLog:
                 )
             dropped = self._superseded.get(cid)
             if dropped is not None and not stored:
-                # The edited message's audit record still holds the id: a second owner
-                # would make it name two calls. (Stored history is trusted: a thread
-                # written before this rule still loads, and its later message owns the
-                # id, see `_index`.)
+                # The edited message's audit record still holds the id (stored history
+                # is trusted: its later message owns the id, see `_index`).
                 raise reused_superseded(i, call, dropped, mid, pos)
             stage.calls[cid] = LoggedCall(mid, i, call["name"])
 
@@ -604,8 +529,7 @@ class MessageLog:
             self._anchor = mid
 
     def _settle(self, ai_id: str) -> None:
-        """Forget a request's baseline once all its calls have results (an edit, the one
-        change allowed in place, needs an open call)."""
+        """Forget a request's baseline once all its calls have results."""
         ai = self._by_id.get(ai_id)
         for c in calls_of(ai) if isinstance(ai, AIMessage) else ():
             call = self._calls.get(c.get("id") or "")
@@ -614,8 +538,7 @@ class MessageLog:
         del self._baseline[ai_id]
 
     def _digest_of(self, msg: BaseMessage) -> str:
-        # Digests are computed on first collision only: most ids never collide, and
-        # hashing every message on load would dominate a cold start.
+        # Computed on first collision only: hashing every message would slow a cold start.
         mid = msg.id
         assert mid is not None
         d = self._digests.get(mid)
@@ -624,8 +547,6 @@ class MessageLog:
         return d
 
     def _slot(self, msg: ToolMessage) -> int:
-        """Where a result goes: after its request and that request's earlier results
-        (`threadlog.log.pairing.result_slot`)."""
         call = self._calls[msg.tool_call_id]
         return result_slot(self.messages, call.ai_id, call.index, self._call_at)
 
@@ -648,16 +569,10 @@ def append_messages(
     *,
     format: Literal["langchain-openai"] | None = None,
 ) -> list[BaseMessage]:
-    """The pure reducer: `left` with `right` appended under the log's rules.
-
-    `left` and `right` are a message-like or a list of them. Returns a new list, the
-    view (`MessageLog.view`: a removal event hides messages, `threadlog.log.removals`);
-    `left` is not changed. Raises a `MessageLogError` subclass and changes nothing on a
-    bad write. `format="langchain-openai"` converts content blocks as `add_messages`
-    does; `append_messages(format=...)` alone is such a reducer.
-    Usable directly, or as `Annotated[list, append_messages]` in a state schema
-    (though `threadlog.Messages` also catches parallel writers and is O(new)).
-    """
+    """The pure reducer: `left` with `right` appended under the log's rules; returns a new
+    list, the view. Raises a `MessageLogError` subclass on a bad write.
+    `format="langchain-openai"` converts content blocks as `add_messages` does;
+    `append_messages(format=...)` alone is such a reducer."""
     if left is None and right is None:
         return functools.partial(append_messages, format=format)  # type: ignore[return-value]
     if format not in (None, "langchain-openai"):
