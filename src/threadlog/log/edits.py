@@ -1,43 +1,26 @@
-"""`Edit`: a reviewer's change to an AIMessage's calls, recorded as an event.
-
-Why. Human review changes a tool call before it runs. LangGraph does that by re-sending
-the AIMessage's id with new arguments, which rewrites history; threadlog's log refuses a
-re-sent id with new content (`ConflictingIdError`). An `Edit` says the same thing
-explicitly and keeps the log append-only.
+"""`Edit`: a reviewer's change to an AIMessage's calls, recorded as an event (the log
+refuses a re-sent id with new content; an `Edit` says the same explicitly, append-only).
 
 Contract:
 
 * **Written like a message.** `Edit(AIMessage(id=<the original's id>, tool_calls=[...]))`
-  goes through `graph.update_state(config, {"messages": [Edit(...)]})` or a node's
-  return value. The approval flow's `Command(resume={"action": "edit", ...})` writes one
-  too (`threadlog.nodes.tools.approval`). The value is a plain dict
-  (`type == "threadlog.edit"`), so every serializer (msgpack, JSON, LangGraph Server's
-  stores) round-trips it; the checkpoint stores it as its own write, after the
-  original's, which is never touched.
-* **The view.** The log's messages (`state["messages"]`: what nodes, `to_wire`, the
-  context policy and the model read) hold the *effective* message — the edited content and
-  calls, under the original's id, at the original's position, once. Its
-  `response_metadata["threadlog_edit"]` is the audit record: the original's content and
-  calls, then every edit (id, time, who, why, its content and calls) in order
-  (`original_of`, `edits_of`). A snapshot of the log therefore keeps the audit too.
-* **Pairing follows the edit.** Results must answer the edited calls; a result for a call
-  an edit dropped or renamed is refused (`ToolPairingError` naming the edit), and open-call
-  repair answers the edited calls. Such an id stays taken (the audit record holds it): a
-  later AIMessage reusing it is refused like any reused call id, and `ModelNode` re-keys
-  a reply that does (`audit_call_ids`).
-* **Rules** (`EditError`, nothing stored): the target must be an AIMessage in the log
-  with at least one call still waiting for its result (a message under review); a call
-  that already has a result may not change or disappear (the error names the message and
-  the answered call) — while every call is open, the whole message may change. An
-  edit equal to the current message is a replay (nothing recorded). A different edit of an
-  edited message is a later event: the last edit wins.
-* **Concurrent edits.** An edit may carry `base`, the message as its writer saw it. When
+  through `graph.update_state` or a node's return value (the approval flow's
+  `Command(resume={"action": "edit", ...})` writes one too). The value is a plain dict
+  (`type == "threadlog.edit"`) every serializer round-trips, stored as its own write.
+* **The view** holds the *effective* message — the edited content and calls, under the
+  original's id and position, once. Its `response_metadata["threadlog_edit"]` is the audit
+  record: the original's content and calls, then every edit in order (`original_of`,
+  `edits_of`).
+* **Pairing follows the edit.** A result for a call an edit dropped or renamed is refused
+  (`ToolPairingError`); such an id stays taken (`audit_call_ids`).
+* **Rules** (`EditError`, nothing stored): the target is an AIMessage in the log with a
+  call still waiting for its result; a call with a result may not change or disappear.
+  An edit equal to the current message is a replay; the last edit wins.
+* **Concurrent edits.** An edit may carry `base`, the message as its writer saw it; when
   another edit landed since, only what this edit changed relative to `base` is applied
-  (content, and calls by id), so parallel approval branches each edit their own call.
+  (content, and calls by id).
 * **Before edits were events** an approval edit lived only on the call's result
-  (`APPROVAL_KEY`); `apply_edits` is what the model sees of it (the arguments the call
-  ran with), for the context policy.
-"""
+  (`APPROVAL_KEY`); `apply_edits` is what the model sees of it."""
 
 from __future__ import annotations
 
@@ -77,19 +60,14 @@ EDIT_TYPE = "threadlog.edit"
 EDIT_KEY = "threadlog_edit"
 """`response_metadata` key of an edited message: its audit record."""
 APPROVAL_KEY = "threadlog_approval"
-"""`response_metadata` key of a result whose call a reviewer decided on (the approval
-flow, `threadlog.nodes.tools.approval`): the decision, the new arguments of an edit."""
+"""`response_metadata` key of a result whose call a reviewer decided on (`nodes.tools.approval`)."""
 
 _FIELDS = ("content", "tool_calls", "invalid_tool_calls")
 UPDATE_STATE_SOURCE = "update_state"
-"""`source` of an edit made from a same-id message with new content written by
-`update_state` (the human-edit path: Studio, the SDK). Such an edit may revise any
-message's content (a user's, a system's, an answer's), not only a request's calls."""
+"""`source` of an edit from a same-id message with new content that `update_state` wrote."""
 REPLACE_SOURCE = "replace"
-"""`source` of an edit made from `RemoveMessage(id=X)` followed, in the same write, by a
-message under id X: an explicit delete-and-rewrite, recorded as the message revised."""
+"""`source` of an edit from `RemoveMessage(id=X)` then a message under id X in one write."""
 REVISION_SOURCES = frozenset({UPDATE_STATE_SOURCE, REPLACE_SOURCE})
-"""Edits that may revise any message's content (not only a request's open calls)."""
 
 
 def _keys(message: BaseMessage) -> tuple[str, ...]:
@@ -98,13 +76,12 @@ def _keys(message: BaseMessage) -> tuple[str, ...]:
 
 
 class Edit(dict[str, Any]):
-    """An edit of the AIMessage whose id `message` carries (see module doc).
+    """An edit of the AIMessage whose id `message` carries (module doc).
 
     message: the edited message: its `content`, `tool_calls` and `invalid_tool_calls`
-        replace the original's in what everyone reads; other fields stay the original's.
+        replace the original's; other fields stay the original's.
     by, reason: who edited and why, kept in the audit record.
-    base: the message as the editor saw it (optional): see "Concurrent edits".
-    """
+    base: the message as the editor saw it (optional): see "Concurrent edits"."""
 
     def __init__(
         self,
@@ -121,7 +98,7 @@ class Edit(dict[str, Any]):
         seed = f"{msg.id}\x00{digest(msg)}\x00{when}"
         super().__init__(
             type=EDIT_TYPE,
-            id="tl-edit-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest(),
+            id=_edit_id(seed),
             message=msg,
             by=by,
             reason=reason,
@@ -132,14 +109,11 @@ class Edit(dict[str, Any]):
 
 
 def is_edit(value: Any) -> bool:
-    """Whether a written item is an edit (an `Edit`, or its dict read back)."""
     return isinstance(value, Mapping) and value.get("type") == EDIT_TYPE
 
 
 @dataclass(frozen=True, slots=True)
 class EditEvent:
-    """One edit as the log applies it (parsed from its stored dict)."""
-
     id: str
     message: BaseMessage
     by: str | None
@@ -160,12 +134,11 @@ class EditEvent:
         )
         eid = raw.get("id")
         if not isinstance(eid, str) or not eid:
-            # A client that wrote the dict by hand: an id from its content, so a replay
-            # of the same write rebuilds the same id.
+            # Written by hand: an id from its content, the same on a replay.
             blob = json.dumps(
                 [msg.id, digest(msg), raw.get("at")], sort_keys=True, default=repr
             )
-            eid = "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
+            eid = _edit_id(blob)
         base = raw.get("base")
         return cls(
             id=eid,
@@ -199,20 +172,21 @@ def _edited_message(value: Any, position: int | None, any_role: bool = False) ->
             position=position,
             fix=exc.fix,
         ) from exc
+    role = role_of(msg)
     if not isinstance(msg, AIMessage) and not any_role:
         raise EditError(
-            f"only an AIMessage can be edited, got a {role_of(msg)} message",
+            f"only an AIMessage can be edited, got a {role} message",
             message_id=msg.id,
-            role=role_of(msg),
+            role=role,
             position=position,
             fix="to add a user or tool message, append it; an Edit changes an "
             "assistant message's calls",
         )
     if not msg.id:
         raise EditError(
-            f"the edited {role_of(msg)} message has no id: an edit names the message it supersedes "
+            f"the edited {role} message has no id: an edit names the message it supersedes "
             "by that message's id",
-            role=role_of(msg),
+            role=role,
             position=position,
             fix="copy the original (`original.model_copy(update={'tool_calls': [...]})`) "
             "so it keeps its id",
@@ -224,8 +198,7 @@ def _edited_message(value: Any, position: int | None, any_role: bool = False) ->
 
 
 def fields_of(message: BaseMessage) -> dict[str, Any]:
-    """The edited fields of `message` as plain data (what the audit record stores): an
-    AIMessage's content and calls, any other message's content."""
+    """The edited fields of `message` as plain data (what the audit record stores)."""
     if not isinstance(message, AIMessage):
         return {"content": message.content}
     return {
@@ -238,12 +211,10 @@ def fields_of(message: BaseMessage) -> dict[str, Any]:
 
 
 RESENT_REASON = "the AIMessage was changed in place and written again under its id"
-"""`reason` of an edit the log made from a re-sent, changed-in-place AIMessage."""
 
 
 def snapshot_fields(message: AIMessage) -> dict[str, Any]:
-    """`fields_of(message)` as an independent copy: what the message read when it was
-    logged, kept while its calls are open so a change made in place can be told apart."""
+    """`fields_of(message)` as an independent copy: what a request read when logged."""
     return _plain_copy(fields_of(message))  # type: ignore[no-any-return]
 
 
@@ -251,8 +222,7 @@ _ATOMS = (str, int, float, bool, type(None))
 
 
 def _plain_copy(value: Any) -> Any:
-    # `copy.deepcopy` for JSON-like data at a fraction of its cost (on every logged
-    # request with calls); anything else goes to `deepcopy`.
+    # `copy.deepcopy` for JSON-like data at a fraction of its cost (on every logged request).
     kind = type(value)
     if kind is dict:
         return {k: _plain_copy(v) for k, v in value.items()}
@@ -264,70 +234,58 @@ def _plain_copy(value: Any) -> Any:
 
 
 def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The edit event standing for `message` re-sent with `fields` (see `MessageLog`'s
-    "Edits in place"). Its id comes from the message id and the new fields, so the live
-    write and a replay of the stored write record the same event."""
-    blob = json.dumps(
-        [message.id, fields["content"],
-         [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]],
-        sort_keys=True, default=repr,
-    )
+    """The edit event standing for `message` re-sent with `fields` (changed in place); its id
+    comes from the message id and the fields, so a replay records the same event."""
+    calls = [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]
+    edited = message.model_copy(update=copy.deepcopy(dict(fields)))
+    return _log_made(edited, RESENT_REASON, "resent", [message.id, fields["content"], calls])
+
+
+def _edit_id(seed: str) -> str:
+    return "tl-edit-" + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest()
+
+
+def _log_made(message: BaseMessage, reason: str, source: str, key: list[Any]) -> dict[str, Any]:
+    """An edit event the log makes itself; its id comes from `key`, the same on a replay."""
     return {
         "type": EDIT_TYPE,
-        "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
-        "message": message.model_copy(update=copy.deepcopy(dict(fields))),
-        "by": None,
-        "reason": RESENT_REASON,
-        "at": None,
-        "source": "resent",
-        "base": None,
-    }
-
-
-UPDATE_TYPE = "threadlog.update"
-"""The `type` of a message `update_state` wrote, as stored (`update_item`)."""
-
-
-def is_update(value: Any) -> bool:
-    """Whether a written item is a message `update_state` wrote (`update_item`)."""
-    return isinstance(value, Mapping) and value.get("type") == UPDATE_TYPE
-
-
-def update_item(message: Any) -> dict[str, Any]:
-    """How a message with an id written by `update_state` is stored: a plain dict that
-    every serializer round-trips. The log appends it if its id is new, drops it as a
-    replay if unchanged, and records an edit (`update_edit`) if its content changed —
-    the human-edit path (Studio, the SDK's `threads.update_state`)."""
-    return {"type": UPDATE_TYPE, "message": message}
-
-
-def update_edit(
-    message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
-) -> dict[str, Any]:
-    """The edit event a changed message written by `update_state` (or re-written after
-    its removal, `REPLACE_SOURCE`) amounts to; its id comes from the message, its new
-    content and how many edits it had (`earlier`), so a replay of the stored write records
-    the same event."""
-    blob = json.dumps([message.id, digest(message), earlier, source], sort_keys=True,
-                      default=repr)
-    return {
-        "type": EDIT_TYPE,
-        "id": "tl-edit-" + hashlib.blake2b(blob.encode(), digest_size=12).hexdigest(),
+        "id": _edit_id(json.dumps(key, sort_keys=True, default=repr)),
         "message": message,
         "by": None,
-        "reason": (
-            "update_state wrote the message again with new content"
-            if source == UPDATE_STATE_SOURCE
-            else "RemoveMessage, then the message under the same id, in one write"
-        ),
+        "reason": reason,
         "at": None,
         "source": source,
         "base": None,
     }
 
 
+UPDATE_TYPE = "threadlog.update"
+
+
+def is_update(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == UPDATE_TYPE
+
+
+def update_item(message: Any) -> dict[str, Any]:
+    """How a message with an id written by `update_state` is stored: a plain dict. The log
+    appends it if its id is new, drops an unchanged one, else records an edit (`update_edit`)."""
+    return {"type": UPDATE_TYPE, "message": message}
+
+
+def update_edit(
+    message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
+) -> dict[str, Any]:
+    """The edit event a changed message written by `update_state` (or re-written after its
+    removal) amounts to; its id is deterministic, so a replay records the same event."""
+    reason = (
+        "update_state wrote the message again with new content"
+        if source == UPDATE_STATE_SOURCE
+        else "RemoveMessage, then the message under the same id, in one write"
+    )
+    return _log_made(message, reason, source, [message.id, digest(message), earlier, source])
+
+
 def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What makes two calls the same call: id, name and arguments."""
     return (call.get("id"), call.get("name"), json.dumps(call.get("args"), sort_keys=True,
                                                           default=repr))
 
@@ -342,8 +300,8 @@ def same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def merge(
     current: Mapping[str, Any], base: Mapping[str, Any] | None, new: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The fields after an edit: `new` as is, unless the message moved on since `base`
-    — then only what `new` changed relative to `base`, applied to `current`."""
+    """The fields after an edit: `new` as is, unless the message moved on since `base`:
+    then only what `new` changed relative to `base`, applied to `current`."""
     if base is None or same_fields(base, current) or "tool_calls" not in current:
         return {k: new[k] for k in current}
     out: dict[str, Any] = {
@@ -366,13 +324,12 @@ def merge(
 
 
 def record_of(message: BaseMessage) -> Mapping[str, Any] | None:
-    """The audit record of an edited message, else None."""
     rec = message.response_metadata.get(EDIT_KEY) if message.response_metadata else None
     return rec if isinstance(rec, Mapping) and rec.get("edits") else None
 
 
 def applied(current: BaseMessage, event: EditEvent, fields: Mapping[str, Any]) -> BaseMessage:
-    """`current` after `event` (with `fields`, see `merge`), its audit record extended."""
+    """`current` after `event` (with `fields`), its audit record extended."""
     rec = record_of(current)
     original = rec["original"] if rec else fields_of(current)
     entry = {
@@ -411,8 +368,7 @@ def _fields(rec: Mapping[str, Any], keys: tuple[str, ...] = _FIELDS) -> dict[str
 
 
 def audit_call_ids(message: BaseMessage) -> set[str]:
-    """The call ids an edited message's audit record holds (the original's and every
-    edit's calls); empty if never edited. With its live calls: every id it ever used."""
+    """The call ids an edited message's audit record holds; empty if never edited."""
     rec = record_of(message)
     if rec is None:
         return set()
@@ -429,16 +385,14 @@ def original_of(message: BaseMessage) -> BaseMessage:
 
 
 def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
-    """The edits of `message`, oldest first: id, at, by, reason, source and the content
-    and calls each one set (empty if never edited)."""
+    """The edits of `message`, oldest first (empty if never edited)."""
     rec = record_of(message)
     return [dict(e) for e in rec["edits"]] if rec else []
 
 
 def cache_key(message: BaseMessage) -> str | None:
-    """The key a per-id cache (wire copies, token counts) may use for `message`: its id,
-    plus its last edit's id once edited — an edit is the one way content changes under
-    an id. (On every message of every turn: one dict lookup when not edited.)"""
+    """The key a per-id cache (wire copies, token counts) may use for `message`: its id, plus
+    its last edit's id once edited (an edit is the one way content changes under an id)."""
     rec = message.response_metadata.get(EDIT_KEY)
     if not rec or message.id is None:
         return message.id
@@ -447,10 +401,9 @@ def cache_key(message: BaseMessage) -> str | None:
 
 
 def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """What the model sees of an approval edit on a thread stored before edits were
-    events: there the edit lives only on the call's result (`APPROVAL_KEY`), and the
-    model sees the arguments the call ran with. A request that has an edit record
-    already shows them. `messages` itself when nothing changes."""
+    """What the model sees of an approval edit on a thread stored before edits were events
+    (the edit lives on the call's result, `APPROVAL_KEY`). `messages` itself when nothing changes.
+    """
     edits: dict[str, dict[str, Any]] = {}
     for m in messages:
         if isinstance(m, ToolMessage):
@@ -476,13 +429,9 @@ def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
 
 
 # -- the log's edit handling: functions over a `MessageLog`'s state --------------------------
-# `MessageLog` calls these for the edit events of a write; they read and change its indexes
-# (`_by_id`, `_calls`, `_edits`, `_superseded`, `_baseline`, `_changed`) and commit through
-# its `_commit_edit`.
 
 
 def item_id(item: Any) -> Any:
-    """The id a write's item carries (`update_state`'s message: its message's id)."""
     if isinstance(item, Mapping):
         if item.get("type") == UPDATE_TYPE:
             return item_id(item.get("message"))
@@ -514,20 +463,12 @@ def restore_edits(log: MessageLog, message: BaseMessage) -> list[str]:
 def resent_as_edits(
     log: MessageLog, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
 ) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
-    """`writes` with each AIMessage that was changed in place and written again under
-    its id replaced by the edit event it amounts to, and the requests as logged
-    (by id); None when there is none (the usual case: one dict lookup per AIMessage).
+    """`writes` with each AIMessage changed in place and written again under its id replaced
+    by the edit event it amounts to, and the requests as logged (by id); None when none.
 
-    Why. A node that sets `ai.tool_calls = [...]` on the state's message and returns it
-    (LangChain's `HumanInTheLoopMiddleware` before 1.5 does, for an `edit` decision)
-    changes the log's own object, so the re-sent message reads like a replay; the
-    stored write holds the new calls, and replaying it would conflict with the stored
-    original — the thread would become unreadable. Live, the change shows against the
-    request's `_baseline`: the log holds a copy of the request as logged in the
-    changed object's place, and records the change as an edit. Replaying a stored
-    write, a different AIMessage under a logged id is such a change (a re-sent copy
-    is refused before it is ever stored), so it reads as the same edit.
-    """
+    A node that sets `ai.tool_calls = [...]` on the state's message and returns it changes
+    the log's own object: live, the change shows against the request's `_baseline`; replayed
+    from storage, a different AIMessage under a logged id is such a change."""
     out: list[list[Any]] | None = None
     restored: dict[str, AIMessage] = {}
     for w, write in enumerate(writes):
@@ -543,8 +484,7 @@ def resent_as_edits(
             mid = raw.id
             base = log._baseline.get(mid)
             if base is not None and not same_fields(fields_of(existing), base):
-                # The object itself is left alone: LangGraph may serialize it into
-                # the stored write later, which must hold the change (see above).
+                # The object is left alone: the stored write must hold the change.
                 existing = existing.model_copy(update=copy.deepcopy(base))
                 restored[mid] = existing
             if out is None:
@@ -556,8 +496,7 @@ def resent_as_edits(
 def changed_in_place(
     log: MessageLog, existing: AIMessage, raw: AIMessage, *, stored: bool
 ) -> dict[str, Any] | None:
-    """The fields `raw` sets if it is `existing` changed in place (see
-    `resent_as_edits`), else None."""
+    """The fields `raw` sets if it is `existing` changed in place, else None."""
     if stored:
         if existing is raw:
             return None  # one object for identical stored records: unchanged
@@ -568,8 +507,8 @@ def changed_in_place(
     if base is None:
         return None
     if same_fields(fields_of(existing), base):
-        # The logged object is as it was: a replay or a re-sent copy — unless the log
-        # this one was taken from already took this very change as an edit.
+        # A replay or a re-sent copy, unless the log this one was taken from took this
+        # very change as an edit.
         now = fields_of(raw)
         if any(same_fields(now, f) for f in log._changed.get(raw.id or "", ())):
             return snapshot_fields(raw)
@@ -579,8 +518,7 @@ def changed_in_place(
 
 
 def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
-    """Record one edit (module doc of `threadlog.log.edits`); False for a replay.
-    Raises before changing anything."""
+    """Record one edit; False for a replay. Raises before changing anything."""
     event = EditEvent.parse(raw, position)
     target = event.target
     current = log._by_id.get(target)
@@ -675,8 +613,7 @@ def commit_edit(log: MessageLog, eid: str, current: BaseMessage, edited: BaseMes
 
 
 def _check_target(event: EditEvent, current: BaseMessage, position: int, log: MessageLog) -> bool:
-    """Refuse an edit of a message of another role (an `update_state` revision) or of a
-    non-AIMessage; whether the edit is a revision."""
+    """Refuse an edit of another role or of a non-AIMessage; whether it is a revision."""
     target = event.target
     revision = event.source in REVISION_SOURCES
     if revision and type(current) is not type(event.message):
@@ -706,7 +643,6 @@ def _check_calls(
     log: MessageLog, event: EditEvent, current: BaseMessage, keys: Mapping[Any, Any],
     position: int,
 ) -> None:
-    """Refuse an edit that changes a call with a result, or takes another message's id."""
     target = event.target
     for c in calls_of(current):
         cid = c.get("id") or ""
@@ -740,9 +676,8 @@ def _check_calls(
 
 
 def apply_update(log: MessageLog, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
-    """One message `update_state` wrote (`threadlog.log.edits.update_item`): appended when
-    its id is new, a replay when unchanged, else an edit event superseding the logged
-    version (`source="update_state"`; the audit record keeps every version)."""
+    """One message `update_state` wrote: appended when its id is new, a replay when unchanged,
+    else an edit event (`source="update_state"`)."""
     pos = len(log.messages)
     msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
     current = log._by_id.get(msg.id or "")
@@ -755,7 +690,6 @@ def apply_update(log: MessageLog, raw: Mapping[str, Any], *, stored: bool) -> li
 
 
 def is_resent_edit(log: MessageLog, entry: str, item: BaseMessage) -> bool:
-    """Whether journal `entry` is the edit `resent_as_edits` made of `item`."""
     done = log._edits.get(entry)
     return (
         done is not None
@@ -767,7 +701,6 @@ def is_resent_edit(log: MessageLog, entry: str, item: BaseMessage) -> bool:
 
 
 def is_version(existing: BaseMessage, msg: BaseMessage) -> bool:
-    """Whether `msg` reads like an earlier version of the edited `existing`."""
     if record_of(existing) is None:
         return False
     d = digest(msg)
