@@ -1,35 +1,21 @@
 """`MessageLogChannel`: the message log as a LangGraph channel, and the `Messages` type.
 
-A reducer alone sees one flat list of writes; a channel sees each superstep's writes
-grouped by task. That is what lets the log refuse two parallel branches that both
-append conversation messages (`ParallelWriteError`) while letting parallel tool
-branches each add their result — the results are then placed in call order.
+A channel sees each superstep's writes grouped by task: so the log refuses two parallel
+branches that both append conversation (`ParallelWriteError`) while parallel tool
+branches each add their result, placed in call order.
 
-The channel is a `DeltaChannel`: a checkpoint stores only the writes of its step, and a
-thread is rebuilt by replaying them, so storage grows with the messages, not with
-messages times steps. Our writes are batching-invariant (see `threadlog.log`), which is the
-one property `DeltaChannel` requires. Periodic full snapshots are off by default
-(`snapshot_frequency`), because they rewrite the whole history into the database.
-
-A step whose writes break a rule raises the `MessageLogError` from the run and changes
-nothing. LangGraph has already saved the finished tasks' writes as pending writes of the
-last checkpoint, so resuming that checkpoint (`invoke(None)`) reports the same error;
-`get_state(config)`, which previews pending writes, skips writes the log refuses and
-shows the last good state (so `langgraph dev`'s state endpoint keeps answering); new
-input continues the thread from the intact log. Snapshots and plain lists read back as
-dicts (LangGraph Server's stores) are coerced to messages.
-
-Cost: the channel's value is a `(MessageLog, version)` view. `copy()` is O(1); the
-view at the log's latest version writes in place, any other copies first — so no
-reader sees another's writes, and LangGraph's per-step copies cost nothing. With
-`threadlog.with_history_cache` on the saver (`threadlog.checkpointer(url)` has it),
-loading a thread costs O(new writes) and the channel never snapshots: storage stays
-linear. On a plain saver (LangGraph Server's, `langgraph dev`'s) the saver itself walks
-back to the nearest stored snapshot on every load, so a channel that saver rebuilt
-snapshots like LangGraph's `DeltaChannel` (every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
-updates): the walk stays bounded, and storage grows like `DeltaChannel`'s (see
-`snapshot_frequency`; figures in BENCHMARKS.md).
-"""
+* **Delta storage.** A `DeltaChannel`: a checkpoint stores only its step's writes and a
+  thread is rebuilt by replaying them (the log's writes are batching-invariant, which
+  `DeltaChannel` requires). Periodic snapshots are off by default (`snapshot_frequency`).
+* **Refused writes.** A step whose writes break a rule raises the `MessageLogError` and
+  changes nothing; resuming that checkpoint reports the same error; `get_state` skips
+  writes the log refuses and shows the last good state; new input continues the thread.
+  Snapshots and plain lists read back as dicts are coerced to messages.
+* **Cost.** The value is a `(MessageLog, version)` view: `copy()` is O(1), a write at the
+  latest version goes in place, any other copies first. With `with_history_cache` on the
+  saver, loading costs O(new writes) and the channel never snapshots; a channel a plain
+  saver rebuilt snapshots every `PLAIN_SAVER_SNAPSHOT_FREQUENCY` updates, bounding that
+  saver's walk back."""
 
 from __future__ import annotations
 
@@ -83,39 +69,29 @@ class SeedRegistry(Protocol):
 
 
 class CachedSeed:
-    """A seed handed from a history cache to a channel: `log` at `version`.
-
-    Only a slot a channel registered is answered with one, and with what that channel
-    registered: a `MessageLog` for `MessageLogChannel`, an `EventLog` for
-    `threadlog.context.events.CompactionsChannel`.
-    """
+    """A seed handed from a history cache to a channel: `log` at `version` (a `MessageLog` or an
+    `EventLog`, whatever the channel registered)."""
 
     __slots__ = ("at", "log", "version")
 
     def __init__(self, log: Any, version: int, at: str | None = None) -> None:
         self.log = log
         self.version = version
-        # The checkpoint this is the value of, when it is not the cache entry's own (an
-        # older checkpoint a walk passed): its writes are already in `version`.
+        # The checkpoint this is the value of, when not the cache entry's own (an older one).
         self.at = at
 
 
 class SeededSnapshot(DeltaSnapshot):
-    """A stored snapshot the history cache already holds as a log: every reader sees the
-    snapshot (same type, same `.value`); threadlog's channels take `seed` instead of
-    re-indexing the decoded messages. Set only on the exact checkpoint the cache's entry
-    names, so `seed` is that checkpoint's value."""
+    """A stored snapshot the history cache already holds as a log: readers see the snapshot;
+    threadlog's channels take `seed` (that checkpoint's value) instead of re-indexing."""
 
     seed: CachedSeed
 
 
 class SnapshotToCache(DeltaSnapshot):
-    """A stored snapshot read while the history cache holds nothing for its slot: every
-    reader sees the snapshot (same type, same `.value`); threadlog's channels register
-    the log they build from it (`register`, as `KeyedWrites` does), which is then the
-    log at `checkpoint_id` — a snapshot *is* the channel's value there. Lets a reader
-    step back from a snapshot head (`MessageLog.rewind`) instead of decoding the
-    snapshot before it (`threadlog inspect --last N`)."""
+    """A stored snapshot read while the history cache holds nothing for its slot: threadlog's
+    channels `register` the log they build from it, the log at `checkpoint_id` (so a reader
+    can `rewind` from a snapshot head)."""
 
     cache: SeedRegistry
     slot: _Slot
@@ -128,12 +104,9 @@ class SnapshotToCache(DeltaSnapshot):
 class KeyedWrites(list[PendingWrite]):
     """The writes of one channel's history, carrying where to register the result.
 
-    A plain list to every reader; the channel's `replay_writes` calls `register` with
-    the log it rebuilt, which is then the log at `checkpoint_id`. `states`, when the
-    walk knew them: `(n, checkpoint_id)` for each checkpoint on the way, whose value is
-    the seed plus the first `n` writes; the channel reports the log's version there
-    (`passed`), so a later read of that checkpoint needs no replay.
-    """
+    A plain list to every reader; `replay_writes` calls `register` with the rebuilt log, the
+    log at `checkpoint_id`. `states`: `(n, checkpoint_id)` for each checkpoint on the walk
+    (the seed plus the first `n` writes); the channel reports the log's version there."""
 
     __slots__ = ("cache", "checkpoint_id", "passed", "slot", "states")
 
@@ -157,23 +130,17 @@ class KeyedWrites(list[PendingWrite]):
 # Effectively "never by count": LangGraph still snapshots every 5000 supersteps
 # (DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT), which bounds a cold replay.
 DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
-# A channel rebuilt by a plain saver's own walk: DeltaChannel's default cadence, so the
-# walk every load pays is bounded the same way.
+# A channel rebuilt by a plain saver's own walk: DeltaChannel's default cadence.
 PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 
 class LoadCadence:
-    """Snapshot cadence decided per instance, by how the channel was loaded.
-
-    Mixed into threadlog's delta channels (before `DeltaChannel`); the channel calls
+    """Snapshot cadence decided per instance, by how the channel was loaded: the channel calls
     `_loaded_from_cache()` when a history cache seeded it and `_loaded_by(writes)` when
-    LangGraph replays writes into it. `snapshot_frequency` passed explicitly (anything
-    but `DEFAULT_SNAPSHOT_FREQUENCY`) fixes the cadence.
-    """
+    LangGraph replays writes into it. An explicit `snapshot_frequency` fixes the cadence."""
 
     # Empty (two bases that both add slots cannot be combined): each channel lists these
-    # three names in its own __slots__. Hidden from mypy, which would check assignments
-    # here against the empty tuple.
+    # three names in its own __slots__. Hidden from mypy.
     if not TYPE_CHECKING:
         __slots__ = ()
     _fixed_frequency: int | None
@@ -184,9 +151,8 @@ class LoadCadence:
         """Record the configured cadence; returns what to pass to `DeltaChannel`."""
         self._seeded = False
         self._walked = False
-        # LangGraph re-creates an annotated channel passing back `snapshot_frequency`,
-        # which reads DEFAULT_SNAPSHOT_FREQUENCY on a channel not loaded yet: that value
-        # means "decide per instance" too.
+        # LangGraph re-creates a channel passing back `snapshot_frequency`: the default
+        # value means "decide per instance" too.
         self._fixed_frequency = (
             None
             if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
@@ -201,8 +167,7 @@ class LoadCadence:
         self._seeded = True
 
     def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
-        # Writes a history cache handed over (even on a cold miss) mean loads will be
-        # cached; anything else came from a plain saver's walk.
+        # Writes a history cache handed over mean cached loads; else a plain saver's walk.
         if isinstance(writes, KeyedWrites):
             self._seeded = True
         else:
@@ -210,19 +175,10 @@ class LoadCadence:
 
     @property
     def snapshot_frequency(self) -> int:
-        """Updates between LangGraph's full snapshots of this channel, read by LangGraph
-        when it writes a checkpoint.
-
-        Unless set explicitly, it depends on how this instance was loaded:
-
-        * seeded by threadlog's history cache (`threadlog.checkpointer(url)`,
-          `with_history_cache`), cold or warm, or a new thread: never by count. Loads
-          read only new writes, and storage stays linear.
-        * rebuilt by a plain saver's own walk (LangGraph Server, `langgraph dev`, a bare
-          `SqliteSaver`/`PostgresSaver`): every `PLAIN_SAVER_SNAPSHOT_FREQUENCY`
-          updates, as `DeltaChannel` does, because that saver walks back to the nearest
-          snapshot on every load. Storage then grows like `DeltaChannel`'s.
-        """
+        """Updates between LangGraph's full snapshots of this channel. Unless set explicitly:
+        never by count when a history cache seeded it (or a new thread); every
+        `PLAIN_SAVER_SNAPSHOT_FREQUENCY` updates when a plain saver's own walk rebuilt it, since
+        that saver walks back to the nearest snapshot on every load."""
         if self._fixed_frequency is not None:
             return self._fixed_frequency
         if self._walked and not self._seeded and self._may_snapshot():
@@ -249,17 +205,13 @@ def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> 
 
 
 LOG_KINDS: list[type[LogChannel]] = []
-"""threadlog's delta channels, in the order they are defined (the message log first,
-the compaction events once `threadlog.context` is loaded): what thread maintenance
-rebuilds a stored value with (`threadlog.checkpoint.lifecycle`)."""
+"""threadlog's delta channels, the message log first: what thread maintenance rebuilds."""
 
 
 class LogChannel(LoadCadence, DeltaChannel[Any]):
-    """What threadlog's two delta channels share (the message log, the compaction
-    events): a fixed reducer, equality by kind and cadence, and the value as a view
-    `(_log, _ver)` of a log that copies and the history cache may share, so a copy is
-    O(1) and a turn costs O(new items). Each subclass says how to read its log's items
-    (`_items_of`) and how to append."""
+    """What threadlog's two delta channels share: a fixed reducer, equality by kind and cadence,
+    and the value as a view `(_log, _ver)` of a log that copies and the history cache may
+    share. Subclasses say how to read their log's items (`_items_of`) and how to append."""
 
     __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
     _threadlog_own = True  # `_upstream.OWN_MARK`: a graph with this channel is threadlog's
@@ -279,9 +231,8 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
         *,
         snapshot_frequency: int | None = None,
     ) -> None:
-        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...); the
-        # reducer is fixed, so whatever it passes back is ignored. That re-creation is a
-        # graph declaring this channel: threadlog's hooks are needed from now on.
+        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...): the
+        # reducer is fixed. That is a graph declaring this channel: install the hooks.
         if reducer is not None:
             install_hooks()
         frequency = self._init_cadence(snapshot_frequency)
@@ -321,11 +272,8 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
 
 
 class MessageLogChannel(LogChannel):
-    """An append-only, pairing-checked message list (see `threadlog.log` for the rules).
-
-    `get()` returns a fresh list each time, so a node that mutates the list it was
-    handed cannot corrupt the log; the only way in is a write.
-    """
+    """An append-only, pairing-checked message list (rules: `threadlog.log`). `get()` returns
+    a fresh list, so a node mutating the list it was handed cannot corrupt the log."""
 
     __slots__ = ()
     _reduce = staticmethod(_batch_reducer_messages)
@@ -343,9 +291,8 @@ class MessageLogChannel(LogChannel):
         return self._log
 
     def snapshot(self) -> MessageLog:
-        """A private copy of the log at this channel's version. Taken under the write
-        lock: another thread may be appending to a shared log at that moment (LangGraph
-        stores checkpoints from a background thread while the next step runs)."""
+        """A private copy of the log at this channel's version, taken under the write lock
+        (LangGraph stores checkpoints from a background thread while the next step runs)."""
         if self._log is None:
             raise EmptyChannelError()
         with WRITE_LOCK:
@@ -356,9 +303,8 @@ class MessageLogChannel(LogChannel):
         return log.messages
 
     def _may_snapshot(self) -> bool:
-        # LangGraph snapshots `get()`, the view: messages a removal event hid would drop
-        # out of the log read back from it. So no count-based snapshot once the log hides
-        # any (threadlog.log.removals; forks and LangGraph's 5000-step cap still snapshot).
+        # LangGraph snapshots `get()`, the view, which lacks hidden messages: no
+        # count-based snapshot once the log hides any.
         return self._log is None or not self._log.hides_any
     def _write(
         self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
@@ -375,9 +321,7 @@ class MessageLogChannel(LogChannel):
                 log.extend_writes(writes, single_writer=single_writer, stored=stored)
                 self._ver = log.version
                 return
-            # Someone sharing this log wrote first. If it wrote exactly these
-            # messages (a fresh read by LangGraph, the previous turn of this
-            # thread), they are already there: move up to them.
+            # Someone sharing this log wrote first; if exactly these messages, move up.
             if not single_writer or sum(1 for w in writes if _conversational(w)) <= 1:
                 ver = log.fast_forward(self._ver, [m for w in writes for m in w])
                 if ver is not None:
@@ -416,8 +360,7 @@ class MessageLogChannel(LogChannel):
                 writes.passed.append((states[s][1], self._ver))
                 s += 1
             _refuse_overwrite(value)
-            # One write at a time: each was accepted when it was made, and batching
-            # invariance makes one-by-one equal to all-at-once.
+            # One write at a time: batching invariance makes it equal to all at once.
             self._write([flatten_write(value)], single_writer=False, stored=True)
         if isinstance(writes, KeyedWrites) and self._log is not None:
             for _, cid in states[s:]:  # checkpoints whose writes were none
@@ -435,8 +378,7 @@ class MessageLogChannel(LogChannel):
             self._write([flatten_write(v) for v in values], single_writer=True)
         except MessageLogError:
             if in_state_preview():
-                # `get_state` previewing a failed step's stored writes: show the last
-                # good state (the run that wrote them already raised this error).
+                # `get_state` previewing a failed step's writes: the last good state.
                 return False
             raise
         return True
@@ -450,15 +392,13 @@ class MessageLogChannel(LogChannel):
 
 
 
-# Writes to a shared log are short; one lock keeps "am I at the tip?" and the write
-# together when threads share a log (parallel reads of one thread). The history cache
-# takes it too, to read a shared log while a run may be appending.
+# One lock keeps "am I at the tip?" and the write together when threads share a log;
+# the history cache takes it to read a shared log while a run may append.
 WRITE_LOCK = threading.Lock()
 
 
 def _stored_messages(items: Any) -> list[BaseMessage]:
-    # A snapshot or plain list read back by a serializer that does not rebuild message
-    # objects (LangGraph Server's stores give dicts) is coerced, not trusted blindly.
+    # Dicts read back by a serializer that does not rebuild messages are coerced.
     return [
         m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
         for i, m in enumerate(items)
@@ -480,9 +420,7 @@ def _refuse_overwrite(value: Any) -> None:
 
 def _update_state_writes(graph: Any, values: Any) -> Any:
     """`update_state`'s values with each message that has an id, under a message-log key,
-    stored as `threadlog.log.edits.update_item`: a changed one is the human-edit path (Studio,
-    the SDK) and becomes an edit event; the same id with other content from a node or
-    turn input stays a `ConflictingIdError`. (Registered with `_upstream.on_update_state`.)"""
+    stored as `edits.update_item` (a changed one becomes an edit event)."""
     channels = getattr(graph, "channels", None)
     if not isinstance(values, dict) or not isinstance(channels, dict):
         return values
@@ -514,9 +452,8 @@ on_update_state(_update_state_writes)
 
 
 def _stamp_input_ids(run_input: Any, specs: Any) -> None:
-    """Stamp missing ids on a run's input messages for the message-log keys before the
-    input is stored (see `_upstream.on_run_input`: otherwise LangGraph stamps them while a
-    background thread serializes the same objects, and the stored input may lack them)."""
+    """Stamp missing ids on a run's input messages before the input is stored (else LangGraph
+    stamps them while a background thread serializes the same objects)."""
     keys = [k for k, spec in specs.items() if isinstance(spec, MessageLogChannel)]
     if not keys:
         return

@@ -1,26 +1,18 @@
 """What a message may carry: text that is valid Unicode, bounded nesting, storable values.
 
-Why. LangChain's message classes accept values a checkpoint cannot hold or give back:
-`content=None` and bytes become `''` and text silently, a lone surrogate (`"\\ud800"`,
-what Python makes of non-UTF-8 command-line bytes) fails later with a raw
-`UnicodeEncodeError` in whatever encodes it, an arbitrary object in `additional_kwargs`
-fails in the serializer with a msgpack `TypeError` naming no field, and content nested
-thousands of levels deep overflows the stack. threadlog refuses each up front with
-`InvalidMessageError` naming the message (id, role, position) and the field path.
+LangChain's message classes accept values a checkpoint cannot hold or give back; each is
+refused up front with `InvalidMessageError` naming the message and the field path.
 
 Contract: `check_message_values(message, position)` raises for
 
 * `content` that is not a string or a list (None, bytes, numbers…);
-* a string anywhere in `content`, `name`, the tool calls' names and arguments,
-  `additional_kwargs` or `response_metadata` that is not valid Unicode (a lone
-  surrogate) — threadlog refuses rather than storing it altered;
+* a string anywhere in `content`, `name`, the tool calls, `additional_kwargs` or
+  `response_metadata` that is not valid Unicode (a lone surrogate);
 * nesting deeper than `MAX_DEPTH` levels in any of those fields;
 * a value in `additional_kwargs` / `response_metadata` / tool arguments that LangGraph's
-  serializer cannot store (anything but JSON-like data, or the types its msgpack
-  encoder knows: pydantic models, dataclasses, datetimes, UUIDs, enums…).
+  serializer cannot store (JSON-like data and the types its msgpack encoder knows pass).
 
-`check_dict_values(value, ...)` runs the same walk over a message *dict* before it is
-converted (the conversion itself recurses, so depth must be checked first).
+`check_dict_values(value, ...)` runs the same walk over a message dict before conversion.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """Turning user input into LangChain messages, and what a message *means* to a model.
 
-Three small ideas live here, because the log, the nodes and the profiles all need them:
-
-* `coerce_message` — accept LangChain messages, OpenAI-style dicts, `(role, content)`
-  tuples and plain strings, and refuse anything else with an error naming the field.
-  The conversion itself is langchain-core's `convert_to_messages`; we only check
-  first, so the error names *our* field instead of surfacing a `KeyError`.
-* `role_of` — the five roles of the design (system, developer, user, assistant, tool).
-  A developer message is a `SystemMessage` whose `additional_kwargs["__openai_role__"]`
-  is `"developer"` — the representation langchain-core's `convert_to_messages` builds
-  from `{"role": "developer"}` and langchain-openai sends back as role `developer`.
-  Profiles without a developer role fold it into system text (`Profile.developer`).
-* `calls_of` — the calls an AIMessage asks to be answered: its `tool_calls` and then its
-  `invalid_tool_calls` (OpenAI receives both as `tool_calls`, so both need a result).
-* `fingerprint` / `digest` — the model-visible content of a message (role, content, name,
-  tool calls, tool_call_id, status). Two messages with one id are a *replay* when their
-  digests match and a *conflict* otherwise. Metadata, artifacts and ids are not part of it.
-"""
+* `coerce_message`: LangChain messages, OpenAI-style dicts, `(role, content)` tuples and
+  strings (converted by langchain-core's `convert_to_messages` after a check, so an error
+  names the field); anything else refused.
+* `role_of`: system, developer, user, assistant, tool. A developer message is a
+  `SystemMessage` with `additional_kwargs["__openai_role__"] == "developer"`, as
+  `convert_to_messages` builds it.
+* `calls_of`: an AIMessage's `tool_calls` then `invalid_tool_calls` (both need a result).
+* `fingerprint` / `digest`: the model-visible content (role, content, name, tool calls,
+  tool_call_id, status). One id with equal digests is a replay, else a conflict."""
 
 from __future__ import annotations
 
@@ -112,12 +104,10 @@ def coerce_message(
 ) -> BaseMessage:
     """Turn one message-like input into a checked LangChain message.
 
-    Raises `InvalidMessageError` naming the field for anything the log cannot store,
-    and `AppendOnlyError` for `RemoveMessage` and `Overwrite` (objects or their dicts:
-    the log records a `RemoveMessage` write as a removal event before coercing,
-    `threadlog.log.removals`). `rekeyable=True` lets calls without an id or repeating an id
-    through: the log gives them ids (`threadlog.log.call_ids`).
-    """
+    Raises `InvalidMessageError` naming the field for anything the log cannot store, and
+    `AppendOnlyError` for `RemoveMessage` and `Overwrite` (the log records a removal before
+    coercing). `rekeyable=True` lets calls without an id or repeating one through: the log
+    re-keys them (`threadlog.log.call_ids`)."""
     if isinstance(value, RemoveMessage):
         _refuse_remove(value.id, position)
     if is_overwrite(value):
@@ -342,6 +332,11 @@ def _convert(data: Mapping[str, Any], position: int | None) -> BaseMessage:
 
 def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = False) -> None:
     role = role_of(message)
+
+    def bad(problem: str, fix: str) -> InvalidMessageError:
+        mid = message.id
+        return InvalidMessageError(problem, message_id=mid, role=role, position=position, fix=fix)
+
     if message.id is not None and (not isinstance(message.id, str) or not message.id):
         raise InvalidMessageError(
             f"message id must be a non-empty string, got {message.id!r}",
@@ -349,44 +344,25 @@ def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = 
             position=position,
         )
     if isinstance(message, ToolMessage) and not message.tool_call_id:
-        raise InvalidMessageError(
-            "a ToolMessage needs a non-empty tool_call_id",
-            message_id=message.id,
-            role=role,
-            position=position,
-            fix="set tool_call_id to the id of the AIMessage tool call it answers",
-        )
+        fix = "set tool_call_id to the id of the AIMessage tool call it answers"
+        raise bad("a ToolMessage needs a non-empty tool_call_id", fix)
     if isinstance(message, AIMessage) and not rekeyable:
         seen: set[str] = set()
         for i, call in enumerate(calls_of(message)):
             cid = call.get("id")
             field = _call_field(message, i)
             if not cid:
-                raise InvalidMessageError(
-                    f"{field} ({call.get('name')!r}) has no id",
-                    message_id=message.id,
-                    role=role,
-                    position=position,
-                    fix=_NEEDS_ID,
-                )
+                raise bad(f"{field} ({call.get('name')!r}) has no id", _NEEDS_ID)
             if cid in seen:
-                raise InvalidMessageError(
-                    f"{field} repeats the call id {cid!r}",
-                    message_id=message.id,
-                    role=role,
-                    position=position,
-                    fix="give each call of one AIMessage its own id",
-                )
+                fix = "give each call of one AIMessage its own id"
+                raise bad(f"{field} repeats the call id {cid!r}", fix)
             seen.add(cid)
     check_message_values(message, position)
 
 
 def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:
-    """The calls of an AIMessage that each need one result, in the order they are sent.
-
-    `invalid_tool_calls` (arguments the model produced but that did not parse) count:
-    langchain-openai sends them as `tool_calls` too, so the provider expects a result.
-    """
+    """The calls of an AIMessage that each need one result, in the order they are sent:
+    `invalid_tool_calls` too (langchain-openai sends them as `tool_calls`)."""
     if not isinstance(message, AIMessage):
         return []
     if not message.invalid_tool_calls:
@@ -426,12 +402,8 @@ def digest(message: BaseMessage) -> str:
 
 
 def derive_id(count: int, anchor: str | None, message: BaseMessage) -> str:
-    """A deterministic id for a message written without one.
-
-    Replays of stored writes must rebuild the same ids, so a random uuid will not do.
-    The id depends on the message's content, how many messages precede it and the id
-    of the last non-tool message before it, so the same text said twice gets two ids.
-    """
+    """A deterministic id for a message written without one (a replay rebuilds it): from its
+    content, how many messages precede it and the last non-tool message's id before it."""
     seed = f"{count}\x00{anchor or ''}\x00{digest(message)}"
     return "tl-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest()
 

@@ -1,54 +1,29 @@
 """Calls without a result, defined once: which calls of a log are open, where a result
-goes, and the "not completed" result that answers an abandoned call.
-
-Every place that asks "which calls have no result?" asks this module: the log
-(`MessageLog.open_calls`), the model node's repair (`repair_open_calls`), the tool step
-(`threadlog.nodes.tools.routing`), the abandon-on-new-input repair
-(`threadlog.checkpoint.stopped_work`) and the inspector (`threadlog.inspect`).
+goes, and the result that answers an abandoned call. The log, the model node's repair,
+the tool step, `checkpoint.stopped_work` and the inspector all ask this module.
 
 Contract:
 
-* **Open.** A call (`calls_of`: `tool_calls`, then `invalid_tool_calls`) is answered by
-  a `ToolMessage` that comes *after* its request with `tool_call_id` equal to its id;
-  every other call is open. `open_in(messages)` lists the open calls in log order (a
-  request's calls in call order); `open_calls(messages)` is the same as
-  `{call id: its request}`.
-* **A call without an id** (LangChain allows `tool_calls[i]["id"] is None`; every
-  provider requires one, and a result pairs only by id) **is open and can never be
-  answered**: a `ToolMessage` needs a non-empty `tool_call_id`, so nothing pairs with
-  it — LangGraph's own history check (`_validate_chat_history`) counts it as a call
-  without a result the same way. It is listed under the id `""` (`call_id`; `NO_ID`),
-  and every path that would *answer* it — `repair_open_calls` (both policies), the tool
-  step, new input abandoning it — raises `ToolPairingError` naming the message and the
-  call (`unanswerable`) before anything runs or is written: no path invents an id, which
-  would leave the provider a call whose result it cannot pair. The log itself refuses a
-  new one (`InvalidMessageError`) and reads stored history holding one as it is.
-* **Placement.** A result goes right after its request and after the results of that
-  request's earlier calls (`result_slot`), whatever order results arrive in: the log
-  places every result this way, and `repair_open_calls` places its results the same way,
-  so the context a node sends equals what the log holds after the node's write.
-* **Not completed.** `not_completed(call)` is the one result of a call whose step
-  stopped before recording it and whose tool never ran (or reported back that it did
-  not finish: it raised, or paused in `interrupt()`):
-  `ToolMessage(NOT_COMPLETED, status="error")` with the deterministic id
-  `tl-repair-<blake2b(call id)>` (threads written before read the same; two processes
-  repairing the same call write the same message, a replay).
-* **Outcome unknown.** `outcome_unknown(call)` is the result of a call whose tool
-  *started* (`threadlog.ToolNode` stores a marker before it runs a tool, read back by
-  `threadlog.checkpoint.recover`) and never reported back: the process was killed, the
-  run cancelled or timed out while the tool ran. The tool may have finished its side
-  effect after the run stopped, so the text (`OUTCOME_UNKNOWN`) tells the model not to
-  assume it did not happen, nor to repeat it blindly. Same id as `not_completed` (one
-  repair per call), `status="error"`, and `response_metadata["threadlog_error"] =
-  "outcome_unknown"` (`UNKNOWN_OUTCOME_KIND`) for programs and the inspector;
-  `repair_kind(message)` tells the two repairs apart, stored before or after this.
-  `Recovered` carries which calls started, next to the stored results.
-* **Incremental.** `OpenCalls` answers `open_calls` for a log that grows at its end
-  (the model node's every turn, where a full scan of a long log would cost each turn),
-  resuming per key where its last scan stopped; anything else — another branch, a result
-  placed in the middle of the log, a request edited in place — is a full scan. The answer
-  is always exactly `open_calls(messages)`; only its cost varies.
-"""
+* **Open.** A call (`calls_of`) is answered by a later `ToolMessage` with its id as
+  `tool_call_id`; every other call is open. `open_in(messages)` lists them in log order;
+  `open_calls(messages)` is `{call id: its request}`.
+* **A call without an id** is open and can never be answered (a result pairs only by
+  id): listed under `""` (`NO_ID`); every path that would answer it (`repair_open_calls`,
+  the tool step, new input abandoning it) raises `ToolPairingError` (`unanswerable`)
+  before anything runs or is written. The log refuses a new one and reads a stored one.
+* **Placement.** A result goes right after its request and the results of that request's
+  earlier calls (`result_slot`), the log's and `repair_open_calls`' rule alike.
+* **Not completed.** `not_completed(call)`: `ToolMessage(NOT_COMPLETED, status="error")`
+  with the deterministic id `tl-repair-<blake2b(call id)>`, for a call whose tool never
+  ran or did not finish.
+* **Outcome unknown.** `outcome_unknown(call)`: the result of a call whose tool *started*
+  and never reported back (`checkpoint.recover`); the text tells the model not to assume
+  it did not happen. Same id as `not_completed`, `status="error"`,
+  `response_metadata["threadlog_error"] = "outcome_unknown"`; `repair_kind` tells the two
+  apart. `Recovered` carries which calls started, next to the stored results.
+* **Incremental.** `OpenCalls` answers `open_calls` for a log that grows at its end,
+  resuming per key where its last scan stopped (anything else is a full scan); the answer
+  is always exactly `open_calls(messages)`."""
 
 from __future__ import annotations
 
@@ -108,8 +83,7 @@ _REPAIR_PREFIX = "tl-repair-"
 RepairKind = Literal["not_completed", "outcome_unknown"]
 
 NO_ID = ""
-"""The id a call without one is listed under: never a result's `tool_call_id` (the log
-refuses an empty one), so it cannot be mistaken for an answerable call."""
+"""The id a call without one is listed under: never a result's `tool_call_id`."""
 
 
 def call_id(call: Mapping[str, Any]) -> str:
@@ -141,9 +115,7 @@ def _scan(
     where: dict[int, AIMessage] | None = None,
     used: set[str] | None = None,
 ) -> _Open:
-    """The one loop deciding what is open: `found` advanced over `messages[start:]`.
-    An incremental scan also keeps `where` (position -> request with calls) and `used`
-    (every call id, those an edit's audit record holds included)."""
+    """The one loop deciding what is open: `found` advanced over `messages[start:]`."""
     for i in range(start, len(messages)):
         m = messages[i]
         if isinstance(m, ToolMessage):
@@ -209,13 +181,8 @@ def _unedited(scan: _Resumable, messages: Sequence[BaseMessage]) -> bool:
 
 
 class OpenCalls:
-    """`open_calls`, scanned incrementally per key (the thread and namespace).
-
-    A key's scan resumes where it stopped when the log still starts with what it saw
-    (same length reached, same id at the last scanned position, its open requests not
-    edited in place). At most `max_threads` keys are remembered (least recently used
-    forgotten: a forgotten key costs one full scan).
-    """
+    """`open_calls`, scanned incrementally per key (thread and namespace); at most
+    `max_threads` keys remembered (least recently used forgotten)."""
 
     def __init__(self, max_threads: int = 256) -> None:
         self._scans: OrderedDict[Hashable, _Resumable] = OrderedDict()
@@ -230,9 +197,7 @@ class OpenCalls:
     def scan(
         self, messages: Sequence[BaseMessage], key: Hashable | None = None
     ) -> tuple[dict[str, AIMessage], set[str]]:
-        """(`of(messages, key)`, every call id the log's assistant messages use — the
-        same set as `threadlog.nodes.turns.call_ids(messages)`; read it at once, a later
-        scan of the same key may add to it)."""
+        """(`of(messages, key)`, every call id the log's assistant messages use.)"""
         scan = self._resume(messages, key).advance(messages)
         if key is not None:
             with self._lock:
@@ -316,9 +281,8 @@ def _repair_id(cid: str) -> str:
 
 
 class Recovered(dict[str, ToolMessage]):
-    """What storage knows of open calls: their stored results (call id -> the stored
-    `ToolMessage`; this is a dict of them) and `started`, the calls without one whose
-    tool started and never reported back (module doc: "Outcome unknown")."""
+    """What storage knows of open calls: their stored results (call id -> `ToolMessage`) and
+    `started`, the calls without one whose tool started and never reported back."""
 
     __slots__ = ("started",)
 
@@ -335,9 +299,8 @@ def result_slot(
     index: int,
     call_at: Callable[[str], tuple[str, int] | None],
 ) -> int:
-    """Where the result of call `index` of request `request_id` goes in `messages`:
-    right after the request and the results of its earlier calls. `call_at(call id)` is
-    (request id, index) of a call, or None."""
+    """Where the result of call `index` of request `request_id` goes in `messages`.
+    `call_at(call id)` is (request id, index) of a call, or None."""
     for j in range(len(messages) - 1, -1, -1):
         m = messages[j]
         if m.id == request_id:
@@ -358,15 +321,11 @@ def repair_open_calls(
 ) -> tuple[list[BaseMessage], list[ToolMessage]]:
     """Answer every call of `context` that has no result.
 
-    A call with a result in `recovered` (call id -> the stored `ToolMessage`, see
-    `threadlog.checkpoint.recover`) gets that result as it is — a tool that ran is never
-    re-run; the others are repaired by the `repair` policy: `"error-result"` answers
-    each with `outcome_unknown(call)` when its tool started (its id in `started`, by
-    default `recovered.started` of a `Recovered`), else with `not_completed(call)`;
-    `"refuse"` raises `ToolPairingError` naming it. A call without an id raises under
-    either policy (`unanswerable`). Returns the answered context and the new results, in
-    call order, each placed where the log places it.
-    """
+    A call with a result in `recovered` gets it as it is (a tool that ran is never re-run);
+    the others by the `repair` policy: `"error-result"` answers each with
+    `outcome_unknown(call)` when its tool started (its id in `started`), else
+    `not_completed(call)`; `"refuse"` raises `ToolPairingError`. A call without an id raises
+    under either policy. Returns the answered context and the new results, in call order."""
     pending = open_in(context)
     if not pending:
         return list(context), []
