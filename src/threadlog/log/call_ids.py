@@ -1,28 +1,18 @@
 """The one rule for call ids a reply cannot keep: re-keying.
 
-Some models and servers reuse call ids (`call_0` every reply, or a counter per process),
-and LangGraph's own tests send `tool_calls` without ids. LangGraph accepts both; a log
-where a result pairs by id cannot. So before an AIMessage is logged — whichever node
-wrote it, or the turn input — each of its calls whose id is
+Some models and servers reuse call ids (`call_0` every reply) and LangGraph's own tests
+send calls without ids; a log where a result pairs by id cannot keep them. Before an
+AIMessage is logged, each call whose id is
 
 * empty (`None` or `""`),
 * repeated within the message, or
-* already used by a call of *another* message in the log's view (a message a removal
-  event hid frees its call ids: the view holds one owner, exactly as a log read back from
-  a snapshot of the view does, `threadlog.log.removals`),
+* already used by a call of *another* message in the log's view,
 
-gets a fresh id, `call_<blake2b(message id, call index, old id)>`: deterministic, so a
-replay of the stored write (which holds the reply as the node returned it) re-keys the
-same way, and a re-sent copy of the reply reads as a replay. The replaced ids are kept in
+gets `call_<blake2b(message id, call index, old id)>`: deterministic, so a replay
+re-keys the same way. The replaced ids are kept in
 `response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id).
-
-The results then pair with the new ids because every tool step reads the view, which holds
-the re-keyed message: threadlog's `ToolNode`, LangGraph's prebuilt `ToolNode` and
-`tools_condition`, LangChain's `create_agent` all answer `state["messages"][-1]`'s calls.
-A result written against the *old* id answers whatever call owns that id, as before.
-`threadlog.ModelNode` applies the same rule to its replies before writing them (so its
-trace names the ids the log holds), with `used` also holding ids an edit dropped.
-"""
+Results pair with the new ids because every tool step answers the view's last message;
+`threadlog.ModelNode` applies the rule to its replies before writing them."""
 
 from __future__ import annotations
 
@@ -62,9 +52,8 @@ def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:
 
 
 def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIMessage:
-    """`reply` with every call id that is empty, `used` (a set, or a predicate) or
-    repeated within the reply replaced by a fresh one (module doc); `reply` itself if none
-    is."""
+    """`reply` with every call id that is empty, `used` (a set, or a predicate) or repeated
+    replaced by a fresh one; `reply` itself if none is."""
     taken = used.__contains__ if isinstance(used, set) else used
     calls = calls_of(reply)
     seen: set[str] = set()

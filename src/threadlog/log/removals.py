@@ -1,49 +1,32 @@
 """Deletions as events: what `RemoveMessage` means to an append-only log.
 
-LangGraph apps shorten their history with `RemoveMessage(id)` and
-`RemoveMessage(id=REMOVE_ALL_MESSAGES)` followed by replacement messages (the LangChain
-Academy summarizing chatbot, LangChain's `SummarizationMiddleware`, "keep the last N"
-nodes). threadlog records each as a **removal event** and deletes nothing:
+Apps shorten history with `RemoveMessage(id)` and `RemoveMessage(id=REMOVE_ALL_MESSAGES)`
+plus replacements (summarizing chatbots, `SummarizationMiddleware`, "keep the last N").
+threadlog records each as a **removal event** and deletes nothing:
 
-* **The view.** What the app reads (`state["messages"]`, what its nodes, `to_wire` and
-  the context policy see: `MessageLog.view`) no longer holds a removed message. The log
-  (`MessageLog.messages`, the audit) keeps it, marked with the event that hid it:
+* **The view.** What the app reads (`MessageLog.view`) no longer holds a removed message;
+  the log (`MessageLog.messages`, the audit) keeps it, marked:
   `response_metadata[REMOVED_KEY] = {"event": <id>, "target": <id or REMOVE_ALL>}`
-  (`removed_by`). What is stored is the app's own write — the `RemoveMessage` (or its
-  `{"type": "remove"}` dict), which every serializer round-trips — and replaying it
-  rebuilds the event; a thread written before removals existed reads the same.
-* **Snapshots.** LangGraph snapshots a delta channel's `get()`, the view, so a log that
-  hides messages takes no count-based snapshot (`MessageLogChannel`); one LangGraph
-  forces (a fork's first checkpoint, its 5000-step cap) stores the view: the removed
-  messages stay readable from the checkpoints before it.
-* **Pairs stay whole.** Removing one side of a tool pair hides the whole pair: an
-  AIMessage with calls and every result of those calls are one *group*, and removing
-  any member hides the group (`group_of`). A result written later for a call of a
-  hidden request is hidden by the same event. `REMOVE_ALL_MESSAGES` followed by
-  replacements that keep a result without its request (or the reverse) is refused,
-  naming both ids (`ToolPairingError`): the log never guesses which side was meant.
-* **Replacements.** In one write, `[..., RemoveMessage(id=REMOVE_ALL_MESSAGES), r1, r2,
-  ...]` hides every message in the view (the write's own earlier messages included) and
-  the view becomes `r1, r2, ...` as `add_messages` does. A replacement already in the
-  log with the same content (`SummarizationMiddleware` keeps the recent messages under
-  their ids) stays where it is and visible; a new one is logged right before the next
-  kept message that follows it in the write (else at the end), so the view keeps the
-  write's order. Kept messages must come in log order (they cannot move).
-* **Delete and rewrite.** `RemoveMessage(id=X)` followed, in the same write, by a message
-  under id X shows X again (with the pair the removal hid) revised by an edit event
-  (`threadlog.log.edits.REPLACE_SOURCE`): the audit keeps every version.
-* **What a hidden message still counts for.** Its id stays taken (re-sending it is a
-  replay, other content a conflict), but its call ids are free for a later reply, and
-  derived ids count the view — so a log read back from a snapshot of the view (which never
-  saw the hidden messages) derives and re-keys exactly as the live one did.
-* **Replays.** The event's id comes from the log it applies to and its target
-  (`removal_id`), so replaying the stored write rebuilds the same event; removing a
-  message already hidden is a replay (nothing recorded). Removing an id the log never
-  held is refused (`AppendOnlyError`, "Attempting to delete a message with an ID that
-  doesn't exist", LangGraph's own wording).
-* **`Overwrite`** stays refused: write `RemoveMessage(id=REMOVE_ALL_MESSAGES)` and the
-  new messages instead, which is recorded as a removal event.
-"""
+  (`removed_by`). What is stored is the app's own write, whose replay rebuilds the event.
+* **Snapshots.** LangGraph snapshots the view, so a log that hides messages takes no
+  count-based snapshot; one LangGraph forces stores the view.
+* **Pairs stay whole.** An AIMessage with calls and every result of those calls are one
+  group: removing any member hides the group (`group`), and a later result for a hidden
+  request is hidden too. Replacements that keep one side of a pair without the other are
+  refused (`ToolPairingError`, naming both ids).
+* **Replacements.** `[..., RemoveMessage(id=REMOVE_ALL_MESSAGES), r1, r2, ...]` hides the
+  whole view and the view becomes `r1, r2, ...` as with `add_messages`. A replacement
+  already logged with the same content stays where it is, visible; a new one goes right
+  before the next kept one (else at the end). Kept messages must come in log order.
+* **Delete and rewrite.** `RemoveMessage(id=X)` then, in the same write, a message under
+  id X shows X again revised by an edit event (`edits.REPLACE_SOURCE`).
+* **A hidden message** keeps its id taken, but frees its call ids, and derived ids count
+  the view: a log read back from a snapshot of the view derives and re-keys the same.
+* **Replays.** The event id comes from the log and the target (`removal_id`); removing a
+  hidden message is a replay. Removing an id the log never held is refused
+  (`AppendOnlyError`, in LangGraph's wording).
+* **`Overwrite`** stays refused: write `RemoveMessage(id=REMOVE_ALL_MESSAGES)` and the new
+  messages instead."""
 
 from __future__ import annotations
 
@@ -126,15 +109,11 @@ def unmarked(message: BaseMessage) -> BaseMessage:
 
 
 # -- the log's removal handling: functions over a `MessageLog`'s state -----------------------
-# `MessageLog` calls these for the removal events of a write; they read and change its
-# indexes (`_by_id`, `_calls`, `_hidden`, `_removals`, `_journal`, `_anchor`).
 
 
 @dataclass(slots=True)
 class Replacing:
-    """A REMOVE_ALL_MESSAGES being applied: its event id, the ids it may hide (the view
-    when it came), the replacements kept so far and the new ones waiting to be placed
-    before the next kept one."""
+    """A REMOVE_ALL_MESSAGES being applied: its event, the ids it may hide, what it kept."""
 
     event: str
     visible: list[str]
@@ -150,10 +129,8 @@ _END = object()  # marks the end of a run in `after_removals`
 def after_removals(
     log: MessageLog, run: list[Any], removed: set[str], *, stored: bool
 ) -> list[BaseMessage]:
-    """A run of messages after `RemoveMessage(id=X)` in the same write: one under id
-    X is an explicit delete-and-rewrite — the message shown again, revised by an edit
-    event (`source="replace"`, the audit keeps both); the others are written as
-    usual."""
+    """A run of messages after `RemoveMessage(id=X)` in the same write: one under id X is a
+    delete-and-rewrite (shown again, revised by a `source="replace"` edit); others as usual."""
     out: list[BaseMessage] = []
     plain: list[Any] = []
     for item in [*run, _END]:
@@ -235,9 +212,8 @@ def start_remove_all(log: MessageLog) -> Replacing:
 def replace_all(
     log: MessageLog, state: Replacing, run: list[Any], *, stored: bool
 ) -> list[BaseMessage]:
-    """Write the replacements after REMOVE_ALL_MESSAGES one by one (batching
-    invariance makes that equal to one batch): a message already logged is *kept*
-    (stays where it is, visible); a new one goes right before the next kept one."""
+    """Write the replacements after REMOVE_ALL_MESSAGES one by one: one already logged is kept
+    where it is, visible; a new one goes right before the next kept one."""
     out: list[BaseMessage] = []
     for item in run:
         added = log.extend_writes([[item]], stored=stored)

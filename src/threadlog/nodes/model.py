@@ -3,48 +3,27 @@
 Contract, in the order a call happens:
 
 1. **Context.** `build_context` of the log, the `compactions` events and the node's
-   `ContextPolicy` (default: everything). New compaction events (a cut that moved, a
-   summary) are written to `compactions` when the state has that key
-   (`threadlog.AgentState`); a summarizing policy requires it.
-2. **Repair.** A call with no result (a run that died mid-tool, a new user message
-   sent to a thread paused at `interrupt()`) — in the context or trimmed out of it —
-   first gets its *stored*
-   result, if the interrupted or failed step had saved one before new input made
-   LangGraph drop it: read through the run's checkpointer
-   (`threadlog.checkpoint.recover`) and appended as stored — same id, content and
-   status; the tool is never run again. The calls still open are repaired by the stated
-   policy: `repair="error-result"` (default) appends an explicit
-   `ToolMessage(status="error")` saying the call was not completed — logged like any
-   result, never faked as success; `repair="refuse"` raises `ToolPairingError` naming it.
-   A call without an id raises `ToolPairingError` under either policy: no result can
-   answer it. Without a checkpointer (the node called outside a checkpointed run)
-   nothing is recovered. (What is open, and the repair itself: `threadlog.log.pairing`.)
-3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`: a
-   history the provider would reject is never sent.
-4. **Call.** The model (tools bound) gets `threadlog.providers.wire.to_wire(context, profile)`:
-   only what the provider needs, nothing of our bookkeeping. A server profile's wire
-   rules apply to the request body (`threadlog.providers.wire.with_profile`); the turn's first
-   call sends `tool_choice` (the node's, else the profile's default); a profile whose
-   server cannot stream tool calls gets them unstreamed.
-   **Step cap.** When the turn (everything after the last user message) already holds
-   `max_model_calls` model replies, the model is not called: the node appends an
-   assistant message saying the turn stopped and why
-   (`response_metadata["threadlog_stop"] == "max_model_calls"`, also logged as a
-   warning), with no calls, so the graph ends and every earlier call keeps its result.
-**Per run.** `model` and `system_prompt` may each be a callable of `(state, runtime)`
-(sync or `async def`) choosing them per run from `runtime.context`, as LangChain's dynamic
-model does (`threadlog.nodes.choice`); every step above applies to the chosen model
-(its profile's validation and wire rules, `tool_choice`, re-keying, timing).
+   `ContextPolicy` (default: everything). New compaction events are written to
+   `compactions` when the state has that key; a summarizing policy requires it.
+2. **Repair.** A call with no result (in the context or trimmed out of it) first gets its
+   *stored* result, if the interrupted step saved one (`threadlog.checkpoint.recover`):
+   same id, content and status; the tool never runs again. The rest by the policy:
+   `repair="error-result"` (default) appends an error `ToolMessage` saying the call was
+   not completed; `"refuse"` raises `ToolPairingError`. A call without an id raises under
+   either policy (`threadlog.log.pairing`).
+3. **Validate.** `threadlog.validate(context, profile, allow_pending_calls=False)`.
+4. **Call.** The model (tools bound) gets `to_wire(context, profile)`; a server profile's
+   wire rules apply to the request body; the turn's first call sends `tool_choice`.
+   **Step cap.** When the turn already holds `max_model_calls` model replies, the node
+   appends an assistant message saying the turn stopped
+   (`response_metadata["threadlog_stop"] == "max_model_calls"`) instead, with no calls.
+5. **Append.** The whole `AIMessage` goes to the log after any repair results, with what
+   the node measured under `response_metadata["threadlog"]` (`threadlog.nodes.trace`).
+   Call ids that are empty, repeated or already used are re-keyed first.
 
-5. **Append.** The whole `AIMessage` — tool_calls, invalid_tool_calls, usage_metadata,
-   response_metadata, id — goes to the log, after any repair results, with what the node
-   measured under `response_metadata["threadlog"]` (call latency, step time, wall-clock
-   start, model name, context size, and the system prompt sent — its id, digest, and its
-   text the first time the thread sees it; `threadlog.nodes.trace`) for the inspector. Call ids
-   that are empty, repeat within the reply, or were already used in the log are re-keyed
-   first (`threadlog.nodes.turns.rekey_calls`), so the log's ids are unique whatever the
-   server sends.
-"""
+**Per run.** `model` and `system_prompt` may each be a callable of `(state, runtime)`
+(sync or async) choosing them per run (`threadlog.nodes.choice`); every step applies to
+the chosen model."""
 
 from __future__ import annotations
 
@@ -85,8 +64,7 @@ from threadlog.providers.problems import validate
 from threadlog.providers.profiles import Profile
 from threadlog.providers.wire import to_wire
 
-# `NOT_COMPLETED`, `open_calls` and `repair_open_calls` are re-exported (their home used
-# to be here); calls without a result are defined once, in `threadlog.log.pairing`.
+# Re-exported: calls without a result are defined in `threadlog.log.pairing`.
 __all__ = [
     "DEFAULT_MAX_MODEL_CALLS",
     "NOT_COMPLETED",
@@ -97,13 +75,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_MODEL_CALLS = 25
-"""Model calls one turn may make by default (a model that never stops calling tools
-would otherwise run until LangGraph's recursion limit)."""
+"""Model calls one turn may make by default."""
 
 _log = logging.getLogger("threadlog")
-# Wire copies a node keeps (`to_wire`'s cache), whatever the contexts: enough for the
-# contexts of a few hundred concurrent threads (256 threads of 20-message contexts missed
-# at 2048); a copy shares its message's content.
+# Wire copies a node keeps (`to_wire`'s cache): enough for a few hundred concurrent threads.
 _WIRE_CACHED = 8192
 
 
@@ -172,8 +147,7 @@ class ModelNode(RunnableCallable):
         self.repair: Repair = repair
         self._wire_cache: dict[tuple[str, str], BaseMessage] = {}
         self._open_calls = OpenCalls()
-        # The id names the text: token counts and wire copies are cached by id, and a
-        # policy may be shared by nodes with different prompts.
+        # The id names the text: caches are by id, and nodes may share a policy.
         self._system = system_message(system_prompt if isinstance(system_prompt, str) else None)
         self._systems: dict[str, SystemMessage] = {}
 
@@ -191,11 +165,9 @@ class ModelNode(RunnableCallable):
     def context_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> list[BaseMessage]:
-        """The messages this node sends the model (before the wire conversion) for a log
-        and its compaction events: pure — no model call, no new events, nothing recovered
-        from storage; calls still open get the same error results the node would add.
-        `threadlog.inspect` shows "what the model saw" with this, so the two cannot drift.
-        """
+        """The messages this node sends the model (before the wire conversion) for a log and its
+        compaction events: pure; calls still open get the node's error results. The inspector's
+        "what the model saw" uses this."""
         return self._assemble(self.plan_for(messages, compactions).messages, {}, self._system)[0]
 
     # -- the steps ---------------------------------------------------------------
@@ -236,8 +208,7 @@ class ModelNode(RunnableCallable):
         validate(context, profile, allow_pending_calls=False, checked=True)
         cache = self._wire_cache
         if len(cache) > max(2 * len(context) + 64, _WIRE_CACHED):
-            # Keep what recent contexts used: the newest half (one node serves many
-            # threads at once; emptying it per context made every copy a miss).
+            # Keep the newest half: one node serves many threads at once.
             kept = list(cache.items())
             cache = self._wire_cache = dict(kept[len(kept) // 2 :])
         return to_wire(context, profile, cache=cache, checked=True), repairs
@@ -273,8 +244,7 @@ class ModelNode(RunnableCallable):
         system: SystemMessage | None,
         log: Sequence[BaseMessage],
     ) -> Any:
-        # Recorded at run time for the inspector (latency, model, wall clock, the prompt
-        # sent); see trace.py.
+        # Recorded at run time for the inspector (trace.py).
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
         if not isinstance(ai, AIMessage):
@@ -314,8 +284,7 @@ class ModelNode(RunnableCallable):
                 text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
                 system = self._system_for(text)
         assert chosen is not None
-        # `bound` / `bound_first` stay the node's runnables: set on the node (as
-        # `threadlog replay` does to serve stored replies), they are what is called.
+        # `bound` / `bound_first` stay the node's runnables (`threadlog replay` sets them).
         if self.bound is not None and self.bound_first is not None and (
             chosen.bound is not self.bound or chosen.bound_first is not self.bound_first
         ):
@@ -351,9 +320,8 @@ class ModelNode(RunnableCallable):
     def _outside(
         self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
     ) -> list[ToolMessage]:
-        # Calls the context no longer shows are answered too — recovered or repaired by
-        # the same policy — so the stored log never keeps a call open forever. They are
-        # logged (right after their request), not sent: the model does not see them.
+        # Calls the context no longer shows are answered too (logged, not sent), so the
+        # log never keeps a call open forever.
         if not outside:
             return []
         requests = list({id(m): m for m in outside.values()}.values())
@@ -383,9 +351,8 @@ class ModelNode(RunnableCallable):
             return self._update(capped, repairs, events, has_events)
         runnable = chosen.bound_first if turn_started(messages) else chosen.bound
         wall0, call0 = time.time(), time.perf_counter()
-        # Inside a graph the step's context already carries this config; passed again,
-        # langchain-core copies and merges it twice per call, a cost that shows under many
-        # concurrent runs. Called on its own, the node passes its config.
+        # Inside a graph the step's context already carries this config (passing it again
+        # costs two merges per call); called on its own, the node passes its config.
         given = None if var_child_runnable_config.get() is config else config
         reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, given))
         ai = self._timed(reply, wire, (step0, call0, wall0), chosen, system, messages)
@@ -434,13 +401,8 @@ def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
 
 
 class ContextNode(RunnableCallable):
-    """A LangGraph node that records compaction events for `policy` (no messages).
-
-    Args:
-        policy: the `ContextPolicy` whose trims and summaries are recorded, as events in
-            the state's `compactions` key (`threadlog.AgentState`).
-        name: the node's name in the graph.
-    """
+    """A LangGraph node that records compaction events for `policy` (no messages) in the
+    state's `compactions` key; `name` is the node's name in the graph."""
 
     def __init__(self, policy: ContextPolicy, *, name: str = "context") -> None:
         super().__init__(self._run, self._arun, name=name, trace=False)

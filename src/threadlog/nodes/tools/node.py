@@ -2,62 +2,38 @@
 
 Contract (a drop-in for `langgraph.prebuilt.ToolNode` over a `threadlog.Messages` state):
 
-* **Input.** Graph state (the open calls of its last AIMessage, `tool_calls` then
-  `invalid_tool_calls`), a list of messages, or a per-call `Send` payload from
-  `send_tool_calls` (a list holding one call). Calls that already have a result are
-  skipped, so a step never answers a call twice. A call without an id raises
-  `ToolPairingError` before any tool runs: no result could answer it
-  (`threadlog.log.pairing`).
-* **Output.** `{"messages": [ToolMessage, ...]}` with exactly one result per call, in call
-  order, each with the call's id, the tool's name and `status` "success" or "error";
-  a tool returning a `Command` yields LangGraph's list-of-updates form, as upstream.
-* **Parallel.** Sync tools run in threads (`invoke`), async tools on the event loop
-  (`ainvoke`); sync tools under `ainvoke` run in this node's threads, async-only tools
-  under `invoke` on a private event loop in a worker thread. At most `max_concurrency`
-  calls run at once (default: all of them).
-* **Errors are results** (see `checks`, `results`): the tool raised, ran past its
-  `timeout` (seconds for every tool, or a `{tool_name: seconds}` mapping), is unknown,
-  got arguments that fail its schema or are malformed JSON, answered another call, tried
-  to write instructions, or returned something the checkpointer cannot store.
-  `handle_tool_errors` takes every form LangGraph's does (bool, str, exception types,
-  callable; see `handling`); `False` raises instead. See `running` for what a timeout
-  does to a sync or an async tool.
-* **Interceptors.** `wrap_tool_call(request, execute)` / `awrap_tool_call` are
-  LangGraph's: called once per call (unknown tools included, with `request.tool=None`),
-  they may rewrite the request, call `execute` any number of times (retries) or not at
-  all. `execute` is the whole of threadlog's per-call work — injection, timeout, the
-  result checks and errors-as-results — so every result a wrapper returns went through
-  it, or is the wrapper's own. Approvals are asked before any wrapper runs.
+* **Input.** Graph state (the open calls of its last AIMessage), a list of messages, or a
+  per-call `Send` payload from `send_tool_calls`. Calls that already have a result are
+  skipped; a call without an id raises `ToolPairingError` before any tool runs.
+* **Output.** `{"messages": [ToolMessage, ...]}`, one result per call in call order, each
+  with the call's id, the tool's name and `status`; a tool returning a `Command` yields
+  LangGraph's list-of-updates form.
+* **Parallel.** Sync tools run in threads, async tools on the event loop (async-only
+  tools under `invoke` on a private loop); at most `max_concurrency` calls at once.
+* **Errors are results** (`checks`, `results`): the tool raised, ran past its `timeout`,
+  is unknown, got bad arguments, answered another call, tried to write instructions, or
+  returned something the checkpointer cannot store. `handle_tool_errors` takes every form
+  LangGraph's does (`handling`); `False` raises.
+* **Interceptors.** `wrap_tool_call(request, execute)` / `awrap_tool_call` are LangGraph's:
+  called once per call (unknown tools included); `execute` is all of threadlog's per-call
+  work, so every result a wrapper returns went through it or is its own.
 * **Runtime.** Invoked inside a node without a config, the node inherits the running
-  graph's config and runtime (store, context, stream writer), as LangGraph's does.
-* **Interrupts** (`interrupt()`, approvals) always propagate, after every started call
-  has finished. In this one-node mode a resume re-runs the node, so tools that call
-  `interrupt()` themselves should run as per-call branches (`send_tool_calls`), where
-  finished siblings are kept. Approvals (`requires_approval`) are asked before any tool
-  runs, so they never cause a re-run (see `tools_approval`).
-* **Started calls.** Before a call's tool runs (an idempotent tool's excepted: its
-  receipt and a re-run with its key take the marker's place), the node stores a "started" marker
-  through the run's checkpointer, and a "stopped" one when the tool raised or paused
-  (`started`): a call the run then abandons is answered "outcome unknown" when its tool
-  started and never reported back, "not completed" when it never started
-  (`threadlog.log.pairing`). Each call's work is one flow (`threadlog.flows`): the marker,
-  the tool, the result.
-* **Idempotent tools** (`idempotent=[names]`, or tools marked with
-  `threadlog.idempotent`): each call gets a key that is the same on every attempt, and
-  what the tool returned is stored as a receipt at once, so no attempt after it runs the
-  tool again (`threadlog.nodes.tools.idempotent`). Two tools with one name where one is
-  marked are refused. A marked call that runs past its `timeout` is run again, with the
-  same key, up to `timeout_retries` more times (each attempt first looks for a receipt
-  an abandoned attempt stored meanwhile); the result is the first attempt that returns.
-  Only when every attempt timed out is it an error result, naming the key. An unmarked
-  call is never run again: its effect may have happened, and nothing would dedupe it.
-* **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (in the log, never
-  model-visible); content above `max_content_chars` is cut with a marker and kept whole
-  in the artifact.
+  graph's config and runtime, as LangGraph's does.
+* **Interrupts** always propagate, after every started call has finished; tools that call
+  `interrupt()` themselves should run as per-call branches (`send_tool_calls`). Approvals
+  (`requires_approval`) are asked before any tool runs (`tools_approval`).
+* **Started calls.** Before a call's tool runs the node stores a "started" marker, and a
+  "stopped" one when the tool raised or paused (`started`): an abandoned call is answered
+  "outcome unknown" when its tool started, "not completed" when it never did.
+* **Idempotent tools** (`idempotent=[names]` or `threadlog.idempotent`): each call gets a
+  key that is the same on every attempt and its return is stored as a receipt at once, so
+  no later attempt runs the tool again (`idempotent`). A marked call past its `timeout`
+  is run again with the same key, up to `timeout_retries` times; an unmarked call never.
+* **Content vs artifact.** Artifacts stay on `ToolMessage.artifact` (never model-visible);
+  content above `max_content_chars` is cut with a marker and kept whole in the artifact.
 
-Injection of `InjectedState`, `InjectedStore`, `InjectedToolCallId` and `ToolRuntime`
-is LangGraph's own (`_inject_tool_args`), so tools written for its node keep working.
-"""
+Injection (`InjectedState`, `InjectedStore`, `InjectedToolCallId`, `ToolRuntime`) is
+LangGraph's own, so tools written for its node keep working."""
 
 from __future__ import annotations
 
@@ -131,41 +107,25 @@ class _Raised:
 
 
 class ToolNode(_LangGraphToolNode):
-    """Runs tool calls in parallel and answers every call exactly once (see module doc).
-
-    Every argument of `langgraph.prebuilt.ToolNode` is accepted with the same meaning;
-    the rest are threadlog's.
+    """Runs tool calls in parallel and answers every call exactly once (module doc). Every
+    argument of `langgraph.prebuilt.ToolNode` is accepted with the same meaning.
 
     Args:
-        tools: the tools this node can call (`BaseTool`s or plain functions, which
-            LangChain turns into tools).
-        name: the node's name in the graph.
-        tags: tags for the node's runnable (tracing).
-        handle_tool_errors: LangGraph's setting, every form (see
-            `threadlog.nodes.tools.handling`). Default `True`: every failure is an error
-            `ToolMessage` the model can read (LangGraph's default re-raises a tool's own
-            exceptions). `False`: raise.
+        tools: `BaseTool`s or plain functions.
+        name, tags: the node's name in the graph and its runnable's tags.
+        handle_tool_errors: LangGraph's setting, every form (`handling`). Default `True`:
+            every failure is an error `ToolMessage`. `False`: raise.
         messages_key: the state key holding the message log.
-        wrap_tool_call: LangGraph's sync interceptor, `(request, execute) -> result`.
-        awrap_tool_call: its async twin (without it, `ainvoke` runs `wrap_tool_call`).
-        max_concurrency: at most this many calls run at once (default: all of a step).
-        timeout: seconds a call may run — one number for every tool, or a
-            `{tool_name: seconds}` mapping; a call past it becomes an error result.
-        requires_approval: tool names whose calls pause with `interrupt()` for a
-            reviewer's approve / edit / reject before any tool of the step runs.
-        max_content_chars: cut longer text results (the full output stays in the
-            message's `artifact`, never sent to a model).
-        record_durations: put how long each call ran in
-            `response_metadata["threadlog_duration_ms"]` (off by default, so results
-            compare equal to LangGraph's; `threadlog inspect` falls back to timestamps).
-        handle_errors: threadlog 0.1's name for a bool `handle_tool_errors`; still
-            accepted (give one or the other).
-        idempotent: tool names to mark with `threadlog.idempotent` (their calls get an
-            idempotency key and a receipt: `threadlog.nodes.tools.idempotent`).
-        timeout_retries: how many more times a marked (idempotent) call that ran past
-            its `timeout` is run, with the same key, before it is an error result
-            (default 2; 0: never). Unmarked calls are never retried.
-    """
+        wrap_tool_call / awrap_tool_call: LangGraph's interceptors, `(request, execute)`.
+        max_concurrency: at most this many calls at once (default: all of a step).
+        timeout: seconds a call may run, or a `{tool_name: seconds}` mapping.
+        requires_approval: tool names whose calls pause with `interrupt()` for review.
+        max_content_chars: cut longer text results (kept whole in the `artifact`).
+        record_durations: put each call's duration in
+            `response_metadata["threadlog_duration_ms"]` (off by default).
+        handle_errors: threadlog 0.1's name for a bool `handle_tool_errors`.
+        idempotent: tool names to mark with `threadlog.idempotent`.
+        timeout_retries: further runs of a marked call past its `timeout` (default 2)."""
 
     def __init__(
         self,
@@ -361,18 +321,15 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         pool: LazyPool | None,
     ) -> Flow[Output]:
-        """One call's work as one flow (`threadlog.flows`; `pool` for the async form):
-        note that its tool starts, run it, classify what happened. A tool that reported
-        back by raising (an interrupt included) is noted as stopped (`started`)."""
+        """One call's work as one flow: note that its tool starts, run it, classify what
+        happened (a tool that raised, an interrupt included, is noted as stopped)."""
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
-        # An idempotent tool needs no marker: its receipt says it returned, and a call
-        # without one is run again with its key (`threadlog.nodes.tools.rerun`).
+        # An idempotent tool needs no marker: its receipt says it returned.
         marked = is_idempotent(job.tool)
         if not marked:
-            # This call finished in an earlier attempt of this step whose write LangGraph
-            # lost: its stored result, not a second run of its tool.
+            # Finished in an earlier attempt whose write was lost: the stored result.
             stored = yield from finished_flow(job.config, job.call)
             if stored is not None:
                 return stored
@@ -388,11 +345,8 @@ class ToolNode(_LangGraphToolNode):
                 yield from note_flow(job.config, job.call, "stopped")
             raise
         if isinstance(out, ToolMessage) and not marked and input_type == "tool_calls":
-            # Stored by the node, before its task ends: LangGraph stores the task's own
-            # write from a callback that a failing sibling task can cut off — only a
-            # per-call branch has sibling tasks (a marked tool's receipt does this for
-            # it). The stored copy gets an id, as LangGraph stamps the task's (which it
-            # keeps when it has one).
+            # Stored by the node before its task ends: a failing sibling task can cut off
+            # the callback that stores the task's own write. With an id, as LangGraph's.
             if not out.id:  # the task's write and the marker's copy: one message, one id
                 out = out.model_copy(update={"id": str(uuid.uuid4())})
             yield from note_flow(job.config, job.call, "finished", out)
@@ -558,8 +512,7 @@ class ToolNode(_LangGraphToolNode):
         outputs: list[Output] = [
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
         ]
-        # A reviewer's edits are written first, as events: the results then answer the
-        # edited calls (`threadlog.log.edits`).
+        # A reviewer's edits go first, so the results answer the edited calls.
         edits: list[Any] = self._edits(slots)
         return self._combine_tool_outputs([*edits, *outputs], input_type)
 
@@ -595,9 +548,8 @@ def _settle(result: Callable[[], Output]) -> Output | _Raised:
 
 
 def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
-    """`config`, or the running graph's own when None (a ToolNode called inside a node),
-    with a Runtime: outside a graph there is none, and upstream's node then fails with
-    "Missing required config key 'N/A'" — calling the node directly should work."""
+    """`config`, or the running graph's own when None (a ToolNode called inside a node), with
+    a Runtime, so calling the node directly outside a graph works too."""
     merged = ensure_config(config) if config is None else config
     conf = merged.get("configurable", {})
     if CONFIG_KEY_RUNTIME in conf:
