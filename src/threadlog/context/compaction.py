@@ -3,8 +3,8 @@
 Contract:
 
 * Trimming and summarizing never delete anything. When the policy hides more of the log
-  than the latest event did, `compact` returns a new **event** — a plain dict — to be
-  appended to the state key `compactions` (`threadlog.AgentState`):
+  than the latest event did, `compact` returns a new **event**, a plain dict appended to
+  the state key `compactions` (`threadlog.AgentState`):
 
       {"id": "cmp-…", "kind": "trim" | "summary", "cut_to": <id of the last hidden
        message>, "hidden": [ids hidden inside the newest turn], "dropped": <messages newly
@@ -12,17 +12,13 @@ Contract:
        "policy": {...}, "reason": "...", "tokens": <context tokens after>,
        "ts": "<UTC ISO>"}
 
-  The context is then `build_context(log, events, policy)`: deterministic, so a notebook
-  can show what the model saw at any checkpoint.
-* A summary folds the previous summary plus everything newly hidden into one text, made
-  by `policy.summarizer` (any chat model). If the summary itself pushes the cut further,
-  that part is folded too (up to three rounds), so no message is hidden unsummarized
-  except units dropped inside the newest turn.
-* With a token budget, a new cut goes down to `policy.trim_to` of the budget (default
-  0.5 with a summarizer), so cuts and summarizer calls are rare, not one per turn.
+  The context is then `build_context(log, events, policy)`, deterministic.
+* A summary folds the previous summary plus everything newly hidden into one text made by
+  `policy.summarizer`; if the summary pushes the cut further, that part is folded too (up
+  to three rounds).
+* With a token budget, a new cut goes down to `policy.trim_to` of the budget.
 * The summarizer's tokens are kept out of LangGraph's `stream_mode="messages"`.
-* Event ids are derived from the event's content and position, so a replayed node
-  writes the same id and the reducer drops it as a replay.
+* Event ids come from the event's content and position: a replayed node writes the same.
 """
 
 from __future__ import annotations
@@ -33,13 +29,7 @@ from collections.abc import Generator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
@@ -118,8 +108,7 @@ class _Step:
         self.cut_to, self.cut_index = self.view.cut_to, self.view.cut_index
         target = policy.effective_trim_to()
         if self.moved and target is not None and policy.max_tokens is not None:
-            # Cut deeper than needed (down to trim_to of the budget), so the cut — and
-            # the summarizer call — moves rarely and the prompt prefix stays cacheable.
+            # Cut down to trim_to of the budget, so the cut moves rarely.
             extra = int(policy.max_tokens * (1 - target))
             deep = plan_context(
                 messages, compactions, policy, reserve_tokens=reserve_tokens + extra
@@ -187,8 +176,7 @@ def _explain(event: dict[str, Any], view: ContextView, policy: ContextPolicy) ->
 
 
 def _quiet(config: RunnableConfig | None) -> RunnableConfig:
-    # The summarizer's tokens are bookkeeping, not the answer: keep them out of
-    # LangGraph's stream_mode="messages" (TAG_NOSTREAM), and name the run in traces.
+    # The summarizer's tokens are bookkeeping: out of stream_mode="messages", named in traces.
     tags = [*((config or {}).get("tags") or []), TAG_NOSTREAM, "threadlog:summary"]
     return {**(config or {}), "tags": tags, "run_name": "threadlog_summary"}
 
@@ -270,19 +258,14 @@ compact, acompact = drivers(
 def append_compactions(
     left: Sequence[Mapping[str, Any]] | None, right: Any
 ) -> list[dict[str, Any]]:
-    """The pure reducer of the `compactions` key, with the rules `Compactions` stores by
-    (`threadlog.context.events`): append-only; an event already present with the same
-    content (its `ts` aside) is a replay and is dropped, the same `id` with other
-    content raises `ConflictingIdError`. Each event is a plain dict with `id`, `kind`
-    (`trim` | `summary`) and `cut_to`."""
+    """The pure reducer of the `compactions` key, by `Compactions`' rules
+    (`threadlog.context.events`)."""
     return append_events(left, right)
 
 
 Compactions = Annotated[list[dict[str, Any]], CompactionsChannel()]
-"""Annotate a state key with this to record compaction events: `compactions: Compactions`.
-
-Stored as each step's new events (a `DeltaChannel`, `threadlog.context.events`), so a
-thread's storage grows with its events, not with events x checkpoints."""
+"""Annotate a state key with this to record compaction events: `compactions: Compactions`
+(stored as each step's new events, `threadlog.context.events`)."""
 
 
 class AgentState(MessagesState):

@@ -1,26 +1,16 @@
-"""The compaction event list as an append-only `DeltaChannel`: storage grows with the events.
+"""The compaction event list as an append-only `DeltaChannel`: storage grows with the events
+(each step's new events are stored, as `MessageLogChannel` stores new messages).
 
-Why. A plain list channel stores the whole list again in every checkpoint that follows a
-new event (SQLite stores every channel value in every checkpoint row), so a thread with a
-context policy — one trim event per turn — grew quadratically. This channel stores only
-each step's new events, like `MessageLogChannel` stores only new messages; a thread is
-rebuilt by replaying them (or from `threadlog`'s history cache).
-
-Contract (same rules on every path: a node's write, a replay of stored writes, a
-migration from the old plain-list value):
+Contract (a node's write, a replay of stored writes, a migration from a plain list):
 
 * An event is a dict with at least `id`, `kind` (`trim` | `summary`) and `cut_to`;
   anything else raises `InvalidMessageError` naming its position.
-* Append-only. An event whose `id` is already in the list is a replay and is dropped
-  when its content is the same (`ts`, the wall-clock stamp of when it was made, is not
-  compared: a re-run node writes the same event at another time); with different
-  content it raises `ConflictingIdError`. `Overwrite` raises `AppendOnlyError`.
-* Batching-invariant (what `DeltaChannel` requires): events are appended in write
-  order, so `append(append(s, xs), ys) == append(s, xs + ys)`.
+* Append-only. An event whose `id` is present is a replay when its content is the same
+  (`ts` not compared), else `ConflictingIdError`. `Overwrite` raises `AppendOnlyError`.
+* Batching-invariant: `append(append(s, xs), ys) == append(s, xs + ys)`.
 * A failed batch changes nothing.
 
-Cost: the value is an `(EventLog, version)` view, shared like the message log's: the
-view at the tip appends in place, any other copies first; `copy()` is O(1).
+Cost: the value is an `(EventLog, version)` view, shared like the message log's.
 """
 
 from __future__ import annotations
@@ -72,8 +62,7 @@ class EventLog:
     __slots__ = ("_by_id", "events")
 
     def __init__(self, events: Sequence[Mapping[str, Any]] = ()) -> None:
-        # Stored events are trusted, like stored messages: refusing them now would
-        # make the thread unreadable. New writes go through `extend`.
+        # Stored events are trusted, like stored messages; new writes go through `extend`.
         self.events: list[dict[str, Any]] = []
         self._by_id: dict[Any, int] = {}
         for e in events:
@@ -171,10 +160,8 @@ def _batch_reducer(state: list[dict[str, Any]], writes: Sequence[Any]) -> list[d
 
 
 class CompactionsChannel(LogChannel):
-    """The `compactions` state key: append-only events, stored as each step's writes.
-
-    Snapshots like the message log: never by count behind threadlog's history cache,
-    DeltaChannel's cadence when a plain saver's walk rebuilt it (`LoadCadence`)."""
+    """The `compactions` state key: append-only events, stored as each step's writes;
+    snapshots like the message log (`LoadCadence`)."""
 
     __slots__ = ()
     _reduce = staticmethod(_batch_reducer)

@@ -2,31 +2,22 @@
 
 Contract:
 
-* The log is never shortened. What the model sees is *derived*:
-  `build_context(messages, compactions, policy)` is a pure, deterministic function of the
-  log, the recorded compaction events (state key `compactions`, see
-  `threadlog.context.compaction`) and the policy.
-* Leading system/developer messages of the log are always kept, first. Then the latest
-  summary (if an event recorded one) as a system message. Then the newest turns.
-* A **turn** is a user message and everything up to the next user message (messages
-  before the first user message form a turn of their own). A **unit** is a message, or
-  an AIMessage with tool calls together with all their results — including interleaved
-  shapes such as AI1(a), AI2(b), tool a, tool b, which form *one* unit. Units are kept
-  or dropped whole, so a context never holds half a tool exchange.
-* The newest turn is kept: its user message always, its newest unit always, and older
-  units of it newest-first while they fit the budget. Older turns are kept whole,
-  newest-first, while they fit `max_tokens` and `max_turns`; the first one that does not
-  fit ends the context (no gaps between older turns). The budget is a target: the
-  minimum context (pinned system text, summary, newest user message, newest unit) is
-  never cut.
-* Everything up to the latest event's `cut_to` message stays hidden (a cut only moves
-  forward), whatever the policy would now allow.
-* Cost is proportional to the kept *turns*, not to the log: the walk goes backwards from
-  the newest message and stops at the budget; the policy caches per-message token counts
-  (by id), each closed turn's total (checked by position before use, since a late result
-  can be inserted into an old turn) and where event cuts lie. A warm policy gives exactly
-  the context a fresh one does.
-"""
+* The log is never shortened: `build_context(messages, compactions, policy)` is a pure,
+  deterministic function of the log, the recorded compaction events and the policy.
+* Leading system/developer messages are always kept, first; then the latest summary (if
+  an event recorded one) as a system message; then the newest turns.
+* A **turn** is a user message and everything up to the next one (messages before the
+  first form a turn of their own). A **unit** is a message, or an AIMessage with calls
+  together with all their results (interleaved requests form one unit). Units are kept or
+  dropped whole: a context never holds half a tool exchange.
+* The newest turn's user message and newest unit are always kept, its older units
+  newest-first while they fit. Older turns are kept whole, newest-first, while they fit
+  `max_tokens` and `max_turns`; the first that does not fit ends the context. The minimum
+  context is never cut.
+* Everything up to the latest event's `cut_to` stays hidden (a cut only moves forward).
+* Cost is proportional to the kept turns: the walk goes backwards from the newest
+  message; per-message token counts and closed turns' totals are cached. A warm policy
+  gives exactly the context a fresh one does."""
 
 from __future__ import annotations
 
@@ -37,13 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from threadlog.errors import InvalidMessageError
@@ -71,12 +56,10 @@ class ContextPolicy:
     max_tokens: token budget for the whole context (pinned system text included).
     token_counter: `f(messages) -> int`; default `count_tokens_approximately` (offline).
     summarizer: a chat model; when set, what a cut hides is folded into a summary.
-    trim_to: when the token budget forces a new cut, cut down to this fraction of
-        `max_tokens` (0 < trim_to <= 1), so cuts — and summarizer calls — happen rarely
-        and the prompt prefix stays stable for provider caching. Default: 0.5 with a
-        summarizer (one summary per half budget, not one per turn), else 1 (just enough).
-    summary_prompt: the system text given to the summarizer.
-    """
+    trim_to: a new cut goes down to this fraction of `max_tokens` (0 < trim_to <= 1), so
+        cuts and summaries are rare and the prompt prefix stays cacheable. Default: 0.5
+        with a summarizer, else 1.
+    summary_prompt: the system text given to the summarizer."""
 
     max_turns: int | None = None
     max_tokens: int | None = None
@@ -179,10 +162,8 @@ def summary_message(event: Mapping[str, Any]) -> SystemMessage:
     )
 
 
-# id(event) -> (the event, its position, the newest summary event at or before it). A
-# thread's events are append-only and its channel hands out the same event objects each
-# step, so the search for the newest summary resumes at the last event seen (without
-# this, every model call scanned all of a thread's events: O(history) per turn).
+# id(event) -> (the event, its position, the newest summary at or before it): events are
+# append-only and the same objects each step, so the search resumes at the last one seen.
 _SUMMARY_AT: OrderedDict[int, tuple[Mapping[str, Any], int, Any]] = OrderedDict()
 _SUMMARY_AT_MAX = 4096
 _summary_lock = threading.Lock()
@@ -250,9 +231,8 @@ def plan_context(
     last, summary_ev = _latest(compactions)
     stop_id = last.get("cut_to") if last else None
     lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
-    # A reviewer's edit: the model sees the args that ran. Only messages after the
-    # recorded cut can be sent, and a call's results follow it, so only those are
-    # looked at (the whole log each call would cost O(history) per model call).
+    # A reviewer's edit: the model sees the args that ran. Only messages after the cut
+    # can be sent, so only those are looked at.
     tail = messages[lo:]
     edited = apply_edits(tail)
     if edited is not tail:
@@ -269,9 +249,8 @@ def plan_context(
     j = n - 1
     while j >= lo and not walk.done:
         if walk.turns and walk.turn_end == j + 1:
-            # At a turn boundary: a closed turn seen before is decided from its cached
-            # total without walking it (checked by position, since a late result can
-            # be inserted into an old turn and shift everything after it).
+            # A closed turn seen before is decided from its cached total (checked by
+            # position: a late result can be inserted into an old turn).
             key = messages[j + 1].id
             hit = turns.get(key) if key is not None else None
             if hit is not None:

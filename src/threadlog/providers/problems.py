@@ -100,16 +100,12 @@ def validate(
     allow_pending_calls: bool = True,
     checked: bool = False,
 ) -> None:
-    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`:
-    the first problem `find_problems` finds for it (module doc). Returns None when the
-    history is acceptable.
+    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`: the
+    first problem `find_problems` finds for it; None when the history is acceptable.
 
-    Every message must be storable (re-coerced), unless `checked=True` says the messages
-    come from a log, which checked each one when it was appended: messages of the exact
-    stored types with an id are then taken as they are (`ModelNode` validates every
-    call's context; re-checking the whole history each turn cost more than the rules).
-    Calls still open at the very end are allowed unless `allow_pending_calls=False` (a
-    history about to be *sent* must have none)."""
+    Every message is re-coerced unless `checked=True` says they come from a log (those of the
+    exact stored types with an id are then taken as they are). Calls open at the very end are
+    allowed unless `allow_pending_calls=False`."""
     prof = get_profile(profile)
     walk = _Walk((prof,), is_stored_form if checked else lambda m: False)
     for found in walk.run(messages):

@@ -1,32 +1,27 @@
 """The serialization boundary: exactly which parts of a logged message reach a provider.
 
-Contract (the seeds' rule: never send the whole message object):
+Contract (never send the whole message object):
 
-* `to_wire(messages, profile)` returns fresh LangChain messages holding only what the
-  provider needs: role, content, tool calls (ids, names, args), `tool_call_id`, the
-  result's `status`, and `name` only where the profile allows it *and* it matches the
-  profile's pattern (an agent name with spaces never reaches OpenAI). Never sent: our
-  ids, `response_metadata`, `usage_metadata`, `additional_kwargs` (except the developer
-  marker), tool `artifact`s, audit metadata, any other bookkeeping.
+* `to_wire(messages, profile)` returns fresh LangChain messages holding only role,
+  content, tool calls (ids, names, args), `tool_call_id`, the result's `status`, and
+  `name` only where the profile allows it and it matches the profile's pattern. Never
+  sent: our ids, `response_metadata`, `usage_metadata`, `additional_kwargs` (except the
+  developer marker), tool `artifact`s, audit metadata.
 * Developer messages stay developer where the profile has the role (`native`) and become
-  system text otherwise (`as-system`). For profiles whose system text is a top-level
-  request field, the leading system messages are folded into one.
-* `to_wire` is a pure transform; whether the provider would *accept* the history is
-  `threadlog.validate`'s question, asked by `ModelNode` before anything is sent.
-* `openai_payload(messages, profile)` is the JSON `messages` list that langchain-openai
-  would send for them (its own converters, via `threadlog._upstream`).
+  system text otherwise (`as-system`); where system text is a top-level request field,
+  the leading system messages are folded into one.
+* `to_wire` is a pure transform; whether the provider would accept the history is
+  `threadlog.validate`'s question.
+* `openai_payload(messages, profile)` is the JSON langchain-openai would send.
   `profile_for(model)` infers a model's profile; `infer_profile(base_url, models)` a
   server's, from its URL or its `/v1/models` answer.
 * `rewrite_payload(body, profile)` applies a server profile's wire rules to a Chat
-  Completions request body where langchain-openai's conversion cannot express them:
-  `""` instead of null content beside tool calls, call ids mapped to the profile's id
-  format (the same mapping for the calls and their results, so each request stays
-  self-consistent), tool results restated as user text for servers whose template drops
-  them, `"required"` sent as the single tool's name, no `stream_options` where the server
-  reports no usage, `max_tokens` for servers that ignore `max_completion_tokens`.
-  `with_profile(model, profile)` returns a copy of a langchain-openai
-  model whose every request body passes through it; `ModelNode` does this itself.
-"""
+  Completions body where langchain-openai cannot: `""` for null content beside calls,
+  call ids mapped to the profile's format (calls and results alike), tool results as user
+  text where the server's template drops them, `"required"` as the single tool's name, no
+  `stream_options` where no usage is reported, `max_tokens` where
+  `max_completion_tokens` is ignored. `with_profile(model, profile)` returns a copy of a
+  langchain-openai model whose every request body passes through it."""
 
 from __future__ import annotations
 
@@ -120,16 +115,11 @@ def to_wire(
     cache: dict[tuple[str, str], BaseMessage] | None = None,
     checked: bool = False,
 ) -> list[BaseMessage]:
-    """The provider-bound copies of `messages` (see the module docstring).
+    """The provider-bound copies of `messages` (module doc).
 
-    `cache` (optional, owned by the caller) maps (message id, profile) to its copy:
-    a log message never changes under its id (an edit changes the key: `cache_key`), so a
-    node reuses last turn's copies
-    instead of rebuilding the whole context every call.
-    `checked=True`, as in `threadlog.validate`: the messages come from a log, which
-    checked each one when it was appended, so those of the exact stored types with an id
-    are not coerced and checked again (every other one still is).
-    """
+    `cache` (owned by the caller) maps (message id, profile) to its copy: a message never
+    changes under its id (an edit changes the key: `cache_key`). `checked=True`: messages of
+    the exact stored types with an id come from a log, and are not checked again."""
     prof = get_profile(profile)
     out: list[BaseMessage] = []
     for i, raw in enumerate(messages):
@@ -156,11 +146,8 @@ def to_wire(
 def openai_payload(
     messages: Sequence[Any], profile: str | Profile = "openai-chat"
 ) -> list[dict[str, Any]]:
-    """The OpenAI JSON for `messages` after `to_wire`, built by langchain-openai itself.
-
-    Chat Completions profiles give the `messages` list; `openai-responses` gives the
-    Responses API `input` items.
-    """
+    """The OpenAI JSON for `messages` after `to_wire`, built by langchain-openai itself (the
+    Responses API `input` items for `openai-responses`)."""
     prof = get_profile(profile)
     responses_api = prof.name == "openai-responses"
     return openai_message_json(to_wire(messages, prof), responses_api=responses_api)
@@ -175,12 +162,9 @@ _PROVIDERS = {
 
 
 def profile_for(model: Any) -> Profile:
-    """The profile of a chat model (unwrapping `bind`/`bind_tools`), by its provider.
-
-    `ChatOpenAI` is `openai-responses` when it uses the Responses API, `openai-chat` for
-    api.openai.com (or no base_url) and `openai-compatible` for any other server.
-    Unknown models get `openai-chat`, the strictest about `name`.
-    """
+    """The profile of a chat model (unwrapping `bind`/`bind_tools`): `openai-responses` for
+    the Responses API, `openai-chat` for api.openai.com, `openai-compatible` for any other
+    server; unknown models get `openai-chat`, the strictest about `name`."""
     while hasattr(model, "bound"):
         model = model.bound
     provider = ls_provider(model)  # any object can be passed; None then
@@ -230,11 +214,8 @@ def needs_rewrite(profile: str | Profile) -> bool:
 
 
 def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, Any]:
-    """`body` (a Chat Completions request) with `profile`'s wire rules applied.
-
-    A new dict; `body` is not changed. Bodies without `messages` (Responses API) are
-    returned as they are.
-    """
+    """`body` (a Chat Completions request) with `profile`'s wire rules applied, as a new dict;
+    bodies without `messages` (Responses API) are returned as they are."""
     prof = get_profile(profile)
     raw = body.get("messages")
     if not isinstance(raw, list):
@@ -336,12 +317,8 @@ def _text(content: Any) -> str:
 
 
 def with_profile(model: Any, profile: str | Profile) -> Any:
-    """`model` with `profile`'s body rules applied to every request it sends.
-
-    For a langchain-openai chat model (Chat Completions) and a profile that needs
-    rewriting, a copy whose request body passes through `rewrite_payload`; any other
-    model is returned as it is.
-    """
+    """`model` with `profile`'s body rules applied to every request it sends: a copy for a
+    langchain-openai chat model whose profile needs rewriting, else `model` itself."""
     prof = get_profile(profile)
     if not needs_rewrite(prof) or ls_provider(model) != "openai":
         return model
