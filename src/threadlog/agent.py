@@ -7,25 +7,15 @@ Contract:
       START → model ─┬─ tool calls ─→ tools → model …
                      └─ no calls ───→ END
 
-  `model` is a `ModelNode` (applies the context policy and records its compaction
-  events, repairs open calls, validates, calls the model, appends its whole
-  `AIMessage`); `tools` is a `ToolNode` (one result per call, in call order). The
-  events are written in the model's own step: a separate context step would add two
-  checkpoints to every turn, which cost more storage than the events themselves.
-  Wire `threadlog.ContextNode` by hand for a separate step (then a summary
-  is stored even when the model call after it fails).
-* `per_call_branches=True` routes each tool call to its own `Send` task (finished calls
-  survive a failing or interrupted sibling); otherwise one `tools` task runs the calls
-  of a step in parallel. Either way the log lists the results in call order.
-* A turn stops after `max_model_calls` model calls (default 25) with an assistant
-  message saying so (`response_metadata["threadlog_stop"]`); `tool_choice` applies to
-  the first model call of each turn; `profile` picks a server's wire rules.
-* `requires_approval` names tools that pause the run (LangGraph `interrupt`) until a
-  human approves each call (see `threadlog.ToolNode`).
-* The result is an ordinary compiled LangGraph graph: `invoke`, `stream`, checkpoints,
-  `langgraph dev` all work as usual. Its state's types are allowed by the checkpointer's
-  strict serializer (`threadlog.allow_state_types`), so nothing needs listing.
-"""
+  `model` is a `ModelNode` (it also records its compaction events, in its own step);
+  `tools` is a `ToolNode`. Wire `threadlog.ContextNode` by hand for a separate step.
+* `per_call_branches=True` routes each tool call to its own `Send` task; otherwise one
+  `tools` task runs a step's calls in parallel. Either way results are in call order.
+* A turn stops after `max_model_calls` model calls (default 25) with an assistant message
+  saying so; `tool_choice` applies to each turn's first model call; `profile` picks a
+  server's wire rules; `requires_approval` names tools that pause for a human.
+* The result is an ordinary compiled LangGraph graph; its state's types are allowed by
+  the checkpointer's strict serializer (`threadlog.allow_state_types`)."""
 
 from __future__ import annotations
 
@@ -67,35 +57,24 @@ def create_agent(
     state_schema: type[Any] | None = None,
     context_schema: type[Any] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile a model ⇄ tools agent over `AgentState` (see the module docstring).
+    """Compile a model ⇄ tools agent over `AgentState` (module doc).
 
     Args:
-        model: any LangChain chat model (`ChatOpenAI(base_url=...)` for a real endpoint,
-            `threadlog.OfflineChatModel()` offline); the tools are bound to it. Or a
-            callable `(state, runtime) -> model` choosing it per run (`ModelNode`).
+        model: any LangChain chat model, or a callable `(state, runtime) -> model`.
         tools: the tools the model may call (`BaseTool`s or plain functions).
-        system_prompt: sent first on every model call; not written to the log. Or a
-            callable `(state, runtime) -> str | None` choosing it per run.
-        context: a `ContextPolicy` (turns / token budget / summarizer); the model step
-            records its compaction events.
+        system_prompt: sent first on every model call, not logged; or a callable
+            `(state, runtime) -> str | None`.
+        context: a `ContextPolicy`; the model step records its compaction events.
         checkpointer: any LangGraph saver, e.g. `threadlog.checkpointer(url)`.
-        per_call_branches: run each tool call as its own task (`Send`), so a failing or
-            interrupted call never re-runs its finished siblings.
+        per_call_branches: run each tool call as its own task (`Send`).
         requires_approval: tool names that pause for a reviewer before running.
-        idempotent: tool names whose calls get an idempotency key and a receipt
-            (`threadlog.idempotent`): a call whose tool returned never runs again.
-        profile: the provider or server profile (`threadlog.PROFILES`), e.g.
-            `"llama-cpp-python"`; default inferred from the model.
-        tool_choice: `tool_choice` of the first model call of each turn (`"auto"`,
-            `"required"`, `"none"`, a tool name); default: the profile's.
-        max_model_calls: model calls one turn may make before it is stopped with an
-            explicit, logged reason (default 25); None: no cap.
+        idempotent: tool names whose calls get an idempotency key and a receipt.
+        profile: the provider or server profile; default inferred from the model.
+        tool_choice: `tool_choice` of the first model call of each turn.
+        max_model_calls: model calls one turn may make (default 25); None: no cap.
         name: the compiled graph's name.
-        state_schema: your state, extending `threadlog.AgentState` (default: it); the
-            types it holds are allowed by the checkpointer's serializer.
-        context_schema: the run context's type (`graph.invoke(..., context=...)`), read by
-            a `model` / `system_prompt` callable through `runtime.context`.
-    """
+        state_schema: your state, extending `threadlog.AgentState` (default: it).
+        context_schema: the run context's type, read through `runtime.context`."""
     tools = list(tools)
     builder = StateGraph(state_schema or AgentState, context_schema=context_schema)
     builder.add_node(

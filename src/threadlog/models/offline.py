@@ -81,10 +81,8 @@ _SUMMARY_HEAD = "Earlier the user asked about: "
 
 
 def find_cities(text: str) -> list[tuple[str, str]]:
-    """Cities named in `text` as (canonical English name, name as written), in order.
-
-    Each city counts once even when named in both languages.
-    """
+    """Cities named in `text` as (canonical English name, name as written), in order; each
+    counts once even when named in both languages."""
     hits: list[tuple[int, str, str]] = []
     for english, chinese in CITIES.items():
         found: list[tuple[int, str]] = []

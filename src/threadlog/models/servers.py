@@ -1,14 +1,11 @@
 """Talking to a real OpenAI-compatible server: which profile it needs, and what a failure
 means in one line.
 
-* `detect_profile(base_url)` asks the server's `/v1/models` (a short GET) and picks the
-  server profile by its `owned_by` (`threadlog.providers.wire.infer_profile`); a server that does
-  not answer is judged by its URL alone.
-* `explain_failure(exc, profile=..., endpoint=..., thread_id=...)` turns what a model
-  call raised — HTTP 4xx/5xx, a timeout, a refused connection, a 200 with an empty
-  stream (`ValueError: No generations found in stream.`) — into one line: what happened,
-  the profile to try, and whether the thread can continue. None for anything else.
-"""
+* `detect_profile(base_url)` asks the server's `/v1/models` and picks the server profile
+  by its `owned_by` (`wire.infer_profile`); a server that does not answer, by its URL.
+* `explain_failure(exc, profile=..., endpoint=..., thread_id=...)` turns what a model call
+  raised (HTTP 4xx/5xx, a timeout, a refused connection, an empty stream) into one line:
+  what happened, the profile to try, whether the thread can continue. None otherwise."""
 
 from __future__ import annotations
 
@@ -26,10 +23,8 @@ EMPTY_STREAM = "No generations found in stream."
 
 
 def models_answer(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> Any:
-    """The parsed JSON of `GET {base_url}/models`, or None if the server gives none.
-
-    A single-request server (llama-cpp-python) answers only after the generation it is
-    busy with, hence the generous timeout."""
+    """The parsed JSON of `GET {base_url}/models`, or None (a generous timeout: a single-request
+    server answers only after the generation it is busy with)."""
     request = urllib.request.Request(
         base_url.rstrip("/") + "/models",
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
@@ -54,11 +49,8 @@ def explain_failure(
     thread_id: str | None = None,
     suggest: Profile | str | None = None,
 ) -> str | None:
-    """One line for a failed model call (see the module docstring), or None.
-
-    `suggest` is the profile the server looks like (e.g. `detect_profile(endpoint)`);
-    it is named when it differs from `profile`.
-    """
+    """One line for a failed model call (module doc), or None. `suggest`, the profile the server
+    looks like, is named when it differs from `profile`."""
     import openai
 
     prof = get_profile(profile)

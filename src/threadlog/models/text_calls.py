@@ -1,19 +1,11 @@
-"""A tool call a model wrote as text: what a server hands back when its chat template
-renders calls in another form than the model writes them.
+"""A tool call a model wrote as text, which a server hands back when its chat template
+renders calls in another form than the model writes them (no `tool_calls`, so an agent
+ends the turn on it). `call_in_text(text, tool_names)` recognises it, so a caller can say
+why.
 
-An OpenAI-compatible server that runs a model locally (llama.cpp's server, vLLM, …) finds
-calls in the model's output with a parser chosen for the chat template: llama.cpp derives
-it from how the template renders an assistant message with tool calls. A model that writes
-its call in another form — a ```` ```json ```` fenced block where the template expects
-`<tool_call>` tags — gets it back as the answer's text, with no `tool_calls`, and an
-agent ends the turn on it. `call_in_text(text, tool_names)` recognises that text, so a
-caller can say why instead of printing JSON as the answer.
-
-Recognised: one or more ```` ``` ```` / ```` ```json ```` fenced blocks, `<tool_call>` …
-`</tool_call>` tags, or the whole text, holding a JSON object `{"name": T, "arguments":
-{...}}` (or `"parameters"`) where T is one of `tool_names`. Anything else is None: a
-reply that merely mentions a tool is not a call.
-"""
+Recognised: ```` ``` ```` / ```` ```json ```` fenced blocks, `<tool_call>` tags, or the
+whole text, holding `{"name": T, "arguments": {...}}` (or `"parameters"`) with T one of
+`tool_names`. Anything else is None."""
 
 from __future__ import annotations
 

@@ -1,21 +1,14 @@
-"""What a `ModelNode` calls for one run: its model and system prompt, fixed or chosen.
+"""What a `ModelNode` calls for one run: its model and system prompt, fixed or chosen
+(LangChain's dynamic model).
 
-Contract (LangChain's dynamic model, as `create_react_agent` and langchain-ai's
-react-agent template use it):
-
-* `model` is a chat model, or a callable `(state, runtime) -> model` — a plain function
-  or an `async def` — called at every model step with the node's input state and the
-  run's `langgraph.runtime.Runtime` (`runtime.context` is what `graph.invoke(...,
-  context=Context(...))` passed). A returned `BaseChatModel` gets the node's tools bound
-  and its profile's wire rules, exactly as a fixed model does (cached per model object,
-  so a registry of models is prepared once each); any other `Runnable` (a model the
-  callable bound itself) is called as it is.
-* `system_prompt` is a string, None, or a callable `(state, runtime) -> str | None`
-  (also `async def`). The text names its `SystemMessage`: `tl-system-<blake2b of the
-  text>`, so token counts and wire copies are cached by id and two prompts never share one.
-* An `async def` callable needs an async run (`ainvoke` / `astream`): a sync run raises
-  `TypeError` saying so (it is one flow, `threadlog.flows`: the async driver awaits it).
-* Outside a graph (the node invoked by hand) a callable gets `Runtime()` (context None).
+* `model` is a chat model, or a callable `(state, runtime) -> model` (sync or async)
+  called at every model step. A returned `BaseChatModel` gets the node's tools bound and
+  its profile's wire rules (cached per model object); any other `Runnable` is called as
+  it is.
+* `system_prompt` is a string, None, or a callable `(state, runtime) -> str | None`. Its
+  `SystemMessage` id is `tl-system-<blake2b of the text>`.
+* An `async def` callable needs an async run: a sync run raises `TypeError`.
+* Outside a graph a callable gets `Runtime()` (context None).
 """
 
 from __future__ import annotations

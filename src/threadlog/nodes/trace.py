@@ -1,22 +1,12 @@
 """What `ModelNode` records about each model call, for the inspector: one namespaced key.
 
-Contract: `timed(ai, ...)` returns the AIMessage with `response_metadata["threadlog"]` set
-to a small JSON dict — `started_at` (ISO 8601 UTC wall clock when the model was called),
-`latency_ms` (the model call), `step_ms` (the whole node: context, checks, call), `model`
-(the provider's `model_name` when it reports one, else the chat model's own name),
-`context_messages` (how many messages were sent, system prompt included) and
-`system_prompt` (the id naming the system prompt's text, or None). With a prompt, also
-`system_prompt_digest` (`threadlog.digest` of the `SystemMessage` sent) and, for a prompt
-chosen per run (a `system_prompt` callable), on the first call of the thread's log that
-sent it, `system_prompt_text` — stored once per thread, not once per call, so "what the
-model saw" reads it (`prompt_text(log, record)`) instead of assuming it. A fixed prompt's
-text is the app's code (the graph's model node): only its id and digest are stored.
-Tokens stay where the provider puts them (`usage_metadata`, per call). Records written
-before these keys read as before.
-Everything lives under the single `"threadlog"` key, so a message compares and serializes
-as before with one extra entry, and `to_wire` never sends it (response metadata does not
-reach a provider).
-"""
+Contract: `timed(ai, ...)` sets `response_metadata["threadlog"]` to a small JSON dict:
+`started_at` (ISO 8601 UTC), `latency_ms` (the model call), `step_ms` (the whole node),
+`model`, `context_messages` (system prompt included) and `system_prompt` (the id naming
+its text, or None). With a prompt also `system_prompt_digest`, and for a prompt chosen per
+run, on the first call of the thread that sent it, `system_prompt_text` (once per thread;
+`prompt_text(log, record)` reads it). Tokens stay in `usage_metadata`. `to_wire` never
+sends it."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """What a model node needs to know about the current turn, and what it does to a reply.
 
-* A *turn* is everything after the last user message. `model_calls_in_turn(log)` counts
-  the assistant messages in it — the log is the counter, so a resumed or replayed turn
-  counts the calls it already made.
-* `step_cap_message(n)` is the assistant message that ends a turn which reached its cap:
-  text saying why, no calls (so the graph ends), the reason in `response_metadata`.
-* `rekey_calls(reply, used)` gives a reply's call ids that collide with ids already in
-  the log (servers that say `call_0` every turn) — including ids an edit dropped or
-  renamed, which its audit record keeps — or with each other fresh, unique ids,
-  before the reply is logged: the log's ids stay unique whatever the server does. The
-  replaced ids are kept in `response_metadata["threadlog_call_ids_rekeyed"]`. The rule
-  is `threadlog.log.call_ids`'s, which the log applies to every writer's replies too.
-"""
+* A *turn* is everything after the last user message; `model_calls_in_turn(log)` counts
+  its assistant messages (the log is the counter, so a resumed turn counts right).
+* `step_cap_message(n)` ends a turn that reached its cap: text saying why, no calls.
+* `rekey_calls(reply, used)` gives a reply's call ids that collide with ids in the log
+  (an edit's dropped ones included) or with each other fresh ones before it is logged
+  (`threadlog.log.call_ids`' rule)."""
 
 from __future__ import annotations
 

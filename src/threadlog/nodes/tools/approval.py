@@ -2,27 +2,17 @@
 
 Contract:
 
-* For each call of a tool listed in `requires_approval`, the tool node calls LangGraph's
-  `interrupt(payload)` **before any tool of the step runs**. The payload is a plain dict:
+* For each call of a tool in `requires_approval`, the tool node calls `interrupt(payload)`
+  **before any tool of the step runs**, with
   `{"type": "tool_approval", "tool_call": {"name", "args", "id"}, "actions": [...]}`.
-* Resume with `Command(resume=decision)` where decision is
-  `{"action": "approve"}`, `{"action": "edit", "args": {...}}` or
-  `{"action": "reject", "reason": "..."}` (reason optional). An edited call runs with the
-  new arguments (still checked against the tool's schema) and the node writes a
-  `threadlog.Edit` of the request before its results (`approval_edits`): the same event an
-  `update_state` edit records, so the log shows the edited call in place, keeps the
-  original in the audit record, and the model sees the call as it ran. The result also
-  carries the decision (`response_metadata["threadlog_approval"]`, `APPROVAL_KEY`; what
-  the model sees of such a record on a thread stored before edits were events is
-  `threadlog.log.edits.apply_edits`). A rejected call
-  becomes an error result saying a reviewer rejected it. Any other value raises `ApprovalError`
-  and is not saved (LangGraph's `response_schema` check), so the same approval can
-  simply be answered again.
-* Why nothing runs twice: in the one-node mode all approvals are asked, one interrupt
-  per call in call order, before any tool starts, so a resume re-enters a node that has
-  executed nothing yet. With per-call branches (`send_tool_calls`) each call is its own
-  task: the paused branch re-runs alone and its finished siblings are kept.
-"""
+* Resume with `Command(resume=decision)`: `{"action": "approve"}`,
+  `{"action": "edit", "args": {...}}` or `{"action": "reject", "reason": "..."}`. An
+  edited call runs with the new arguments and the node writes a `threadlog.Edit` of the
+  request before its results (`approval_edits`); the result carries the decision
+  (`APPROVAL_KEY`). A rejected call becomes an error result. Any other value raises
+  `ApprovalError` and is not saved, so the approval can be answered again.
+* Nothing runs twice: all approvals are asked before any tool starts; with per-call
+  branches the paused branch re-runs alone."""
 
 from __future__ import annotations
 
@@ -35,8 +25,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 from threadlog.errors import ApprovalError
 
-# `APPROVAL_KEY` and `apply_edits` are re-exported: what the model sees of an edit is
-# the context's business, so it lives below both (`threadlog.log.edits`).
+# Re-exported: what the model sees of an edit lives below both (`threadlog.log.edits`).
 from threadlog.log.edits import APPROVAL_KEY, Edit, apply_edits
 
 __all__ = [
@@ -106,10 +95,8 @@ def approval_edits(
     messages: Sequence[BaseMessage],
     decisions: Mapping[str, Decision] | None = None,
 ) -> list[Edit]:
-    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id ->
-    the new arguments), oldest first. Each carries `base` (the request as the node saw
-    it), so parallel branches that edit different calls of one request compose; `by` and
-    `reason` come from the first edited call's decision."""
+    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> new
+    arguments), oldest first, each with `base`, so parallel branches' edits compose."""
     todo = dict(edited)
     decisions = decisions or {}
     out: list[Edit] = []

@@ -2,19 +2,16 @@
 
 Contract:
 
-* Every failure is an **error result** — a `ToolMessage` with the call's id, the tool's
-  name, `status="error"` and a short text that says what to fix — or, with
-  `handle_tool_errors=False`, a raised `ToolCallError` carrying that same text.
-  `response_metadata["threadlog_error"]` names the kind (`ErrorKind`) for programs.
-* A tool's return value is checked before it can reach the log (`normalize_response`):
-  a `ToolMessage` or `Command` that answers another call's id is refused (no forging),
-  a `Command` that would write a system or developer message is refused (tool output
-  is data, never instructions), and a `Command` for this graph must carry this call's
-  result. The accepted result always carries the call's id and tool name.
-* `cut_content` shortens oversized text content with a visible marker and keeps the
-  full output as the message's artifact, which stays in the log but is never sent to
-  a model (only `content` is model-visible).
-"""
+* Every failure is an **error result** (a `ToolMessage` with the call's id, the tool's
+  name, `status="error"` and a short text saying what to fix) or, with
+  `handle_tool_errors=False`, a raised `ToolCallError` with that text;
+  `response_metadata["threadlog_error"]` names the kind (`ErrorKind`).
+* A tool's return value is checked before it reaches the log (`normalize_response`): a
+  result answering another call's id is refused, a `Command` writing a system or
+  developer message is refused (tool output is data), and a `Command` for this graph must
+  carry this call's result.
+* `cut_content` shortens oversized text with a visible marker and keeps the full output
+  as the artifact (in the log, never sent to a model)."""
 
 from __future__ import annotations
 
@@ -74,11 +71,8 @@ def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -
 
 
 def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
-    """`message` with text content above `limit` characters cut, full output in artifact.
-
-    The artifact becomes the full content (or `{"content": full, "artifact": previous}`
-    when the tool already returned one), so nothing the tool produced is lost.
-    """
+    """`message` with text content above `limit` characters cut; the artifact becomes the full
+    content (or `{"content": full, "artifact": previous}`), so nothing is lost."""
     if limit is None:
         return message
     content = message.content
@@ -148,13 +142,8 @@ def normalize_response(
     input_type: InputType = "dict",
     stored: Mapping[str, BaseMessage] | None = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Check a tool's return value for `call`; raise `Refused` when it must be refused.
-
-    As in LangGraph, a `Command`'s update is a dict when the node was given a state (or
-    tool calls) and a list of messages when it was given a list of messages. `stored` are
-    the state's messages by id: a `Command` may re-send them unchanged (a handoff tool
-    passing its agent's history to the parent graph does) — they are already in the log,
-    so they are not judged again; the log itself refuses a changed one."""
+    """Check a tool's return value for `call`; raise `Refused` when it must be refused. A
+    `Command` may re-send `stored` messages (by id) unchanged: they are not judged again."""
     stored = stored or {}
     if isinstance(response, ToolMessage):
         return _own_result(response, call)

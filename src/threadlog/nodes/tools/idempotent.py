@@ -1,50 +1,28 @@
 """Idempotent tools: one key per tool call, the same on every attempt; receipts served.
 
-Why. A tool's side effect (a payment, an email, a deploy) happens in the world; the
-thread only learns of it when the tool's step is stored. Killed in between, a resume
-runs the call again (LangGraph re-runs the step), and new input or a repair can only say
-"outcome unknown". Services solved this with idempotency keys: a second request with
-the same key returns the first one's result. A tool call already has a stable identity
-(thread, namespace, call id), so threadlog derives the key from it.
+A tool's side effect happens in the world; killed before its step is stored, a resume
+runs the call again. A tool call already has a stable identity (thread, namespace, call
+id), so threadlog derives an idempotency key from it.
 
 Contract:
 
-* `idempotent(tool)` marks a tool and returns it (the same object): a `@tool` function
-  or any `BaseTool`; a plain function is made a tool first (`langchain_core.tools.tool`).
-  Marking twice is marking once. Anything else is an `IdempotencyError` naming it.
-  `mark_by_name(tools, names)` marks the named ones of a tool list (`ToolNode(...,
-  idempotent=[...])`, `create_agent(..., idempotent=[...])`); a name that is no tool of
-  the list, or that two of its tools share, is an `IdempotencyError` naming it.
+* `idempotent(tool)` marks a tool and returns it (a plain function is made a tool first);
+  marking twice is marking once; anything else is an `IdempotencyError`.
+  `mark_by_name(tools, names)` marks the named ones (`ToolNode(..., idempotent=[...])`);
+  a name no tool or two tools have is an `IdempotencyError`.
 * **The key.** Inside a marked tool, `idempotency_key()` returns
-  `"tl-idem-" + blake2b(thread_id, namespace, tool_call_id)` (32 hex digits; the
-  fields joined by NUL): `thread_id` from the run's config (`""` outside a checkpointed
-  run), the namespace is the config's `checkpoint_ns` with its task ids removed
-  (`"tools:3f2…|pay:9ab…"` -> `"tools|pay"`, since a re-run task may get another id),
-  and the call id is the model's. So every attempt of one call — an interceptor's retry,
-  a resume after a kill, a repair, new input re-running it — gets the same key, and any
-  other call (another thread, another call id, a call a fork's model made anew) another.
-  A thread made by `copy_thread` has its own thread id, so a call re-run on the copy
-  gets a key of its own (docs/tools.md says why). Outside a marked tool's run, or in
-  a tool run that has no tool call id (`tool.invoke({"x": 1})`), it raises
-  `IdempotencyError`.
-* How the tool learns its call: marking adds a callback handler to the tool
-  (`tool.callbacks`) that remembers, for each run of the tool, the `tool_call_id`
-  LangChain gives `on_tool_start`; inside the run, `ensure_config()["callbacks"]` is the
-  run's child manager, whose `parent_run_id` is that run. Both threadlog's and
-  LangGraph's `ToolNode` (and `create_agent`'s) call tools this way, so both work with
-  no change to either.
-* **Receipts.** Marking also wraps what the tool runs (a `StructuredTool`'s `func` /
-  `coroutine`; another `BaseTool`'s `_run` / `_arun`, by a subclass made for it). Each
-  attempt first looks at the checkpoint its step runs from (on threadlog's saver, one
-  query of its write keys, the checkpoint read only when one is a receipt of the call;
-  on any other saver, `get_tuple`): a receipt of this call there
-  (`threadlog.checkpoint.receipts`) is returned as the tool's return value without
-  running the tool. Otherwise the tool runs with the key set, and what it returned is
-  stored as a receipt before the tool's run ends — before the node can answer the call.
-  A tool that raised stores nothing: a failed call may be tried again. Receipts are only
-  stored inside a checkpointed run whose step is stored (not with `durability="exit"`,
-  where a kill loses the whole run and the model's step runs again).
-"""
+  `"tl-idem-" + blake2b(thread_id, namespace, tool_call_id)` (32 hex digits, fields joined
+  by NUL; the namespace without task ids, since a re-run task may get another id). Every
+  attempt of one call gets the same key; any other call, or a `copy_thread` copy, another.
+  Outside a marked tool's run, or without a tool call id, it raises `IdempotencyError`.
+* How the tool learns its call: marking adds a callback handler remembering the
+  `tool_call_id` of each run (`on_tool_start`); inside the run the config's callback
+  manager names that run. Threadlog's and LangGraph's `ToolNode` both call tools this way.
+* **Receipts.** Marking also wraps what the tool runs. Each attempt first looks at the
+  checkpoint its step runs from: a receipt of this call (`threadlog.checkpoint.receipts`)
+  is returned without running the tool. Otherwise the tool runs with the key set, and its
+  return is stored as a receipt before the run ends. A tool that raised stores nothing.
+  Receipts are stored only inside a checkpointed run whose step is stored."""
 
 from __future__ import annotations
 

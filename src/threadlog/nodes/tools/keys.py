@@ -1,11 +1,6 @@
-"""The key of an idempotent tool's call, and the mark of an idempotent tool.
-
-`call_key(thread_id, checkpoint_ns, tool_call_id)`: `"tl-idem-" + blake2b` of the three
-joined by NUL (32 hex digits), the namespace without its task ids (`"tools:3f2…|pay:9ab…"`
--> `"tools|pay"`: a re-run task may get another id). `is_idempotent(tool)`: whether
-`threadlog.idempotent` marked it (`tool.metadata[IDEMPOTENT_KEY]`). The rest of the idea
-is `threadlog.nodes.tools.idempotent`'s.
-"""
+"""The key of an idempotent tool's call, and the mark of an idempotent tool:
+`call_key(thread_id, checkpoint_ns, tool_call_id)` (module doc of
+`threadlog.nodes.tools.idempotent`) and `is_idempotent(tool)`."""
 
 from __future__ import annotations
 

@@ -1,33 +1,18 @@
-"""New input on a thread whose idempotent call never reported back: run it again, same key.
-
-Why. New input abandons the head's unfinished tool step (LangGraph discards its tasks),
-and `threadlog.checkpoint.stopped_work` answers each call left open: "not completed", or
-"outcome unknown" when its tool had started. For a tool marked idempotent neither guess
-is needed: running the call again with the same key (`idempotency_key`) is safe by
-construction — a service that honours keys returns the first attempt's result — so the
-log gets the call's real result.
+"""New input on a thread whose idempotent call never reported back: run it again, same key
+(safe by construction), so the log gets the call's real result instead of a guess.
 
 Contract:
 
 * `rerun_flow(nodes, saver, head, calls, recovered)` is called by the new-input repair
-  (through `threadlog.checkpoint.receipts.rerun_flow`, set when this module is imported:
-  `threadlog.nodes.tools.idempotent` imports it, so a marked tool implies it)
-  for the calls it is about to answer (`calls`: call id -> its request), after the walk
-  for stored results (`recovered`: results and receipts found, which win). For each call
-  without one whose tool, found by name on a tool node of the running graph (`nodes`:
-  the root graph's nodes; any node whose runnable has `tools_by_name`, threadlog's and
-  LangGraph's `ToolNode`), is marked idempotent, the tool runs once, here, with the key
-  it had: the config names the thread, the namespace `"<node>:rerun"` (the key drops
-  task ids, so it is the key of the node's call) and the head as the step checkpoint, so
-  a receipt is stored on the head as the tool returns (`durability="sync"`).
-* What it returned becomes the call's result (the tool's own `ToolMessage`, a
-  deterministic id `tl-rerun-<blake2b(call id)>`, the key in `response_metadata`),
-  logged before the new input like any recovered result. A tool that raises, or needs
-  what only its node injects (state, store), gets "outcome unknown": the tool node stores
-  no "started" marker for an idempotent tool (the receipt and this re-run take its
-  place), so whether it started is not known.
-* The tool is looked for in the root graph's nodes, then in compiled subgraphs used as
-  nodes (the namespace path then names each level, as the key's does).
+  (through `checkpoint.receipts.rerun_flow`, set when this module is imported) for the
+  calls it is about to answer, after the walk for stored results (which win). For each
+  call whose tool, found by name on a tool node of the running graph, is marked
+  idempotent, the tool runs once, here, with the key it had (namespace `"<node>:rerun"`,
+  the head as step checkpoint), so a receipt is stored on the head as it returns.
+* What it returned becomes the call's result (id `tl-rerun-<blake2b(call id)>`, the key
+  in `response_metadata`), logged before the new input. A tool that raises, or needs what
+  only its node injects, gets "outcome unknown".
+* The tool is looked for in the root graph's nodes, then in compiled subgraphs.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """From what happened to a call to the result the log gets: `Outcome` and `classify`.
 
 Contract: `classify` turns one call's `Outcome` (a return value, a raised exception, or a
-ready error) into that call's output — exactly one `ToolMessage` for the call (inside a
-`Command` when the tool returned one) — or raises:
+ready error) into exactly one `ToolMessage` for the call (inside a `Command` when the tool
+returned one), or raises:
 
 * always: LangGraph's interrupts (`GraphBubbleUp`) and invalid resume values;
-* what `handle_tool_errors` does not handle (see `handling`): the tool's own exception,
-  a schema failure as LangGraph's `ToolInvocationError`, or — with `False` — a
-  `ToolCallError` for threadlog's own refusals.
+* what `handle_tool_errors` does not handle (`handling`): the tool's own exception, a
+  schema failure as `ToolInvocationError`, or (with `False`) a `ToolCallError`.
 
-On the way it checks the return value (`tools_results.normalize_response`), asks the
-checkpointer's serializer whether each result can be stored (`storage_check`: one that
-cannot is refused; one that reads back as other types is kept, and a warning is logged
-on the `threadlog.tools` logger, once per node, tool and change when given `warned`), cuts
-oversized content, and records in `response_metadata` (never model-visible) a reviewer's
-edit (`threadlog_approval`) and, only when asked (`record_durations`), how long the tool
-ran (`threadlog_duration_ms`): a successful result otherwise carries no threadlog key, so
-it compares equal to the one LangGraph's ToolNode returns.
-"""
+On the way it checks the return value, asks the checkpointer's serializer whether the
+result can be stored (`storage_check`), cuts oversized content, and records in
+`response_metadata` a reviewer's edit (`threadlog_approval`) and, when asked, the
+duration (`threadlog_duration_ms`); a successful result otherwise equals LangGraph's."""
 
 from __future__ import annotations
 
@@ -91,9 +85,7 @@ class Outcome:
 
     @classmethod
     def timed_out(cls, call: ToolCall, seconds: float, *, still_running: bool) -> Outcome:
-        # The call started: whatever it does may have happened (a sync tool cannot be
-        # stopped and finishes in the background; a cancelled async one may have acted
-        # before it was stopped), so the model is not told it did not happen.
+        # The call started: its effect may have happened, so the model is not told otherwise.
         how = (
             "is still running in the background, where it may yet complete"
             if still_running
@@ -109,8 +101,7 @@ class Outcome:
 
     @classmethod
     def timed_out_keyed(cls, call: ToolCall, seconds: float, attempts: int, key: str) -> Outcome:
-        # Every attempt carried the same key, so whatever took effect took effect once;
-        # a new call from the model would get another key, so it is not invited.
+        # Every attempt carried the same key; a new call would get another, so not invited.
         return cls.ready(
             call,
             "timeout",
@@ -225,13 +216,9 @@ def from_error(
     *,
     filter_types: bool = True,
 ) -> ToolMessage:
-    """The error result for an exception raised by a tool (or an interceptor), or raise it.
-
-    A schema failure is first wrapped in LangGraph's `ToolInvocationError`, so handlers
-    and `except` clauses see what they would see with LangGraph's ToolNode.
-    `filter_types=False` is LangGraph's rule for an exception out of `wrap_tool_call`:
-    any truthy `handle_tool_errors` turns it into a result.
-    """
+    """The error result for an exception raised by a tool (or an interceptor), or raise it. A
+    schema failure is first wrapped in LangGraph's `ToolInvocationError`;
+    `filter_types=False` (an interceptor's exception) makes any truthy handler apply."""
     if isinstance(e, GraphBubbleUp) or is_invalid_resume(e):
         raise e
     name = call["name"]

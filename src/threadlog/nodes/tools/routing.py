@@ -2,22 +2,14 @@
 
 Contract:
 
-* The calls of a step are the **open** calls of the last `AIMessage`: its `tool_calls`
-  then its `invalid_tool_calls` (the order langchain-openai sends them in, and the order
-  the log places their results in), minus any call that already has a result after it
-  (`threadlog.log.pairing.open_in`). So a tool step never produces a second result for a
-  call. A call without an id is open like any other (no result can answer it); the tool
-  step refuses it (`ToolPairingError`, `threadlog.log.pairing.unanswerable`).
+* A step's calls are the **open** calls of the last `AIMessage` (`tool_calls` then
+  `invalid_tool_calls`, minus any with a result: `pairing.open_in`), so a tool step never
+  answers a call twice. A call without an id is refused (`ToolPairingError`).
 * `tools_condition(state)` routes to `"tools"` when the last message is an `AIMessage`
-  with `tool_calls` *or* `invalid_tool_calls` (a malformed call still needs an answer
-  telling the model what to fix), and to `END` otherwise.
-* `send_tool_calls(state, node="tools")` returns one `Send(node, [call])` per open call,
-  for `add_conditional_edges`: each call is then its own LangGraph task, checkpointed on
-  its own, so a failing or interrupted call does not re-run its finished siblings. An
-  empty list (no open calls) ends that path. The payload is LangGraph's own per-call
-  format (a list holding one tool-call dict), which `threadlog.ToolNode` and
-  `langgraph.prebuilt.ToolNode` both accept.
-"""
+  with `tool_calls` or `invalid_tool_calls`, to `END` otherwise.
+* `send_tool_calls(state, node="tools")` returns one `Send(node, [call])` per open call
+  (LangGraph's per-call payload), so each call is its own task and a failing or
+  interrupted call does not re-run its finished siblings; none ends that path."""
 
 from __future__ import annotations
 

@@ -1,23 +1,15 @@
 """Running one tool call, sync or async, under a timeout: `Job` in, `Outcome` out.
 
 Contract: `run_sync` / `run_async` never raise (short of `BaseException`s such as
-cancellation): whatever happens — a return value, an exception (interrupts included),
-`sys.exit()` (as a `RuntimeError` naming the exit code), the timeout — comes back as an
-`Outcome` with the time the call took, and the node decides what it means
-(`tools_execution.classify`).
+cancellation): a return value, an exception, `sys.exit()` (as a `RuntimeError`), the
+timeout all come back as an `Outcome` with the time the call took.
 
-* `run_sync` runs in one of the node's worker threads. With a timeout, the tool runs in
-  a thread of its own that the worker waits on; on timeout that thread is abandoned
-  (Python cannot stop a thread) and finishes in the background, its result discarded;
-  the timeout result says the outcome is unknown, as it is.
-  An async-only tool runs on a private event loop in that thread.
+* `run_sync` runs in a node worker thread. With a timeout the tool runs in a thread of
+  its own, abandoned on timeout (Python cannot stop a thread; the result says the
+  outcome is unknown). An async-only tool runs on a private event loop in that thread.
 * `run_async` awaits async tools on the running loop and sends sync tools to the node's
-  thread pool, not the loop's default executor (a few threads on a small machine, which
-  would serialize a wide step) — or, with a timeout, to a thread of their own, so a
-  timed-out one never holds a thread the next call waits for: a call that passed the
-  node's `max_concurrency` gate starts at once, and its "started" marker
-  (`threadlog.nodes.tools.started`) is true. A timed-out async tool is cancelled.
-"""
+  thread pool (with a timeout, to a thread of their own, so a timed-out one never holds
+  a thread the next call waits for). A timed-out async tool is cancelled."""
 
 from __future__ import annotations
 

@@ -1,74 +1,33 @@
-"""Which calls' tools started: a marker stored before a tool runs, so a repair can tell.
-
-Why. A call whose tool started but never reported back — the process
-was SIGKILLed, the run cancelled or timed out while a sync tool ran — used to be repaired
-like a call that never ran: "not completed". The tool may well have finished its side
-effect after the run stopped (a thread cannot be stopped), and the model was told the
-action did not happen. With this marker the repair (`threadlog.log.pairing`) answers such a
-call "outcome unknown" instead, and keeps "not completed" for calls that never started.
+"""Which calls' tools started: a marker stored before a tool runs, so a repair can tell a
+call whose tool started and never reported back ("outcome unknown") from one that never
+started ("not completed", `threadlog.log.pairing`).
 
 Contract:
 
-* `note_flow(config, call, "started")` is yielded by the tool node right before it runs
-  a call's tool (each attempt: an interceptor's retry notes again); `"stopped"` right
-  after the tool reported back by raising — an exception the node re-raises, or an
-  interrupt — so a paused or failed call stays "not completed": LangGraph re-runs the
-  code before `interrupt()` on resume, which must therefore be safe to repeat, and a
-  failed call failed. A result the node returns needs no marker: it is the report.
-* The marker is one pending write (`checkpoint.recover.started_marker`: its own task id,
-  channel `STARTED_CHANNEL`, a plain dict) on the checkpoint the node's step runs from,
-  stored through the run's own checkpointer, and the tool runs only once it is stored.
-* Not written outside a checkpointed run (no checkpointer in the config), with
-  `durability="exit"` (nothing of the run is stored before it ends, so no repair would
-  ever read it), or when the saver cannot store it: the failure is logged and the tool
-  runs anyway (that call then reads "not completed" after a crash, as before).
-* With `durability="async"` (LangGraph's default) the step's checkpoint is stored in the
-  background while its tasks run: a marker on a checkpoint not stored yet would be lost
-  with it by a kill (no reader reaches a write through a missing checkpoint), and the
-  call would read "not completed" though its tool ran. So under any mode but `"sync"`
-  the marker first waits until that checkpoint is stored (at most `_STORED_WAIT`; past it
-  the marker is stored anyway, as before): the tool never starts before the checkpoint
-  its marker hangs on exists. On threadlog's saver the wait is the guard's
-  (`GuardLayer.stored_flow`: no read for a checkpoint it stored or read, the put's end
-  awaited otherwise); on any other saver, `get_tuple` every `_STORED_POLL` seconds.
-* **Finished calls.** A call whose tool returned a result also gets a `"finished"`
-  marker carrying that result (`note_flow(config, call, "finished", result)`), stored
-  by the node before its task ends. LangGraph stores the task's own write from a
-  done-callback of its future, and when a sibling branch fails the step ends at once:
-  the loop's executor can shut down before that callback submits the write
-  ("cannot schedule new futures after shutdown"), and the result is never stored. On
-  resume the branch re-runs; `finished_flow` finds the marker (on threadlog's saver,
-  which remembers the writes it read: no read unless the marker is there) and the node
-  returns the stored result instead of running the tool again. Readers of results
-  (`checkpoint.recover`) take it as the call's stored result too.
-* Cost: one `put_writes` (one row; on Postgres one round trip) per call attempt, and
-  one more per call that returns a result; under
-  `"async"` on another saver also a `get_tuple` of the step's checkpoint (more while it
-  is not stored).
+* `note_flow(config, call, "started")` is yielded by the tool node right before it runs a
+  call's tool (each attempt); `"stopped"` right after the tool reported back by raising
+  (an exception or an interrupt), so a paused or failed call stays "not completed". A
+  returned result needs no marker: it is the report.
+* The marker is one pending write (`checkpoint.recover.started_marker`, channel
+  `STARTED_CHANNEL`) on the checkpoint the node's step runs from, stored through the
+  run's own checkpointer; the tool runs only once it is stored.
+* Not written outside a checkpointed run, with `durability="exit"`, or when the saver
+  cannot store it (logged; the tool runs anyway).
+* Under any durability but `"sync"` the marker first waits until the step's checkpoint is
+  stored (at most `_STORED_WAIT`), so a kill cannot lose the checkpoint it hangs on. On
+  threadlog's saver the guard does the waiting (`GuardLayer.stored_flow`); on any other,
+  `get_tuple` every `_STORED_POLL` seconds.
+* **Finished calls.** A call whose tool returned also gets a `"finished"` marker carrying
+  the result, stored before the task ends: when a sibling branch fails, LangGraph can
+  shut its executor down before storing the task's own write. On resume `finished_flow`
+  finds the marker and the node returns the stored result instead of running the tool.
+* Cost: one `put_writes` per call attempt, one more per call that returns.
 
-Why through the checkpointer, and not a write of the node's task. LangGraph stores what a
-node writes — its return value, `Send`s, anything sent through the task's `CONFIG_KEY_SEND`
-— only when the task ends: the runner's `commit` calls `put_writes` once per finished,
-failed or interrupted task. The writes of a task that is SIGKILLed, cancelled or cut off
-by a step timeout are never stored, which are exactly the cases the marker is for; a
-custom channel or a `StreamWriter` event has the same fate (a stream is not stored at
-all). A `put_writes` the node makes itself through `config["configurable"]
-[CONFIG_KEY_CHECKPOINTER]` (as `checkpoint.recover.node_checkpoint` finds it) is stored
-when the call returns, before the tool starts, so it survives:
-
-* a SIGKILL — the row is committed (SQLite, Postgres) before the tool's first line runs;
-* a cancel (`asyncio` cancellation of `ainvoke`) and a step timeout — the row is in, and
-  nothing the cancelled run does afterwards removes it;
-* the tool node's own `timeout` — the call gets its timeout result, stored as the task's
-  write; only if that is lost too does the marker decide;
-* an interrupt — the `"stopped"` marker is stored before the interrupt propagates.
-
-Under `threadlog.checkpointer()`, the write is the run's own (its config carries the run's
-runtime, inside the run's hold on the thread), so the guard passes it like the task's own
-writes, after the put of its checkpoint when one is under way. LangGraph applies only the
-writes of the tasks it schedules (and `NULL_TASK_ID`'s), so a marker changes no state, on
-any saver; readers of messages (`recover`, `stopped_work`, checksums) skip its value.
-"""
+Why through the checkpointer: LangGraph stores a task's writes only when the task ends,
+so a task that is killed, cancelled or cut off by a step timeout stores nothing. A
+`put_writes` through the run's checkpointer is stored before the tool starts and
+survives all of those. LangGraph applies only the writes of tasks it schedules, so a
+marker changes no state; readers of messages skip its value."""
 
 from __future__ import annotations
 
@@ -110,9 +69,8 @@ def note_flow(
     event: MarkerEvent,
     result: ToolMessage | None = None,
 ) -> Flow[None]:
-    """Store `event` for `call` on the checkpoint the running node's step runs from
-    (module doc); a no-op outside a checkpointed run or with `durability="exit"`.
-    `result`: what a "finished" marker carries."""
+    """Store `event` for `call` on the checkpoint the running node's step runs from; a no-op
+    outside a checkpointed run or with `durability="exit"`. `result`: a "finished" marker's."""
     cid = call.get("id")
     if not cid:
         return
@@ -127,10 +85,8 @@ def put_on_step(
     writes: list[tuple[str, Any]],
     what: str,
 ) -> Flow[bool]:
-    """Store `writes` under `task_id` on the checkpoint the running node's step runs from,
-    as the markers are stored (module doc: waited for under any mode but "sync"); False
-    (and a warning naming `what`) when nothing could be stored, or there is no step
-    checkpoint (outside a checkpointed run, `durability="exit"`)."""
+    """Store `writes` under `task_id` on the checkpoint the running node's step runs from, as
+    the markers are; False (and a warning naming `what`) when nothing could be stored."""
     conf = (config or {}).get("configurable") or {}
     if conf.get(PREGEL.durability) == "exit":
         return False
@@ -158,9 +114,8 @@ def put_on_step(
 def finished_flow(
     config: RunnableConfig | None, call: Mapping[str, Any]
 ) -> Flow[ToolMessage | None]:
-    """The result a "finished" marker stored for `call` on the checkpoint the node's step
-    runs from (module doc: "Finished calls"), or None. Read only when threadlog's saver
-    saw such a marker there when the run read the checkpoint: no read otherwise."""
+    """The result a "finished" marker stored for `call` on the step's checkpoint, or None (read
+    only when threadlog's saver saw such a marker there)."""
     cid = call.get("id")
     found = node_checkpoint(config) if cid else None
     if found is None:

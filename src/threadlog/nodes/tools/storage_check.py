@@ -1,30 +1,15 @@
 """Can the checkpointer store (and load back) what a tool returned? Asked at the tool node.
 
-LangGraph serializes a node's writes only when it saves the step, so an artifact the
-serializer cannot encode fails later with "Type is not msgpack serializable: ToolMessage",
-naming neither the tool nor the type. `check_storage` asks the run's own serializer
-(the checkpointer's `serde`, else LangGraph's default `JsonPlusSerializer`) up front,
-on the whole `ToolMessage` as it will be stored (pydantic's `model_dump`, which turns
-dataclasses and models inside the artifact into dicts):
+`check_storage` asks the run's own serializer up front, on the whole `ToolMessage` as it
+will be stored (its `model_dump`), instead of failing later naming neither tool nor type:
 
 * encoding fails → the offending type, found by walking the value;
-* encoding works but a strict msgpack allowlist (`allowed_msgpack_modules`, or
-  `LANGGRAPH_STRICT_MSGPACK=true`) would refuse to rebuild a type on load → that type,
-  because the thread would read back something other than what the tool returned;
-* it encodes and would load back, but as other types — a tuple as a list, a pydantic
-  model or a dataclass as a dict (LangGraph's own ToolNode stores the same values the
-  same way) → a *change*, not a problem: the result is kept as the tool returned it, and
-  the node logs a warning (`change_warning`) naming the tool, where in the result, and
-  both types. Refusing it would refuse results LangGraph's ToolNode takes; silence
-  would let this run see a tuple where every later read (a resume, `get_state`,
-  another process) sees a list.
+* a strict msgpack allowlist would refuse to rebuild a type on load → that type;
+* it loads back as other types (a tuple as a list, a model as a dict) → a *change*: the
+  result is kept as returned, and the node logs a warning (`change_warning`).
 
-`check_storage` returns both (`StorageCheck`); `storage_problem` the problem alone — a
-short description, or None when the value can be stored. The round trip is made only
-when something could change (an artifact, or content that is not a plain string); a
-value that compares equal after it (a dict subclass read back as a dict, say) counts as
-unchanged.
-"""
+`check_storage` returns both (`StorageCheck`); `storage_problem` the problem alone, or
+None. The round trip is made only when something could change."""
 
 from __future__ import annotations
 
@@ -59,8 +44,7 @@ def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
 
 @dataclass(frozen=True, slots=True)
 class StorageCheck:
-    """What storing a result would do: `problem` (it cannot be stored, or loaded back:
-    the node refuses it) or `change` (it reads back as other types: kept, warned about),
+    """What storing a result would do: `problem` (refused) or `change` (kept, warned about),
     each a short description, or None."""
 
     problem: str | None = None
