@@ -581,18 +581,10 @@ def commit_edit(log: MessageLog, eid: str, current: BaseMessage, edited: BaseMes
         for i, c in enumerate(calls_of(edited))
     }
     # Rebuilt in place of the old calls, so `open_calls` keeps log order.
-    calls: dict[str, LoggedCall] = {}
-    olds, placed = set(old), False
-    for cid, call in log._calls.items():
-        if cid in olds:
-            if not placed:
-                calls.update(fresh)
-                placed = True
-            continue
-        calls[cid] = call
-    if not placed:
-        calls.update(fresh)
-    log._calls = calls
+    olds = set(old)
+    kept = [(cid, call) for cid, call in log._calls.items() if cid not in olds]
+    at = next((i for i, cid in enumerate(log._calls) if cid in olds), len(kept))
+    log._calls = dict([*kept[:at], *fresh.items(), *kept[at:]])
     for cid in old:
         if cid not in fresh:
             log._superseded[cid] = (mid, eid)
@@ -705,7 +697,3 @@ def is_version(existing: BaseMessage, msg: BaseMessage) -> bool:
         return False
     d = digest(msg)
     return any(digest(v) == d for v in versions(existing))
-
-
-def was_version(held: BaseMessage, item: BaseMessage) -> bool:
-    return record_of(held) is not None and is_version(held, item)

@@ -52,7 +52,6 @@ from threadlog.log.edits import (
     resent_as_edits,
     restore_edits,
     snapshot_fields,
-    was_version,
 )
 from threadlog.log.events import extend_with_events, has_event
 from threadlog.log.messages import (
@@ -356,7 +355,7 @@ class MessageLog:
                     continue
                 return None
             held = by_id[journal[v]]
-            if held is not item and held != item and not was_version(held, item):
+            if held is not item and held != item and not is_version(held, item):
                 return None
             v += 1
         return v

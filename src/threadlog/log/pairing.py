@@ -156,13 +156,10 @@ class _Resumable:
     count: int = 0
     last_id: str | None = None
     found: _Open = field(default_factory=dict)
-    # Where each request with open calls sits: an edit (`threadlog.Edit`) changes a
-    # request's calls in place, which a resumed scan must notice.
+    # Where each request with open calls sits: a resumed scan must notice an edit.
     where: dict[int, AIMessage] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)  # every call id of the log
-    # Whether `used` is this scan's alone: a resumed scan takes the set over instead of
-    # copying it (a copy costs O(history) per call); a second resume from the same scan
-    # then copies.
+    # Whether `used` is this scan's alone: a resumed scan takes it over instead of copying.
     owns_used: bool = True
 
     def advance(self, messages: Sequence[BaseMessage]) -> _Resumable:
@@ -385,34 +382,28 @@ def check_result(
     """Refuse a result for a call the log does not have open: one an edit superseded,
     one no earlier AIMessage made, one already answered (staged `answered` included)."""
     cid = msg.tool_call_id
+
+    def bad(problem: str, fix: str) -> ToolPairingError:
+        return ToolPairingError(problem, message_id=msg.id, role="tool", position=pos, fix=fix)
+
     call = new_calls.get(cid) or log._calls.get(cid)
     dropped = log._superseded.get(cid) if call is None else None
     if dropped is not None:
         ai = log._by_id.get(dropped[0])
         now = [c.get("id") for c in calls_of(ai)] if ai is not None else []
-        raise ToolPairingError(
+        raise bad(
             f"tool result answers call {cid!r}, which edit {dropped[1]!r} of message "
             f"{dropped[0]!r} superseded; that message's calls are now {now}",
-            message_id=msg.id,
-            role="tool",
-            position=pos,
-            fix="answer the edited calls' ids",
+            "answer the edited calls' ids",
         )
     if call is None:
-        raise ToolPairingError(
+        raise bad(
             f"tool result answers call {cid!r}, which no earlier AIMessage made",
-            message_id=msg.id,
-            role="tool",
-            position=pos,
-            fix="write the AIMessage with this call first, or fix tool_call_id",
+            "write the AIMessage with this call first, or fix tool_call_id",
         )
     done = answered.get(cid) or call.result_id
     if done is not None:
-        raise ToolPairingError(
+        raise bad(
             f"call {cid!r} ({call.name}) already has a result, message {done!r}",
-            message_id=msg.id,
-            role="tool",
-            position=pos,
-            fix="each tool call gets exactly one result; a tool may not answer "
-            "another call's id",
+            "each tool call gets exactly one result; a tool may not answer another call's id",
         )
