@@ -38,6 +38,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
@@ -318,20 +319,10 @@ class OfflineChatModel(BaseChatModel):
                 run_manager.on_llm_new_token(piece, chunk=chunk)
             yield chunk
         for index, call in enumerate(ai.tool_calls):
+            args = json.dumps(call["args"], ensure_ascii=False)
+            part = tool_call_chunk(name=call["name"], args=args, id=call["id"], index=index)
             chunk = ChatGenerationChunk(
-                message=AIMessageChunk(
-                    content="",
-                    id=ai.id,
-                    tool_call_chunks=[
-                        {
-                            "name": call["name"],
-                            "args": json.dumps(call["args"], ensure_ascii=False),
-                            "id": call["id"],
-                            "index": index,
-                            "type": "tool_call_chunk",
-                        }
-                    ],
-                )
+                message=AIMessageChunk(content="", id=ai.id, tool_call_chunks=[part])
             )
             if run_manager:
                 run_manager.on_llm_new_token("", chunk=chunk)
