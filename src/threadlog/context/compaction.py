@@ -40,14 +40,7 @@ from threadlog.errors import InvalidMessageError
 from threadlog.flows import Flow, Io, drivers
 from threadlog.log.messages import role_of
 
-__all__ = [
-    "AgentState",
-    "Compactions",
-    "acompact",
-    "append_compactions",
-    "compact",
-    "transcript",
-]
+__all__ = ["AgentState", "Compactions", "acompact", "append_compactions", "compact", "transcript"]
 
 _ROUNDS = 3
 

@@ -35,13 +35,7 @@ from threadlog.errors import InvalidMessageError
 from threadlog.log.edits import apply_edits, cache_key
 from threadlog.log.messages import calls_of
 
-__all__ = [
-    "ContextPolicy",
-    "ContextView",
-    "build_context",
-    "plan_context",
-    "summary_message",
-]
+__all__ = ["ContextPolicy", "ContextView", "build_context", "plan_context", "summary_message"]
 
 _MAX_CACHED = 500_000  # per policy: ids of messages whose token count is remembered
 

@@ -54,12 +54,7 @@ from threadlog.log.pairing import NOT_COMPLETED, OpenCalls, Repair, open_calls, 
 from threadlog.nodes.choice import Chosen, Models, is_choice, resolve, runtime_of, system_message
 from threadlog.nodes.state import read_state
 from threadlog.nodes.trace import prompt_recorded, timed
-from threadlog.nodes.turns import (
-    model_calls_in_turn,
-    rekey_calls,
-    step_cap_message,
-    turn_started,
-)
+from threadlog.nodes.turns import model_calls_in_turn, rekey_calls, step_cap_message, turn_started
 from threadlog.providers.problems import validate
 from threadlog.providers.profiles import Profile
 from threadlog.providers.wire import to_wire

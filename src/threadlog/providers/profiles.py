@@ -1,19 +1,12 @@
 """Provider and server profiles as data.
 
-A profile states a provider's rules about message *structure* — where system and
-developer text go, how tool results travel, whether `name` is sent — as plain fields
-that can be read and printed (`PROFILES`). `threadlog.providers.problems` applies them,
-with the structural rules every tool-calling provider shares (each result answers one
-earlier call; a call is answered before the conversation moves on): `find_problems`
-lists every problem, `validate` raises the first.
-
-Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`, `vllm`,
-`lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible server:
-what `content` an assistant message with only tool calls carries, whether tools need a
-`tool_choice`, whether tool calls survive streaming, whether usage comes in streams.
-`threadlog.providers.wire.rewrite_payload` applies them to the request body; `ModelNode` applies
-the tool-choice and streaming rules. Each row says where its rules come from (`source`).
-"""
+A profile states a provider's rules about message *structure* (where system and developer
+text go, how tool results travel, whether `name` is sent) as plain fields (`PROFILES`);
+`threadlog.providers.problems` applies them with the structural rules every tool-calling
+provider shares. Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`,
+`vllm`, `lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible
+server, applied by `wire.rewrite_payload` and `ModelNode`; each row says where its rules
+come from (`source`)."""
 
 from __future__ import annotations
 
@@ -45,34 +38,25 @@ class Profile:
 
     # -- wire rules of one server (defaults: what OpenAI itself does) -----------------
     tool_call_content: Literal["null", "empty"] = "null"
-    """`content` of an assistant message that carries only tool calls: JSON null, or ""
-    for servers that type the field as a plain string (langchain-openai always sends
-    null, so the wire rewrites it)."""
+    """`content` of an assistant message with only tool calls: JSON null, or "" (rewritten)."""
     tool_results_as_text: bool = False
-    """Also restate tool results as one user message after them: for servers whose
-    prompt template drops `tool` messages (the model would never see the results)."""
+    """Also restate tool results as one user message (the template drops `tool` messages)."""
     tool_choice: str | None = None
-    """The `tool_choice` sent on the first model call of a turn when tools are bound and
-    the caller chose none; None: not sent (the server's default)."""
+    """The `tool_choice` sent on a turn's first model call with tools bound; None: not sent."""
     named_for_required: bool = False
-    """The server has no `"required"`: with a single tool it is sent as that tool's name
-    (`{"type": "function", "function": {"name": ...}}`), else as `"auto"`."""
+    """No `"required"`: a single tool is sent by name, else `"auto"`."""
     stream_tool_calls: bool = True
-    """Whether a streamed request with tools works; False: such requests are sent
-    without streaming (the server answers them with an empty stream)."""
+    """Whether a streamed request with tools works; False: sent without streaming."""
     usage_in_stream: bool = True
     """Whether the server reports token usage in streams (`stream_options`)."""
     parallel_calls: bool = True
     """Whether one assistant message may carry several calls."""
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
-    """The name the server reads the output-token limit under (langchain-openai sends
-    `max_completion_tokens`; older servers only know `max_tokens`)."""
+    """The name the server reads the output-token limit under."""
     call_id_pattern: str | None = None
-    """Regex every call id sent must match; other ids are mapped, consistently within
-    one request, to ids that do. None: any id the log holds."""
+    """Regex every call id sent must match (others mapped per request); None: any."""
     reuses_call_ids: bool = False
-    """The server hands out ids it used before in the thread (e.g. `call_0` every
-    turn). `ModelNode` re-keys colliding ids for every profile; this only documents it."""
+    """The server reuses call ids across a thread (documents it: `ModelNode` re-keys)."""
     base_url_hints: tuple[str, ...] = ()
     """Substrings of a base URL that identify the server (`infer_profile`)."""
     owned_by: tuple[str, ...] = ()

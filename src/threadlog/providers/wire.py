@@ -31,13 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
 from threadlog.log.edits import cache_key
