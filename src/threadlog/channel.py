@@ -69,8 +69,7 @@ class SeedRegistry(Protocol):
 
 
 class CachedSeed:
-    """A seed handed from a history cache to a channel: `log` at `version` (a `MessageLog` or an
-    `EventLog`, whatever the channel registered)."""
+    """A seed handed from a history cache to a channel: `log` at `version`."""
 
     __slots__ = ("at", "log", "version")
 
@@ -82,8 +81,7 @@ class CachedSeed:
 
 
 class SeededSnapshot(DeltaSnapshot):
-    """A stored snapshot the history cache already holds as a log: readers see the snapshot;
-    threadlog's channels take `seed` (that checkpoint's value) instead of re-indexing."""
+    """A stored snapshot the history cache holds as a log: channels take `seed`."""
 
     seed: CachedSeed
 
@@ -281,8 +279,7 @@ class MessageLogChannel(LogChannel):
 
     @property
     def log(self) -> MessageLog:
-        """The log at this channel's version, possibly shared with other readers: use
-        `snapshot()` for a copy to change or to read from another thread."""
+        """The log at this channel's version, maybe shared (`snapshot()` copies)."""
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
@@ -291,8 +288,7 @@ class MessageLogChannel(LogChannel):
         return self._log
 
     def snapshot(self) -> MessageLog:
-        """A private copy of the log at this channel's version, taken under the write lock
-        (LangGraph stores checkpoints from a background thread while the next step runs)."""
+        """A private copy of the log at this channel's version (under the lock)."""
         if self._log is None:
             raise EmptyChannelError()
         with WRITE_LOCK:
@@ -419,8 +415,7 @@ def _refuse_overwrite(value: Any) -> None:
 
 
 def _update_state_writes(graph: Any, values: Any) -> Any:
-    """`update_state`'s values with each message that has an id, under a message-log key,
-    stored as `edits.update_item` (a changed one becomes an edit event)."""
+    """`update_state`'s messages with an id, as `edits.update_item`."""
     channels = getattr(graph, "channels", None)
     if not isinstance(values, dict) or not isinstance(channels, dict):
         return values
@@ -452,8 +447,7 @@ on_update_state(_update_state_writes)
 
 
 def _stamp_input_ids(run_input: Any, specs: Any) -> None:
-    """Stamp missing ids on a run's input messages before the input is stored (else LangGraph
-    stamps them while a background thread serializes the same objects)."""
+    """Stamp missing ids on a run's input messages before the input is stored."""
     keys = [k for k, spec in specs.items() if isinstance(spec, MessageLogChannel)]
     if not keys:
         return
@@ -472,8 +466,7 @@ on_run_input(_stamp_input_ids)
 
 
 Messages = Annotated[list[AnyMessage], MessageLogChannel()]
-"""Annotate a state key with this to make it a threadlog message log:
-`messages: threadlog.Messages`."""
+"""Annotate a state key with this to make it a message log: `messages: Messages`."""
 
 
 class MessagesState(TypedDict):

@@ -188,8 +188,7 @@ def _rounds(
     policy: ContextPolicy,
     reserve_tokens: int,
 ) -> Generator[list[BaseMessage], str, _Result]:
-    """The compaction logic; yields each summarizer request and receives its text
-    (so `compact` and `acompact` share it and differ only in how they call the model)."""
+    """The compaction logic, yielding each summarizer request (shared by both drivers)."""
     events: list[dict[str, Any]] = []
     all_events = list(compactions)
     view: ContextView | None = None
@@ -251,8 +250,7 @@ compact, acompact = drivers(
 def append_compactions(
     left: Sequence[Mapping[str, Any]] | None, right: Any
 ) -> list[dict[str, Any]]:
-    """The pure reducer of the `compactions` key, by `Compactions`' rules
-    (`threadlog.context.events`)."""
+    """The pure reducer of the `compactions` key (`threadlog.context.events`)."""
     return append_events(left, right)
 
 

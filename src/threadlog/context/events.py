@@ -107,8 +107,7 @@ class EventLog:
             self.events.append(event)
 
     def rewind(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version before `items` if they are exactly the last events up to
-        `version` (see `MessageLog.rewind`); None when anything differs."""
+        """The version before `items` (see `MessageLog.rewind`), else None."""
         ids = [item.get("id") if isinstance(item, Mapping) else None for item in items]
         n = len(ids)
         if n > version or [e.get("id") for e in self.events[version - n : version]] != ids:
@@ -160,8 +159,7 @@ def _batch_reducer(state: list[dict[str, Any]], writes: Sequence[Any]) -> list[d
 
 
 class CompactionsChannel(LogChannel):
-    """The `compactions` state key: append-only events, stored as each step's writes;
-    snapshots like the message log (`LoadCadence`)."""
+    """The `compactions` state key: append-only events, stored per step."""
 
     __slots__ = ()
     _reduce = staticmethod(_batch_reducer)

@@ -84,8 +84,7 @@ class ContextPolicy:
         return 0.5 if self.summarizer is not None else None
 
     def count(self, message: BaseMessage) -> int:
-        """Tokens of one message, cached by id (ids in a log never change content; an
-        edit changes the key, `threadlog.log.edits.cache_key`)."""
+        """Tokens of one message, cached by `cache_key`."""
         mid = cache_key(message)
         if mid is not None:
             n = self._counts.get(mid)
@@ -214,8 +213,7 @@ def plan_context(
     *,
     reserve_tokens: int = 0,
 ) -> ContextView:
-    """Derive the context (see the module docstring); `reserve_tokens` is budget taken
-    by text sent outside the log (a node's system prompt)."""
+    """Derive the context (module doc); `reserve_tokens`: budget used outside the log."""
     policy = policy or ContextPolicy()
     n = len(messages)
     h = 0

@@ -40,8 +40,7 @@ class LoggedCall:
 
 
 def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:
-    """Whether any call of `reply` has an empty, repeated or `taken` id (cheap check on
-    the hot path: most replies keep their ids)."""
+    """Whether any call of `reply` has an empty, repeated or `taken` id (the cheap check)."""
     seen: set[str] = set()
     for c in calls_of(reply):
         cid = c.get("id") or ""
@@ -52,8 +51,7 @@ def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:
 
 
 def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIMessage:
-    """`reply` with every call id that is empty, `used` (a set, or a predicate) or repeated
-    replaced by a fresh one; `reply` itself if none is."""
+    """`reply` with every empty, `used` or repeated call id replaced (`reply` if none)."""
     taken = used.__contains__ if isinstance(used, set) else used
     calls = calls_of(reply)
     seen: set[str] = set()

@@ -234,8 +234,7 @@ def _plain_copy(value: Any) -> Any:
 
 
 def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The edit event standing for `message` re-sent with `fields` (changed in place); its id
-    comes from the message id and the fields, so a replay records the same event."""
+    """The edit event standing for `message` re-sent with `fields` (id stable on a replay)."""
     calls = [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]
     edited = message.model_copy(update=copy.deepcopy(dict(fields)))
     return _log_made(edited, RESENT_REASON, "resent", [message.id, fields["content"], calls])
@@ -267,16 +266,14 @@ def is_update(value: Any) -> bool:
 
 
 def update_item(message: Any) -> dict[str, Any]:
-    """How a message with an id written by `update_state` is stored: a plain dict. The log
-    appends it if its id is new, drops an unchanged one, else records an edit (`update_edit`)."""
+    """How a message with an id that `update_state` wrote is stored: a plain dict."""
     return {"type": UPDATE_TYPE, "message": message}
 
 
 def update_edit(
     message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
 ) -> dict[str, Any]:
-    """The edit event a changed message written by `update_state` (or re-written after its
-    removal) amounts to; its id is deterministic, so a replay records the same event."""
+    """The edit event a changed `update_state` message amounts to (id stable on a replay)."""
     reason = (
         "update_state wrote the message again with new content"
         if source == UPDATE_STATE_SOURCE
@@ -300,8 +297,7 @@ def same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def merge(
     current: Mapping[str, Any], base: Mapping[str, Any] | None, new: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The fields after an edit: `new` as is, unless the message moved on since `base`:
-    then only what `new` changed relative to `base`, applied to `current`."""
+    """The fields after an edit: `new`, or only what it changed since `base`, on `current`."""
     if base is None or same_fields(base, current) or "tool_calls" not in current:
         return {k: new[k] for k in current}
     out: dict[str, Any] = {
@@ -391,8 +387,7 @@ def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
 
 
 def cache_key(message: BaseMessage) -> str | None:
-    """The key a per-id cache (wire copies, token counts) may use for `message`: its id, plus
-    its last edit's id once edited (an edit is the one way content changes under an id)."""
+    """The key of `message` for per-id caches: its id, plus its last edit's id once edited."""
     rec = message.response_metadata.get(EDIT_KEY)
     if not rec or message.id is None:
         return message.id
@@ -668,8 +663,7 @@ def _check_calls(
 
 
 def apply_update(log: MessageLog, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
-    """One message `update_state` wrote: appended when its id is new, a replay when unchanged,
-    else an edit event (`source="update_state"`)."""
+    """One message `update_state` wrote: appended, a replay, or an edit event."""
     pos = len(log.messages)
     msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
     current = log._by_id.get(msg.id or "")

@@ -30,8 +30,7 @@ _END = object()  # marks the end of a write
 
 
 def has_event(write: Sequence[Any]) -> bool:
-    """Whether a write holds an edit or a removal (the hot path: most items are plain
-    messages, neither dicts nor `RemoveMessage`s)."""
+    """Whether a write holds an edit or a removal (the hot path: usually not)."""
     for raw in write:
         if type(raw) is RemoveMessage:
             return True

@@ -223,8 +223,7 @@ class MessageLog:
         return len(self._journal)
 
     def messages_at(self, version: int) -> list[BaseMessage]:
-        """The log as it was at `version` (a new list): the log now without what was
-        committed since, edits and removals undone."""
+        """The log as it was at `version` (a new list): later commits undone."""
         if version >= len(self._journal):
             return list(self.messages)
         tail = self._journal[version:]
@@ -272,8 +271,7 @@ class MessageLog:
         return older
 
     def rewind(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version before `items` if they are exactly the last messages committed up to
-        `version` (the inverse of `fast_forward`); None when anything differs."""
+        """The version before `items` if they were the last committed; else None."""
         ids = [item_id(item) for item in items]
         n = len(ids)
         if n > version:
@@ -334,8 +332,7 @@ class MessageLog:
         return n
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version after `items` if they are exactly the next committed messages (taken
-        without a copy or a re-check); None when anything differs."""
+        """The version after `items` if they are the next committed; else None."""
         journal, by_id, v = self._journal, self._by_id, version
         for item in items:
             if is_removal(item):

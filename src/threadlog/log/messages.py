@@ -143,8 +143,7 @@ _STORED_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 
 
 def is_stored_form(value: Any) -> bool:
-    """Whether `value` is in the form a log stores (an exact stored type with an id):
-    such a message read back from a log was checked when it was appended."""
+    """Whether `value` is in the form a log stores: an exact stored type with an id."""
     return type(value) in _STORED_TYPES and bool(value.id)
 
 
@@ -361,8 +360,7 @@ def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = 
 
 
 def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:
-    """The calls of an AIMessage that each need one result, in the order they are sent:
-    `invalid_tool_calls` too (langchain-openai sends them as `tool_calls`)."""
+    """An AIMessage's calls that each need a result: `tool_calls`, then `invalid_tool_calls`."""
     if not isinstance(message, AIMessage):
         return []
     if not message.invalid_tool_calls:
@@ -402,8 +400,7 @@ def digest(message: BaseMessage) -> str:
 
 
 def derive_id(count: int, anchor: str | None, message: BaseMessage) -> str:
-    """A deterministic id for a message written without one (a replay rebuilds it): from its
-    content, how many messages precede it and the last non-tool message's id before it."""
+    """A deterministic id for a message without one: content, position, preceding anchor."""
     seed = f"{count}\x00{anchor or ''}\x00{digest(message)}"
     return "tl-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest()
 

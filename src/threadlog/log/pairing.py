@@ -178,8 +178,7 @@ def _unedited(scan: _Resumable, messages: Sequence[BaseMessage]) -> bool:
 
 
 class OpenCalls:
-    """`open_calls`, scanned incrementally per key (thread and namespace); at most
-    `max_threads` keys remembered (least recently used forgotten)."""
+    """`open_calls`, scanned incrementally per key; at most `max_threads` keys (LRU)."""
 
     def __init__(self, max_threads: int = 256) -> None:
         self._scans: OrderedDict[Hashable, _Resumable] = OrderedDict()
@@ -262,8 +261,7 @@ def _repair(call: Mapping[str, Any], content: str, **fields: Any) -> ToolMessage
 
 
 def repair_kind(message: BaseMessage) -> RepairKind | None:
-    """Which repair `message` is — "not_completed", "outcome_unknown" — or None when it
-    is not one of them (a tool's own result, an error result of the tool node)."""
+    """Which repair `message` is ("not_completed", "outcome_unknown"), or None."""
     if not isinstance(message, ToolMessage) or not (message.id or "").startswith(_REPAIR_PREFIX):
         return None
     if message.content == NOT_COMPLETED:
@@ -278,8 +276,7 @@ def _repair_id(cid: str) -> str:
 
 
 class Recovered(dict[str, ToolMessage]):
-    """What storage knows of open calls: their stored results (call id -> `ToolMessage`) and
-    `started`, the calls without one whose tool started and never reported back."""
+    """Stored results of open calls (call id -> `ToolMessage`) and `started` calls."""
 
     __slots__ = ("started",)
 
@@ -379,8 +376,7 @@ def check_result(
     new_calls: Mapping[str, Any],
     answered: Mapping[str, str],
 ) -> None:
-    """Refuse a result for a call the log does not have open: one an edit superseded,
-    one no earlier AIMessage made, one already answered (staged `answered` included)."""
+    """Refuse a result for a call the log does not have open (superseded, unknown, answered)."""
     cid = msg.tool_call_id
 
     def bad(problem: str, fix: str) -> ToolPairingError:

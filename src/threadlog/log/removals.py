@@ -68,8 +68,7 @@ REMOVED_KEY = "threadlog_removed"
 
 
 def is_removal(value: Any) -> bool:
-    """Whether a written item is a removal: a `RemoveMessage`, or its dict read back
-    (LangGraph Server's stores give `{"type": "remove", "id": ...}`)."""
+    """Whether a written item is a removal: a `RemoveMessage`, or its dict read back."""
     if isinstance(value, RemoveMessage):
         return True
     return isinstance(value, Mapping) and value.get("type") == "remove" and "role" not in value
@@ -82,8 +81,7 @@ def removal_target(value: Any) -> str:
 
 
 def removal_id(count: int, anchor: str | None, target: str) -> str:
-    """The deterministic id of a removal event: from the log's length and last non-tool
-    message when it applies, and its target — a replay of the stored write rebuilds it."""
+    """The deterministic id of a removal event: log length, anchor and target."""
     seed = f"{count}\x00{anchor or ''}\x00{target}"
     return "tl-remove-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest()
 
@@ -157,8 +155,7 @@ def after_removals(
 
 
 def apply_removal(log: MessageLog, target: str, position: int) -> bool:
-    """Record `RemoveMessage(id=target)`: hide the message and its tool pair's other
-    side (`group`). False for a replay (all already hidden)."""
+    """Record `RemoveMessage(id=target)`, hiding its `group`; False for a replay."""
     if target not in log._by_id:
         raise AppendOnlyError(
             f"RemoveMessage(id={target!r}): Attempting to delete a message with an ID "
@@ -177,8 +174,7 @@ def apply_removal(log: MessageLog, target: str, position: int) -> bool:
 
 
 def group(log: MessageLog, mid: str) -> list[str]:
-    """`mid` with the other side of its tool pairs: a request and every logged
-    result of its calls (a removal hides them together)."""
+    """`mid` with the other side of its tool pairs (a removal hides them together)."""
     msg = log._by_id[mid]
     if isinstance(msg, ToolMessage):
         call = log._calls.get(msg.tool_call_id)
@@ -292,8 +288,7 @@ def record_removal(
 
 
 def view_anchor(log: MessageLog) -> str | None:
-    """The last non-tool message of the view, in log order: the anchor of derived ids
-    once messages are hidden or moved (what a log rebuilt from the view finds)."""
+    """The last non-tool message of the view: the anchor of derived ids."""
     for m in reversed(log.messages):
         if not isinstance(m, ToolMessage) and m.id not in log._hidden:
             return m.id
@@ -301,8 +296,7 @@ def view_anchor(log: MessageLog) -> str | None:
 
 
 def hide_late_result(log: MessageLog, msg: ToolMessage) -> BaseMessage:
-    """A new result for a call of a hidden request: hidden by the request's event,
-    so the view never holds half a pair."""
+    """A new result for a call of a hidden request, hidden by the request's event."""
     ai_id = log._calls[msg.tool_call_id].ai_id
     eid = log._hidden[ai_id]
     rec = removed_by(log._by_id[ai_id]) or {}

@@ -82,8 +82,7 @@ _SUMMARY_HEAD = "Earlier the user asked about: "
 
 
 def find_cities(text: str) -> list[tuple[str, str]]:
-    """Cities named in `text` as (canonical English name, name as written), in order; each
-    counts once even when named in both languages."""
+    """Cities named in `text` as (English name, name as written), in order, once each."""
     hits: list[tuple[int, str, str]] = []
     for english, chinese in CITIES.items():
         found: list[tuple[int, str]] = []
@@ -114,8 +113,7 @@ def _city_tool(tools: Sequence[dict[str, Any]]) -> str | None:
 
 
 def _seed(messages: Sequence[BaseMessage]) -> str:
-    """A digest of the request: ids and content, so replies (and call ids) are stable
-    for one request and differ between requests that look alike after trimming."""
+    """A digest of the request, so replies and call ids are stable for one request."""
     blob = json.dumps(
         [[m.type, m.id, m.content] for m in messages], ensure_ascii=False, default=repr
     )

@@ -23,8 +23,7 @@ EMPTY_STREAM = "No generations found in stream."
 
 
 def models_answer(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> Any:
-    """The parsed JSON of `GET {base_url}/models`, or None (a generous timeout: a single-request
-    server answers only after the generation it is busy with)."""
+    """The parsed JSON of `GET {base_url}/models`, or None."""
     request = urllib.request.Request(
         base_url.rstrip("/") + "/models",
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},

@@ -396,8 +396,7 @@ def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
 
 
 class ContextNode(RunnableCallable):
-    """A LangGraph node that records compaction events for `policy` (no messages) in the
-    state's `compactions` key; `name` is the node's name in the graph."""
+    """A LangGraph node that records compaction events for `policy` (no messages)."""
 
     def __init__(self, policy: ContextPolicy, *, name: str = "context") -> None:
         super().__init__(self._run, self._arun, name=name, trace=False)

@@ -14,8 +14,7 @@ __all__ = ["read_state"]
 
 
 def read_state(state: Any, node: str) -> tuple[list[BaseMessage], list[dict[str, Any]] | None]:
-    """`messages` and `compactions` (None when the state has no such key) of a node's
-    input: a dict (TypedDict states) or an object with attributes (pydantic states)."""
+    """`messages` and `compactions` (None if absent) of a dict or pydantic state."""
     if isinstance(state, Mapping):
         if "messages" in state:
             events = state["compactions"] if "compactions" in state else None

@@ -52,8 +52,7 @@ def turn_started(messages: Sequence[BaseMessage]) -> bool:
 
 
 def step_cap_message(limit: int, turn_id: str) -> AIMessage:
-    """The message that stops a turn after `limit` model calls (id fixed per turn, so a
-    replay of the step writes the same message)."""
+    """The message that stops a turn after `limit` model calls (id fixed per turn)."""
     return AIMessage(
         content=(
             f"Stopped: this turn reached its limit of {limit} model calls "
@@ -65,8 +64,7 @@ def step_cap_message(limit: int, turn_id: str) -> AIMessage:
 
 
 def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
-    """Every call id the messages' assistant calls use, or used before an edit (the
-    audit record keeps those: they stay taken)."""
+    """Every call id the messages' calls use, or used before an edit."""
     out: set[str] = set()
     for m in messages:
         if isinstance(m, AIMessage):

@@ -140,8 +140,7 @@ def to_wire(
 def openai_payload(
     messages: Sequence[Any], profile: str | Profile = "openai-chat"
 ) -> list[dict[str, Any]]:
-    """The OpenAI JSON for `messages` after `to_wire`, built by langchain-openai itself (the
-    Responses API `input` items for `openai-responses`)."""
+    """The OpenAI JSON for `messages` after `to_wire`, built by langchain-openai."""
     prof = get_profile(profile)
     responses_api = prof.name == "openai-responses"
     return openai_message_json(to_wire(messages, prof), responses_api=responses_api)
@@ -208,8 +207,7 @@ def needs_rewrite(profile: str | Profile) -> bool:
 
 
 def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, Any]:
-    """`body` (a Chat Completions request) with `profile`'s wire rules applied, as a new dict;
-    bodies without `messages` (Responses API) are returned as they are."""
+    """A copy of `body` (Chat Completions) with `profile`'s wire rules applied."""
     prof = get_profile(profile)
     raw = body.get("messages")
     if not isinstance(raw, list):
@@ -240,8 +238,7 @@ def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, A
 
 
 def _map_call_ids(messages: list[dict[str, Any]], pattern: str) -> None:
-    """Give every call id that does not match `pattern` a stand-in that does, the same
-    one for the call and its result (the log keeps its own ids)."""
+    """Give each call id not matching `pattern` one stand-in that does (call and result)."""
     mapping: dict[str, str] = {}
 
     def stand_in(cid: str) -> str:
@@ -266,8 +263,7 @@ def _map_call_ids(messages: list[dict[str, Any]], pattern: str) -> None:
 
 
 def _results_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """After each run of `tool` messages, one user message restating them: the `tool`
-    messages stay (the request keeps its pairs); the text is what the model reads."""
+    """After each run of `tool` messages, one user message restating them."""
     names: dict[str, str] = {}
     out: list[dict[str, Any]] = []
     run: list[dict[str, Any]] = []
@@ -311,8 +307,7 @@ def _text(content: Any) -> str:
 
 
 def with_profile(model: Any, profile: str | Profile) -> Any:
-    """`model` with `profile`'s body rules applied to every request it sends: a copy for a
-    langchain-openai chat model whose profile needs rewriting, else `model` itself."""
+    """`model` with `profile`'s body rules on every request (a copy), else itself."""
     prof = get_profile(profile)
     if not needs_rewrite(prof) or ls_provider(model) != "openai":
         return model

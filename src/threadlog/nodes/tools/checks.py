@@ -71,8 +71,7 @@ def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -
 
 
 def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
-    """`message` with text content above `limit` characters cut; the artifact becomes the full
-    content (or `{"content": full, "artifact": previous}`), so nothing is lost."""
+    """`message` with text above `limit` characters cut, the full output in its artifact."""
     if limit is None:
         return message
     content = message.content

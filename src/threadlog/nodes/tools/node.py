@@ -454,8 +454,7 @@ class ToolNode(_LangGraphToolNode):
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]
     ) -> list[ToolMessage | _Planned]:
-        """Each call becomes a ready result (an error) or a planned run; approvals are
-        asked here, before anything runs."""
+        """Each call becomes a ready result or a planned run; approvals asked here."""
         slots: list[ToolMessage | _Planned] = []
         configs = get_config_list(config, len(calls))
         for call, cfg in zip(calls, configs, strict=True):
@@ -548,8 +547,7 @@ def _settle(result: Callable[[], Output]) -> Output | _Raised:
 
 
 def _with_runtime(config: RunnableConfig | None) -> RunnableConfig:
-    """`config`, or the running graph's own when None (a ToolNode called inside a node), with
-    a Runtime, so calling the node directly outside a graph works too."""
+    """`config` (or the running graph's) with a Runtime, so direct calls work."""
     merged = ensure_config(config) if config is None else config
     conf = merged.get("configurable", {})
     if CONFIG_KEY_RUNTIME in conf:

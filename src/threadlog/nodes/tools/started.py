@@ -114,8 +114,7 @@ def put_on_step(
 def finished_flow(
     config: RunnableConfig | None, call: Mapping[str, Any]
 ) -> Flow[ToolMessage | None]:
-    """The result a "finished" marker stored for `call` on the step's checkpoint, or None (read
-    only when threadlog's saver saw such a marker there)."""
+    """The result a "finished" marker stored for `call` on the step's checkpoint."""
     cid = call.get("id")
     found = node_checkpoint(config) if cid else None
     if found is None:

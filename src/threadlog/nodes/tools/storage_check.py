@@ -44,8 +44,7 @@ def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
 
 @dataclass(frozen=True, slots=True)
 class StorageCheck:
-    """What storing a result would do: `problem` (refused) or `change` (kept, warned about),
-    each a short description, or None."""
+    """What storing a result would do: a `problem` (refused) or a `change` (warned)."""
 
     problem: str | None = None
     change: str | None = None
