@@ -143,10 +143,6 @@ class ContextView:
         return [*self.head, *([self.summary] if self.summary else []), *self.body]
 
 
-def _is_system(message: BaseMessage) -> bool:
-    return isinstance(message, SystemMessage)
-
-
 def summary_message(event: Mapping[str, Any]) -> SystemMessage:
     """The system message a summary event puts in front of the kept turns."""
     return SystemMessage(
@@ -217,7 +213,7 @@ def plan_context(
     policy = policy or ContextPolicy()
     n = len(messages)
     h = 0
-    while h < n and _is_system(messages[h]):
+    while h < n and isinstance(messages[h], SystemMessage):
         h += 1
     head = list(messages[:h])
     last, summary_ev = _latest(compactions)

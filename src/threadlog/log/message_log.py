@@ -487,8 +487,9 @@ class MessageLog:
             self._index(msg, stage.calls)
             self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
-                at = self._slot(msg)
-                if self._hidden and self._calls[msg.tool_call_id].ai_id in self._hidden:
+                call = self._calls[msg.tool_call_id]
+                at = result_slot(self.messages, call.ai_id, call.index, self._call_at)
+                if self._hidden and call.ai_id in self._hidden:
                     self.messages.insert(at, hide_late_result(self, msg))
                 else:
                     self.messages.insert(at, msg)
@@ -541,10 +542,6 @@ class MessageLog:
         if d is None:
             d = self._digests[mid] = digest(msg)
         return d
-
-    def _slot(self, msg: ToolMessage) -> int:
-        call = self._calls[msg.tool_call_id]
-        return result_slot(self.messages, call.ai_id, call.index, self._call_at)
 
     def _call_at(self, call_id: str) -> tuple[str, int] | None:
         call = self._calls.get(call_id)

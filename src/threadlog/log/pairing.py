@@ -255,7 +255,7 @@ def _repair(call: Mapping[str, Any], content: str, **fields: Any) -> ToolMessage
         tool_call_id=cid,
         name=call.get("name") or None,
         status="error",
-        id=_repair_id(cid),
+        id=_REPAIR_PREFIX + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest(),
         **fields,
     )
 
@@ -269,10 +269,6 @@ def repair_kind(message: BaseMessage) -> RepairKind | None:
     if message.response_metadata.get(_ERROR_KEY) == UNKNOWN_OUTCOME_KIND:
         return "outcome_unknown"
     return None
-
-
-def _repair_id(cid: str) -> str:
-    return _REPAIR_PREFIX + hashlib.blake2b(cid.encode(), digest_size=10).hexdigest()
 
 
 class Recovered(dict[str, ToolMessage]):
