@@ -64,7 +64,13 @@ from threadlog.log.messages import (
 )
 from threadlog.log.pairing import check_result, open_in, result_slot
 from threadlog.log.refusals import conflict, parallel_error, reused_superseded
-from threadlog.log.removals import hide_late_result, is_removal, removed_by, unmarked, view_anchor
+from threadlog.log.removals import (
+    hide_late_result,
+    is_removal,
+    removed_by,
+    restore_removal,
+    view_anchor,
+)
 
 __all__ = [
     "RESENT_TYPE",
@@ -170,14 +176,7 @@ class MessageLog:
             self._journal.append(m.id)  # type: ignore[arg-type]
             if record_of(m) is not None:
                 edited.extend(restore_edits(self, m))
-            rec = removed_by(m)
-            if rec is not None:  # a snapshot holding a removal event's mark
-                eid = str(rec["event"])
-                self._hidden[m.id] = eid  # type: ignore[index]
-                if eid not in self._removals:
-                    self._removals[eid] = []
-                    edited.append(eid)
-                self._removals[eid].append((m.id, unmarked(m), m))  # type: ignore[arg-type]
+            edited.extend(restore_removal(self, m))
         if self._hidden:
             self._anchor = view_anchor(self)
         # Edits a snapshot's messages carry follow the messages in the journal (`rewind`

@@ -287,6 +287,18 @@ def record_removal(
     log._anchor = view_anchor(log)
 
 
+def restore_removal(log: MessageLog, message: BaseMessage) -> list[str]:
+    """Index the removal mark a snapshot's `message` carries; the event's id if it is new."""
+    rec = removed_by(message)
+    if rec is None or message.id is None:
+        return []
+    eid = str(rec["event"])
+    log._hidden[message.id] = eid
+    new = eid not in log._removals
+    log._removals.setdefault(eid, []).append((message.id, unmarked(message), message))
+    return [eid] if new else []
+
+
 def view_anchor(log: MessageLog) -> str | None:
     """The last non-tool message of the view: the anchor of derived ids."""
     for m in reversed(log.messages):
