@@ -8,8 +8,10 @@ it applies (message values and ids, edits, removals, call pairing, call-id re-ke
 | `message_values` | what a message may carry |
 | `edits` | edits of an AIMessage's calls as events |
 | `removals` | deletions as events |
+| `events` | writes holding events, applied all or nothing |
+| `refusals` | the errors a refused write raises |
 | `pairing` | which calls are open, where a result goes, the "not completed" result |
-| `call_ids` | re-keying call ids a reply cannot keep |
+| `call_ids` | re-keying call ids a reply cannot keep; `LoggedCall` |
 """
 
 from typing import TYPE_CHECKING, Any
