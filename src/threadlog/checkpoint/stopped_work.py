@@ -27,7 +27,7 @@ all of them; new input on a head with such pending writes discards them
 Subgraphs store their steps in their own namespace (`"node:task_id"`), nested ones as
 `outer:<task>|inner:<task>` with every enclosing checkpoint id in `metadata["parents"]`.
 `may_run_subgraphs(tup)`: whether a head has a task to run (a `branch:to:` trigger or a
-`Send`), the only case worth a look. `subgraph_work(saver, tup)`: one batch per write,
+`Send`), the only case worth a look. The walk takes one batch per write,
 per channel, oldest first, for each namespace whose parent task has not finished, one
 `list(filter={"parents": ...})` per level.
 """
@@ -60,7 +60,6 @@ __all__ = [
     "finished_work",
     "may_run_subgraphs",
     "message_items",
-    "subgraph_work",
     "with_finished_work",
 ]
 
@@ -365,15 +364,11 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
 Work = dict[str, list[Batch]]
 
 
-def subgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work:
-    """channel -> batches of the subgraphs' stored messages, every level (module doc)."""
-    return run(_subgraph_flow(saver, tup))
-
-
 def _subgraph_flow(
     saver: BaseCheckpointSaver[Any], tup: CheckpointTuple, markers: list[PendingWrite] | None = None
 ) -> Flow[Work]:
-    """`subgraph_work` as a flow; the tool node's markers met on the way go to `markers`."""
+    """channel -> batches of the subgraphs' stored messages, every level (module doc); the
+    tool node's markers met on the way go to `markers`."""
     out: Work = {}
     yield from _walk(saver, tup, "", {}, out, [] if markers is None else markers)
     return out
