@@ -87,21 +87,18 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
-# Writes under a task id of threadlog's own that no reader rebuilds state from: the tool
-# node's started/stopped markers, the recorded model calls (`calls.CallsLayer`, below
-# this layer, so a run's own calls are never among the writes it noted).
+# Writes of threadlog's own that no reader rebuilds state from (markers, recorded calls).
 _MARKERS = frozenset({STARTED_CHANNEL, CALLS_CHANNEL})
 _UNREAD: Any = object()  # no head known from the run's own read
 # Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
 _CHECKPOINT_WAIT = 30.0
+# Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
+# (doubling after).
 _STORED_RECHECK = 1.0
-"""Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
-(doubling after): long enough for a put queued behind others, under hundreds of runs."""
 
-# Threads this context holds — an `exclusive()` block, or a run (its tasks and
-# background writes run in copies of its context): they must not wait for themselves.
-# A hold is marked done when it ends, so a context copied earlier (or one whose reset
-# never ran: LangGraph may exit an async loop from another context) does not keep it.
+# Threads this context holds (an `exclusive()` block, or a run, whose tasks run in copies
+# of its context): they must not wait for themselves. A hold is marked done when it ends,
+# so a context copied earlier does not keep it.
 _HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
     "threadlog_held_threads", default={}  # noqa: B039 - never mutated, only replaced
 )
@@ -130,12 +127,9 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
         _HELD.reset(token)
 
 
-# -- the I/O a guard step needs (performed by `steps.run` / `steps.arun`) -------------
-
-
 def _store(fn: Callable[..., Any], *args: Any) -> Io:
-    """A head-store call: one statement or file call that never waits on a lock another
-    run holds (locks are polled, `take_lock`), so under asyncio a worker thread runs it."""
+    """A head-store call: one statement that never waits on a lock (a worker thread runs
+    it under asyncio)."""
     return Io(fn, None, args)
 
 
@@ -247,18 +241,21 @@ class GuardLayer(Layer):
             self.store.run_unlock(tid)
 
     def maintenance_hold(self, thread_id: str) -> Flow[bool]:
-        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`): wait
-        for a run holding it ("enqueue") or refuse before anything changes ("reject"),
-        per the thread's strategy. False: the caller already holds it (an `exclusive`
-        block) and nothing is to be given back."""
+        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`), per its
+        strategy; False: the caller already holds it."""
         tid = str(thread_id)
+        strategy = self._strategies.get(tid, self.multitask_strategy)
+        what = "the maintenance call changed nothing"
+        return (yield from self._take_hold(tid, strategy, "a run", what))
+
+    def _take_hold(self, tid: str, strategy: MultitaskStrategy, who: str, what: str) -> Flow[bool]:
+        """Take the thread's run lock as `strategy` says; False when this context holds
+        it already (an `exclusive()` block, the run's own nodes): nothing to give back."""
         if _holds(tid):
             return False
-        strategy = self._strategies.get(tid, self.multitask_strategy)
         if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
             raise ConcurrentRunError(
-                "a run is working on this thread (multitask_strategy='reject'); the "
-                "maintenance call changed nothing",
+                f"{who} is working on this thread (multitask_strategy='reject'); {what}",
                 thread_id=tid,
             )
         return True
@@ -278,18 +275,13 @@ class GuardLayer(Layer):
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
-        if _holds(tid):
-            return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
-        if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
-            raise ConcurrentRunError(
-                "another run is working on this thread (multitask_strategy='reject'); "
-                "nothing of this run was stored",
-                thread_id=tid,
-            )
+        what = "nothing of this run was stored"
+        if not (yield from self._take_hold(tid, strategy, "another run", what)):
+            return False  # this run's own second read, or a nested run
         release = _Release(self.store, tid)
-        # LangGraph does not always carry the run's context into its task threads; the
-        # run's Runtime object rides in the config of every write it makes.
+        # The run's context does not always reach its task threads; its Runtime object
+        # rides in the config of every write it makes.
         entry = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
         thread = self._thread(tid)
         thread.run = entry
@@ -306,8 +298,8 @@ class GuardLayer(Layer):
         else:
             loop.stack.callback(release)
         loop.stack.callback(forget)
-        # Belt and braces: a loop whose __enter__ failed after this read never runs
-        # its exit stack; its lock goes when the loop is collected.
+        # A loop whose __enter__ failed after this read never unwinds: its lock goes when
+        # the loop is collected.
         weakref.finalize(loop.loop, release)
         return True
 
@@ -438,9 +430,8 @@ class GuardLayer(Layer):
             done.set()
 
     def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
-        """(task id, channel) of every write stored on the checkpoint `config` names, read
-        from the head store (no value decoded, no wait for a put under way): how an
-        idempotent tool looks for its receipt cheaply (`threadlog.checkpoint.receipts`)."""
+        """(task id, channel) of every write stored on the checkpoint `config` names, from
+        the head store (nothing decoded): an idempotent tool's look for its receipt."""
         conf = config.get("configurable") or {}
         key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""))
         found = yield _store(self.store.write_keys, *key, str(conf["checkpoint_id"]))
@@ -453,18 +444,13 @@ class GuardLayer(Layer):
         timeout: float,
         run_config: RunnableConfig | None = None,
     ) -> Flow[bool]:
-        """Wait until the checkpoint `config` names is stored (read through `saver`, this
-        layer's saver, when it must look); False past `timeout`. `run_config`: the config
-        of the run asking (its runtime), when it has one.
+        """Wait until the checkpoint `config` names is stored (read through `saver` when it
+        must look); False past `timeout`. `run_config`: the asking run's config.
 
-        For the tool node's "started" marker under `durability="async"` (LangGraph stores
-        the step's checkpoint in the background while its tasks run). At once when this
-        saver stored or read that checkpoint; while its put runs, or before the put has
-        begun (a run's step checkpoint is always put), awaited on the put — no polling.
-        A checkpoint this saver never saw (stored by another process, forgotten from
-        memory) is looked for in the database after `_STORED_RECHECK` seconds, then less
-        often — but never for a run holding the thread: nobody else writes it, and this
-        saver read the run's starting checkpoint, so the rest are the run's own puts."""
+        For the tool node's "started" marker under `durability="async"`: at once when
+        this saver stored or read the checkpoint, else awaited on its put (no polling). One
+        this saver never saw is looked for in the database after `_STORED_RECHECK` seconds,
+        then less often, but never for a run holding the thread (the puts are its own)."""
         if not (config.get("configurable") or {}).get("checkpoint_id"):
             return True
         cid = _cp_key(config)
@@ -492,14 +478,13 @@ class GuardLayer(Layer):
                     return self._stored(cid)
                 recheck *= 2
         finally:
-            # Stored, found, or given up on: a put still to come needs no waiter (one
-            # more marker on it waiting would look in the database, as above).
+            # Stored, found, or given up on: a put still to come needs no waiter.
             with self._putting_lock:
                 self._expected.pop(cid, None)
 
     def saw_marker(self, config: RunnableConfig, prefix: str) -> bool:
         """Whether the checkpoint `config` names held a tool node's marker whose task id
-        starts with `prefix` when this saver last read it (no read here)."""
+        starts with `prefix` when this saver last read it."""
         known = self._known(_cp_key(config))
         seen = (known.seen if known is not None else None) or ()
         return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
@@ -517,8 +502,8 @@ class GuardLayer(Layer):
             pending = self._putting.get(_cp_key(config))
         return None if pending is None or pending.is_set() else pending
 
-    # The common case, decided once for both drivers: a run's own checkpoints and task
-    # writes inside its hold need no step (a turn's input and its __start__ writes do).
+    # The common case: a run's own checkpoints and task writes inside its hold need no
+    # check (a turn's input and its __start__ writes do).
 
     def _trusted_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
         key = _guarded_key(config)
@@ -575,10 +560,8 @@ class GuardLayer(Layer):
                 yield from self._check(below, at, values, base if base == parent else None)
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
-            # This run holds the thread for its turn and read it after taking the hold;
-            # every other guarded writer (runs, update_state) waits for the hold. The
-            # head this run read under its lock is the head; otherwise (a run from a
-            # named checkpoint, inside exclusive()) one indexed query verifies it.
+            # Every other guarded writer waits for this run's hold: the head it read under
+            # its lock is the head; otherwise one indexed query verifies it.
             thread = self._thread(key[0])
             fork = thread.fork
             if is_input:
@@ -588,8 +571,7 @@ class GuardLayer(Layer):
                 if head is _UNREAD or head != parent:
                     head = yield _store(self.store.head, *key)
                 self._refuse_moved(key, parent, head, metadata)
-            # else: new input at the checkpoint the run named — a fork, stored as a
-            # branch from it (readers of the head are unaffected).
+            # else: new input at the checkpoint the run named: a fork.
             stored: RunnableConfig = yield from self._put_below(below, *args)
             if is_input and parent is None and set(checkpoint["channel_values"]) <= {START}:
                 self._checkpoint(_cp_key(config, checkpoint["id"])).empty_root = True
@@ -630,18 +612,10 @@ class GuardLayer(Layer):
 
     def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
         """`update_state` and other writers outside a run: hold the thread for the one
-        write, so it never lands inside another run's turn (per the thread's strategy).
-        True when the lock was taken here (the caller releases it)."""
-        if _holds(thread_id):
-            return False  # an exclusive() block, or a node of the run that holds it
-        enqueue = self.strategy_for(config) == "enqueue"
-        if not (yield from _run_lock(self.store, thread_id, enqueue)):
-            raise ConcurrentRunError(
-                "a run is working on this thread (multitask_strategy='reject'); the "
-                "update stored nothing",
-                thread_id=thread_id,
-            )
-        return True
+        write; True when the lock was taken here (the caller releases it)."""
+        strategy = self.strategy_for(config)
+        what = "the update stored nothing"
+        return (yield from self._take_hold(thread_id, strategy, "a run", what))
 
     def _put_writes_steps(
         self,
@@ -676,8 +650,7 @@ class GuardLayer(Layer):
                     at = None if known is not None and known.empty_root else config
                     yield from self._check(below, at, values, self._thread(key[0]).base)
         if not is_update and self._held_by_run(key[0], config):
-            # This run holds the thread for its whole turn: no other run can have
-            # stored a result for its task, or a child of its checkpoint, meanwhile.
+            # No other run can have stored a result for its task, or a child, meanwhile.
             self._note_own(_cp_key(config), writes, task_id)
             return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
@@ -710,9 +683,8 @@ class GuardLayer(Layer):
             new = True
         known = self._known((key[0], key[1], cid))
         if new and not (known is not None and known.own_parent):
-            # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
-            # only a head newer than `cid` can be a child of it: the common case —
-            # `cid` is the head, or not stored yet — needs one indexed query.
+            # Checkpoint ids grow with time, so only a head newer than `cid` can be a child
+            # of it: the common case needs one indexed query.
             head = yield _store(self.store.head, *key)
             if head is not None and head > cid and (
                 yield _store(self.store.has_child, *key, cid)
@@ -772,10 +744,8 @@ class GuardLayer(Layer):
 
 
 class GuardedSaver(LayeredSaver):
-    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend.
-
-    `layers` below the guard are the other capabilities, in order (the saver module
-    builds them)."""
+    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend,
+    `layers` the other capabilities below the guard, in order."""
 
     def __init__(
         self,
@@ -814,14 +784,12 @@ class GuardedSaver(LayeredSaver):
         self.guard.multitask_strategy = _strategy(value)
 
     def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
-        """What a run does when another run holds `thread_id` (None: the saver's default)."""
         self.guard.set_multitask_strategy(thread_id, strategy)
 
     def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
         return self.guard.strategy_for(config)
 
-    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`; LangGraph Server's
-    # rollback, thread copy and TTL call these), on every backend
+    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`), on every backend
 
     @property
     def maintenance(self) -> lifecycle.Maintenance:
@@ -856,20 +824,13 @@ class GuardedSaver(LayeredSaver):
     def exclusive(
         self, thread_id: str, *, wait: bool = False
     ) -> contextlib.AbstractContextManager[None]:
-        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
-
-        Another holder — a run or an `exclusive` block, in this process or any other
-        using the same database — makes this raise `ConcurrentRunError` at once
-        (`wait=False`) before anything is stored, or wait its turn (`wait=True`).
-        Runs inside the block do not wait for it. The lock dies with its process.
-        """
+        """Hold the thread around a block (`GuardLayer.exclusive`)."""
         return self.guard.exclusive(thread_id, wait=wait)
 
 
 class _InFlight:
-    """A checkpoint being stored, which its task writes wait for: a thread on an event, a
-    task on a future of its own loop — woken when the put ends, with no polling. (The
-    event is made only for a thread that waits: most puts have no waiter at all.)"""
+    """A checkpoint being stored, which its task writes wait for: a thread on an event
+    (made only when one waits), a task on a future of its own loop."""
 
     __slots__ = ("_done", "_event", "_mutex", "_waiters")
 
@@ -939,9 +900,8 @@ class _Release:
         self.thread_id = thread_id
         self._done = False
         self._lock = threading.Lock()
-        # The run's context (and the tasks and background writes LangGraph copies from
-        # it) knows it holds the thread: its writes skip the re-checks, a nested run
-        # or update_state on the same thread does not wait for it.
+        # The run's context (and its copies) holds the thread: its writes skip the
+        # re-checks, a nested run or update_state does not wait for it.
         self._hold, self._token = _enter_hold(thread_id)
 
     def _claim(self) -> bool:
@@ -957,9 +917,7 @@ class _Release:
             self.store.run_unlock(self.thread_id)
 
     async def aclose(self) -> None:
-        """The release under asyncio: the store's async unlock on the loop (else the
-        unlock in a worker thread), finished even when the run's exit is cancelled
-        meanwhile (shielded)."""
+        """The release under asyncio: the store's async unlock on the loop."""
         if self._claim():
             op = release_lock(self.store.run_unlock, self.thread_id)
             assert op.async_ is not None  # release_lock gives both forms
