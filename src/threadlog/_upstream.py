@@ -419,6 +419,7 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return await original(self, *args, **kwargs)
+            args, kwargs = _updated(kind, self, args, kwargs)
             with _published(kind, self):
                 return await original(self, *args, **kwargs)
 
@@ -429,6 +430,7 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return original(self, *args, **kwargs)
+            args, kwargs = _updated(kind, self, args, kwargs)
             with _published(kind, self):
                 return original(self, *args, **kwargs)
 
@@ -470,33 +472,16 @@ def _rewritten(graph: Any, supersteps: Any) -> Any:
     return out
 
 
-def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
-    if is_async:
-
-        @functools.wraps(original)
-        async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            if not _own_graph(self, (config,), kw):
-                return await original(self, config, supersteps, *a, **kw)
-            if _owns_channels(self):
-                supersteps = _rewritten(self, supersteps)
-            with _published("update_state", self):
-                return await original(self, config, supersteps, *a, **kw)
-
-        hook: Callable[..., Any] = ahook
-    else:
-
-        @functools.wraps(original)
-        def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            if not _own_graph(self, (config,), kw):
-                return original(self, config, supersteps, *a, **kw)
-            if _owns_channels(self):
-                supersteps = _rewritten(self, supersteps)
-            with _published("update_state", self):
-                return original(self, config, supersteps, *a, **kw)
-
-        hook = shook
-    hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]
-    return hook
+def _updated(kind: str, graph: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """`bulk_update_state`'s arguments with its values rewritten, for a graph with
+    threadlog's channels; any other call's as they are."""
+    if kind != "update_state" or not _owns_channels(graph):
+        return args, kwargs
+    if "supersteps" in kwargs:
+        return args, {**kwargs, "supersteps": _rewritten(graph, kwargs["supersteps"])}
+    if len(args) > 1:
+        return (args[0], _rewritten(graph, args[1]), *args[2:]), kwargs
+    return args, kwargs
 
 
 _UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
@@ -524,7 +509,8 @@ def _is_hooked(fn: Any) -> bool:
 
 def _install_hooks() -> None:
     """Wrap each entry point once; again only if something replaced it since."""
-    for cls, attr, kind, is_async in _ENTRY_POINTS:
+    updates = ((cls, attr, "update_state", a) for cls, attr, a in _UPDATE_ENTRY_POINTS)
+    for cls, attr, kind, is_async in (*_ENTRY_POINTS, *updates):
         name = f"{cls.__name__}.{attr}"
         original = getattr(cls, attr, None)
         if not callable(original):
@@ -533,13 +519,6 @@ def _install_hooks() -> None:
         _NOT_HOOKED.pop(name, None)
         if not _is_hooked(original):
             setattr(cls, attr, _hooked(original, kind, is_async))
-    for cls, attr, is_async in _UPDATE_ENTRY_POINTS:
-        original = getattr(cls, attr, None)
-        if not callable(original):
-            _NOT_HOOKED[f"{cls.__name__}.{attr}"] = f"{cls.__name__}.{attr} no longer exists"
-            continue
-        if not _is_hooked(original):
-            setattr(cls, attr, _hooked_update(original, is_async))
 
 
 _INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
@@ -611,6 +590,7 @@ _OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
     "loop_enter": _own_loop,
     "get_state": _own_graph,
     "state_preview": _own_graph,
+    "update_state": _own_graph,
 }
 
 
