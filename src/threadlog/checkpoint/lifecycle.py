@@ -149,13 +149,9 @@ def _rollback_namespace(
             kept_parent = parents.get(kept_parent)
         if kept_parent != parent:
             tup = yield from _tuple(m, tid, ns, cid)
-            chain = read_chain(tup.metadata)
             snaps = yield from _snapshots(m, tup)
-            lose[cid] = {ch: v for ch, v in (chain or {}).items() if ch in snaps}
-            new_chain = None if chain is None else {
-                ch: v for ch, v in chain.items() if ch not in snaps
-            }
-            plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chain, new_chain, chains))
+            lose[cid] = {ch: v for ch, v in (read_chain(tup.metadata) or {}).items() if ch in snaps}
+            plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chains))
             continue
         below = lose.get(parent or "")
         if not below:
@@ -165,10 +161,8 @@ def _rollback_namespace(
         inherited = {ch: v for ch, v in below.items() if ch not in values}
         if inherited:
             lose[cid] = inherited
-            chain = read_chain(tup.metadata)
-            if chain is not None:
-                new_chain = chain_minus(chain, inherited)
-                plan.rewrites.append(_rewrite(tup, parent, {}, chain, new_chain, chains))
+            if read_chain(tup.metadata) is not None:
+                plan.rewrites.append(_rewrite(tup, parent, {}, chains, inherited))
 
 
 def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
@@ -226,11 +220,7 @@ def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
             report.snapshot_bytes += sum(
                 len(m.inner.serde.dumps_typed(v)[1]) for _, v in snaps.values()
             )
-            chain = read_chain(head.metadata)
-            new_chain = None if chain is None else {
-                ch: v for ch, v in chain.items() if ch not in snaps
-            }
-            plan.rewrites.append(_rewrite(head, None, snaps, chain, new_chain, chains))
+            plan.rewrites.append(_rewrite(head, None, snaps, chains))
             plan.drops.extend(keys[:-1])
             report.dropped.extend(keys[:-1])
     if report.strategy == "delete":
@@ -286,11 +276,18 @@ def _rewrite(
     tup: CheckpointTuple,
     parent: str | None,
     snaps: dict[str, tuple[Any, Any]],
-    chain: dict[str, tuple[int, int]] | None,
-    new_chain: dict[str, tuple[int, int]] | None,
     chains: dict[Key, Any],
+    lose: dict[str, tuple[int, int]] | None = None,
 ) -> Rewrite:
+    """`tup` re-parented to `parent` with `snaps` stored in it, its chain re-sealed: the
+    snapshot channels' rows dropped, or (`lose`) those rows subtracted."""
     metadata: dict[str, Any] = {}
+    chain = read_chain(tup.metadata)
+    new_chain = None
+    if chain is not None:
+        new_chain = chain_minus(chain, lose) if lose else {
+            ch: v for ch, v in chain.items() if ch not in snaps
+        }
     if chain is not None and new_chain is not None and new_chain != chain:
         metadata[CHAIN_KEY] = chain_metadata(new_chain)
         chains[(_thread(tup), _ns(tup), _cid(tup))] = new_chain
