@@ -1,20 +1,13 @@
 """Every private LangGraph / langchain name threadlog relies on, in one place.
 
-Upstream may rename or change any of these in a minor release: this is the one file to
-read when that happens, and `tests/upstream/test_upstream.py` resolves every row of the
-table below on the installed packages and checks each one behaves as used, so a breaking
-release fails our suite instead of users' apps. Public names (`ERROR`, `INTERRUPT`,
-`TASKS`, `CONFIG_KEY_CHECKPOINTER`, `CheckpointMetadata["parents"]`, an empty channel's
-`checkpoint()`, `BaseMessage.id`) are used where they are, not listed here. Checked against
-langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2,
-langgraph-checkpoint-postgres 3.2.0, langgraph-prebuilt 1.1.3, langchain-core 1.8.3,
-langchain-openai, langgraph-api 0.16.7.
+Upstream may rename or change any of these in a minor release: this is the file to read
+then, and `tests/upstream/test_upstream.py` resolves and exercises every row below on the
+installed packages. Public names are used where they are, not listed here.
 
-One row per touch point (a sync method and its async twin are one row; so are the
-attributes of one object read together). Kinds: **name** (a private class, function or
-constant), **format** (how LangGraph spells what it stores and passes: `PREGEL`), **hook**
-(a method wrapped, see "Hooks"), **fork** (a method overridden or a private helper called
-by `checkpoint/backends/postgres_inline.py`, which pays: BENCHMARKS.md, "the thread hop").
+One row per touch point (a sync method and its async twin are one row). Kinds: **name**
+(a private class, function or constant), **format** (how LangGraph spells what it stores
+and passes: `PREGEL`), **hook** (a method wrapped, see "Hooks"), **fork** (a method
+overridden or a private helper called by `checkpoint/backends/postgres_inline.py`).
 
   #  kind    upstream (module.Name[.attribute]) / why threadlog needs it
  --  ------  ------------------------------------------------------------------------
@@ -79,22 +72,15 @@ by `checkpoint/backends/postgres_inline.py`, which pays: BENCHMARKS.md, "the thr
  30  fork    langgraph.checkpoint.postgres.base.BasePostgresSaver.UPSERT_CHECKPOINTS_SQL
              and its 3 other statements
 
-**Hooks.** The moments threadlog must recognise while LangGraph runs: a run's loop reading
-its thread (`running_loop()`), `get_state` reading it (`in_get_state()`) and previewing
-its stored writes (`in_state_preview()`), and `update_state`'s values (`on_update_state`).
-LangGraph has no callback for them, so the entry points (`_ENTRY_POINTS`,
-`_UPDATE_ENTRY_POINTS`) are wrapped, but never at import: `install_hooks()` wraps them
-once per process when threadlog's own objects are first used (LangGraph re-creating a log
-channel for a graph's state, or its `from_checkpoint`; a threadlog saver built,
-`checkpoint/layered.py`). Each wrapper first asks whose call it is: a graph or loop with a
-threadlog channel (its class carries `OWN_MARK`) or a threadlog saver (`own()`) is
-threadlog's; any other call goes straight to LangGraph's own function, publishing and
-rewriting nothing. For threadlog's, the wrapper publishes what is running in a
-`ContextVar` for exactly that call (reset in `finally`, and marked over, so a context
-copied meanwhile stops seeing it). Nothing walks stack frames. `verify_hooks()` /
-`averify_hooks()` run a canary graph once per process to prove every hook still fires,
-and raise `UpstreamChangedError` (naming the version and entry point) if one does not: a
-guarded saver never runs unguarded.
+**Hooks.** LangGraph has no callback for a run's loop reading its thread
+(`running_loop()`), `get_state` reading it (`in_get_state()`) and previewing its stored
+writes (`in_state_preview()`), or `update_state`'s values (`on_update_state`), so those
+entry points are wrapped, never at import: `install_hooks()` wraps them once per process
+when threadlog's own objects are first used. Each wrapper acts only for threadlog's
+graphs and savers (`OWN_MARK`, `own()`); any other call goes straight to LangGraph's own
+function. For threadlog's, the call is published in a `ContextVar` for exactly that call.
+`verify_hooks()` / `averify_hooks()` run a canary graph once per process and raise
+`UpstreamChangedError` if a hook no longer fires.
 """
 
 from __future__ import annotations
@@ -170,9 +156,8 @@ __all__ = [
 ]
 
 
+# What `DeltaChannel.from_checkpoint` receives for "no value stored".
 MISSING: Any = DeltaChannel(operator.add, list).checkpoint()
-"""What `DeltaChannel.from_checkpoint` receives for "no value stored": an empty delta
-channel's own checkpoint (public channel API)."""
 
 
 def is_overwrite(value: Any) -> bool:
@@ -181,9 +166,8 @@ def is_overwrite(value: Any) -> bool:
 
 
 def saver_task_path(saver: Any, value: bool | None = None) -> bool:
-    """A SqliteSaver's flag for whether its writes table has the `task_path` column (newer
-    schema), which its own reads consult; with `value`, set it first — a saver opened
-    read-only never runs the `setup()` migration that normally finds out."""
+    """A SqliteSaver's flag for whether its writes table has the `task_path` column; with
+    `value`, set it first (a read-only saver never runs the `setup()` that finds out)."""
     if value is not None:
         saver._has_task_path = value
     return bool(saver._has_task_path)
@@ -191,10 +175,7 @@ def saver_task_path(saver: Any, value: bool | None = None) -> bool:
 
 def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
     """Whether `serde`'s msgpack loader rebuilds a stored `(module, class)` or calls a
-    stored `(module, class, method)`, or None when it is not strict (rebuilds all).
-
-    Its allowlist (`_allowed_msgpack_modules`, `True` = not strict) has no public
-    accessor; LangGraph's own safe types and methods are always allowed."""
+    stored `(module, class, method)`, or None when it is not strict (rebuilds all)."""
     allowed = getattr(serde, "_allowed_msgpack_modules", True)
     if allowed is True:
         return None
@@ -209,9 +190,8 @@ def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
 
 
 def msgpack_ext_hook(serde: Any) -> Callable[[int, bytes], Any] | None:
-    """`serde`'s msgpack record loader (`_unpack_ext_hook`, the hook its `loads_typed`
-    hands ormsgpack; no public accessor), or None: a shared read decodes one stored record
-    at a time with it (`threadlog.checkpoint.shared_records`)."""
+    """`serde`'s msgpack record loader (the hook its `loads_typed` hands ormsgpack), or
+    None."""
     hook = getattr(serde, "_unpack_ext_hook", None)
     return hook if callable(hook) else None
 
@@ -228,8 +208,7 @@ def schema_types(
 
 
 def ls_provider(model: Any) -> str | None:
-    """The provider name LangSmith would record for a chat model (`_get_ls_params`): the
-    only place langchain states which provider a model object talks to."""
+    """The provider name LangSmith would record for a chat model, or None."""
     try:
         params = model._get_ls_params()
     except Exception:
@@ -238,48 +217,21 @@ def ls_provider(model: Any) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
-# -- formats: how LangGraph spells what it stores and passes ---------------------------------
-
-
 @dataclass(frozen=True)
 class _PregelFormat:
-    """How LangGraph spells what it stores and passes. Threads already stored depend on
-    these spellings, so they are facts to check (`tests/upstream/test_upstream.py`), not names."""
+    """How LangGraph spells what it stores and passes: threads already stored depend on
+    these, so they are facts to check (`tests/upstream/test_upstream.py`), not names."""
 
-    ns_sep: str = NS_SEP
-    """`"|"` joins nested checkpoint namespaces (a subgraph's, its subgraph's, …): a
-    task's graph namespace is its own namespace up to the last `ns_sep`
-    (`nodes/model.py`, `checkpoint/recover.py`, `checkpoint/stopped_work.py`,
-    `inspect/`)."""
-    ns_end: str = NS_END
-    """`":"` ends the node name in a namespace segment, `"<node>:<task_id>"`."""
-    null_task_id: str = NULL_TASK_ID
-    """The task id of writes that are input to a step rather than a task's output: the
-    loop applies them first, for resumes and new input alike (`checkpoint/stopped_work.py`
-    carries a crash's finished work as such writes; `checkpoint/input_check.py`)."""
-    checkpoint_map: str = CONFIG_KEY_CHECKPOINT_MAP
-    """The config key of a running task's `{graph namespace: checkpoint id}` map: which
-    checkpoint each enclosing graph is at (`checkpoint/recover.py`)."""
-    durability: str = CONFIG_KEY_DURABILITY
-    """The config key of a running task's `durability`: the tool node stores no "started"
-    marker under "exit", where nothing of the run is stored before it ends
-    (`nodes/tools/started.py`)."""
-    parents: str = "parents"
-    """The metadata key under which each checkpoint records that map of its enclosing
-    graphs (`metadata["parents"]`; `checkpoint/stopped_work.py`,
-    `inspect/namespaces.py` list a subgraph's checkpoints by it)."""
-    branch_to: str = "branch:to:"
-    """The channel prefix a StateGraph edge writes to trigger a node (`branch:to:<node>`;
-    a literal in `langgraph/graph/state.py`): a head that still holds one has a task to
-    run, so a subgraph may have stored work below it (`checkpoint/stopped_work.py`)."""
-    task_run_tag: str = "graph:step:"
-    """How the tag a task's own run carries starts (`graph:step:<step>`, not inherited by
-    the runnables it calls): the recorder reads a task's input state from that run's
-    start (`checkpoint/calls.py`)."""
+    ns_sep: str = NS_SEP  # joins nested checkpoint namespaces
+    ns_end: str = NS_END  # ends the node name in a namespace segment, "<node>:<task_id>"
+    null_task_id: str = NULL_TASK_ID  # writes that are a step's input, not a task's output
+    checkpoint_map: str = CONFIG_KEY_CHECKPOINT_MAP  # {graph namespace: checkpoint id}
+    durability: str = CONFIG_KEY_DURABILITY  # a running task's durability
+    parents: str = "parents"  # the metadata key of that map of enclosing graphs
+    branch_to: str = "branch:to:"  # the channel prefix a StateGraph edge writes
+    task_run_tag: str = "graph:step:"  # how the tag a task's own run carries starts
+    # The `task_path` of a root graph's pull task of node `{node}`.
     root_pull_task_path: str = "~__pregel_pull, {node}"
-    """The `task_path` (the `put_writes` argument) of a root graph's pull task of node
-    `{node}`: the guard tells a turn's `__start__` input writes by its last `", "` part
-    (`checkpoint/guard.py`)."""
 
 
 PREGEL = _PregelFormat()
@@ -289,7 +241,7 @@ PREGEL = _PregelFormat()
 
 
 class _Call:
-    """One hooked call in progress: what it runs on, and which thread / task runs it."""
+    """One hooked call in progress: its target, and the thread / task making it."""
 
     __slots__ = ("live", "owner", "target")
 
@@ -300,8 +252,7 @@ class _Call:
 
 
 def _owner() -> tuple[int, object]:
-    # A context copied during the call (LangGraph's background writes, tasks it creates)
-    # runs elsewhere and must not see it: only the thread and task making the call do.
+    # A context copied during the call runs elsewhere and must not see it.
     try:
         task: object = asyncio.current_task()
     except RuntimeError:  # no event loop in this thread
@@ -317,16 +268,13 @@ _CALLS: dict[str, contextvars.ContextVar[_Call | None]] = {
 # (class, attribute, kind, is async): the entry points wrapped, as data. While one runs,
 # `_CALLS[kind]` holds it; `verify_hooks` proves each still fires.
 _ENTRY_POINTS: tuple[tuple[type, str, str, bool], ...] = (
-    # The loop reads the thread's head while it enters: the one moment a saver can tell a
-    # run from a reader (the run guard takes the thread's lock then; new input abandons
-    # the head's tasks then, `checkpoint/stopped_work.py`).
+    # The loop reads the thread's head while it enters: a saver can tell a run from a reader.
     (SyncPregelLoop, "__enter__", "loop_enter", False),
     (AsyncPregelLoop, "__aenter__", "loop_enter", True),
-    # get_state's own read (not update_state's): shown with refused writes as task errors.
+    # get_state's own read (not update_state's).
     (Pregel, "get_state", "get_state", False),
     (Pregel, "aget_state", "get_state", True),
-    # get_state (and get_state_history) applying a checkpoint's stored writes to preview
-    # the state: the message log shows the last good state instead of raising.
+    # get_state applying a checkpoint's stored writes to preview the state.
     (Pregel, "_prepare_state_snapshot", "state_preview", False),
     (Pregel, "_aprepare_state_snapshot", "state_preview", True),
 )
@@ -341,24 +289,20 @@ def _active(kind: str) -> Any | None:
 
 
 class RunningLoop(NamedTuple):
-    """What threadlog reads off the Pregel loop whose enter is running (`running_loop()`).
-    Other modules read these fields, never the loop's own attributes."""
+    """What threadlog reads off the Pregel loop whose enter is running (`running_loop()`);
+    other modules read these fields, never the loop's own attributes."""
 
-    loop: object  # the loop itself: for its lifetime (`weakref.finalize`), nothing else
-    stack: Any  # its (Async)ExitStack, unwound however the run ends: `stack.callback(fn)`
-    input: Any  # the run's input: new input, or None / a `Command` for a resume
-    specs: Mapping[str, Any]  # channel name -> channel, as the running graph declares them
-    nodes: Mapping[str, Any]  # node name -> PregelNode (its runnable is `.bound`)
-    # The run's callback manager (a langchain-core `ParentRunManager`, or None): every
-    # task's callbacks are its `get_child()`, so a handler added to its public
-    # `inheritable_handlers` sees every model call of the run (`checkpoint/calls.py`).
-    manager: Any
+    loop: object  # for its lifetime (`weakref.finalize`), nothing else
+    stack: Any  # its (Async)ExitStack, unwound however the run ends
+    input: Any  # new input, or None / a `Command` for a resume
+    specs: Mapping[str, Any]  # channel name -> channel
+    nodes: Mapping[str, Any]  # node name -> PregelNode
+    manager: Any  # the run's callback manager: every task's callbacks are its children
 
 
 def running_loop() -> RunningLoop | None:
-    """The Pregel loop whose `__enter__` / `__aenter__` is running in this thread / task
-    (reading the thread it starts from), else None — also while the run's steps run.
-    Raises `UpstreamChangedError` if the loop lacks what `RunningLoop` reads."""
+    """The Pregel loop whose `__enter__` / `__aenter__` is running in this thread / task,
+    else None; `UpstreamChangedError` if the loop lacks what `RunningLoop` reads."""
     loop = _active("loop_enter")
     if loop is None:
         return None
@@ -377,8 +321,7 @@ def _lost_attribute(owner: object, name: str | None) -> UpstreamChangedError:
 
 
 def run_store(loop: RunningLoop) -> Any:
-    """The `BaseStore` the run hands its tasks (`get_store()`, `runtime.store`), or None.
-    Raises `UpstreamChangedError` if the loop keeps it elsewhere."""
+    """The `BaseStore` the run hands its tasks, or None."""
     try:
         return loop.loop.store  # type: ignore[attr-defined]
     except AttributeError as exc:
@@ -386,9 +329,7 @@ def run_store(loop: RunningLoop) -> Any:
 
 
 def set_run_store(loop: RunningLoop, store: Any) -> None:
-    """Hand this run's tasks `store` instead (the loop passes its `store` to each task's
-    `Runtime` as it prepares the task; a subgraph's run takes its parent task's). Called
-    while the loop enters, before any task is prepared; this run only."""
+    """Hand this run's tasks `store` instead (called while the loop enters)."""
     run_store(loop)  # the attribute is where it was
     loop.loop.store = store  # type: ignore[attr-defined]
 
@@ -405,9 +346,7 @@ def in_state_preview() -> bool:
 
 def declared_channels() -> Mapping[str, Any] | None:
     """The channels (name -> channel) of the graph whose LangGraph read is running in this
-    context — a loop entering, `get_state` (and its preview), `update_state` — or None
-    (threadlog's own readers, which declare their channels themselves). A saver asked for
-    a channel's history can tell from it whose channel will replay the answer."""
+    context (a loop entering, `get_state`, `update_state`), or None."""
     for kind in ("state_preview", "get_state", "update_state"):
         graph = _active(kind)
         if graph is not None:
@@ -417,14 +356,9 @@ def declared_channels() -> Mapping[str, Any] | None:
     return None if loop is None else loop.specs
 
 
-# -- a run's input, before LangGraph stores it -------------------------------------------------
-# LangGraph stores a run's input (the "input" checkpoint's `__start__` value) from a
-# background thread, while step 0 writes the same message objects to the state, and
-# LangGraph stamps a missing id on each of them in place as it does: the input
-# checkpoint is serialized with or without the id, by timing (LangGraph's own
-# `DeltaChannel` of messages shares the race). Callbacks registered here run on the loop's
-# `input` and `specs` before `__enter__` / `__aenter__`, so whatever they settle is settled
-# before anything is stored.
+# LangGraph stores a run's input from a background thread while step 0 stamps missing
+# message ids in place, so the stored input has the ids or not by timing. Callbacks
+# registered here run on the loop's `input` and `specs` before it enters.
 
 RunInputHook = Callable[[Any, Mapping[str, Any]], None]
 """(the run's input, channel name -> channel) -> None; may stamp the input in place."""
@@ -432,17 +366,14 @@ _RUN_INPUT_HOOKS: list[RunInputHook] = []
 
 
 def on_run_input(hook: RunInputHook) -> None:
-    """Register a callback on each run's input, before the run's loop enters (once per
-    function)."""
+    """Register a callback on each run's input, before its loop enters (once each)."""
     if hook not in _RUN_INPUT_HOOKS:
         _RUN_INPUT_HOOKS.append(hook)
 
 
 def stamp_message_ids(specs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
-    """Give the message objects in `values` (channel -> write) to a `DeltaChannel` the ids
-    LangGraph would stamp on them when they are written (a uuid4 where the id is missing
-    or empty), now and in place. A dict message is converted to a new message then, so it
-    is left as it is."""
+    """Give the message objects written to a `DeltaChannel` in `values` the uuid4 ids
+    LangGraph would stamp on them, now and in place (dict messages are left)."""
     for key, value in values.items():
         if not isinstance(specs.get(key), DeltaChannel):
             continue
@@ -488,6 +419,7 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         async def ahook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return await original(self, *args, **kwargs)
+            args, kwargs = _updated(kind, self, args, kwargs)
             with _published(kind, self):
                 return await original(self, *args, **kwargs)
 
@@ -498,6 +430,7 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
         def shook(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not ours(self, args, kwargs):
                 return original(self, *args, **kwargs)
+            args, kwargs = _updated(kind, self, args, kwargs)
             with _published(kind, self):
                 return original(self, *args, **kwargs)
 
@@ -506,14 +439,9 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
     return hook
 
 
-# -- update_state's writes: the human-edit path ------------------------------------------------
-# `update_state` / `aupdate_state` (and Studio's edit, the SDK's `threads.update_state`, which
-# LangGraph Server turns into `aupdate_state`) all go through `bulk_update_state`, a public
-# method. LangGraph stores an update's writes before any channel sees them, so a message log
-# that must tell "a human revised this message" from "a node re-sent it with other content"
-# needs the write itself to say so: each registered rewrite maps one update's values to what
-# is stored (`threadlog.channel` wraps same-id messages for its log keys). Nothing else of
-# the call changes.
+# Every `update_state` goes through `bulk_update_state`, which stores an update's writes
+# before any channel sees them: each registered rewrite maps one update's values to what is
+# stored, so the write itself can say "a human revised this message".
 
 UpdateRewrite = Callable[[Any, Any], Any]
 """(graph, one update's values) -> the values to write instead."""
@@ -544,35 +472,16 @@ def _rewritten(graph: Any, supersteps: Any) -> Any:
     return out
 
 
-def _hooked_update(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
-    # Published like the other entry points (threadlog's graphs only): `declared_channels()`
-    # names its graph's channels while it loads the state it updates.
-    if is_async:
-
-        @functools.wraps(original)
-        async def ahook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            if not _own_graph(self, (config,), kw):
-                return await original(self, config, supersteps, *a, **kw)
-            if _owns_channels(self):
-                supersteps = _rewritten(self, supersteps)
-            with _published("update_state", self):
-                return await original(self, config, supersteps, *a, **kw)
-
-        hook: Callable[..., Any] = ahook
-    else:
-
-        @functools.wraps(original)
-        def shook(self: Any, config: Any, supersteps: Any, *a: Any, **kw: Any) -> Any:
-            if not _own_graph(self, (config,), kw):
-                return original(self, config, supersteps, *a, **kw)
-            if _owns_channels(self):
-                supersteps = _rewritten(self, supersteps)
-            with _published("update_state", self):
-                return original(self, config, supersteps, *a, **kw)
-
-        hook = shook
-    hook._threadlog_hook = "update_state"  # type: ignore[attr-defined]
-    return hook
+def _updated(kind: str, graph: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """`bulk_update_state`'s arguments with its values rewritten, for a graph with
+    threadlog's channels; any other call's as they are."""
+    if kind != "update_state" or not _owns_channels(graph):
+        return args, kwargs
+    if "supersteps" in kwargs:
+        return args, {**kwargs, "supersteps": _rewritten(graph, kwargs["supersteps"])}
+    if len(args) > 1:
+        return (args[0], _rewritten(graph, args[1]), *args[2:]), kwargs
+    return args, kwargs
 
 
 _UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
@@ -582,8 +491,7 @@ _UPDATE_ENTRY_POINTS: tuple[tuple[type, str, bool], ...] = (
 
 
 def update_state_hooked() -> bool:
-    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook once
-    threadlog's objects are in use (the hooks are installed first)."""
+    """Whether `bulk_update_state` / `abulk_update_state` carry the rewrite hook."""
     install_hooks()
     return all(_is_hooked(getattr(cls, attr, None)) for cls, attr, _ in _UPDATE_ENTRY_POINTS)
 
@@ -601,7 +509,8 @@ def _is_hooked(fn: Any) -> bool:
 
 def _install_hooks() -> None:
     """Wrap each entry point once; again only if something replaced it since."""
-    for cls, attr, kind, is_async in _ENTRY_POINTS:
+    updates = ((cls, attr, "update_state", a) for cls, attr, a in _UPDATE_ENTRY_POINTS)
+    for cls, attr, kind, is_async in (*_ENTRY_POINTS, *updates):
         name = f"{cls.__name__}.{attr}"
         original = getattr(cls, attr, None)
         if not callable(original):
@@ -610,22 +519,13 @@ def _install_hooks() -> None:
         _NOT_HOOKED.pop(name, None)
         if not _is_hooked(original):
             setattr(cls, attr, _hooked(original, kind, is_async))
-    for cls, attr, is_async in _UPDATE_ENTRY_POINTS:
-        original = getattr(cls, attr, None)
-        if not callable(original):
-            _NOT_HOOKED[f"{cls.__name__}.{attr}"] = f"{cls.__name__}.{attr} no longer exists"
-            continue
-        if not _is_hooked(original):
-            setattr(cls, attr, _hooked_update(original, is_async))
 
 
 _INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
 
 
 def install_hooks() -> None:
-    """Wrap the entry points, once per process: called by threadlog's own objects when
-    they are first used (a log channel declared in a graph's state, a threadlog saver
-    built), never at import (module doc, "Hooks")."""
+    """Wrap the entry points, once per process (module doc, "Hooks")."""
     if not _INSTALLED:
         with _INSTALL_LOCK:
             if not _INSTALLED:
@@ -636,10 +536,7 @@ def install_hooks() -> None:
 _INSTALL_LOCK = threading.Lock()
 
 
-# -- whose graph: the hooks act only for threadlog's channels and savers ---------------------
-# A class (a log channel) or an object (a saver with threadlog's layers) is threadlog's when
-# it carries `OWN_MARK` (`own`). Any other graph's call goes straight to LangGraph's own
-# function, with nothing published and nothing rewritten.
+# A channel class or a saver object is threadlog's when it carries `OWN_MARK` (`own`).
 OWN_MARK = "_threadlog_own"
 
 
@@ -655,8 +552,7 @@ def own(obj: Any) -> Any:
 
 
 def _is_own(obj: Any) -> bool:
-    # Through wrappers that keep the saver they wrap: threadlog's own (`inner`) and
-    # LangGraph Server's checkpointer adapter (`_inner`).
+    # Through wrappers: threadlog's own (`inner`), LangGraph Server's adapter (`_inner`).
     for _ in range(4):
         if obj is None or isinstance(obj, bool):
             return False
@@ -694,6 +590,7 @@ _OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
     "loop_enter": _own_loop,
     "get_state": _own_graph,
     "state_preview": _own_graph,
+    "update_state": _own_graph,
 }
 
 
@@ -710,11 +607,8 @@ def _version() -> str:
 
 
 def verify_hooks() -> None:
-    """Prove the hooks fire on the installed LangGraph (`invoke` + `get_state` on a canary
-    graph), once per process; raise `UpstreamChangedError` naming what stopped working.
-
-    Runs in an empty context (a caller inside a graph's node lends it no callbacks, so its
-    events never show up in the caller's run) with LangSmith tracing off."""
+    """Prove the hooks fire on the installed LangGraph (a canary graph's `invoke` and
+    `get_state`, in an empty context), once per process; raise `UpstreamChangedError`."""
     if False in _VERIFIED:
         return
     install_hooks()
@@ -749,8 +643,7 @@ async def _adrive(steps: _Canary) -> None:
 
 
 class _Seen:
-    """What the canary's saver, nodes and reducer saw, per phase ("run" / "get_state").
-    Facts only, never the loop itself: LangGraph may keep the canary graph's reducer."""
+    """What the canary's saver, nodes and reducer saw, per phase (facts, never the loop)."""
 
     def __init__(self, given: Any) -> None:
         self.given = given
@@ -788,8 +681,7 @@ class _LoopFacts(NamedTuple):
     has_callback: bool
 
 
-# The canary's parts read the `_Seen` of the canary running in their context: module-level,
-# so nothing of a finished canary stays reachable (typing caches `Annotated[...]` aliases).
+# Module-level, so nothing of a finished canary stays reachable.
 _SEEN: contextvars.ContextVar[_Seen | None] = contextvars.ContextVar(
     "threadlog_canary", default=None
 )
@@ -845,8 +737,8 @@ def _entry(kind: str, is_async: bool) -> str:
 
 
 def _canary(*, is_async: bool) -> _Canary:
-    """The one check both drivers run: a run (two nodes, one stops on an interrupt, so the
-    other's result is a stored pending write), then `get_state` on it."""
+    """A run (one node interrupts, so the other's result is a pending write), then
+    `get_state` on it."""
     given = {"n": 0}
     seen = _Seen(given)
     _SEEN.set(seen)  # the drivers run this in a context of its own
@@ -918,11 +810,8 @@ def _problems(seen: _Seen, is_async: bool) -> list[str]:
     return out
 
 
-# -- langchain-openai ------------------------------------------------------------------------
-# `BaseChatOpenAI._get_request_payload(input, stop=..., **kwargs) -> dict` builds the body
-# every sync/async, streamed or not, request sends. `threadlog.openai_payload` shows exactly
-# what langchain-openai sends, so it reads the messages of that body; langchain-openai is
-# imported on first use (it brings `openai`, which a reader never needs).
+# langchain-openai: `_get_request_payload` builds the body every request sends. Imported
+# on first use (it brings `openai`, which a reader never needs).
 
 
 @functools.cache
@@ -939,10 +828,8 @@ def openai_message_json(messages: Sequence[Any], *, responses_api: bool) -> list
     return list(body["input" if responses_api else "messages"])
 
 
-# The request body, after conversion, before it is sent. langchain-openai has no public hook
-# between converting the messages and sending them, and its conversion cannot express some
-# servers' rules (it always turns "" beside tool calls into null), so a server profile's
-# rules are applied to the body here: a subclass per (model class, profile) overrides it.
+# No public hook sits between converting the messages and sending them, so a server
+# profile's rules rewrite the body in a subclass per (model class, profile).
 _REWRITING: dict[tuple[type, str], type] = {}
 
 
@@ -975,49 +862,35 @@ def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
     return copy
 
 
-# `langgraph.prebuilt` is imported on first use, not with this module: only the tool node
-# needs these two, and the reader's start-up (`threadlog inspect`, issue 22) would pay
-# ~0.1 s for it (the prebuilt agent's module tree).
+# `langgraph.prebuilt` is imported on first use: only the tool node needs it.
 
 
 def filter_validation_errors(validation_error: Any, injected_args: Any) -> list[Any]:
-    """How upstream's ToolNode filters injected arguments out of a validation error
-    (`langgraph.prebuilt.tool_node._filter_validation_errors`): reused so schema errors
-    read like upstream's."""
+    """ToolNode's filter of injected arguments out of a validation error."""
     from langgraph.prebuilt.tool_node import _filter_validation_errors
 
     return list(_filter_validation_errors(validation_error, injected_args))
 
 
 def infer_handled_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]:
-    """Which exception types a `handle_tool_errors` callable handles, read from its
-    annotation (`langgraph.prebuilt.tool_node._infer_handled_types`): reused so a handler
-    means exactly what it means to upstream's ToolNode."""
+    """Which exception types a `handle_tool_errors` callable handles, as ToolNode reads
+    its annotation."""
     from langgraph.prebuilt.tool_node import _infer_handled_types
 
     return _infer_handled_types(handler)
 
 
-# -- langgraph-api (LangGraph Server) --------------------------------------------------------
-# The server wraps a custom checkpointer in `_CustomCheckpointerAdapter`, a
-# `BaseCheckpointSaver` subclass that forwards the methods it defines (and, through
-# `__getattr__`, names the base class lacks). `get_delta_channel_history` is a base-class
-# method, so a run's delta-channel loads take the base walk through the adapter: one full
-# `aget_tuple` per checkpoint back to a snapshot, O(history) per turn, past the saver's own
-# history cache and its checksum check on those writes. Forwarding the two methods to the
-# wrapped saver makes a load under the server what it is without it (the adapter's
-# `aget_tuple` is a plain pass-through, so any saver reads the same). No public hook.
-# Checked: langgraph-api 0.16.7.
+# LangGraph Server wraps a custom checkpointer in `_CustomCheckpointerAdapter`, which does
+# not forward the base-class `get_delta_channel_history`: a load through it would take the
+# base walk (one `aget_tuple` per checkpoint) past the saver's own history read.
 SERVER_ADAPTER = ("langgraph_api._checkpointer._adapter", "_CustomCheckpointerAdapter")
 _DELTA_HISTORY = ("get_delta_channel_history", "aget_delta_channel_history")
 
 
 def forward_server_delta_history() -> bool:
     """Make LangGraph Server's checkpointer adapter forward delta-channel history reads to
-    the saver it wraps (once per process). False when no server has loaded its adapter in
-    this process (langgraph-api is never imported here: it reads its configuration from the
-    environment at import) or the adapter is no longer the class checked here; then nothing
-    is changed."""
+    the saver it wraps. False, changing nothing, when no server loaded its adapter in this
+    process (langgraph-api is never imported here) or the adapter changed."""
     module_name, class_name = SERVER_ADAPTER
     adapter: Any = getattr(sys.modules.get(module_name), class_name, None)
     if not isinstance(adapter, type) or not callable(getattr(adapter, "aget_tuple", None)):
@@ -1036,9 +909,7 @@ def forward_server_delta_history() -> bool:
     return True
 
 
-# -- langgraph-checkpoint-postgres: what `checkpoint/backends/postgres_inline.py` uses -------
-# Its fork of `AsyncPostgresSaver`'s write and read paths calls these helpers and runs
-# these statements of upstream's (table rows 26-30), checked by `tests/upstream/`.
+# What `checkpoint/backends/postgres_inline.py`'s fork calls and runs (rows 26-30).
 POSTGRES_PRIVATE = (
     "_dump_blobs",
     "_dump_writes",
@@ -1054,6 +925,5 @@ POSTGRES_PRIVATE = (
 
 
 def postgres_cursor(saver: Any, *, pipeline: bool) -> Any:
-    """An `AsyncPostgresSaver`'s own cursor context (`_cursor`): its lock, its connection
-    or pool, and a pipeline when asked."""
+    """An `AsyncPostgresSaver`'s own cursor context (its lock, connection, pipeline)."""
     return saver._cursor(pipeline=pipeline)

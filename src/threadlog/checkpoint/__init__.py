@@ -1,12 +1,10 @@
 """Checkpoint helpers: `checkpointer(url)` / `acheckpointer(url)` and the saver they return.
 
 THE CONTRACT of that saver. `threadlog.checkpointer(url)` returns one wrapper,
-`GuardedSaver` (a `LayeredSaver`, `layered.py`), around LangGraph's own saver for the URL
-(`SqliteSaver`, `PostgresSaver`, `InMemorySaver`, or their async forms), which it stores
-through unchanged: threads stay LangGraph threads, readable by any LangGraph saver. Each
-capability is one *layer*, and the layers are an ordered tuple stated in code
-(`saver._finish`), outermost first. Every promise below is kept by one layer and proved
-by the tests named beside it (`tests/storage/test_contract.py` checks the names):
+`GuardedSaver` (a `LayeredSaver`, `layered.py`), around LangGraph's own saver for the URL,
+which it stores through unchanged: threads stay LangGraph threads. Each capability is one
+*layer*, in an ordered tuple stated in code (`saver._finish`), outermost first. One
+layer keeps each promise, proved by the tests named beside it:
 
     promise                                       layer          proved by
     --------------------------------------------  -------------  -------------------------------
@@ -86,17 +84,9 @@ lifecycle call cannot materialize a delta channel that is not one of threadlog's
 (your own `DeltaChannel`: refused, nothing changed); writes a rolled-back run stored on a
 checkpoint it did not make (a resumed step's results carry no run id) stay; the lifecycle
 calls are the guarded saver's (`guard=False` keeps the backend's own).
-docs/durability.md says the same for users; BENCHMARKS.md has the figures.
-
-Modules, one idea each: `saver` (the build path and the layer order), `layered` (the one
-wrapper, `bind_layers` for a saver kept as itself), `steps` (one sans-IO flow, a sync and
-an async driver), `lifecycle` (rollback, copy, prune: the wrapper's maintenance calls),
-the layers `guard`, `resent` (writes stored as what they add), `stopped_work`,
-`integrity` (checksums),
-`own_writes`, `cache` (history), their helpers `input_check` (bad input refused before it
-is stored), `recover` (results a stopped step stored), `backends/` (all SQL and locks on LangGraph's
-tables, one `Backend` per saver kind, `backend_of(saver)`), `serde` (the strict
-allowlist; a reader's placeholders) and `state_types` (a graph's state types on that list).
+docs/durability.md says the same for users. Modules: `saver` (the build path and the
+layer order), `layered` (the one wrapper), `lifecycle` (rollback, copy, prune), the layers
+and their helpers, `backends/` (all SQL and locks), `serde` (the strict allowlist).
 
 Names are loaded on first use, so `import threadlog` does not import a saver backend.
 """

@@ -3,48 +3,26 @@
 Contract:
 
 * **Who is recorded.** Every chat-model call made inside a run of a graph on this saver,
-  whoever makes it — threadlog's `ModelNode`, `langchain.agents.create_agent`,
-  `create_react_agent`, swarm / supervisor agents, an app's own node calling
-  `model.invoke` / `ainvoke` / `stream` — at any subgraph depth. When a run's loop reads
-  its thread (`_upstream.running_loop()`), the layer adds one `CallRecorder` (a LangChain
-  callback handler) to the handlers the run hands down to every task
-  (`inheritable_handlers` of the run's callback manager, as a new list: a caller's own
-  manager is never changed); a subgraph's run inherits it. Nothing is patched, and a
-  model called outside a run is not seen.
-* **What is recorded** (`on_chat_model_start`, `on_llm_end` / `on_llm_error`): the
-  messages as sent, in order (system prompt included); the tool names and a digest of
-  their schemas; the model's name, provider and call parameters (`invocation_params`,
-  metadata `ls_*`); the id of the AIMessage it produced, and every other generation of a
-  call that made several (`n>1`, content stored); where it ran (the task's
-  `langgraph_checkpoint_ns`, node, step); an error's text.
-* **Where it is stored.** With the step that made it: when the task's writes are stored
-  (`put_writes` for its task id, or for an enclosing task's when a subgraph stored none),
-  one write on `CALLS_CHANNEL` is stored first on the same checkpoint, under a task id of
-  its own (`threadlog-calls:…`, so it never takes an index of the task's writes); calls
-  not stored that way by the time the step's checkpoint is stored are stored just before
-  it (LangGraph waits for a step's writes only when they hold a delta channel). So a kill
-  after the reply was stored leaves the call stored; rollback, copy, prune and forks
-  treat it as any write of that checkpoint. A kill between the two writes leaves the call
-  recorded and its reply not: the step runs again and is recorded again. Under
-  `durability="exit"` a run's calls are stored with its one stored checkpoint. Recording
-  never fails a step: a record that cannot be built is logged and left out.
-* **O(new)** (the format: `call_records`). A message the thread's writes already hold
-  (seen by this layer, by id and content digest, or by content alone for a copy sent
-  without its id) or that the calling task read from its state (the very object, with an
-  id: its own run's start carries the state) is stored as a reference; any other content
-  — a system prompt built per call, a trimmed copy — as a content-addressed blob, stored
-  once per thread and process; tool schemas and call parameters likewise; the messages
-  the agent's previous stored call also sent, in order, as one slice of it. So what a
-  record stores does not depend on whether the earlier steps' writes, which LangGraph
-  stores in the background under `durability="async"`, reached the saver before the
-  call's own. A process that did not see a
-  thread's earlier writes stores each message it sends once more, as a blob. Lifecycle
-  calls forget what the layer remembered of a thread (a later reference never names
-  a removed write).
-* **Invisible to runs.** Reads through this layer (`get_tuple`, `list`) leave the channel
-  out, so LangGraph never sees an unknown channel; the inspector reads the backend itself
-  (`threadlog.inspect.calls`). `record_calls=False` leaves the layer out; a database
-  written without it reads as before.
+  whoever makes it (`ModelNode`, `create_agent`, an app's own node), at any subgraph
+  depth: when a run's loop reads its thread, the layer adds one `CallRecorder` (a
+  LangChain callback handler) to the run manager's `inheritable_handlers`, as a new
+  list. Nothing is patched; a model called outside a run is not seen.
+* **What is recorded**: the messages as sent, in order; the tool names and a digest of
+  their schemas; the model's name, provider and call parameters; the id of the reply
+  and every other generation (`n>1`); where it ran (namespace, node, step); an error.
+* **Where it is stored.** With the step that made it: one write on `CALLS_CHANNEL`
+  under a task id of its own (`threadlog-calls:…`), stored just before the task's
+  writes, or before the step's checkpoint for calls not stored by then. Rollback, copy,
+  prune and forks treat it as any write of that checkpoint. Recording never fails a
+  step: a record that cannot be built is logged and left out.
+* **O(new)** (the format: `call_records`). A message the thread's writes already hold,
+  or that the calling task read from its state, is stored as a reference; other content
+  as a content-addressed blob, once per thread and process; tool schemas and parameters
+  likewise; what the agent's previous call also sent, as one slice of it. Lifecycle
+  calls forget what the layer remembered of a thread.
+* **Invisible to runs.** Reads through this layer leave the channel out; the inspector
+  reads the backend itself (`threadlog.inspect.calls`). `record_calls=False` leaves the
+  layer out.
 """
 
 from __future__ import annotations
@@ -54,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -105,32 +84,30 @@ class _Memo:
         self.last: dict[str, tuple[str, list[Key]]] = {}
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
     """One model call in flight or done, waiting for its task's writes."""
 
-    __slots__ = (
-        "_read_ids", "agent", "chain", "done", "graph_ns", "messages", "ops", "owner",
-        "params", "read", "record", "thread", "tools",
-    )
+    thread: str
+    task_ns: InitVar[str]
+    record: dict[str, Any]
+    owner: CallRecorder
+    messages: list[BaseMessage] = field(default_factory=list)
+    tools: Any = None
+    params: list[tuple[str, Any]] = field(default_factory=list)
+    ops: list[dict[str, Any]] | None = None  # store operations, not a model call
+    done: bool = False
+    read: Any = None  # the state its task read (task_started)
+    chain: tuple[str, ...] = field(init=False)  # the task ids, outermost first
+    agent: str = field(init=False)  # the node names, joined as namespaces are
+    graph_ns: str = field(init=False)  # the namespace of the graph whose task made it
+    _read_ids: set[int] | None = field(init=False, default=None)
 
-    def __init__(
-        self, thread: str, chain: tuple[str, ...], record: dict[str, Any],
-        owner: CallRecorder, agent: str, messages: list[BaseMessage], tools: Any,
-        params: list[tuple[str, Any]],
-    ) -> None:
-        self.thread = thread
-        self.chain = chain
-        self.record = record
-        self.owner = owner
-        self.agent = agent
-        self.messages = messages
-        self.tools = tools
-        self.params = params
-        self.done = False
-        self.graph_ns = ""  # the namespace of the graph whose task made the call
-        self.read: Any = None  # the state its task read (task_started)
-        self.ops: list[dict[str, Any]] | None = None  # store operations, not a model call
-        self._read_ids: set[int] | None = None
+    def __post_init__(self, task_ns: str) -> None:
+        parts = task_ns.split(PREGEL.ns_sep)
+        self.chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
+        self.agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
+        self.graph_ns = PREGEL.ns_sep.join(parts[:-1])
 
     def sent_from_state(self, message: BaseMessage) -> bool:
         """Whether `message` is one of the objects of the state the call's task read."""
@@ -288,12 +265,8 @@ class CallsLayer(Layer):
     def task_started(
         self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any
     ) -> None:
-        # The messages a task read are in its thread or on their way there: written by
-        # earlier runs, or by this run's earlier steps, whose writes LangGraph may still
-        # be storing in the background. A call that sends them refers to them whatever
-        # the order those writes and this task's own reach the saver.
-        # Kept as it is (holding its messages alive, so identity stays theirs); looked
-        # into only when a call's record needs it.
+        # The messages a task read are in its thread or on their way there, so a call that
+        # sends them refers to them. Kept as it is (so identity stays theirs).
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
             return
@@ -315,10 +288,6 @@ class CallsLayer(Layer):
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if thread is None or not isinstance(task_ns, str) or not task_ns:
             return  # not a task of a run (nothing to store it with)
-        thread = str(thread)
-        parts = task_ns.split(PREGEL.ns_sep)
-        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
-        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
         params = extra.get("invocation_params") or {}
         if not isinstance(params, dict):
             params = {}
@@ -332,19 +301,16 @@ class CallsLayer(Layer):
             "step": metadata.get("langgraph_step"),
             "model": model_name(serialized, params, metadata),
         }
+        # What is stored of the messages is decided when the call is stored: by then more
+        # of the steps before it have stored theirs, so more of them are references.
+        messages = list(batches[0]) if batches else []
+        c = _Call(str(thread), task_ns, record, recorder, messages, params.get("tools"), raw)
         node = metadata.get("langgraph_node")
-        if node is not None and node != parts[-1].rsplit(PREGEL.ns_end, 1)[0]:
+        named = task_ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
+        if node is not None and node != named:
             record["node"] = node
-        # What is stored of the messages is decided when the call is stored: by then the
-        # steps before it have stored theirs (LangGraph stores a step's writes in the
-        # background while the next step runs), so more of them are references.
-        c = _Call(
-            thread, chain, record, recorder, agent,
-            list(batches[0]) if batches else [], params.get("tools"), raw,
-        )
-        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
         with self._lock:
-            read = self._inputs.get(chain[-1])
+            read = self._inputs.get(c.chain[-1])
             c.read = None if read is None else read[1]
             self._calls[run_id] = c
             self._by_thread.setdefault(thread, []).append(run_id)
@@ -357,12 +323,7 @@ class CallsLayer(Layer):
         if made is None:
             return
         thread, task_ns, record = made
-        parts = task_ns.split(PREGEL.ns_sep)
-        chain = tuple(part.rsplit(PREGEL.ns_end, 1)[-1] for part in parts)
-        agent = PREGEL.ns_sep.join(part.rsplit(PREGEL.ns_end, 1)[0] for part in parts)
-        c = _Call(thread, chain, record, recorder, agent, [], None, [])
-        c.ops, c.done = ops, True
-        c.graph_ns = PREGEL.ns_sep.join(parts[:-1])
+        c = _Call(thread, task_ns, record, recorder, ops=ops, done=True)
         key = uuid4()
         with self._lock:
             self._calls[key] = c
@@ -423,20 +384,15 @@ class CallsLayer(Layer):
         if mid is not None and ((str(mid), d) in memo.in_log or c.sent_from_state(message)):
             return {"id": str(mid), "d": d, "ref": True}
         if mid is None and d in memo.digests:
-            # A copy without its id (a context a node rebuilt for the provider): the
-            # stored message with the same model-visible content.
+            # A copy without its id: the stored message with the same visible content.
             return {"d": d, "ref": True}
-        if d not in memo.blobs and d not in blobs:
-            blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
-        entry: dict[str, Any] = {"d": d}
-        if mid is not None:
-            entry["id"] = str(mid)
-        return entry
+        return self._blob(message, d, memo, blobs)
 
-    def _other(self, message: BaseMessage, memo: _Memo, blobs: dict[str, Any]) -> dict[str, Any]:
-        """A generation after the first: never in the log (`invoke` returns the first), so
-        its content is a blob."""
-        d = self._digest(message)
+    def _blob(
+        self, message: BaseMessage, d: str, memo: _Memo, blobs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A message's entry with its content as a blob (a generation after the first
+        is never in the log, so it always is one)."""
         if d not in memo.blobs and d not in blobs:
             blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
         return {"d": d, "id": str(message.id)} if message.id is not None else {"d": d}
@@ -503,13 +459,7 @@ class CallsLayer(Layer):
         self._note_stored(thread, writes)
         taken = self._take(thread, task_id) if thread in self._by_thread else []
         if taken:
-            value = self._stored_form(thread, taken)
-            # Its own task id (never an index of the task's writes), one per flush: a task
-            # resumed after an interrupt stores its calls again on the same checkpoint.
-            own_task = f"{CALLS_TASK_PREFIX}{task_id}:{taken[0].record['run_id'][-12:]}"
-            yield from below.flow(
-                "put_writes", config, [(CALLS_CHANNEL, value)], own_task, task_path
-            )
+            yield from self._put_calls(below, config, taken, task_id, task_path)
         yield from below.flow("put_writes", config, writes, task_id, task_path)
 
     def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
@@ -544,7 +494,8 @@ class CallsLayer(Layer):
                 blobs[params_d] = {"k": "params", "value": values}
             record["params"] = params_d
             if c.record.get("others"):
-                record["others"] = [self._other(m, memo, blobs) for m in c.record["others"]]
+                others = c.record["others"]
+                record["others"] = [self._blob(m, self._digest(m), memo, blobs) for m in others]
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
             memo.last[c.agent] = (str(record["run_id"]), keys)
@@ -579,10 +530,8 @@ class CallsLayer(Layer):
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
         config, _, metadata, _ = args
-        # A step's checkpoint may be stored before its tasks' writes (LangGraph stores
-        # writes in the background and waits only for a delta channel's): the calls its
-        # tasks finished are stored first, on the checkpoint they ran from, so a kill
-        # after this checkpoint keeps them.
+        # A step's checkpoint may be stored before its tasks' writes: the calls its tasks
+        # finished are stored first, on the checkpoint they ran from.
         conf = config.get("configurable", {})
         thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
         taken: list[_Call] = []
@@ -600,11 +549,19 @@ class CallsLayer(Layer):
         return out
 
     def _put_calls(
-        self, below: SaverView, config: RunnableConfig, taken: list[_Call]
+        self,
+        below: SaverView,
+        config: RunnableConfig,
+        taken: list[_Call],
+        task_id: str | None = None,
+        task_path: str = "",
     ) -> Flow[None]:
-        own_task = f"{CALLS_TASK_PREFIX}{taken[0].chain[-1]}:{taken[0].record['run_id'][-12:]}"
+        # Its own task id (never an index of the task's writes), one per flush: a task
+        # resumed after an interrupt stores its calls again on the same checkpoint.
+        task = taken[0].chain[-1] if task_id is None else task_id
+        own_task = f"{CALLS_TASK_PREFIX}{task}:{taken[0].record['run_id'][-12:]}"
         value = self._stored_form(str(config["configurable"]["thread_id"]), taken)
-        yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, "")
+        yield from below.flow("put_writes", config, [(CALLS_CHANNEL, value)], own_task, task_path)
 
     def _take(
         self, thread: str, task_id: str | None, graph_ns: str = "", step: int = 0

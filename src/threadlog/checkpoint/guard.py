@@ -3,63 +3,36 @@
 Contract.
 
 * **Whole turns (`multitask_strategy`).** A run holds its thread from the moment its
-  Pregel loop reads the thread until the loop exits — finished, interrupted, failed or
-  cancelled — through a per-thread lock that spans processes (a Postgres advisory lock,
-  an `flock` next to a SQLite database, a mutex-guarded set in memory). A second run
-  on the thread meanwhile, in this process or another, follows the thread's strategy,
-  LangGraph Server's words: `"enqueue"` (the default) waits for the thread and then
-  reads it fresh; `"reject"` raises `ConcurrentRunError` before anything is stored.
-  So two runs never interleave inside a turn: no run's input lands among another
-  run's open tool calls (which the model node would then have to answer as "not
-  completed" although the tool ran), and no run returns with its input unanswered.
-  The strategy is the saver's (`checkpointer(url, multitask_strategy=...)`), per
-  thread (`saver.set_multitask_strategy(thread_id, ...)`), or per run
-  (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)`
-  holds the same lock around any block of code; runs inside it do not wait for it.
-  Locks die with their holder (a database session, a file descriptor), so a SIGKILLed
-  worker never blocks a thread. A held lock is waited for by polling (`take_lock`,
-  `threadlog.checkpoint.backends`): under asyncio nothing of the guard waits in the event
-  loop's executor — a worker thread runs one statement or file call at a time, and a
-  task's writes await their checkpoint's put on a future of their loop.
-* **`update_state` waits for a running turn** (or is refused by it, `"reject"`): its
-  writes take the thread's run lock for the one write. A node's own `update_state`
-  does not wait for itself: a hold lives in the run's context, which LangGraph copies
-  into its tasks and background writes. (A node must not run the graph again on its own
-  thread: that run would fork the turn it is part of.)
-* **Writes outside a hold are checked** under a short per-thread lock (a turn's input,
-  `update_state`, other tools and versions); a run's own later checkpoints and task
-  writes skip the re-checks — every other guarded writer waits for the hold:
-  - `put` (a new checkpoint) must follow the thread's head (its newest checkpoint: as a
-    run read it right after taking the thread's lock, else one indexed query), unless
-    LangGraph marks it a deliberate fork (`update_state`:
-    source `"update"`/`"fork"`), it is the input of a run that *named* the checkpoint it
-    read (LangGraph's time travel: a fork from it), or it is a **direct root put**: made outside any
-    LangGraph run (no runtime in its config) with no parent checkpoint. That is the
-    low-level saver API (`saver.put(...)` by user code, `update_state` on an empty
-    thread), which every LangGraph saver stores as given and the conformance suite
-    specifies; it still waits for a running turn like `update_state`. A run's puts
-    and any put naming a parent are ordered (docs/durability.md, "Which writes").
-  - new input is refused when another run stored task results on its parent after
-    this run read it (LangGraph drops those from the run's state; readers would
-    replay them into its branch);
-  - `put_writes` is refused when another run stored a *different* result for the same
-    task, or when the checkpoint already has a child by another saver and the writes
-    are new (children replay their parent's writes). A run's own late writes pass.
-    LangGraph's upsert channels (`__error__`, `__interrupt__`, …) are not compared.
-* **A refused write stores nothing.** A turn's input (the input checkpoint and the
-  `__start__` writes) and `update_state`'s writes are dry-run against the stored log
-  first (`threadlog.checkpoint.input_check`); the log's own error is raised and nothing is
-  stored.
-* **`get_state` always answers.** Its read of a checkpoint whose stored task writes
-  the log refuses (a step that failed on them) shows the last good state: those writes
-  are left out of `pending_writes` and the task carries the log's error as its
-  `__error__` write, as a failed task does. Every other read (runs, `update_state`,
-  `list`) gets the raw checkpoint, so resuming it raises the error again.
+  Pregel loop reads the thread until the loop exits, however it ends, through a
+  per-thread lock that spans processes (a Postgres advisory lock, an `flock` next to a
+  SQLite database, a mutex-guarded set in memory). A second run meanwhile follows the
+  thread's strategy: `"enqueue"` (the default) waits, then reads the thread fresh;
+  `"reject"` raises `ConcurrentRunError` before anything is stored. The strategy is the
+  saver's, per thread (`saver.set_multitask_strategy`), or per run
+  (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)` holds
+  the same lock around a block; runs inside it do not wait for it. Locks die with their
+  holder, and are polled (`take_lock`), so nothing waits in the event loop's executor.
+* **`update_state` waits for a running turn** (or is refused, `"reject"`): its writes
+  take the run lock for the one write. A node's own `update_state` does not wait for
+  its run: a hold lives in the run's context.
+* **Writes outside a hold are checked** under a short per-thread lock; a run's own later
+  checkpoints and task writes skip the re-checks:
+  - `put` must follow the thread's head, unless LangGraph marks it a fork (source
+    `"update"` / `"fork"`), it is the input of a run that named the checkpoint it read,
+    or it is a direct root put (no runtime in its config, no parent), stored as given;
+  - new input is refused when another run stored task results on its parent after this
+    run read it;
+  - `put_writes` is refused when another run stored a different result for the same
+    task, or the checkpoint already has a child and the writes are new. LangGraph's
+    upsert channels (`__error__`, `__interrupt__`, …) are not compared.
+* **A refused write stores nothing.** A turn's input and `update_state`'s writes are
+  dry-run against the stored log first (`threadlog.checkpoint.input_check`).
+* **`get_state` always answers.** Its read of a checkpoint whose stored task writes the
+  log refuses leaves those writes out and gives the task the log's error as its
+  `__error__` write; every other read gets the raw checkpoint.
 
-Subgraph namespaces are not guarded (their parent's checkpoints are). The guard is the
-outermost layer of the saver (`GuardLayer`, `threadlog.checkpoint.layered`): each hook is
-one flow for sync and async alike (`threadlog.flows`). `GuardedSaver` is the
-wrapper whose first layer it is, with the guard's own methods (`exclusive`, strategies).
+Subgraph namespaces are not guarded (their parent's checkpoints are). `GuardLayer` is the
+outermost layer of `GuardedSaver` (`threadlog.checkpoint.layered`).
 """
 
 from __future__ import annotations
@@ -114,21 +87,18 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
-# Writes under a task id of threadlog's own that no reader rebuilds state from: the tool
-# node's started/stopped markers, the recorded model calls (`calls.CallsLayer`, below
-# this layer, so a run's own calls are never among the writes it noted).
+# Writes of threadlog's own that no reader rebuilds state from (markers, recorded calls).
 _MARKERS = frozenset({STARTED_CHANNEL, CALLS_CHANNEL})
 _UNREAD: Any = object()  # no head known from the run's own read
 # Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
 _CHECKPOINT_WAIT = 30.0
+# Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
+# (doubling after).
 _STORED_RECHECK = 1.0
-"""Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
-(doubling after): long enough for a put queued behind others, under hundreds of runs."""
 
-# Threads this context holds — an `exclusive()` block, or a run (its tasks and
-# background writes run in copies of its context): they must not wait for themselves.
-# A hold is marked done when it ends, so a context copied earlier (or one whose reset
-# never ran: LangGraph may exit an async loop from another context) does not keep it.
+# Threads this context holds (an `exclusive()` block, or a run, whose tasks run in copies
+# of its context): they must not wait for themselves. A hold is marked done when it ends,
+# so a context copied earlier does not keep it.
 _HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
     "threadlog_held_threads", default={}  # noqa: B039 - never mutated, only replaced
 )
@@ -157,12 +127,9 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
         _HELD.reset(token)
 
 
-# -- the I/O a guard step needs (performed by `steps.run` / `steps.arun`) -------------
-
-
 def _store(fn: Callable[..., Any], *args: Any) -> Io:
-    """A head-store call: one statement or file call that never waits on a lock another
-    run holds (locks are polled, `take_lock`), so under asyncio a worker thread runs it."""
+    """A head-store call: one statement that never waits on a lock (a worker thread runs
+    it under asyncio)."""
     return Io(fn, None, args)
 
 
@@ -197,46 +164,44 @@ class GuardLayer(Layer):
         self.input_check = input_check
         self.multitask_strategy: MultitaskStrategy = _strategy(multitask_strategy)
         self._strategies: dict[str, MultitaskStrategy] = {}
-        # Checkpoints this saver stored a child of. LangGraph saves a step's task
-        # writes and the next checkpoint concurrently ("async" durability), so a
-        # run's own writes may land after its own child: those are not strays.
-        self.own_parents = _Recent()
-        # The task writes this saver saw on each checkpoint it read, and the ones it
-        # wrote itself: new input on a checkpoint discards its unfinished tasks' writes
-        # in memory, but readers replay every write stored there, so another run's
-        # result landing in between would make the stored branch differ from this run's.
-        # Checkpoints are remembered by (thread, namespace, id): a copied thread keeps its
-        # source's checkpoint ids, and what one thread stored says nothing of the other.
-        self._seen_writes: dict[_CpKey, frozenset[tuple[str, str]]] = {}
-        self._own_writes: dict[_CpKey, set[tuple[str, str]]] = {}
-        # Per thread: the checkpoint its current run read, when its logs are exactly
-        # that checkpoint's (no pending writes to replay) — the input check's base.
-        self._bases: dict[str, str] = {}
-        # Per thread: the keys its current run's graph declares as message logs. Another
-        # delta channel under a message key (LangGraph's own, an app's) has its own rules:
-        # its input is the graph's to judge, not the log's.
-        self._log_keys: dict[str, frozenset[str]] = {}
-        # First checkpoints of threads a run of this saver started (no parent, no log
-        # values): their logs are empty, so their input task's writes are checked against
-        # empty logs without reading them back. Checkpoint ids are never reused.
-        self._empty_roots = _Recent()
-        # Per thread: the Runtime object of the run of this saver holding it, and the hold.
-        self._runs: dict[str, tuple[Any, _Hold]] = {}
-        # Per thread: the head its current run read right after taking the run lock.
-        self._run_heads: dict[str, str | None] = {}
-        # Per thread: the checkpoint its current run named explicitly (a fork's base).
-        self._forks: dict[str, str] = {}
-        # Checkpoints being stored right now, by id. LangGraph stores a step's checkpoint
-        # and its tasks' writes from background threads; a task's writes that landed
-        # before their checkpoint would be unreachable if the process died in between
-        # (the kill harness found this), so writes wait for their checkpoint's put.
+        self._threads: dict[str, _Thread] = {}  # oldest first
+        self._threads_lock = threading.Lock()
+        # Checkpoints being stored right now: a task's writes wait for their checkpoint's
+        # put, so a kill never leaves them unreachable; and the ones a waiter expects a
+        # put of (`stored_flow`).
         self._putting: dict[_CpKey, _InFlight] = {}
         self._putting_lock = threading.Lock()
-        # Checkpoints this saver stored or read (so they exist), and the ones a waiter
-        # expects a put of (`stored_flow`): the tool node's "started" marker waits for
-        # its step's checkpoint without reading the database over and over.
-        self._known = _Recent(16384)
         self._expected: dict[_CpKey, _InFlight] = {}
+
+    def _thread(self, thread_id: str) -> _Thread:
+        """What this saver remembers of a thread. Past `_MAX_THREADS`, the oldest one no
+        run of this saver holds is forgotten: its checks then read the database."""
+        found = self._threads.get(thread_id)
+        if found is not None:
+            return found
+        with self._threads_lock:
+            found = self._threads.setdefault(thread_id, _Thread())
+            if len(self._threads) > _MAX_THREADS:
+                for tid, old in self._threads.items():
+                    if old.run is None or old.run[1].done:
+                        del self._threads[tid]
+                        break
+        return found
+
+    def _checkpoint(self, key: _CpKey) -> _Checkpoint:
+        checkpoints = self._thread(key[0]).checkpoints
+        found = checkpoints.get(key[1:])
+        if found is None:
+            with self._threads_lock:
+                found = checkpoints.setdefault(key[1:], _Checkpoint())
+                while len(checkpoints) > _MAX_CHECKPOINTS:
+                    del checkpoints[next(iter(checkpoints))]
+        return found
+
+    def _known(self, key: _CpKey) -> _Checkpoint | None:
+        """The memory of a checkpoint, if any (none is made)."""
+        thread = self._threads.get(key[0])
+        return None if thread is None else thread.checkpoints.get(key[1:])
 
     # -- shared threads: strategy and whole-run lock ---------------------------------
 
@@ -276,18 +241,21 @@ class GuardLayer(Layer):
             self.store.run_unlock(tid)
 
     def maintenance_hold(self, thread_id: str) -> Flow[bool]:
-        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`): wait
-        for a run holding it ("enqueue") or refuse before anything changes ("reject"),
-        per the thread's strategy. False: the caller already holds it (an `exclusive`
-        block) and nothing is to be given back."""
+        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`), per its
+        strategy; False: the caller already holds it."""
         tid = str(thread_id)
+        strategy = self._strategies.get(tid, self.multitask_strategy)
+        what = "the maintenance call changed nothing"
+        return (yield from self._take_hold(tid, strategy, "a run", what))
+
+    def _take_hold(self, tid: str, strategy: MultitaskStrategy, who: str, what: str) -> Flow[bool]:
+        """Take the thread's run lock as `strategy` says; False when this context holds
+        it already (an `exclusive()` block, the run's own nodes): nothing to give back."""
         if _holds(tid):
             return False
-        strategy = self._strategies.get(tid, self.multitask_strategy)
         if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
             raise ConcurrentRunError(
-                "a run is working on this thread (multitask_strategy='reject'); the "
-                "maintenance call changed nothing",
+                f"{who} is working on this thread (multitask_strategy='reject'); {what}",
                 thread_id=tid,
             )
         return True
@@ -299,35 +267,30 @@ class GuardLayer(Layer):
         """Whether this write comes from the run (or exclusive block) holding the thread."""
         if _holds(thread_id):
             return True
-        run = self._runs.get(thread_id)
+        thread = self._threads.get(thread_id)
+        run = None if thread is None else thread.run
         runtime = config["configurable"].get(CONFIG_KEY_RUNTIME)
         return run is not None and runtime is not None and run[0] is runtime and not run[1].done
 
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
         """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
-        if _holds(tid):
-            return False  # an exclusive() block, this run's own second read, or a nested run
         strategy = self.strategy_for(config)
-        if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
-            raise ConcurrentRunError(
-                "another run is working on this thread (multitask_strategy='reject'); "
-                "nothing of this run was stored",
-                thread_id=tid,
-            )
+        what = "nothing of this run was stored"
+        if not (yield from self._take_hold(tid, strategy, "another run", what)):
+            return False  # this run's own second read, or a nested run
         release = _Release(self.store, tid)
-        # LangGraph does not always carry the run's context into its task threads; the
-        # run's Runtime object rides in the config of every write it makes.
+        # The run's context does not always reach its task threads; its Runtime object
+        # rides in the config of every write it makes.
         entry = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
-        self._runs[tid] = entry
+        thread = self._thread(tid)
+        thread.run = entry
 
         def forget(*_: Any) -> None:
-            # The Runtime reaches the loop (its stream writer), hence the whole log: a
-            # finished run's entry kept per thread grew a server's memory with every
-            # thread it served. Runs before the release (exit callbacks run LIFO), so a
-            # next run on the thread cannot have registered yet.
-            if self._runs.get(tid) is entry:
-                del self._runs[tid]
+            # The Runtime reaches the whole log: a finished run's is not kept. Runs before
+            # the release (exit callbacks run LIFO): no next run has registered yet.
+            if thread.run is entry:
+                thread.run = None
 
         if isinstance(loop.stack, contextlib.AsyncExitStack):
             # Awaited off the event loop: the unlock is a statement on a shared session.
@@ -335,8 +298,8 @@ class GuardLayer(Layer):
         else:
             loop.stack.callback(release)
         loop.stack.callback(forget)
-        # Belt and braces: a loop whose __enter__ failed after this read never runs
-        # its exit stack; its lock goes when the loop is collected.
+        # A loop whose __enter__ failed after this read never unwinds: its lock goes when
+        # the loop is collected.
         weakref.finalize(loop.loop, release)
         return True
 
@@ -353,19 +316,12 @@ class GuardLayer(Layer):
             self._note_log_keys(config, loop.specs)
         if tup is None or _guarded_key(tup.config) is None:
             return tup
-        cid = str(tup.config["configurable"]["checkpoint_id"])
-        self._known.add(_cp_key(tup.config))
-        if len(self._seen_writes) > 4096:
-            self._seen_writes.pop(next(iter(self._seen_writes)))
-        self._seen_writes[_cp_key(tup.config)] = _write_keys(tup)
+        key = _cp_key(tup.config)
+        read = self._checkpoint(key)
+        read.stored = True
+        read.seen = _write_keys(tup)
         if loop is not None:
-            tid = str(tup.config["configurable"]["thread_id"])
-            if self._writes_to_logs(tup):
-                self._bases.pop(tid, None)
-            else:
-                self._bases[tid] = cid
-                if len(self._bases) > 4096:  # a forgotten base: the full input check
-                    self._bases.pop(next(iter(self._bases)))
+            self._thread(key[0]).base = None if self._writes_to_logs(tup) else key[2]
             return tup
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
@@ -379,13 +335,12 @@ class GuardLayer(Layer):
         key = _guarded_key(config)
         if key is None or self.input_check is None:
             return
-        self._log_keys[key[0]] = _logs_of(self.input_check.message_keys, specs)
-        if len(self._log_keys) > 4096:  # a forgotten thread: every message key checked
-            self._log_keys.pop(next(iter(self._log_keys)))
+        self._thread(key[0]).log_keys = _logs_of(self.input_check.message_keys, specs)
 
     def _run_logs(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any]:
         """`values` under the keys the thread's running graph declares as logs."""
-        keys = self._log_keys.get(thread_id)
+        thread = self._threads.get(thread_id)
+        keys = None if thread is None else thread.log_keys
         return values if keys is None else {k: v for k, v in values.items() if k in keys}
 
     def _note_run_head(
@@ -397,21 +352,16 @@ class GuardLayer(Layer):
         if key is None:
             return
         asked = config["configurable"].get("checkpoint_id")
+        thread = self._thread(key[0])
         if took and not asked:
-            self._run_heads[key[0]] = (
-                None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
-            )
-            self._forks.pop(key[0], None)
+            thread.head = None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
+            thread.fork = None
             return
-        self._run_heads.pop(key[0], None)
+        thread.head = _UNREAD
         if took:
             # A run that names a checkpoint reads it on purpose: its input there is a
-            # fork (LangGraph's time travel), not a stale head. (Later reads of the same
-            # run, `took` False, leave it.)
-            if asked and tup is not None:
-                self._forks[key[0]] = str(asked)
-            else:
-                self._forks.pop(key[0], None)
+            # fork (LangGraph's time travel), not a stale head.
+            thread.fork = str(asked) if asked and tup is not None else None
 
     def _writes_to_logs(self, tup: CheckpointTuple) -> bool:
         keys = self.input_check.message_keys if self.input_check is not None else ()
@@ -420,16 +370,16 @@ class GuardLayer(Layer):
     def _check_unseen_writes(
         self, key: tuple[str, str], parent: str | None, now: frozenset[tuple[str, str]]
     ) -> None:
-        at = (key[0], key[1], parent or "")
-        seen = self._seen_writes.get(at)
-        if seen is None:
+        known = self._known((key[0], key[1], parent or ""))
+        seen = None if known is None else known.seen
+        if known is None or seen is None:
             return
         # LangGraph's upsert channels, and threadlog's markers (`_MARKERS`): a late
         # marker (a timed-out sync tool's queued call starting after its run stopped)
         # changes nothing a reader rebuilds, so it is no other run's result.
         unseen = {
             (t, c) for t, c in now if c not in WRITES_IDX_MAP and c not in _MARKERS
-        } - seen - self._own_writes.get(at, set())
+        } - seen - known.own
         if unseen:
             raise ConcurrentRunError(
                 f"another run stored results on checkpoint {parent!r} after this run read "
@@ -444,8 +394,7 @@ class GuardLayer(Layer):
         config, checkpoint, metadata, _ = args
         with self._storing(config, checkpoint):
             if self._trusted_put(config, metadata):
-                out = yield from below.flow("put", *args)
-                return self._stored(config, out)
+                return (yield from self._put_below(below, *args))
             return (yield from self._put_steps(below, *args))
 
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> _Steps:
@@ -475,15 +424,14 @@ class GuardLayer(Layer):
         finally:
             with self._putting_lock:
                 if stored:
-                    self._known.add(cid)
+                    self._checkpoint(cid).stored = True
                 if self._putting.get(cid) is done:
                     del self._putting[cid]
             done.set()
 
     def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
-        """(task id, channel) of every write stored on the checkpoint `config` names, read
-        from the head store (no value decoded, no wait for a put under way): how an
-        idempotent tool looks for its receipt cheaply (`threadlog.checkpoint.receipts`)."""
+        """(task id, channel) of every write stored on the checkpoint `config` names, from
+        the head store (nothing decoded): an idempotent tool's look for its receipt."""
         conf = config.get("configurable") or {}
         key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""))
         found = yield _store(self.store.write_keys, *key, str(conf["checkpoint_id"]))
@@ -496,22 +444,17 @@ class GuardLayer(Layer):
         timeout: float,
         run_config: RunnableConfig | None = None,
     ) -> Flow[bool]:
-        """Wait until the checkpoint `config` names is stored (read through `saver`, this
-        layer's saver, when it must look); False past `timeout`. `run_config`: the config
-        of the run asking (its runtime), when it has one.
+        """Wait until the checkpoint `config` names is stored (read through `saver` when it
+        must look); False past `timeout`. `run_config`: the asking run's config.
 
-        For the tool node's "started" marker under `durability="async"` (LangGraph stores
-        the step's checkpoint in the background while its tasks run). At once when this
-        saver stored or read that checkpoint; while its put runs, or before the put has
-        begun (a run's step checkpoint is always put), awaited on the put — no polling.
-        A checkpoint this saver never saw (stored by another process, forgotten from
-        memory) is looked for in the database after `_STORED_RECHECK` seconds, then less
-        often — but never for a run holding the thread: nobody else writes it, and this
-        saver read the run's starting checkpoint, so the rest are the run's own puts."""
+        For the tool node's "started" marker under `durability="async"`: at once when
+        this saver stored or read the checkpoint, else awaited on its put (no polling). One
+        this saver never saw is looked for in the database after `_STORED_RECHECK` seconds,
+        then less often, but never for a run holding the thread (the puts are its own)."""
         if not (config.get("configurable") or {}).get("checkpoint_id"):
             return True
         cid = _cp_key(config)
-        if cid in self._known:
+        if self._stored(cid):
             return True
         deadline = time.monotonic() + timeout
         key = _guarded_key(run_config or config)
@@ -520,7 +463,7 @@ class GuardLayer(Layer):
         try:
             while True:
                 with self._putting_lock:
-                    if cid in self._known:
+                    if self._stored(cid):
                         return True
                     pending = self._putting.get(cid) or self._expected.setdefault(
                         cid, _InFlight()
@@ -529,27 +472,27 @@ class GuardLayer(Layer):
                 if left > 0 and (
                     yield Io(pending.wait, pending.wait_async, (min(recheck, left),))
                 ):
-                    if cid in self._known:
+                    if self._stored(cid):
                         return True  # its put ended (a failed put: look, below)
                 if (yield from self._found(saver, config)) or left <= recheck:
-                    return cid in self._known
+                    return self._stored(cid)
                 recheck *= 2
         finally:
-            # Stored, found, or given up on: a put still to come needs no waiter (one
-            # more marker on it waiting would look in the database, as above).
+            # Stored, found, or given up on: a put still to come needs no waiter.
             with self._putting_lock:
                 self._expected.pop(cid, None)
 
     def saw_marker(self, config: RunnableConfig, prefix: str) -> bool:
         """Whether the checkpoint `config` names held a tool node's marker whose task id
-        starts with `prefix` when this saver last read it (no read here)."""
-        seen = self._seen_writes.get(_cp_key(config)) or ()
+        starts with `prefix` when this saver last read it."""
+        known = self._known(_cp_key(config))
+        seen = (known.seen if known is not None else None) or ()
         return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
 
     def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
         tup = yield from call(saver, "get_tuple", config)
         if tup is not None:
-            self._known.add(_cp_key(config))
+            self._checkpoint(_cp_key(config)).stored = True
         return tup is not None
 
     def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
@@ -559,8 +502,8 @@ class GuardLayer(Layer):
             pending = self._putting.get(_cp_key(config))
         return None if pending is None or pending.is_set() else pending
 
-    # The common case, decided once for both drivers: a run's own checkpoints and task
-    # writes inside its hold need no step (a turn's input and its __start__ writes do).
+    # The common case: a run's own checkpoints and task writes inside its hold need no
+    # check (a turn's input and its __start__ writes do).
 
     def _trusted_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
         key = _guarded_key(config)
@@ -571,9 +514,15 @@ class GuardLayer(Layer):
             and self._held_by_run(key[0], config)
         )
 
-    def _stored(self, config: RunnableConfig, out: RunnableConfig) -> RunnableConfig:
-        if config["configurable"].get("checkpoint_id"):
-            self.own_parents.add(_cp_key(config))
+    def _stored(self, key: _CpKey) -> bool:
+        known = self._known(key)
+        return known is not None and known.stored
+
+    def _put_below(self, below: SaverView, *args: *PutArgs) -> _Steps:
+        """Store a checkpoint; its parent then has a child by this saver (`own_parent`)."""
+        out: RunnableConfig = yield from below.flow("put", *args)
+        if args[0]["configurable"].get("checkpoint_id"):
+            self._checkpoint(_cp_key(args[0])).own_parent = True
         return out
 
     def _trusted_writes(
@@ -606,27 +555,26 @@ class GuardLayer(Layer):
                 checkpoint["channel_values"].get(START)
             ))
             if values:
-                base = self._bases.get(key[0])
+                base = self._thread(key[0]).base
                 at = config if parent else None
                 yield from self._check(below, at, values, base if base == parent else None)
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
-            # This run holds the thread for its turn and read it after taking the hold;
-            # every other guarded writer (runs, update_state) waits for the hold. The
-            # head this run read under its lock is the head; otherwise (a run from a
-            # named checkpoint, inside exclusive()) one indexed query verifies it.
-            if is_input and self._forks.pop(key[0], None) != parent:
-                head = self._run_heads.pop(key[0], _UNREAD)
+            # Every other guarded writer waits for this run's hold: the head it read under
+            # its lock is the head; otherwise one indexed query verifies it.
+            thread = self._thread(key[0])
+            fork = thread.fork
+            if is_input:
+                thread.fork = None
+            if is_input and fork != parent:
+                head, thread.head = thread.head, _UNREAD
                 if head is _UNREAD or head != parent:
                     head = yield _store(self.store.head, *key)
                 self._refuse_moved(key, parent, head, metadata)
-            # else: new input at the checkpoint the run named — a fork, stored as a
-            # branch from it (readers of the head are unaffected).
-            stored: RunnableConfig = yield from below.flow("put", *args)
-            if parent:
-                self.own_parents.add(_cp_key(config))
+            # else: new input at the checkpoint the run named: a fork.
+            stored: RunnableConfig = yield from self._put_below(below, *args)
             if is_input and parent is None and set(checkpoint["channel_values"]) <= {START}:
-                self._empty_roots.add(str(checkpoint["id"]))
+                self._checkpoint(_cp_key(config, checkpoint["id"])).empty_root = True
             return stored
         updating = not in_run and (yield from self._hold_for_update(key[0], config))
         try:
@@ -639,11 +587,9 @@ class GuardLayer(Layer):
                 if is_input and parent:
                     now = yield _store(self.store.write_keys, *key, parent)
                     self._check_unseen_writes(key, parent, now)
-                out: RunnableConfig = yield from below.flow("put", *args)
-                # Before the lock goes: this run's own late writes on `parent` (stored
-                # concurrently with this checkpoint) must not look like strays.
-                if parent:
-                    self.own_parents.add(_cp_key(config))
+                # Noted before the lock goes: this run's own late writes on `parent`
+                # (stored concurrently with this checkpoint) must not look like strays.
+                out: RunnableConfig = yield from self._put_below(below, *args)
             finally:
                 yield release_lock(self.store.unlock, key[0])
         finally:
@@ -666,18 +612,10 @@ class GuardLayer(Layer):
 
     def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
         """`update_state` and other writers outside a run: hold the thread for the one
-        write, so it never lands inside another run's turn (per the thread's strategy).
-        True when the lock was taken here (the caller releases it)."""
-        if _holds(thread_id):
-            return False  # an exclusive() block, or a node of the run that holds it
-        enqueue = self.strategy_for(config) == "enqueue"
-        if not (yield from _run_lock(self.store, thread_id, enqueue)):
-            raise ConcurrentRunError(
-                "a run is working on this thread (multitask_strategy='reject'); the "
-                "update stored nothing",
-                thread_id=thread_id,
-            )
-        return True
+        write; True when the lock was taken here (the caller releases it)."""
+        strategy = self.strategy_for(config)
+        what = "the update stored nothing"
+        return (yield from self._take_hold(thread_id, strategy, "a run", what))
 
     def _put_writes_steps(
         self,
@@ -708,11 +646,11 @@ class GuardLayer(Layer):
                 values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
                 if values:
                     # At a thread's first checkpoint (at=None: empty logs) nothing is read.
-                    at = None if cid in self._empty_roots else config
-                    yield from self._check(below, at, values, self._bases.get(key[0]))
+                    known = self._known(_cp_key(config))
+                    at = None if known is not None and known.empty_root else config
+                    yield from self._check(below, at, values, self._thread(key[0]).base)
         if not is_update and self._held_by_run(key[0], config):
-            # This run holds the thread for its whole turn: no other run can have
-            # stored a result for its task, or a child of its checkpoint, meanwhile.
+            # No other run can have stored a result for its task, or a child, meanwhile.
             self._note_own(_cp_key(config), writes, task_id)
             return (yield from below.flow("put_writes", *args))
         updating = is_update and (yield from self._hold_for_update(key[0], config))
@@ -743,10 +681,10 @@ class GuardLayer(Layer):
             new = self._compare_writes(key, cid, task_id, writes, stored)
         else:
             new = True
-        if new and (key[0], key[1], cid) not in self.own_parents:
-            # Checkpoint ids grow with time (LangGraph's "latest" is the largest), so
-            # only a head newer than `cid` can be a child of it: the common case —
-            # `cid` is the head, or not stored yet — needs one indexed query.
+        known = self._known((key[0], key[1], cid))
+        if new and not (known is not None and known.own_parent):
+            # Checkpoint ids grow with time, so only a head newer than `cid` can be a child
+            # of it: the common case needs one indexed query.
             head = yield _store(self.store.head, *key)
             if head is not None and head > cid and (
                 yield _store(self.store.has_child, *key, cid)
@@ -802,16 +740,12 @@ class GuardLayer(Layer):
         yield from self.input_check.check_flow(below, at, values, base)
 
     def _note_own(self, cid: _CpKey, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
-        if len(self._own_writes) > 4096:
-            self._own_writes.pop(next(iter(self._own_writes)))
-        self._own_writes.setdefault(cid, set()).update((task_id, c) for c, _ in writes)
+        self._checkpoint(cid).own.update((task_id, c) for c, _ in writes)
 
 
 class GuardedSaver(LayeredSaver):
-    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend.
-
-    `layers` below the guard are the other capabilities, in order (the saver module
-    builds them)."""
+    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend,
+    `layers` the other capabilities below the guard, in order."""
 
     def __init__(
         self,
@@ -850,14 +784,12 @@ class GuardedSaver(LayeredSaver):
         self.guard.multitask_strategy = _strategy(value)
 
     def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
-        """What a run does when another run holds `thread_id` (None: the saver's default)."""
         self.guard.set_multitask_strategy(thread_id, strategy)
 
     def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
         return self.guard.strategy_for(config)
 
-    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`; LangGraph Server's
-    # rollback, thread copy and TTL call these), on every backend
+    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`), on every backend
 
     @property
     def maintenance(self) -> lifecycle.Maintenance:
@@ -892,20 +824,13 @@ class GuardedSaver(LayeredSaver):
     def exclusive(
         self, thread_id: str, *, wait: bool = False
     ) -> contextlib.AbstractContextManager[None]:
-        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
-
-        Another holder — a run or an `exclusive` block, in this process or any other
-        using the same database — makes this raise `ConcurrentRunError` at once
-        (`wait=False`) before anything is stored, or wait its turn (`wait=True`).
-        Runs inside the block do not wait for it. The lock dies with its process.
-        """
+        """Hold the thread around a block (`GuardLayer.exclusive`)."""
         return self.guard.exclusive(thread_id, wait=wait)
 
 
 class _InFlight:
-    """A checkpoint being stored, which its task writes wait for: a thread on an event, a
-    task on a future of its own loop — woken when the put ends, with no polling. (The
-    event is made only for a thread that waits: most puts have no waiter at all.)"""
+    """A checkpoint being stored, which its task writes wait for: a thread on an event
+    (made only when one waits), a task on a future of its own loop."""
 
     __slots__ = ("_done", "_event", "_mutex", "_waiters")
 
@@ -975,9 +900,8 @@ class _Release:
         self.thread_id = thread_id
         self._done = False
         self._lock = threading.Lock()
-        # The run's context (and the tasks and background writes LangGraph copies from
-        # it) knows it holds the thread: its writes skip the re-checks, a nested run
-        # or update_state on the same thread does not wait for it.
+        # The run's context (and its copies) holds the thread: its writes skip the
+        # re-checks, a nested run or update_state does not wait for it.
         self._hold, self._token = _enter_hold(thread_id)
 
     def _claim(self) -> bool:
@@ -993,33 +917,52 @@ class _Release:
             self.store.run_unlock(self.thread_id)
 
     async def aclose(self) -> None:
-        """The release under asyncio: the store's async unlock on the loop (else the
-        unlock in a worker thread), finished even when the run's exit is cancelled
-        meanwhile (shielded)."""
+        """The release under asyncio: the store's async unlock on the loop."""
         if self._claim():
             op = release_lock(self.store.run_unlock, self.thread_id)
             assert op.async_ is not None  # release_lock gives both forms
             await op.async_(*op.args)
 
 
-class _Recent:
-    """A bounded set of recent checkpoints, ids or `_CpKey`s (oldest forgotten first)."""
+_MAX_THREADS = 4096  # threads remembered (a thread a run of this saver holds is kept)
+_MAX_CHECKPOINTS = 64  # checkpoints remembered per thread, oldest forgotten first
 
-    def __init__(self, size: int = 4096) -> None:
-        self._ids: dict[object, None] = {}
-        self._size = size
-        self._lock = threading.Lock()
 
-    def add(self, checkpoint_id: object) -> None:
-        if checkpoint_id is None:
-            return
-        with self._lock:
-            self._ids[checkpoint_id] = None
-            while len(self._ids) > self._size:
-                del self._ids[next(iter(self._ids))]
+class _Checkpoint:
+    """What this saver knows of one checkpoint of a thread."""
 
-    def __contains__(self, checkpoint_id: object) -> bool:
-        return checkpoint_id in self._ids
+    __slots__ = ("empty_root", "own", "own_parent", "seen", "stored")
+
+    def __init__(self) -> None:
+        self.stored = False  # stored or read by this saver: it exists
+        # This saver stored a child of it: under "async" durability a run's own task
+        # writes may land after its own child, and those are not strays.
+        self.own_parent = False
+        # A thread's first checkpoint a run of this saver started: its logs are empty.
+        self.empty_root = False
+        # The (task, channel) writes it held when read, and the ones this saver wrote:
+        # another run's result landing in between would fork the stored branch.
+        self.seen: frozenset[tuple[str, str]] | None = None
+        self.own: set[tuple[str, str]] = set()
+
+
+class _Thread:
+    """What this saver remembers of one thread: its current run's, and recent checkpoints
+    by (namespace, id): a copied thread keeps its source's checkpoint ids."""
+
+    __slots__ = ("base", "checkpoints", "fork", "head", "log_keys", "run")
+
+    def __init__(self) -> None:
+        self.run: tuple[Any, _Hold] | None = None  # the holding run's Runtime, and its hold
+        self.head: Any = _UNREAD  # the head that run read right after taking the lock
+        self.fork: str | None = None  # the checkpoint that run named (a fork's base)
+        # The checkpoint that run read when its logs are exactly that checkpoint's (no
+        # pending writes to replay): the input check's base.
+        self.base: str | None = None
+        # The keys that run's graph declares as message logs (None: every message key);
+        # another delta channel under a message key is the graph's to judge.
+        self.log_keys: frozenset[str] | None = None
+        self.checkpoints: dict[tuple[str, str], _Checkpoint] = {}
 
 
 def _same_resent(value: Any, stored: Any) -> bool:

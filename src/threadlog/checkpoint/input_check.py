@@ -1,30 +1,19 @@
 """Input checks at the storage edge: a bad turn input is refused before anything is stored.
 
-Why here. LangGraph stores a turn's input twice before any reducer sees it: in the
-*input checkpoint* (the raw value of the `__start__` channel) and as the `__start__`
-task's writes on it. The message log's own checks run only afterwards, when the writes
-are applied — so a malformed message, an unknown role or a forged `ToolMessage` used to
-leave a stored checkpoint whose pending writes fail on every later read (the thread
-could not even be shown). `InputCheck` runs the same checks first: it rebuilds the
-thread's log at the checkpoint the input lands on (through LangGraph's own loader and
-`MessageLogChannel`), dry-runs the append, and raises the log's own error — naming the
-message, role and field — so the saver stores nothing.
+LangGraph stores a turn's input (the input checkpoint's `__start__` value and the
+`__start__` task's writes) before any reducer sees it. `InputCheck` rebuilds the thread's
+log at the checkpoint the input lands on (LangGraph's own loader and `MessageLogChannel`),
+dry-runs the append, and raises the log's own error, naming the message, role and field,
+so the saver stores nothing.
 
-Checked: the keys in `message_keys` of a `source="input"` checkpoint's `__start__`
-value, and of the `__start__` task's writes, and of `update_state`'s writes; each
-message's text is at most `max_chars` characters when that is set.
+Checked: the keys in `message_keys` of a `source="input"` checkpoint's `__start__` value,
+of the `__start__` task's writes and of `update_state`'s writes; each message's text is
+at most `max_chars` characters when set. With the history cache holding the log of the
+checkpoint the run read (`base`), no storage is touched: O(the input).
 
-Cost. The check is a dry run (`MessageLog.extend_writes(dry_run=True)`): nothing is
-copied. When the history cache already holds the log of the checkpoint the run read
-(`base`, the common case: the loop has just read it), no storage is touched at all —
-a turn's check costs O(its input). Otherwise the log is rebuilt through LangGraph's
-loader (and the cache).
-
-Each check is one flow (`check_flow`, `refused_flow`) for sync and async savers alike,
-driven by the run guard's own flows. `refused_flow` answers the reader's question:
-which tasks' stored writes on a checkpoint would the log refuse (a failed step), so
-`get_state` can show the last good state with the error on the task instead of raising
-it.
+`check_flow` and `refused_flow` are flows driven by the run guard. `refused_flow`: which
+tasks' stored writes on a checkpoint the log would refuse, so `get_state` shows the last
+good state with the error on the task.
 """
 
 from __future__ import annotations

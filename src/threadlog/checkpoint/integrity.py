@@ -1,33 +1,25 @@
 """A per-checkpoint count and checksum of the message writes, verified when a log is read.
 
-Why. A delta channel's value is rebuilt from the writes stored on a checkpoint's
-ancestors. A writes row deleted in the middle of a thread, or two rows' values swapped,
-would read back silently as a different history. With this, such a thread
-fails on read with `threadlog.StoredDataError` instead.
+A delta channel's value is rebuilt from the writes stored on a checkpoint's ancestors: a
+writes row deleted or two rows swapped would read back silently as a different history.
+With this, such a thread fails on read with `threadlog.StoredDataError`.
 
 Contract:
 
-* `ChecksumLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`);
-  `threadlog.checkpointer()` gives it to every saver it builds.
+* `ChecksumLayer` is this behaviour as a saver layer; `threadlog.checkpointer()` gives it
+  to every saver it builds.
 * **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: for every
-  channel that holds messages and is rebuilt from writes, `[n, sum]` — how many writes
+  channel that holds messages and is rebuilt from writes, `[n, sum]`: how many writes
   rows its value is rebuilt from (since its last snapshot) and the sum, modulo 2**64, of
-  a 64-bit hash of each row (its task id and the ids of the messages in it). A channel
-  the chain does not list has no such rows (a new thread, a snapshot). It is computed from
-  the parent's chain plus the parent's writes, as this saver wrote or read them (the
-  parent is read from storage only when this process has seen neither) — about 40 bytes
-  of metadata per checkpoint, nothing per write. A checkpoint whose parent has no chain
-  (a thread written before this existed) gets none.
-* **Reading.** `get_delta_channel_history` checks the writes it returns for a checkpoint
-  against that checkpoint's chain (known from a `get_tuple` / `list` of it in this
-  process): a missing row lowers the count, a row whose value was swapped with another
-  changes the sum. More rows than were written are not an error: a concurrent run may
-  store writes on an ancestor after the checkpoint was made (the run guard's concern).
-  A mismatch raises `StoredDataError` naming the thread, the checkpoint
-  and the channel. A checkpoint without a chain (written before this existed, or by a
-  saver without it) is not checked; so is a read from a cached log whose chain this
-  process has not seen. Rows swapped *within* one task's writes to the same channel
-  (same task id) are not detected; message contents changed in place are not either.
+  a 64-bit hash of each row (its task id and its messages' ids). It is computed from the
+  parent's chain plus the parent's writes (the parent is read from storage only when
+  this process has seen neither). A checkpoint whose parent has no chain gets none.
+* **Reading.** `get_delta_channel_history` checks the writes it returns against the
+  checkpoint's chain: a missing row lowers the count, a swapped row changes the sum, and
+  either raises `StoredDataError` naming the thread, checkpoint and channel. More rows
+  than were written are not an error (a concurrent run's, the run guard's concern). Not
+  checked: a checkpoint without a chain, a cached log whose chain this process has not
+  seen, rows swapped within one task's writes to one channel, contents changed in place.
 """
 
 from __future__ import annotations
@@ -117,7 +109,8 @@ def row_hash(task_id: str, value: Any) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest())
 
 
-def _read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
+def read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
+    """A checkpoint's chain (`channel -> (rows, sum)`), or None when it has none."""
     raw = (metadata or {}).get(CHAIN_KEY)
     if not isinstance(raw, Mapping):
         return None
@@ -128,20 +121,14 @@ def _read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
     return out
 
 
-def read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
-    """A checkpoint's chain (`channel -> (rows, sum)`), or None when it has none."""
-    return _read_chain(metadata)
-
-
 def chain_metadata(chain: Chain) -> dict[str, list[Any]]:
     """A chain as it is stored in `metadata[CHAIN_KEY]`."""
     return {ch: [n, f"{s:016x}"] for ch, (n, s) in chain.items()}
 
 
 def chain_minus(chain: Chain, older: Mapping[str, tuple[int, int]]) -> Chain:
-    """`chain` without the rows `older` counts (rows and sums subtract): the chain of a
-    checkpoint once an ancestor whose chain was `older` stores those channels' values
-    (a snapshot), so a read starts there."""
+    """`chain` without the rows `older` counts: the chain once an ancestor whose chain was
+    `older` stores those channels' values (a snapshot)."""
     out = dict(chain)
     for ch, (n, s) in older.items():
         if ch in out:
@@ -160,8 +147,7 @@ def _fold(chain: Chain, rows: Iterable[tuple[str, int, bool]], channels: set[str
     return out
 
 
-# A checkpoint as storage keys it: a copied thread keeps its source's checkpoint ids,
-# so an id alone would mix the two threads' writes once both go on.
+# A copied thread keeps its source's checkpoint ids: the thread is part of the key.
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 
 
@@ -193,12 +179,6 @@ class _Seen:
                 self.writes.popitem(last=False)
 
 
-def _checkpoint_id(config: RunnableConfig | None) -> str | None:
-    conf = (config or {}).get("configurable") or {}
-    cid = conf.get("checkpoint_id")
-    return str(cid) if cid else None
-
-
 def _key(config: RunnableConfig | None) -> Key | None:
     """The checkpoint `config` names, keyed by thread and namespace too."""
     conf = (config or {}).get("configurable") or {}
@@ -227,7 +207,7 @@ class ChecksumLayer(Layer):
         cid = _key(tup.config)
         if cid is None:
             return tup
-        chain = _read_chain(tup.metadata)
+        chain = read_chain(tup.metadata)
         seen = self._threadlog_seen
         if chain is not None:
             seen.chain(cid, chain)
@@ -299,11 +279,9 @@ class ChecksumLayer(Layer):
             base = seen.chains.get(parent) if parent else {}
             rows = dict(seen.writes.get(parent, {})) if parent else {}
         if base is None:
-            # The parent has no chain (written before this existed): its channels'
-            # rows since their snapshot are unknown, so nothing is chained from here.
-            return metadata
-        # A chain lists every channel with rows since its snapshot; one it does not list
-        # has none. The parent's writes are folded in (their order does not matter).
+            return metadata  # the parent has no chain: nothing is chained from here
+        # A chain lists every channel with rows since its snapshot; the parent's writes
+        # are folded in (their order does not matter).
         chain = _fold(base, ((c, h, m) for (_, c, _), (h, m) in rows.items()), set(base))
         values = checkpoint.get("channel_values", {})
         for ch in list(chain):
@@ -315,7 +293,7 @@ class ChecksumLayer(Layer):
 
     def _after_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> None:
         cid = _key(config)
-        chain = _read_chain(metadata)
+        chain = read_chain(metadata)
         if cid is not None and chain is not None:
             self._threadlog_seen.chain(cid, chain)
 
@@ -357,8 +335,7 @@ class ChecksumLayer(Layer):
         chains = self._threadlog_seen.chains
         with self._threadlog_seen.lock:
             expected = chains.get(key) if key else None
-            # Only the chains of the cached seeds (a copy of all would cost O(checkpoints
-            # remembered) per read).
+            # Only the chains of the cached seeds, not a copy of all.
             known = {
                 c: chains[(key[0], key[1], c)]
                 for c in seeds.values()
@@ -371,10 +348,7 @@ class ChecksumLayer(Layer):
             seed = history.get("seed")
             if isinstance(seed, CachedSeed):
                 if seed.at is not None:
-                    # The log at this very checkpoint, as a walk recorded it on its way
-                    # (the cache's step back): not the cached checkpoint's log plus rows,
-                    # so the cached checkpoint's chain does not describe it.
-                    continue
+                    continue  # the log at this very checkpoint: no cached chain describes it
                 start = known.get(seeds.get(ch, ""), {}).get(ch)
                 if start is None:
                     continue  # a cached log whose chain this process has not seen
@@ -383,8 +357,7 @@ class ChecksumLayer(Layer):
             n, s = start
             for task_id, _, value in history["writes"]:
                 n, s = n + 1, (s + row_hash(str(task_id), value)) & _MASK
-            # More rows than were written: writes a concurrent run stored on an ancestor
-            # after this checkpoint was made (the run guard's business, not tampering).
+            # More rows than were written: a concurrent run's (the run guard's business).
             if n < want[0] or (n == want[0] and s != want[1]):
                 conf = config.get("configurable") or {}
                 raise StoredDataError(
@@ -408,9 +381,8 @@ def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, 
 
 
 def chain_writes(saver: S) -> S:
-    """Give `saver` the write chain (module doc), bound onto its own methods
-    (`bind_layers`): `check` reads through the verification every reader applies.
-    Returns the same object."""
+    """Give `saver` the write chain, bound onto its own methods (`bind_layers`); the same
+    object."""
     if layer_of(saver, ChecksumLayer) is not None:
         return saver
     return bind_layers(saver, [ChecksumLayer(history_cache_of(saver))])

@@ -1,56 +1,35 @@
 """A thread's lifecycle on threadlog's saver: rollback, copy, prune — pairs kept whole.
 
-`GuardedSaver` (what `threadlog.checkpointer()` returns) has `delete_for_runs`,
-`copy_thread` and `prune` (and their `a…` forms) on every backend — memory, SQLite,
-Postgres — each one flow here (`threadlog.flows`), driven sync or async. Each operation:
+`GuardedSaver` has `delete_for_runs`, `copy_thread` and `prune` (and their `a…` forms) on
+every backend, each one flow here. Each operation:
 
-* holds every thread it changes by the run guard's lock for its duration: a thread a run
-  holds is waited for (`multitask_strategy="enqueue"`) or refused with
-  `ConcurrentRunError` before anything changes (`"reject"`), per thread (`Maintenance.hold`);
-* reads what it needs from the backend saver itself (no layer, no cache): the thread's
-  checkpoint links first (`Backend.checkpoint_links`: ids, parents, run ids, nothing
-  decoded), then only the checkpoints it rewrites (a pruned head; a rollback's kept
-  checkpoints below a removed one, usually none); checks a delta
-  channel's history against its checksums (`ChecksumLayer.verify`: a tampered thread is
-  refused with `StoredDataError`, not rewritten), computes one `backends.Plan`, and applies
-  it in ONE transaction (`Backend.maintain`): a process killed meanwhile leaves the
-  thread as it was before or after, never between;
-* then forgets what this process remembered of the threads it changed (own writes, the
-  history cache) and the rewritten checkpoints' old checksums.
+* holds every thread it changes by the run guard's lock: a thread a run holds is waited
+  for (`"enqueue"`) or refused with `ConcurrentRunError` before anything changes
+  (`"reject"`);
+* reads what it needs from the backend saver itself (the checkpoint links, then only
+  the checkpoints it rewrites), checks a delta channel's history against its checksums
+  (a tampered thread is refused with `StoredDataError`), computes one `backends.Plan`
+  and applies it in ONE transaction: a kill leaves the thread as before or after;
+* then forgets what this process remembered of the threads it changed.
 
 The operations:
 
-* **`delete_for_runs(run_ids)`** (LangGraph Server's `multitask_strategy="rollback"`):
-  every checkpoint whose `metadata["run_id"]` is one of `run_ids`, on any thread (a copy
-  made by `copy_thread` carries its source's run ids) and in every namespace, goes with
-  the writes stored on it. A kept checkpoint whose parent went is re-parented to its
-  nearest kept ancestor and *materialized*: each delta channel's value it had is stored in
-  it as a snapshot (read before the deletion), so what later runs built on the removed
-  run still reads the same, and its pairs stay whole; the checksums of it and of its
-  descendants are re-sealed (`chain_minus`). The usual rollback — the cancelled run is the
-  thread's newest — just returns the thread to the head before it. A run id on no thread
-  changes nothing and is not an error (LangGraph's conformance suite: "missing run_ids no
-  error"). Writes the removed run stored on a checkpoint it did not make (a resumed
-  step's results, which carry no run id) stay, answered like a stopped step's.
+* **`delete_for_runs(run_ids)`**: every checkpoint whose `metadata["run_id"]` is one of
+  `run_ids`, on any thread and namespace, goes with its writes. A kept checkpoint whose
+  parent went is re-parented to its nearest kept ancestor and *materialized* (each delta
+  channel's value stored in it as a snapshot), its checksums and its descendants'
+  re-sealed. A run id on no thread changes nothing. Writes the removed run stored on a
+  checkpoint it did not make stay.
 * **`copy_thread(source, target)`**: every checkpoint, write and value of the source
-  copied under the target's id, as stored (same checkpoint ids, metadata, checksums,
-  compaction events, edits) — one statement per table. A source with nothing stored
-  copies nothing; a target that already has checkpoints is refused (`ValueError`).
-* **`prune(thread_ids, strategy)`**: `"delete"` drops the threads whole;
-  `"keep_latest"` keeps each namespace's newest checkpoint (the head `get_tuple` loads)
-  with the writes stored on it — the results a step's finished calls stored, while its
-  open calls' requests are in the log — and drops every other. The head's delta channels
-  are materialized first (their whole value as a snapshot: every message, edit and
-  compaction event), its parent cleared, its checksum re-sealed, so the head reads the
-  same as before and the next turn continues from it. Anything else is a `ValueError`
-  naming the strategies, with nothing changed.
+  copied under the target's id, as stored. A target with checkpoints is a `ValueError`.
+* **`prune(thread_ids, strategy)`**: `"delete"` drops the threads whole; `"keep_latest"`
+  keeps each namespace's head with its writes, materialized, its parent cleared, its
+  checksum re-sealed, and drops every other checkpoint. Any other strategy is a
+  `ValueError`, with nothing changed.
 
-Materializing rebuilds a channel's value with threadlog's own log channels
-(`channel.LOG_KINDS`: the message log, the compaction events); a channel the head does
-not store, that older checkpoints' writes rebuild, and that is not one of them (your own
-`DeltaChannel`) cannot be, so such a prune or rollback is refused with a `ValueError`
-naming it, before anything changes. LangGraph's internal channels (`branch:…`, `__…`)
-are empty at a head and are left as stored.
+Materializing rebuilds a value with threadlog's own log channels (`channel.LOG_KINDS`); a
+channel older writes rebuild that is not one of them is refused with a `ValueError`
+naming it, before anything changes.
 """
 
 from __future__ import annotations
@@ -94,10 +73,8 @@ Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 
 @dataclass(frozen=True)
 class Maintenance:
-    """What the operations need of a saver, passed in by `GuardedSaver`: the backend
-    saver, the layers above it, and the run guard's hold on a thread (`hold(tid)` takes
-    it as the thread's strategy says and answers whether it must be given back with
-    `release(tid)`)."""
+    """What the operations need of a saver: the backend saver, the layers above it, and
+    the run guard's hold on a thread (`hold(tid)`: whether to `release(tid)` after)."""
 
     inner: BaseCheckpointSaver[Any]
     layers: Sequence[Layer]
@@ -172,13 +149,9 @@ def _rollback_namespace(
             kept_parent = parents.get(kept_parent)
         if kept_parent != parent:
             tup = yield from _tuple(m, tid, ns, cid)
-            chain = read_chain(tup.metadata)
             snaps = yield from _snapshots(m, tup)
-            lose[cid] = {ch: v for ch, v in (chain or {}).items() if ch in snaps}
-            new_chain = None if chain is None else {
-                ch: v for ch, v in chain.items() if ch not in snaps
-            }
-            plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chain, new_chain, chains))
+            lose[cid] = {ch: v for ch, v in (read_chain(tup.metadata) or {}).items() if ch in snaps}
+            plan.rewrites.append(_rewrite(tup, kept_parent, snaps, chains))
             continue
         below = lose.get(parent or "")
         if not below:
@@ -188,10 +161,8 @@ def _rollback_namespace(
         inherited = {ch: v for ch, v in below.items() if ch not in values}
         if inherited:
             lose[cid] = inherited
-            chain = read_chain(tup.metadata)
-            if chain is not None:
-                new_chain = chain_minus(chain, inherited)
-                plan.rewrites.append(_rewrite(tup, parent, {}, chain, new_chain, chains))
+            if read_chain(tup.metadata) is not None:
+                plan.rewrites.append(_rewrite(tup, parent, {}, chains, inherited))
 
 
 def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
@@ -249,11 +220,7 @@ def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
             report.snapshot_bytes += sum(
                 len(m.inner.serde.dumps_typed(v)[1]) for _, v in snaps.values()
             )
-            chain = read_chain(head.metadata)
-            new_chain = None if chain is None else {
-                ch: v for ch, v in chain.items() if ch not in snaps
-            }
-            plan.rewrites.append(_rewrite(head, None, snaps, chain, new_chain, chains))
+            plan.rewrites.append(_rewrite(head, None, snaps, chains))
             plan.drops.extend(keys[:-1])
             report.dropped.extend(keys[:-1])
     if report.strategy == "delete":
@@ -309,11 +276,18 @@ def _rewrite(
     tup: CheckpointTuple,
     parent: str | None,
     snaps: dict[str, tuple[Any, Any]],
-    chain: dict[str, tuple[int, int]] | None,
-    new_chain: dict[str, tuple[int, int]] | None,
     chains: dict[Key, Any],
+    lose: dict[str, tuple[int, int]] | None = None,
 ) -> Rewrite:
+    """`tup` re-parented to `parent` with `snaps` stored in it, its chain re-sealed: the
+    snapshot channels' rows dropped, or (`lose`) those rows subtracted."""
     metadata: dict[str, Any] = {}
+    chain = read_chain(tup.metadata)
+    new_chain = None
+    if chain is not None:
+        new_chain = chain_minus(chain, lose) if lose else {
+            ch: v for ch, v in chain.items() if ch not in snaps
+        }
     if chain is not None and new_chain is not None and new_chain != chain:
         metadata[CHAIN_KEY] = chain_metadata(new_chain)
         chains[(_thread(tup), _ns(tup), _cid(tup))] = new_chain

@@ -1,41 +1,24 @@
 """The checkpoints and writes a saver stored itself, so the history cache's walk needs no query.
 
-Why. A warm turn loads its thread's logs by walking from the head back to the
-checkpoint the history cache holds, collecting the writes in between
-(`threadlog.checkpoint.cache`). Those are, in the common case, exactly what this
-process stored during its previous turn — yet the walk asked the database for them:
-one round trip a turn, whose cost on Postgres grew with the thread.
+A warm turn loads its logs by walking from the head back to the checkpoint the history
+cache holds (`threadlog.checkpoint.cache`); the writes in between are, commonly, what
+this process stored during its previous turn.
 
 Contract:
 
-* `OwnWritesLayer` is this memory as a saver layer (`threadlog.checkpoint.layered`),
-  below the checksums and above the history cache, which walks from it;
-  `threadlog.checkpointer()` has it whenever the history cache is on.
-* **Recorded:** every checkpoint this saver `put` (its parent id, which channels it
-  stores a value for) and every task write it `put_writes` on one of them, keyed and
-  kept as storage keeps them (first write per task and index wins; LangGraph's special
-  channels such as `__error__` are replaced), after the backend call returned.
-* **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint up
-  to the target — the same list, in the same order (`writes_sort_key` per checkpoint,
-  oldest checkpoint first), as the SQL walk — only when the target and every checkpoint
-  on the way were stored by this saver, none of them holds a value for the channels (a
-  snapshot: the saver's read decides then), and none was seen holding a write this saver
-  did not store. Anything else returns None and the caller queries the database.
-  With no cached checkpoint (`cached_id=None`) the walk goes to the thread's first
-  checkpoint, the one stored with no parent: a thread this process started has its
-  whole history here, so its second turn reads nothing either (without it, that turn
-  made the saver's full history read: two queries and every write decoded).
-* **Other processes.** Their checkpoints are never in the record, so a head written by
-  anyone else (another worker's turn, `update_state`, a fork) makes the walk fall back to
-  the database. A write another process stores on a recorded checkpoint is seen the next
-  time this saver reads that checkpoint (`get_tuple`), which marks it foreign: walks
-  through it query. A write stored on a checkpoint that already has a child is not part
-  of the history of that child's branch for the run guard either (it refuses such
-  writes: `GuardedSaver.put_writes`); an unguarded writer doing so is not seen here.
-* **Bounded:** per thread only the checkpoints newer than the last walk's target are
-  kept (a turn's worth; at most 512 when no walk trims them), for at most `max_threads`
-  threads (least recently written first out). The values are the written objects
-  themselves (the messages the live log also holds), not copies.
+* `OwnWritesLayer` is this memory as a saver layer, below the checksums and above the
+  history cache; `threadlog.checkpointer()` has it whenever the history cache is on.
+* **Recorded:** every checkpoint this saver `put` (its parent, the channels it stores a
+  value for) and every task write it `put_writes` on one, kept as storage keeps them.
+* **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint (or,
+  with `cached_id=None`, the thread's first) up to the target, the same list in the
+  same order as the SQL walk, only when every checkpoint on the way was stored by this
+  saver, none holds a value for the channels, and none was seen holding a write this
+  saver did not store. Anything else returns None and the caller queries the database.
+* **Other processes.** Their checkpoints are never in the record; a write they store on
+  a recorded checkpoint is seen on the next `get_tuple` of it, which marks it foreign.
+* **Bounded:** per thread, the checkpoints newer than the last walk's target (at most
+  512), for at most `max_threads` threads (least recently written first out).
 """
 
 from __future__ import annotations
@@ -59,9 +42,7 @@ from threadlog.flows import Flow
 
 __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of"]
 
-# Per-thread records are for threads in use right now; 256 keeps a long-lived server's
-# memory flat once they are reached; a forgotten thread's next walk
-# is one query.
+# A forgotten thread's next walk is one query.
 DEFAULT_MAX_THREADS = 256
 _MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
 
@@ -124,9 +105,7 @@ class OwnWrites:
         with self._lock:
             entry = self._entry(key, cid)
             for i, (channel, value) in enumerate(writes):
-                # Keyed and kept as storage keys and keeps them: LangGraph's special
-                # channels (`__error__`, ...) at a fixed index and replaced, every other
-                # write at its position and kept first.
+                # As storage keeps them: special channels replaced, others kept first.
                 special = WRITES_IDX_MAP.get(channel)
                 if special is not None:
                     entry.writes[(task_path, task_id, special)] = (channel, value)

@@ -1,40 +1,27 @@
 """Receipts: what an idempotent tool returned, stored the moment it returned.
 
-Why. LangGraph stores a task's writes only when the whole task ends. A tool that
-returned inside a task that is then killed (a sibling still running in the same tool
-step, the step's commit not reached) left its effect in the world and nothing in the
-thread: a resume runs it again. For a tool marked idempotent
-(`threadlog.nodes.tools.idempotent`) the return value is stored at once as a receipt,
-and every later attempt of the same call is served the receipt instead of running.
+LangGraph stores a task's writes only when the whole task ends: a tool that returned in
+a task then killed left its effect in the world and nothing in the thread. For a tool
+marked idempotent (`threadlog.nodes.tools.idempotent`) the return value is stored at
+once as a receipt, and every later attempt of the same call is served it instead.
 
 Contract:
 
 * A receipt is one pending write (`receipt_write`): its own task id, channel
-  `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "at"}` (`value`:
-  what the tool's function returned, stored by the saver's serializer). It is stored
-  like the tool node's "started" markers (`threadlog.nodes.tools.started.put_on_step`):
-  through the run's own checkpointer, on the checkpoint the tool's step runs from, in
-  the same database and by the same `put_writes` as every other write (one row, one
-  transaction). LangGraph applies no write of a task it did not schedule, so a receipt
-  changes no state; readers of messages skip it (no `id`, no `role`).
-* Because it is a write of a checkpoint, it follows the thread's lifecycle with no
-  code of its own: `copy_thread` copies it, `prune` keeps the head's and drops the rest
-  with their checkpoints, a rollback (`delete_for_runs`) deletes it with the checkpoint
-  it hangs on, `threadlog.checkpoint.backends` stores and reads it on SQLite, Postgres
-  and in memory.
+  `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "at"}`, stored
+  through the run's own checkpointer on the checkpoint the tool's step runs from, like
+  the tool node's markers. It changes no state; readers of messages skip it. As a write
+  of a checkpoint it follows the thread's lifecycle (copy, prune, rollback).
 * `find_receipt(writes, call_id)`: the newest receipt of `call_id` in one checkpoint's
-  pending writes, or None. A retried step runs from the same checkpoint, so the tool's
-  wrapper reads exactly one checkpoint to find it.
+  pending writes, or None.
 * `receipt_message(receipt)`: the `ToolMessage` a repair logs for a call whose tool
-  returned but whose step never stored its result (new input, `check --repair`,
-  `threadlog.checkpoint.recover`): the returned value as the tool would have formatted
-  it (a `(content, artifact)` pair for `response_format="content_and_artifact"`),
-  `status="success"`, a deterministic id (two repairs write the same message), and the
-  key in `response_metadata["threadlog_idempotency_key"]`. None for a value no message
-  can hold (a `Command`): such a call is repaired as if there were no receipt.
+  returned but whose step never stored its result: the value as the tool would have
+  formatted it, `status="success"`, a deterministic id, the key in
+  `response_metadata["threadlog_idempotency_key"]`; None for a value no message can
+  hold (a `Command`).
 * `rerun_flow(...)`: the new-input repair's hook for idempotent calls with no receipt
-  (`threadlog.nodes.tools.rerun`, which sets it with `set_rerun` when imported); without
-  it, `recovered` unchanged.
+  (set by `threadlog.nodes.tools.rerun` with `set_rerun`); without it, `recovered`
+  unchanged.
 """
 
 from __future__ import annotations

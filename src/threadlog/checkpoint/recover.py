@@ -1,51 +1,30 @@
 """`recover_results`: tool results an interrupted or failed step stored, found again.
 
-Why. A tool step with parallel calls stores each finished call's `ToolMessage` as a
-pending write on the checkpoint it ran from. When one call interrupts or raises (or the
-process dies) and the thread then gets *new input* instead of a resume, LangGraph
-discards that step's pending writes (`pregel/_loop.py`, `discard_tasks`): the log never
-receives those results, though they are still in storage. This module reads them back,
-so the model node can log a finished sibling's real result instead of repairing its
-call as "not completed".
+New input on a head whose tool step interrupted, raised or died discards that step's
+pending writes (`pregel/_loop.py`, `discard_tasks`), though finished calls' results are
+still in storage. This module reads them back, so the model node logs a finished
+sibling's real result instead of repairing its call as "not completed".
 
 Contract:
 
 * `recover_results(saver, config, call_ids, *, requests=(), max_walk=16)` (and
-  `arecover_results`, through `aget_tuple` / `alist`) returns `{call_id: ToolMessage}`
-  for the calls of `call_ids` that have a stored result: the message as stored (same id,
-  content, status). It only reads; it never writes and never runs a tool.
-* `config` names `thread_id`, `checkpoint_ns` (default `""`) and optionally
-  `checkpoint_id`. The walk starts at that checkpoint — or, when it is not stored yet
-  (LangGraph saves a step's checkpoint in the background while its tasks run), at the
-  newest stored checkpoint before it — and at the thread's head without one. It then
-  follows `parent_config`: only this branch's ancestors are read, never a fork's.
-* Each visited checkpoint's pending writes are searched, on every channel, for
-  `ToolMessage`s (or message dicts with role `tool`) answering one of `call_ids`; the
-  newest result per call wins. The walk stops once every call is found, after the
-  checkpoint whose writes hold every AIMessage id in `requests` (a call is never
-  answered before it was made), at the thread's first checkpoint, or after `max_walk`
-  checkpoints.
-* **Which calls started.** The same walk reads the tool node's markers
-  (`threadlog.nodes.tools.started`): a write on `STARTED_CHANNEL` whose value is
-  `{"call_id", "event": "started" | "stopped", "at": ns}`, stored before a tool runs
-  ("started") and when it reported back by raising or pausing ("stopped"). The newest
-  marker of each wanted call without a stored result decides: "started" puts it in
-  the answer's `started` (`threadlog.log.pairing.Recovered`, a dict of the results), which
-  the repair answers "outcome unknown" instead of "not completed". Threads without
-  markers (written before them, by another tool node) read as before.
-* Any `BaseCheckpointSaver` works, wrappers included (`GuardedSaver`, the history
-  cache): only `get_tuple` / `list` and their async forms are used. A saver that does
-  not implement the needed form (`NotImplementedError`) yields `{}`.
-* `recover_for_node(config, calls)` / `arecover_for_node`: the same from inside a
-  LangGraph node, for `calls` (call id -> the AIMessage that made it): through the
-  checkpointer LangGraph hands the node, starting at the checkpoint the node runs from.
-  `{}` without calls, or outside a checkpointed run (`node_checkpoint(config)` is then
-  `None`).
-* **Receipts.** A write on `RECEIPT_CHANNEL` (an idempotent tool returned:
-  `threadlog.checkpoint.receipts`) of a wanted call counts as its stored result
-  (`receipt_message`), as found on the walk like any other.
-* `started_marker(call_id, event)`: the task id and the write of one marker, as the tool
-  node stores it (the format is defined here, next to its reader).
+  `arecover_results`) returns `{call_id: ToolMessage}` for the calls that have a stored
+  result, as stored. It only reads; it never writes and never runs a tool.
+* The walk starts at the checkpoint `config` names (or, not stored yet, the newest
+  stored one before it; the head without one) and follows `parent_config`: only this
+  branch's ancestors. The newest result per call wins. It stops once every call is
+  found, after the checkpoint holding every AIMessage id in `requests`, at the thread's
+  first checkpoint, or after `max_walk` checkpoints.
+* **Which calls started.** The tool node's markers on `STARTED_CHANNEL`
+  (`{"call_id", "event", "at"}`, stored before a tool runs and when it raised or
+  paused) are read on the same walk: a wanted call without a result whose newest marker
+  is "started" goes into the answer's `started` (`threadlog.log.pairing.Recovered`),
+  answered "outcome unknown" by the repair.
+* **Receipts.** A write on `RECEIPT_CHANNEL` of a wanted call counts as its result.
+* Any `BaseCheckpointSaver` works (only `get_tuple` / `list` are used); one without the
+  needed form (`NotImplementedError`) yields `{}`.
+* `recover_for_node_flow(config, calls)`: the same from inside a node, through the
+  checkpointer LangGraph hands it, from the checkpoint the node runs from.
 """
 
 from __future__ import annotations
@@ -62,7 +41,7 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from threadlog._upstream import PREGEL
 from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, is_receipt, receipt_message
 from threadlog.errors import MessageLogError
-from threadlog.flows import Flow, arun, call, drivers, listed, run
+from threadlog.flows import Flow, call, drivers, listed
 from threadlog.log.message_log import flatten_write, is_resent
 from threadlog.log.messages import coerce_message
 from threadlog.log.pairing import Recovered
@@ -71,13 +50,11 @@ __all__ = [
     "DEFAULT_MAX_WALK",
     "STARTED_CHANNEL",
     "MarkerEvent",
-    "arecover_for_node",
     "arecover_results",
     "finished_result",
     "marker_prefix",
     "node_checkpoint",
     "recover_flow",
-    "recover_for_node",
     "recover_for_node_flow",
     "recover_results",
     "started_marker",
@@ -86,9 +63,8 @@ __all__ = [
 DEFAULT_MAX_WALK = 16
 """Checkpoints read at most: a tool step is a few checkpoints behind the model step."""
 
+# The channel of the tool node's markers: never a graph's, so LangGraph applies nothing.
 STARTED_CHANNEL = "__threadlog_started__"
-"""The channel of the tool node's markers: never a channel of a graph, so LangGraph
-applies nothing from it (and its task ids are none LangGraph schedules)."""
 
 MarkerEvent = Literal["started", "stopped", "finished"]
 _EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1, "finished": 2}
@@ -97,12 +73,8 @@ _EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1, "finished": 2}
 def started_marker(
     call_id: str, event: MarkerEvent, result: ToolMessage | None = None
 ) -> tuple[str, list[tuple[str, Any]]]:
-    """(task id, writes) of one marker of `call_id` (module doc: "Which calls started");
-    a "finished" marker carries the call's `result`.
-
-    The task id is the marker's own, unique per marker (storage keeps a task's first row
-    at an index): no task's rows can collide with it, nor a later marker with an older.
-    The value is not a message, so every reader of messages skips it."""
+    """(task id, writes) of one marker of `call_id`; a "finished" marker carries the
+    call's `result`. The task id is unique per marker: no rows collide with it."""
     at = time.time_ns()
     value: dict[str, Any] = {"call_id": call_id, "event": event, "at": at}
     if result is not None:
@@ -149,24 +121,10 @@ def node_checkpoint(
     return saver, {"configurable": at}
 
 
-def recover_for_node(
-    config: RunnableConfig | None, calls: Mapping[str, AIMessage]
-) -> Recovered:
-    """Stored results of `calls` (call id -> its request), read from inside a node."""
-    return run(recover_for_node_flow(config, calls))
-
-
-async def arecover_for_node(
-    config: RunnableConfig | None, calls: Mapping[str, AIMessage]
-) -> Recovered:
-    """`recover_for_node` through the saver's async methods."""
-    return await arun(recover_for_node_flow(config, calls))
-
-
 def recover_for_node_flow(
     config: RunnableConfig | None, calls: Mapping[str, AIMessage]
 ) -> Flow[Recovered]:
-    """`recover_for_node` as one flow, for a node's own flow to `yield from`."""
+    """Stored results of `calls` (call id -> its request), read from inside a node."""
     found = node_checkpoint(config) if calls else None
     if found is None:
         return Recovered()
@@ -184,9 +142,8 @@ def recover_flow(
     max_walk: int = DEFAULT_MAX_WALK,
     markers: Iterable[PendingWrite] = (),
 ) -> Flow[Recovered]:
-    """The walk (module doc) as one flow: `run` / `arun` drive it through the saver's
-    sync or async methods, so the two cannot drift. `markers`: marker writes read
-    elsewhere (a subgraph's namespace, `stopped_work`), weighed with the walk's own."""
+    """The walk (module doc) as one flow. `markers`: marker writes read elsewhere (a
+    subgraph's namespace, `stopped_work`), weighed with the walk's own."""
     search = _Search(call_ids, requests)
     if not search.wanted:
         return Recovered()

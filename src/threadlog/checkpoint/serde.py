@@ -1,38 +1,21 @@
 """The strict checkpoint serializer: only known types are rebuilt from a stored blob.
 
 LangGraph's `JsonPlusSerializer` stores objects as msgpack "constructor" records
-(module, class, arguments) and, by default, imports and calls whatever a record names
-(`LANGGRAPH_STRICT_MSGPACK` defaults to false). A blob written by anyone who can reach
-the database could therefore run code on load.
+(module, class, arguments) and, by default, imports and calls whatever a record names:
+a blob written by anyone who can reach the database could run code on load.
 
-`strict_serializer()` passes an explicit `allowed_msgpack_modules`, which switches the
-allowlist on whatever the environment says: LangGraph's own safe set
-(`SAFE_MSGPACK_TYPES`: messages, datetimes, `Send`, `Interrupt`, …) plus the types in
-`THREADLOG_TYPES` and any `extra` a caller names. A record naming anything else is not
-imported or called. LangGraph would then hand back the record's raw arguments as inert
-data — a record naming `os.system` with argument `"rm -rf /"` would read back as the
-string, which the message log takes as a user message. `strict_serializer()` refuses
-instead: reading such a blob raises `threadlog.StoredDataError` naming the type (it
-listens to LangGraph's serde events for the blocked record). threadlog's own state (the
-message log and the `compactions` events) is messages and plain dicts, so it needs
-nothing beyond the safe set; pickle fallback stays off.
-
-Widening is code-side only: `allow_types(serde, types)` adds types to a serializer in
-place (LangGraph's own `with_msgpack_allowlist` computes the new list; `allow_state_types`
-in `checkpoint/state_types.py` feeds it the graph's state types), and the reader's
-serializer takes `--allow-type` / `THREADLOG_ALLOW_TYPES`. Nothing read from a database
-can widen it.
-
-A reader (the inspector, the `threadlog` command) is built with `placeholders=True`: a
-blocked record reads as an `UndecodedValue` naming its type, where it stood, and the rest
-of the blob reads as usual — never a failed read, and never the record's raw arguments
-taken for data. Only a blob that held a blocked record pays for this (it is decoded
-once more, its blocked records rewritten as placeholders; `_placeholders`). A blocked
-record shaped like a LangChain message (a custom message class) reads as a message of its
-stored `type` whose content is the placeholder text — its id, and an AI message's call ids
-or a tool result's `tool_call_id`, kept so the log still pairs — marked
-`additional_kwargs["threadlog_undecoded"]`; nothing else of it is read. LangGraph's own
-"blocked" log line, whose advice is a Python argument, is left out of a reader's loads.
+* `strict_serializer()` passes an explicit `allowed_msgpack_modules`: LangGraph's safe set
+  (`SAFE_MSGPACK_TYPES`) plus `THREADLOG_TYPES` and any `extra`. A record naming anything
+  else is not imported or called, and reading it raises `threadlog.StoredDataError`
+  naming the type (never the record's raw arguments taken for data). Pickle stays off.
+* Widening is code-side only: `allow_types(serde, types)` (fed by `allow_state_types`,
+  `checkpoint/state_types.py`), and a reader's `--allow-type` / `THREADLOG_ALLOW_TYPES`.
+  Nothing read from a database can widen it.
+* A reader is built with `placeholders=True`: a blocked record reads as an
+  `UndecodedValue` naming its type, the rest of the blob as usual. One shaped like a
+  LangChain message reads as a message of its stored `type` whose content is the
+  placeholder text, its ids and call ids kept so the log still pairs, marked
+  `additional_kwargs["threadlog_undecoded"]`.
 """
 
 from __future__ import annotations
@@ -72,21 +55,17 @@ __all__ = [
     "strict_serializer",
 ]
 
-ALLOW_TYPES_ENV = "THREADLOG_ALLOW_TYPES"
-"""The environment variable a reader takes more types from: `module:Class`, comma-separated."""
-
+ALLOW_TYPES_ENV = "THREADLOG_ALLOW_TYPES"  # a reader's extra types: `module:Class`, ...
+# (module, name) pairs threadlog adds to LangGraph's safe set: none, its state is messages
+# and plain dicts (the one place to add some).
 THREADLOG_TYPES: tuple[tuple[str, str], ...] = ()
-"""(module, name) pairs threadlog adds to LangGraph's safe set: none today, because
-the log and compaction events are messages and plain dicts (kept as the one place to add
-some)."""
 
 
 @dataclass(frozen=True, slots=True)
 class UndecodedValue:
     """A stored value a reader was not allowed to rebuild: only its type's name is read."""
 
-    type: str
-    """`module.Class` as the record names it (stored text: show it through `terminal`)."""
+    type: str  # `module.Class` as the record names it (stored text: show it escaped)
 
     def __repr__(self) -> str:
         return f"<not decoded: {self.type}>"
@@ -100,12 +79,9 @@ _PLACEHOLDER_KEY = (UndecodedValue.__module__, UndecodedValue.__name__)
 def strict_serializer(
     extra: Iterable[tuple[str, str] | type] = (), *, placeholders: bool = False
 ) -> JsonPlusSerializer:
-    """A `JsonPlusSerializer` with the msgpack allowlist on (see module doc).
-
-    `extra`: more types your state stores, as classes or `(module, name)` pairs.
-    `placeholders`: a reader's serializer — a blocked record reads as an `UndecodedValue`
-    instead of raising `StoredDataError`.
-    """
+    """A `JsonPlusSerializer` with the msgpack allowlist on (module doc). `extra`: more
+    types your state stores, as classes or `(module, name)` pairs. `placeholders`: a
+    reader's serializer (a blocked record reads as an `UndecodedValue`)."""
     allowed: list[tuple[str, str]] = [*THREADLOG_TYPES, *_keys(extra)]
     serde = StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed))
     serde.placeholders = placeholders
@@ -119,9 +95,8 @@ def _keys(types: Iterable[tuple[str, ...] | type]) -> list[tuple[str, str]]:
 
 
 def parse_type_names(text: str) -> list[tuple[str, str]]:
-    """`module:Class` names, comma-separated (`--allow-type`, `THREADLOG_ALLOW_TYPES`).
-
-    Raises ValueError naming the item that is not `module:Class`."""
+    """`module:Class` names, comma-separated (`--allow-type`, `THREADLOG_ALLOW_TYPES`);
+    ValueError naming an item that is not one."""
     out: list[tuple[str, str]] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -134,13 +109,8 @@ def parse_type_names(text: str) -> list[tuple[str, str]]:
 
 
 def allow_types(serde: Any, types: Iterable[tuple[str, ...] | type]) -> bool:
-    """Add `types` to a strict serializer's allowlist *in place*; whether it changed.
-
-    LangGraph's `with_msgpack_allowlist` computes the widened serializer (a copy); its
-    state is then taken over by `serde` itself, because one serializer object is shared by
-    a saver, its wrappers and layers, and a copy would widen only one of them. A serializer
-    that is not strict (rebuilds everything) or not LangGraph's is left as it is.
-    """
+    """Add `types` to a strict serializer's allowlist *in place* (one serializer object
+    is shared by a saver, its wrappers and layers); whether it changed."""
     if isinstance(serde, EncryptedSerializer):
         return allow_types(serde.serde, types)
     if not isinstance(serde, JsonPlusSerializer):
@@ -199,9 +169,8 @@ class StrictSerializer(JsonPlusSerializer):
 
     def loads_shared(self, blob: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
         """A msgpack blob as `loads_typed` reads it, each record whose stored bytes are
-        in `seen` as that object, each message record read cleanly added to it
-        (`threadlog.checkpoint.shared_records`). A blob holding a blocked record is read
-        again by `loads_typed`'s own rules (refused, or placeholders)."""
+        in `seen` as that object, each message record read cleanly added to it; a blob
+        holding a blocked record is read by `loads_typed`'s own rules."""
         hook = msgpack_ext_hook(self)
         if hook is None:
             return self._strict_loads(("msgpack", blob))
@@ -274,11 +243,8 @@ _OPT = ormsgpack.OPT_NON_STR_KEYS
 
 
 def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
-    """`data` read with each blocked record replaced by an `UndecodedValue` in its place.
-
-    The blob is rewritten (every record LangGraph would block becomes a record of
-    `UndecodedValue(name)`) and read by LangGraph's own loader with that one type added,
-    so everything allowed is rebuilt exactly as an ordinary read rebuilds it."""
+    """`data` read with each blocked record replaced by an `UndecodedValue`: the blob is
+    rewritten and read by LangGraph's own loader with that one type added."""
     kind, blob = data
     rebuilds = msgpack_rebuilds(serde)
     if kind != "msgpack" or rebuilds is None:

@@ -1,18 +1,11 @@
 """`allow_state_types`: the types of a graph's state, allowed by its saver's serializer.
 
-A LangGraph app keeps its own objects in state — a pydantic model, a dataclass, an enum
-nested in the state's annotations. threadlog's serializer rebuilds only allowed types
-(`checkpoint/serde.py`), so those must be named. They are already named, in code: the
-graph's schemas. `allow_state_types(graph)` collects them as LangGraph itself does when
-`LANGGRAPH_STRICT_MSGPACK` is on (`_upstream.schema_types`: the state, input, output and
-context schemas, every node's and branch's input schema, the channels' value types), for
-the graph and every subgraph, and adds them to the saver's serializer (`serde.allow_types`)
-— in place, so the saver, its layers and every graph sharing it read them.
-
-Only code widens the list: a type is allowed because a schema in the running program
-names it, never because a database holds it. Types the annotations do not reach (a field
-typed `Any`, an object inside a `dict`) still need `checkpointer(url, allowed_types=[...])`.
-`threadlog.create_agent` calls this itself.
+threadlog's serializer rebuilds only allowed types (`checkpoint/serde.py`); an app's own
+objects in state are named by the graph's schemas. `allow_state_types(graph)` collects
+them as LangGraph does under `LANGGRAPH_STRICT_MSGPACK` (`_upstream.schema_types`), for
+the graph and every subgraph, and adds them to the saver's serializer in place. Only code
+widens the list; types the annotations do not reach (a field typed `Any`) still need
+`checkpointer(url, allowed_types=[...])`. `threadlog.create_agent` calls this itself.
 """
 
 from __future__ import annotations

@@ -1,92 +1,35 @@
 """What a stopped step stored is kept: a crashed step's finished work, a stopped subgraph's.
 
-Why. LangGraph stores each task's writes the moment the task finishes, and the step's
-checkpoint after all of them. A process killed in between leaves the thread's newest
-checkpoint (its *head*) with finished tasks' writes pending — and likewise an input
-checkpoint whose `__start__` task never ran holds the user's message only in `__start__`.
-Resuming (`invoke(None)`) applies those writes; **new input discards them**
-(`pregel/_loop.py`, `discard_tasks`), so the next turn silently dropped a user message,
-a final answer or a tool call the user had seen streamed (plain `add_messages` graphs
-lose the same writes).
+LangGraph stores each task's writes as the task finishes and the step's checkpoint after
+all of them; new input on a head with such pending writes discards them
+(`pregel/_loop.py`, `discard_tasks`). Contract:
 
-Contract:
+* `StoppedWorkLayer` (under the run guard): reading the root head (`get_tuple` naming a
+  thread, no `checkpoint_id`) adds, per channel, one `NULL_TASK_ID` write carrying the
+  messages of finished work: the waiting `__start__` input, then every task with writes
+  and no `__error__` / `__interrupt__`, in stored order. LangGraph applies those first,
+  for a resume and for new input alike.
+* Only what the stored log accepts is carried (dry-run on a copy of the head's log, one
+  batch per task); messages without an id are not carried.
+* New input also gets the work of the subgraphs running from the head, nested ones too,
+  after the head's own. Readers and resumes do not: a resumed subgraph returns its own.
+* New input on a head with a task to run abandons that task: each call left open in the
+  graph's `MessageLogChannel` logs gets one "not completed" result, as `ModelNode` would
+  record it (`repair_open_calls`), unless the input answers it. A stored result is read
+  back (`recover`), a started tool is answered "outcome unknown", an idempotent tool is
+  run again with its key (`threadlog.nodes.tools.rerun`). A finished turn's head keeps
+  its open calls: the input may be their results.
+* `with_finished_work(saver, tup)`: the reader's carry for one tuple of any namespace
+  (finished work only), for the inspector's export.
+* Nothing is stored. Reads of a named checkpoint, `list`, and heads without such work
+  are returned unchanged.
 
-* `StoppedWorkLayer` is this behaviour as a saver layer (`threadlog.checkpoint.layered`),
-  under the run guard; `threadlog.checkpointer()` gives it to every saver it builds.
-* Reading the head — `get_tuple` / `aget_tuple` with a config that names a thread but no
-  `checkpoint_id`, root namespace — adds, for each channel that finished work wrote
-  messages to, one write of task `NULL_TASK_ID` carrying those messages: the `__start__`
-  input still waiting (`channel_values["__start__"]`), then the writes of every task
-  that finished (it has writes, and no `__error__` or `__interrupt__`), in stored order.
-  LangGraph applies a checkpoint's `NULL_TASK_ID` writes first, for a resume and for
-  new input alike; new input then lands after them, and the input checkpoint it stores
-  snapshots the channel (LangGraph snapshots a delta channel with pending writes), so
-  what readers rebuild later is what the run held. A resume re-applies the tasks' own
-  writes afterwards, which the log takes as replays (same ids, same content).
-* Only what the stored log accepts is carried: the messages are dry-run on a copy of
-  the head's log (`MessageLog.extend_writes`, one batch per task). A step the log
-  refused (the run raised) is not carried, so new input continues from the intact log
-  as before. Messages without an id (bare strings, tuples) are not carried: their ids
-  derive from their position, which would differ when the task's own write is replayed.
-* A run that brings new input also gets what the subgraphs running from the head stored
-  in their own namespaces, nested ones too (below, "Subgraphs"), after the head's own
-  finished work.
-  Readers and resumes do not: a resumed subgraph returns its own work.
-* New input on a head that still has a task to run abandons that task (LangGraph
-  discards it): an approval interrupt, a failed or killed tool step — in the root graph
-  or in a subgraph, a branch's node or a `Send`'s (LangChain's per-call review pauses
-  inside the tool tasks `create_agent` sends). Each call left open in the message logs
-  the graph declares (`MessageLogChannel` keys of the run's channel specs), after the
-  carried work, gets one explicit `status="error"` "not completed" result, as
-  `ModelNode` would record it (`repair_open_calls`: same id and text; a result the step
-  had stored is read back with `recover` and logged as stored; a call whose tool had
-  started — the tool node's marker, read by the same `recover` walk, or for a call a
-  subgraph made, met by the subgraph walk in the namespace its tool step ran in — is
-  answered "outcome unknown" instead; a call of a tool marked idempotent that has no
-  stored result or receipt is run again with its key, `threadlog.nodes.tools.rerun`,
-  and answered with its real result) — unless the input itself answers the call. The
-  open calls are those of the head's logs with the carried work in them (`_after`).
-  So a graph whose model node does not repair (LangChain's `create_agent` with
-  `HumanInTheLoopMiddleware`, LangGraph's prebuilt agent) gets a paired log, the
-  answers before the new message. The tool never runs. A head whose turn finished
-  (nothing left to run) keeps its open calls: the input may be their results.
-* `with_finished_work(saver, tup)`: the reader's carry for one tuple of any namespace,
-  read by id (finished work only: no subgraph work, no "not completed" answers), so
-  the inspector's export of a head, root or subgraph, shows what the graph would read.
-* Nothing is stored: this changes what a reader of the head sees, never the database.
-  Reads of a named checkpoint (`checkpoint_id`), `list`, and heads without such work
-  are returned unchanged, at the cost of one scan of the head's pending writes.
-
-Subgraphs. A compiled subgraph used as a node (sharing the parent's `messages` key) stores its
-steps in its own namespace (`checkpoint_ns = "node:task_id"`): its model's tool calls,
-its tools' results. The parent sees none of it until the subgraph *returns*. A process
-killed (or a run interrupted or failed) inside the subgraph leaves the parent's head with
-the subgraph's task unfinished; resuming (`invoke(None)`) re-enters the subgraph at its
-own checkpoint, but **new input** gives the parent a new step, so the subgraph runs again
-as a new task in a new namespace from the parent's log — everything the first run stored
-(calls, tool results, answers the user saw streamed) was silently dropped, and the model
-re-asked for tools whose side effects had happened.
-
-* `may_run_subgraphs(tup)`: whether a head (of the root graph or
-  of a subgraph's namespace) has a task still to run (a `branch:to:<node>` trigger, or
-  a `Send` waiting in its tasks channel's value (`TASKS`) or its pending writes) — only
-  then is it worth looking for subgraph namespaces; a finished turn's head costs
-  nothing more.
-* `subgraph_work(saver, tup)` / `asubgraph_work(saver, tup)`: one batch of message items
-  per write, per channel, oldest checkpoint first, for each namespace below the head whose
-  parent task has not finished (a finished task's own writes are the parent's finished
-  work already). Writes of a task that failed or was interrupted are skipped, as
-  `finished_work` does; so is anything not made of messages with ids.
-  The subgraph's first write re-sends the parent's log (its input): the log takes it as
-  a replay, so what is new is what the subgraph added.
-* Nested subgraphs are walked level by level: LangGraph names a namespace two levels
-  down `outer:<task>|inner:<task>` and records every enclosing checkpoint id in
-  `metadata["parents"]` (`{"": head_id, "outer:<task>": outer_head_id}`), so each level
-  is one `list(filter={"parents": ...})` query, made only when the level's newest
-  checkpoint (its head) still has a task to run. A namespace's work comes before the
-  work of the subgraphs it was running, which ran from its head.
-* The walk itself does no I/O (`_walk` yields each query and receives its checkpoints),
-  so the sync and async savers share it.
+Subgraphs store their steps in their own namespace (`"node:task_id"`), nested ones as
+`outer:<task>|inner:<task>` with every enclosing checkpoint id in `metadata["parents"]`.
+`may_run_subgraphs(tup)`: whether a head has a task to run (a `branch:to:` trigger or a
+`Send`), the only case worth a look. The walk takes one batch per write,
+per channel, oldest first, for each namespace whose parent task has not finished, one
+`list(filter={"parents": ...})` per level.
 """
 
 from __future__ import annotations
@@ -117,7 +60,6 @@ __all__ = [
     "finished_work",
     "may_run_subgraphs",
     "message_items",
-    "subgraph_work",
     "with_finished_work",
 ]
 
@@ -235,13 +177,9 @@ def _carry(
 ) -> CheckpointTuple:
     """The head with NULL-task writes carrying the new messages its log accepts.
 
-    `rounds`: the head's own finished work, then what its unfinished subgraphs stored
-    (below, "Subgraphs"); each is taken or refused whole, after the ones before it.
-    With `abandon` (new input leaves the head's tasks), the calls still open after them
-    are answered "not completed", before the input.
-    For a reader (not a run), the carried tasks' own writes are left out as well, so
-    `get_state` lists them in `next`: their step has no checkpoint yet.
-    """
+    `rounds` (own work, then subgraphs') are each taken or refused whole. With `abandon`,
+    calls still open after them are answered "not completed". For a reader, the carried
+    tasks' own writes are left out, so `get_state` lists them in `next`."""
     added: list[PendingWrite] = []
     carried_tasks: set[str] = set()
     channels = dict.fromkeys(c for work in rounds for c in work)
@@ -277,14 +215,9 @@ def _carry(
 
 def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
     """Explicit "not completed" results for the calls still open in `log`, as the model
-    node would record them (`repair_open_calls`; a result the step had stored is logged
-    as stored, a call whose tool started is answered "outcome unknown": `recovered` is a
-    `pairing.Recovered`): the new input abandons the step that would have answered them,
-    and the graph's own nodes may not repair (LangChain's `create_agent`, LangGraph's
-    prebuilt agent). Calls the input answers are left to it."""
+    node would record them; calls the input answers are left to it."""
     try:
-        # A stored call without an id cannot be answered (`pairing`): refused here too,
-        # so a head read never fails on it; the model node names it when it repairs.
+        # A stored call without an id is refused here: a head read never fails on it.
         _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
         results = [r for r in results if r.tool_call_id not in abandon.answered]
         if results:
@@ -307,8 +240,7 @@ def _seed_and_writes(
 
 
 def _rebuild(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
-    # The channel's own loader: seeds (snapshots, cached logs, plain lists) and stored
-    # writes read exactly as LangGraph's loader reads them.
+    # The channel's own loader reads seeds and writes exactly as LangGraph's does.
     from threadlog.channel import MessageLogChannel
 
     channel = MessageLogChannel().from_checkpoint(seed)
@@ -351,9 +283,8 @@ class StoppedWorkLayer(Layer):
 
 
 def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> CheckpointTuple:
-    """`tup` (a head of any namespace, read by id) as a reader of the root's head sees it:
-    its finished tasks' stored messages carried as `NULL_TASK_ID` writes, only what its
-    log accepts, nothing invented (open calls stay open). For the inspector's export."""
+    """`tup` (a head of any namespace) with its finished tasks' messages carried, as a
+    reader of the root's head sees it; open calls stay open."""
     return run(_carry_flow(saver, tup, [finished_work(tup)], None, reader=True))
 
 
@@ -367,8 +298,7 @@ def _carry_flow(
     markers: Sequence[PendingWrite] = (),
 ) -> Flow[CheckpointTuple]:
     """The rest of a head read: the logs the carried work needs, the stored results of
-    abandoned calls (and which started: the root's markers, and `markers`, the ones the
-    subgraph walk found in the namespaces their calls were made in), then `_carry`."""
+    abandoned calls (`markers`: the ones the subgraph walk found), then `_carry`."""
     wanted = _wanted(rounds, abandon)
     if not wanted:
         return tup
@@ -383,8 +313,7 @@ def _carry_flow(
         stored = yield from recover_flow(
             saver, tup.config, list(calls), requests=_requests(calls), markers=markers
         )
-        # Idempotent tools' calls are run again with their key instead of answered
-        # with a guess (`threadlog.nodes.tools.rerun`, through the receipts' hook).
+        # Idempotent tools' calls are run again with their key instead.
         conf = tup.config["configurable"]
         stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
         abandon = replace(abandon, recovered=stored)
@@ -394,8 +323,7 @@ def _carry_flow(
 def _after(
     logs: Mapping[str, list[BaseMessage]], rounds: Sequence[Mapping[str, list[Batch]]]
 ) -> dict[str, list[BaseMessage]]:
-    """The head logs with the carried work in them, as `_carry` takes it: a subgraph's
-    abandoned calls are open there, not in the head's own log."""
+    """The head logs with the carried work in them (a subgraph's calls are open there)."""
     out: dict[str, list[BaseMessage]] = {}
     for channel, messages in logs.items():
         trial = MessageLog(messages)
@@ -410,14 +338,7 @@ def _after(
 
 
 def _new_input_loop() -> Any | None:
-    """The entering Pregel loop when its run brings new input, else None.
-
-    A resume (`None`, `Command`) re-enters a stopped subgraph at its own checkpoint, and
-    the subgraph's return decides what the parent gets (all of it, or only its last
-    message: langgraph-supervisor); it also re-runs an interrupted step. Only new input
-    abandons the head's tasks. Readers see the subgraph's stored work through
-    `get_state(subgraphs=True)`.
-    """
+    """The entering Pregel loop when its run brings new input (not a resume), else None."""
     loop = running_loop()
     if loop is None:
         return None
@@ -432,12 +353,9 @@ def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Bat
 # -- subgraphs: what they stored in their own namespaces --------------------------------
 
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
-    """Whether the head still has a task to run: a branch taken, or a `Send` (a subgraph or
-    a tool branch it starts; LangChain's `create_agent` sends each tool call, and
-    `HumanInTheLoopMiddleware(interrupt_mode="per_call")` pauses inside those tasks)."""
+    """Whether the head still has a task to run: a branch taken, or a `Send`."""
     values = tup.checkpoint.get("channel_values", {})
-    # A step's `Send`s wait in the next checkpoint's `__pregel_tasks` value (a subgraph
-    # started by `Send`, a tool branch); ones not yet stepped over sit in pending writes.
+    # `Send`s wait in the next checkpoint's tasks value, or in pending writes.
     if values.get(TASKS) or any(str(k).startswith(PREGEL.branch_to) for k in values):
         return True
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
@@ -446,15 +364,11 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
 Work = dict[str, list[Batch]]
 
 
-def subgraph_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> Work:
-    """channel -> batches of the subgraphs' stored messages, every level (module doc)."""
-    return run(_subgraph_flow(saver, tup))
-
-
 def _subgraph_flow(
     saver: BaseCheckpointSaver[Any], tup: CheckpointTuple, markers: list[PendingWrite] | None = None
 ) -> Flow[Work]:
-    """`subgraph_work` as a flow; the tool node's markers met on the way go to `markers`."""
+    """channel -> batches of the subgraphs' stored messages, every level (module doc); the
+    tool node's markers met on the way go to `markers`."""
     out: Work = {}
     yield from _walk(saver, tup, "", {}, out, [] if markers is None else markers)
     return out
@@ -469,9 +383,7 @@ def _walk(
     markers: list[PendingWrite],
 ) -> Flow[None]:
     """Add to `out` the work of the subgraphs running from `head` (namespace `head_ns`),
-    then, for each, of the subgraphs running from its own head; and to `markers` the
-    tool node's markers stored there (a subgraph's tool step stores them in the
-    subgraph's namespace, where the root's walk for stored results never looks)."""
+    level by level, and to `markers` the tool node's markers stored there."""
     parents = {**head_parents, head_ns: _id(head)}
     found = yield from listed(saver, _thread(head), filter={"parents": parents})
     writes = head.pending_writes or ()

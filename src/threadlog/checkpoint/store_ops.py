@@ -2,23 +2,16 @@
 
 Contract:
 
-* **Per run, threadlog's graphs only.** When a run on a saver recording calls
-  (`calls.CallsLayer`) has a store (`compile(store=...)`, or the server's), the layer hands
-  that run's tasks a `RecordingStore` around it instead (`_upstream.set_run_store`, while
-  the loop enters); a subgraph's run takes its parent task's. The app's store object, the
-  graph and every other run are left as they are; nothing is patched.
-* **Transparent.** Every operation goes to the app's store as it was asked (`batch` /
-  `abatch`, through which `BaseStore`'s `get`, `search`, `put`, `delete`,
-  `list_namespaces` and their async forms all pass) and returns what it returned; any
-  other attribute is the app's store's. Recording never fails the operation: what
-  cannot be recorded is logged and left out.
-* **What is recorded**, for an operation made inside a task (LangGraph's `get_config()`
-  names the thread, the task's namespace, node and step): `get` (namespace, key, whether
-  found, the value read), `search` (namespace prefix, query, filter, the items returned:
-  namespace, key, value), `put` (namespace, key, value), `delete` (namespace, key),
-  `list_namespaces` (prefix, how many). It is stored with the step that made it, as a
-  model call is (`calls.CallsLayer`, the format in `call_records`): each value once per
-  thread, as a content-addressed blob, so a memory read every turn is stored once.
+* **Per run, threadlog's graphs only.** When a run on a saver recording calls has a
+  store, the calls layer hands that run's tasks a `RecordingStore` around it while the
+  loop enters (`_upstream.set_run_store`); nothing else is changed or patched.
+* **Transparent.** Every operation goes to the app's store as asked (`batch` / `abatch`)
+  and returns what it returned; any other attribute is the app's store's. Recording
+  never fails the operation.
+* **What is recorded**, inside a task: `get` (namespace, key, found, value), `search`
+  (prefix, query, filter, the items returned), `put`, `delete`, `list_namespaces`
+  (prefix, count). It is stored with the step that made it, as a model call is (the
+  format in `call_records`), each value once per thread as a content-addressed blob.
 """
 
 from __future__ import annotations
