@@ -267,6 +267,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
     # a supervisor app run for 5-12 turns on two savers (~5-10 s each)
     "test_resent_sends.py": ("*",),
+    # docs/check-and-replay.md's examples run: agent turns, two demo turns, three replays
+    "test_check_and_replay_examples.py": ("*",),
 }
 # Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
 # `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of
