@@ -342,7 +342,11 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_a_server_error_is_one_line_and_the_thread_continues",
         "test_null_content_refused_by_the_server_names_the_profile_that_avoids_it",
         "test_the_demo_caps_a_turn_with_a_small_default",
+        "test_the_tool_choice_and_max_model_calls_flags_reach_the_requests",
         "test_usage_the_server_does_not_report_is_said_to_be_missing",
+    ),
+    "test_inspect_threads.py": (
+        "test_the_listing_rebuilds_the_newest_20_heads_unless_told_otherwise",
     ),
     "test_demo_weather.py": (
         "test_a_second_question_on_a_thread_sees_the_first",
