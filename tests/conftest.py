@@ -269,6 +269,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_resent_sends.py": ("*",),
     # docs/check-and-replay.md's examples run: agent turns, two demo turns, three replays
     "test_check_and_replay_examples.py": ("*",),
+    # matplotlib's first import and one drawing (~3 s of CPU)
+    "test_inspect.py": ("test_plot_draws_four_series_inline_and_to_a_file_without_a_display",),
 }
 # Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
 # `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of
