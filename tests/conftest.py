@@ -267,6 +267,10 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
     # a supervisor app run for 5-12 turns on two savers (~5-10 s each)
     "test_resent_sends.py": ("*",),
+    # docs/check-and-replay.md's examples run: agent turns, two demo turns, three replays
+    "test_check_and_replay_examples.py": ("*",),
+    # matplotlib's first import and one drawing (~3 s of CPU)
+    "test_inspect.py": ("test_plot_draws_four_series_inline_and_to_a_file_without_a_display",),
 }
 # Also marked `slow`: over ~0.3 s of CPU on their own in one run of the inner loop (per-test
 # `time.process_time()`, which load on the shared 2-core machine does not inflate). Out of
@@ -340,7 +344,11 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_a_server_error_is_one_line_and_the_thread_continues",
         "test_null_content_refused_by_the_server_names_the_profile_that_avoids_it",
         "test_the_demo_caps_a_turn_with_a_small_default",
+        "test_the_tool_choice_and_max_model_calls_flags_reach_the_requests",
         "test_usage_the_server_does_not_report_is_said_to_be_missing",
+    ),
+    "test_inspect_threads.py": (
+        "test_the_listing_rebuilds_the_newest_20_heads_unless_told_otherwise",
     ),
     "test_demo_weather.py": (
         "test_a_second_question_on_a_thread_sees_the_first",

@@ -9,6 +9,7 @@ is in test_server_lifecycle.py.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any
 
@@ -53,6 +54,19 @@ def test_the_repositorys_langgraph_json_names_threadlogs_checkpointer(
     assert "Using custom checkpointer: GuardedSaver" in server.log.read_text()
     # The default store: a SQLite file under the server's working folder holds the thread.
     assert _stored_checkpoints(server, thread) > 0
+
+
+def test_the_readmes_sdk_snippet_prints_two_paired_turns(
+    server: LangGraphDev, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    served = readme.split("## Serve the demo with `langgraph dev`", 1)[1].split("\n## ", 1)[0]
+    (snippet,) = re.findall(r"```python\n(.*?)```", served, re.S)
+    snippet = snippet.replace("http://127.0.0.1:PORT", server.url)
+    exec(compile(snippet, "README.md", "exec"), {"__name__": "readme"})
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["human", "ai", "tool", "ai"] * 2
+    assert "get_weather" in lines[1] and "小雨" in lines[2] and "上海" in lines[-1]
 
 
 def test_threadlog_threads_lists_what_the_server_stored(

@@ -118,6 +118,15 @@ def test_bad_input_is_one_line_naming_the_flag_or_value_exit_2_and_nothing_writt
     assert _files(work) == before  # byte-identical: no table, no WAL, no new file
 
 
+def test_threadlog_debug_raises_the_error_for_its_traceback_instead_of_one_line(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREADLOG_DEBUG", "1")
+    with pytest.raises(Exception, match="no thread 'ghost'"):
+        main(["inspect", "--db", "app.db", "--thread", "ghost"])
+    assert capsys.readouterr().err == ""
+
+
 def test_every_subcommand_is_in_the_table() -> None:
     assert {argv[0] for argv, _ in BAD} == set(COMMANDS)
 

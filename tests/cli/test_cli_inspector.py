@@ -167,6 +167,21 @@ def test_inspect_context_shows_what_the_model_saw(
     assert rows[-1]["content"] == "北京呢？"
 
 
+def test_a_read_under_a_second_is_silent_and_a_longer_one_is_two_lines_suggesting_last(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    three_turns(sqlite_url)
+    monkeypatch.delenv("THREADLOG_PROGRESS_AFTER", raising=False)
+    code, _, err = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1")
+    assert code == 0 and err == ""  # this read takes well under the default second
+
+    monkeypatch.setenv("THREADLOG_PROGRESS_AFTER", "0")  # as if every read were slow
+    code, _, err = cli(capsys, "inspect", "--db", sqlite_url, "--thread", "t-1")
+    start, end = err.splitlines()  # not a terminal: a start and an end line
+    assert code == 0 and start.startswith("reading thread t-1") and "--last N" in start
+    assert end.startswith("reading thread t-1") and "done in" in end
+
+
 # -- --version and --help -------------------------------------------------------------
 
 

@@ -114,6 +114,30 @@ def test_the_demo_caps_a_turn_with_a_small_default(capsys: pytest.CaptureFixture
     assert "Stopped: this turn reached its limit of 6 model calls" in out
 
 
+def test_the_tool_choice_and_max_model_calls_flags_reach_the_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    looping = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Beijing"}'},
+            }
+        ],
+    }
+    with OpenAIServer([looping] * 10) as server:
+        code, out, _ = demo(
+            capsys, server, "--profile", "openai", "--tool-choice", "none", "--max-model-calls", "3"
+        )
+    assert code == 0 and len(server.requests) == 3
+    assert server.requests[0]["tool_choice"] == "none"
+    assert all("tool_choice" not in r for r in server.requests[1:])
+    assert "Stopped: this turn reached its limit of 3 model calls" in out
+
+
 def test_a_timeout_is_one_line() -> None:
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     line = explain_failure(

@@ -66,6 +66,23 @@ def test_timeline_has_one_row_per_checkpoint_with_what_each_step_appended(
     assert [r["parent_id"] for r in rows[1:]] == [r["checkpoint_id"] for r in rows[:-1]]
 
 
+def test_plot_draws_four_series_inline_and_to_a_file_without_a_display(
+    sqlite_db: tuple[SqliteSaver, str], tmp_path: Path
+) -> None:
+    saver, url = sqlite_db
+    run_two_turns(ScriptedAgent().build(saver))
+
+    plot = inspect.thread(url, "t-1").plot()
+
+    assert {"messages", "context_tokens", "log_tokens", "stored_bytes", "tool_ms"} <= set(
+        plot.series
+    )
+    assert plot.series["messages"][-1] == 7 and len(plot.series["tool_ms"]) == 2  # Paris, Rome
+    assert plot._repr_png_().startswith(b"\x89PNG")  # what Jupyter shows inline
+    plot.save(str(tmp_path / "t.png"))
+    assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_a_checkpointer_url_rebuilds_the_same_state_as_the_graph(
     sqlite_db: tuple[SqliteSaver, str],
 ) -> None:

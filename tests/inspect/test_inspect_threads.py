@@ -7,6 +7,7 @@ in the database it reads (no tables, no lock files, not one byte of the file).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -59,6 +60,30 @@ def test_lists_threads_newest_first_with_turns_open_calls_and_errors(backend: st
     assert found["t-1"].checkpoints >= 6
     text = str(listing)
     assert "failed-2" in text and "Any news from Berlin?" in text
+
+
+def test_the_listing_rebuilds_the_newest_20_heads_unless_told_otherwise(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.graph import START, StateGraph
+
+    import threadlog
+    from threadlog.cli import main
+
+    builder = StateGraph(threadlog.MessagesState)
+    builder.add_node("echo", lambda state: {"messages": [("ai", "hello")]})
+    builder.add_edge(START, "echo")
+    with raw_saver(sqlite_url) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for i in range(21):
+            graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": f"t{i}"}})
+    listing = inspect.threads(sqlite_url)
+    assert len(listing.items) == 20 and listing.more
+    assert "t0" not in {s.thread_id for s in listing.items}  # the oldest is left out
+    assert main(["threads", "--db", sqlite_url, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 20
+    assert main(["threads", "--db", sqlite_url, "--json", "--limit", "0"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 21
 
 
 def test_limit_and_search_narrow_the_listing(sqlite_url: str) -> None:

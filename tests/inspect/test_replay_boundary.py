@@ -245,6 +245,18 @@ def test_a_graph_whose_tool_the_replay_cannot_reach_is_refused_naming_the_node(
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == before
 
 
+def test_a_remote_graph_node_is_refused_naming_it() -> None:
+    from langgraph.pregel.remote import RemoteGraph
+
+    from threadlog.check.replay import refusal
+
+    g = StateGraph(threadlog.AgentState)
+    g.add_node("research", RemoteGraph("agent", url="http://127.0.0.1:1"))  # never called
+    g.add_edge(START, "research")
+    assert refusal(g.compile()).startswith("node 'research' is a RemoteGraph")
+    assert refusal(agent_in_agent(weather.get_weather)) == ""
+
+
 def test_stored_replies_are_served_to_any_graphs_chat_model_no_model_node_needed(
     tmp_path: Path,
 ) -> None:

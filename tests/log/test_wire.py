@@ -174,6 +174,22 @@ def test_profile_is_inferred_from_the_model() -> None:
     assert profile_for(object()).name == "openai-chat"
 
 
+def test_anthropic_and_google_models_get_their_profiles_from_their_langsmith_provider() -> None:
+    # ChatAnthropic / ChatGoogleGenerativeAI / ChatVertexAI name their provider in
+    # `_get_ls_params`, which is all profile_for reads; those packages are not installed here.
+    class Named(OfflineChatModel):
+        provider: str
+
+        def _get_ls_params(self, stop: Any = None, **kwargs: Any) -> Any:
+            return {**super()._get_ls_params(stop=stop, **kwargs), "ls_provider": self.provider}
+
+    assert profile_for(Named(provider="anthropic")).name == "anthropic"
+    for google in ("google_genai", "google_vertexai"):
+        assert profile_for(Named(provider=google).bind_tools([])).name == "gemini"
+    local = ChatOpenAI(api_key="k", base_url="http://127.0.0.1:8080/v1")  # type: ignore[arg-type]
+    assert profile_for(local).name == "llama-server"  # by its port alone
+
+
 def test_the_profile_table_documents_every_profile() -> None:
     from pathlib import Path
 

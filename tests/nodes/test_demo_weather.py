@@ -183,6 +183,27 @@ def test_create_agent_applies_its_context_policy_and_records_the_cut() -> None:
     assert out["compactions"] and out["compactions"][-1]["kind"] == "trim"
 
 
+def test_create_agent_records_the_cut_in_the_model_step_without_a_context_node() -> None:
+    graph = create_agent(
+        OfflineChatModel(),
+        [get_weather],
+        context=ContextPolicy(max_turns=1),
+        checkpointer=InMemorySaver(),
+    )
+    assert set(graph.nodes) == {"__start__", "model", "tools"}
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [HumanMessage("Beijing?")]}, config)
+    graph.invoke({"messages": [HumanMessage("Tokyo?")]}, config)
+    # The model step of the second turn recorded the cut: no checkpoint between a context
+    # step and the model's answer.
+    history = list(graph.get_state_history(config))
+    first_with_events = min(
+        (s for s in history if s.values.get("compactions")), key=lambda s: s.metadata["step"]
+    )
+    assert first_with_events.metadata["source"] == "loop"
+    assert isinstance(first_with_events.values["messages"][-1], AIMessage)
+
+
 def test_create_agent_asks_approval_before_a_listed_tool_runs() -> None:
     graph = create_agent(
         OfflineChatModel(),

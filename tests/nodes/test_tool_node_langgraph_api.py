@@ -4,13 +4,14 @@ and a node invoked inside another node inherits the graph's runtime."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import InjectedStore
+from langgraph.prebuilt import InjectedStore, ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -208,3 +209,25 @@ async def test_a_tool_node_called_inside_a_node_inherits_the_graphs_store(mode: 
     inp = {"messages": [HumanMessage("hi"), *ask("remember", {"key": "k"})["messages"]]}
     out = graph.invoke(inp) if mode == "sync" else await graph.ainvoke(inp)
     assert out["messages"][-1].content == "umbrella"
+
+
+@dataclass
+class Ctx:
+    user: str
+
+
+def test_a_tool_node_called_inside_a_node_inherits_the_runs_context_and_stream_writer() -> None:
+    @tool
+    def greet(runtime: ToolRuntime) -> str:
+        """Greets the run's user."""
+        runtime.stream_writer({"greeted": runtime.context.user})
+        return f"hello {runtime.context.user}"
+
+    inner = ToolNode([greet])
+    g = StateGraph(MessagesState, context_schema=Ctx)
+    g.add_node("tools", lambda state: inner.invoke(state))  # no config: the graph's own
+    g.add_edge(START, "tools")
+    inp = {"messages": [HumanMessage("hi"), *ask("greet", {})["messages"]]}
+    parts = list(g.compile().stream(inp, context=Ctx("ann"), stream_mode=["custom", "values"]))
+    assert ("custom", {"greeted": "ann"}) in parts
+    assert parts[-1][1]["messages"][-1].content == "hello ann"

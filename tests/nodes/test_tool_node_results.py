@@ -67,6 +67,32 @@ def test_forging_raises_with_handle_errors_false() -> None:
     assert e.value.kind == "forged" and e.value.call_id == "c2"
 
 
+@tool
+def two_answers(tool_call_id: Annotated[str, InjectedToolCallId]) -> list[Any]:
+    """Answers its own call twice."""
+    return [
+        ToolMessage("a", tool_call_id=tool_call_id),
+        ToolMessage("b", tool_call_id=tool_call_id),
+    ]
+
+
+@tool
+def no_answer() -> Command[Any]:
+    """Returns a Command without a result for its call."""
+    return Command(update={"messages": []})
+
+
+def test_a_tool_returning_other_than_one_result_for_its_call_is_a_bad_return_error() -> None:
+    ai = request(call("two_answers", {}, "c1"), call("no_answer", {}, "c2"))
+    msgs = scripted_graph(ToolNode([two_answers, no_answer]), [ai]).invoke(start())["messages"]
+    res = by_call(msgs)  # asserts exactly one result per call id
+    for cid in ("c1", "c2"):
+        assert res[cid].status == "error"
+        assert res[cid].response_metadata["threadlog_error"] == "bad_return"
+        assert "This is a bug in the tool." in res[cid].content
+    assert msgs[-1] == FINAL
+
+
 # -- Command returns and injection keep working ---------------------------------------
 
 

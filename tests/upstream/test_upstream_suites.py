@@ -60,6 +60,19 @@ def test_every_expected_failure_names_a_documented_difference() -> None:
     assert used <= documented, f"undocumented differences: {sorted(used - documented)}"
 
 
+def test_each_documented_difference_states_how_many_expected_failures_it_files() -> None:
+    manifest = fs.load_manifest()
+    sections = re.split(r'<a id="([a-z0-9-]+)"></a>', DOC.read_text())
+    stated = {}
+    for diff, text in zip(sections[1::2], sections[2::2], strict=True):
+        count = re.search(r"\((\d+) (?:upstream )?tests?\b", text.split("\n## ")[0])
+        stated[diff] = int(count.group(1)) if count else 0
+    filed = {
+        diff: sum(len(by_diff.get(diff, [])) for by_diff in manifest.values()) for diff in stated
+    }
+    assert stated == filed
+
+
 def test_swapping_replaces_only_the_langgraph_parts() -> None:
     source = (
         "from langgraph.graph import START, MessagesState, StateGraph\n"
