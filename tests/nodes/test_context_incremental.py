@@ -10,6 +10,7 @@ histories.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from tests.helpers.model import ai, ids, user
@@ -61,3 +62,56 @@ def test_call_ids_from_the_resumed_scan_equal_a_full_scan_across_a_fork() -> Non
     assert scans.scan(fork, key)[1] == call_ids(fork)
     log += [user("h6"), ai("a6", "c6")]
     assert scans.scan(log, key)[1] == call_ids(log)
+
+
+class _CountingLog(Sequence[Any]):
+    """A log that counts the messages handed out, by index or inside a slice."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.read = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, key: Any) -> Any:
+        got = self.items[key]
+        self.read += len(got) if isinstance(key, slice) else 1
+        return got
+
+
+def _messages_read(turns: int) -> tuple[int, list[Any]]:
+    log = _CountingLog(_log(turns))
+    policy = ContextPolicy(max_tokens=200)
+    build_context(log, [], policy)
+    log.read = 0
+    seen = build_context(log, [], policy)
+    return log.read, seen
+
+
+def test_a_budgeted_context_reads_the_same_few_messages_however_long_the_log() -> None:
+    short_read, short_seen = _messages_read(200)
+    long_read, long_seen = _messages_read(5000)
+    assert long_read == short_read < 100
+    assert [m.id for m in long_seen][-4:] == [m.id for m in _log(5000)][-4:]
+    assert len(long_seen) == len(short_seen)
+
+
+def test_a_legacy_approval_edit_in_the_window_is_still_shown_with_the_args_that_ran() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from threadlog.nodes.tools.approval import APPROVAL_KEY
+
+    call = {"name": "pay", "args": {"amount": 900}, "id": "c1", "type": "tool_call"}
+    edited = {"action": "edit", "args": {"amount": 9}}
+    log = [
+        *_log(3000),
+        user("pay"),
+        AIMessage("", id="req", tool_calls=[call]),
+        ToolMessage("paid 9", tool_call_id="c1", id="res",
+                    response_metadata={APPROVAL_KEY: edited}),
+    ]
+    seen = build_context(log, [], ContextPolicy(max_tokens=200))
+    request = next(m for m in seen if m.id == "req")
+    assert request.tool_calls[0]["args"] == {"amount": 9}
+    assert log[-2].tool_calls[0]["args"] == {"amount": 900}  # the log keeps the original

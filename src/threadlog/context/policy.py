@@ -25,14 +25,14 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from threadlog.errors import InvalidMessageError
-from threadlog.log.edits import apply_edits, cache_key
+from threadlog.log.edits import APPROVAL_KEY, apply_edits, cache_key
 from threadlog.log.messages import calls_of
 
 __all__ = ["ContextPolicy", "ContextView", "build_context", "plan_context", "summary_message"]
@@ -219,39 +219,21 @@ def plan_context(
     last, summary_ev = _latest(compactions)
     stop_id = last.get("cut_to") if last else None
     lo = h if stop_id is None else _locate(messages, stop_id, h, policy, last) + 1
-    # A reviewer's edit: the model sees the args that ran. Only messages after the cut
-    # can be sent, so only those are looked at.
-    tail = messages[lo:]
-    edited = apply_edits(tail)
-    if edited is not tail:
-        messages = [*messages[:lo], *edited]
     summary = summary_message(summary_ev) if summary_ev else None
     fixed = sum(policy.count(m) for m in head) + (policy.count(summary) if summary else 0)
     budget = (
         policy.max_tokens - reserve_tokens - fixed if policy.max_tokens is not None else math.inf
     )
     max_turns = policy.max_turns or math.inf
-
-    walk = _Walk(messages, policy, budget, max_turns)
-    turns = policy._turns
-    j = n - 1
-    while j >= lo and not walk.done:
-        if walk.turns and walk.turn_end == j + 1:
-            # A closed turn seen before is decided from its cached total (checked by
-            # position: a late result can be inserted into an old turn).
-            key = messages[j + 1].id
-            hit = turns.get(key) if key is not None else None
-            if hit is not None:
-                prev_id, length, tokens = hit
-                start = j + 1 - length
-                if start >= lo and messages[start].id == prev_id:
-                    walk.decide(start, tokens)
-                    j = start - 1
-                    continue
-        walk.step(j, messages[j])
-        j -= 1
-    if not walk.done:
-        walk.flush_turn()  # the oldest turn: no user message before the limit
+    walk, lowest = _walk(messages, lo, policy, budget, max_turns)
+    # A reviewer's edit on a thread stored before edits were events: the model sees the
+    # args that ran. Only what the walk read can differ, and a call's results follow it,
+    # so only that range is searched (the whole log would cost O(history) per call).
+    if _has_legacy_edit(messages, lowest):
+        messages = [*messages[:lo], *apply_edits(messages[lo:])]
+        # Caches hold unedited counts and totals: a scratch policy walks the edited view.
+        scratch = replace(policy, _counts={}, _turns={}, _where={})
+        walk, _ = _walk(messages, lo, scratch, budget, max_turns)
     keep_from = walk.kept_start
     prev = keep_from - 1
     if prev >= lo:
@@ -276,6 +258,48 @@ def plan_context(
         tokens=fixed + walk.used,
         turns=walk.turns,
     )
+
+
+def _walk(
+    messages: Sequence[BaseMessage],
+    lo: int,
+    policy: ContextPolicy,
+    budget: float,
+    max_turns: float,
+) -> tuple[_Walk, int]:
+    """Walk back from the newest message to the budget; also the lowest index read."""
+    walk = _Walk(messages, policy, budget, max_turns)
+    turns = policy._turns
+    j = len(messages) - 1
+    while j >= lo and not walk.done:
+        if walk.turns and walk.turn_end == j + 1:
+            # At a turn boundary: a closed turn seen before is decided from its cached
+            # total without walking it (checked by position, since a late result can
+            # be inserted into an old turn and shift everything after it).
+            key = messages[j + 1].id
+            hit = turns.get(key) if key is not None else None
+            if hit is not None:
+                prev_id, length, tokens = hit
+                start = j + 1 - length
+                if start >= lo and messages[start].id == prev_id:
+                    walk.decide(start, tokens)
+                    j = start - 1
+                    continue
+        walk.step(j, messages[j])
+        j -= 1
+    if not walk.done:
+        walk.flush_turn()  # the oldest turn: no user message before the limit
+    return walk, max(j + 1, lo)
+
+
+def _has_legacy_edit(messages: Sequence[BaseMessage], start: int) -> bool:
+    for k in range(start, len(messages)):
+        m = messages[k]
+        if isinstance(m, ToolMessage):
+            record = m.response_metadata.get(APPROVAL_KEY)
+            if isinstance(record, dict) and record.get("action") == "edit":
+                return True
+    return False
 
 
 class _Walk:
