@@ -13,7 +13,11 @@ Contract:
     version: the probe of `PostgresSaver`'s own walk) and its writes to them. Ids only
     order checkpoints of one process; a parent outside that window ends the walk (None:
     the saver reads), as does a stored snapshot on the way (a fork).
-  - `read`: None — the saver's own delta read is already two queries.
+  - `read` / `aread`: the saver's own delta read (same walk to each channel's nearest
+    stored value, same answer), in two round trips, saying where each checkpoint's
+    writes start (`Stepped.states`): a history page's older checkpoints then need no
+    read of their own. Only the chains' writes are decoded, each distinct stored
+    message once (`SharedRecords`).
 * `PostgresBackend` also answers the inspector's listings and sizes (`octet_length()`
   only: no value is decoded for a size).
 * `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
