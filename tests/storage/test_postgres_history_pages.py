@@ -158,3 +158,30 @@ def test_a_cold_history_page_on_postgres_equals_langgraphs(
     assert [[(row[0], None, *row[2:]) for row in rows] for rows in got] == expected
     assert len(got) == 10 and len(got[0]) == 4 * len(turns)
 
+
+
+def test_the_postgres_cold_read_equals_the_savers_own_at_every_checkpoint(
+    pg_backend: str,
+) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from threadlog.checkpoint.backends import backend_of
+
+    _fill(pg_backend, 3, "s")
+    with PostgresSaver.from_conn_string(pg_backend) as saver:
+        backend = backend_of(saver)
+        compared = 0
+        for tup in list(saver.list(cfg("s"))):  # the listing holds the connection
+            conf = tup.config["configurable"]
+            channels = ["messages", "compactions"]
+            own = saver.get_delta_channel_history(config=tup.config, channels=channels)
+            ours = backend.read("s", conf["checkpoint_ns"], channels, conf["checkpoint_id"])
+            assert ours is not None
+            for ch in channels:
+                assert list(ours[ch]["writes"]) == list(own[ch]["writes"]), (conf, ch)
+                assert ours[ch].get("seed") == own[ch].get("seed"), (conf, ch)
+                # Each checkpoint on the way has its place in the writes, oldest first.
+                places = [n for n, _ in ours[ch]["writes"].states]  # type: ignore[attr-defined]
+                assert places == sorted(places)
+            compared += 1
+    assert compared > 20  # every namespace's checkpoints: the parent's and each agent's

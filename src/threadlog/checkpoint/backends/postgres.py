@@ -243,7 +243,8 @@ def read_steps(
         first = False
         for i, ch in enumerate(channels):
             cid = cursor.get(ch, parents[target]) if ch not in seeds else None
-            while cid is not None and cid in parents:
+            # (bounded by the rows read: a parent loop in stored rows ends the walk)
+            while cid is not None and cid in parents and len(chain_by_ch[ch]) < len(parents):
                 chain_by_ch[ch].append(cid)
                 probe = held[cid][i]
                 if probe[1] or probe[2] is not None:
