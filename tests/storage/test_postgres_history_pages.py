@@ -3,7 +3,8 @@ process's `get_state_history(limit=N)` runs the same few statements and builds a
 many message objects for a langgraph-swarm thread three times as long (the cold read
 says where each checkpoint's writes start, so the page's older checkpoints are the same
 log at earlier versions, not reads of their own), sync and async, and shows the same
-messages as LangGraph's own Postgres saver at every checkpoint of the page."""
+messages as LangGraph's own Postgres saver at every checkpoint of the page. The read
+itself gives `PostgresSaver.get_delta_channel_history`'s answer at every checkpoint."""
 
 from __future__ import annotations
 
