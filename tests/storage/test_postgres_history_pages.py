@@ -9,6 +9,7 @@ itself gives `PostgresSaver.get_delta_channel_history`'s answer at every checkpo
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,18 +49,20 @@ def _fill(url: str, turns: int, thread: str) -> None:
 
 
 class _Statements:
-    """Statements sent to the server while `counting` (sync and async cursors)."""
+    """Statements the reading thread sends while `counting` (sync and async cursors; the
+    async reads run on this thread's event loop)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent = 0
         self.counting = False
+        self.reader = threading.get_ident()
         for cls in (psycopg.Cursor, psycopg.AsyncCursor):
             for name in ("execute", "executemany"):
                 monkeypatch.setattr(cls, name, self._counted(getattr(cls, name)))
 
     def _counted(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def counted(cur: Any, *args: Any, **kwargs: Any) -> Any:
-            self.sent += self.counting
+            self.sent += self.counting and threading.get_ident() == self.reader
             return fn(cur, *args, **kwargs)
 
         return counted
