@@ -44,13 +44,13 @@ Contract:
   behind wrappers exposing `.inner`) the walk is one or two queries
   (`threadlog.checkpoint.backends`: `walk` / `awalk`); other savers walk with
   `get_tuple`. Sync and async reads run the same flow.
-  A cold SQLite read goes through the backend's `read`: the saver's own result
-  (a test compares them) without deserializing every ancestor checkpoint.
+  A cold SQLite or Postgres read goes through the backend's `read`: the saver's own
+  result (tests compare them) without deserializing every ancestor checkpoint.
 * A cold read costs the messages it returns, not the copies the thread's writes hold:
   a multi-agent thread's writes carry each turn's new messages more than once (a
   handoff's update and the agent's output, each stored against the turn's starting
-  log), so every read of the writes — the backends' `read` and `walk`, and a saver's
-  own read run inside `shared_records.sharing` — decodes identical stored
+  log), so every read of the writes — SQLite's `read` and `walk`, Postgres's
+  `read`, and a saver's own read run inside `shared_records.sharing` — decodes identical stored
   records once (`SharedRecords`), and the log takes an item that is the very object it
   logged as a replay without hashing it. A page of history newest first is then the
   cold read's log at earlier versions (`KeyedWrites.states`, above): the SQLite and
