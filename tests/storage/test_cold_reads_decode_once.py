@@ -125,8 +125,7 @@ def test_a_cold_get_state_builds_each_message_it_returns_once(backend: str) -> N
 
 def test_a_cold_history_page_on_sqlite_builds_what_it_returns(sqlite_url: str) -> None:
     # SQLite's cold read says which writes lead to each checkpoint, so the page's older
-    # checkpoints are the same log at earlier versions. (LangGraph's Postgres read does
-    # not say it: there each older checkpoint of a page is read again.)
+    # checkpoints are the same log at earlier versions (Postgres: test_postgres_history_pages).
     _fill(sqlite_url, 4, "short")
     _fill(sqlite_url, 12, "long")
     extra = {}

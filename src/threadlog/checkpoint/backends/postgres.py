@@ -13,7 +13,11 @@ Contract:
     version: the probe of `PostgresSaver`'s own walk) and its writes to them. Ids only
     order checkpoints of one process; a parent outside that window ends the walk (None:
     the saver reads), as does a stored snapshot on the way (a fork).
-  - `read`: None — the saver's own delta read is already two queries.
+  - `read` / `aread`: the saver's own delta read (same walk to each channel's nearest
+    stored value, same answer), in two round trips, saying where each checkpoint's
+    writes start (`Stepped.states`): a history page's older checkpoints then need no
+    read of their own. Only the chains' writes are decoded, each distinct stored
+    message once (`SharedRecords`).
 * `PostgresBackend` also answers the inspector's listings and sizes (`octet_length()`
   only: no value is decoded for a size).
 * `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
@@ -37,6 +41,8 @@ import time
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any, ClassVar
 
+from langgraph.checkpoint.base import DeltaChannelHistory
+
 from threadlog.checkpoint.backends.base import (
     ERROR_CHANNEL,
     AsyncSteps,
@@ -58,6 +64,7 @@ from threadlog.checkpoint.backends.base import (
     parse_rows,
     queries,
 )
+from threadlog.checkpoint.shared_records import SharedRecords
 from threadlog.flows import Flow, Io, arun, run
 
 __all__ = [
@@ -171,6 +178,111 @@ def walk_steps(
         if r[0] in on_chain
     ]
     return collect_writes(channels, {ch: chain for ch in channels}, decoded)
+
+
+# -- the cold read (sans-IO) ------------------------------------------------------------------
+
+# A page of checkpoints newest first from the target (`<=` on the first page, `<` after):
+# per channel its version, whether a value is stored for it as a blob at that version,
+# and its inline value — the probe of `PostgresSaver`'s own read.
+_PAGE = 1024
+
+
+def _page_sql(n: int, first: bool) -> str:
+    cols = "".join(
+        ", checkpoint -> 'channel_versions' ->> %s, EXISTS (SELECT 1 FROM checkpoint_blobs b "
+        "WHERE b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns "
+        "AND b.channel = %s AND b.version = k.checkpoint -> 'channel_versions' ->> %s "
+        "AND b.type <> 'empty'), checkpoint -> 'channel_values' -> %s"
+        for _ in range(n)
+    )
+    after = "<=" if first else "<"
+    return (
+        f"SELECT checkpoint_id, parent_checkpoint_id{cols} FROM checkpoints k "
+        f"WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id {after} %s "
+        "ORDER BY checkpoint_id DESC LIMIT %s"
+    )
+
+
+# The channels' writes on their chains and their seeds' blobs, in one round trip.
+_CHAIN_WRITES_SQL = (
+    "SELECT checkpoint_id, channel, task_id, idx, task_path, type, blob, NULL "
+    "FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND channel = ANY(%s::text[]) AND checkpoint_id = ANY(%s::text[]) "
+    "UNION ALL SELECT NULL, channel, NULL, NULL, NULL, type, blob, version "
+    "FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+)
+
+
+def read_steps(
+    saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
+) -> Steps[dict[str, DeltaChannelHistory] | None]:
+    """The cold read of `Backend.read`: `PostgresSaver.get_delta_channel_history`'s answer
+    (the same walk to each channel's nearest stored value, blob before inline), with each
+    checkpoint's place in the writes (`Stepped.states`) — so a history page's older
+    checkpoints are the read's log at earlier versions. Two round trips (one more per
+    `_PAGE` checkpoints walked); only the chains' writes are decoded."""
+    channels = list(channels)
+    parents: dict[str, str | None] = {}
+    held: dict[str, list[tuple[str | None, bool, Any]]] = {}
+    chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
+    seeds: dict[str, tuple[str | None, bool, Any]] = {}
+    cursor: dict[str, str | None] = {}
+    bound, first = target, True
+    while True:
+        params: list[Any] = [p for ch in channels for p in (ch, ch, ch, ch)]
+        page = yield Query(
+            _page_sql(len(channels), first), (*params, thread_id, ns, bound, _PAGE),
+            lambda r: (r[0], r[1], [tuple(r[i:i + 3]) for i in range(2, len(r), 3)]),
+        )
+        for cid, parent, probes in page:
+            parents[cid], held[cid] = parent, probes
+        if first and target not in parents:
+            return None
+        first = False
+        for i, ch in enumerate(channels):
+            cid = cursor.get(ch, parents[target]) if ch not in seeds else None
+            # (bounded by the rows read: a parent loop in stored rows ends the walk)
+            while cid is not None and cid in parents and len(chain_by_ch[ch]) < len(parents):
+                chain_by_ch[ch].append(cid)
+                probe = held[cid][i]
+                if probe[1] or probe[2] is not None:
+                    seeds[ch] = probe
+                    cid = None
+                    break
+                cid = parents[cid]
+            cursor[ch] = cid
+        if len(page) < _PAGE or all(cursor[ch] is None for ch in channels):
+            break
+        bound = page[-1][0]
+    on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
+    blobs = [(ch, str(s[0])) for ch, s in seeds.items() if s[1]]
+    shared = SharedRecords(saver.serde)  # a message re-sent by several writes: decoded once
+
+    def row(r: Any) -> Any:
+        if r[0] is None:
+            return ("seed", r[1], shared.loads((r[5], r[6])))
+        if r[0] not in on_chain[r[1]]:
+            return None
+        return (r[0], r[1], str(r[2]), r[3], r[4], shared.loads((r[5], r[6])))
+
+    found = yield Query(
+        _CHAIN_WRITES_SQL,
+        (thread_id, ns, channels, sorted(set().union(*on_chain.values())), thread_id, ns,
+         [ch for ch, _ in blobs], [v for _, v in blobs]),
+        row,
+    )
+    by_ch = collect_writes(channels, chain_by_ch, [f for f in found if f and f[0] != "seed"])
+    blob_seeds = {f[1]: f[2] for f in found if f and f[0] == "seed"}
+    out: dict[str, DeltaChannelHistory] = {}
+    for ch in channels:
+        out[ch] = {"writes": by_ch[ch]}
+        if ch in blob_seeds:
+            out[ch]["seed"] = blob_seeds[ch]
+        elif ch in seeds and not seeds[ch][1]:
+            out[ch]["seed"] = seeds[ch][2]
+    return out
 
 
 # -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
@@ -312,6 +424,11 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     def maintain(self, plan: Plan) -> None:
         self._run(maintain_steps(self.saver, plan), maintain=True)
 
+    def read(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
+
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
 
@@ -385,6 +502,11 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
 
     async def amaintain(self, plan: Plan) -> None:
         await self._arun(maintain_steps(self.saver, plan), maintain=True)
+
+    async def aread(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return await self._arun(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
