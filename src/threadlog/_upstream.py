@@ -89,6 +89,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import importlib
 import importlib.metadata
 import operator
 import sys
@@ -131,6 +132,7 @@ __all__ = [
     "RunnableCallable",
     "achannels_from_checkpoint",
     "averify_hooks",
+    "built_message",
     "channels_from_checkpoint",
     "declared_channels",
     "filter_validation_errors",
@@ -187,6 +189,37 @@ def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
         return key in _msgpack.SAFE_MSGPACK_TYPES or key in extra
 
     return rebuilds
+
+
+def built_message(module: Any, name: Any, fields: dict[str, Any]) -> BaseMessage | None:
+    """`cls(**fields)` for a stored record of one of LangGraph's safe message classes
+    (`SAFE_MSGPACK_TYPES`) holding exactly the class's fields with a string id (what
+    `model_dump` stored), without validating them again; else None.
+
+    LangGraph's loader validates each record and, should that fail, builds it unvalidated
+    (`model_construct`), so this trusts nothing it would not. The object is set up as
+    pydantic's own constructors leave it (`__dict__`, `__pydantic_fields_set__`,
+    `__pydantic_extra__`, `__pydantic_private__`: no public way to skip the re-check)."""
+    found = _MESSAGE_CLASSES.get((module, name))
+    if found is None:
+        if (module, name) not in _msgpack.SAFE_MSGPACK_TYPES:
+            return None
+        cls = getattr(importlib.import_module(module), name)
+        if not (isinstance(cls, type) and issubclass(cls, BaseMessage)):
+            return None
+        found = _MESSAGE_CLASSES[(module, name)] = (cls, frozenset(cls.model_fields))
+    cls, names = found
+    if fields.keys() != names or type(fields["id"]) is not str:
+        return None
+    msg = cls.__new__(cls)
+    object.__setattr__(msg, "__dict__", fields)
+    object.__setattr__(msg, "__pydantic_fields_set__", set(names))
+    object.__setattr__(msg, "__pydantic_extra__", {})
+    object.__setattr__(msg, "__pydantic_private__", None)
+    return msg
+
+
+_MESSAGE_CLASSES: dict[tuple[Any, Any], tuple[type[BaseMessage], frozenset[str]]] = {}
 
 
 def msgpack_ext_hook(serde: Any) -> Callable[[int, bytes], Any] | None:

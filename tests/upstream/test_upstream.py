@@ -739,3 +739,17 @@ def test_the_touch_point_table_lists_at_most_30_rows_and_each_resolves_upstream(
             if private and not covered:
                 unlisted.append(f"{module}.{name}")
     assert unlisted == []
+
+
+def test_a_stored_message_record_builds_as_validating_it_does() -> None:
+    from langchain_core.messages import AIMessage
+
+    msg = AIMessage("hi", id="a1", tool_calls=[{"name": "t", "args": {"q": 1}, "id": "c1"}])
+    dump = msg.model_dump()
+    built = _upstream.built_message("langchain_core.messages.ai", "AIMessage", dict(dump))
+    assert type(built) is AIMessage and built == msg == AIMessage(**dump)
+    assert built.model_fields_set == AIMessage(**dump).model_fields_set
+    assert built.model_dump() == dump and built.model_copy(update={"content": "x"}).content == "x"
+    # Not exactly the class's fields, or not a safe message class: not built here.
+    assert _upstream.built_message("langchain_core.messages.ai", "AIMessage", {"id": "a"}) is None
+    assert _upstream.built_message("builtins", "dict", dict(dump)) is None

@@ -51,7 +51,7 @@ from threadlog.checkpoint.layered import (
 )
 from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
-from threadlog.log.message_log import flatten_write
+from threadlog.log.message_log import flatten_write, is_resent
 
 S = TypeVar("S", bound=BaseCheckpointSaver[Any])
 
@@ -82,7 +82,10 @@ def _item_key(item: Any) -> str:
 
 def _fast_keys(value: Any) -> list[str] | None:
     # The common row, a list of messages with ids, without the general walk (a cold
-    # read of a long thread hashes every row); same keys as `_item_key`.
+    # read of a long thread hashes every row); same keys as `_item_key`. A write stored
+    # as what it adds hashes its new items, as `flatten_write` reads it.
+    if is_resent(value):
+        value = value["items"]
     if type(value) is not list:
         return None
     keys = []

@@ -42,7 +42,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 
 from threadlog._upstream import msgpack_ext_hook, msgpack_rebuilds
-from threadlog.checkpoint.shared_records import shared_for
+from threadlog.checkpoint.shared_records import shared_for, stored_message
 from threadlog.errors import StoredDataError
 
 __all__ = [
@@ -182,7 +182,9 @@ class StrictSerializer(JsonPlusSerializer):
             if hit is not None:
                 return hit
             before = len(blocked)
-            value = hook(code, payload)
+            value = stored_message(code, payload, record)
+            if value is None:
+                value = hook(code, payload)
             if len(blocked) == before and isinstance(value, BaseMessage):
                 seen[key] = value
             return value

@@ -22,6 +22,11 @@ Contract:
   `JsonPlusSerializer` has each record read by `serde.loads_typed` itself (re-wrapped as
   a one-record blob). Anything but a `JsonPlusSerializer`'s msgpack (another serializer,
   an encrypted blob) goes to `serde.loads_typed` unchanged.
+* A stored LangChain message record (one of LangGraph's safe message types, holding
+  exactly its class's fields) is built without validating its fields again
+  (`stored_message`, `_upstream.built_message`): they were validated when the message
+  was made, and LangGraph's own loader builds a record that fails validation
+  unvalidated anyway. Anything else goes to the serializer's loader.
 * The log takes an item that *is* the logged object as a replay without hashing it
   (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
   lookup. Nothing outside one read shares these objects: each read has its own.
@@ -36,17 +41,31 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import ormsgpack
 from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
-__all__ = ["SharedRecords", "shared_for", "sharing"]
+from threadlog._upstream import built_message
+
+__all__ = ["SharedRecords", "shared_for", "sharing", "stored_message"]
 
 _OPT = ormsgpack.OPT_NON_STR_KEYS
+_MESSAGES_PREFIX = b"langchain_core.messages."
+
+
+def stored_message(code: int, payload: bytes, hook: Callable[[int, bytes], Any]) -> Any:
+    """The stored message record `(code, payload)` built without re-validation (module
+    doc), its nested records read by `hook`; None for any other record."""
+    if code != EXT_PYDANTIC_V2 or _MESSAGES_PREFIX not in payload[:40]:
+        return None
+    tup = ormsgpack.unpackb(payload, ext_hook=hook, option=_OPT)
+    if not isinstance(tup, list) or len(tup) < 3 or type(tup[2]) is not dict:
+        return None
+    return built_message(tup[0], tup[1], tup[2])
 
 
 class SharedRecords:
