@@ -541,7 +541,7 @@ class CallsLayer(Layer):
             sent = [self._message_entry(m, memo, blobs, c) for m in c.messages[same:]]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
-            record["messages"] = compress(sent, keys, None if prev is None else prev[:2])
+            record["messages"] = compress(sent, keys, None if prev is None or same else prev[:2])
             if prev is not None and same:
                 record["messages"].insert(0, {"slice": [prev[0], 0, same]})
                 keys = [*prev[1][:same], *keys]
