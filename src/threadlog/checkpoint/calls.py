@@ -96,10 +96,13 @@ class _Memo:
     """What this process knows one thread has stored: messages (id, digest), blobs, and
     the last stored call per agent (its run id and the messages it sent)."""
 
-    __slots__ = ("blobs", "digests", "in_log", "last")
+    __slots__ = ("blobs", "digests", "in_log", "last", "noted")
 
     def __init__(self) -> None:
         self.in_log: set[tuple[str, str]] = set()
+        # The message objects already noted: a re-sent history costs no digest. (A reused
+        # identity only skips a note: that message is then stored as a blob, not lost.)
+        self.noted: set[int] = set()
         self.digests: set[str] = set()  # of every message in `in_log`
         self.blobs: set[str] = set()
         # agent -> (run id, (id, digest) keys, the message objects it sent)
@@ -635,16 +638,24 @@ class CallsLayer(Layer):
 
     def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
         """Remember the messages these writes store, as calls will reference them."""
+        with self._lock:
+            memo = self._memo(thread)
         found = [
             m for _, value in writes for m in messages_in(value)
-            if m.id and not isinstance(m, RemoveMessage)
+            if m.id and id(m) not in memo.noted and not isinstance(m, RemoveMessage)
         ]
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]
-        variants = [d for m in found if m.name is not None and (d := _unnamed(m))]
+        # A re-sent history is mostly messages noted before: their variants are too.
+        variants = [
+            d for m, k in zip(found, known, strict=True)
+            if m.name is not None and k not in memo.in_log and (d := _unnamed(m))
+        ]
         with self._lock:
-            memo = self._memo(thread)
+            if len(memo.noted) > _MAX_DIGESTS:
+                memo.noted.clear()
+            memo.noted.update(map(id, found))
             memo.in_log.update(known)
             memo.digests.update(d for _, d in known)
             memo.digests.update(variants)
