@@ -34,7 +34,8 @@ Contract:
   id: its own run's start carries the state) is stored as a reference; any other content
   — a system prompt built per call, a trimmed copy — as a content-addressed blob, stored
   once per thread and process; tool schemas and call parameters likewise; the messages
-  the agent's previous stored call also sent, in order, as one slice of it. So what a
+  the agent's previous stored call also sent, in order, as one slice of it (leading
+  ones that are the same objects or equal cost no digest each). So what a
   record stores does not depend on whether the earlier steps' writes, which LangGraph
   stores in the background under `durability="async"`, reached the saver before the
   call's own. A process that did not see a
