@@ -263,6 +263,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_foreign_delta_channels.py": (
         "test_a_deepagents_agent_with_a_subagent_reads_back_as_on_langgraphs_saver",
     ),
+    # a deepagents agent run for 16 turns (~13 s)
+    "test_deepagents_recorded_calls.py": ("*",),
     # the first Chromium start (~5 s cold) falls on it
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
     # a supervisor app run for 5-12 turns on two savers (~5-10 s each)

@@ -18,8 +18,9 @@ Contract:
 * **O(new)** (the format: `call_records`). A message the thread's writes already hold,
   or that the calling task read from its state, is stored as a reference; other content
   as a content-addressed blob, once per thread and process; tool schemas and parameters
-  likewise; what the agent's previous call also sent, as one slice of it. Lifecycle
-  calls forget what the layer remembered of a thread.
+  likewise; what the agent's previous call also sent, as one slice of it (leading
+  messages that are the same objects or equal cost no digest each). Lifecycle calls
+  forget what the layer remembered of a thread.
 * **Invisible to runs.** Reads through this layer leave the channel out; the inspector
   reads the backend itself (`threadlog.inspect.calls`). `record_calls=False` leaves the
   layer out.
@@ -67,7 +68,7 @@ __all__ = ["CallRecorder", "CallsLayer"]
 log = logging.getLogger("threadlog.calls")
 
 _MAX_THREADS = 1024  # threads whose stored digests a process remembers
-_MAX_DIGESTS = 8192  # message objects whose digest is kept by identity
+_MAX_DIGESTS = 8192  # messages whose digest is kept (by id, else by identity)
 _MAX_TASKS = 256  # tasks whose input state is kept while they run
 
 
@@ -75,13 +76,17 @@ class _Memo:
     """What this process knows one thread has stored: messages (id, digest), blobs, and
     the last stored call per agent (its run id and the messages it sent)."""
 
-    __slots__ = ("blobs", "digests", "in_log", "last")
+    __slots__ = ("blobs", "digests", "in_log", "last", "noted")
 
     def __init__(self) -> None:
         self.in_log: set[tuple[str, str]] = set()
+        # The message objects already noted: a re-sent history costs no digest. (A reused
+        # identity only skips a note: that message is then stored as a blob, not lost.)
+        self.noted: set[int] = set()
         self.digests: set[str] = set()  # of every message in `in_log`
         self.blobs: set[str] = set()
-        self.last: dict[str, tuple[str, list[Key]]] = {}
+        # agent -> (run id, (id, digest) keys, the message objects it sent)
+        self.last: dict[str, tuple[str, list[Key], list[BaseMessage]]] = {}
 
 
 @dataclass(slots=True, eq=False)
@@ -214,7 +219,7 @@ class CallsLayer(Layer):
         self._calls: dict[UUID, _Call] = {}
         self._by_thread: dict[str, list[UUID]] = {}
         self._memos: OrderedDict[str, _Memo] = OrderedDict()
-        self._digests: OrderedDict[int, tuple[BaseMessage, str]] = OrderedDict()
+        self._digests: OrderedDict[int | str, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
         # task id -> (the run's recorder, the state the task read)
@@ -359,13 +364,14 @@ class CallsLayer(Layer):
         return memo
 
     def _digest(self, message: BaseMessage) -> str:
-        # The log's message objects are the same from turn to turn in a warm process:
-        # each is hashed once, not once per call that sends it.
-        key = id(message)
+        # Hashed once per message, not once per call that sends it: the log's objects are
+        # the same from turn to turn; a delta channel's are decoded anew each turn, so an
+        # equal message under the same id is the same hash (equality is the cheaper check).
+        key: int | str = message.id if isinstance(message.id, str) else id(message)
         with self._lock:
             hit = self._digests.get(key)
-            if hit is not None and hit[0] is message:
-                return hit[1]
+        if hit is not None and (hit[0] is message or hit[0] == message):
+            return hit[1]
         try:
             d = digest(message)
         except Exception:  # a message the log has no role for: its text as stored
@@ -482,10 +488,17 @@ class CallsLayer(Layer):
                 record["ops"] = [self._store_op(op, memo, blobs) for op in c.ops]
                 used.append(record)
                 continue
-            sent = [self._message_entry(m, memo, blobs, c) for m in c.messages]
+            prev = memo.last.get(c.agent)
+            # The agent's previous context, sent again first: one slice, with no digest
+            # or entry per message (a delta channel's messages are new objects each turn).
+            same = _same_prefix(c.messages, prev[2]) if prev is not None else 0
+            sent = [self._message_entry(m, memo, blobs, c) for m in c.messages[same:]]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
             record = dict(c.record)
-            record["messages"] = compress(sent, keys, memo.last.get(c.agent))
+            record["messages"] = compress(sent, keys, None if prev is None or same else prev[:2])
+            if prev is not None and same:
+                record["messages"].insert(0, {"slice": [prev[0], 0, same]})
+                keys = [*prev[1][:same], *keys]
             names, tools_d = self._tools_entry(c.tools, memo, blobs)
             if names:
                 record["tools"], record["tools_d"] = names, tools_d
@@ -498,7 +511,7 @@ class CallsLayer(Layer):
                 record["others"] = [self._blob(m, self._digest(m), memo, blobs) for m in others]
             records.append(record)
             # Stored in this same write: a later call of the agent may slice it.
-            memo.last[c.agent] = (str(record["run_id"]), keys)
+            memo.last[c.agent] = (str(record["run_id"]), keys, c.messages)
         memo.blobs.update(blobs)
         value: dict[str, Any] = {"v": FORMAT, "calls": records, "blobs": blobs}
         if used:
@@ -583,16 +596,24 @@ class CallsLayer(Layer):
 
     def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
         """Remember the messages these writes store, as calls will reference them."""
+        with self._lock:
+            memo = self._memo(thread)
         found = [
             m for _, value in writes for m in messages_in(value)
-            if m.id and not isinstance(m, RemoveMessage)
+            if m.id and id(m) not in memo.noted and not isinstance(m, RemoveMessage)
         ]
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]
-        variants = [d for m in found if m.name is not None and (d := _unnamed(m))]
+        # A re-sent history is mostly messages noted before: their variants are too.
+        variants = [
+            d for m, k in zip(found, known, strict=True)
+            if m.name is not None and k not in memo.in_log and (d := _unnamed(m))
+        ]
         with self._lock:
-            memo = self._memo(thread)
+            if len(memo.noted) > _MAX_DIGESTS:
+                memo.noted.clear()
+            memo.noted.update(map(id, found))
             memo.in_log.update(known)
             memo.digests.update(d for _, d in known)
             memo.digests.update(variants)
@@ -603,3 +624,12 @@ class CallsLayer(Layer):
             self._memos.pop(thread_id, None)
 
 
+def _same_prefix(sent: list[BaseMessage], before: list[BaseMessage]) -> int:
+    """How many leading messages of `sent` are those of `before` (the same objects or
+    equal ones); 0 when fewer than two, which a slice would not pay for."""
+    n = 0
+    for a, b in zip(sent, before, strict=False):
+        if a is not b and a != b:
+            break
+        n += 1
+    return n if n >= 2 else 0
