@@ -22,7 +22,9 @@ overridden or a private helper called by `checkpoint/backends/postgres_inline.py
   5  name    langgraph.pregel._checkpoint.channels_from_checkpoint
              the input check loads a log as a run would (+ `a…`)
   6  name    langgraph.checkpoint.serde._msgpack.SAFE_MSGPACK_TYPES
-             what a strict loader rebuilds (+ `SAFE_MSGPACK_METHODS`)
+             what a strict loader rebuilds (+ `SAFE_MSGPACK_METHODS`); `built_message`
+             builds such a stored message as pydantic's constructors leave it
+             (`__pydantic_fields_set__`, `__pydantic_extra__`, `__pydantic_private__`)
   7  name    langgraph.checkpoint.serde.jsonplus.JsonPlusSerializer._allowed_msgpack_modules
              a serializer's allowlist (+ `_unpack_ext_hook`, its msgpack record loader)
   8  name    langgraph.checkpoint.sqlite.SqliteSaver._has_task_path
