@@ -35,7 +35,7 @@ __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_allow_type
+    from threadlog.cli.threads import add_flags, finish
 
     p = sub.add_parser(
         "check",
@@ -58,26 +58,16 @@ def register(sub: Any) -> None:
         help="a provider profile to check against (repeatable; default: every profile)",
     )
     p.add_argument("--thread", action="append", metavar="T", help="only this thread (repeatable)")
-    p.add_argument(
-        "--all-checkpoints",
-        action="store_true",
-        help="check every checkpoint of each thread, not only its head",
-    )
-    p.add_argument(
-        "--strict-first-turn",
-        action="store_true",
-        help="a history that does not start with a user message is a problem, not a note "
-        "(say so when the app sends the stored history as it is, with no prompt of its own)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON Lines (one problem a line)")
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="append a 'not completed' result to each call without one (through the guarded "
-        "saver; nothing is rewritten or deleted)",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="with --repair: print the plan, write nothing"
+    add_flags(
+        p,
+        all_checkpoints="check every checkpoint of each thread, not only its head",
+        strict_first_turn="a history that does not start with a user message is a problem, "
+        "not a note (say so when the app sends the stored history as it is, with no prompt "
+        "of its own)",
+        json="print JSON Lines (one problem a line)",
+        repair="append a 'not completed' result to each call without one (through the "
+        "guarded saver; nothing is rewritten or deleted)",
+        dry_run="with --repair: print the plan, write nothing",
     )
     p.add_argument(
         "--lock-timeout",
@@ -87,8 +77,7 @@ def register(sub: Any) -> None:
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
         "released within SECONDS (default 10)",
     )
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def _seconds(text: str) -> float:

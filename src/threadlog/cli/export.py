@@ -21,14 +21,12 @@ import argparse
 import sys
 from typing import Any
 
-from threadlog.cli.threads import add_namespace, source_parser
+from threadlog.cli.threads import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_allow_type
-
     p = source_parser(
         sub,
         "export",
@@ -46,8 +44,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -42,8 +42,8 @@ __all__ = ["check_output_path", "register", "run"]
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_namespace, source_parser
-    from threadlog.cli.types import add_allow_type
+    from threadlog.cli.errors import positive
+    from threadlog.cli.threads import add_flags, add_namespace, finish, source_parser
 
     p = source_parser(
         sub,
@@ -65,35 +65,27 @@ def register(sub: Any) -> None:
         help="also show what the model saw for this model call: an AIMessage id, or an "
         "index among the model calls (-1: the last)",
     )
-    p.add_argument(
-        "--calls",
-        action="store_true",
-        help="list every model call the thread recorded (messages sent with the system "
+    add_flags(
+        p,
+        calls="list every model call the thread recorded (messages sent with the system "
         "prompt, tools, model, reply) instead of the views; with --json a JSON list",
-    )
-    p.add_argument(
-        "--store",
-        action="store_true",
-        help="list the BaseStore items each step read and wrote (when the graph has a "
+        store="list the BaseStore items each step read and wrote (when the graph has a "
         "store) instead of the views; with --json a JSON list",
+        json="print rows as JSON instead of tables",
     )
-    p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument(
         "--html",
         metavar="FILE",
         help="write the thread as an HTML page; prints one line, 'wrote FILE' (with --json, "
         "the JSON, that line on stderr)",
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--last",
         type=positive("--last", "checkpoints"),
         metavar="N",
         help="read only the newest N checkpoints (long threads)",
     )
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def check_output_path(path: str) -> None:

@@ -52,6 +52,8 @@ UsageError = CommandError  # bad input: one line, exit 2, nothing changed
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.threads import add_flags, finish
+
     p = sub.add_parser(
         "prune",
         help="drop old checkpoints (keep each thread's head) or old threads; archive first",
@@ -62,22 +64,18 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--db", required=True, metavar="URL", help="sqlite:///path, a path, or postgresql://…"
     )
-    p.add_argument("--keep-latest", action="store_true", help="keep only each thread's head")
+    add_flags(p, keep_latest="keep only each thread's head")
     p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
     p.add_argument(
         "--thread", action="append", default=[], metavar="T", help="only thread T (repeat)"
     )
     p.add_argument("--archive", metavar="FILE", help="write the pruned threads whole to FILE first")
-    p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
-    p.add_argument(
-        "--vacuum",
-        action="store_true",
-        help="after pruning, run VACUUM so a SQLite file shrinks to what it holds",
+    add_flags(
+        p,
+        dry_run="print what would go; change nothing",
+        vacuum="after pruning, run VACUUM so a SQLite file shrinks to what it holds",
     )
-    from threadlog.cli.types import add_allow_type
-
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

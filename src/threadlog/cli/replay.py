@@ -28,6 +28,8 @@ __all__ = ["load_graph", "register", "run"]
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.threads import add_flags, finish
+
     p = sub.add_parser(
         "replay",
         help="re-run a stored thread's turns through the current graph; report divergences",
@@ -60,11 +62,8 @@ def register(sub: Any) -> None:
         default="stored",
         help="live: run calls the stored turn did not make (default: report them)",
     )
-    p.add_argument("--json", action="store_true", help="print the turns as JSON")
-    from threadlog.cli.types import add_allow_type
-
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    add_flags(p, json="print the turns as JSON")
+    finish(p, run)
 
 
 def load_graph(path: str) -> Any:

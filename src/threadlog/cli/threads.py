@@ -37,8 +37,22 @@ def add_namespace(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--namespace", metavar="NS", default="", help=help)
 
 
-def register(sub: Any) -> None:
+def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
+    """One `--name` switch per keyword (`dry_run` is `--dry-run`), in the order given."""
+    for name, text in helps.items():
+        p.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
+
+
+def finish(p: argparse.ArgumentParser, run: Any) -> None:
+    """The last option every reading command takes, and the function that runs it."""
     from threadlog.cli.types import add_allow_type
+
+    add_allow_type(p)
+    p.set_defaults(func=run)
+
+
+def register(sub: Any) -> None:
+    from threadlog.cli.errors import positive
 
     p = source_parser(
         sub,
@@ -50,8 +64,6 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--limit",
         type=positive("--limit", "threads", zero=True),
@@ -59,9 +71,8 @@ def register(sub: Any) -> None:
         metavar="N",
         help="at most N (0: all; default 20)",
     )
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    add_flags(p, json="print the rows as JSON")
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
