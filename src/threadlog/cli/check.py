@@ -33,24 +33,22 @@ from threadlog.cli.jsonout import dumps
 
 __all__ = ["register", "run"]
 
+HELP = "find stored threads a provider would reject (and repair them by appending)"
+DESCRIPTION = (
+    "Check every thread of a database against provider profiles: calls "
+    "without results, results without calls, misplaced system text, … Exit 0 clean, "
+    "1 problems, 2 unreadable or bad input."
+)
+DB_HELP = (
+    "a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
+    "server's URL (http://…; checked through its API, not repaired)"
+)
+
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish
+    from threadlog.cli.threads import add_flags, finish, source_parser
 
-    p = sub.add_parser(
-        "check",
-        help="find stored threads a provider would reject (and repair them by appending)",
-        description="Check every thread of a database against provider profiles: calls "
-        "without results, results without calls, misplaced system text, … Exit 0 clean, "
-        "1 problems, 2 unreadable or bad input.",
-    )
-    p.add_argument(
-        "--db",
-        required=True,
-        metavar="SOURCE",
-        help="a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
-        "server's URL (http://…; checked through its API, not repaired)",
-    )
+    p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument(
         "--profile",
         action="append",

@@ -25,15 +25,13 @@ from threadlog.cli.threads import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
 
+HELP = "print a thread's whole message history (jsonl, openai, langchain); reads only"
+DESCRIPTION = "Print a thread's message history, complete, without running anything."
+THREAD_HELP = "thread id"
+
 
 def register(sub: Any) -> None:
-    p = source_parser(
-        sub,
-        "export",
-        help="print a thread's whole message history (jsonl, openai, langchain); reads only",
-        description="Print a thread's message history, complete, without running anything.",
-        thread="thread id",
-    )
+    p = source_parser(sub, "export", HELP, DESCRIPTION, thread=THREAD_HELP)
     p.add_argument(
         "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "

@@ -40,18 +40,16 @@ from typing import Any
 
 __all__ = ["check_output_path", "register", "run"]
 
+HELP = "show a thread's checkpoints: timeline, tool pairs, forks, what the model saw"
+DESCRIPTION = "Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only."
+THREAD_HELP = "thread id (see `threadlog threads`)"
+
 
 def register(sub: Any) -> None:
     from threadlog.cli.errors import positive
     from threadlog.cli.threads import add_flags, add_namespace, finish, source_parser
 
-    p = source_parser(
-        sub,
-        "inspect",
-        help="show a thread's checkpoints: timeline, tool pairs, forks, what the model saw",
-        description="Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only.",
-        thread="thread id (see `threadlog threads`)",
-    )
+    p = source_parser(sub, "inspect", HELP, DESCRIPTION, thread=THREAD_HELP)
     add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")
     p.add_argument(
         "--key",

@@ -45,6 +45,14 @@ from threadlog.cli.errors import CommandError
 
 __all__ = ["parse_duration", "register", "run"]
 
+HELP = "drop old checkpoints (keep each thread's head) or old threads; archive first"
+DESCRIPTION = (
+    "Retention for a checkpoint database: keep each thread's head "
+    "(--keep-latest) or delete threads idle longer than a duration (--older-than), "
+    "optionally archiving what goes to a SQLite file the inspector opens."
+)
+DB_HELP = "sqlite:///path, a path, or postgresql://…"
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -52,18 +60,9 @@ UsageError = CommandError  # bad input: one line, exit 2, nothing changed
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish
+    from threadlog.cli.threads import add_flags, finish, source_parser
 
-    p = sub.add_parser(
-        "prune",
-        help="drop old checkpoints (keep each thread's head) or old threads; archive first",
-        description="Retention for a checkpoint database: keep each thread's head "
-        "(--keep-latest) or delete threads idle longer than a duration (--older-than), "
-        "optionally archiving what goes to a SQLite file the inspector opens.",
-    )
-    p.add_argument(
-        "--db", required=True, metavar="URL", help="sqlite:///path, a path, or postgresql://…"
-    )
+    p = source_parser(sub, "prune", HELP, DESCRIPTION, db=DB_HELP, db_metavar="URL")
     add_flags(p, keep_latest="keep only each thread's head")
     p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
     p.add_argument(

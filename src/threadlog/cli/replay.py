@@ -26,22 +26,18 @@ from typing import Any
 
 __all__ = ["load_graph", "register", "run"]
 
+HELP = "re-run a stored thread's turns through the current graph; report divergences"
+DESCRIPTION = (
+    "Replay each stored turn of a thread through a graph on a scratch copy "
+    "(stored tool results served, never re-run). Exit 0 when every turn matches."
+)
+DB_HELP = "a SQLite file (path or sqlite:///path) or postgresql://…"
+
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish
+    from threadlog.cli.threads import add_flags, finish, source_parser
 
-    p = sub.add_parser(
-        "replay",
-        help="re-run a stored thread's turns through the current graph; report divergences",
-        description="Replay each stored turn of a thread through a graph on a scratch copy "
-        "(stored tool results served, never re-run). Exit 0 when every turn matches.",
-    )
-    p.add_argument(
-        "--db",
-        required=True,
-        metavar="SOURCE",
-        help="a SQLite file (path or sqlite:///path) or postgresql://…",
-    )
+    p = source_parser(sub, "replay", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument("--thread", required=True, metavar="T", help="the thread to replay")
     p.add_argument(
         "--graph",

@@ -15,6 +15,12 @@ from typing import Any
 
 __all__ = ["register", "run"]
 
+HELP = "list the threads of a database or LangGraph server, newest first"
+DESCRIPTION = (
+    "List threads newest first: turns, messages, open calls, errors and "
+    "the last user message. Reads only."
+)
+
 SOURCE_HELP = (
     "where the threads are: a SQLite file (path or sqlite:///path), postgresql://…, or a "
     "LangGraph server URL (http://127.0.0.1:2024)"
@@ -22,12 +28,19 @@ SOURCE_HELP = (
 
 
 def source_parser(
-    sub: Any, name: str, help: str, description: str, *, thread: str | None = None
+    sub: Any,
+    name: str,
+    help: str,
+    description: str,
+    *,
+    thread: str | None = None,
+    db: str = SOURCE_HELP,
+    db_metavar: str = "SOURCE",
 ) -> argparse.ArgumentParser:
-    """The parser of a subcommand that reads `--db SOURCE` (and, with `thread` its help,
-    one `--thread`)."""
+    """The parser of a subcommand that reads `--db SOURCE` (`db` its help), and with
+    `thread` its help, one `--thread`."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
+    p.add_argument("--db", required=True, metavar=db_metavar, help=db)
     if thread is not None:
         p.add_argument("--thread", required=True, help=thread)
     return p
@@ -54,13 +67,7 @@ def finish(p: argparse.ArgumentParser, run: Any) -> None:
 def register(sub: Any) -> None:
     from threadlog.cli.errors import positive
 
-    p = source_parser(
-        sub,
-        "threads",
-        help="list the threads of a database or LangGraph server, newest first",
-        description="List threads newest first: turns, messages, open calls, errors and "
-        "the last user message. Reads only.",
-    )
+    p = source_parser(sub, "threads", HELP, DESCRIPTION)
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
