@@ -1,26 +1,18 @@
-"""The tool boundary of a replay: inside a replay, every `BaseTool` invoked is answered by
-the replay's stand-in, whatever node, subgraph or agent calls it.
+"""The tool boundary of a replay: every `BaseTool` invoked inside it is answered by the
+replay's stand-in, whatever node, subgraph or agent calls it.
 
-Contract: `serving(stand_in)` is a context manager. Inside it — and in every thread or
-task started from it, which copy the context, as LangGraph's and threadlog's executors
-do — `BaseTool.run` / `BaseTool.arun` run `stand_in(tool)` (a `StandIn`: same name,
-schema and output format) in place of `tool`, so the caller gets the `ToolMessage` or
-value it would, from the replay's answer, and the tool's own function never runs.
-`outside()` runs a block with no replay in force (`--tools live` calls the real tool
-through it). Outside a `serving` block nothing changes: the hook is set on `BaseTool`
-when the first block opens and taken off when the last one closes, and it consults a
-`ContextVar`, so a graph running elsewhere meanwhile runs its tools as usual.
+Contract: `serving(stand_in)` is a context manager; inside it (and in threads and tasks
+that copy its context) `BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same
+name, schema and output format) instead of `tool`. `outside()` runs a block with no replay
+in force. The hook is on `BaseTool` only while a block is open and reads a `ContextVar`,
+so a graph running elsewhere meanwhile runs its tools as usual.
 
 `unreachable(tool)` names why the hook cannot reach a tool (its class overrides
-`invoke`/`run` or their async twins itself); replay refuses a graph that holds one.
+`invoke`/`run` or their async twins); replay refuses a graph that holds one.
 
-`replying(reply)` is the same for chat models: inside it, `BaseChatModel.invoke` /
-`ainvoke` return `reply(model, input)` and the model is not called (`--model stored` for
-a graph whose models are not `threadlog.ModelNode`s). The reply is served as a cache hit
-(a copy of the model with a `cache` answering it), so LangChain runs the call as it would
-— `on_chat_model_start` sees the request, callbacks see the reply — up to the provider.
-`stream` / `astream` give that reply as their one chunk, as LangChain's own
-`disable_streaming` does.
+`replying(reply)` does the same for chat models: `BaseChatModel.invoke` / `ainvoke`
+return `reply(model, input)`, served as a cache hit so callbacks see the request and the
+reply; `stream` / `astream` give that reply as one chunk.
 """
 
 from __future__ import annotations

@@ -3,35 +3,20 @@
 Contract:
 
 * `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
-  `RepairPlan` per thread whose head has an `open_call` problem — never for a call
-  open at the end of a head whose next step is pending (an approval,
-  `interrupt_before`, a run stopped before its tools: `check`'s `in_progress` note):
-  that step answers it when the thread resumes, and a result appended now would
-  make two; for each open call the
-  result `ModelNode` gives a call whose step stopped — `threadlog.log.pairing.not_completed`,
-  the same message with the same deterministic id — or, when appending cannot put the
-  result in its place, why not (`refused`): a plain `add_messages` list appends at its
-  end, so a call the conversation has moved past cannot be answered there; a call
-  without an id can never be answered. threadlog's log places a result right after its
-  call wherever the call is. A call of an idempotent tool that returned before its step
-  was stored is answered with its real result instead, rebuilt from the receipt stored on
-  that step (`threadlog.checkpoint.receipts`; found by `recover_results`). The repair
-  runs no tool: a marked call whose tool never returned gets "not completed" here;
-  resume the thread, or send it new input, to run it again with its key.
-* `apply_repairs(url, plans)` writes the plans through the guarded saver
-  (`threadlog.checkpointer(url)`): per thread it takes the thread with
-  `saver.exclusive(thread_id)` — a thread a run holds is refused at once
-  (`ConcurrentRunError`, said in the result) and nothing is written — re-plans on the
-  head it then reads, and appends the results as one new checkpoint made by
-  `update_state(as_node="check")`. Nothing stored is rewritten or deleted: the new
-  checkpoint's parent is the old head, every other channel keeps its stored value and
-  version, and its metadata records the repair as an event,
+  `RepairPlan` per thread whose head has an `open_call` problem — never for a call whose
+  next step is pending (`check`'s `in_progress` note). Each open call gets the result
+  `ModelNode` gives a stopped call (`threadlog.log.pairing.not_completed`, same id), or
+  its real result rebuilt from a stored receipt (`threadlog.checkpoint.receipts`), or a
+  reason it cannot be answered (`refused`: a plain `add_messages` list the conversation
+  has moved past, a call without an id). No tool runs.
+* `apply_repairs(url, plans)` writes through the guarded saver: per thread it holds
+  `saver.exclusive(thread_id)` (a thread a run holds is refused, `ConcurrentRunError`),
+  re-plans on the head it reads, and appends the results as one checkpoint made by
+  `update_state(as_node="check")`, whose metadata records
   `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`. On Postgres
-  (`lock_timeout=seconds`, the CLI's `--lock-timeout`) every statement of the repair
-  waits for a lock another connection holds at most that long, and the update's writes
-  and its checkpoint are one transaction: a timeout raises `SourceError` (one line naming
-  the lock, the thread and the timeout) with nothing written to that thread.
+  "channel": …, "calls": [call ids], "results": [message ids]}`. Nothing stored is
+  rewritten. On Postgres, `lock_timeout=seconds` bounds each lock wait and the update is
+  one transaction: a timeout raises `SourceError` with nothing written.
 """
 
 from __future__ import annotations

@@ -1,44 +1,26 @@
 """`replay`: re-run a stored thread's turns through the current graph, as a regression test.
 
 Contract: `replay(graph, source, thread_id, turns=None, model="stored", tools="stored")`
-returns a `ReplayReport`, one row per turn (a turn is a user message and what followed
-it), each `match` or the turn's *first* divergence:
+returns a `ReplayReport`, one row per turn (a user message and what followed it): `match`,
+or the turn's first divergence:
 
-* `context` — what a model call sends differs from what the stored call sent. When the
-  thread recorded its calls (`threadlog.checkpoint.calls`, any app), the request each
-  call sends now is compared with the recorded one (`threadlog.check.requests`): the
-  system prompt (a unified diff in `diff`), the other messages, and — after the call's
-  reply is compared — the tools bound and the model and its parameters. Without
-  recorded calls, what `ModelNode` sent is compared with its trace
-  (`response_metadata["threadlog"]`: the system prompt's id, how many messages).
-* `tool_schema` — a stored call no longer fits the current graph's tool (no tool of
-  that name, or arguments its schema refuses); with `model="stored"` the stored reply
-  is served, so this is how a changed schema shows.
-* `call` — a different call (another tool, more or fewer calls, a call where the stored
-  turn answered, an answer where it called), `args` — the same tools, other arguments,
-  `answer` — a different final answer.
-* `interrupt` — the turn paused in `interrupt()` (an approval) after everything before
-  the pause matched: the decision that let the stored turn go on is not replayed.
+* `context` — a model call sends other than the stored call sent: the recorded request
+  (`threadlog.check.requests`: system prompt with a unified diff, messages, then tools and
+  model), else `ModelNode`'s trace (system prompt id, message count).
+* `tool_schema` — a stored call no longer fits the current graph's tool.
+* `call` — another call, more or fewer calls; `args` — other arguments; `answer` — another
+  final answer.
+* `interrupt` — the turn paused in `interrupt()` after everything before it matched.
 
-How. Each turn starts from the state stored right before its user message (every state
-key, read from `source` read-only), with the other keys its input stored next to the user
-message, on a *scratch* thread in an in-memory saver: the source is never written, and a
-divergence in one turn does not cascade into the next. `graph` (a compiled graph using
-`threadlog.ModelNode` / `ToolNode`, or LangGraph's `ToolNode`) is copied with that
-saver, and while the turn runs every tool invoked inside it — at any subgraph depth,
-from any node (`threadlog.check.boundary`) — is answered by a stand-in serving the stored result of
-the same call — by name and arguments, else by position in the turn — so no stored
-tool's side effect runs again. A handoff tool (langgraph-swarm's or
-langgraph-supervisor's, marked by its `__handoff_destination` metadata) runs as it is:
-it only routes to the next agent. A call the stored turn did not make is reported and not
-executed (`tools="live"` runs it). A graph whose tools the boundary cannot reach (a
-`RemoteGraph` node, a tool class overriding `run`) is refused (`ValueError` naming the
-node). `model="stored"` serves each model call the turn's stored reply in order (the
-model is not called): through the graph's `ModelNode`s at any depth, else at every chat
-model's `invoke` (`boundary.replying`: LangGraph's prebuilt agent, LangChain's
-`create_agent`); `model="live"` calls the graph's own model. The `ModelNode`s are
-restored after each turn (that swap is not safe to share with a graph running elsewhere
-meanwhile).
+Each turn runs from the state stored right before its user message on a scratch thread in
+an in-memory saver: the source is never written, and a divergence does not cascade. Every
+tool invoked inside the turn, at any depth (`threadlog.check.boundary`), is served the
+stored result of the same call (by name and arguments, else position); a handoff tool
+(`__handoff_destination` metadata) runs as it is; a call the stored turn did not make is
+reported, not run (`tools="live"` runs it). A graph whose tools the boundary cannot reach
+is refused (`ValueError` naming the node). `model="stored"` serves the stored replies in
+order (through `ModelNode`s, else at every chat model's `invoke`); `model="live"` calls
+the graph's own model.
 """
 
 from __future__ import annotations

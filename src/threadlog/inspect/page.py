@@ -3,31 +3,20 @@
 Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `Thread`);
 `thread_page(thread)` wraps it in a standalone document (`threadlog inspect --html`).
 
-* Branches are drawn as a tree (`ForkTree`): each branch is its own section, starting at
-  its fork point — never interleaved with another branch's steps.
-* Within a branch, checkpoints are grouped into turns (a turn starts at an `input`
-  checkpoint); each turn is a `<details>` element — the newest three open, older ones
-  collapsed — whose summary says the user's words, steps, tokens and time taken.
-* Each step row: step, checkpoint (the full id in `title`), the node(s) that wrote it
-  (LangGraph's internal `__…__` writers hidden), the time since its parent checkpoint, and
-  its messages. A message longer than its preview expands (`<details>`) to its full
-  content. A tool call carries its complete id (`data-call-id`, `id="call-…"`) and links to
-  its result (`id="result-…"`), and the result links back.
-* A model call shows its model name, latency and tokens when `ModelNode` recorded them
-  (`response_metadata["threadlog"]`). A turn with parallel tool calls or timed model
-  calls gets a waterfall: one bar per call, from when it started to when it ended.
-* A subgraph's namespace (`thread(..., namespace=NS)`) is titled with it, and shows its
-  own steps only: the messages it received as input from the enclosing graph
-  (`ThreadRecords.inherited_ids`) are one line, "input from the enclosing graph: N
-  messages", not rows, links or waterfall bars; its pairs table lists its own calls.
-* The rest of the state, per step: each value that changed (`• key = value`) and each
-  message appended under another message key (`↳ key: …`; `threadlog.inspect.keys`).
-* The model calls the thread recorded, when loaded (`thread(..., calls=True)`; the
-  `--html` page), under the step they ran in: where (namespace > node), the model, the
-  tools and the messages as sent, the system prompt first (`threadlog.inspect.calls`).
-* The `BaseStore` items the thread's steps read and wrote, when loaded with the calls,
-  under the step that read or wrote them (`threadlog.inspect.store_items`).
-* The style is the tables' own (`threadlog.inspect.table.STYLE`).
+* Each branch (`ForkTree`) is its own section from its fork point.
+* Checkpoints are grouped into turns (from each `input` checkpoint), each a `<details>`
+  (the newest three open) summarizing the user's words, steps, tokens and time.
+* A step row: step, checkpoint, the node(s) that wrote it (`__…__` writers hidden), time
+  since its parent, its messages (a long one expands to full content). A tool call
+  (`data-call-id`, `id="call-…"`) and its result (`id="result-…"`) link to each other.
+* A model call shows model, latency and tokens when `ModelNode` recorded them; a turn with
+  parallel tool calls or timed model calls gets a waterfall.
+* A subgraph's namespace shows its own steps only; the messages it received from the
+  enclosing graph are one line, "input from the enclosing graph: N messages".
+* Per step, the other state keys that changed (`• key = value`) and messages appended
+  under other message keys (`↳ key: …`).
+* With `thread(..., calls=True)`, the recorded model calls (`threadlog.inspect.calls`)
+  and the `BaseStore` items (`threadlog.inspect.store_items`) under their step.
 """
 
 from __future__ import annotations

@@ -3,28 +3,16 @@
 Contract: `thread(source, thread_or_config)` reads a whole thread into memory and returns a
 `Thread`. `source` is one of
 
-* a compiled graph with a checkpointer, and a config (or a thread id) — the state is rebuilt
-  by that graph's own channels;
-* a checkpointer (`BaseCheckpointSaver`), or a database URL (`sqlite:///path`, a plain
-  SQLite path, `postgresql://…`), and a thread id — the state is rebuilt by a stand-in
-  graph compiled from threadlog's state schema (`threadlog.AgentState` when available,
-  else `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened
-  read-only (`threadlog.inspect.readonly`: no table, lock file or byte written) and
-  closed here;
-* a LangGraph server URL (`http://127.0.0.1:2024`, what `langgraph dev` prints) and a
-  thread id — the checkpoints are the server's own state history (`langgraph-sdk`).
+* a compiled graph with a checkpointer, and a config (or a thread id): the state is
+  rebuilt by that graph's own channels;
+* a checkpointer or a database URL (`sqlite:///path`, a path, `postgresql://…`), and a
+  thread id: rebuilt by a stand-in graph (`schema=` for one with more keys); a URL is
+  opened read-only and closed here;
+* a LangGraph server URL and a thread id: the server's own state history.
 
-Each local checkpoint is read through LangGraph's loader, so a `DeltaChannel` log is
-replayed through `MessageLogChannel`; no blob is decoded by hand. `progress(done, total)`
-is called as checkpoints are rebuilt (the CLI's progress line). The views — `timeline()`,
-`pairs()`, `context()`, `diff()`, `forks()` — are computed from the loaded records.
-
-Subgraphs: a compiled subgraph used as a node stores its own steps under its namespace
-(`checkpoint_ns = "node:task_id"`), which the root's checkpoints do not show until it
-returns. `subgraphs()` lists a local thread's namespaces (`inspect.namespaces`);
-`thread(..., namespace=NS)` loads one of them instead of the root, with the same views
-(a real graph reads it through the subgraph's own channels when it has that node, else
-the stand-in does).
+`progress(done, total)` is called as checkpoints are rebuilt. `subgraphs()` lists a local
+thread's namespaces (`inspect.namespaces`); `thread(..., namespace=NS)` loads one of them
+instead of the root, with the same views.
 """
 
 from __future__ import annotations
