@@ -1,24 +1,14 @@
 """`threadlog check --db SOURCE [--profile P …] [--thread T …] [--all-checkpoints] [--json]
 [--repair [--dry-run]]`.
 
-Contract: reports, per thread, what each profile (default: every one in `PROFILES`) would
-reject in its stored history and why (`threadlog.inspect.check`), streaming thread by
-thread (a database's subgraph namespaces too, each problem naming its namespace), then
-one summary line. Text is terminal-safe (stored ids and text escaped);
-`--json` prints JSON Lines: one object per problem (the `Problem` fields), one
-`{"thread_id", "kind": "unreadable", "detail"}` per thread that could not be read, and a
-last `{"summary": {...}}` — JSON only, with `--repair` too. Exit status: 0 every thread
-clean, 1 problems found, 2 a thread or the source could not be read or the input is bad
-(unknown profile, thread not in the database, not a LangGraph database, a Postgres table
-lock held longer than `--lock-timeout`) — one line on stderr (`cli/errors.py`).
-`--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
-the app's own state types.
-
-`--repair` appends a "not completed" result to every call without one that appending can
-answer (`threadlog.check.repair`), through the guarded saver, refusing a thread a run
-holds; `--dry-run` prints the plan and writes nothing. Without `--repair` the database is
-opened read-only. A LangGraph server URL is checked through its API
-(`threadlog.check.served`); `--repair` refuses it (exit 2, one line).
+Contract: reports, per thread, what each profile (default: all of `PROFILES`) would reject
+in its stored history (`threadlog.inspect.check`), streaming thread by thread, then one
+summary line; text is terminal-safe. `--json` prints JSON Lines: one object per problem,
+one `{"thread_id", "kind": "unreadable", "detail"}` per unreadable thread, and a last
+`{"summary": {...}}`. Exit status: 0 clean, 1 problems, 2 unreadable or bad input (one
+line on stderr, `cli/errors.py`). `--repair` appends a "not completed" result to every
+call appending can answer (`threadlog.check.repair`); `--dry-run` prints the plan. Without
+`--repair` the database is opened read-only; a server URL refuses `--repair`.
 """
 
 from __future__ import annotations

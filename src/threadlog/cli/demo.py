@@ -2,34 +2,20 @@
 
 Contract:
 
-* Runs `threadlog.examples.weather.build_graph` (shipped in the package, so it works after
-  a plain `pip install`) with `OfflineChatModel` unless `--model openai:MODEL` is given,
-  on a checkpointer opened by `threadlog.checkpointer(--db)`; the default database is
-  `threadlog-demo.db` in the current directory.
-* Without `--thread` a new thread is started; `--thread ID` continues one, so the model
-  sees the earlier turns.
-* Text output: one line per message of this turn with its role; tool calls and results
-  both show the call id; the answer streams as it is generated; then token usage, the
-  checkpoint id and how to continue. `--json` instead prints the thread's whole history
-  as one JSON document (nothing else on stdout).
-* Bad input (an unknown model spec, no API key, an empty question, an unknown thread, a
-  `--db` that is not a LangGraph database — left byte-identical — or has a wrong scheme)
-  is one line on stderr naming the flag or value, exit status 2 (`cli/errors.py`); an
-  unreachable endpoint or a failing database is one line, exit status 1 — no traceback.
-  So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
-  the profile to try and whether the thread can continue
+* Runs `threadlog.examples.weather.build_graph` with `OfflineChatModel` unless `--model
+  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`).
+* Without `--thread` a new thread starts; `--thread ID` continues one.
+* Text output: one line per message of the turn with its role, call ids on calls and
+  results, the answer streamed, then token usage, the checkpoint id and how to continue.
+  `--json` prints the thread's whole history as one JSON document instead.
+* Bad input is one line on stderr naming the flag or value, exit 2; an unreachable
+  endpoint, a failing database or a server failure is one line, exit 1
   (`threadlog.models.servers.explain_failure`).
-* Every line printed is terminal-safe (`threadlog.terminal`, `cli/transcript.py`): the
-  control characters of a message, a tool's output, an id or an error print as visible
-  escapes. `--json` prints the exact text.
-* `--profile` picks the server's wire rules (default: detected from the endpoint's
-  `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
-  (default: the profile's); `--max-model-calls` caps a turn (default 6).
-* `--max-tokens`, `--timeout`, `--max-retries` go to `ChatOpenAI` (defaults 512 tokens a
-  reply, 60 s a request, 1 retry): a small model on a slow CPU needs a longer timeout.
-* When the turn's answer holds no tool call but its text reads as a call to one of the
-  agent's tools (a fenced JSON block, `<tool_call>` tags), one hint line on stderr names
-  the server's chat template as the likely cause; the exit status does not change.
+* Every line printed is terminal-safe; `--json` prints the exact text.
+* `--profile`, `--tool-choice`, `--max-model-calls` (default 6), and `--max-tokens`,
+  `--timeout`, `--max-retries` for `ChatOpenAI`.
+* An answer whose text reads as a call to one of the agent's tools gets one hint line on
+  stderr naming the server's chat template; the exit status does not change.
 """
 
 from __future__ import annotations

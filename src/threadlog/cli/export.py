@@ -1,18 +1,11 @@
 """`threadlog export --db SOURCE --thread ID [--namespace NS] [--format jsonl|openai|langchain]
 [--checkpoint C]`.
 
-Contract: prints one thread's message history, complete (nothing cut), read-only — it never
-runs a turn. Complete means every message ever written to the thread: messages a
-`RemoveMessage` or a summarizing step hid are exported too, where they stood, marked
-`response_metadata["threadlog_removed"]` with the event that hid them
-(`threadlog.inspect.export.whole_history`; `inspect` shows the view). Formats: `jsonl`
-(default) one message per line with its role and LangChain fields, `langchain`
-LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
-langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
-full id or unique suffix); `--namespace NS` exports a subgraph's log instead of the root's
-(its namespace as `threadlog inspect` lists it under "subgraphs"); `-o FILE` writes to a
-file. `threadlog.inspect.export.loads` reads any of them back. `--thread` takes an id or a
-unique prefix. Bad input: one line, exit 2 (`cli/errors.py`).
+Contract: prints one thread's message history, complete, read-only: every message ever
+written, including those a removal hid, marked where they stood
+(`threadlog.inspect.export.whole_history`). `--checkpoint` exports the log at an earlier
+checkpoint; `--namespace NS` a subgraph's log; `-o FILE` writes to a file. Bad input: one
+line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations

@@ -1,35 +1,21 @@
 """`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
 [--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`.
 
-Contract: retention for a self-hosted app's checkpoint database (SQLite path or URL,
-Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
+Contract: retention by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
 
-* `--keep-latest`: every selected thread keeps its head — materialized, its open calls'
-  requests and stored results, compaction and edit events, checksums re-sealed — and
-  loses every older checkpoint (`prune(strategy="keep_latest")`).
-* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): the selected threads whose newest
-  checkpoint is older than D are deleted whole (`prune(strategy="delete")`).
-* `--thread T` (repeatable) selects threads; default: every thread of the database.
-* `--archive FILE`: first, each thread to prune is written whole, as it is, to FILE — a
-  new SQLite database in LangGraph's own tables, so `threadlog inspect`, `threads` and
-  `export` open it like any database (`--db FILE`). Written before anything is pruned;
-  removed again if the prune fails.
-* `--dry-run`: print what would go — per thread, the checkpoints and the bytes the rows
-  hold (the rows' sizes, less the snapshots a head gains) — and change nothing.
-* A SQLite file does not shrink when rows go (its pages are kept for reuse): `prune`
-  says what the file weighs and what it would weigh after `VACUUM` (`--dry-run`: measured
-  by rehearsing the prune and `VACUUM` on a backup copy in a temporary folder, deleted
-  after; the file itself is only read); `--vacuum` runs it
-  after the prune (Postgres: `VACUUM` of the checkpoint tables, which makes the space
-  reusable; only `VACUUM FULL`, not run here, returns it to the system).
-* `--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
-  the app's own state types, which prune reads back and rewrites into the heads.
+* `--keep-latest`: each selected thread keeps its head, materialized, and loses every
+  older checkpoint.
+* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): threads whose newest checkpoint is
+  older than D are deleted whole.
+* `--thread T` (ids or unique prefixes) selects threads; default every thread.
+* `--archive FILE`: first writes each thread to prune, whole, to a new SQLite database
+  the inspector opens; removed again if the prune fails.
+* `--dry-run`: per thread, the checkpoints and bytes that would go; nothing changes.
+* SQLite: prints the file's size and its size after `VACUUM` (`--dry-run` measures on a
+  temporary copy); `--vacuum` runs it after the prune (Postgres: `VACUUM` of the tables).
 
-Every selected thread is held for the whole call (the run guard's lock, refusing a thread
-a run holds), then all are pruned in one transaction. Errors — no or both strategies, a
-bad duration, an archive path that exists, a thread held by a run, a thread that is not
-in the database, a file or database that is not LangGraph's (left byte-identical) — are
-one line on stderr, exit status 2, and nothing changed (`cli/errors.py`).
+Every selected thread is held (the run guard's lock) for the whole call, then all are
+pruned in one transaction. Errors are one line on stderr, exit 2, nothing changed.
 """
 
 from __future__ import annotations

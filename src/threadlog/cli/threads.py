@@ -1,10 +1,9 @@
-"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
+"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`; and the options
+the reading commands share.
 
-Contract: lists the threads of a database (SQLite path or URL, Postgres URL) or a LangGraph
-server URL, newest first — id, updated, turns, messages, open calls, errors, the last user
-message — as text that fits in 100 columns, or as JSON (`threadlog.inspect.threads` rows,
-full texts). Reads only: the database is opened read-only. Bad input: one line, exit 2
-(`cli/errors.py`).
+Contract: lists the threads of a database or a LangGraph server, newest first, as text
+that fits in 100 columns or as JSON (`threadlog.inspect.threads` rows). Reads only. Bad
+input: one line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""`--allow-type module:Class`: every command that reads stored values (threads, inspect,
-export, check, replay, prune) rebuilds an app's own state types by it.
+"""`--allow-type module:Class`: every command that reads stored values rebuilds an app's
+own state types by it.
 
-Contract: `add_allow_type(parser)` adds the flag (repeatable; each value may also be a
-comma-separated list, like `THREADLOG_ALLOW_TYPES`, which every read also takes).
-`allowing(args)` is the block the command reads in: each named module is imported first
-(from the current folder too, as `uvicorn app:main` does), so a name that does not import
-is a one-line error naming the flag, not a value silently shown undecoded. A value of a
-type neither names still reads, as `<not decoded: module.Class>`. The block yields the
-`(module, class)` pairs of both, for a command that opens a writing saver
-(`checkpointer(url, allowed_types=...)`: `prune`, `check --repair`).
+Contract: `add_allow_type(parser)` adds the flag (repeatable, each value may be a
+comma-separated list, like `THREADLOG_ALLOW_TYPES`). `allowing(args)` is the block the
+command reads in: each named module is imported first (from the current folder too), so a
+name that does not import is a one-line error; it yields the `(module, class)` pairs for a
+command that opens a writing saver.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The weather demo: "北京今天适合带伞吗？" in, a `get_weather` call per city, an answer out.
 
-This is the template to copy into your own LangGraph app. It uses only what `threadlog`
-exports, plus a LangChain tool:
+The template to copy into your own LangGraph app:
 
-* `get_weather(city)` — a tool with deterministic offline data (rain probability,
-  temperature; Chinese or English city names). Each city answers after its own small
-  latency, so parallel calls finish out of order — and the message log still places every
-  result right after its call, in call order.
-* `build_graph(model=None, checkpointer=None, ...)` — the agent in one call:
-  `threadlog.create_agent` (model node ⇄ tool node, with a context policy).
-* `build_branching_graph(model=None, checkpointer=None, ...)` — the same agent wired by hand
-  from the nodes, with one `Send` task per tool call: what to copy when you add threadlog to
-  a graph you already have.
+* `get_weather(city)` — a tool with deterministic offline data; each city answers after
+  its own latency, so parallel calls finish out of order.
+* `build_graph(model=None, checkpointer=None, ...)` — the agent, `threadlog.create_agent`.
+* `build_branching_graph(model=None, checkpointer=None, ...)` — the same agent wired by
+  hand from the nodes, one `Send` task per tool call.
 
-With no model given, both use `threadlog.OfflineChatModel`, so the demo runs with nothing
-configured. Pass any LangChain chat model (e.g. `ChatOpenAI`) to use a real one.
+With no model given, both use `threadlog.OfflineChatModel`.
 """
 
 from __future__ import annotations

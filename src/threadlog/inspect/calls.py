@@ -1,19 +1,13 @@
 """The model calls a thread recorded (`checkpoint/calls.py`), read back for people.
 
 Contract: `recorded_calls(source, thread_id)` reads every `CALLS_CHANNEL` write of the
-thread, in every namespace and branch, from the backend itself (read-only; a database
-written without recording has none and reads as before), and returns a `CallList` in
-the order the calls started. Each `RecordedCall` holds the messages as sent, rebuilt from
-the call's blobs or, for a message stored by reference, from the thread's stored messages
-with that id and digest (`missing` when neither is stored any more: a pruned step); the
-tool names and schemas; the model, provider and parameters; the reply (the stored
-AIMessage with `reply_id`) and, for a call that made several generations (`n>1`), the
-others in order (`other_replies`, their content recorded: `invoke` stores only the
-first); where it ran (`namespace`: the graph's node names above the task, `agent`,
-`node`, `step`, `checkpoint_id`). `rows()` is JSON-ready; `json_text()` is that JSON
-with C1 controls and bidi overrides escaped as `\\uXXXX`; `str()` is the terminal
-text, every stored string through `threadlog.terminal.safe`; `_repr_html_()`
-escapes everything.
+thread (every namespace and branch, read-only) into a `CallList`, in start order. A
+`RecordedCall` holds the messages as sent (a message stored by reference is read from the
+thread's messages by id and digest; `missing` when pruned), tool names and schemas,
+model, provider and parameters, the reply (`reply_id`) and further generations
+(`other_replies`), and where it ran (`namespace`, `agent`, `node`, `step`,
+`checkpoint_id`). `rows()` is JSON-ready; `json_text()` escapes C1 and bidi controls;
+`str()` is terminal-safe; `_repr_html_()` escapes everything.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Reading a thread's checkpoints into plain `CheckpointRecord`s.
 
 Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (in
-`config`'s `checkpoint_ns`; the root namespace by default), oldest first, each with its
-state *as LangGraph rebuilds it* — values come from `graph.get_state_history`, so a
-`DeltaChannel` message log is replayed through `MessageLogChannel` exactly as a run would
-read it. No blob is decoded here: the raw side (`versions_seen`, pending writes) comes from
-`saver.list`, whose serializer does the decoding.
-
-`graph` is the user's compiled graph, or a stand-in compiled from the threadlog state schema
-(see `threadlog.inspect.thread`) when only a database and a thread id are known.
-
-Which nodes wrote a checkpoint is read from the checkpoint itself: a pull task that ran bumps
-its entry in `versions_seen`; a pushed task (`Send`) is named by the `Send` its parent step
-wrote. Failed tasks are the `__error__` writes saved against a checkpoint, and the writes
-the message log refused when a step was not applied (`inspect.refused`).
+`config`'s `checkpoint_ns`), oldest first, each with its state as LangGraph rebuilds it
+(`graph.get_state_history`; `graph` may be a stand-in, `threadlog.inspect.source`) and
+its raw side (`versions_seen`, pending writes) from `saver.list`. The nodes that wrote a
+checkpoint are read from its `versions_seen` bumps and its parent's `Send`s; failed tasks
+are its `__error__` writes and the writes the log refused (`inspect.refused`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What one checkpoint changed, compared with its parent: the facts behind every view.
 
-Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)` is the messages in
-`rec`'s log whose ids are not in the parent's, in log order (a tool result may land in the
-middle of the log, next to its call, so this is a set difference, not a suffix).
-`open_calls(messages)` are the ids of calls with no result yet (`threadlog.log.pairing`: a
-call without an id is open, listed as `""`), `usage(messages)` sums the
-`usage_metadata` of the AIMessages, and `message_line` is the one-line form shared by the
-text and HTML renderers. `edits_added(rec, parent)` is the reviewer edits
-(`threadlog.Edit`) recorded by `rec`'s step, each with the calls it superseded and the
-new ones (`edit_line` renders one).
+Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)`: the messages
+whose ids are not in the parent's log, in log order. `open_calls(messages)`: ids of calls
+with no result (`""` for a call without an id). `usage(messages)`: summed
+`usage_metadata`. `message_line`: the one-line form of a message. `edits_added(rec,
+parent)`: the reviewer edits the step recorded (`edit_line` renders one).
 """
 
 from __future__ import annotations

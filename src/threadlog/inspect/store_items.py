@@ -1,16 +1,12 @@
 """The `BaseStore` items each step of a thread read and wrote
 (`checkpoint/store_ops.py` records them), read back for people.
 
-Contract: `store_items(source, thread_id)` reads them from the thread's recorded-calls
-writes (every namespace and branch, from the backend itself, read-only; a thread whose
-graph had no store, or written without recording, has none) and returns a `StoreUse`
-list in the order they happened. Each `StoreOp`: where it ran (`namespace`: the graph's
-node names above the task, `agent`, `node`, `step`, `checkpoint_id`), the operation
-(`get`, `search`, `put`, `delete`, `list_namespaces`), the store namespace and key, the
-value read or written, a search's query, filter and items (namespace, key, value).
-`rows()` is JSON-ready; `json_text()` is that JSON with C1 controls and bidi overrides
-escaped as `\\uXXXX`; `str()` is the terminal text, every stored string through
-`threadlog.terminal.safe`; `_repr_html_()` escapes everything.
+Contract: `store_items(source, thread_id)` reads them from the recorded-calls writes
+(every namespace and branch, read-only) into a `StoreUse` list, in order. A `StoreOp`:
+where it ran, the operation (`get`, `search`, `put`, `delete`, `list_namespaces`), store
+namespace and key, the value, a search's query, filter and items. `rows()` is JSON-ready;
+`json_text()` escapes C1 and bidi controls; `str()` is terminal-safe; `_repr_html_()`
+escapes everything.
 """
 
 from __future__ import annotations
