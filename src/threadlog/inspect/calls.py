@@ -273,22 +273,9 @@ def _tuples(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointT
 def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     """The `CallList` the checkpoints of one thread (every namespace) hold."""
     tuples = list(tuples)
-    found: list[tuple[str, dict[str, Any]]] = []
-    blobs: dict[str, Any] = {}
-    for tup in tuples:
-        cid = str(tup.config["configurable"].get("checkpoint_id"))
-        for _, channel, value in tup.pending_writes or ():
-            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
-                continue
-            b = value.get("blobs")
-            if isinstance(b, Mapping):
-                blobs.update(b)
-            for call in value.get("calls") or ():
-                if isinstance(call, Mapping):
-                    found.append((cid, dict(call)))
+    found, blobs = recorded_entries(tuples, "calls")
     if not found:
         return CallList(thread_id)
-    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
     _expand_slices(found)
     wanted: set[str] = set()
     for _, call in found:
@@ -312,6 +299,37 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     calls = [_call(cid, call, blobs, stored, by_digest) for cid, call in found]
     calls.sort(key=lambda c: c.started)
     return CallList(thread_id, calls)
+
+
+def recorded_entries(
+    tuples: Iterable[CheckpointTuple], key: str
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """`(checkpoint id, entry)` for each `key` entry (`calls`, `store`) of the recorded-calls
+    writes, in the order they started, and the blobs those writes carry."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    blobs: dict[str, Any] = {}
+    for tup in tuples:
+        cid = str(tup.config["configurable"].get("checkpoint_id"))
+        for _, channel, value in tup.pending_writes or ():
+            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
+                continue
+            b = value.get("blobs")
+            if isinstance(b, Mapping):
+                blobs.update(b)
+            found += [(cid, dict(e)) for e in value.get(key) or () if isinstance(e, Mapping)]
+    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
+    return found, blobs
+
+
+def task_place(entry: Mapping[str, Any]) -> tuple[list[str], str, str, str]:
+    """`(ns parts, namespace, agent, node)` of the task an entry was recorded in: the
+    graph's node names above the task, the agent (the nearest of them) and the node."""
+    ns = str(entry.get("ns") or "")
+    parts = ns.split(PREGEL.ns_sep) if ns else []
+    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
+    node = str(entry.get("node") or (names[-1] if names else "?"))
+    outer = names[:-1]
+    return parts, PREGEL.ns_sep.join(outer), outer[-1] if outer else node, node
 
 
 def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
@@ -460,12 +478,7 @@ def _call(
     stored: Mapping[str, list[BaseMessage]],
     by_digest: Callable[[], Mapping[str, BaseMessage]],
 ) -> RecordedCall:
-    ns = str(call.get("ns") or "")
-    parts = ns.split(PREGEL.ns_sep) if ns else []
-    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
-    node = str(call.get("node") or (names[-1] if names else "?"))
-    outer = names[:-1]
-    namespace = PREGEL.ns_sep.join(outer)
+    parts, namespace, agent, node = task_place(call)
     params_blob = blobs.get(str(call.get("params")))
     tools_blob = blobs.get(str(call.get("tools_d")))
     reply_id = call.get("reply_id")
@@ -477,7 +490,7 @@ def _call(
     step = call.get("step")
     return RecordedCall(
         namespace=namespace,
-        agent=outer[-1] if outer else node,
+        agent=agent,
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
@@ -501,7 +514,7 @@ def _call(
         task=parts[-1].rsplit(PREGEL.ns_end, 1)[-1] if parts else "",
         started=float(call.get("t") or 0.0),
         run_id=str(call.get("run_id") or ""),
-        ns=ns,
+        ns=str(call.get("ns") or ""),
         other_replies=[
             _resolve(e, blobs, stored, by_digest) for e in call.get("others") or ()
             if isinstance(e, Mapping)
