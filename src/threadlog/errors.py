@@ -177,12 +177,8 @@ def _rebuild_concurrent(
 
 
 class ToolCallError(ThreadlogError, RuntimeError):
-    """A tool call that failed, raised instead of returned when `handle_errors=False`.
-
-    `kind` is the `ErrorKind` (`threadlog.nodes.tools.checks`); `call_id`/`tool` name the
-    call; the message is the same text an error result would carry. The original
-    exception, if any, is `__cause__`.
-    """
+    """A tool call that failed, raised instead of returned when `handle_errors=False`;
+    `kind` is the `ErrorKind`, the original exception `__cause__`."""
 
     def __init__(self, kind: str, text: str, *, call_id: str, tool: str) -> None:
         self.kind = kind
@@ -213,22 +209,13 @@ class IdempotencyError(ThreadlogError, ValueError):
 
 
 class StoredDataError(ThreadlogError, ValueError):
-    """Stored checkpoint data that reads back as something other than what was written.
-
-    A blob naming a type outside the serializer's allowlist (never imported or called),
-    or a thread whose writes no longer form the chain they were stored as (a row deleted
-    or swapped). Reading such a thread fails loudly instead of showing a different history.
-    """
+    """Stored checkpoint data that reads back as something other than what was written:
+    a type outside the allowlist, or writes that no longer form their stored chain."""
 
 
 class UpstreamChangedError(ThreadlogError, RuntimeError):
     """The installed LangGraph (or langchain) release no longer does what threadlog relies
-    on: a hooked entry point that stopped firing, an attribute that is gone.
-
-    `threadlog.checkpointer(url)` checks its hooks once per process before it returns a
-    guarded saver, so an incompatible upgrade fails there instead of running unguarded.
-    `package` and `version` name the installed release; `problem` says what stopped working.
-    """
+    on; `package` and `version` name it, `problem` says what stopped working."""
 
     def __init__(self, problem: str, *, package: str, version: str) -> None:
         self.problem = problem

@@ -80,8 +80,7 @@ async def checkpointer(
     The server calls it with no arguments; a one-line file can fix others with
     `functools.partial` (`url` instead of the variable, and `acheckpointer`'s
     `allowed_types`, `max_input_chars`, `max_lock_connections`)."""
-    # The server's adapter would walk delta-channel history itself, past the history cache
-    # and the checksum check: O(history) per turn (`_upstream.forward_server_delta_history`).
+    # Else the server's adapter walks delta history itself, past the cache and checksums.
     forward_server_delta_history()
     url = checkpointer_url() if url is None else _checked(url, "url")
     # "enqueue": the server's run queue decides; the guard never refuses a run it started.

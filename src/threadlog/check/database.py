@@ -145,13 +145,8 @@ def sort_findings(
 
 @contextlib.contextmanager
 def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
-    replaying and repairing read LangGraph's tables themselves (a server is checked
-    through its API: `threadlog.check.served`).
-
-    The saver checks the stored writes against their checksums as threadlog's own saver
-    does (`threadlog.checkpoint.integrity`): a thread its readers would refuse is never
-    called clean."""
+    """`source` opened read-only, its writes checked against their checksums
+    (`threadlog.checkpoint.integrity`); a server URL is refused."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -365,9 +360,8 @@ def _subgraph_problems(
     result: ThreadCheck,
     strict_first_turn: bool,
 ) -> None:
-    """The problems of the thread's subgraph namespaces: at the head, those that ran from
-    the root's head (the subgraph work the next run resumes; one the thread moved past is
-    not sent again); with `every`, every checkpoint of every namespace."""
+    """The problems of the thread's subgraph namespaces that ran from the root's head;
+    with `every`, of every checkpoint of every namespace."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
     for sub in subgraph_namespaces(saver, head.thread_id):

@@ -107,10 +107,8 @@ def plan_for(
     *,
     in_progress: bool = False,
 ) -> RepairPlan | None:
-    """The repair of one message channel, or None when it has no open call; `receipts`:
-    results rebuilt from idempotent tools' receipts, which answer their calls instead.
-    `in_progress`: the checkpoint's next step is pending, so the calls open at the end
-    are its to answer (module doc), not the repair's."""
+    """The repair of one message channel, or None when it has no open call; `receipts`
+    answer their calls instead; with `in_progress` the calls open at the end are left."""
     index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
     pending = [
         (request, result, call)
@@ -275,9 +273,7 @@ def apply_repairs(
     allowed_types: Sequence[tuple[str, str]] = (),
     lock_timeout: float | None = None,
 ) -> list[RepairResult]:
-    """Write `plans` through the guarded saver, one thread at a time (module doc).
-    `lock_timeout`: on Postgres, a statement waits at most that many seconds for a lock
-    another connection holds, then `SourceError` (one line) says so — never a hang."""
+    """Write `plans` through the guarded saver, one thread at a time (module doc)."""
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError

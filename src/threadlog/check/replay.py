@@ -164,16 +164,10 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         if seed is None:  # written by update_state in one go: the stored prefix
             seed = {"messages": head[:at]}
         body = head[at + 1 : end]
-        out.append(
-            _Turn(
-                n,
-                user,
-                dict(seed),
-                [m for m in body if isinstance(m, AIMessage)],
-                [m for m in body if isinstance(m, ToolMessage)],
-                inputs=inputs.get(user.id or "", {}),
-            )
-        )
+        replies = [m for m in body if isinstance(m, AIMessage)]
+        results = [m for m in body if isinstance(m, ToolMessage)]
+        given = inputs.get(user.id or "", {})
+        out.append(_Turn(n, user, dict(seed), replies, results, inputs=given))
     return out
 
 
@@ -410,9 +404,7 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
             stub = RunnableLambda(served.node_reply)
             for m in models:
                 m.bound = m.bound_first = stub
-        # Every tool invoked inside the turn, at any depth, is answered by a stand-in;
-        # with stored replies and no ModelNode, every chat model is answered at its
-        # `invoke` (the graph's own model nodes, LangGraph's or LangChain's agents).
+        # With stored replies and no ModelNode, every chat model is answered at `invoke`.
         with contextlib.ExitStack() as stack:
             stack.enter_context(serving(served.stand_in))
             if model == "stored" and not models:
@@ -460,15 +452,8 @@ def _compare(
                 return _context(k, d)
             late = d
         if k >= len(ais):
-            return (
-                "call",
-                k + 1,
-                f"{_FEWER} {len(ais)} model call(s); the stored turn "
-                f"made {len(turn.replies)}",
-                _summary(stored),
-                None,
-                None,
-            )
+            made = f"{_FEWER} {len(ais)} model call(s); the stored turn made {len(turn.replies)}"
+            return ("call", k + 1, made, _summary(stored), None, None)
         got = ais[k]
         s_trace = stored.response_metadata.get(TRACE_KEY) or {}
         r_trace = got.response_metadata.get(TRACE_KEY) or {}
@@ -499,28 +484,16 @@ def _compare(
                 "call", k + 1, "the model made other calls", _summary(stored), _summary(got), None
             )
         if sc != rc:
-            return (
-                "args",
-                k + 1,
-                "the same tools with other arguments",
-                _summary(stored),
-                _summary(got),
-                None,
-            )
+            other = "the same tools with other arguments"
+            return ("args", k + 1, other, _summary(stored), _summary(got), None)
         if not sc and _text(stored) != _text(got):
             return ("answer", k + 1, "a different final answer", _text(stored), _text(got), None)
         if late is not None:
             return _context(k, late)
     if len(ais) > len(turn.replies):
-        extra = ais[len(turn.replies)]
-        return (
-            "call",
-            len(turn.replies) + 1,
-            "the replay called the model more times",
-            None,
-            _summary(extra),
-            None,
-        )
+        extra = _summary(ais[len(turn.replies)])
+        more = "the replay called the model more times"
+        return ("call", len(turn.replies) + 1, more, None, extra, None)
     return ("match", None, "", None, None, None)
 
 
@@ -549,9 +522,8 @@ def _replay_turn(
     recorded: Sequence[Request | None] = (),
     models_only: bool = False,
 ) -> TurnResult:
-    """One turn replayed; `models_only`: the turn's stored replies are the AIMessages a
-    recorded model call produced, so the replayed ones are those a model call produced
-    (a message a node wrote itself, such as a supervisor's handoff back, is neither)."""
+    """One turn replayed; `models_only`: compare only the AIMessages a model call
+    produced (not one a node wrote itself)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -597,14 +569,8 @@ def _replay_turn(
     elif stopped is not None and stopped.kind == "tool_schema" and not (
         kind == "context" and (call or 0) < (stopped.model_call or 0)
     ):
-        kind, call, detail, stored, replayed, diff = (
-            stopped.kind,
-            stopped.model_call,
-            stopped.detail,
-            None,
-            None,
-            None,
-        )
+        kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
+        stored = replayed = diff = None
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
@@ -754,14 +720,6 @@ def replay(
         models_only = bool(made) and len(made) < len(turn.replies)
         if models_only:
             turn = dataclasses.replace(turn, replies=made)
-        results.append(
-            _replay_turn(
-                graph,
-                turn,
-                model,
-                tools,
-                [requests.get(str(ai.id)) for ai in turn.replies],
-                models_only,
-            )
-        )
+        recorded = [requests.get(str(ai.id)) for ai in turn.replies]
+        results.append(_replay_turn(graph, turn, model, tools, recorded, models_only))
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

@@ -48,8 +48,7 @@ DEFAULT_DB = "sqlite:///threadlog-demo.db"
 DURABILITY: Literal["sync"] = "sync"
 # A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
 DEMO_MAX_MODEL_CALLS = 6
-# ChatOpenAI's settings for `--model openai:…`. A small local model can ramble for
-# thousands of tokens, and an answer needs few.
+# ChatOpenAI's settings for `--model openai:…`: a small local model can ramble.
 DEMO_MAX_TOKENS = 512
 DEMO_TIMEOUT_S = 60.0
 DEMO_MAX_RETRIES = 1
@@ -446,11 +445,8 @@ def _one_line(e: BaseException) -> str:
 
 
 def text_call_hint(messages: list[Any]) -> str | None:
-    """One line for stderr when the turn's answer is a tool call written as text.
-
-    The server found no call in the reply, but its text reads as one to a tool the agent
-    has: most likely the server's chat template renders calls in another form than the
-    model writes them, so the server's parser never saw a call (docs/profiles.md)."""
+    """One line for stderr when the turn's answer is a tool call written as text (most
+    likely the server's chat template, docs/profiles.md)."""
     from langchain_core.messages import AIMessage
 
     from threadlog.examples.weather import get_weather

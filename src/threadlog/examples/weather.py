@@ -187,12 +187,8 @@ def build_branching_graph(
     *,
     context: ContextPolicy | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent wired by hand, one `Send` task per tool call.
-
-    context → model → (one "tools" task per call) → context → model … until the model
-    answers without calls. Each task returns one `ToolMessage`; the message log puts them
-    in call order, whichever finishes first.
-    """
+    """The weather agent wired by hand, one `Send` task per tool call: context → model →
+    tools → context … until the model answers without calls."""
     policy = context or _context()
     tools = [get_weather]
 

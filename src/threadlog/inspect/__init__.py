@@ -41,9 +41,7 @@ from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
 from threadlog.inspect.timeline import Timeline
 
-# `check` and `replay` live in `threadlog.check` (they write or execute); reachable here for
-# the code that imports them from this package, resolved on first use so reading a thread
-# never loads them (and `threadlog.check`, which reads through this package, has no cycle).
+# `check` and `replay` live in `threadlog.check`; resolved on first use (no import cycle).
 _FROM_CHECK = {
     "CheckReport": "threadlog.check.database",
     "Problem": "threadlog.check.database",

@@ -334,8 +334,7 @@ def task_place(entry: Mapping[str, Any]) -> tuple[list[str], str, str, str]:
 
 def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
     """Each call's `{"slice": [run id, start, end]}` entries as the entries of the call
-    they name (stored earlier, though it may have started later: calls are stored as
-    their steps' writes land), expanded once that call's own are."""
+    they name, expanded once that call's own are."""
     by_run: dict[str, list[Any]] = {}
     waiting = [call for _, call in found]
     while waiting:

@@ -102,10 +102,8 @@ class ContextSeen(Table):
         log = self.at.messages
         idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
         self.log: list[BaseMessage] = log[:idx]
-        # The same ModelNode that made the call (loaded from a graph), or one built from
-        # what the run recorded and the given settings: the context comes from
-        # `ModelNode.context_for`, the node's own definition, so the inspector cannot
-        # drift from what was sent.
+        # The context comes from `ModelNode.context_for` itself, so it cannot drift from
+        # what the node sends.
         graph_node = thread.model_node()
         self.sent = self._sent(thread) if policy is None and system_prompt is None else None
         prompt, self.prompt_source = self._prompt(graph_node, system_prompt)

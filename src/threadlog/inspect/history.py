@@ -97,8 +97,7 @@ class ThreadRecords:
 
     def inherited_ids(self) -> frozenset[str]:
         """In a subgraph's namespace, the ids of the messages it received as input from
-        the enclosing graph (what the step after each of its `input` checkpoints
-        appended); empty for the root, whose input is the user's."""
+        the enclosing graph; empty for the root."""
         if self._inherited is None:  # every turn of the page asks: computed once
             out: set[str] = set()
             for rec in self.records if self.namespace else ():

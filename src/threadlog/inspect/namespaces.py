@@ -160,10 +160,8 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
 
 class HeadWithFinishedWork(InNamespace):
-    """`InNamespace` whose read of the head (`head`: its id, or None for a read naming
-    no checkpoint) carries what the stopped step's finished tasks stored
-    (`finished.with_finished_work`), as LangGraph's `get_state` of the head applies
-    finished tasks' writes — for the export."""
+    """`InNamespace` whose read of the head carries what the stopped step's finished
+    tasks stored (`finished.with_finished_work`), as `get_state` shows it."""
 
     def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None) -> None:
         super().__init__(inner, namespace)

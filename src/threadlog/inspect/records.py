@@ -134,8 +134,7 @@ def list_tuples(
     saver: BaseCheckpointSaver[Any], config: RunnableConfig, last: int | None = None
 ) -> dict[str, CheckpointTuple]:
     """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`),
-    newest first, as `saver.list` gives them (one read; the reader builds its stand-in
-    from the newest, so the head is decoded no more than needed)."""
+    newest first, in one `saver.list` read."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
@@ -164,13 +163,8 @@ def records_from(
     conf = dict(config.get("configurable") or {})
     ns = str(conf.get("checkpoint_ns") or "")
     base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
-    # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
-    # the other order): under a history cache (`threadlog.checkpointer`'s default, and
-    # the reader's own saver) each log is its parent's plus one step's writes, instead of
-    # a replay from the thread's start for every checkpoint.
-    # The newest first, though: its log (a snapshot's, or the cold read's) is then the
-    # cache's entry, and the oldest loaded one steps back from it (`MessageLog.rewind`)
-    # when that is near, instead of rebuilding from the snapshot before it.
+    # One `get_state` per checkpoint: under a history cache each log is its parent's plus
+    # one step. The newest first, so the oldest loaded one can step back from it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:
@@ -184,9 +178,7 @@ def records_from(
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
         parent = _parent_id(tup)
-        # Which node each task of this checkpoint is: the real graph knows, and so does a
-        # stand-in with the thread's node names (`inspect.source.stand_in`): LangGraph
-        # derives a task's id from its node's name and triggers.
+        # The graph, or a stand-in with the thread's node names, names each task.
         task_names = {t.id: t.name for t in snap.tasks}
         task_names_of[cid] = task_names
         records.append(
@@ -233,11 +225,9 @@ def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
     """How the thread waits at `rec` when nothing ran from it (a leaf checkpoint):
 
     * "interrupted in NODE" — a task called `interrupt()` (its `__interrupt__` write);
-    * "paused before NODE" — tasks to run and none started: `interrupt_before`, or
-      (from a database, where the graph's settings are not stored) a run that stopped
-      before the step; a graph says which: its `interrupt_before` nodes give "paused
-      before", its `interrupt_after` nodes having just run give "paused after NODE", and
-      anything else is "stopped before NODE";
+    * "paused before NODE" — tasks to run and none started; given the graph, its
+      `interrupt_after` nodes give "paused after NODE" and other nodes not in
+      `interrupt_before` "stopped before NODE";
     * None — the thread finished there, a task failed (`errors`), or a step ran from it.
     """
     if rec.children:

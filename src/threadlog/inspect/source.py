@@ -123,11 +123,8 @@ _READER = "threadlog_inspect"
 def stand_in(
     saver: BaseCheckpointSaver[Any], schema: type[Any] | None, shape: Shape | None = None
 ) -> Graph:
-    # A graph whose only job is to own the right channels: LangGraph's loader then
-    # rebuilds each checkpoint exactly as the original graph would read it. Given the
-    # head's `shape`, it also owns the head's other keys and has a (never run) node of
-    # each name the thread knows, so LangGraph names the tasks of a checkpoint — which
-    # node failed, was interrupted, runs next — with the ids they were stored under.
+    # Owning the right channels and node names, LangGraph's loader reads each checkpoint
+    # (and names its tasks) as the original graph would.
     from threadlog.checkpoint.state_types import allow_state_types
 
     given = schema is not None
@@ -151,9 +148,7 @@ def stand_in(
 
 @contextlib.contextmanager
 def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's saver for `url`, opened read-only (`threadlog.inspect.readonly`), with
-    threadlog's history cache so a whole thread is rebuilt step by step, not once per
-    checkpoint from its start."""
+    """LangGraph's saver for `url`, opened read-only, with threadlog's history cache."""
     from threadlog.checkpoint.cache import with_history_cache
     from threadlog.inspect.readonly import open_readonly
 

@@ -157,9 +157,7 @@ def render_text(table: Table, width: int = WIDTH) -> str:
 
 # -- HTML ------------------------------------------------------------------------
 
-# Scoped to .threadlog-inspect. JupyterLab right-aligns every table cell with a more
-# specific selector (`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`), so alignment
-# and padding are `!important` here; tests/inspect/test_inspect_html.py checks it in Chromium.
+# Scoped to .threadlog-inspect; `!important` beats JupyterLab's more specific cell rules.
 STYLE = """<style>
 .threadlog-inspect{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
  font-size:12px;color:#1f2328;text-align:left}

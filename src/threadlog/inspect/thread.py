@@ -151,20 +151,10 @@ def thread(
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
 
-    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`, an
-    `inspect.calls.CallList`; a local checkpointer's thread only): the page and the
-    notebook view show each under the step that made it. It reads every namespace of
-    the thread once more.
-
-    `key`: the state key whose messages the views read (`Thread.message_keys` lists
-    them; default `messages` when the state has it, else the first message key).
-
-    `namespace`: a subgraph's `checkpoint_ns` (see `Thread.subgraphs()`) to load instead
-    of the root namespace.
-
-    `last=N` loads only the newest N checkpoints: LangGraph rebuilds each checkpoint of a
-    delta channel from its nearest snapshot, so reading a whole long thread costs time
-    that grows faster than the thread does.
+    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`; a
+    local thread only). `key`: the state key whose messages the views read (default
+    `messages`, else the first message key). `namespace`: a subgraph's `checkpoint_ns` to
+    load instead of the root. `last=N` loads only the newest N checkpoints.
     """
     config: RunnableConfig = (
         {"configurable": {"thread_id": thread}} if isinstance(thread, str) else thread

@@ -100,9 +100,8 @@ def summaries(
 
 
 def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """The text of the last user message a run's input brought (the newest input
-    checkpoints' `__start__` values), not a message a node wrote as the user's; None when
-    the newest few inputs hold none (a resume, a `Command`)."""
+    """The text of the last user message a run's input brought (not one a node wrote);
+    None when the newest few inputs hold none (a resume, a `Command`)."""
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
         inputs = saver.list(config, filter={"source": "input"}, limit=3)
