@@ -68,6 +68,20 @@ class RepairPlan:
     refused: list[str] = field(default_factory=list)
     """Open calls appending cannot answer, each with why."""
 
+    def row(self) -> dict[str, Any]:
+        """The plan as `check --repair --dry-run --json` prints it."""
+        results = [
+            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results
+        ]
+        return {
+            "thread_id": self.thread_id,
+            "checkpoint_id": self.checkpoint_id,
+            "channel": self.channel,
+            "format": self.format,
+            "results": results,
+            "refused": self.refused,
+        }
+
     def lines(self) -> list[str]:
         out = [
             f"thread {self.thread_id}: append {len(self.results)} result(s) to "
@@ -83,10 +97,10 @@ class RepairPlan:
 @dataclass(slots=True)
 class RepairResult:
     thread_id: str
+    channel: str = ""  # the message key appended to
     written: list[str] = field(default_factory=list)  # result message ids appended
     checkpoint_id: str | None = None  # the new head
     refused: str | None = None
-    channel: str = ""  # the message key appended to
 
     def line(self) -> str:
         if self.refused:

@@ -142,21 +142,14 @@ def check(
 ) -> CheckReport:
     """Check the threads of `source` — a checkpointer, a database URL or path, or a
     LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
+    options: Any = {
+        "threads": threads,
+        "all_checkpoints": all_checkpoints,
+        "strict_first_turn": strict_first_turn,
+    }
     if not (isinstance(source, str) and is_server_url(source)):
-        return check_database(
-            source,
-            profiles=profiles,
-            threads=threads,
-            all_checkpoints=all_checkpoints,
-            strict_first_turn=strict_first_turn,
-        )
+        return check_database(source, profiles=profiles, **options)
     chosen = resolve_profiles(profiles)
     with Server(source) as server:
-        results = check_served(
-            server,
-            profiles=chosen,
-            threads=threads,
-            all_checkpoints=all_checkpoints,
-            strict_first_turn=strict_first_turn,
-        )
+        results = check_served(server, profiles=chosen, **options)
         return report_of(results, describe(source), chosen, ServedCheckReport)

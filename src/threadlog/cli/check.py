@@ -201,6 +201,8 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
+    from dataclasses import asdict
+
     from threadlog.check.database import open_database
     from threadlog.check.repair import apply_repairs, plan_repairs
     from threadlog.cli.types import allowing
@@ -211,21 +213,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
     if args.json and args.dry_run:
         for plan in plans:
-            _out(
-                dumps(
-                    {
-                        "thread_id": plan.thread_id,
-                        "checkpoint_id": plan.checkpoint_id,
-                        "channel": plan.channel,
-                        "format": plan.format,
-                        "results": [
-                            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name}
-                            for r in plan.results
-                        ],
-                        "refused": plan.refused,
-                    }
-                )
-            )
+            _out(dumps(plan.row()))
     elif args.dry_run:
         for plan in plans:
             for line in plan.lines():
@@ -248,17 +236,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         )
     for res in results:
         if args.json:
-            _out(
-                dumps(
-                    {
-                        "thread_id": res.thread_id,
-                        "channel": res.channel,
-                        "written": res.written,
-                        "checkpoint_id": res.checkpoint_id,
-                        "refused": res.refused,
-                    }
-                )
-            )
+            _out(dumps(asdict(res)))
         else:
             _out(safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
