@@ -84,8 +84,7 @@ def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> in
 
 
 class Parser(argparse.ArgumentParser):
-    """A subcommand's parser (module doc): usage for a mistyped flag, one line for a bad
-    value."""
+    """A subcommand's parser (module doc): usage for a mistyped flag, one line for a bad value."""
 
     def error(self, message: str) -> NoReturn:
         if message.startswith(("unrecognized arguments", "the following arguments")):
