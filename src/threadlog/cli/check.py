@@ -142,12 +142,8 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
                     _out(dumps(asdict(p)))
                 noted.extend(asdict(n) for n in result.notes)
                 if result.error is not None:
-                    row = {
-                        "thread_id": result.thread_id,
-                        "kind": "unreadable",
-                        "detail": result.error,
-                    }
-                    _out(dumps(row))
+                    row = {"thread_id": result.thread_id, "kind": "unreadable"}
+                    _out(dumps({**row, "detail": result.error}))
                 continue
             if result.error is not None:
                 _out(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import os
 import re
+from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -242,22 +243,20 @@ def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
 
 def _sizes(backend: Any, report: Any) -> dict[str, int]:
     """Per thread, the bytes its dropped rows hold (the rows' own lengths)."""
-    dropped: dict[tuple[str, str], set[str]] = {}
+    dropped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for tid, ns, cid in report.dropped:
-        dropped.setdefault((tid, ns), set()).add(cid)
-    out: dict[str, int] = {}
+        dropped[tid, ns].add(cid)
+    out: Counter[str] = Counter()
     for (tid, ns), ids in dropped.items():
         stored = backend.stored_bytes(tid, ns) or {}
-        out[tid] = out.get(tid, 0) + sum(n for cid, n in stored.items() if cid in ids)
-    return out
+        out[tid] += sum(n for cid, n in stored.items() if cid in ids)
+    return dict(out)
 
 
 def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None) -> None:
     from threadlog.terminal import safe_line
 
-    by_thread: dict[str, int] = {}
-    for tid, _, _ in report.dropped:
-        by_thread[tid] = by_thread.get(tid, 0) + 1
+    by_thread = Counter(tid for tid, _, _ in report.dropped)
     freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
     verb = "would prune" if dry else "pruned"
     print(
