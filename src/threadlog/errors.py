@@ -146,8 +146,7 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.head = head
-        # The problem says who moved the thread (another run, or a checkpoint this write
-        # read that is no longer the head): the advice must not guess.
+        # The problem says who moved the thread: the advice must not guess.
         super().__init__(
             f"thread {thread_id!r}: {problem}. Nothing of this step was stored — retry the "
             "call without a checkpoint_id (it starts from the thread's head), or fork on "

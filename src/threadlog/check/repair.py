@@ -331,8 +331,7 @@ def _one_transaction(saver: Any) -> Iterator[None]:
 
 
 def _bounded(url: str, seconds: float | None) -> str:
-    # Every connection the checkpointer opens (the saver's, the guard's) takes the URL, so
-    # libpq's `options` parameter sets the lock timeout on each of them, and only here.
+    # Every connection the checkpointer opens takes the URL: libpq's `options` sets each.
     if seconds is None or urlsplit(url).scheme.lower() not in ("postgresql", "postgres"):
         return url
     parts = urlsplit(url)

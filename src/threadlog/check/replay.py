@@ -442,8 +442,7 @@ def _compare(
 ) -> Found:
     ais = [m for m in replayed if isinstance(m, AIMessage)]
     for k, stored in enumerate(turn.replies):
-        # What the call sends is compared before what it got back; the tools and the
-        # model's parameters after it (a changed schema shows as what the model did).
+        # What the call sends is compared before its reply; tools and parameters after it.
         was = recorded[k] if k < len(recorded) else None
         late: Difference | None = None
         if was is not None and k < len(sent):
@@ -714,8 +713,7 @@ def replay(
         if turn.removed:
             results.append(_skipped(turn))
             continue
-        # With recorded calls, the replies to serve are the AIMessages a model call
-        # produced; a turn none of whose replies was recorded keeps them all.
+        # With recorded calls, serve only the AIMessages a model call produced.
         made = [ai for ai in turn.replies if str(ai.id) in requests]
         models_only = bool(made) and len(made) < len(turn.replies)
         if models_only:

@@ -214,8 +214,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
         return BAD_INPUT if isinstance(e, BadInput) else 1
     except Exception as e:
-        # A database that fails mid-turn (locked, disk full, connection lost) is one line
-        # too; anything else is a bug whose traceback THREADLOG_DEBUG=1 shows.
+        # A database failing mid-turn is one line too; THREADLOG_DEBUG=1 shows a traceback.
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         from threadlog.inspect.readonly import SourceError

@@ -85,8 +85,7 @@ class Transcript:
             self._streamed = False
         elif isinstance(m, ToolMessage):
             status = "  (error)" if m.status == "error" else ""
-            # How long the tool ran (ToolNode records it): shows parallel calls finishing
-            # out of order while their results are listed in call order.
+            # How long the tool ran (ToolNode records it): parallel calls finish out of order.
             ms = m.response_metadata.get("threadlog_duration_ms")
             took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
             self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")

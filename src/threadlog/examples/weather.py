@@ -193,8 +193,7 @@ def build_branching_graph(
     tools = [get_weather]
 
     builder = StateGraph(AgentState)
-    # Trimming (and, with a summarizer, the summary call) is its own checkpointed step, so
-    # a failing model call never redoes it; the model node reads the events it recorded.
+    # Trimming is its own checkpointed step, so a failing model call never redoes it.
     builder.add_node("context", ContextNode(policy))
     builder.add_node(
         "model",

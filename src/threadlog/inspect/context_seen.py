@@ -119,8 +119,7 @@ class ContextSeen(Table):
         else:
             if policy is None and graph_node is not None:
                 policy = graph_node.policy
-            # Imported here: the model node's module tree (tools, prebuilt) is not what
-            # opening a thread needs (`threadlog inspect` starts faster without it).
+            # Imported here: opening a thread does not need the model node's module tree.
             from threadlog.nodes.model import ModelNode
 
             node = ModelNode(
@@ -281,8 +280,7 @@ class ContextSeen(Table):
         return rec["context_messages"] == len(self.context) and rec.get("system_prompt") == prompt
 
     def _recorded(self) -> list[str]:
-        # The run's own record checks the rebuild: a different count or system prompt means
-        # the policy or prompt assumed here is not the one the app used.
+        # The run's own record checks the rebuild's assumed policy and prompt.
         rec, ok = self.recorded, self.matches_record
         if ok is None:
             return []

@@ -45,8 +45,7 @@ class ThreadRecords:
         # The state keys holding messages, and the one the views read (`thread(key=)`).
         self.message_keys: list[str] = ["messages"]
         self.key = "messages"
-        # The model calls the thread recorded (`inspect.calls.CallList`), when loaded
-        # (`thread(..., calls=True)`): the page shows each under the step that made it.
+        # The recorded model calls, when loaded (`thread(..., calls=True)`).
         self.recorded: Any = None
         # The store items its steps read and wrote (`inspect.store_items.StoreUse`), ditto.
         self.store_used: Any = None

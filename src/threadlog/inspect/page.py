@@ -205,8 +205,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
 def _state(
     thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
 ) -> list[str]:
-    # The rest of the state (values changed, messages under other keys), unless the
-    # parent was not loaded (`last=N`): then what the step changed is unknown.
+    # The rest of the state, unless the parent was not loaded (`last=N`).
     if parent is None and rec.parent_id is not None:
         return []
     before = parent.values if parent is not None else None

@@ -305,9 +305,8 @@ def _name_errors(
     tuples: Mapping[str, CheckpointTuple],
     by_id: Mapping[str, CheckpointRecord],
 ) -> tuple[TaskError, ...]:
-    # Without the graph a failed task is known by id only. The tasks that ran from this
-    # checkpoint are those the resumed step names, or those its parent step sent; when
-    # that is a single node, it is the failed task's node.
+    # Without the graph a failed task is known by id only: when the tasks that ran from
+    # this checkpoint are a single node, it is the failed task's node.
     if not any(e.task.startswith("task ") for e in rec.errors):
         return rec.errors
     names: set[str] = set()

@@ -38,8 +38,7 @@ class _UnknownNodeFilter(logging.Filter):
 
 @contextlib.contextmanager
 def quiet_stand_in(active: bool) -> Iterator[None]:
-    # The stand-in graph lacks the real nodes, so LangGraph warns about Sends addressed
-    # to them while reading; the reader runs no task, so the warning is noise here.
+    # The stand-in lacks the real nodes, and the reader runs no task: the warning is noise.
     if not active:
         yield
         return

@@ -38,8 +38,7 @@ class StateValues(Table):
         for key in sorted(self.at.values):
             value = self.at.values[key]
             if key == "compactions" and not value:
-                # The reader's stand-in schema always has the key; an app whose state
-                # lacks it, or that never compacted, stored no event to show.
+                # The stand-in schema always has the key; no event stored, none to show.
                 continue
             message_key = key in thread.message_keys or is_message_list(value)
             kind = "messages" if message_key else "compactions" if key == "compactions" else "value"

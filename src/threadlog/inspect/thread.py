@@ -262,8 +262,7 @@ def _load(
 
 
 def _keyed(loaded: Thread, graph: Graph | None, key: str | None) -> Thread:
-    # Which keys hold messages: the graph's message channels, and any key whose value
-    # is a list of messages at some checkpoint; the views read the chosen one.
+    # The graph's message channels, and any key holding a list of messages somewhere.
     channels = dict(graph.channels) if graph is not None else None
     loaded.message_keys = message_keys((r.values for r in loaded.records), channels)
     loaded.key = pick_key(loaded.message_keys, key)

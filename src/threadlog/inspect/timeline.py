@@ -97,8 +97,7 @@ class Timeline(Table):
                 cum = None  # the path runs into checkpoints that were not loaded
                 break
             node = self.thread.parent(node)
-        # The rest of the state: values that changed, and messages under other keys
-        # (a parent that was not loaded leaves both unknown).
+        # The rest of the state (unknown when the parent was not loaded).
         known = not self._unloaded_parent(rec)
         before = parent.values if parent is not None else None
         keys = self.thread.message_keys
