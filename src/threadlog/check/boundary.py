@@ -127,46 +127,36 @@ def _hooks() -> list[tuple[type, str, Any, Any]]:
     ]
 
 
-def _install() -> None:
+def _hooked(step: int) -> None:
+    """Count a block in (1) or out (-1): the first in sets the hooks, the last out takes
+    them off."""
     global _users
     with _lock:
-        _users += 1
-        if _users == 1:
-            for cls, name, hooked, _original in _hooks():
-                setattr(cls, name, hooked)
-
-
-def _uninstall() -> None:
-    global _users
-    with _lock:
-        _users -= 1
-        if _users == 0:
-            for cls, name, _hooked, original in _hooks():
-                setattr(cls, name, original)
+        _users += step
+        if _users == (1 if step > 0 else 0):
+            for cls, name, hooked, original in _hooks():
+                setattr(cls, name, hooked if step > 0 else original)
 
 
 @contextlib.contextmanager
-def serving(stand_in: StandInFor) -> Iterator[None]:
+def _in_force(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    _hooked(1)
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+        _hooked(-1)
+
+
+def serving(stand_in: StandInFor) -> contextlib.AbstractContextManager[None]:
     """Answer every tool invoked in this block (and what it starts) with `stand_in(tool)`."""
-    _install()
-    token = _SESSION.set(stand_in)
-    try:
-        yield
-    finally:
-        _SESSION.reset(token)
-        _uninstall()
+    return _in_force(_SESSION, stand_in)
 
 
-@contextlib.contextmanager
-def replying(reply: Callable[[BaseChatModel, Any], Any]) -> Iterator[None]:
+def replying(reply: Callable[[BaseChatModel, Any], Any]) -> contextlib.AbstractContextManager[None]:
     """Answer every chat model invoked in this block with `reply(model, input)`."""
-    _install()
-    token = _REPLY.set(reply)
-    try:
-        yield
-    finally:
-        _REPLY.reset(token)
-        _uninstall()
+    return _in_force(_REPLY, reply)
 
 
 @contextlib.contextmanager

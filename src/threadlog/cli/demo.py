@@ -518,30 +518,28 @@ def _print_turn(
 def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
     """The thread's history as stored, read-only: nothing is asked, nothing written."""
     from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.transcript import history_json
     from threadlog.inspect.export import messages_at
 
     thread_id = resolve_thread(db_url(db), thread_id)
     messages, checkpoint_id = messages_at(db_url(db), thread_id)
+    _write_json(out, thread_id, checkpoint_id, db, messages)
+
+
+def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    state = graph.get_state(config)
+    checkpoint_id = state.config["configurable"]["checkpoint_id"]
+    messages = state.values.get("messages", [])
+    _write_json(out, config["configurable"]["thread_id"], checkpoint_id, db, messages)
+
+
+def _write_json(out: TextIO, thread_id: str, checkpoint_id: str, db: str, messages: Any) -> None:
+    from threadlog.cli.jsonout import dumps
+    from threadlog.cli.transcript import history_json
+
     doc = {
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "db": db_url(db),
         "messages": history_json(messages),
-    }
-    out.write(dumps(doc, indent=2) + "\n")
-
-
-def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.transcript import history_json
-
-    state = graph.get_state(config)
-    doc = {
-        "thread_id": config["configurable"]["thread_id"],
-        "checkpoint_id": state.config["configurable"]["checkpoint_id"],
-        "db": db_url(db),
-        "messages": history_json(state.values.get("messages", [])),
     }
     out.write(dumps(doc, indent=2) + "\n")
