@@ -114,13 +114,10 @@ def _forecast(city: str) -> Forecast:
         # inside the text is taken as meant; none or several is an error.
         inside = {f for name, f in _BY_NAME.items() if name in key}
         found = inside.pop() if len(inside) == 1 else None
-    try:
-        if found is None:
-            raise KeyError(city)
-        return found
-    except KeyError:
+    if found is None:
         known = ", ".join(f"{f.city_zh}/{f.city}" for f in FORECASTS)
-        raise ValueError(f"no weather data for city {city!r}; known cities: {known}") from None
+        raise ValueError(f"no weather data for city {city!r}; known cities: {known}")
+    return found
 
 
 def _is_chinese(text: str) -> bool:
