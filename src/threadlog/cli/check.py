@@ -36,7 +36,7 @@ DB_HELP = (
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish, source_parser
+    from threadlog.cli.types import add_flags, finish, source_parser
 
     p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument(

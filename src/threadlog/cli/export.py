@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any
 
-from threadlog.cli.threads import add_namespace, finish, source_parser
+from threadlog.cli.types import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
 

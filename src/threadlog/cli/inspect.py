@@ -30,7 +30,7 @@ THREAD_HELP = "thread id (see `threadlog threads`)"
 
 def register(sub: Any) -> None:
     from threadlog.cli.errors import positive
-    from threadlog.cli.threads import add_flags, add_namespace, finish, source_parser
+    from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
 
     p = source_parser(sub, "inspect", HELP, DESCRIPTION, thread=THREAD_HELP)
     add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")

@@ -47,7 +47,7 @@ UsageError = CommandError  # bad input: one line, exit 2, nothing changed
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish, source_parser
+    from threadlog.cli.types import add_flags, finish, source_parser
 
     p = source_parser(sub, "prune", HELP, DESCRIPTION, db=DB_HELP, db_metavar="URL")
     add_flags(p, keep_latest="keep only each thread's head")

@@ -27,7 +27,7 @@ DB_HELP = "a SQLite file (path or sqlite:///path) or postgresql://…"
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_flags, finish, source_parser
+    from threadlog.cli.types import add_flags, finish, source_parser
 
     p = source_parser(sub, "replay", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument("--thread", required=True, metavar="T", help="the thread to replay")

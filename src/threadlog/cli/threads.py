@@ -1,5 +1,4 @@
-"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`; and the options
-the reading commands share.
+"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
 
 Contract: lists the threads of a database or a LangGraph server, newest first, as text
 that fits in 100 columns or as JSON (`threadlog.inspect.threads` rows). Reads only. Bad
@@ -20,51 +19,9 @@ DESCRIPTION = (
     "the last user message. Reads only."
 )
 
-SOURCE_HELP = (
-    "where the threads are: a SQLite file (path or sqlite:///path), postgresql://…, or a "
-    "LangGraph server URL (http://127.0.0.1:2024)"
-)
-
-
-def source_parser(
-    sub: Any,
-    name: str,
-    help: str,
-    description: str,
-    *,
-    thread: str | None = None,
-    db: str = SOURCE_HELP,
-    db_metavar: str = "SOURCE",
-) -> argparse.ArgumentParser:
-    """The parser of a subcommand that reads `--db SOURCE` (`db` its help), and with
-    `thread` its help, one `--thread`."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    p.add_argument("--db", required=True, metavar=db_metavar, help=db)
-    if thread is not None:
-        p.add_argument("--thread", required=True, help=thread)
-    return p
-
-
-def add_namespace(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--namespace", metavar="NS", default="", help=help)
-
-
-def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
-    """One `--name` switch per keyword (`dry_run` is `--dry-run`), in the order given."""
-    for name, text in helps.items():
-        p.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
-
-
-def finish(p: argparse.ArgumentParser, run: Any) -> None:
-    """The last option every reading command takes, and the function that runs it."""
-    from threadlog.cli.types import add_allow_type
-
-    add_allow_type(p)
-    p.set_defaults(func=run)
-
-
 def register(sub: Any) -> None:
     from threadlog.cli.errors import positive
+    from threadlog.cli.types import add_flags, finish, source_parser
 
     p = source_parser(sub, "threads", HELP, DESCRIPTION)
     p.add_argument(
