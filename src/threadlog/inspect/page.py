@@ -215,35 +215,22 @@ def _state(
     return state_lines(changes, others)
 
 
-def _calls_of(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> list[RecordedCall]:
-    """The recorded model calls made while `rec`'s step ran (after its parent was stored,
-    up to `rec`), in this namespace or below it."""
-    calls = thread.recorded
-    if not calls or parent is None or rec.source != "loop":
+def _during(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
+) -> list[Any]:
+    """The recorded entries (model calls, store operations) that started while `rec`'s step
+    ran (after its parent was stored, up to `rec`), in this namespace or below it."""
+    if not entries or parent is None or rec.source != "loop":
         return []
     a, b = _ts(parent.created_at), _ts(rec.created_at)
     if a is None or b is None:
         return []
     lo, hi = a.timestamp(), b.timestamp()
     inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
-    return [c for c in calls if lo <= c.started <= hi and c.ns.startswith(inside)]
+    return [e for e in entries if lo <= e.started <= hi and e.ns.startswith(inside)]
 
 
-def _store_of(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> str:
-    """The store items `rec`'s step read and wrote (as `_calls_of` finds its calls)."""
-    used = thread.store_used
-    if not used or parent is None or rec.source != "loop":
-        return ""
-    a, b = _ts(parent.created_at), _ts(rec.created_at)
-    if a is None or b is None:
-        return ""
-    lo, hi = a.timestamp(), b.timestamp()
-    inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
-    ops = [o for o in used if lo <= o.started <= hi and o.ns.startswith(inside)]
+def _store(ops: list[Any]) -> str:
     if not ops:
         return ""
     reads = sum(not o.written for o in ops)
@@ -319,8 +306,8 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             f"{escape(', '.join(rec.writers) or '?')})</div>"
             for m in removed_since(rec, parent)
         ]
-        events += [_call(c) for c in _calls_of(thread, rec, parent)]
-        if store := _store_of(thread, rec, parent):
+        events += [_call(c) for c in _during(thread, rec, parent, thread.recorded)]
+        if store := _store(_during(thread, rec, parent, thread.store_used)):
             events.append(store)
         events += [
             f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
