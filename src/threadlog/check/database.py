@@ -525,14 +525,8 @@ class CheckReport(Table):
                     }
                 )
         for n in self.noted:
-            out.append(
-                {
-                    "thread": n.thread_id,
-                    "kind": f"note: {n.kind}",
-                    "where": where(n),
-                    "detail": n.detail,
-                }
-            )
+            note = {"thread": n.thread_id, "kind": f"note: {n.kind}", "where": where(n)}
+            out.append({**note, "detail": n.detail})
         return out
 
     def notes(self) -> list[str]:

@@ -15,6 +15,7 @@ Messages are rebuilt with `messages_from_dict`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -73,10 +74,8 @@ class Server:
         except httpx.HTTPError as exc:
             raise SourceError(f"cannot reach {describe(self.url)}: {_one_line(exc)}") from None
         body: Any = None
-        try:
+        with contextlib.suppress(ValueError):
             body = info.json()
-        except ValueError:
-            pass
         if info.status_code != 200 or not isinstance(body, dict) or "flags" not in body:
             raise SourceError(
                 f"{describe(self.url)} is not a LangGraph server (GET /info answered "

@@ -183,8 +183,7 @@ class ThreadList(Table):
         notes = [
             "open: tool calls without a result at the head · err: tasks that failed there "
             "and tools that failed (not results the app marked error) · subs: subgraph "
-            "namespaces "
-            "(inspect --namespace NS, export --namespace NS)"
+            "namespaces (inspect --namespace NS, export --namespace NS)"
         ]
         keyed = sorted({k for s in self.items for k in s.message_keys})
         if keyed:
