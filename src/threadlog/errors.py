@@ -52,9 +52,26 @@ __all__ = [
 class ThreadlogError(Exception):
     """Base class of every error threadlog raises on purpose."""
 
+    _fields: tuple[str, ...] = ()
+    """The `__init__` arguments, kept as attributes of the same names, that rebuild it."""
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # Keyword-only arguments do not survive the default pickling, and errors cross
+        # process boundaries (worker pools, langgraph dev).
+        if not self._fields:
+            return super().__reduce__()
+        return (_rebuild, (type(self), {name: getattr(self, name) for name in self._fields}))
+
+
+def _rebuild(cls: Any, fields: dict[str, Any]) -> ThreadlogError:
+    error: ThreadlogError = cls(**fields)
+    return error
+
 
 class MessageLogError(ThreadlogError, ValueError):
     """Base class: a write or history that would break the message log."""
+
+    _fields = ("problem", "message_id", "role", "position", "fix")
 
     def __init__(
         self,
@@ -83,32 +100,6 @@ class MessageLogError(ThreadlogError, ValueError):
         if fix:
             text += f". {fix}"
         super().__init__(text)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments do not survive the default pickling, and errors
-        # cross process boundaries (subprocess workers, langgraph dev).
-        return (
-            _rebuild,
-            (
-                type(self),
-                self.problem,
-                self.message_id,
-                self.role,
-                self.position,
-                self.fix,
-            ),
-        )
-
-
-def _rebuild(
-    cls: type[MessageLogError],
-    problem: str,
-    message_id: str | None,
-    role: str | None,
-    position: int | None,
-    fix: str | None,
-) -> MessageLogError:
-    return cls(problem, message_id=message_id, role=role, position=position, fix=fix)
 
 
 class InvalidMessageError(MessageLogError):
@@ -141,6 +132,8 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
     """The thread moved on under this write (another run wrote first, or the checkpoint
     it started from is no longer the head); retry from the thread's head."""
 
+    _fields = ("problem", "thread_id", "checkpoint_id", "head")
+
     def __init__(
         self,
         problem: str,
@@ -153,36 +146,19 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.head = head
-        # The problem says who moved the thread (another run, or a checkpoint this write
-        # read that is no longer the head): the advice must not guess.
+        # The problem says who moved the thread: the advice must not guess.
         super().__init__(
             f"thread {thread_id!r}: {problem}. Nothing of this step was stored — retry the "
             "call without a checkpoint_id (it starts from the thread's head), or fork on "
             "purpose: invoke with the older checkpoint's config (its checkpoint_id)"
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments do not survive the default pickling, and this error
-        # crosses process boundaries (worker pools, langgraph dev).
-        return (
-            _rebuild_concurrent,
-            (self.problem, self.thread_id, self.checkpoint_id, self.head),
-        )
-
-
-def _rebuild_concurrent(
-    problem: str, thread_id: str, checkpoint_id: str | None, head: str | None
-) -> ConcurrentRunError:
-    return ConcurrentRunError(problem, thread_id=thread_id, checkpoint_id=checkpoint_id, head=head)
-
 
 class ToolCallError(ThreadlogError, RuntimeError):
-    """A tool call that failed, raised instead of returned when `handle_errors=False`.
+    """A tool call that failed, raised instead of returned when `handle_errors=False`;
+    `kind` is the `ErrorKind`, the original exception `__cause__`."""
 
-    `kind` is the `ErrorKind` (`threadlog.nodes.tools.checks`); `call_id`/`tool` name the
-    call; the message is the same text an error result would carry. The original
-    exception, if any, is `__cause__`.
-    """
+    _fields = ("kind", "text", "call_id", "tool")
 
     def __init__(self, kind: str, text: str, *, call_id: str, tool: str) -> None:
         self.kind = kind
@@ -190,13 +166,6 @@ class ToolCallError(ThreadlogError, RuntimeError):
         self.tool = tool
         self.text = text
         super().__init__(f"{text} [tool call {call_id!r} of {tool!r}]")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_tool_call, (self.kind, self.text, self.call_id, self.tool))
-
-
-def _rebuild_tool_call(kind: str, text: str, call_id: str, tool: str) -> ToolCallError:
-    return ToolCallError(kind, text, call_id=call_id, tool=tool)
 
 
 class ApprovalError(ThreadlogError, ValueError):
@@ -213,22 +182,15 @@ class IdempotencyError(ThreadlogError, ValueError):
 
 
 class StoredDataError(ThreadlogError, ValueError):
-    """Stored checkpoint data that reads back as something other than what was written.
-
-    A blob naming a type outside the serializer's allowlist (never imported or called),
-    or a thread whose writes no longer form the chain they were stored as (a row deleted
-    or swapped). Reading such a thread fails loudly instead of showing a different history.
-    """
+    """Stored checkpoint data that reads back as something other than what was written:
+    a type outside the allowlist, or writes that no longer form their stored chain."""
 
 
 class UpstreamChangedError(ThreadlogError, RuntimeError):
     """The installed LangGraph (or langchain) release no longer does what threadlog relies
-    on: a hooked entry point that stopped firing, an attribute that is gone.
+    on; `package` and `version` name it, `problem` says what stopped working."""
 
-    `threadlog.checkpointer(url)` checks its hooks once per process before it returns a
-    guarded saver, so an incompatible upgrade fails there instead of running unguarded.
-    `package` and `version` name the installed release; `problem` says what stopped working.
-    """
+    _fields = ("problem", "package", "version")
 
     def __init__(self, problem: str, *, package: str, version: str) -> None:
         self.problem = problem
@@ -239,10 +201,3 @@ class UpstreamChangedError(ThreadlogError, RuntimeError):
             f"Install a {package} version threadlog supports (docs/compatibility.md, "
             "\"Tested versions\"), or a threadlog release that supports this one"
         )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_upstream, (self.problem, self.package, self.version))
-
-
-def _rebuild_upstream(problem: str, package: str, version: str) -> UpstreamChangedError:
-    return UpstreamChangedError(problem, package=package, version=version)

@@ -6,31 +6,16 @@ In `langgraph.json` (`langgraph dev`, `langgraph up`, LangGraph Platform):
 
 Contract:
 
-* **Where it stores.** `THREADLOG_CHECKPOINTER_URL` when set (`postgresql://…`, or
-  `sqlite:///…`; a relative SQLite path is relative to the server's working folder),
-  else the SQLite file `.threadlog/checkpoints.sqlite` under the server's working
-  folder — the folder `langgraph dev` is started in, which is also where it resolves
-  langgraph.json's `graphs` and `dependencies` and keeps its own `.langgraph_api/`.
-  `memory://` is refused: the server opens the checkpointer once per worker thread, and
-  memory is neither shared between them nor kept across a restart.
-* **What it is.** `threadlog.acheckpointer(url)` with its defaults: the guarded,
-  strict, history-cached saver (`threadlog.checkpoint`). The run guard keeps its
-  `"enqueue"` strategy: under the server the server's run queue decides which run holds
-  a thread (`reject`, `enqueue`, `interrupt`, `rollback`); the guard only makes a run
-  the server already started wait until a cancelled one has let go of the thread, and
-  never refuses one (docs/server.md).
-* **Reads through the server.** The server wraps the saver in its own adapter; the entry
-  point makes that adapter hand a run's delta-channel history reads to the saver
-  (`threadlog._upstream.forward_server_delta_history`), so a turn reads only the new
-  writes, checked, as it does without the server.
-* **Path form.** langgraph-api 0.16 loads a module path split at its last dot
-  (`threadlog.server.checkpointer`); its docs' `package.module:name` form does not load
-  there. A server that only loads files takes a one-line file instead:
-  `from threadlog.server import checkpointer` and `"path": "./checkpointer.py:checkpointer"`.
-
-For other options (`allowed_types=` for your own state classes, `max_input_chars=`), the
-one-line file fixes them: `checkpointer = functools.partial(threadlog.server.checkpointer,
-allowed_types=[MyState])` (the server calls what it loads with no arguments).
+* It stores at `THREADLOG_CHECKPOINTER_URL` when set (`postgresql://…`, `sqlite:///…`,
+  relative to the server's working folder), else `.threadlog/checkpoints.sqlite` under
+  that folder. `memory://` is refused (not shared between the server's worker threads).
+* It is `threadlog.acheckpointer(url)` with its defaults; the run guard keeps `"enqueue"`:
+  the server's run queue decides which run holds a thread (docs/server.md).
+* The server's adapter hands delta-channel history reads to the saver
+  (`threadlog._upstream.forward_server_delta_history`).
+* A server that only loads files takes a one-line file:
+  `from threadlog.server import checkpointer`, `"path": "./checkpointer.py:checkpointer"`;
+  other options through `functools.partial(threadlog.server.checkpointer, ...)`.
 """
 
 from __future__ import annotations
@@ -95,8 +80,7 @@ async def checkpointer(
     The server calls it with no arguments; a one-line file can fix others with
     `functools.partial` (`url` instead of the variable, and `acheckpointer`'s
     `allowed_types`, `max_input_chars`, `max_lock_connections`)."""
-    # The server's adapter would walk delta-channel history itself, past the history cache
-    # and the checksum check: O(history) per turn (`_upstream.forward_server_delta_history`).
+    # Else the server's adapter walks delta history itself, past the cache and checksums.
     forward_server_delta_history()
     url = checkpointer_url() if url is None else _checked(url, "url")
     # "enqueue": the server's run queue decides; the guard never refuses a run it started.

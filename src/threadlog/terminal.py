@@ -1,28 +1,18 @@
 """Text for a terminal: stored text made safe to print, then measured and cut.
 
-Why. Message text, tool names, call ids, thread ids and error texts come from users,
-models and tools: untrusted. A terminal obeys control characters in what it prints — ESC
-sequences set the window title, clear the screen, move the cursor up and erase lines
-(hiding earlier output, such as an error), make OSC 8 links whose text differs from their
-target; C1 bytes do the same on terminals that read them; bidi controls reorder what is
-shown (a right-to-left override makes `exe.txt` read as `txt.exe`). Printed raw, they also
-break the widths every text view promises (100 columns).
+Stored text is untrusted: printed raw, ESC sequences, C1 bytes and bidi controls could
+clear the screen, hide output or reorder what is shown, and break the 100-column widths.
 
 Contract:
 
-* `safe(text, keep="")`: `text` with every C0 control (U+0000 to U+001F) except those in
-  `keep` (a view that lays out newlines or tabs passes them), DEL (U+007F), every C1
-  control (U+0080 to U+009F) and the bidi controls (U+061C, U+200E, U+200F, U+202A to U+202E,
-  U+2066 to U+2069) shown as visible escapes — `\\xNN` below U+0100, `\\uNNNN` above — so
-  `ESC [ 2 J` prints as the seven characters `\\x1b[2J`. Nothing else changes; a
-  backslash already in the text is left as it is (the escapes are for reading: JSON
-  output carries the exact text).
-* `safe_line(text)`: `text` escaped by `safe`, then every run of whitespace (newlines and
-  tabs included) one space — one line, as an error line or a table cell prints.
-* `display_width(text)`: the terminal columns `text` takes (East Asian wide characters
-  count two, combining marks none).
+* `safe(text, keep="")`: every C0 control except those in `keep`, DEL, every C1 control
+  and the bidi controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) shown
+  as visible escapes — `\\xNN` below U+0100, `\\uNNNN` above (`ESC [ 2 J` prints as
+  `\\x1b[2J`). Nothing else changes.
+* `safe_line(text)`: `safe`, then every run of whitespace one space.
+* `display_width(text)`: the terminal columns `text` takes (East Asian wide two,
+  combining marks none).
 * `fit(text, width)`: `safe_line(text)` cut to `width` columns with "…".
-  The width is measured after escaping, so an escaped line still fits its column.
 """
 
 from __future__ import annotations

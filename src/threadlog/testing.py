@@ -7,11 +7,9 @@
         assert_replays(build_graph(), "tests/threads.db", thread_id)
 
 Contract: `assert_replays(graph, source, thread_id, turns=None, model="stored",
-tools="stored")` replays the thread (`threadlog.check.replay.replay`: a scratch copy,
-stored tool results served, no stored tool re-run) and raises `AssertionError` whose
-message is the replay report — every turn, the first divergence of each — unless every
-turn matches; it returns the report. `stored_threads(source)` lists the thread ids of a
-database (newest first), read-only, for `pytest.mark.parametrize`.
+tools="stored")` replays the thread (`threadlog.check.replay.replay`) and returns the
+report, or raises `AssertionError` whose message is the report unless every turn matches.
+`stored_threads(source)` lists a database's thread ids, newest first, read-only.
 """
 
 from __future__ import annotations

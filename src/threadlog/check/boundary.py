@@ -1,26 +1,18 @@
-"""The tool boundary of a replay: inside a replay, every `BaseTool` invoked is answered by
-the replay's stand-in, whatever node, subgraph or agent calls it.
+"""The tool boundary of a replay: every `BaseTool` invoked inside it is answered by the
+replay's stand-in, whatever node, subgraph or agent calls it.
 
-Contract: `serving(stand_in)` is a context manager. Inside it — and in every thread or
-task started from it, which copy the context, as LangGraph's and threadlog's executors
-do — `BaseTool.run` / `BaseTool.arun` run `stand_in(tool)` (a `StandIn`: same name,
-schema and output format) in place of `tool`, so the caller gets the `ToolMessage` or
-value it would, from the replay's answer, and the tool's own function never runs.
-`outside()` runs a block with no replay in force (`--tools live` calls the real tool
-through it). Outside a `serving` block nothing changes: the hook is set on `BaseTool`
-when the first block opens and taken off when the last one closes, and it consults a
-`ContextVar`, so a graph running elsewhere meanwhile runs its tools as usual.
+Contract: `serving(stand_in)` is a context manager; inside it (and in threads and tasks
+that copy its context) `BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same
+name, schema and output format) instead of `tool`. `outside()` runs a block with no replay
+in force. The hook is on `BaseTool` only while a block is open and reads a `ContextVar`,
+so a graph running elsewhere meanwhile runs its tools as usual.
 
 `unreachable(tool)` names why the hook cannot reach a tool (its class overrides
-`invoke`/`run` or their async twins itself); replay refuses a graph that holds one.
+`invoke`/`run` or their async twins); replay refuses a graph that holds one.
 
-`replying(reply)` is the same for chat models: inside it, `BaseChatModel.invoke` /
-`ainvoke` return `reply(model, input)` and the model is not called (`--model stored` for
-a graph whose models are not `threadlog.ModelNode`s). The reply is served as a cache hit
-(a copy of the model with a `cache` answering it), so LangChain runs the call as it would
-— `on_chat_model_start` sees the request, callbacks see the reply — up to the provider.
-`stream` / `astream` give that reply as their one chunk, as LangChain's own
-`disable_streaming` does.
+`replying(reply)` does the same for chat models: `BaseChatModel.invoke` / `ainvoke`
+return `reply(model, input)`, served as a cache hit so callbacks see the request and the
+reply; `stream` / `astream` give that reply as one chunk.
 """
 
 from __future__ import annotations
@@ -135,46 +127,36 @@ def _hooks() -> list[tuple[type, str, Any, Any]]:
     ]
 
 
-def _install() -> None:
+def _hooked(step: int) -> None:
+    """Count a block in (1) or out (-1): the first in sets the hooks, the last out takes
+    them off."""
     global _users
     with _lock:
-        _users += 1
-        if _users == 1:
-            for cls, name, hooked, _original in _hooks():
-                setattr(cls, name, hooked)
-
-
-def _uninstall() -> None:
-    global _users
-    with _lock:
-        _users -= 1
-        if _users == 0:
-            for cls, name, _hooked, original in _hooks():
-                setattr(cls, name, original)
+        _users += step
+        if _users == (1 if step > 0 else 0):
+            for cls, name, hooked, original in _hooks():
+                setattr(cls, name, hooked if step > 0 else original)
 
 
 @contextlib.contextmanager
-def serving(stand_in: StandInFor) -> Iterator[None]:
+def _in_force(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    _hooked(1)
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+        _hooked(-1)
+
+
+def serving(stand_in: StandInFor) -> contextlib.AbstractContextManager[None]:
     """Answer every tool invoked in this block (and what it starts) with `stand_in(tool)`."""
-    _install()
-    token = _SESSION.set(stand_in)
-    try:
-        yield
-    finally:
-        _SESSION.reset(token)
-        _uninstall()
+    return _in_force(_SESSION, stand_in)
 
 
-@contextlib.contextmanager
-def replying(reply: Callable[[BaseChatModel, Any], Any]) -> Iterator[None]:
+def replying(reply: Callable[[BaseChatModel, Any], Any]) -> contextlib.AbstractContextManager[None]:
     """Answer every chat model invoked in this block with `reply(model, input)`."""
-    _install()
-    token = _REPLY.set(reply)
-    try:
-        yield
-    finally:
-        _REPLY.reset(token)
-        _uninstall()
+    return _in_force(_REPLY, reply)
 
 
 @contextlib.contextmanager

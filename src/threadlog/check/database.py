@@ -2,42 +2,22 @@
 
 Contract: `check(source, profiles=None, threads=None, all_checkpoints=False)` reads every
 thread head of `source` (a database URL or SQLite path, opened read-only, or a
-checkpointer) — or every checkpoint, `all_checkpoints=True` — and returns a `CheckReport`:
-a `Table` whose rows are the problems found (`threadlog.providers.problems`: kind, thread,
-checkpoint, channel, position, message id, call id, the profiles that reject it, why),
-with a summary of threads checked, clean, with problems, and problems by kind and by
-profile; it renders as text, as HTML in a notebook, and as JSON-ready rows.
+checkpointer) — or every checkpoint — and returns a `CheckReport`: a `Table` of the
+problems found (`threadlog.providers.problems`), with a summary by kind and by profile.
 
-* Every message channel of the state is checked, each problem naming its key: every
-  threadlog log (`messages`, and any other key a graph annotates with `threadlog.Messages`
-  — open_deep_research's `supervisor_messages` — rebuilt by LangGraph's loader through a
-  stand-in that owns the keys the checkpoint stores, `threadlog.inspect.source`) and
-  every plain list of messages a checkpoint stores (`add_messages` state, under any key).
-* A gate: only what a provider would reject is a problem (exit 1). Two findings are
-  notes instead (`ThreadCheck.notes`, exit 0): calls open at the end of a checkpoint
-  whose next step is pending (`pending_steps`: a `branch:to:<node>` trigger or a waiting
-  `Send` — an approval, `interrupt_before`, the checkpoint between a model step and its
-  tool step, a run stopped before its tools), kind `in_progress`: resuming the thread
-  runs the step that answers them, and nothing sends that history meanwhile; and
-  `first_not_user`, which depends on what the app sends before the stored history (its
-  own prompt, not stored), unless `strict_first_turn=True` says the app sends the stored
-  history as it is.
-* Subgraph namespaces (`check_threads(subgraphs=True)`, what `check` and the command
-  do): at the head, every namespace that ran from the root's head — a subgraph stopped
-  mid-step, e.g. its tool step crashed — is read as the root is (`namespaces.InNamespace`);
-  with `all_checkpoints`, every checkpoint of every namespace. Each such problem names
-  its `namespace` and is not `repairable` (`--repair` writes at the root).
-* `profiles` (names or `Profile`s; default every profile in `PROFILES`) are checked in one
-  pass per history; an unknown name raises `ValueError` naming the known ones.
-* `threads` limits the check to those ids; one the database does not hold raises
-  `LookupError`.
-* Streaming: `check_threads(saver, ...)` yields one `ThreadCheck` per thread and keeps
-  none, so memory stays flat in the number of threads (the report keeps only the threads
-  with problems). A thread whose checkpoint cannot be decoded is a `ThreadCheck` with
-  `error` set, not an exception.
-* Read-only: a database source is opened by `threadlog.inspect.readonly`. A LangGraph
-  server URL is checked through its API by `threadlog.check.served`, whose
-  `check` is `threadlog.inspect.check`.
+* Every message channel is checked, each problem naming its key: threadlog logs (rebuilt
+  through a stand-in, `threadlog.inspect.source`) and plain lists of messages.
+* Only what a provider would reject is a problem (exit 1). Notes (`ThreadCheck.notes`,
+  exit 0): `in_progress`, calls open at a checkpoint whose next step is pending
+  (`pending_steps`); `first_not_user`, unless `strict_first_turn=True`.
+* Subgraph namespaces (`check_threads(subgraphs=True)`): at the head, every namespace that
+  ran from the root's head; with `all_checkpoints`, every checkpoint of each. Their
+  problems name the `namespace` and are not `repairable`.
+* `profiles`: names or `Profile`s (default every one in `PROFILES`); an unknown name raises
+  `ValueError`. `threads`: only those ids; an unknown one raises `LookupError`.
+* `check_threads(saver, ...)` streams one `ThreadCheck` per thread and keeps none; an
+  undecodable thread is a `ThreadCheck` with `error` set, not an exception.
+* A LangGraph server URL is checked through its API (`threadlog.check.served`).
 """
 
 from __future__ import annotations
@@ -165,13 +145,8 @@ def sort_findings(
 
 @contextlib.contextmanager
 def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """`source` opened read-only (`threadlog.inspect.readonly`); a server URL is refused:
-    replaying and repairing read LangGraph's tables themselves (a server is checked
-    through its API: `threadlog.check.served`).
-
-    The saver checks the stored writes against their checksums as threadlog's own saver
-    does (`threadlog.checkpoint.integrity`): a thread its readers would refuse is never
-    called clean."""
+    """`source` opened read-only, its writes checked against their checksums
+    (`threadlog.checkpoint.integrity`); a server URL is refused."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -385,9 +360,8 @@ def _subgraph_problems(
     result: ThreadCheck,
     strict_first_turn: bool,
 ) -> None:
-    """The problems of the thread's subgraph namespaces: at the head, those that ran from
-    the root's head (the subgraph work the next run resumes; one the thread moved past is
-    not sent again); with `every`, every checkpoint of every namespace."""
+    """The problems of the thread's subgraph namespaces that ran from the root's head;
+    with `every`, of every checkpoint of every namespace."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
     for sub in subgraph_namespaces(saver, head.thread_id):
@@ -551,14 +525,8 @@ class CheckReport(Table):
                     }
                 )
         for n in self.noted:
-            out.append(
-                {
-                    "thread": n.thread_id,
-                    "kind": f"note: {n.kind}",
-                    "where": where(n),
-                    "detail": n.detail,
-                }
-            )
+            note = {"thread": n.thread_id, "kind": f"note: {n.kind}", "where": where(n)}
+            out.append({**note, "detail": n.detail})
         return out
 
     def notes(self) -> list[str]:

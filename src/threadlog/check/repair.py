@@ -3,35 +3,20 @@
 Contract:
 
 * `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
-  `RepairPlan` per thread whose head has an `open_call` problem — never for a call
-  open at the end of a head whose next step is pending (an approval,
-  `interrupt_before`, a run stopped before its tools: `check`'s `in_progress` note):
-  that step answers it when the thread resumes, and a result appended now would
-  make two; for each open call the
-  result `ModelNode` gives a call whose step stopped — `threadlog.log.pairing.not_completed`,
-  the same message with the same deterministic id — or, when appending cannot put the
-  result in its place, why not (`refused`): a plain `add_messages` list appends at its
-  end, so a call the conversation has moved past cannot be answered there; a call
-  without an id can never be answered. threadlog's log places a result right after its
-  call wherever the call is. A call of an idempotent tool that returned before its step
-  was stored is answered with its real result instead, rebuilt from the receipt stored on
-  that step (`threadlog.checkpoint.receipts`; found by `recover_results`). The repair
-  runs no tool: a marked call whose tool never returned gets "not completed" here;
-  resume the thread, or send it new input, to run it again with its key.
-* `apply_repairs(url, plans)` writes the plans through the guarded saver
-  (`threadlog.checkpointer(url)`): per thread it takes the thread with
-  `saver.exclusive(thread_id)` — a thread a run holds is refused at once
-  (`ConcurrentRunError`, said in the result) and nothing is written — re-plans on the
-  head it then reads, and appends the results as one new checkpoint made by
-  `update_state(as_node="check")`. Nothing stored is rewritten or deleted: the new
-  checkpoint's parent is the old head, every other channel keeps its stored value and
-  version, and its metadata records the repair as an event,
+  `RepairPlan` per thread whose head has an `open_call` problem — never for a call whose
+  next step is pending (`check`'s `in_progress` note). Each open call gets the result
+  `ModelNode` gives a stopped call (`threadlog.log.pairing.not_completed`, same id), or
+  its real result rebuilt from a stored receipt (`threadlog.checkpoint.receipts`), or a
+  reason it cannot be answered (`refused`: a plain `add_messages` list the conversation
+  has moved past, a call without an id). No tool runs.
+* `apply_repairs(url, plans)` writes through the guarded saver: per thread it holds
+  `saver.exclusive(thread_id)` (a thread a run holds is refused, `ConcurrentRunError`),
+  re-plans on the head it reads, and appends the results as one checkpoint made by
+  `update_state(as_node="check")`, whose metadata records
   `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`. On Postgres
-  (`lock_timeout=seconds`, the CLI's `--lock-timeout`) every statement of the repair
-  waits for a lock another connection holds at most that long, and the update's writes
-  and its checkpoint are one transaction: a timeout raises `SourceError` (one line naming
-  the lock, the thread and the timeout) with nothing written to that thread.
+  "channel": …, "calls": [call ids], "results": [message ids]}`. Nothing stored is
+  rewritten. On Postgres, `lock_timeout=seconds` bounds each lock wait and the update is
+  one transaction: a timeout raises `SourceError` with nothing written.
 """
 
 from __future__ import annotations
@@ -83,6 +68,20 @@ class RepairPlan:
     refused: list[str] = field(default_factory=list)
     """Open calls appending cannot answer, each with why."""
 
+    def row(self) -> dict[str, Any]:
+        """The plan as `check --repair --dry-run --json` prints it."""
+        results = [
+            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results
+        ]
+        return {
+            "thread_id": self.thread_id,
+            "checkpoint_id": self.checkpoint_id,
+            "channel": self.channel,
+            "format": self.format,
+            "results": results,
+            "refused": self.refused,
+        }
+
     def lines(self) -> list[str]:
         out = [
             f"thread {self.thread_id}: append {len(self.results)} result(s) to "
@@ -98,10 +97,10 @@ class RepairPlan:
 @dataclass(slots=True)
 class RepairResult:
     thread_id: str
+    channel: str = ""  # the message key appended to
     written: list[str] = field(default_factory=list)  # result message ids appended
     checkpoint_id: str | None = None  # the new head
     refused: str | None = None
-    channel: str = ""  # the message key appended to
 
     def line(self) -> str:
         if self.refused:
@@ -122,10 +121,8 @@ def plan_for(
     *,
     in_progress: bool = False,
 ) -> RepairPlan | None:
-    """The repair of one message channel, or None when it has no open call; `receipts`:
-    results rebuilt from idempotent tools' receipts, which answer their calls instead.
-    `in_progress`: the checkpoint's next step is pending, so the calls open at the end
-    are its to answer (module doc), not the repair's."""
+    """The repair of one message channel, or None when it has no open call; `receipts`
+    answer their calls instead; with `in_progress` the calls open at the end are left."""
     index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
     pending = [
         (request, result, call)
@@ -290,9 +287,7 @@ def apply_repairs(
     allowed_types: Sequence[tuple[str, str]] = (),
     lock_timeout: float | None = None,
 ) -> list[RepairResult]:
-    """Write `plans` through the guarded saver, one thread at a time (module doc).
-    `lock_timeout`: on Postgres, a statement waits at most that many seconds for a lock
-    another connection holds, then `SourceError` (one line) says so — never a hang."""
+    """Write `plans` through the guarded saver, one thread at a time (module doc)."""
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError
@@ -336,8 +331,7 @@ def _one_transaction(saver: Any) -> Iterator[None]:
 
 
 def _bounded(url: str, seconds: float | None) -> str:
-    # Every connection the checkpointer opens (the saver's, the guard's) takes the URL, so
-    # libpq's `options` parameter sets the lock timeout on each of them, and only here.
+    # Every connection the checkpointer opens takes the URL: libpq's `options` sets each.
     if seconds is None or urlsplit(url).scheme.lower() not in ("postgresql", "postgres"):
         return url
     parts = urlsplit(url)

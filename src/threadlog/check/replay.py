@@ -1,44 +1,26 @@
 """`replay`: re-run a stored thread's turns through the current graph, as a regression test.
 
 Contract: `replay(graph, source, thread_id, turns=None, model="stored", tools="stored")`
-returns a `ReplayReport`, one row per turn (a turn is a user message and what followed
-it), each `match` or the turn's *first* divergence:
+returns a `ReplayReport`, one row per turn (a user message and what followed it): `match`,
+or the turn's first divergence:
 
-* `context` — what a model call sends differs from what the stored call sent. When the
-  thread recorded its calls (`threadlog.checkpoint.calls`, any app), the request each
-  call sends now is compared with the recorded one (`threadlog.check.requests`): the
-  system prompt (a unified diff in `diff`), the other messages, and — after the call's
-  reply is compared — the tools bound and the model and its parameters. Without
-  recorded calls, what `ModelNode` sent is compared with its trace
-  (`response_metadata["threadlog"]`: the system prompt's id, how many messages).
-* `tool_schema` — a stored call no longer fits the current graph's tool (no tool of
-  that name, or arguments its schema refuses); with `model="stored"` the stored reply
-  is served, so this is how a changed schema shows.
-* `call` — a different call (another tool, more or fewer calls, a call where the stored
-  turn answered, an answer where it called), `args` — the same tools, other arguments,
-  `answer` — a different final answer.
-* `interrupt` — the turn paused in `interrupt()` (an approval) after everything before
-  the pause matched: the decision that let the stored turn go on is not replayed.
+* `context` — a model call sends other than the stored call sent: the recorded request
+  (`threadlog.check.requests`: system prompt with a unified diff, messages, then tools and
+  model), else `ModelNode`'s trace (system prompt id, message count).
+* `tool_schema` — a stored call no longer fits the current graph's tool.
+* `call` — another call, more or fewer calls; `args` — other arguments; `answer` — another
+  final answer.
+* `interrupt` — the turn paused in `interrupt()` after everything before it matched.
 
-How. Each turn starts from the state stored right before its user message (every state
-key, read from `source` read-only), with the other keys its input stored next to the user
-message, on a *scratch* thread in an in-memory saver: the source is never written, and a
-divergence in one turn does not cascade into the next. `graph` (a compiled graph using
-`threadlog.ModelNode` / `ToolNode`, or LangGraph's `ToolNode`) is copied with that
-saver, and while the turn runs every tool invoked inside it — at any subgraph depth,
-from any node (`threadlog.check.boundary`) — is answered by a stand-in serving the stored result of
-the same call — by name and arguments, else by position in the turn — so no stored
-tool's side effect runs again. A handoff tool (langgraph-swarm's or
-langgraph-supervisor's, marked by its `__handoff_destination` metadata) runs as it is:
-it only routes to the next agent. A call the stored turn did not make is reported and not
-executed (`tools="live"` runs it). A graph whose tools the boundary cannot reach (a
-`RemoteGraph` node, a tool class overriding `run`) is refused (`ValueError` naming the
-node). `model="stored"` serves each model call the turn's stored reply in order (the
-model is not called): through the graph's `ModelNode`s at any depth, else at every chat
-model's `invoke` (`boundary.replying`: LangGraph's prebuilt agent, LangChain's
-`create_agent`); `model="live"` calls the graph's own model. The `ModelNode`s are
-restored after each turn (that swap is not safe to share with a graph running elsewhere
-meanwhile).
+Each turn runs from the state stored right before its user message on a scratch thread in
+an in-memory saver: the source is never written, and a divergence does not cascade. Every
+tool invoked inside the turn, at any depth (`threadlog.check.boundary`), is served the
+stored result of the same call (by name and arguments, else position); a handoff tool
+(`__handoff_destination` metadata) runs as it is; a call the stored turn did not make is
+reported, not run (`tools="live"` runs it). A graph whose tools the boundary cannot reach
+is refused (`ValueError` naming the node). `model="stored"` serves the stored replies in
+order (through `ModelNode`s, else at every chat model's `invoke`); `model="live"` calls
+the graph's own model.
 """
 
 from __future__ import annotations
@@ -182,16 +164,10 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         if seed is None:  # written by update_state in one go: the stored prefix
             seed = {"messages": head[:at]}
         body = head[at + 1 : end]
-        out.append(
-            _Turn(
-                n,
-                user,
-                dict(seed),
-                [m for m in body if isinstance(m, AIMessage)],
-                [m for m in body if isinstance(m, ToolMessage)],
-                inputs=inputs.get(user.id or "", {}),
-            )
-        )
+        replies = [m for m in body if isinstance(m, AIMessage)]
+        results = [m for m in body if isinstance(m, ToolMessage)]
+        given = inputs.get(user.id or "", {})
+        out.append(_Turn(n, user, dict(seed), replies, results, inputs=given))
     return out
 
 
@@ -428,9 +404,7 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
             stub = RunnableLambda(served.node_reply)
             for m in models:
                 m.bound = m.bound_first = stub
-        # Every tool invoked inside the turn, at any depth, is answered by a stand-in;
-        # with stored replies and no ModelNode, every chat model is answered at its
-        # `invoke` (the graph's own model nodes, LangGraph's or LangChain's agents).
+        # With stored replies and no ModelNode, every chat model is answered at `invoke`.
         with contextlib.ExitStack() as stack:
             stack.enter_context(serving(served.stand_in))
             if model == "stored" and not models:
@@ -468,8 +442,7 @@ def _compare(
 ) -> Found:
     ais = [m for m in replayed if isinstance(m, AIMessage)]
     for k, stored in enumerate(turn.replies):
-        # What the call sends is compared before what it got back; the tools and the
-        # model's parameters after it (a changed schema shows as what the model did).
+        # What the call sends is compared before its reply; tools and parameters after it.
         was = recorded[k] if k < len(recorded) else None
         late: Difference | None = None
         if was is not None and k < len(sent):
@@ -478,15 +451,8 @@ def _compare(
                 return _context(k, d)
             late = d
         if k >= len(ais):
-            return (
-                "call",
-                k + 1,
-                f"{_FEWER} {len(ais)} model call(s); the stored turn "
-                f"made {len(turn.replies)}",
-                _summary(stored),
-                None,
-                None,
-            )
+            made = f"{_FEWER} {len(ais)} model call(s); the stored turn made {len(turn.replies)}"
+            return ("call", k + 1, made, _summary(stored), None, None)
         got = ais[k]
         s_trace = stored.response_metadata.get(TRACE_KEY) or {}
         r_trace = got.response_metadata.get(TRACE_KEY) or {}
@@ -517,28 +483,16 @@ def _compare(
                 "call", k + 1, "the model made other calls", _summary(stored), _summary(got), None
             )
         if sc != rc:
-            return (
-                "args",
-                k + 1,
-                "the same tools with other arguments",
-                _summary(stored),
-                _summary(got),
-                None,
-            )
+            other = "the same tools with other arguments"
+            return ("args", k + 1, other, _summary(stored), _summary(got), None)
         if not sc and _text(stored) != _text(got):
             return ("answer", k + 1, "a different final answer", _text(stored), _text(got), None)
         if late is not None:
             return _context(k, late)
     if len(ais) > len(turn.replies):
-        extra = ais[len(turn.replies)]
-        return (
-            "call",
-            len(turn.replies) + 1,
-            "the replay called the model more times",
-            None,
-            _summary(extra),
-            None,
-        )
+        extra = _summary(ais[len(turn.replies)])
+        more = "the replay called the model more times"
+        return ("call", len(turn.replies) + 1, more, None, extra, None)
     return ("match", None, "", None, None, None)
 
 
@@ -567,9 +521,8 @@ def _replay_turn(
     recorded: Sequence[Request | None] = (),
     models_only: bool = False,
 ) -> TurnResult:
-    """One turn replayed; `models_only`: the turn's stored replies are the AIMessages a
-    recorded model call produced, so the replayed ones are those a model call produced
-    (a message a node wrote itself, such as a supervisor's handoff back, is neither)."""
+    """One turn replayed; `models_only`: compare only the AIMessages a model call
+    produced (not one a node wrote itself)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -615,14 +568,8 @@ def _replay_turn(
     elif stopped is not None and stopped.kind == "tool_schema" and not (
         kind == "context" and (call or 0) < (stopped.model_call or 0)
     ):
-        kind, call, detail, stored, replayed, diff = (
-            stopped.kind,
-            stopped.model_call,
-            stopped.detail,
-            None,
-            None,
-            None,
-        )
+        kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
+        stored = replayed = diff = None
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
@@ -766,20 +713,11 @@ def replay(
         if turn.removed:
             results.append(_skipped(turn))
             continue
-        # With recorded calls, the replies to serve are the AIMessages a model call
-        # produced; a turn none of whose replies was recorded keeps them all.
+        # With recorded calls, serve only the AIMessages a model call produced.
         made = [ai for ai in turn.replies if str(ai.id) in requests]
         models_only = bool(made) and len(made) < len(turn.replies)
         if models_only:
             turn = dataclasses.replace(turn, replies=made)
-        results.append(
-            _replay_turn(
-                graph,
-                turn,
-                model,
-                tools,
-                [requests.get(str(ai.id)) for ai in turn.replies],
-                models_only,
-            )
-        )
+        recorded = [requests.get(str(ai.id)) for ai in turn.replies]
+        results.append(_replay_turn(graph, turn, model, tools, recorded, models_only))
     return ReplayReport(f"replay of thread {thread_id} from {name} (model {model})", results)

@@ -1,22 +1,16 @@
 """What a replayed model call sends, next to what the stored call sent
 (`threadlog.checkpoint.calls` recorded it).
 
-Contract: `RequestCapture` is a LangChain callback handler; passed in a replayed turn's
-config, it keeps, for every chat-model call made inside the turn (any node, any depth),
-the `Request` it sends, in the order the calls start (and the ids of the replies they
-produced, `.replies`): the messages as sent (in the form
-`threadlog.inspect.calls` reads them back), the tool names and schemas, the model and its
-parameters, read the same way the recorder reads them. `Request.from_wire(messages)` is
-a request known by its messages only (a `ModelNode` answered by a stand-in: no chat model
-is called), whose tools and parameters are not compared.
+Contract: `RequestCapture` is a LangChain callback handler that keeps, for every
+chat-model call inside a replayed turn, the `Request` it sends (messages, tool names and
+schemas, model and parameters), in start order, and the ids of the replies (`.replies`).
+`Request.from_wire(messages)` is a request known by its messages only.
 
-`difference(recorded, now)` is None when the two requests send the same thing, else a
-`Difference`: `part` (`system_prompt`, `messages`, `tools`, `model`), one line saying
-what differs, the recorded and replayed values as text, and for a system prompt or a tool
-schema a unified diff (`difflib`, recorded → replayed). Messages are compared by what the
-model reads (role, content, name, tool calls by name and arguments, a tool result's
-status), not by ids, which a replay writes anew. The parts are compared in that order;
-`tools` and `model` are compared only when both requests hold them.
+`difference(recorded, now)` is None when both send the same thing, else a `Difference`:
+`part` (`system_prompt`, `messages`, `tools`, `model`, compared in that order; the last
+two only when both requests hold them), one line saying what differs, both values as
+text, and a unified diff for a system prompt or tool schema. Messages are compared by
+what the model reads, not by ids.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """`check` of the threads a LangGraph server (`langgraph dev`, LangGraph Platform) serves.
 
 Contract: `check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
-`ThreadCheck` per thread the server lists (`Server.thread_ids`, paged, newest created
-first; none kept: memory stays flat in the number of threads) — or per id of `threads`
-(one the server does not hold raises `LookupError`). Each thread's head state
-(`threads.get_state`), or every state of its history with `all_checkpoints`
-(`threads.get_history`, paged), is checked by the same `find_problems` as a database:
-every key whose value is a list of LangChain message dicts, `messages` first. A thread
-with no checkpoint yet (created, never run) is not listed, as a database would not list
-it. Only the top-level namespace is read (the server's state API).
-
-The server does not say which channel type holds a key, so its problems carry the format
-`server` and `repairable=False`: `check --repair` does not write through a server.
+`ThreadCheck` per thread the server lists (paged, none kept) or per id of `threads` (an
+unknown one raises `LookupError`). The head state, or every state with `all_checkpoints`,
+is checked by `find_problems`: every key holding LangChain message dicts, `messages`
+first. Only the top-level namespace is read. Problems carry the format `server` and
+`repairable=False`.
 
 `check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
 else by `threadlog.check.database.check`.
@@ -148,21 +142,14 @@ def check(
 ) -> CheckReport:
     """Check the threads of `source` — a checkpointer, a database URL or path, or a
     LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
+    options: Any = {
+        "threads": threads,
+        "all_checkpoints": all_checkpoints,
+        "strict_first_turn": strict_first_turn,
+    }
     if not (isinstance(source, str) and is_server_url(source)):
-        return check_database(
-            source,
-            profiles=profiles,
-            threads=threads,
-            all_checkpoints=all_checkpoints,
-            strict_first_turn=strict_first_turn,
-        )
+        return check_database(source, profiles=profiles, **options)
     chosen = resolve_profiles(profiles)
     with Server(source) as server:
-        results = check_served(
-            server,
-            profiles=chosen,
-            threads=threads,
-            all_checkpoints=all_checkpoints,
-            strict_first_turn=strict_first_turn,
-        )
+        results = check_served(server, profiles=chosen, **options)
         return report_of(results, describe(source), chosen, ServedCheckReport)

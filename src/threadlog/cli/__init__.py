@@ -1,9 +1,7 @@
 """The `threadlog` command: `demo`, `threads`, `inspect`, `export`, `check`, `replay` and `prune`.
 
-Each subcommand lives in its own module and registers itself here through a
-`register(subparsers)` function, so this file stays a table of contents. Nothing heavy is
-imported until a subcommand runs (`threadlog --help` and `--version` load no LangGraph):
-the subcommand modules import LangChain and LangGraph inside their `run` functions.
+Each subcommand module registers itself through `register(subparsers)` and imports
+LangChain and LangGraph only inside `run`, so `--help` and `--version` load no LangGraph.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """`threadlog check --db SOURCE [--profile P …] [--thread T …] [--all-checkpoints] [--json]
 [--repair [--dry-run]]`.
 
-Contract: reports, per thread, what each profile (default: every one in `PROFILES`) would
-reject in its stored history and why (`threadlog.inspect.check`), streaming thread by
-thread (a database's subgraph namespaces too, each problem naming its namespace), then
-one summary line. Text is terminal-safe (stored ids and text escaped);
-`--json` prints JSON Lines: one object per problem (the `Problem` fields), one
-`{"thread_id", "kind": "unreadable", "detail"}` per thread that could not be read, and a
-last `{"summary": {...}}` — JSON only, with `--repair` too. Exit status: 0 every thread
-clean, 1 problems found, 2 a thread or the source could not be read or the input is bad
-(unknown profile, thread not in the database, not a LangGraph database, a Postgres table
-lock held longer than `--lock-timeout`) — one line on stderr (`cli/errors.py`).
-`--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
-the app's own state types.
-
-`--repair` appends a "not completed" result to every call without one that appending can
-answer (`threadlog.check.repair`), through the guarded saver, refusing a thread a run
-holds; `--dry-run` prints the plan and writes nothing. Without `--repair` the database is
-opened read-only. A LangGraph server URL is checked through its API
-(`threadlog.check.served`); `--repair` refuses it (exit 2, one line).
+Contract: reports, per thread, what each profile (default: all of `PROFILES`) would reject
+in its stored history (`threadlog.inspect.check`), streaming thread by thread, then one
+summary line; text is terminal-safe. `--json` prints JSON Lines: one object per problem,
+one `{"thread_id", "kind": "unreadable", "detail"}` per unreadable thread, and a last
+`{"summary": {...}}`. Exit status: 0 clean, 1 problems, 2 unreadable or bad input (one
+line on stderr, `cli/errors.py`). `--repair` appends a "not completed" result to every
+call appending can answer (`threadlog.check.repair`); `--dry-run` prints the plan. Without
+`--repair` the database is opened read-only; a server URL refuses `--repair`.
 """
 
 from __future__ import annotations
@@ -33,24 +23,22 @@ from threadlog.cli.jsonout import dumps
 
 __all__ = ["register", "run"]
 
+HELP = "find stored threads a provider would reject (and repair them by appending)"
+DESCRIPTION = (
+    "Check every thread of a database against provider profiles: calls "
+    "without results, results without calls, misplaced system text, … Exit 0 clean, "
+    "1 problems, 2 unreadable or bad input."
+)
+DB_HELP = (
+    "a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
+    "server's URL (http://…; checked through its API, not repaired)"
+)
+
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_allow_type
+    from threadlog.cli.types import add_flags, finish, source_parser
 
-    p = sub.add_parser(
-        "check",
-        help="find stored threads a provider would reject (and repair them by appending)",
-        description="Check every thread of a database against provider profiles: calls "
-        "without results, results without calls, misplaced system text, … Exit 0 clean, "
-        "1 problems, 2 unreadable or bad input.",
-    )
-    p.add_argument(
-        "--db",
-        required=True,
-        metavar="SOURCE",
-        help="a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
-        "server's URL (http://…; checked through its API, not repaired)",
-    )
+    p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument(
         "--profile",
         action="append",
@@ -58,26 +46,16 @@ def register(sub: Any) -> None:
         help="a provider profile to check against (repeatable; default: every profile)",
     )
     p.add_argument("--thread", action="append", metavar="T", help="only this thread (repeatable)")
-    p.add_argument(
-        "--all-checkpoints",
-        action="store_true",
-        help="check every checkpoint of each thread, not only its head",
-    )
-    p.add_argument(
-        "--strict-first-turn",
-        action="store_true",
-        help="a history that does not start with a user message is a problem, not a note "
-        "(say so when the app sends the stored history as it is, with no prompt of its own)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON Lines (one problem a line)")
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="append a 'not completed' result to each call without one (through the guarded "
-        "saver; nothing is rewritten or deleted)",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="with --repair: print the plan, write nothing"
+    add_flags(
+        p,
+        all_checkpoints="check every checkpoint of each thread, not only its head",
+        strict_first_turn="a history that does not start with a user message is a problem, "
+        "not a note (say so when the app sends the stored history as it is, with no prompt "
+        "of its own)",
+        json="print JSON Lines (one problem a line)",
+        repair="append a 'not completed' result to each call without one (through the "
+        "guarded saver; nothing is rewritten or deleted)",
+        dry_run="with --repair: print the plan, write nothing",
     )
     p.add_argument(
         "--lock-timeout",
@@ -87,8 +65,7 @@ def register(sub: Any) -> None:
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
         "released within SECONDS (default 10)",
     )
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def _seconds(text: str) -> float:
@@ -165,12 +142,8 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
                     _out(dumps(asdict(p)))
                 noted.extend(asdict(n) for n in result.notes)
                 if result.error is not None:
-                    row = {
-                        "thread_id": result.thread_id,
-                        "kind": "unreadable",
-                        "detail": result.error,
-                    }
-                    _out(dumps(row))
+                    row = {"thread_id": result.thread_id, "kind": "unreadable"}
+                    _out(dumps({**row, "detail": result.error}))
                 continue
             if result.error is not None:
                 _out(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))
@@ -224,6 +197,8 @@ def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
+    from dataclasses import asdict
+
     from threadlog.check.database import open_database
     from threadlog.check.repair import apply_repairs, plan_repairs
     from threadlog.cli.types import allowing
@@ -234,21 +209,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
     if args.json and args.dry_run:
         for plan in plans:
-            _out(
-                dumps(
-                    {
-                        "thread_id": plan.thread_id,
-                        "checkpoint_id": plan.checkpoint_id,
-                        "channel": plan.channel,
-                        "format": plan.format,
-                        "results": [
-                            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name}
-                            for r in plan.results
-                        ],
-                        "refused": plan.refused,
-                    }
-                )
-            )
+            _out(dumps(plan.row()))
     elif args.dry_run:
         for plan in plans:
             for line in plan.lines():
@@ -271,17 +232,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         )
     for res in results:
         if args.json:
-            _out(
-                dumps(
-                    {
-                        "thread_id": res.thread_id,
-                        "channel": res.channel,
-                        "written": res.written,
-                        "checkpoint_id": res.checkpoint_id,
-                        "refused": res.refused,
-                    }
-                )
-            )
+            _out(dumps(asdict(res)))
         else:
             _out(safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)

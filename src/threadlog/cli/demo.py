@@ -2,34 +2,20 @@
 
 Contract:
 
-* Runs `threadlog.examples.weather.build_graph` (shipped in the package, so it works after
-  a plain `pip install`) with `OfflineChatModel` unless `--model openai:MODEL` is given,
-  on a checkpointer opened by `threadlog.checkpointer(--db)`; the default database is
-  `threadlog-demo.db` in the current directory.
-* Without `--thread` a new thread is started; `--thread ID` continues one, so the model
-  sees the earlier turns.
-* Text output: one line per message of this turn with its role; tool calls and results
-  both show the call id; the answer streams as it is generated; then token usage, the
-  checkpoint id and how to continue. `--json` instead prints the thread's whole history
-  as one JSON document (nothing else on stdout).
-* Bad input (an unknown model spec, no API key, an empty question, an unknown thread, a
-  `--db` that is not a LangGraph database — left byte-identical — or has a wrong scheme)
-  is one line on stderr naming the flag or value, exit status 2 (`cli/errors.py`); an
-  unreachable endpoint or a failing database is one line, exit status 1 — no traceback.
-  So is every server failure (HTTP 4xx/5xx, a timeout, an empty stream): the line names
-  the profile to try and whether the thread can continue
+* Runs `threadlog.examples.weather.build_graph` with `OfflineChatModel` unless `--model
+  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`).
+* Without `--thread` a new thread starts; `--thread ID` continues one.
+* Text output: one line per message of the turn with its role, call ids on calls and
+  results, the answer streamed, then token usage, the checkpoint id and how to continue.
+  `--json` prints the thread's whole history as one JSON document instead.
+* Bad input is one line on stderr naming the flag or value, exit 2; an unreachable
+  endpoint, a failing database or a server failure is one line, exit 1
   (`threadlog.models.servers.explain_failure`).
-* Every line printed is terminal-safe (`threadlog.terminal`, `cli/transcript.py`): the
-  control characters of a message, a tool's output, an id or an error print as visible
-  escapes. `--json` prints the exact text.
-* `--profile` picks the server's wire rules (default: detected from the endpoint's
-  `/v1/models`, else its URL); `--tool-choice` the first model call's `tool_choice`
-  (default: the profile's); `--max-model-calls` caps a turn (default 6).
-* `--max-tokens`, `--timeout`, `--max-retries` go to `ChatOpenAI` (defaults 512 tokens a
-  reply, 60 s a request, 1 retry): a small model on a slow CPU needs a longer timeout.
-* When the turn's answer holds no tool call but its text reads as a call to one of the
-  agent's tools (a fenced JSON block, `<tool_call>` tags), one hint line on stderr names
-  the server's chat template as the likely cause; the exit status does not change.
+* Every line printed is terminal-safe; `--json` prints the exact text.
+* `--profile`, `--tool-choice`, `--max-model-calls` (default 6), and `--max-tokens`,
+  `--timeout`, `--max-retries` for `ChatOpenAI`.
+* An answer whose text reads as a call to one of the agent's tools gets one hint line on
+  stderr naming the server's chat template; the exit status does not change.
 """
 
 from __future__ import annotations
@@ -62,8 +48,7 @@ DEFAULT_DB = "sqlite:///threadlog-demo.db"
 DURABILITY: Literal["sync"] = "sync"
 # A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
 DEMO_MAX_MODEL_CALLS = 6
-# ChatOpenAI's settings for `--model openai:…`. A small local model can ramble for
-# thousands of tokens, and an answer needs few.
+# ChatOpenAI's settings for `--model openai:…`: a small local model can ramble.
 DEMO_MAX_TOKENS = 512
 DEMO_TIMEOUT_S = 60.0
 DEMO_MAX_RETRIES = 1
@@ -229,8 +214,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
         return BAD_INPUT if isinstance(e, BadInput) else 1
     except Exception as e:
-        # A database that fails mid-turn (locked, disk full, connection lost) is one line
-        # too; anything else is a bug whose traceback THREADLOG_DEBUG=1 shows.
+        # A database failing mid-turn is one line too; THREADLOG_DEBUG=1 shows a traceback.
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         from threadlog.inspect.readonly import SourceError
@@ -460,11 +444,8 @@ def _one_line(e: BaseException) -> str:
 
 
 def text_call_hint(messages: list[Any]) -> str | None:
-    """One line for stderr when the turn's answer is a tool call written as text.
-
-    The server found no call in the reply, but its text reads as one to a tool the agent
-    has: most likely the server's chat template renders calls in another form than the
-    model writes them, so the server's parser never saw a call (docs/profiles.md)."""
+    """One line for stderr when the turn's answer is a tool call written as text (most
+    likely the server's chat template, docs/profiles.md)."""
     from langchain_core.messages import AIMessage
 
     from threadlog.examples.weather import get_weather
@@ -537,30 +518,28 @@ def _print_turn(
 def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
     """The thread's history as stored, read-only: nothing is asked, nothing written."""
     from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.transcript import history_json
     from threadlog.inspect.export import messages_at
 
     thread_id = resolve_thread(db_url(db), thread_id)
     messages, checkpoint_id = messages_at(db_url(db), thread_id)
+    _write_json(out, thread_id, checkpoint_id, db, messages)
+
+
+def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
+    state = graph.get_state(config)
+    checkpoint_id = state.config["configurable"]["checkpoint_id"]
+    messages = state.values.get("messages", [])
+    _write_json(out, config["configurable"]["thread_id"], checkpoint_id, db, messages)
+
+
+def _write_json(out: TextIO, thread_id: str, checkpoint_id: str, db: str, messages: Any) -> None:
+    from threadlog.cli.jsonout import dumps
+    from threadlog.cli.transcript import history_json
+
     doc = {
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "db": db_url(db),
         "messages": history_json(messages),
-    }
-    out.write(dumps(doc, indent=2) + "\n")
-
-
-def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.transcript import history_json
-
-    state = graph.get_state(config)
-    doc = {
-        "thread_id": config["configurable"]["thread_id"],
-        "checkpoint_id": state.config["configurable"]["checkpoint_id"],
-        "db": db_url(db),
-        "messages": history_json(state.values.get("messages", [])),
     }
     out.write(dumps(doc, indent=2) + "\n")

@@ -2,23 +2,17 @@
 
 Contract:
 
-* `run_command(name, body)` runs `body()` and returns its exit status. Bad input — an
-  unknown thread, a missing or foreign file, a wrong URL scheme, a bad flag value
-  (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) — is one line,
-  `threadlog NAME: error: <what, naming the flag or value>`, on stderr with exit status 2
-  (`BAD_INPUT`), and the command has written nothing. Any other exception is one line
-  prefixed with its type, exit status `error_status` (1; `check` and `replay` keep 1 for
-  "problems found" and use 2). `THREADLOG_DEBUG=1` re-raises instead, for the traceback.
-  The line is terminal-safe (`threadlog.terminal.safe_line`). Ctrl-C is "interrupted"
-  (130); a closed stdout (`| head`) ends quietly (0).
-* `Parser` is every subcommand's argparse parser: a mistyped or missing flag shows that
-  subcommand's usage, then the error (exit 2); a bad value of a known flag is one line
-  naming the flag (exit 2).
-* `writable_database(db, command, create=False)` is the gate of every command that may
-  write to `--db` (`demo`, `prune`, `check --repair`): a file or database that is not
-  LangGraph's is refused before anything opens it for writing, so it stays byte-identical.
-* `resolve_thread(db, thread)` takes a thread id or a unique prefix of one (as checkpoint
-  ids take a unique suffix) and returns the full id; no match or several is bad input.
+* `run_command(name, body)` runs `body()` and returns its exit status. Bad input
+  (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) is one line,
+  `threadlog NAME: error: <what>`, on stderr, exit 2 (`BAD_INPUT`), nothing written. Any
+  other exception is one line prefixed with its type, exit `error_status` (1). The line is
+  terminal-safe. `THREADLOG_DEBUG=1` re-raises. Ctrl-C exits 130; a closed stdout, 0.
+* `Parser`: a mistyped or missing flag shows the subcommand's usage, then the error; a bad
+  value of a known flag is one line naming the flag (exit 2).
+* `writable_database(db, command, create=False)` refuses, before opening it for writing,
+  a file or database that is not LangGraph's.
+* `resolve_thread(db, thread)` takes a thread id or a unique prefix and returns the full
+  id; no match or several is bad input.
 """
 
 from __future__ import annotations
@@ -90,8 +84,7 @@ def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> in
 
 
 class Parser(argparse.ArgumentParser):
-    """A subcommand's parser (module doc): usage for a mistyped flag, one line for a bad
-    value."""
+    """A subcommand's parser (module doc): usage for a mistyped flag, one line for a bad value."""
 
     def error(self, message: str) -> NoReturn:
         if message.startswith(("unrecognized arguments", "the following arguments")):

@@ -1,18 +1,11 @@
 """`threadlog export --db SOURCE --thread ID [--namespace NS] [--format jsonl|openai|langchain]
 [--checkpoint C]`.
 
-Contract: prints one thread's message history, complete (nothing cut), read-only — it never
-runs a turn. Complete means every message ever written to the thread: messages a
-`RemoveMessage` or a summarizing step hid are exported too, where they stood, marked
-`response_metadata["threadlog_removed"]` with the event that hid them
-(`threadlog.inspect.export.whole_history`; `inspect` shows the view). Formats: `jsonl`
-(default) one message per line with its role and LangChain fields, `langchain`
-LangChain's `messages_to_dict` list, `openai` the Chat Completions `messages`
-langchain-openai would send. `--checkpoint` exports the log at an earlier checkpoint (a
-full id or unique suffix); `--namespace NS` exports a subgraph's log instead of the root's
-(its namespace as `threadlog inspect` lists it under "subgraphs"); `-o FILE` writes to a
-file. `threadlog.inspect.export.loads` reads any of them back. `--thread` takes an id or a
-unique prefix. Bad input: one line, exit 2 (`cli/errors.py`).
+Contract: prints one thread's message history, complete, read-only: every message ever
+written, including those a removal hid, marked where they stood
+(`threadlog.inspect.export.whole_history`). `--checkpoint` exports the log at an earlier
+checkpoint; `--namespace NS` a subgraph's log; `-o FILE` writes to a file. Bad input: one
+line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations
@@ -21,21 +14,17 @@ import argparse
 import sys
 from typing import Any
 
-from threadlog.cli.threads import add_namespace, source_parser
+from threadlog.cli.types import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
 
+HELP = "print a thread's whole message history (jsonl, openai, langchain); reads only"
+DESCRIPTION = "Print a thread's message history, complete, without running anything."
+THREAD_HELP = "thread id"
+
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_allow_type
-
-    p = source_parser(
-        sub,
-        "export",
-        help="print a thread's whole message history (jsonl, openai, langchain); reads only",
-        description="Print a thread's message history, complete, without running anything.",
-        thread="thread id",
-    )
+    p = source_parser(sub, "export", HELP, DESCRIPTION, thread=THREAD_HELP)
     p.add_argument(
         "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "
@@ -46,8 +35,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--checkpoint", help="export the log at this checkpoint (id or unique suffix)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,34 +1,17 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
 [--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`.
 
-Contract: prints the thread's timeline and its tool pairs (and the fork tree when the thread
-has branches) as plain text that fits in 100 columns, for any source
-`threadlog.inspect.thread` reads: a SQLite file (path or `sqlite:///path`), a Postgres URL
-(both opened read-only), or a LangGraph server URL. `--checkpoint` narrows to one branch:
-the path from the root to that checkpoint, the pairs at it, and the diff from its parent.
-`--context CALL` adds what the model saw for one model call (an AIMessage id, or an index
-among the model calls: -1 is the last): the request the call recorded when there is one
-(`threadlog.checkpointer` records every call), else a rebuild that says so. `--json` prints
-the same views as `.rows()` in one JSON object. `--html FILE` writes the thread page
-(turns, full content, waterfall) and prints one line, `wrote FILE`, instead of the views;
-with `--json` too, the JSON is printed and that line goes to stderr.
-`--last N` reads only the newest N checkpoints; a read that takes more than a second shows
-progress on stderr. A thread whose subgraphs stored checkpoints in their own namespaces also
-gets a "subgraphs" view listing them; `--namespace NS` shows one of those instead of the
-root (same views). A state with more keys than its messages also gets a "state" view (every
-key at the head, or at `--checkpoint`: `Thread.state`); the timeline shows per step the values
-that changed and the messages appended under other message keys. `--key KEY` makes the views
-read another message key (`supervisor_messages`). `--thread` takes an id or a unique prefix.
-Exit status 0 on success; bad input is one line on stderr, exit 2 (`cli/errors.py`).
-The `--html` page also shows each recorded model call under its step.
-`--calls` prints instead every model call the thread recorded (`threadlog.inspect.calls`: the
-messages as sent, the system prompt in full, tools, model, the reply), in the order they
-started; with `--json` one JSON list, an object per call (`namespace`, `agent`, `node`,
-`model`, `messages` each with `role` and `content`, `tools`, `reply_id`, …).
-`--store` prints instead the `BaseStore` items each step read and wrote
-(`threadlog.inspect.store_items`: gets, searches with their items, puts, deletes), in
-order; with `--json` one JSON list, an object per operation (`node`, `step`, `op`,
-`store_namespace`, `key`, `value`, `items`, …). The `--html` page shows them per step too.
+Contract: prints the thread's timeline and tool pairs (and the fork tree, subgraphs and
+state views when there are some) as text that fits in 100 columns, for any source
+`threadlog.inspect.thread` reads. `--checkpoint` narrows to one branch (its path, the
+pairs at it, the diff from its parent). `--context CALL` adds what the model saw for one
+model call (an AIMessage id or an index: -1 is the last). `--json` prints the views'
+`.rows()` in one JSON object. `--html FILE` writes the thread page and prints `wrote FILE`
+(to stderr with `--json`). `--last N` reads only the newest N checkpoints. `--namespace`
+shows a subgraph's checkpoints; `--key` another message key. `--calls` prints every
+recorded model call (`threadlog.inspect.calls`), `--store` the `BaseStore` items each step
+used (`threadlog.inspect.store_items`), as text or a JSON list. Exit 0; bad input is one
+line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -40,18 +23,16 @@ from typing import Any
 
 __all__ = ["check_output_path", "register", "run"]
 
+HELP = "show a thread's checkpoints: timeline, tool pairs, forks, what the model saw"
+DESCRIPTION = "Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only."
+THREAD_HELP = "thread id (see `threadlog threads`)"
+
 
 def register(sub: Any) -> None:
-    from threadlog.cli.threads import add_namespace, source_parser
-    from threadlog.cli.types import add_allow_type
+    from threadlog.cli.errors import positive
+    from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
 
-    p = source_parser(
-        sub,
-        "inspect",
-        help="show a thread's checkpoints: timeline, tool pairs, forks, what the model saw",
-        description="Show a thread's checkpoints (timeline, tool pairs, fork tree). Reads only.",
-        thread="thread id (see `threadlog threads`)",
-    )
+    p = source_parser(sub, "inspect", HELP, DESCRIPTION, thread=THREAD_HELP)
     add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")
     p.add_argument(
         "--key",
@@ -65,35 +46,27 @@ def register(sub: Any) -> None:
         help="also show what the model saw for this model call: an AIMessage id, or an "
         "index among the model calls (-1: the last)",
     )
-    p.add_argument(
-        "--calls",
-        action="store_true",
-        help="list every model call the thread recorded (messages sent with the system "
+    add_flags(
+        p,
+        calls="list every model call the thread recorded (messages sent with the system "
         "prompt, tools, model, reply) instead of the views; with --json a JSON list",
-    )
-    p.add_argument(
-        "--store",
-        action="store_true",
-        help="list the BaseStore items each step read and wrote (when the graph has a "
+        store="list the BaseStore items each step read and wrote (when the graph has a "
         "store) instead of the views; with --json a JSON list",
+        json="print rows as JSON instead of tables",
     )
-    p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument(
         "--html",
         metavar="FILE",
         help="write the thread as an HTML page; prints one line, 'wrote FILE' (with --json, "
         "the JSON, that line on stderr)",
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--last",
         type=positive("--last", "checkpoints"),
         metavar="N",
         help="read only the newest N checkpoints (long threads)",
     )
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def check_output_path(path: str) -> None:

@@ -2,10 +2,8 @@
 would obey.
 
 Contract: `dumps(value, indent=None)` is `json.dumps(value, ensure_ascii=False,
-default=str)` with every C1 control (U+0080 to U+009F) and bidi override or isolate
-(U+202A to U+202E, U+2066 to U+2069) written as its `\\uXXXX` escape: they only occur inside
-JSON strings, so the text still parses to the same value, and a stored message cannot
-move the cursor or reorder what a terminal shows.
+default=str)` with every C1 control and bidi override or isolate written as its
+`\\uXXXX` escape; the text parses to the same value.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Progress on stderr for reads that take more than a second.
 
 Contract: `Progress(label)` is a callable `(done, total)` and a context manager. Nothing is
-printed until `after` seconds (default 1, `THREADLOG_PROGRESS_AFTER` overrides) have
-passed; then, on a terminal, one line rewritten in place (`label 120/551`), elsewhere one
-line when it starts and one when it ends — so a log file gets two lines, not hundreds. A
-hint (e.g. "use --last N") is printed once with the first line. The label and hint are
-terminal-safe (`threadlog.terminal.safe_line`): a label naming a thread id shows its
-control characters as visible escapes.
+printed before `after` seconds (default 1, `THREADLOG_PROGRESS_AFTER`); then, on a
+terminal, one line rewritten in place (`label 120/551`), elsewhere one line at the start
+and one at the end. A hint is printed once with the first line. Label and hint are
+terminal-safe.
 """
 
 from __future__ import annotations

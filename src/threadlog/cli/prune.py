@@ -1,35 +1,21 @@
 """`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
 [--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`.
 
-Contract: retention for a self-hosted app's checkpoint database (SQLite path or URL,
-Postgres URL), by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
+Contract: retention by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
 
-* `--keep-latest`: every selected thread keeps its head — materialized, its open calls'
-  requests and stored results, compaction and edit events, checksums re-sealed — and
-  loses every older checkpoint (`prune(strategy="keep_latest")`).
-* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): the selected threads whose newest
-  checkpoint is older than D are deleted whole (`prune(strategy="delete")`).
-* `--thread T` (repeatable) selects threads; default: every thread of the database.
-* `--archive FILE`: first, each thread to prune is written whole, as it is, to FILE — a
-  new SQLite database in LangGraph's own tables, so `threadlog inspect`, `threads` and
-  `export` open it like any database (`--db FILE`). Written before anything is pruned;
-  removed again if the prune fails.
-* `--dry-run`: print what would go — per thread, the checkpoints and the bytes the rows
-  hold (the rows' sizes, less the snapshots a head gains) — and change nothing.
-* A SQLite file does not shrink when rows go (its pages are kept for reuse): `prune`
-  says what the file weighs and what it would weigh after `VACUUM` (`--dry-run`: measured
-  by rehearsing the prune and `VACUUM` on a backup copy in a temporary folder, deleted
-  after; the file itself is only read); `--vacuum` runs it
-  after the prune (Postgres: `VACUUM` of the checkpoint tables, which makes the space
-  reusable; only `VACUUM FULL`, not run here, returns it to the system).
-* `--thread` takes ids or unique prefixes; `--allow-type` / `THREADLOG_ALLOW_TYPES` name
-  the app's own state types, which prune reads back and rewrites into the heads.
+* `--keep-latest`: each selected thread keeps its head, materialized, and loses every
+  older checkpoint.
+* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): threads whose newest checkpoint is
+  older than D are deleted whole.
+* `--thread T` (ids or unique prefixes) selects threads; default every thread.
+* `--archive FILE`: first writes each thread to prune, whole, to a new SQLite database
+  the inspector opens; removed again if the prune fails.
+* `--dry-run`: per thread, the checkpoints and bytes that would go; nothing changes.
+* SQLite: prints the file's size and its size after `VACUUM` (`--dry-run` measures on a
+  temporary copy); `--vacuum` runs it after the prune (Postgres: `VACUUM` of the tables).
 
-Every selected thread is held for the whole call (the run guard's lock, refusing a thread
-a run holds), then all are pruned in one transaction. Errors — no or both strategies, a
-bad duration, an archive path that exists, a thread held by a run, a thread that is not
-in the database, a file or database that is not LangGraph's (left byte-identical) — are
-one line on stderr, exit status 2, and nothing changed (`cli/errors.py`).
+Every selected thread is held (the run guard's lock) for the whole call, then all are
+pruned in one transaction. Errors are one line on stderr, exit 2, nothing changed.
 """
 
 from __future__ import annotations
@@ -38,12 +24,21 @@ import argparse
 import contextlib
 import os
 import re
+from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from threadlog.cli.errors import CommandError
 
 __all__ = ["parse_duration", "register", "run"]
+
+HELP = "drop old checkpoints (keep each thread's head) or old threads; archive first"
+DESCRIPTION = (
+    "Retention for a checkpoint database: keep each thread's head "
+    "(--keep-latest) or delete threads idle longer than a duration (--older-than), "
+    "optionally archiving what goes to a SQLite file the inspector opens."
+)
+DB_HELP = "sqlite:///path, a path, or postgresql://…"
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -52,32 +47,21 @@ UsageError = CommandError  # bad input: one line, exit 2, nothing changed
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "prune",
-        help="drop old checkpoints (keep each thread's head) or old threads; archive first",
-        description="Retention for a checkpoint database: keep each thread's head "
-        "(--keep-latest) or delete threads idle longer than a duration (--older-than), "
-        "optionally archiving what goes to a SQLite file the inspector opens.",
-    )
-    p.add_argument(
-        "--db", required=True, metavar="URL", help="sqlite:///path, a path, or postgresql://…"
-    )
-    p.add_argument("--keep-latest", action="store_true", help="keep only each thread's head")
+    from threadlog.cli.types import add_flags, finish, source_parser
+
+    p = source_parser(sub, "prune", HELP, DESCRIPTION, db=DB_HELP, db_metavar="URL")
+    add_flags(p, keep_latest="keep only each thread's head")
     p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
     p.add_argument(
         "--thread", action="append", default=[], metavar="T", help="only thread T (repeat)"
     )
     p.add_argument("--archive", metavar="FILE", help="write the pruned threads whole to FILE first")
-    p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
-    p.add_argument(
-        "--vacuum",
-        action="store_true",
-        help="after pruning, run VACUUM so a SQLite file shrinks to what it holds",
+    add_flags(
+        p,
+        dry_run="print what would go; change nothing",
+        vacuum="after pruning, run VACUUM so a SQLite file shrinks to what it holds",
     )
-    from threadlog.cli.types import add_allow_type
-
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,22 +243,20 @@ def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
 
 def _sizes(backend: Any, report: Any) -> dict[str, int]:
     """Per thread, the bytes its dropped rows hold (the rows' own lengths)."""
-    dropped: dict[tuple[str, str], set[str]] = {}
+    dropped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for tid, ns, cid in report.dropped:
-        dropped.setdefault((tid, ns), set()).add(cid)
-    out: dict[str, int] = {}
+        dropped[tid, ns].add(cid)
+    out: Counter[str] = Counter()
     for (tid, ns), ids in dropped.items():
         stored = backend.stored_bytes(tid, ns) or {}
-        out[tid] = out.get(tid, 0) + sum(n for cid, n in stored.items() if cid in ids)
-    return out
+        out[tid] += sum(n for cid, n in stored.items() if cid in ids)
+    return dict(out)
 
 
 def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None) -> None:
     from threadlog.terminal import safe_line
 
-    by_thread: dict[str, int] = {}
-    for tid, _, _ in report.dropped:
-        by_thread[tid] = by_thread.get(tid, 0) + 1
+    by_thread = Counter(tid for tid, _, _ in report.dropped)
     freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
     verb = "would prune" if dry else "pruned"
     print(

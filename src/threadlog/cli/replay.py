@@ -1,19 +1,11 @@
 """`threadlog replay --db SOURCE --thread T --graph module:attr [--turns A:B]
 [--model stored|live] [--tools live] [--json]`.
 
-Contract: re-runs each stored turn of thread `T` through the graph `module:attr` (a
-compiled graph, or a function of no arguments returning one; `module` is imported with
-the current directory on the path) on a scratch copy, and prints one line per turn —
-`match` or its first divergence (`threadlog.check.replay`) — then a summary.
-Tool calls are answered from the stored results (`--tools live` runs calls the stored
-turn did not make); the model is served the stored replies (`--model stored`, the
-default) or called (`--model live`). `--json` prints one JSON object: the thread, the
-source, the graph, the modes, the summary and the turns' rows. The source is opened
-read-only; `--thread` takes an id or a unique prefix; `--allow-type` /
-`THREADLOG_ALLOW_TYPES` name the app's own state types. Exit status: 0 every turn
-matches, 1 a turn diverges, 2 bad input (a graph path that does not import, a thread the
-database does not hold, a source that is not a LangGraph database, bad --turns, a graph
-the replay cannot make safe) — one line on stderr.
+Contract: re-runs each stored turn of `T` through the graph `module:attr` (a compiled
+graph, or a function returning one; imported with the current directory on the path) on
+a scratch copy (`threadlog.check.replay`) and prints one line per turn, then a summary.
+`--json` prints one JSON object: thread, source, graph, modes, summary and rows. Exit
+status: 0 every turn matches, 1 a turn diverges, 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -26,20 +18,18 @@ from typing import Any
 
 __all__ = ["load_graph", "register", "run"]
 
+HELP = "re-run a stored thread's turns through the current graph; report divergences"
+DESCRIPTION = (
+    "Replay each stored turn of a thread through a graph on a scratch copy "
+    "(stored tool results served, never re-run). Exit 0 when every turn matches."
+)
+DB_HELP = "a SQLite file (path or sqlite:///path) or postgresql://…"
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "replay",
-        help="re-run a stored thread's turns through the current graph; report divergences",
-        description="Replay each stored turn of a thread through a graph on a scratch copy "
-        "(stored tool results served, never re-run). Exit 0 when every turn matches.",
-    )
-    p.add_argument(
-        "--db",
-        required=True,
-        metavar="SOURCE",
-        help="a SQLite file (path or sqlite:///path) or postgresql://…",
-    )
+    from threadlog.cli.types import add_flags, finish, source_parser
+
+    p = source_parser(sub, "replay", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument("--thread", required=True, metavar="T", help="the thread to replay")
     p.add_argument(
         "--graph",
@@ -60,11 +50,8 @@ def register(sub: Any) -> None:
         default="stored",
         help="live: run calls the stored turn did not make (default: report them)",
     )
-    p.add_argument("--json", action="store_true", help="print the turns as JSON")
-    from threadlog.cli.types import add_allow_type
-
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    add_flags(p, json="print the turns as JSON")
+    finish(p, run)
 
 
 def load_graph(path: str) -> Any:

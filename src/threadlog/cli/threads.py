@@ -1,10 +1,8 @@
 """`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
 
-Contract: lists the threads of a database (SQLite path or URL, Postgres URL) or a LangGraph
-server URL, newest first — id, updated, turns, messages, open calls, errors, the last user
-message — as text that fits in 100 columns, or as JSON (`threadlog.inspect.threads` rows,
-full texts). Reads only: the database is opened read-only. Bad input: one line, exit 2
-(`cli/errors.py`).
+Contract: lists the threads of a database or a LangGraph server, newest first, as text
+that fits in 100 columns or as JSON (`threadlog.inspect.threads` rows). Reads only. Bad
+input: one line, exit 2 (`cli/errors.py`).
 """
 
 from __future__ import annotations
@@ -15,43 +13,20 @@ from typing import Any
 
 __all__ = ["register", "run"]
 
-SOURCE_HELP = (
-    "where the threads are: a SQLite file (path or sqlite:///path), postgresql://…, or a "
-    "LangGraph server URL (http://127.0.0.1:2024)"
+HELP = "list the threads of a database or LangGraph server, newest first"
+DESCRIPTION = (
+    "List threads newest first: turns, messages, open calls, errors and "
+    "the last user message. Reads only."
 )
 
-
-def source_parser(
-    sub: Any, name: str, help: str, description: str, *, thread: str | None = None
-) -> argparse.ArgumentParser:
-    """The parser of a subcommand that reads `--db SOURCE` (and, with `thread` its help,
-    one `--thread`)."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    p.add_argument("--db", required=True, metavar="SOURCE", help=SOURCE_HELP)
-    if thread is not None:
-        p.add_argument("--thread", required=True, help=thread)
-    return p
-
-
-def add_namespace(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--namespace", metavar="NS", default="", help=help)
-
-
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_allow_type
+    from threadlog.cli.errors import positive
+    from threadlog.cli.types import add_flags, finish, source_parser
 
-    p = source_parser(
-        sub,
-        "threads",
-        help="list the threads of a database or LangGraph server, newest first",
-        description="List threads newest first: turns, messages, open calls, errors and "
-        "the last user message. Reads only.",
-    )
+    p = source_parser(sub, "threads", HELP, DESCRIPTION)
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--limit",
         type=positive("--limit", "threads", zero=True),
@@ -59,9 +34,8 @@ def register(sub: Any) -> None:
         metavar="N",
         help="at most N (0: all; default 20)",
     )
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    add_allow_type(p)
-    p.set_defaults(func=run)
+    add_flags(p, json="print the rows as JSON")
+    finish(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

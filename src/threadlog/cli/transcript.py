@@ -1,12 +1,8 @@
-"""A turn printed as a paired transcript: one line per message with its role, tool calls
-and results both showing the call id, the answer streamed token by token, then usage.
-Also the thread as JSON (`history_json`). Used by `threadlog demo`.
+"""A turn printed as a paired transcript (role, call ids on calls and results, the answer
+streamed, then usage), and the thread as JSON (`history_json`). Used by `threadlog demo`.
 
-Everything printed is terminal-safe (`threadlog.terminal.safe`): stored and streamed text
-is untrusted, so its control characters (ESC sequences, C1, bidi overrides, CR, BS…) print
-as visible escapes. A message's text keeps its newlines and tabs (the answer is prose, laid
-out as written); names, ids, arguments and the other fields are one line, a newline in
-them escaped too. The JSON (`history_json`) carries the exact text."""
+Everything printed is terminal-safe (`threadlog.terminal.safe`); a message's text keeps
+its newlines and tabs, other fields are one line. The JSON carries the exact text."""
 
 from __future__ import annotations
 
@@ -89,8 +85,7 @@ class Transcript:
             self._streamed = False
         elif isinstance(m, ToolMessage):
             status = "  (error)" if m.status == "error" else ""
-            # How long the tool ran (ToolNode records it): shows parallel calls finishing
-            # out of order while their results are listed in call order.
+            # How long the tool ran (ToolNode records it): parallel calls finish out of order.
             ms = m.response_metadata.get("threadlog_duration_ms")
             took = f"  {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
             self.line("tool", f"← [{m.tool_call_id}] {' '.join(m.text.split())}{status}{took}")

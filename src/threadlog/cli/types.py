@@ -1,14 +1,13 @@
-"""`--allow-type module:Class`: every command that reads stored values (threads, inspect,
-export, check, replay, prune) rebuilds an app's own state types by it.
+"""`--allow-type module:Class`: every command that reads stored values rebuilds an app's
+own state types by it; and the other options the reading commands share.
 
-Contract: `add_allow_type(parser)` adds the flag (repeatable; each value may also be a
-comma-separated list, like `THREADLOG_ALLOW_TYPES`, which every read also takes).
-`allowing(args)` is the block the command reads in: each named module is imported first
-(from the current folder too, as `uvicorn app:main` does), so a name that does not import
-is a one-line error naming the flag, not a value silently shown undecoded. A value of a
-type neither names still reads, as `<not decoded: module.Class>`. The block yields the
-`(module, class)` pairs of both, for a command that opens a writing saver
-(`checkpointer(url, allowed_types=...)`: `prune`, `check --repair`).
+Contract: `add_allow_type(parser)` adds the flag (repeatable, each value may be a
+comma-separated list, like `THREADLOG_ALLOW_TYPES`). `allowing(args)` is the block the
+command reads in: each named module is imported first (from the current folder too), so a
+name that does not import is a one-line error; it yields the `(module, class)` pairs for a
+command that opens a writing saver. `source_parser`, `add_namespace`, `add_flags` and
+`finish` declare the shared `--db`, `--thread`, `--namespace`, switches and the closing
+`--allow-type`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ALLOW_TYPE_HELP", "add_allow_type", "allowing", "reading"]
+__all__ = [
+    "ALLOW_TYPE_HELP",
+    "add_allow_type",
+    "add_flags",
+    "add_namespace",
+    "allowing",
+    "finish",
+    "reading",
+    "source_parser",
+]
 
 ALLOW_TYPE_HELP = (
     "a type your state stores, as module:Class (repeatable, or comma-separated; also read "
@@ -38,6 +46,47 @@ def add_allow_type(parser: Any) -> None:
         dest="allow_type",
         help=ALLOW_TYPE_HELP,
     )
+
+
+SOURCE_HELP = (
+    "where the threads are: a SQLite file (path or sqlite:///path), postgresql://…, or a "
+    "LangGraph server URL (http://127.0.0.1:2024)"
+)
+
+
+def source_parser(
+    sub: Any,
+    name: str,
+    help: str,
+    description: str,
+    *,
+    thread: str | None = None,
+    db: str = SOURCE_HELP,
+    db_metavar: str = "SOURCE",
+) -> argparse.ArgumentParser:
+    """The parser of a subcommand that reads `--db SOURCE` (`db` its help), and with
+    `thread` its help, one `--thread`."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    p.add_argument("--db", required=True, metavar=db_metavar, help=db)
+    if thread is not None:
+        p.add_argument("--thread", required=True, help=thread)
+    return p
+
+
+def add_namespace(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--namespace", metavar="NS", default="", help=help)
+
+
+def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
+    """One `--name` switch per keyword (`dry_run` is `--dry-run`), in the order given."""
+    for name, text in helps.items():
+        p.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
+
+
+def finish(p: argparse.ArgumentParser, run: Any) -> None:
+    """The last option every reading command takes, and the function that runs it."""
+    add_allow_type(p)
+    p.set_defaults(func=run)
 
 
 def reading(args: argparse.Namespace, body: Callable[[argparse.Namespace], int]) -> int:

@@ -1,20 +1,14 @@
 """The weather demo: "北京今天适合带伞吗？" in, a `get_weather` call per city, an answer out.
 
-This is the template to copy into your own LangGraph app. It uses only what `threadlog`
-exports, plus a LangChain tool:
+The template to copy into your own LangGraph app:
 
-* `get_weather(city)` — a tool with deterministic offline data (rain probability,
-  temperature; Chinese or English city names). Each city answers after its own small
-  latency, so parallel calls finish out of order — and the message log still places every
-  result right after its call, in call order.
-* `build_graph(model=None, checkpointer=None, ...)` — the agent in one call:
-  `threadlog.create_agent` (model node ⇄ tool node, with a context policy).
-* `build_branching_graph(model=None, checkpointer=None, ...)` — the same agent wired by hand
-  from the nodes, with one `Send` task per tool call: what to copy when you add threadlog to
-  a graph you already have.
+* `get_weather(city)` — a tool with deterministic offline data; each city answers after
+  its own latency, so parallel calls finish out of order.
+* `build_graph(model=None, checkpointer=None, ...)` — the agent, `threadlog.create_agent`.
+* `build_branching_graph(model=None, checkpointer=None, ...)` — the same agent wired by
+  hand from the nodes, one `Send` task per tool call.
 
-With no model given, both use `threadlog.OfflineChatModel`, so the demo runs with nothing
-configured. Pass any LangChain chat model (e.g. `ChatOpenAI`) to use a real one.
+With no model given, both use `threadlog.OfflineChatModel`.
 """
 
 from __future__ import annotations
@@ -120,13 +114,10 @@ def _forecast(city: str) -> Forecast:
         # inside the text is taken as meant; none or several is an error.
         inside = {f for name, f in _BY_NAME.items() if name in key}
         found = inside.pop() if len(inside) == 1 else None
-    try:
-        if found is None:
-            raise KeyError(city)
-        return found
-    except KeyError:
+    if found is None:
         known = ", ".join(f"{f.city_zh}/{f.city}" for f in FORECASTS)
-        raise ValueError(f"no weather data for city {city!r}; known cities: {known}") from None
+        raise ValueError(f"no weather data for city {city!r}; known cities: {known}")
+    return found
 
 
 def _is_chinese(text: str) -> bool:
@@ -193,18 +184,13 @@ def build_branching_graph(
     *,
     context: ContextPolicy | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent wired by hand, one `Send` task per tool call.
-
-    context → model → (one "tools" task per call) → context → model … until the model
-    answers without calls. Each task returns one `ToolMessage`; the message log puts them
-    in call order, whichever finishes first.
-    """
+    """The weather agent wired by hand, one `Send` task per tool call: context → model →
+    tools → context … until the model answers without calls."""
     policy = context or _context()
     tools = [get_weather]
 
     builder = StateGraph(AgentState)
-    # Trimming (and, with a summarizer, the summary call) is its own checkpointed step, so
-    # a failing model call never redoes it; the model node reads the events it recorded.
+    # Trimming is its own checkpointed step, so a failing model call never redoes it.
     builder.add_node("context", ContextNode(policy))
     builder.add_node(
         "model",

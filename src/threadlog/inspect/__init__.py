@@ -1,5 +1,4 @@
-"""Inspecting checkpoints: finding threads, timelines, what the model saw, tool pairs,
-diffs, fork trees, exports — read-only, from a graph, a saver, a database or a server.
+"""Inspecting checkpoints, read-only, from a graph, a saver, a database or a server.
 
     from threadlog import inspect
 
@@ -21,11 +20,9 @@ diffs, fork trees, exports — read-only, from a graph, a saver, a database or a
     inspect.check("app.db")  # every thread a provider would reject, and why (or a server URL)
     inspect.replay(graph, "app.db", "t1")  # re-run stored turns through `graph`, no tool re-run
 
-Every view renders as HTML in Jupyter, as plain text (`print`, 100 columns), and converts
-to `.rows()` (list of dicts) or `.to_dataframe()` (pandas, when installed). State is rebuilt
-by LangGraph's own loader through threadlog's channels; nothing is decoded by hand, and a
-database is opened read-only (`SourceError`, one line, when it cannot be read).
-`threadlog threads|inspect|export --db SOURCE` show the same in a terminal.
+Every view renders as HTML in Jupyter, as plain text (100 columns), and as `.rows()` or
+`.to_dataframe()`. A database is opened read-only (`SourceError`, one line, when it cannot
+be read).
 """
 
 from typing import Any
@@ -44,9 +41,7 @@ from threadlog.inspect.thread import Thread, thread
 from threadlog.inspect.threads import ThreadList, ThreadSummary, threads
 from threadlog.inspect.timeline import Timeline
 
-# `check` and `replay` live in `threadlog.check` (they write or execute); reachable here for
-# the code that imports them from this package, resolved on first use so reading a thread
-# never loads them (and `threadlog.check`, which reads through this package, has no cycle).
+# `check` and `replay` live in `threadlog.check`; resolved on first use (no import cycle).
 _FROM_CHECK = {
     "CheckReport": "threadlog.check.database",
     "Problem": "threadlog.check.database",

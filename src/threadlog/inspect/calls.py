@@ -1,19 +1,13 @@
 """The model calls a thread recorded (`checkpoint/calls.py`), read back for people.
 
 Contract: `recorded_calls(source, thread_id)` reads every `CALLS_CHANNEL` write of the
-thread, in every namespace and branch, from the backend itself (read-only; a database
-written without recording has none and reads as before), and returns a `CallList` in
-the order the calls started. Each `RecordedCall` holds the messages as sent, rebuilt from
-the call's blobs or, for a message stored by reference, from the thread's stored messages
-with that id and digest (`missing` when neither is stored any more: a pruned step); the
-tool names and schemas; the model, provider and parameters; the reply (the stored
-AIMessage with `reply_id`) and, for a call that made several generations (`n>1`), the
-others in order (`other_replies`, their content recorded: `invoke` stores only the
-first); where it ran (`namespace`: the graph's node names above the task, `agent`,
-`node`, `step`, `checkpoint_id`). `rows()` is JSON-ready; `json_text()` is that JSON
-with C1 controls and bidi overrides escaped as `\\uXXXX`; `str()` is the terminal
-text, every stored string through `threadlog.terminal.safe`; `_repr_html_()`
-escapes everything.
+thread (every namespace and branch, read-only) into a `CallList`, in start order. A
+`RecordedCall` holds the messages as sent (a message stored by reference is read from the
+thread's messages by id and digest; `missing` when pruned), tool names and schemas,
+model, provider and parameters, the reply (`reply_id`) and further generations
+(`other_replies`), and where it ran (`namespace`, `agent`, `node`, `step`,
+`checkpoint_id`). `rows()` is JSON-ready; `json_text()` escapes C1 and bidi controls;
+`str()` is terminal-safe; `_repr_html_()` escapes everything.
 """
 
 from __future__ import annotations
@@ -279,22 +273,9 @@ def _tuples(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointT
 def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     """The `CallList` the checkpoints of one thread (every namespace) hold."""
     tuples = list(tuples)
-    found: list[tuple[str, dict[str, Any]]] = []
-    blobs: dict[str, Any] = {}
-    for tup in tuples:
-        cid = str(tup.config["configurable"].get("checkpoint_id"))
-        for _, channel, value in tup.pending_writes or ():
-            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
-                continue
-            b = value.get("blobs")
-            if isinstance(b, Mapping):
-                blobs.update(b)
-            for call in value.get("calls") or ():
-                if isinstance(call, Mapping):
-                    found.append((cid, dict(call)))
+    found, blobs = recorded_entries(tuples, "calls")
     if not found:
         return CallList(thread_id)
-    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
     _expand_slices(found)
     wanted: set[str] = set()
     for _, call in found:
@@ -320,10 +301,40 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     return CallList(thread_id, calls)
 
 
+def recorded_entries(
+    tuples: Iterable[CheckpointTuple], key: str
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """`(checkpoint id, entry)` for each `key` entry (`calls`, `store`) of the recorded-calls
+    writes, in the order they started, and the blobs those writes carry."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    blobs: dict[str, Any] = {}
+    for tup in tuples:
+        cid = str(tup.config["configurable"].get("checkpoint_id"))
+        for _, channel, value in tup.pending_writes or ():
+            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
+                continue
+            b = value.get("blobs")
+            if isinstance(b, Mapping):
+                blobs.update(b)
+            found += [(cid, dict(e)) for e in value.get(key) or () if isinstance(e, Mapping)]
+    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
+    return found, blobs
+
+
+def task_place(entry: Mapping[str, Any]) -> tuple[list[str], str, str, str]:
+    """`(ns parts, namespace, agent, node)` of the task an entry was recorded in: the
+    graph's node names above the task, the agent (the nearest of them) and the node."""
+    ns = str(entry.get("ns") or "")
+    parts = ns.split(PREGEL.ns_sep) if ns else []
+    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
+    node = str(entry.get("node") or (names[-1] if names else "?"))
+    outer = names[:-1]
+    return parts, PREGEL.ns_sep.join(outer), outer[-1] if outer else node, node
+
+
 def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
     """Each call's `{"slice": [run id, start, end]}` entries as the entries of the call
-    they name (stored earlier, though it may have started later: calls are stored as
-    their steps' writes land), expanded once that call's own are."""
+    they name, expanded once that call's own are."""
     by_run: dict[str, list[Any]] = {}
     waiting = [call for _, call in found]
     while waiting:
@@ -466,12 +477,7 @@ def _call(
     stored: Mapping[str, list[BaseMessage]],
     by_digest: Callable[[], Mapping[str, BaseMessage]],
 ) -> RecordedCall:
-    ns = str(call.get("ns") or "")
-    parts = ns.split(PREGEL.ns_sep) if ns else []
-    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
-    node = str(call.get("node") or (names[-1] if names else "?"))
-    outer = names[:-1]
-    namespace = PREGEL.ns_sep.join(outer)
+    parts, namespace, agent, node = task_place(call)
     params_blob = blobs.get(str(call.get("params")))
     tools_blob = blobs.get(str(call.get("tools_d")))
     reply_id = call.get("reply_id")
@@ -483,7 +489,7 @@ def _call(
     step = call.get("step")
     return RecordedCall(
         namespace=namespace,
-        agent=outer[-1] if outer else node,
+        agent=agent,
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
@@ -507,7 +513,7 @@ def _call(
         task=parts[-1].rsplit(PREGEL.ns_end, 1)[-1] if parts else "",
         started=float(call.get("t") or 0.0),
         run_id=str(call.get("run_id") or ""),
-        ns=ns,
+        ns=str(call.get("ns") or ""),
         other_replies=[
             _resolve(e, blobs, stored, by_digest) for e in call.get("others") or ()
             if isinstance(e, Mapping)

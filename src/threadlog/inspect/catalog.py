@@ -1,15 +1,9 @@
 """Which threads a checkpointer holds: ids, checkpoint counts, first and newest checkpoint.
 
-Contract: `thread_heads(saver)` returns one `Head` per thread of the root namespace, newest
-head first, from one query over LangGraph's own tables for `SqliteSaver` / `PostgresSaver`
-(so listing 1000 threads does not decode 1000 histories) and from `saver.list(None)` for
-any other saver. `head_errors(saver, heads)` reads the `__error__` writes saved against
-those heads (tasks that failed from the newest checkpoint), decoded by the saver's own
-serializer. The queries are the saver's backend's (`backend_of(saver)`): no module of
-the inspector knows a table name.
-
-Checkpoint ids are uuid6 (LangGraph's `uuid6`): they sort by creation time across
-threads, and `id_time` reads the time back out of them without decoding any blob.
+Contract: `thread_heads(saver)` returns one `Head` per root-namespace thread, newest first,
+from one backend query (`backend_of(saver)`), else `saver.list(None)`.
+`head_errors(saver, heads)` reads the `__error__` writes against those heads. `id_time`
+reads the time out of a uuid6 checkpoint id.
 """
 
 from __future__ import annotations

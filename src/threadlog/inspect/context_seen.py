@@ -1,19 +1,12 @@
 """`ContextSeen`: for one model call, the exact context it was given, next to the full log.
 
-Contract: the call is an AIMessage of the log (its id, or an index among the log's
-AIMessages, default the last). The log the model node had is the log of the checkpoint
-where that AIMessage first appears, up to the message itself (so results a model node
-repaired in the same step are included); the compaction events are those of that
-checkpoint. When the thread was loaded with its recorded calls (`thread(..., calls=True)`;
-`threadlog inspect --context` does) and one of them produced this AIMessage, the context
-is what that call sent, as recorded (`.sent`, `prompt_source == "call"`), whatever node
-or agent made it. Otherwise it is a rebuild: `ModelNode.context_for` (the model node's
-own definition) with the policy and system prompt the model node used — read from the
-graph's model node when the thread was loaded from a graph, else passed in (`policy=`,
-`system_prompt=`) — and the summary says it is a rebuild and what was assumed (in words
-for people, asking for no argument). Rows are one per log message (kept, hidden by a cut,
-or hidden inside the newest turn) plus one per context message that is not in the log
-(the system prompt, a summary).
+Contract: the call is an AIMessage of the log (its id, or an index among the AIMessages,
+default the last). With recorded calls (`thread(..., calls=True)`), the context is what
+that call sent (`.sent`, `prompt_source == "call"`). Otherwise it is a rebuild,
+`ModelNode.context_for` with the model node's policy and system prompt (from the graph,
+else `policy=` / `system_prompt=`), from the log of the checkpoint where the AIMessage
+first appears, and the summary says so. Rows: one per log message (kept or hidden) plus
+one per context message not in the log.
 """
 
 from __future__ import annotations
@@ -109,10 +102,8 @@ class ContextSeen(Table):
         log = self.at.messages
         idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
         self.log: list[BaseMessage] = log[:idx]
-        # The same ModelNode that made the call (loaded from a graph), or one built from
-        # what the run recorded and the given settings: the context comes from
-        # `ModelNode.context_for`, the node's own definition, so the inspector cannot
-        # drift from what was sent.
+        # The context comes from `ModelNode.context_for` itself, so it cannot drift from
+        # what the node sends.
         graph_node = thread.model_node()
         self.sent = self._sent(thread) if policy is None and system_prompt is None else None
         prompt, self.prompt_source = self._prompt(graph_node, system_prompt)
@@ -128,8 +119,7 @@ class ContextSeen(Table):
         else:
             if policy is None and graph_node is not None:
                 policy = graph_node.policy
-            # Imported here: the model node's module tree (tools, prebuilt) is not what
-            # opening a thread needs (`threadlog inspect` starts faster without it).
+            # Imported here: opening a thread does not need the model node's module tree.
             from threadlog.nodes.model import ModelNode
 
             node = ModelNode(
@@ -290,8 +280,7 @@ class ContextSeen(Table):
         return rec["context_messages"] == len(self.context) and rec.get("system_prompt") == prompt
 
     def _recorded(self) -> list[str]:
-        # The run's own record checks the rebuild: a different count or system prompt means
-        # the policy or prompt assumed here is not the one the app used.
+        # The run's own record checks the rebuild's assumed policy and prompt.
         rec, ok = self.recorded, self.matches_record
         if ok is None:
             return []

@@ -1,10 +1,6 @@
-"""`CheckpointDiff`: what changed from one checkpoint to another.
-
-Contract: messages in `b`'s log and not in `a`'s ("+"), messages in `a`'s and not in `b`'s
-("-", only across branches: a log never loses messages along one path), compaction events
-added or missing, the same per message for every other message key (rows with `key`
-set, lines `key: …`), and every other state key whose value differs ("~"). Works between any
-two checkpoints of a thread, on one branch or across a fork.
+"""`CheckpointDiff`: what changed from one checkpoint to another, on one branch or across
+a fork: messages added ("+") or missing ("-"), compaction events, the same for every
+other message key (`key` set), and every other state key whose value differs ("~").
 """
 
 from __future__ import annotations

@@ -2,37 +2,24 @@
 
 Contract:
 
-* `messages_at(source, thread_id, checkpoint=None)` reads the log at the thread's head or
-  at one checkpoint (a full id or a unique suffix/prefix), read-only: a database URL or
-  path (`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL. Returns
-  `(messages, checkpoint_id)`. `namespace=NS` reads a subgraph's log instead of the
-  root's (its `checkpoint_ns`, as listed by `Thread.subgraphs()`; a local database or
-  checkpointer only). The head (no `checkpoint`), root or namespace, is read as
-  LangGraph's `get_state` of it shows it: its log plus what a stopped step's finished
-  tasks stored (`finished.with_finished_work`: only what the log accepts, open calls
-  left open); a named checkpoint is exactly its own log.
-* `whole_history(source, thread_id, checkpoint=None)` (what `threadlog export` prints)
-  is every message ever written to the thread up to that checkpoint, not only the view
-  the head shows: the head's messages in their order, and every message an earlier
-  checkpoint held that a later one no longer does (`RemoveMessage`, a summarizing node,
-  `SummarizationMiddleware`) put back where it stood, marked
-  `response_metadata["threadlog_removed"]` (`log.removals.REMOVED_KEY`) with the event
-  that hid it: `{"event": "removed", "checkpoint_id", "step", "by": [the node(s) whose
-  step removed it]}` (a threadlog log's own mark, `{"event", "target"}`, is kept as it
-  is). It walks the checkpoints from the root to that one (a local database or
-  checkpointer; a server URL gives its head's view).
-* `dumps(messages, fmt)` writes them whole — nothing cut, every field kept:
-  `jsonl` one message per line, `{"role": ..., <the message's LangChain fields>}`;
-  `langchain` LangChain's own `messages_to_dict` list; `openai` the Chat Completions
-  `messages` list langchain-openai would send (`threadlog.openai_payload`). A repaired
-  call's result is marked as the log holds it: an "outcome unknown" repair (its tool
-  started, the run stopped before it reported back) carries
-  `response_metadata["threadlog_error"] == "outcome_unknown"` in `jsonl` and
-  `langchain` (`threadlog.log.pairing.repair_kind` reads it back); `openai` has no metadata,
-  and its text says so.
-* `loads(text)` reads any of the three back into `BaseMessage`s, so an export re-imported
-  into a fresh thread gives the same model-visible history (`threadlog.digest` of each
-  message for `jsonl`/`langchain`; the same OpenAI payload for `openai`, which has no ids).
+* `messages_at(source, thread_id, checkpoint=None, namespace="")` returns
+  `(messages, checkpoint_id)`: the log at the head (as `get_state` shows it, with what a
+  stopped step's finished tasks stored) or exactly at one checkpoint (full id or unique
+  suffix/prefix), read-only, from a database, a checkpointer or a server URL; `namespace`
+  reads a subgraph's log (local sources only).
+* `whole_history(source, thread_id, checkpoint=None)` (`threadlog export`) is every
+  message ever written up to that checkpoint: the head's messages, plus each message an
+  earlier checkpoint held that a later one does not, put back where it stood and marked
+  `response_metadata["threadlog_removed"]` (`log.removals.REMOVED_KEY`) =
+  `{"event": "removed", "checkpoint_id", "step", "by": [node(s)]}` (a threadlog log's own
+  mark is kept as it is). A server URL gives its head's view.
+* `dumps(messages, fmt)` writes them whole: `jsonl` one `{"role": ..., <LangChain
+  fields>}` a line; `langchain` `messages_to_dict`; `openai` the Chat Completions
+  `messages` (`threadlog.openai_payload`). An "outcome unknown" repair carries
+  `response_metadata["threadlog_error"] == "outcome_unknown"` in `jsonl` and `langchain`;
+  `openai`'s text says so.
+* `loads(text)` reads any of the three back into `BaseMessage`s with the same
+  model-visible history.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """`ForkTree`: a thread's checkpoints as a tree of branches.
 
-Contract: a *branch* is a maximal chain of checkpoints; a checkpoint with more than one child
-is a *fork point* (made by `update_state` on an older checkpoint, or by running the graph
-from one — time travel). The oldest child continues its parent's branch; each later child
-starts a new branch. Branch 0 starts at the root. Rows are one per checkpoint with its branch
-number, depth and whether it is a fork point or a branch head; the text form draws one line
-per branch, indented under the branch it forked from.
+Contract: a branch is a maximal chain of checkpoints; a checkpoint with more than one
+child is a fork point. The oldest child continues its parent's branch, each later child
+starts a new one; branch 0 starts at the root. Rows: one per checkpoint with its branch,
+depth, and whether it is a fork point or a head. The text draws one line per branch.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """`Handoffs`: where a multi-agent app passed the conversation from one agent to another.
 
 Contract: `Thread.handoffs(checkpoint=None)` lists, in log order, each tool result that
-moved the conversation to another agent — `langgraph-supervisor`'s (its result carries
-`response_metadata["__handoff_destination"]`, or `"__is_handoff_back"` on the way back)
-and `langgraph-swarm`'s / any `transfer_to_<agent>` / `transfer_back_to_<agent>` tool — as
-`from` (the agent whose AIMessage made the call: its `name`), `to` (the destination
-agent), the call id and the tool. Agents are named as the app names them (node names),
-never by a task's id.
+moved the conversation to another agent (langgraph-supervisor's `__handoff_destination` /
+`__is_handoff_back`, langgraph-swarm's, any `transfer_to_<agent>` /
+`transfer_back_to_<agent>`): `from` (the calling AIMessage's `name`), `to`, the call id
+and the tool.
 """
 
 from __future__ import annotations

@@ -45,8 +45,7 @@ class ThreadRecords:
         # The state keys holding messages, and the one the views read (`thread(key=)`).
         self.message_keys: list[str] = ["messages"]
         self.key = "messages"
-        # The model calls the thread recorded (`inspect.calls.CallList`), when loaded
-        # (`thread(..., calls=True)`): the page shows each under the step that made it.
+        # The recorded model calls, when loaded (`thread(..., calls=True)`).
         self.recorded: Any = None
         # The store items its steps read and wrote (`inspect.store_items.StoreUse`), ditto.
         self.store_used: Any = None
@@ -97,8 +96,7 @@ class ThreadRecords:
 
     def inherited_ids(self) -> frozenset[str]:
         """In a subgraph's namespace, the ids of the messages it received as input from
-        the enclosing graph (what the step after each of its `input` checkpoints
-        appended); empty for the root, whose input is the user's."""
+        the enclosing graph; empty for the root."""
         if self._inherited is None:  # every turn of the page asks: computed once
             out: set[str] = set()
             for rec in self.records if self.namespace else ():

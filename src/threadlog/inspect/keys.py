@@ -1,18 +1,11 @@
 """Which state keys hold conversations, and what the other keys hold at each step.
 
-Contract: a graph may keep messages under any key (open_deep_research keeps
-`supervisor_messages` and `researcher_messages`), annotated with `threadlog.Messages` or a
-plain `add_messages` list. `message_keys(values, channels)` names them: every key whose
-channel is threadlog's `MessageLogChannel` or LangGraph's `add_messages` aggregate (when
-the graph's channels are known), and every key whose value is a non-empty list of
-messages — `messages` first when present, then the others in name order. `pick_key`
-chooses the key a view reads (`key=` / `--key`; default `messages` when present, else the
-first message key), refusing a key that is not a message key, with the list of those.
-
-The other keys are state values: `value_changes(values, before, skip)` lists the keys
-whose value differs from the parent step's (`(key, before, after)`, `MISSING` where a
-key is absent), and `value_text(value)` is a value's one-line text (its `repr`). Nothing
-here decodes: the values are those LangGraph's loader rebuilt.
+Contract: `message_keys(values, channels)` names the keys whose channel is a
+`MessageLogChannel` or an `add_messages` aggregate, or whose value is a non-empty list of
+messages, `messages` first, then by name. `pick_key` chooses the key a view reads
+(`key=` / `--key`), refusing one that is not a message key. `value_changes(values,
+before, skip)` lists `(key, before, after)` for keys whose value changed (`MISSING` where
+absent); `value_text(value)` is a value's one-line `repr`.
 """
 
 from __future__ import annotations

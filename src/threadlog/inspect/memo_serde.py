@@ -1,15 +1,9 @@
 """A reader's serializer that decodes a large blob once per read.
 
-Contract: `remember_large(serde)` wraps a checkpoint serializer for a read-only saver.
-`loads_typed` of a blob of `LARGE` bytes or more (a checkpoint holding a full snapshot of
-a long log, megabytes) returns the value decoded the last time the very
-same bytes were read, if one of the last `KEEP` large blobs was those bytes; everything
-else is the wrapped serializer's. Why: LangGraph reads the newest checkpoint twice when a
-thread is opened (`saver.list`, then `get_state` of it), and each read decodes the whole
-snapshot again — the cost of a cold `threadlog inspect --last N` on a long thread was
-mostly that. The value handed out is a fresh top-level dict (and `channel_values` dict)
-around the same decoded values: readers only read them. Writing through this serializer
-is refused — it exists for readers.
+Contract: `remember_large(serde)` wraps a read-only saver's serializer: `loads_typed` of
+a blob of `LARGE` bytes or more returns the value decoded for the same bytes, if one of
+the last `KEEP` large blobs was those bytes (LangGraph reads the newest checkpoint twice).
+The value is a fresh top-level dict around the same decoded values. Writing is refused.
 """
 
 from __future__ import annotations

@@ -3,24 +3,14 @@
 Contract:
 
 * `subgraph_namespaces(saver, thread_id)` returns one `Subgraph` per non-root
-  `checkpoint_ns` of the thread (a compiled subgraph used as a node stores its steps
-  under `"node:task_id"`, nested ones joined by `|`), oldest first: its node, the root
-  checkpoint it ran from (`metadata["parents"][""]`), its checkpoint count, its newest
-  checkpoint, and whether it finished (its newest checkpoint has no task left to run), was
-  handed off (its task in the enclosing graph stored its writes though its own head still
-  had a task: a `Command(graph=Command.PARENT)`, as a swarm's or a supervisor's handoff
-  tool returns, ended it; `handed_to` names the nodes those writes run next, shown as
-  "flight_assistant → hotel_assistant") or stopped (killed, interrupted or failed
-  mid-way). One grouped query of the saver's backend
-  (`backend_of(saver).namespace_counts`) plus one read of each namespace's newest
-  checkpoint, and of the enclosing checkpoint of one that did not finish; a saver without
-  tables threadlog knows is listed with `saver.list`.
+  `checkpoint_ns` of the thread (`"node:task_id"`, nested ones joined by `|`), oldest
+  first: its node, the root checkpoint it ran from, its checkpoint count, its newest
+  checkpoint, and whether it finished, was handed off (`handed_to`: the nodes a
+  `Command.PARENT` sent its writes to, "flight_assistant → hotel_assistant") or stopped.
 * `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
-  for those threads (threads without subgraphs are absent), one grouped query of the
-  saver's backend (`saver.list(None)` for any other saver) — for the listing.
+  (threads without subgraphs absent).
 * `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
-  `namespace`: a stand-in graph compiled on it rebuilds the subgraph's checkpoints with
-  LangGraph's own loader, as it does the root's.
+  `namespace`.
 * `SubgraphTable(thread_id, subgraphs)`: the list as an inspector `Table`.
 """
 
@@ -170,10 +160,8 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
 
 class HeadWithFinishedWork(InNamespace):
-    """`InNamespace` whose read of the head (`head`: its id, or None for a read naming
-    no checkpoint) carries what the stopped step's finished tasks stored
-    (`finished.with_finished_work`), as LangGraph's `get_state` of the head applies
-    finished tasks' writes — for the export."""
+    """`InNamespace` whose read of the head carries what the stopped step's finished
+    tasks stored (`finished.with_finished_work`), as `get_state` shows it."""
 
     def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None) -> None:
         super().__init__(inner, namespace)

@@ -3,31 +3,20 @@
 Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `Thread`);
 `thread_page(thread)` wraps it in a standalone document (`threadlog inspect --html`).
 
-* Branches are drawn as a tree (`ForkTree`): each branch is its own section, starting at
-  its fork point — never interleaved with another branch's steps.
-* Within a branch, checkpoints are grouped into turns (a turn starts at an `input`
-  checkpoint); each turn is a `<details>` element — the newest three open, older ones
-  collapsed — whose summary says the user's words, steps, tokens and time taken.
-* Each step row: step, checkpoint (the full id in `title`), the node(s) that wrote it
-  (LangGraph's internal `__…__` writers hidden), the time since its parent checkpoint, and
-  its messages. A message longer than its preview expands (`<details>`) to its full
-  content. A tool call carries its complete id (`data-call-id`, `id="call-…"`) and links to
-  its result (`id="result-…"`), and the result links back.
-* A model call shows its model name, latency and tokens when `ModelNode` recorded them
-  (`response_metadata["threadlog"]`). A turn with parallel tool calls or timed model
-  calls gets a waterfall: one bar per call, from when it started to when it ended.
-* A subgraph's namespace (`thread(..., namespace=NS)`) is titled with it, and shows its
-  own steps only: the messages it received as input from the enclosing graph
-  (`ThreadRecords.inherited_ids`) are one line, "input from the enclosing graph: N
-  messages", not rows, links or waterfall bars; its pairs table lists its own calls.
-* The rest of the state, per step: each value that changed (`• key = value`) and each
-  message appended under another message key (`↳ key: …`; `threadlog.inspect.keys`).
-* The model calls the thread recorded, when loaded (`thread(..., calls=True)`; the
-  `--html` page), under the step they ran in: where (namespace > node), the model, the
-  tools and the messages as sent, the system prompt first (`threadlog.inspect.calls`).
-* The `BaseStore` items the thread's steps read and wrote, when loaded with the calls,
-  under the step that read or wrote them (`threadlog.inspect.store_items`).
-* The style is the tables' own (`threadlog.inspect.table.STYLE`).
+* Each branch (`ForkTree`) is its own section from its fork point.
+* Checkpoints are grouped into turns (from each `input` checkpoint), each a `<details>`
+  (the newest three open) summarizing the user's words, steps, tokens and time.
+* A step row: step, checkpoint, the node(s) that wrote it (`__…__` writers hidden), time
+  since its parent, its messages (a long one expands to full content). A tool call
+  (`data-call-id`, `id="call-…"`) and its result (`id="result-…"`) link to each other.
+* A model call shows model, latency and tokens when `ModelNode` recorded them; a turn with
+  parallel tool calls or timed model calls gets a waterfall.
+* A subgraph's namespace shows its own steps only; the messages it received from the
+  enclosing graph are one line, "input from the enclosing graph: N messages".
+* Per step, the other state keys that changed (`• key = value`) and messages appended
+  under other message keys (`↳ key: …`).
+* With `thread(..., calls=True)`, the recorded model calls (`threadlog.inspect.calls`)
+  and the `BaseStore` items (`threadlog.inspect.store_items`) under their step.
 """
 
 from __future__ import annotations
@@ -216,8 +205,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
 def _state(
     thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
 ) -> list[str]:
-    # The rest of the state (values changed, messages under other keys), unless the
-    # parent was not loaded (`last=N`): then what the step changed is unknown.
+    # The rest of the state, unless the parent was not loaded (`last=N`).
     if parent is None and rec.parent_id is not None:
         return []
     before = parent.values if parent is not None else None
@@ -227,35 +215,22 @@ def _state(
     return state_lines(changes, others)
 
 
-def _calls_of(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> list[RecordedCall]:
-    """The recorded model calls made while `rec`'s step ran (after its parent was stored,
-    up to `rec`), in this namespace or below it."""
-    calls = thread.recorded
-    if not calls or parent is None or rec.source != "loop":
+def _during(
+    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
+) -> list[Any]:
+    """The recorded entries (model calls, store operations) that started while `rec`'s step
+    ran (after its parent was stored, up to `rec`), in this namespace or below it."""
+    if not entries or parent is None or rec.source != "loop":
         return []
     a, b = _ts(parent.created_at), _ts(rec.created_at)
     if a is None or b is None:
         return []
     lo, hi = a.timestamp(), b.timestamp()
     inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
-    return [c for c in calls if lo <= c.started <= hi and c.ns.startswith(inside)]
+    return [e for e in entries if lo <= e.started <= hi and e.ns.startswith(inside)]
 
 
-def _store_of(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> str:
-    """The store items `rec`'s step read and wrote (as `_calls_of` finds its calls)."""
-    used = thread.store_used
-    if not used or parent is None or rec.source != "loop":
-        return ""
-    a, b = _ts(parent.created_at), _ts(rec.created_at)
-    if a is None or b is None:
-        return ""
-    lo, hi = a.timestamp(), b.timestamp()
-    inside = thread.namespace + PREGEL.ns_sep if thread.namespace else ""
-    ops = [o for o in used if lo <= o.started <= hi and o.ns.startswith(inside)]
+def _store(ops: list[Any]) -> str:
     if not ops:
         return ""
     reads = sum(not o.written for o in ops)
@@ -331,8 +306,8 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
             f"{escape(', '.join(rec.writers) or '?')})</div>"
             for m in removed_since(rec, parent)
         ]
-        events += [_call(c) for c in _calls_of(thread, rec, parent)]
-        if store := _store_of(thread, rec, parent):
+        events += [_call(c) for c in _during(thread, rec, parent, thread.recorded)]
+        if store := _store(_during(thread, rec, parent, thread.store_used)):
             events.append(store)
         events += [
             f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)

@@ -1,24 +1,13 @@
 """`ToolPairs`: each tool call in the log with its result, status and duration.
 
-Contract: for the log at one checkpoint (default: the head), one row per call of every
-AIMessage (`tool_calls`, then `invalid_tool_calls`), in log order: the call (id, name,
-args), the checkpoint and step where it was requested, its result (id, status, short
-content, the error kind a ToolNode recorded) and the checkpoint where the result landed,
-or status "open" when there is none (`threadlog.log.pairing`: a call without an id, listed
-under the id `""`, is open for good). A result that is a repair says which (`repair`:
-"not_completed", or "outcome_unknown" — the call's tool started and the run stopped
-before it reported back, so it may have taken effect; shown "⚠ outcome unknown"). In a
-subgraph's namespace, the calls that came with its input (asked by the enclosing graph)
-are counted in a note, not listed.
-
-Idempotent tools: a result that carries its call's idempotency key
-(`response_metadata["threadlog_idempotency_key"]`: threadlog's ToolNode records it for a
-marked tool, a repair from a receipt too) shows it under the call (`idempotency_key`).
-
-Duration: when the result carries one in `response_metadata` (`duration_ms` or
-`threadlog_duration_ms`), that figure, marked "recorded"; otherwise the time between the
-checkpoint that requested the call and the one that holds its result, marked "derived"
-— an upper bound that includes the step's own overhead, and any wait before a resume.
+Contract: for the log at one checkpoint (default the head), one row per call
+(`tool_calls`, then `invalid_tool_calls`) in log order: the call, the checkpoint and step
+that requested it, its result (status, short content, error kind, `repair`:
+"not_completed" or "outcome_unknown", shown "⚠ outcome unknown") and where it landed, or
+status "open". A result carrying `threadlog_idempotency_key` shows it. In a subgraph's
+namespace, calls that came with its input are counted in a note. Duration: the result's
+recorded `duration_ms` / `threadlog_duration_ms` ("recorded"), else the time between the
+two checkpoints ("derived", an upper bound).
 """
 
 from __future__ import annotations

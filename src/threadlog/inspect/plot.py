@@ -1,18 +1,10 @@
 """`Thread.plot()`: a thread's growth at a glance — messages, context, storage, tool latency.
 
-Contract: `ThreadPlot(thread)` gathers, along the path from the root to the head, four
-series and draws them with matplotlib (an optional dependency: the `notebooks` extra):
-
-* `messages` — messages in the log at each checkpoint;
-* `context_tokens` — the input tokens of each model call as the provider reported them
-  (`usage_metadata`, recorded at run time), next to `log_tokens`, the approximate tokens of
-  the whole log at that call — the gap is what the context policy kept out;
-* `stored_bytes` — bytes stored along the path (cumulative), when the saver is measurable;
-* `tool_ms` — each tool call's duration (recorded, else derived from checkpoint times).
-
-The object shows itself inline in Jupyter (`_repr_png_`, rendered with the Agg canvas, so
-it needs no interactive backend); `.figure` is the matplotlib `Figure`, `.save(path)`
-writes it, and `.series` holds the numbers behind the curves.
+Contract: `ThreadPlot(thread)` gathers, along the path to the head, the series `messages`,
+`context_tokens` (as the provider reported) next to `log_tokens`, `stored_bytes`
+(cumulative) and `tool_ms`, and draws them with matplotlib (the `notebooks` extra). It
+shows inline in Jupyter (`_repr_png_`, Agg canvas); `.figure` is the `Figure`,
+`.save(path)` writes it, `.series` holds the numbers.
 """
 
 from __future__ import annotations

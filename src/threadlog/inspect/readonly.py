@@ -1,29 +1,16 @@
 """Opening someone else's checkpoint database to read it, and nothing else.
 
 Contract: `open_readonly(source)` yields LangGraph's own saver (`SqliteSaver`,
-`PostgresSaver`) for a `sqlite:///path` URL, a plain file path or a `postgresql://` URL,
-opened so that reading cannot write:
+`PostgresSaver`) for a `sqlite:///path` URL, a file path or a `postgresql://` URL, opened
+so that reading cannot write: SQLite through a `mode=ro` URI, Postgres in read-only
+transactions whose lock waits last at most `LOCK_TIMEOUT` seconds
+(`waiting_at_most(seconds)` changes it); `setup()` is never called, no lock file is made.
 
-* SQLite through a `mode=ro` URI connection; the saver's `setup()` (which creates tables
-  and runs a migration) is never called, and no lock file is made — a reader takes no run
-  lock.
-* Postgres in a session whose transactions are read-only
-  (`default_transaction_read_only`), again without `setup()`, and whose statements wait
-  for a lock another connection holds at most `LOCK_TIMEOUT` seconds (`lock_timeout`;
-  `waiting_at_most(seconds)` changes it for a block): a read behind a table lock fails
-  with `SourceError` naming the wait instead of hanging.
-
-Before a thread is read, the tables are checked for LangGraph's shape, so a file that is not
-a database, a directory, a missing file, another app's `checkpoints` table, an unreachable
-server or a bad URL each raise `SourceError` — one line naming the source (a password in
-the URL is replaced by `***`) and what is wrong with it. `describe(source)` is that safe
-name. The strict serializer (`threadlog`'s allowlist) decodes every value, as a reader
-(a large blob once per read: `inspect.memo_serde`): a type it may not rebuild reads as
-`threadlog.UndecodedValue` naming it, and the rest of the thread reads. The list is widened
-only from code: `THREADLOG_ALLOW_TYPES` (`module:Class`, comma-separated) and
-`reading_types(...)` (the command's `--allow-type`) — never from what the database holds.
-The tables' expected shape and the queries reading it are the backends'
-(`checkpoint.backends`).
+A source that is not a LangGraph database (a missing file, a directory, another app's
+tables, an unreachable server, a bad URL) raises `SourceError`, one line naming it
+(`describe(source)`: its password as `***`). Values are decoded by the strict serializer:
+a type outside the allowlist reads as `threadlog.UndecodedValue`. The list is widened
+only from code: `THREADLOG_ALLOW_TYPES` and `reading_types(...)` (`--allow-type`).
 """
 
 from __future__ import annotations

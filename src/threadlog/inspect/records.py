@@ -1,19 +1,11 @@
 """Reading a thread's checkpoints into plain `CheckpointRecord`s.
 
 Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (in
-`config`'s `checkpoint_ns`; the root namespace by default), oldest first, each with its
-state *as LangGraph rebuilds it* — values come from `graph.get_state_history`, so a
-`DeltaChannel` message log is replayed through `MessageLogChannel` exactly as a run would
-read it. No blob is decoded here: the raw side (`versions_seen`, pending writes) comes from
-`saver.list`, whose serializer does the decoding.
-
-`graph` is the user's compiled graph, or a stand-in compiled from the threadlog state schema
-(see `threadlog.inspect.thread`) when only a database and a thread id are known.
-
-Which nodes wrote a checkpoint is read from the checkpoint itself: a pull task that ran bumps
-its entry in `versions_seen`; a pushed task (`Send`) is named by the `Send` its parent step
-wrote. Failed tasks are the `__error__` writes saved against a checkpoint, and the writes
-the message log refused when a step was not applied (`inspect.refused`).
+`config`'s `checkpoint_ns`), oldest first, each with its state as LangGraph rebuilds it
+(`graph.get_state_history`; `graph` may be a stand-in, `threadlog.inspect.source`) and
+its raw side (`versions_seen`, pending writes) from `saver.list`. The nodes that wrote a
+checkpoint are read from its `versions_seen` bumps and its parent's `Send`s; failed tasks
+are its `__error__` writes and the writes the log refused (`inspect.refused`).
 """
 
 from __future__ import annotations
@@ -142,8 +134,7 @@ def list_tuples(
     saver: BaseCheckpointSaver[Any], config: RunnableConfig, last: int | None = None
 ) -> dict[str, CheckpointTuple]:
     """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`),
-    newest first, as `saver.list` gives them (one read; the reader builds its stand-in
-    from the newest, so the head is decoded no more than needed)."""
+    newest first, in one `saver.list` read."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
@@ -172,13 +163,8 @@ def records_from(
     conf = dict(config.get("configurable") or {})
     ns = str(conf.get("checkpoint_ns") or "")
     base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
-    # Oldest first, one `get_state` per checkpoint (what `get_state_history` yields, in
-    # the other order): under a history cache (`threadlog.checkpointer`'s default, and
-    # the reader's own saver) each log is its parent's plus one step's writes, instead of
-    # a replay from the thread's start for every checkpoint.
-    # The newest first, though: its log (a snapshot's, or the cold read's) is then the
-    # cache's entry, and the oldest loaded one steps back from it (`MessageLog.rewind`)
-    # when that is near, instead of rebuilding from the snapshot before it.
+    # One `get_state` per checkpoint: under a history cache each log is its parent's plus
+    # one step. The newest first, so the oldest loaded one can step back from it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:
@@ -192,9 +178,7 @@ def records_from(
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
         parent = _parent_id(tup)
-        # Which node each task of this checkpoint is: the real graph knows, and so does a
-        # stand-in with the thread's node names (`inspect.source.stand_in`): LangGraph
-        # derives a task's id from its node's name and triggers.
+        # The graph, or a stand-in with the thread's node names, names each task.
         task_names = {t.id: t.name for t in snap.tasks}
         task_names_of[cid] = task_names
         records.append(
@@ -241,11 +225,9 @@ def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
     """How the thread waits at `rec` when nothing ran from it (a leaf checkpoint):
 
     * "interrupted in NODE" — a task called `interrupt()` (its `__interrupt__` write);
-    * "paused before NODE" — tasks to run and none started: `interrupt_before`, or
-      (from a database, where the graph's settings are not stored) a run that stopped
-      before the step; a graph says which: its `interrupt_before` nodes give "paused
-      before", its `interrupt_after` nodes having just run give "paused after NODE", and
-      anything else is "stopped before NODE";
+    * "paused before NODE" — tasks to run and none started; given the graph, its
+      `interrupt_after` nodes give "paused after NODE" and other nodes not in
+      `interrupt_before` "stopped before NODE";
     * None — the thread finished there, a task failed (`errors`), or a step ran from it.
     """
     if rec.children:
@@ -323,9 +305,8 @@ def _name_errors(
     tuples: Mapping[str, CheckpointTuple],
     by_id: Mapping[str, CheckpointRecord],
 ) -> tuple[TaskError, ...]:
-    # Without the graph a failed task is known by id only. The tasks that ran from this
-    # checkpoint are those the resumed step names, or those its parent step sent; when
-    # that is a single node, it is the failed task's node.
+    # Without the graph a failed task is known by id only: when the tasks that ran from
+    # this checkpoint are a single node, it is the failed task's node.
     if not any(e.task.startswith("task ") for e in rec.errors):
         return rec.errors
     names: set[str] = set()

@@ -1,15 +1,9 @@
 """Writes the message log refused: the error a run raised that no checkpoint stores.
 
-Contract: when a step's writes break a rule of the log (`ToolPairingError`,
-`ConflictingIdError`, `ParallelWriteError`, …), the run raises and LangGraph keeps the
-finished tasks' writes as pending writes of the checkpoint the step ran from; no
-`__error__` write is stored, because no task failed — the channel refused. `refused(...)`
-finds them again: for a checkpoint whose step was not applied (no `loop` child one step
-on), it hands that checkpoint's pending writes to each message-log channel of the graph,
-rebuilt from the checkpoint's value, exactly as the run did (`MessageLogChannel.update`),
-and returns one `(task, error)` per refusal: the tasks' node(s) (or "task <id>") and the
-error ("the log refused the write to messages: ToolPairingError: …", the message the run
-raised); `load_records` adds them to the checkpoint's `errors`. Nothing is written anywhere.
+Contract: `refused(...)` finds, for a checkpoint whose step was not applied (no `loop`
+child), the pending writes each message-log channel refuses when handed them as the run
+did (`MessageLogChannel.update`), and returns one `(task, error)` per refusal ("the log
+refused the write to messages: ToolPairingError: …"). Nothing is written.
 """
 
 from __future__ import annotations

@@ -1,26 +1,21 @@
 """Reading threads served by a LangGraph server (`langgraph dev`, LangGraph Platform).
 
-Contract: `Server(url)` is a context manager over `langgraph_sdk.get_sync_client(url=url)`.
-Entering it checks that `url` answers like a LangGraph server (`GET /info`); an unreachable
-host or a server that is not LangGraph raises `SourceError` (one line). Then:
+Contract: `Server(url)` is a context manager over `langgraph_sdk.get_sync_client(url=url)`;
+entering checks `GET /info` (else `SourceError`, one line). Then:
 
-* `records(thread_id, last=None)` — the thread's checkpoints as `CheckpointRecord`s, oldest
-  first, from the server's own state history (`threads.get_history`, paged with `before`):
-  values, next tasks, failed tasks and interrupts as the server reports them; the node(s)
-  that wrote a checkpoint are the tasks its parent ran. Stored bytes are unknown (None).
-* `threads(search=, limit=)` — `ThreadSummary`s from `threads.search`, newest update first;
-  the checkpoint count is not fetched (reported as 0) to keep a listing one request.
-* `state(thread_id, checkpoint_id=None)` — the messages at the head or at a checkpoint.
-* `thread_ids()` / `history_pages(thread_id)` — every thread id (newest created first) and
-  a thread's states (newest first), a page of requests at a time, none kept: what `check`
-  streams through.
+* `records(thread_id, last=None)` — the checkpoints as `CheckpointRecord`s, oldest first,
+  from `threads.get_history`; stored bytes unknown (None).
+* `threads(search=, limit=)` — `ThreadSummary`s, newest update first (checkpoints 0).
+* `state(thread_id, checkpoint_id=None)` — the messages at the head or a checkpoint.
+* `thread_ids()` / `history_pages(thread_id)` — every thread id and a thread's states,
+  a page at a time, none kept.
 
-Messages arrive as LangChain's JSON dicts and are rebuilt with `messages_from_dict`, so the
-views see the same `BaseMessage` objects a local read gives.
+Messages are rebuilt with `messages_from_dict`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -79,10 +74,8 @@ class Server:
         except httpx.HTTPError as exc:
             raise SourceError(f"cannot reach {describe(self.url)}: {_one_line(exc)}") from None
         body: Any = None
-        try:
+        with contextlib.suppress(ValueError):
             body = info.json()
-        except ValueError:
-            pass
         if info.status_code != 200 or not isinstance(body, dict) or "flags" not in body:
             raise SourceError(
                 f"{describe(self.url)} is not a LangGraph server (GET /info answered "

@@ -1,21 +1,13 @@
 """Where a thread is read from when there is no graph: a URL's saver and a stand-in graph.
 
-Contract: `open_saver(url)` opens LangGraph's saver for a URL read-only
-(`threadlog.inspect.readonly`: no table, lock file or write) with threadlog's history
-cache, so reading a thread oldest first rebuilds each log from its parent's.
-`stand_in(saver, schema, shape)` compiles a graph whose only job is to own threadlog's
-channels (`threadlog.AgentState` unless `schema` is given), so LangGraph's loader rebuilds
-each checkpoint exactly as the original graph would read it. Given the `Shape` of a
-thread's head (`head_shape(saver, config)`), the stand-in also owns every other key that
-head stores — a key stored as a delta (no value in the checkpoint, or a `DeltaSnapshot`)
-is a threadlog `Messages` log, any other key reads back its stored value as is (unless
-`schema` is given) — so a graph's `supervisor_messages` or a `name` field a subgraph routes
-on are read from a database without the app's code; and it has a node (never run) of each
-name the head knows, so LangGraph's own `get_state` names each task of a checkpoint
-(failed, interrupted, next) as the real graph does: a task id is derived from the node's
-name and triggers, which a `StateGraph` node of that name has too. `quiet_stand_in()` silences
-LangGraph's warning about `Send`s addressed to nodes the stand-in does not have — while
-reading, no task runs.
+Contract: `open_saver(url)` opens LangGraph's saver for a URL read-only with threadlog's
+history cache. `stand_in(saver, schema, shape)` compiles a graph that owns threadlog's
+channels (`threadlog.AgentState` unless `schema` is given) so LangGraph's loader rebuilds
+each checkpoint as the original graph would; given the head's `Shape`
+(`head_shape(saver, config)`) it also owns every other key the head stores (a delta key
+as a `Messages` log, any other as stored) and a node (never run) of each name the head
+knows, so tasks are named as the real graph names them. `quiet_stand_in()` silences
+LangGraph's warning about `Send`s to nodes the stand-in lacks.
 """
 
 from __future__ import annotations
@@ -46,8 +38,7 @@ class _UnknownNodeFilter(logging.Filter):
 
 @contextlib.contextmanager
 def quiet_stand_in(active: bool) -> Iterator[None]:
-    # The stand-in graph lacks the real nodes, so LangGraph warns about Sends addressed
-    # to them while reading; the reader runs no task, so the warning is noise here.
+    # The stand-in lacks the real nodes, and the reader runs no task: the warning is noise.
     if not active:
         yield
         return
@@ -131,11 +122,8 @@ _READER = "threadlog_inspect"
 def stand_in(
     saver: BaseCheckpointSaver[Any], schema: type[Any] | None, shape: Shape | None = None
 ) -> Graph:
-    # A graph whose only job is to own the right channels: LangGraph's loader then
-    # rebuilds each checkpoint exactly as the original graph would read it. Given the
-    # head's `shape`, it also owns the head's other keys and has a (never run) node of
-    # each name the thread knows, so LangGraph names the tasks of a checkpoint — which
-    # node failed, was interrupted, runs next — with the ids they were stored under.
+    # Owning the right channels and node names, LangGraph's loader reads each checkpoint
+    # (and names its tasks) as the original graph would.
     from threadlog.checkpoint.state_types import allow_state_types
 
     given = schema is not None
@@ -159,9 +147,7 @@ def stand_in(
 
 @contextlib.contextmanager
 def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's saver for `url`, opened read-only (`threadlog.inspect.readonly`), with
-    threadlog's history cache so a whole thread is rebuilt step by step, not once per
-    checkpoint from its start."""
+    """LangGraph's saver for `url`, opened read-only, with threadlog's history cache."""
     from threadlog.checkpoint.cache import with_history_cache
     from threadlog.inspect.readonly import open_readonly
 

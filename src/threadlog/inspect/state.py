@@ -1,11 +1,8 @@
 """`StateValues`: every key of the state at one checkpoint — what Studio shows per step.
 
-Contract: `Thread.state(checkpoint=None)` (default: the head) has one row per state key, in
-name order: its kind (`messages`: a message key, listed with its count — the views read
-one of them, `thread(..., key=KEY)`; `compactions`: the log's events; `value`: anything
-else), its value's one-line text (`repr`) and, for the step that made the checkpoint,
-whether it changed the key (`changed`: its previous value's text, else None). Rows keep the
-whole text; the text view cuts it to 100 columns, HTML escapes it whole.
+Contract: `Thread.state(checkpoint=None)` has one row per state key, in name order: its
+kind (`messages`, `compactions` or `value`), its value's one-line text and whether the
+step changed it (`changed`: the previous text, else None).
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ class StateValues(Table):
         for key in sorted(self.at.values):
             value = self.at.values[key]
             if key == "compactions" and not value:
-                # The reader's stand-in schema always has the key; an app whose state
-                # lacks it, or that never compacted, stored no event to show.
+                # The stand-in schema always has the key; no event stored, none to show.
                 continue
             message_key = key in thread.message_keys or is_message_list(value)
             kind = "messages" if message_key else "compactions" if key == "compactions" else "value"

@@ -1,14 +1,10 @@
 """What one checkpoint changed, compared with its parent: the facts behind every view.
 
-Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)` is the messages in
-`rec`'s log whose ids are not in the parent's, in log order (a tool result may land in the
-middle of the log, next to its call, so this is a set difference, not a suffix).
-`open_calls(messages)` are the ids of calls with no result yet (`threadlog.log.pairing`: a
-call without an id is open, listed as `""`), `usage(messages)` sums the
-`usage_metadata` of the AIMessages, and `message_line` is the one-line form shared by the
-text and HTML renderers. `edits_added(rec, parent)` is the reviewer edits
-(`threadlog.Edit`) recorded by `rec`'s step, each with the calls it superseded and the
-new ones (`edit_line` renders one).
+Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)`: the messages
+whose ids are not in the parent's log, in log order. `open_calls(messages)`: ids of calls
+with no result (`""` for a call without an id). `usage(messages)`: summed
+`usage_metadata`. `message_line`: the one-line form of a message. `edits_added(rec,
+parent)`: the reviewer edits the step recorded (`edit_line` renders one).
 """
 
 from __future__ import annotations
@@ -48,16 +44,14 @@ def extends(rec: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
     key = f"extends:{parent.checkpoint_id}:{rec.message_key}"
     if key not in rec.memo:
         old, new = parent.messages, rec.messages
-        # `map(is_, ...)` compares identities in C: a long thread's steps each hold the
-        # whole log, so a Python-level loop here was a visible part of a cold open.
+        # `map(is_, ...)` compares identities in C: each step holds the whole log.
         rec.memo[key] = len(old) <= len(new) and all(map(is_, old, new))
     return bool(rec.memo[key])
 
 
 def open_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[str]:
-    """`open_calls(rec.messages)`, from the parent's open calls and the step's new
-    messages when the step only appended: a result pops its call, a new call is open
-    (`threadlog.log.pairing`'s scan, continued; a call without an id stays open)."""
+    """`open_calls(rec.messages)`, continued from the parent's open calls when the step
+    only appended."""
     key = f"open:{rec.message_key}"
     if key not in rec.memo:
         if parent is not None and extends(rec, parent):
@@ -92,9 +86,8 @@ def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[Bas
 
 
 def removed_since(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
-    """The messages `rec`'s step hid from the view by a removal event (`RemoveMessage`,
-    `threadlog.log.removals`): in the parent's view, not in this one. The log keeps them; the
-    parent checkpoint's state is where they still read."""
+    """The messages `rec`'s step hid from the view by a removal event (`RemoveMessage`):
+    in the parent's view, not in this one."""
     if parent is None:
         return []
     if extends(rec, parent):
@@ -207,11 +200,8 @@ def usage(messages: list[BaseMessage]) -> dict[str, int]:
 
 
 def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
-    """A message as a flat dict; every message has the same keys (None where n/a).
-
-    Rows are data (`.rows()`, `--json`): the content is whole unless `width` asks for a
-    preview, and each call is listed with its name and arguments as well as its id.
-    """
+    """A message as a flat dict, the same keys for every message (None where n/a); the
+    content whole unless `width` asks for a preview."""
     text = m.text if isinstance(m.content, list) else str(m.content)
     return {
         "role": role_of(m),
@@ -237,12 +227,8 @@ def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
 
 
 def message_line(m: BaseMessage, width: int = 120) -> str:
-    """`role id: content` — the role first, so renderers can colour the line.
-
-    A request without text reads as its calls with their argument values
-    (`calls get_weather(Beijing), get_weather(Shanghai)`): which city was asked matters
-    more in a timeline than the call ids, which the pairs view lists.
-    """
+    """`role id: content`; a request without text reads as its calls with their argument
+    values (`calls get_weather(Beijing), get_weather(Shanghai)`)."""
     role = role_of(m)
     status = " ⚠error" if isinstance(m, ToolMessage) and m.status == "error" else ""
     text = preview(m, width)

@@ -1,16 +1,12 @@
 """The `BaseStore` items each step of a thread read and wrote
 (`checkpoint/store_ops.py` records them), read back for people.
 
-Contract: `store_items(source, thread_id)` reads them from the thread's recorded-calls
-writes (every namespace and branch, from the backend itself, read-only; a thread whose
-graph had no store, or written without recording, has none) and returns a `StoreUse`
-list in the order they happened. Each `StoreOp`: where it ran (`namespace`: the graph's
-node names above the task, `agent`, `node`, `step`, `checkpoint_id`), the operation
-(`get`, `search`, `put`, `delete`, `list_namespaces`), the store namespace and key, the
-value read or written, a search's query, filter and items (namespace, key, value).
-`rows()` is JSON-ready; `json_text()` is that JSON with C1 controls and bidi overrides
-escaped as `\\uXXXX`; `str()` is the terminal text, every stored string through
-`threadlog.terminal.safe`; `_repr_html_()` escapes everything.
+Contract: `store_items(source, thread_id)` reads them from the recorded-calls writes
+(every namespace and branch, read-only) into a `StoreUse` list, in order. A `StoreOp`:
+where it ran, the operation (`get`, `search`, `put`, `delete`, `list_namespaces`), store
+namespace and key, the value, a search's query, filter and items. `rows()` is JSON-ready;
+`json_text()` escapes C1 and bidi controls; `str()` is terminal-safe; `_repr_html_()`
+escapes everything.
 """
 
 from __future__ import annotations
@@ -23,9 +19,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from threadlog._upstream import PREGEL
-from threadlog.checkpoint.call_records import CALLS_CHANNEL
-from threadlog.inspect.calls import RecordedRows
+from threadlog.inspect.calls import RecordedRows, recorded_entries, task_place
 from threadlog.terminal import safe
 
 __all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
@@ -173,20 +167,7 @@ def store_items(source: Any, thread_id: str) -> StoreUse:
 
 def store_items_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> StoreUse:
     """The `StoreUse` the checkpoints of one thread (every namespace) hold."""
-    found: list[tuple[str, Mapping[str, Any]]] = []
-    blobs: dict[str, Any] = {}
-    for tup in tuples:
-        cid = str(tup.config["configurable"].get("checkpoint_id"))
-        for _, channel, value in tup.pending_writes or ():
-            if channel != CALLS_CHANNEL or not isinstance(value, Mapping):
-                continue
-            b = value.get("blobs")
-            if isinstance(b, Mapping):
-                blobs.update(b)
-            for record in value.get("store") or ():
-                if isinstance(record, Mapping):
-                    found.append((cid, record))
-    found.sort(key=lambda f: float(f[1].get("t") or 0.0))
+    found, blobs = recorded_entries(tuples, "store")
     out = StoreUse(thread_id)
     for cid, record in found:
         out.ops.extend(_ops(cid, record, blobs))
@@ -201,18 +182,14 @@ def _value(d: Any, blobs: Mapping[str, Any]) -> Any:
 
 
 def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Iterator[StoreOp]:
-    ns = str(record.get("ns") or "")
-    parts = ns.split(PREGEL.ns_sep) if ns else []
-    names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
-    node = str(record.get("node") or (names[-1] if names else "?"))
-    outer = names[:-1]
+    _, namespace, agent, node = task_place(record)
     step = record.get("step")
     for op in record.get("ops") or ():
         if not isinstance(op, Mapping):
             continue
         yield StoreOp(
-            namespace=PREGEL.ns_sep.join(outer),
-            agent=outer[-1] if outer else node,
+            namespace=namespace,
+            agent=agent,
             node=node,
             step=step if isinstance(step, int) else None,
             checkpoint_id=cid,
@@ -230,5 +207,5 @@ def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Itera
             ],
             count=op.get("count"),
             started=float(record.get("t") or 0.0),
-            ns=ns,
+            ns=str(record.get("ns") or ""),
         )

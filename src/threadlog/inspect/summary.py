@@ -74,9 +74,8 @@ _LANGGRAPH_ERROR = ("Error: ", "Please fix your mistakes.")
 
 
 def tool_failed(result: ToolMessage) -> bool:
-    """Whether an error result says a tool failed — it raised, timed out, was refused by
-    the tool node, never reported back — rather than the app answering a call with
-    `status="error"` on purpose (a reflection, a validator's verdict)."""
+    """Whether an error result says a tool failed, rather than the app answering a call
+    with `status="error"` on purpose."""
     if "threadlog_error" in (result.response_metadata or {}):
         return True  # threadlog's tool node, and its repairs of open calls
     if str(result.id or "").startswith("tl-repair-"):

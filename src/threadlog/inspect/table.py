@@ -1,28 +1,18 @@
 """`Table`: the one shape every inspector object has.
 
-Contract: a `Table` has a `title`, `columns`, `rows()` (plain dicts of str/int/float/None and
-lists/dicts of those — JSON-ready, for users' own analysis) and `display_rows()` (the same
-rows as cells of text lines, for people). `str(table)` renders the display rows as plain text
-that fits in 100 columns; `table._repr_html_()` renders them as an HTML table in Jupyter;
-`table.to_dataframe()` is `pandas.DataFrame(table.rows())` when pandas is installed.
+Contract: a `Table` has a `title`, `columns`, `rows()` (JSON-ready dicts) and
+`display_rows()` (the same rows as cells of text lines). `str(table)` is plain text;
+`_repr_html_()` an HTML table; `to_dataframe()` `pandas.DataFrame(table.rows())`.
 
-Text (`render_text`, readable in a 100-column terminal): every output line is at most
-`width` terminal columns wide (default 100), counting East Asian wide characters (Chinese
-text) as two columns, as terminals draw them. Fixed-width columns keep their width; the one
-column of width 0 takes what is left. A cell is a list of lines; a line longer than its
-column is cut with "…", never wrapped into the next column. A column marked `below` is not a
-column in text: its lines follow the row, indented, with nearly the whole width to
-themselves. Every piece of text (title, summary, header, cell, note) goes through
-`threadlog.terminal.fit`: stored text is untrusted, so its control characters (ESC
-sequences, C1, bidi overrides, CR, BS…) print as visible escapes (`\\x1b[2J`), newlines and
-tabs as a space, and widths are measured after escaping; `repr(table)` escapes its title.
+Text (`render_text`): every line is at most `width` (100) terminal columns, East Asian
+wide characters counting two. Fixed-width columns keep their width; the width-0 column
+takes the rest. A cell line longer than its column is cut with "…". A `below` column's
+lines follow the row, indented. All text goes through `threadlog.terminal.fit`, so
+control characters print as visible escapes; `repr(table)` escapes its title.
 
-HTML (`render_html`, for Jupyter's `_repr_html_`; `render_page` for a file): one self-
-contained `<div class="threadlog-inspect">` with its own small style block (class-scoped, so
-it does not restyle the notebook), the title and summary above a table, notes below. All
-text is escaped, and ids are whole (`Table.html_rows`: text may shorten them, a notebook
-reader copies them). Lines that start with a role name, a compaction or an error marker get a
-colour, so a reader can follow the conversation down the rows."""
+HTML (`render_html`; `render_page` for a file): one self-contained
+`<div class="threadlog-inspect">` with a class-scoped style block. All text is escaped,
+and ids are whole (`Table.html_rows`)."""
 
 from __future__ import annotations
 
@@ -167,9 +157,7 @@ def render_text(table: Table, width: int = WIDTH) -> str:
 
 # -- HTML ------------------------------------------------------------------------
 
-# Scoped to .threadlog-inspect. JupyterLab right-aligns every table cell with a more
-# specific selector (`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`), so alignment
-# and padding are `!important` here; tests/inspect/test_inspect_html.py checks it in Chromium.
+# Scoped to .threadlog-inspect; `!important` beats JupyterLab's more specific cell rules.
 STYLE = """<style>
 .threadlog-inspect{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
  font-size:12px;color:#1f2328;text-align:left}

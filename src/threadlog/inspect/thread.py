@@ -3,28 +3,16 @@
 Contract: `thread(source, thread_or_config)` reads a whole thread into memory and returns a
 `Thread`. `source` is one of
 
-* a compiled graph with a checkpointer, and a config (or a thread id) — the state is rebuilt
-  by that graph's own channels;
-* a checkpointer (`BaseCheckpointSaver`), or a database URL (`sqlite:///path`, a plain
-  SQLite path, `postgresql://…`), and a thread id — the state is rebuilt by a stand-in
-  graph compiled from threadlog's state schema (`threadlog.AgentState` when available,
-  else `MessagesState`; pass `schema=` for a graph with more keys). A URL is opened
-  read-only (`threadlog.inspect.readonly`: no table, lock file or byte written) and
-  closed here;
-* a LangGraph server URL (`http://127.0.0.1:2024`, what `langgraph dev` prints) and a
-  thread id — the checkpoints are the server's own state history (`langgraph-sdk`).
+* a compiled graph with a checkpointer, and a config (or a thread id): the state is
+  rebuilt by that graph's own channels;
+* a checkpointer or a database URL (`sqlite:///path`, a path, `postgresql://…`), and a
+  thread id: rebuilt by a stand-in graph (`schema=` for one with more keys); a URL is
+  opened read-only and closed here;
+* a LangGraph server URL and a thread id: the server's own state history.
 
-Each local checkpoint is read through LangGraph's loader, so a `DeltaChannel` log is
-replayed through `MessageLogChannel`; no blob is decoded by hand. `progress(done, total)`
-is called as checkpoints are rebuilt (the CLI's progress line). The views — `timeline()`,
-`pairs()`, `context()`, `diff()`, `forks()` — are computed from the loaded records.
-
-Subgraphs: a compiled subgraph used as a node stores its own steps under its namespace
-(`checkpoint_ns = "node:task_id"`), which the root's checkpoints do not show until it
-returns. `subgraphs()` lists a local thread's namespaces (`inspect.namespaces`);
-`thread(..., namespace=NS)` loads one of them instead of the root, with the same views
-(a real graph reads it through the subgraph's own channels when it has that node, else
-the stand-in does).
+`progress(done, total)` is called as checkpoints are rebuilt. `subgraphs()` lists a local
+thread's namespaces (`inspect.namespaces`); `thread(..., namespace=NS)` loads one of them
+instead of the root, with the same views.
 """
 
 from __future__ import annotations
@@ -163,20 +151,10 @@ def thread(
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
 
-    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`, an
-    `inspect.calls.CallList`; a local checkpointer's thread only): the page and the
-    notebook view show each under the step that made it. It reads every namespace of
-    the thread once more.
-
-    `key`: the state key whose messages the views read (`Thread.message_keys` lists
-    them; default `messages` when the state has it, else the first message key).
-
-    `namespace`: a subgraph's `checkpoint_ns` (see `Thread.subgraphs()`) to load instead
-    of the root namespace.
-
-    `last=N` loads only the newest N checkpoints: LangGraph rebuilds each checkpoint of a
-    delta channel from its nearest snapshot, so reading a whole long thread costs time
-    that grows faster than the thread does.
+    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`; a
+    local thread only). `key`: the state key whose messages the views read (default
+    `messages`, else the first message key). `namespace`: a subgraph's `checkpoint_ns` to
+    load instead of the root. `last=N` loads only the newest N checkpoints.
     """
     config: RunnableConfig = (
         {"configurable": {"thread_id": thread}} if isinstance(thread, str) else thread
@@ -284,8 +262,7 @@ def _load(
 
 
 def _keyed(loaded: Thread, graph: Graph | None, key: str | None) -> Thread:
-    # Which keys hold messages: the graph's message channels, and any key whose value
-    # is a list of messages at some checkpoint; the views read the chosen one.
+    # The graph's message channels, and any key holding a list of messages somewhere.
     channels = dict(graph.channels) if graph is not None else None
     loaded.message_keys = message_keys((r.values for r in loaded.records), channels)
     loaded.key = pick_key(loaded.message_keys, key)

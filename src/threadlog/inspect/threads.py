@@ -1,29 +1,16 @@
 """`ThreadList`: the threads of a checkpointer, newest first — how to find the one to inspect.
 
-Contract: `threads(source, search=None, limit=20)` returns a `ThreadList` whose rows are one
-per thread: id, created and updated (ISO 8601 UTC), checkpoints, turns (user messages),
-messages, the last user message (full text in `.rows()`: the last one a run's input brought,
-not a `HumanMessage` a node wrote, `last_input_text`), calls still open at the head,
-errors: tasks that failed from the head, writes the message log refused there (the run
-raised; `inspect.refused`), then tool results that say a tool failed
-(`summary.tool_failed`; a result the app wrote with `status="error"` on purpose is listed
-under `reported_errors`, not counted) — counted
-over every message key of the state (`messages` first; `message_keys` has the count of
-each other key, such as `supervisor_messages`, `threadlog.inspect.keys`) — and
-`subgraphs`, how many subgraph namespaces stored checkpoints on the thread (see
-`Thread.subgraphs()`; `None` from a LangGraph server, whose API does not tell), and
-`paused`: how the thread waits at its head ("paused before tools" for `interrupt_before`,
-"interrupted in NODE" for `interrupt()`; `inspect.records.pause_of`), shown before the
-last user message.
-`source` is a database URL or plain SQLite path (opened read-only, see
-`threadlog.inspect.readonly`), a checkpointer, or a LangGraph server URL
-(`http://host:port`, read through `langgraph-sdk`).
+Contract: `threads(source, search=None, limit=20)` returns a `ThreadList`, one row per
+thread: id, created and updated (ISO 8601 UTC), checkpoints, turns, messages, the last
+user message a run's input brought (`last_input_text`), calls open at the head, errors
+(failed tasks, refused writes, tool results that say a tool failed; an app's deliberate
+`status="error"` is under `reported_errors`), counted over every message key
+(`message_keys` counts the others), `subgraphs` (None from a server) and `paused`
+(`inspect.records.pause_of`). `source` is a database URL or SQLite path (read-only), a
+checkpointer, or a LangGraph server URL.
 
-Threads are ordered by their newest checkpoint. `limit` (0 = no limit) bounds how many
-heads are rebuilt; `search` keeps threads whose id or any message text contains it,
-ignoring case, so a search rebuilds every thread's head. Each head is rebuilt by LangGraph's
-loader through threadlog's channels (a stand-in graph), so a thread written by plain
-LangGraph (`add_messages`) lists as well as a threadlog one.
+Threads are ordered by their newest checkpoint. `limit` (0 = none) bounds how many heads
+are rebuilt; `search` keeps threads whose id or message text contains it (ignoring case).
 """
 
 from __future__ import annotations
@@ -113,9 +100,8 @@ def summaries(
 
 
 def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """The text of the last user message a run's input brought (the newest input
-    checkpoints' `__start__` values), not a message a node wrote as the user's; None when
-    the newest few inputs hold none (a resume, a `Command`)."""
+    """The text of the last user message a run's input brought (not one a node wrote);
+    None when the newest few inputs hold none (a resume, a `Command`)."""
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
         inputs = saver.list(config, filter={"source": "input"}, limit=3)
@@ -197,8 +183,7 @@ class ThreadList(Table):
         notes = [
             "open: tool calls without a result at the head · err: tasks that failed there "
             "and tools that failed (not results the app marked error) · subs: subgraph "
-            "namespaces "
-            "(inspect --namespace NS, export --namespace NS)"
+            "namespaces (inspect --namespace NS, export --namespace NS)"
         ]
         keyed = sorted({k for s in self.items for k in s.message_keys})
         if keyed:

@@ -1,17 +1,11 @@
 """`Timeline`: one row per checkpoint of a thread.
 
-Contract: for each checkpoint (all branches, oldest first, or one branch's path) a row with
-step, checkpoint id, parent id, source (input / loop / update / fork), the node(s) whose
-writes made it, the messages appended (role, id, short content), reviewer edits recorded
-(`edited`: the superseded calls and the new ones), messages a removal event hid from the
-view (`removed`: each with the node whose `RemoveMessage` hid it; the log and the parent
-checkpoint keep it), calls still open after the step,
-compaction events added, tasks that failed from it, how the thread waits there when it
-stops there (`paused`: "paused before tools", "interrupted in review"; `records.pause_of`),
-the values the step changed and the messages it appended under other message keys
-(`state`, `other_messages`; `inspect.keys`), cumulative token usage of the log,
-stored bytes (the checkpointer's rows for it, see `threadlog.inspect.storage`) and the
-bytes along its path from the root.
+Contract: for each checkpoint (all branches oldest first, or one branch's path): step,
+checkpoint id, parent id, source, the writing node(s), messages appended, reviewer edits
+(`edited`), messages a removal hid (`removed`, with the node), calls still open,
+compaction events, failed tasks, `paused` (`records.pause_of`), changed values and other
+keys' messages (`state`, `other_messages`), cumulative token usage, stored bytes and the
+bytes along the path.
 """
 
 from __future__ import annotations
@@ -103,8 +97,7 @@ class Timeline(Table):
                 cum = None  # the path runs into checkpoints that were not loaded
                 break
             node = self.thread.parent(node)
-        # The rest of the state: values that changed, and messages under other keys
-        # (a parent that was not loaded leaves both unknown).
+        # The rest of the state (unknown when the parent was not loaded).
         known = not self._unloaded_parent(rec)
         before = parent.values if parent is not None else None
         keys = self.thread.message_keys
