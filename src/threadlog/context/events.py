@@ -194,7 +194,7 @@ class CompactionsChannel(LogChannel):
         if checkpoint is MISSING or checkpoint is None:
             new._set(EventLog())
         elif isinstance(checkpoint, CachedSeed):
-            new._loaded_from_cache()
+            new._seeded = True
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(EventLog(checkpoint.value or ()))
