@@ -71,7 +71,8 @@ from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
-from threadlog.nodes.tools.idempotent import call_key, check_unique, is_idempotent, mark_by_name
+from threadlog.nodes.tools.idempotent import check_unique, is_idempotent, mark_by_name
+from threadlog.nodes.tools.keys import config_key
 from threadlog.nodes.tools.results import (
     Outcome,
     classify,
@@ -365,7 +366,9 @@ class ToolNode(_LangGraphToolNode):
         if outcome.kind != "timeout":
             return outcome
         seconds = job.timeout or 0.0
-        failed = Outcome.timed_out_keyed(job.call, seconds, attempts, _key_of(job))
+        failed = Outcome.timed_out_keyed(
+            job.call, seconds, attempts, config_key(job.config, call_id(job.call))
+        )
         failed.duration_ms = spent
         return failed
 
@@ -407,7 +410,7 @@ class ToolNode(_LangGraphToolNode):
         if not is_idempotent(job.tool):
             return output
         # The key next to the result, for `threadlog inspect` and programs.
-        key = _key_of(job)
+        key = config_key(job.config, call_id(job.call))
         return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
 
     # -- input and planning -----------------------------------------------------
@@ -528,13 +531,6 @@ class ToolNode(_LangGraphToolNode):
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
         return list(approval_edits(edited, messages, decisions))
-
-
-def _key_of(job: Job) -> str:
-    """The idempotency key of `job`'s call (`threadlog.nodes.tools.keys.call_key`)."""
-    conf = job.config.get("configurable") or {}
-    ns = str(conf.get("checkpoint_ns") or "")
-    return call_key(conf.get("thread_id"), ns, call_id(job.call))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:
