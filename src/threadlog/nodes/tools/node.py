@@ -101,6 +101,11 @@ class _Planned:
     runtime: ToolRuntime
     decision: Decision | None
 
+    def request(self) -> ToolCallRequest:
+        return ToolCallRequest(
+            tool_call=self.call, tool=self.tool, state=self.runtime.state, runtime=self.runtime
+        )
+
 
 @dataclass(slots=True)
 class _Raised:
@@ -265,9 +270,7 @@ class ToolNode(_LangGraphToolNode):
     # -- one call: the interceptor around `execute` -------------------------------
 
     def _run_one_sync(self, p: _Planned, input_type: InputType) -> Output:
-        request = ToolCallRequest(
-            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
-        )
+        request = p.request()
 
         def execute(req: ToolCallRequest) -> Any:
             return run(self._execute(req, p.decision, input_type, None))
@@ -286,9 +289,7 @@ class ToolNode(_LangGraphToolNode):
         gate: asyncio.Semaphore,
         pool: LazyPool,
     ) -> Output:
-        request = ToolCallRequest(
-            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
-        )
+        request = p.request()
 
         async def aexecute(req: ToolCallRequest) -> Any:
             return await arun(self._execute(req, p.decision, input_type, pool))
