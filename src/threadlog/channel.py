@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
+from typing import Annotated, Any, Protocol, Self
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
@@ -49,7 +49,6 @@ __all__ = [
     "PLAIN_SAVER_SNAPSHOT_FREQUENCY",
     "CachedSeed",
     "KeyedWrites",
-    "LoadCadence",
     "LogChannel",
     "MessageLogChannel",
     "Messages",
@@ -132,68 +131,6 @@ DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
 PLAIN_SAVER_SNAPSHOT_FREQUENCY = 100
 
 
-class LoadCadence:
-    """Snapshot cadence decided per instance, by how the channel was loaded: the channel calls
-    `_loaded_from_cache()` when a history cache seeded it and `_loaded_by(writes)` when
-    LangGraph replays writes into it. An explicit `snapshot_frequency` fixes the cadence."""
-
-    # Empty (two bases that both add slots cannot be combined): each channel lists these
-    # three names in its own __slots__. Hidden from mypy.
-    if not TYPE_CHECKING:
-        __slots__ = ()
-    _fixed_frequency: int | None
-    _seeded: bool
-    _walked: bool
-
-    def _init_cadence(self, snapshot_frequency: int | None) -> int:
-        """Record the configured cadence; returns what to pass to `DeltaChannel`."""
-        self._seeded = False
-        self._walked = False
-        # LangGraph re-creates a channel passing back `snapshot_frequency`: the default
-        # value means "decide per instance" too.
-        self._fixed_frequency = (
-            None
-            if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
-            else snapshot_frequency
-        )
-        return DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
-
-    def _cadence_of(self, other: LoadCadence) -> None:
-        self._seeded, self._walked = other._seeded, other._walked
-
-    def _loaded_from_cache(self) -> None:
-        self._seeded = True
-
-    def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
-        # Writes a history cache handed over mean cached loads; else a plain saver's walk.
-        if isinstance(writes, KeyedWrites):
-            self._seeded = True
-        else:
-            self._walked = True
-
-    @property
-    def snapshot_frequency(self) -> int:
-        """Updates between LangGraph's full snapshots of this channel. Unless set explicitly:
-        never by count when a history cache seeded it (or a new thread); every
-        `PLAIN_SAVER_SNAPSHOT_FREQUENCY` updates when a plain saver's own walk rebuilt it, since
-        that saver walks back to the nearest snapshot on every load."""
-        if self._fixed_frequency is not None:
-            return self._fixed_frequency
-        if self._walked and not self._seeded and self._may_snapshot():
-            return PLAIN_SAVER_SNAPSHOT_FREQUENCY
-        return DEFAULT_SNAPSHOT_FREQUENCY
-
-
-    @snapshot_frequency.setter
-    def snapshot_frequency(self, value: int) -> None:
-        # DeltaChannel.__init__ assigns it (and validates it); the property decides.
-        pass
-
-    def _may_snapshot(self) -> bool:
-        """Whether a count-based snapshot keeps everything this channel's log holds."""
-        return True
-
-
 def _batch_reducer_messages(state: list[BaseMessage], writes: Sequence[Any]) -> list[BaseMessage]:
     # DeltaChannel's batch reducer signature, for code that calls `.reducer` directly.
     out = state
@@ -206,10 +143,11 @@ LOG_KINDS: list[type[LogChannel]] = []
 """threadlog's delta channels, the message log first: what thread maintenance rebuilds."""
 
 
-class LogChannel(LoadCadence, DeltaChannel[Any]):
+class LogChannel(DeltaChannel[Any]):
     """What threadlog's two delta channels share: a fixed reducer, equality by kind and cadence,
-    and the value as a view `(_log, _ver)` of a log that copies and the history cache may
-    share. Subclasses say how to read their log's items (`_items_of`) and how to append."""
+    the value as a view `(_log, _ver)` of a log that copies and the history cache may share,
+    and a snapshot cadence decided by how the channel was loaded (`snapshot_frequency`).
+    Subclasses say how to read their log's items (`_items_of`) and how to append."""
 
     __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
     _threadlog_own = True  # `_upstream.OWN_MARK`: a graph with this channel is threadlog's
@@ -233,7 +171,16 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
         # reducer is fixed. That is a graph declaring this channel: install the hooks.
         if reducer is not None:
             install_hooks()
-        frequency = self._init_cadence(snapshot_frequency)
+        # Set when a history cache seeded the channel / when a plain saver's walk rebuilt it.
+        self._seeded = self._walked = False
+        # LangGraph re-creates a channel passing back `snapshot_frequency`: the default
+        # value means "decide per instance" too.
+        self._fixed_frequency = (
+            None
+            if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
+            else snapshot_frequency
+        )
+        frequency = DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
         super().__init__(type(self)._reduce, list, snapshot_frequency=frequency)
         self._log: Any = None
         self._ver = 0
@@ -243,6 +190,34 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
 
     def __hash__(self) -> int:
         return hash((self._kind, self._fixed_frequency))
+
+    @property
+    def snapshot_frequency(self) -> int:
+        """Updates between LangGraph's full snapshots of this channel. Unless set explicitly:
+        never by count when a history cache seeded it (or a new thread); every
+        `PLAIN_SAVER_SNAPSHOT_FREQUENCY` updates when a plain saver's own walk rebuilt it, since
+        that saver walks back to the nearest snapshot on every load."""
+        if self._fixed_frequency is not None:
+            return self._fixed_frequency
+        if self._walked and not self._seeded and self._may_snapshot():
+            return PLAIN_SAVER_SNAPSHOT_FREQUENCY
+        return DEFAULT_SNAPSHOT_FREQUENCY
+
+    @snapshot_frequency.setter
+    def snapshot_frequency(self, value: int) -> None:
+        # DeltaChannel.__init__ assigns it (and validates it); the property decides.
+        pass
+
+    def _may_snapshot(self) -> bool:
+        """Whether a count-based snapshot keeps everything this channel's log holds."""
+        return True
+
+    def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
+        # Writes a history cache handed over mean cached loads; else a plain saver's walk.
+        if isinstance(writes, KeyedWrites):
+            self._seeded = True
+        else:
+            self._walked = True
 
     @staticmethod
     def _items_of(log: Any) -> Any:
@@ -260,7 +235,7 @@ class LogChannel(LoadCadence, DeltaChannel[Any]):
 
     def copy(self) -> Self:
         new = self._new()
-        new._cadence_of(self)
+        new._seeded, new._walked = self._seeded, self._walked
         if self._log is not None:
             new._set(self._log, self._ver)  # O(1): the log is shared, see `_set`
         return new
@@ -302,9 +277,8 @@ class MessageLogChannel(LogChannel):
         # LangGraph snapshots `get()`, the view, which lacks hidden messages: no
         # count-based snapshot once the log hides any.
         return self._log is None or not self._log.hides_any
-    def _write(
-        self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False
-    ) -> None:
+
+    def _write(self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False) -> None:
         """Append one superstep's writes: in place at the log's tip, else on a copy."""
         log = self._log
         if log is None:
@@ -334,7 +308,7 @@ class MessageLogChannel(LogChannel):
             new._set(MessageLog())
         elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
             seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
-            new._loaded_from_cache()
+            new._seeded = True
             new._set(seed.log, seed.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(MessageLog(_stored_messages(checkpoint.value or ())))
@@ -364,7 +338,6 @@ class MessageLogChannel(LogChannel):
             # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)
 
-
     def update(self, values: Sequence[Any]) -> bool:
         if not values:
             return False
@@ -385,7 +358,6 @@ class MessageLogChannel(LogChannel):
         with WRITE_LOCK:  # a shared log may be growing in another thread
             # The view: messages a removal event hid stay in the log, not in the state.
             return self._log.view_at(self._ver)  # type: ignore[return-value]
-
 
 
 # One lock keeps "am I at the tip?" and the write together when threads share a log;

@@ -30,8 +30,6 @@ __all__ = ["CompactionsChannel", "EventLog", "append_events"]
 
 KINDS = ("trim", "summary")
 _UNCOMPARED = frozenset({"ts"})
-# See MessageLogChannel: LangGraph still snapshots every 5000 supersteps.
-DEFAULT_SNAPSHOT_FREQUENCY = 1_000_000_000
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -105,14 +103,6 @@ class EventLog:
         for event in staged:
             self._by_id[event["id"]] = len(self.events)
             self.events.append(event)
-
-    def rewind(self, version: int, items: Sequence[Any]) -> int | None:
-        """The version before `items` (see `MessageLog.rewind`), else None."""
-        ids = [item.get("id") if isinstance(item, Mapping) else None for item in items]
-        n = len(ids)
-        if n > version or [e.get("id") for e in self.events[version - n : version]] != ids:
-            return None
-        return version - n
 
     def fast_forward(self, version: int, items: Sequence[Any]) -> int | None:
         """The version after `items` if they are exactly the next committed events."""
@@ -194,7 +184,7 @@ class CompactionsChannel(LogChannel):
         if checkpoint is MISSING or checkpoint is None:
             new._set(EventLog())
         elif isinstance(checkpoint, CachedSeed):
-            new._loaded_from_cache()
+            new._seeded = True
             new._set(checkpoint.log, checkpoint.version)
         elif isinstance(checkpoint, DeltaSnapshot):
             new._set(EventLog(checkpoint.value or ()))

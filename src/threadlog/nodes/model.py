@@ -216,9 +216,7 @@ class ModelNode(RunnableCallable):
         has_events: bool,
         used: set[str] | None = None,
     ) -> dict[str, Any]:
-        if isinstance(ai, BaseMessageChunk):
-            ai = message_chunk_to_message(ai)
-        if not isinstance(ai, AIMessage):
+        if not isinstance(ai, AIMessage):  # a chunk was made a message by `_timed`
             raise InvalidMessageError(
                 f"the model returned {type(ai).__name__}, not an AIMessage",
                 fix="pass a chat model (BaseChatModel), optionally with tools bound",

@@ -131,9 +131,7 @@ def to_wire(
         while lead < len(out) and isinstance(out[lead], SystemMessage):
             lead += 1
         if lead > 1:
-            texts = [m.text if isinstance(m.content, list) else str(m.content)
-                     for m in out[:lead]]
-            out[:lead] = [SystemMessage(content="\n\n".join(texts))]
+            out[:lead] = [SystemMessage(content="\n\n".join(m.text for m in out[:lead]))]
     return out
 
 

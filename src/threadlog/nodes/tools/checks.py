@@ -86,14 +86,8 @@ def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
         cut: str | list[str | dict[Any, Any]] = content[:limit] + marker
     else:
         cut = _cut_blocks(content, limit, marker)
-    full = (
-        content
-        if message.artifact is None
-        else {
-            "content": content,
-            "artifact": message.artifact,
-        }
-    )
+    artifact = message.artifact
+    full = content if artifact is None else {"content": content, "artifact": artifact}
     return message.model_copy(update={"content": cut, "artifact": full})
 
 

@@ -47,7 +47,7 @@ from threadlog.checkpoint.receipts import find_receipt, is_receipt_task, receipt
 from threadlog.checkpoint.recover import node_checkpoint
 from threadlog.errors import IdempotencyError
 from threadlog.flows import Flow, Io, call, drivers
-from threadlog.nodes.tools.keys import IDEMPOTENT_KEY, call_key, is_idempotent
+from threadlog.nodes.tools.keys import IDEMPOTENT_KEY, call_key, config_key, is_idempotent
 from threadlog.nodes.tools.started import put_on_step
 
 __all__ = [
@@ -264,11 +264,7 @@ class _Attempt:
     def __init__(self) -> None:
         self.config = ensure_config()
         self.cid = _CALL_IDS.current(self.config)
-        self.key: str | None = None
-        if self.cid is not None:
-            conf = self.config.get("configurable") or {}
-            ns = str(conf.get("checkpoint_ns") or "")
-            self.key = call_key(conf.get("thread_id"), ns, self.cid)
+        self.key = None if self.cid is None else config_key(self.config, self.cid)
 
     def served(self) -> Flow[Mapping[str, Any] | None]:
         """The receipt of this call on its step's checkpoint, if the tool returned before."""

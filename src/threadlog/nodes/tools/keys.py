@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
 
 from threadlog._upstream import PREGEL
 
-__all__ = ["IDEMPOTENT_KEY", "call_key", "is_idempotent"]
+__all__ = ["IDEMPOTENT_KEY", "call_key", "config_key", "is_idempotent"]
 
 IDEMPOTENT_KEY = "threadlog_idempotent"
 """`tool.metadata` flag of a marked tool (also what `is_idempotent` reads)."""
@@ -22,6 +23,12 @@ def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
     parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
     digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
     return f"tl-idem-{digest}"
+
+
+def config_key(config: Mapping[str, Any], tool_call_id: str) -> str:
+    """The key of a call run under `config` (its thread and namespace)."""
+    conf = config.get("configurable") or {}
+    return call_key(conf.get("thread_id"), str(conf.get("checkpoint_ns") or ""), tool_call_id)
 
 
 def _without_task_ids(ns: str) -> str:

@@ -71,7 +71,8 @@ from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
 from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
-from threadlog.nodes.tools.idempotent import call_key, check_unique, is_idempotent, mark_by_name
+from threadlog.nodes.tools.idempotent import check_unique, is_idempotent, mark_by_name
+from threadlog.nodes.tools.keys import config_key
 from threadlog.nodes.tools.results import (
     Outcome,
     classify,
@@ -99,6 +100,11 @@ class _Planned:
     tool: BaseTool | None  # None: not a tool of this node (execute answers "unknown")
     runtime: ToolRuntime
     decision: Decision | None
+
+    def request(self) -> ToolCallRequest:
+        return ToolCallRequest(
+            tool_call=self.call, tool=self.tool, state=self.runtime.state, runtime=self.runtime
+        )
 
 
 @dataclass(slots=True)
@@ -213,24 +219,36 @@ class ToolNode(_LangGraphToolNode):
         return await super().ainvoke(input, _with_runtime(config), **kwargs)
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
-        calls, input_type, state = self._parse(input, config)
-        slots = self._plan(calls, state, config, runtime)
-        planned = [s for s in slots if isinstance(s, _Planned)]
-        workers = self._workers(config, len(planned))
-        pool = ContextThreadPoolExecutor(max_workers=max(workers, 1))
-        try:
-            futures = [pool.submit(self._run_one_sync, p, input_type) for p in planned]
-            results = [_settle(f.result) for f in futures]
-        finally:
-            pool.shutdown(wait=False)  # a timed-out sync tool may still be running
-        return self._finish(slots, results, input_type)
+        return run(self._step(input, config, runtime))
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        return await arun(self._step(input, config, runtime))
+
+    def _step(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Flow[Any]:
+        """The node's one step: plan the calls, run the planned ones at once (in threads,
+        or as tasks on the event loop under `arun`), put the results in call order."""
         calls, input_type, state = self._parse(input, config)
         slots = self._plan(calls, state, config, runtime)
         planned = [s for s in slots if isinstance(s, _Planned)]
-        workers = self._workers(config, len(planned))
-        gate = asyncio.Semaphore(max(workers, 1))
+        workers = max(self._workers(config, len(planned)), 1)
+        run_all = Io(self._in_threads, self._as_tasks, (planned, input_type, workers))
+        results: list[Output | _Raised] = yield run_all
+        return self._finish(slots, results, input_type)
+
+    def _in_threads(
+        self, planned: list[_Planned], input_type: InputType, workers: int
+    ) -> list[Output | _Raised]:
+        pool = ContextThreadPoolExecutor(max_workers=workers)
+        try:
+            futures = [pool.submit(self._run_one_sync, p, input_type) for p in planned]
+            return [_settle(f.result) for f in futures]
+        finally:
+            pool.shutdown(wait=False)  # a timed-out sync tool may still be running
+
+    async def _as_tasks(
+        self, planned: list[_Planned], input_type: InputType, workers: int
+    ) -> list[Output | _Raised]:
+        gate = asyncio.Semaphore(workers)
         pool = LazyPool(workers)
         try:
             results = await asyncio.gather(
@@ -247,17 +265,15 @@ class ToolNode(_LangGraphToolNode):
                 raise r  # cancellation and the like
             else:
                 settled.append(r)
-        return self._finish(slots, settled, input_type)
+        return settled
 
     # -- one call: the interceptor around `execute` -------------------------------
 
     def _run_one_sync(self, p: _Planned, input_type: InputType) -> Output:
-        request = ToolCallRequest(
-            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
-        )
+        request = p.request()
 
         def execute(req: ToolCallRequest) -> Any:
-            return self._execute_sync(req, p.decision, input_type)
+            return run(self._execute(req, p.decision, input_type, None))
 
         if self._wrap_tool_call is None:
             return cast(Output, execute(request))
@@ -273,15 +289,13 @@ class ToolNode(_LangGraphToolNode):
         gate: asyncio.Semaphore,
         pool: LazyPool,
     ) -> Output:
-        request = ToolCallRequest(
-            tool_call=p.call, tool=p.tool, state=p.runtime.state, runtime=p.runtime
-        )
+        request = p.request()
 
         async def aexecute(req: ToolCallRequest) -> Any:
-            return await self._execute_async(req, p.decision, input_type, pool)
+            return await arun(self._execute(req, p.decision, input_type, pool))
 
         def execute(req: ToolCallRequest) -> Any:
-            return self._execute_sync(req, p.decision, input_type)
+            return run(self._execute(req, p.decision, input_type, None))
 
         async with gate:
             if self._awrap_tool_call is None and self._wrap_tool_call is None:
@@ -299,20 +313,6 @@ class ToolNode(_LangGraphToolNode):
         # LangGraph's rule: anything an interceptor raises (interrupts excepted) is a
         # result under any truthy handle_tool_errors, whatever its type.
         return from_error(e, request.tool_call, None, self._handling, filter_types=False)
-
-    def _execute_sync(
-        self, request: ToolCallRequest, decision: Decision | None, input_type: InputType
-    ) -> Output:
-        return run(self._execute(request, decision, input_type, None))
-
-    async def _execute_async(
-        self,
-        request: ToolCallRequest,
-        decision: Decision | None,
-        input_type: InputType,
-        pool: LazyPool,
-    ) -> Output:
-        return await arun(self._execute(request, decision, input_type, pool))
 
     def _execute(
         self,
@@ -367,7 +367,9 @@ class ToolNode(_LangGraphToolNode):
         if outcome.kind != "timeout":
             return outcome
         seconds = job.timeout or 0.0
-        failed = Outcome.timed_out_keyed(job.call, seconds, attempts, _key_of(job))
+        failed = Outcome.timed_out_keyed(
+            job.call, seconds, attempts, config_key(job.config, call_id(job.call))
+        )
         failed.duration_ms = spent
         return failed
 
@@ -409,7 +411,7 @@ class ToolNode(_LangGraphToolNode):
         if not is_idempotent(job.tool):
             return output
         # The key next to the result, for `threadlog inspect` and programs.
-        key = _key_of(job)
+        key = config_key(job.config, call_id(job.call))
         return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
 
     # -- input and planning -----------------------------------------------------
@@ -530,13 +532,6 @@ class ToolNode(_LangGraphToolNode):
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
         return list(approval_edits(edited, messages, decisions))
-
-
-def _key_of(job: Job) -> str:
-    """The idempotency key of `job`'s call (`threadlog.nodes.tools.keys.call_key`)."""
-    conf = job.config.get("configurable") or {}
-    ns = str(conf.get("checkpoint_ns") or "")
-    return call_key(conf.get("thread_id"), ns, call_id(job.call))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:

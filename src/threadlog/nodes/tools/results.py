@@ -321,22 +321,19 @@ def _one(
     if isinstance(item, ToolMessage):
         out: ToolMessage = fn(item)
         return out
+
+    def mine(messages: list[Any]) -> list[Any]:
+        return [
+            fn(m) if isinstance(m, ToolMessage) and m.tool_call_id == call["id"] else m
+            for m in messages
+        ]
+
     update = item.update
     if isinstance(update, list):  # list-of-messages input: the update is the messages
-        return replace(
-            item,
-            update=[
-                fn(m) if isinstance(m, ToolMessage) and m.tool_call_id == call["id"] else m
-                for m in update
-            ],
-        )
+        return replace(item, update=mine(update))
     if not isinstance(update, dict) or messages_key not in update:
         return item
-    msgs = [
-        fn(m) if isinstance(m, ToolMessage) and m.tool_call_id == call["id"] else m
-        for m in update[messages_key]
-    ]
-    return replace(item, update={**update, messages_key: msgs})
+    return replace(item, update={**update, messages_key: mine(update[messages_key])})
 
 
 def _stored(state: Any, messages_key: str) -> dict[str, BaseMessage]:
