@@ -95,19 +95,22 @@ def test_usage_the_server_does_not_report_is_said_to_be_missing(
     assert "0 in" not in out
 
 
+# A reply that asks for the same tool call forever.
+_LOOPING = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "c",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Beijing"}'},
+        }
+    ],
+}
+
+
 def test_the_demo_caps_a_turn_with_a_small_default(capsys: pytest.CaptureFixture[str]) -> None:
-    looping = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "c",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Beijing"}'},
-            }
-        ],
-    }
-    with OpenAIServer([looping] * 10) as server:
+    with OpenAIServer([_LOOPING] * 10) as server:
         code, out, err = demo(capsys, server)
     assert (code, err) == (0, "")
     assert len(server.requests) == 6
@@ -117,18 +120,7 @@ def test_the_demo_caps_a_turn_with_a_small_default(capsys: pytest.CaptureFixture
 def test_the_tool_choice_and_max_model_calls_flags_reach_the_requests(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    looping = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "c",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Beijing"}'},
-            }
-        ],
-    }
-    with OpenAIServer([looping] * 10) as server:
+    with OpenAIServer([_LOOPING] * 10) as server:
         code, out, _ = demo(
             capsys, server, "--profile", "openai", "--tool-choice", "none", "--max-model-calls", "3"
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -48,3 +48,15 @@ def swarm_reply(me: str, other: str) -> Callable[[Sequence[BaseMessage]], AIMess
 
 class SwarmState(threadlog.MessagesState):
     active_agent: str | None
+
+
+def messages_in(value: Any) -> list[BaseMessage]:
+    """The message objects a decoded stored value holds (a stored snapshot's too)."""
+    if isinstance(value, BaseMessage):
+        return [value]
+    if isinstance(value, Mapping):
+        return [m for v in value.values() for m in messages_in(v)]
+    if isinstance(value, (list, tuple)):
+        return [m for v in value for m in messages_in(v)]
+    inner = getattr(value, "value", None)  # a stored snapshot
+    return messages_in(inner) if isinstance(inner, list) else []

@@ -7,7 +7,7 @@ messages as LangGraph's own saver, at every checkpoint. SQLite and Postgres."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -15,7 +15,7 @@ from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
 from tests.helpers.delta_apps import cfg, message_rows
-from tests.helpers.multi_agent import Scripted, SwarmState, swarm_reply
+from tests.helpers.multi_agent import Scripted, SwarmState, messages_in, swarm_reply
 from tests.helpers.poisoned import plain_saver
 
 
@@ -38,17 +38,6 @@ def _turn(i: int) -> dict[str, Any]:
     return {"messages": [HumanMessage(f"turn {i}", id=f"u{i}")]}
 
 
-def _messages_in(value: Any) -> list[BaseMessage]:
-    """The message objects a decoded value holds."""
-    if isinstance(value, BaseMessage):
-        return [value]
-    if isinstance(value, Mapping):
-        return [m for v in value.values() for m in _messages_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [m for v in value for m in _messages_in(v)]
-    inner = getattr(value, "value", None)  # a stored snapshot
-    return _messages_in(inner) if isinstance(inner, list) else []
-
 
 class _Probe:
     """The distinct message objects the backend saver's serializer hands out (held, so
@@ -70,7 +59,7 @@ class _Probe:
     def _counted(self, loads: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any) -> Any:
             value = loads(*args)
-            self.objects.update((id(m), m) for m in _messages_in(value))
+            self.objects.update((id(m), m) for m in messages_in(value))
             return value
 
         return counted

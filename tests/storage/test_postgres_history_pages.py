@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -20,7 +20,7 @@ from langgraph_swarm import create_handoff_tool, create_swarm
 
 import threadlog
 from tests.helpers.delta_apps import cfg, message_rows
-from tests.helpers.multi_agent import Scripted, SwarmState, swarm_reply
+from tests.helpers.multi_agent import Scripted, SwarmState, messages_in, swarm_reply
 from tests.helpers.poisoned import plain_saver
 
 
@@ -68,16 +68,6 @@ class _Statements:
         return counted
 
 
-def _messages_in(value: Any) -> list[BaseMessage]:
-    if isinstance(value, BaseMessage):
-        return [value]
-    if isinstance(value, Mapping):
-        return [m for v in value.values() for m in _messages_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [m for v in value for m in _messages_in(v)]
-    inner = getattr(value, "value", None)  # a stored snapshot
-    return _messages_in(inner) if isinstance(inner, list) else []
-
 
 def _probe(built: dict[int, BaseMessage]) -> Callable[[Any], Any]:
     """A `wrap=` that records the distinct message objects the serializer hands out."""
@@ -89,7 +79,7 @@ def _probe(built: dict[int, BaseMessage]) -> Callable[[Any], Any]:
 
             def counted(*args: Any, _loads: Any = loads) -> Any:
                 value = _loads(*args)
-                built.update((id(m), m) for m in _messages_in(value))
+                built.update((id(m), m) for m in messages_in(value))
                 return value
 
             setattr(serde, name, counted)
