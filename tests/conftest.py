@@ -355,6 +355,7 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
     "test_demo_weather.py": (
         "test_a_second_question_on_a_thread_sees_the_first",
         "test_create_agent_applies_its_context_policy_and_records_the_cut",
+        "test_create_agent_records_the_cut_in_the_model_step_without_a_context_node",
         "test_every_city_the_offline_model_recognises_has_a_forecast",
         "test_get_weather_answers_in_the_language_the_city_was_named_in",
     ),
@@ -479,6 +480,9 @@ SLOW_FOR_THE_INNER_LOOP: dict[str, tuple[str, ...]] = {
         "test_no_sql_at_all_outside_backends",
         "test_one_helper_unwraps_a_saver",
         "test_sql_naming_langgraphs_tables_is_in_at_most_three_files_all_in_backends",
+    ),
+    "test_stored_message_records.py": (
+        "test_a_cold_get_state_of_a_swarm_thread_validates_no_stored_message",
     ),
     "test_store_items.py": (
         "test_inspect_store_lists_what_each_step_searched_put_and_got",

@@ -80,8 +80,15 @@ class _CountingLog(Sequence[Any]):
         return got
 
 
+def _even_log(turns: int) -> list[Any]:
+    """Turns of equal size whatever their number (ids of one width)."""
+    return [
+        m for i in range(turns) for m in (user(f"h{i:05d}"), ai(f"a{i:05d}", content="ok"))
+    ]
+
+
 def _messages_read(turns: int) -> tuple[int, list[Any]]:
-    log = _CountingLog(_log(turns))
+    log = _CountingLog(_even_log(turns))
     policy = ContextPolicy(max_tokens=200)
     build_context(log, [], policy)
     log.read = 0
@@ -90,10 +97,10 @@ def _messages_read(turns: int) -> tuple[int, list[Any]]:
 
 
 def test_a_budgeted_context_reads_the_same_few_messages_however_long_the_log() -> None:
-    short_read, short_seen = _messages_read(200)
-    long_read, long_seen = _messages_read(5000)
+    short_read, short_seen = _messages_read(100)
+    long_read, long_seen = _messages_read(1000)
     assert long_read == short_read < 100
-    assert [m.id for m in long_seen][-4:] == [m.id for m in _log(5000)][-4:]
+    assert [m.id for m in long_seen][-4:] == [m.id for m in _even_log(1000)][-4:]
     assert len(long_seen) == len(short_seen)
 
 
@@ -105,7 +112,7 @@ def test_a_legacy_approval_edit_in_the_window_is_still_shown_with_the_args_that_
     call = {"name": "pay", "args": {"amount": 900}, "id": "c1", "type": "tool_call"}
     edited = {"action": "edit", "args": {"amount": 9}}
     log = [
-        *_log(3000),
+        *_log(300),
         user("pay"),
         AIMessage("", id="req", tool_calls=[call]),
         ToolMessage("paid 9", tool_call_id="c1", id="res",
