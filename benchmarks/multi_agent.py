@@ -56,7 +56,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa
 
 import threadlog  # noqa: E402
 from tests.helpers.delta_apps import stored_bytes  # noqa: E402
-from tests.helpers.multi_agent import Scripted  # noqa: E402
+from tests.helpers.multi_agent import Scripted, deep_agent  # noqa: E402
 
 APPS = ("swarm", "supervisor", "deepagents")
 COLD_READS = 5  # fresh-saver `get_state`s per lane; the median is reported (--cold-reads)
@@ -114,17 +114,7 @@ def _worker(lane: str, model: Any, tools: list[Any], name: str) -> Any:
 
 
 def _deep_agent(saver: Any) -> Any:
-    from deepagents import create_deep_agent
-
-    researcher: Any = {
-        "name": "researcher",
-        "description": "looks things up",
-        "system_prompt": "you look things up",
-        "model": Scripted(script=_deep_sub),
-    }
-    return create_deep_agent(
-        model=Scripted(script=_deep_main), tools=[], subagents=[researcher], checkpointer=saver
-    )
+    return deep_agent(saver, _deep_main, _deep_sub)
 
 
 def build(app: str, lane: str) -> Any:

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 import threadlog
-from tests.helpers.multi_agent import Scripted
+from tests.helpers.multi_agent import deep_agent
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
 from threadlog.inspect.calls import recorded_calls
 
@@ -33,17 +33,7 @@ def _sub(messages: Sequence[BaseMessage]) -> AIMessage:
 
 
 def _agent(saver: Any) -> Any:
-    from deepagents import create_deep_agent
-
-    researcher: Any = {
-        "name": "researcher",
-        "description": "looks things up",
-        "system_prompt": "you look things up",
-        "model": Scripted(script=_sub),
-    }
-    return create_deep_agent(
-        model=Scripted(script=_main), tools=[], subagents=[researcher], checkpointer=saver
-    )
+    return deep_agent(saver, _main, _sub)
 
 
 def _calls_bytes(path: Path) -> int:

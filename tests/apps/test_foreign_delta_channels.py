@@ -23,7 +23,7 @@ from tests.helpers.delta_apps import (
     run_turns,
     threadlog_saver,
 )
-from tests.helpers.multi_agent import Scripted
+from tests.helpers.multi_agent import deep_agent
 
 
 @pytest.fixture(params=[False, True], ids=["sync", "async"])
@@ -194,17 +194,7 @@ def _deep_sub(messages: Sequence[BaseMessage]) -> AIMessage:
 
 
 def _deep_agent(saver: Any) -> Any:
-    from deepagents import create_deep_agent
-
-    researcher = {
-        "name": "researcher",
-        "description": "looks things up",
-        "system_prompt": "you look things up",
-        "model": Scripted(script=_deep_sub),
-    }
-    return create_deep_agent(
-        model=Scripted(script=_deep_main), tools=[], subagents=[researcher], checkpointer=saver
-    )
+    return deep_agent(saver, _deep_main, _deep_sub)
 
 
 def _deep_values(values: dict[str, Any]) -> list[tuple[Any, ...]]:

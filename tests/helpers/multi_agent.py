@@ -60,3 +60,22 @@ def messages_in(value: Any) -> list[BaseMessage]:
         return [m for v in value for m in messages_in(v)]
     inner = getattr(value, "value", None)  # a stored snapshot
     return messages_in(inner) if isinstance(inner, list) else []
+
+
+def deep_agent(
+    saver: Any,
+    main: Callable[[Sequence[BaseMessage]], AIMessage],
+    sub: Callable[[Sequence[BaseMessage]], AIMessage],
+) -> Any:
+    """A deepagents agent with a `researcher` subagent, both scripted, as its README builds it."""
+    from deepagents import create_deep_agent
+
+    researcher: Any = {
+        "name": "researcher",
+        "description": "looks things up",
+        "system_prompt": "you look things up",
+        "model": Scripted(script=sub),
+    }
+    return create_deep_agent(
+        model=Scripted(script=main), tools=[], subagents=[researcher], checkpointer=saver
+    )
