@@ -182,6 +182,27 @@ def _stored(path: Path) -> int:
     return stored_bytes(f"sqlite:///{path}")
 
 
+def _row(
+    full: int,
+    times: list[float],
+    history: float,
+    walls: list[float],
+    cpus: list[float],
+    stored: int,
+    half: int,
+) -> dict[str, float]:
+    """One lane's figures: ms/turn over the last 10 turns, the median cold read."""
+    last = times[-10:]
+    return {
+        "db_mb": full / 1e6,
+        "ms_turn": 1000 * sum(last) / len(last),
+        "history_s": history,
+        "cold_s": statistics.median(walls),
+        "cold_cpu_s": statistics.median(cpus),
+        "growth": (stored - half) / half if half else float("nan"),
+    }
+
+
 def run_lane(app: str, lane: str, turns: int, folder: Path) -> dict[str, float]:
     path = folder / f"{app}-{lane}.sqlite"
     cfg: Any = {"configurable": {"thread_id": "t"}}
@@ -211,15 +232,7 @@ def run_lane(app: str, lane: str, turns: int, folder: Path) -> dict[str, float]:
         shown = list(graph.get_state_history(cfg, limit=10))
         history = time.perf_counter() - start
         assert len(shown) == 10
-    last = times[-10:]
-    return {
-        "db_mb": full / 1e6,
-        "ms_turn": 1000 * sum(last) / len(last),
-        "history_s": history,
-        "cold_s": statistics.median(walls),
-        "cold_cpu_s": statistics.median(cpus),
-        "growth": (stored - half) / half if half else float("nan"),
-    }
+    return _row(full, times, history, walls, cpus, stored, half)
 
 
 @contextlib.asynccontextmanager
@@ -268,15 +281,7 @@ async def run_lane_async(app: str, lane: str, turns: int, url: str) -> dict[str,
         shown = [s async for s in graph.aget_state_history(cfg, limit=10)]
         history = time.perf_counter() - start
         assert len(shown) == 10
-    last = times[-10:]
-    return {
-        "db_mb": full / 1e6,
-        "ms_turn": 1000 * sum(last) / len(last),
-        "history_s": history,
-        "cold_s": statistics.median(walls),
-        "cold_cpu_s": statistics.median(cpus),
-        "growth": (stored - half) / half if half else float("nan"),
-    }
+    return _row(full, times, history, walls, cpus, stored, half)
 
 
 def _print(app: str, got: dict[str, dict[str, float]]) -> None:
