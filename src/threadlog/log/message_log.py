@@ -185,8 +185,7 @@ class MessageLog:
         self.note_open_requests()
 
     def note_open_requests(self) -> None:
-        """Take the baseline of each request with open calls that has none: stored history
-        (read back, or replayed with `stored=True`) is noted once, after the replay."""
+        """Baseline each open request lacking one (stored history: once, after its replay)."""
         for call in self._calls.values():
             if call.result_id is None and call.ai_id not in self._baseline:
                 ai = self._by_id[call.ai_id]
@@ -391,8 +390,14 @@ class MessageLog:
         an error. `stored=True` (replaying a checkpoint's writes) skips re-checking the fields of
         plain messages that carry an id; every log rule still applies. `dry_run=True` checks and
         commits nothing."""
-        resent = resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
-        if resent is not None or any(has_event(w) for w in writes):
+        # Stored new messages or records the log holds (same objects): no event, no edit.
+        plain = stored and all(
+            isinstance(raw, BaseMessage) and not is_removal(raw)
+            and self._by_id.get(raw.id or "", raw) is raw
+            for w in writes for raw in w
+        )
+        resent = None if plain else resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
+        if resent is not None or (not plain and any(has_event(w) for w in writes)):
             writes, restored = resent if resent is not None else (writes, None)
             return extend_with_events(
                 self,
@@ -487,9 +492,8 @@ class MessageLog:
             stage.calls[cid] = LoggedCall(mid, i, call["name"])
 
     def _commit(self, stage: _Staging, stored: bool = False) -> None:
-        # Nothing before this touched the log, so a failure left it as it was. Stored
-        # requests take their baseline after the replay (`note_open_requests`): most are
-        # answered by then.
+        # Nothing before this touched the log, so a failure left it as it was. Stored requests
+        # get their baseline after the replay (`note_open_requests`): most are answered by then.
         for msg in stage.staged:
             self._index(msg, stage.calls, baseline=not stored)
             self._journal.append(msg.id)  # type: ignore[arg-type]
@@ -506,10 +510,8 @@ class MessageLog:
 
     # -- internals -----------------------------------------------------------
 
-    def _index(
-        self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None,
-        baseline: bool = True,
-    ) -> None:
+    def _index(self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None,
+               baseline: bool = True) -> None:
         mid = msg.id
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
