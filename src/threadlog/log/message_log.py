@@ -391,10 +391,9 @@ class MessageLog:
         plain messages that carry an id; every log rule still applies. `dry_run=True` checks and
         commits nothing."""
         # Stored new messages or records the log holds (same objects): no event, no edit.
+        by_id = self._by_id
         plain = stored and all(
-            isinstance(raw, BaseMessage) and not is_removal(raw)
-            and self._by_id.get(raw.id or "", raw) is raw
-            for w in writes for raw in w
+            is_stored_form(raw) and by_id.get(raw.id, raw) is raw for w in writes for raw in w
         )
         resent = None if plain else resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
         if resent is not None or (not plain and any(has_event(w) for w in writes)):
