@@ -332,6 +332,9 @@ class MessageLogChannel(LogChannel):
             _refuse_overwrite(value)
             # One write at a time: batching invariance makes it equal to all at once.
             self._write([flatten_write(value)], single_writer=False, stored=True)
+        if self._log is not None:
+            with WRITE_LOCK:
+                self._log.note_open_requests()
         if isinstance(writes, KeyedWrites) and self._log is not None:
             for _, cid in states[s:]:  # checkpoints whose writes were none
                 writes.passed.append((cid, self._ver))

@@ -182,6 +182,10 @@ class MessageLog:
         # Edits a snapshot's messages carry follow the messages in the journal (`rewind`
         # checks ids, so this order is never stepped through).
         self._journal.extend(edited)
+        self.note_open_requests()
+
+    def note_open_requests(self) -> None:
+        """Baseline each open request lacking one (stored history: once, after its replay)."""
         for call in self._calls.values():
             if call.result_id is None and call.ai_id not in self._baseline:
                 ai = self._by_id[call.ai_id]
@@ -386,8 +390,13 @@ class MessageLog:
         an error. `stored=True` (replaying a checkpoint's writes) skips re-checking the fields of
         plain messages that carry an id; every log rule still applies. `dry_run=True` checks and
         commits nothing."""
-        resent = resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
-        if resent is not None or any(has_event(w) for w in writes):
+        # Stored new messages or records the log holds (same objects): no event, no edit.
+        by_id = self._by_id
+        plain = stored and all(
+            is_stored_form(raw) and by_id.get(raw.id, raw) is raw for w in writes for raw in w
+        )
+        resent = None if plain else resent_as_edits(self, writes, stored=stored, dry_run=dry_run)
+        if resent is not None or (not plain and any(has_event(w) for w in writes)):
             writes, restored = resent if resent is not None else (writes, None)
             return extend_with_events(
                 self,
@@ -405,11 +414,15 @@ class MessageLog:
         if single_writer and len(conversational) > 1:
             raise parallel_error(conversational, stage.count)
         if not dry_run:
-            self._commit(stage)
+            self._commit(stage, stored)
         return stage.staged
 
     def _stage(self, raw: Any, stage: _Staging, stored: bool) -> BaseMessage | None:
         """Check one item and stage it, or None for a replay. Changes nothing of the log."""
+        mid = getattr(raw, "id", None) if stored else None
+        if mid is not None and (stage.by_id.get(mid) or self._by_id.get(mid)) is raw:
+            # One object for identical stored records (`checkpoint.shared_records`).
+            return None
         pos = stage.count + len(stage.staged)
         msg: BaseMessage
         if is_stored_form(raw) and (stored or self._by_id.get(raw.id) is raw):
@@ -425,9 +438,6 @@ class MessageLog:
         if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
             msg = self._rekeyed(msg, mid, stage)
         existing = stage.by_id.get(mid) or self._by_id.get(mid)
-        if existing is not None and existing is raw and stored:
-            # One object for identical stored records (`checkpoint.shared_records`).
-            return None
         if existing is not None:
             # Staged messages are hashed uncached: the cache must not outlive a failed batch.
             known = digest(existing) if mid in stage.by_id else self._digest_of(existing)
@@ -480,10 +490,11 @@ class MessageLog:
                 raise reused_superseded(i, call, dropped, mid, pos)
             stage.calls[cid] = LoggedCall(mid, i, call["name"])
 
-    def _commit(self, stage: _Staging) -> None:
-        # Nothing before this touched the log, so a failure left it as it was.
+    def _commit(self, stage: _Staging, stored: bool = False) -> None:
+        # Nothing before this touched the log, so a failure left it as it was. Stored requests
+        # get their baseline after the replay (`note_open_requests`): most are answered by then.
         for msg in stage.staged:
-            self._index(msg, stage.calls)
+            self._index(msg, stage.calls, baseline=not stored)
             self._journal.append(msg.id)  # type: ignore[arg-type]
             if isinstance(msg, ToolMessage):
                 call = self._calls[msg.tool_call_id]
@@ -498,7 +509,8 @@ class MessageLog:
 
     # -- internals -----------------------------------------------------------
 
-    def _index(self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None) -> None:
+    def _index(self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None,
+               baseline: bool = True) -> None:
         mid = msg.id
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
@@ -513,7 +525,7 @@ class MessageLog:
                     self._calls[cid] = new or LoggedCall(mid, i, call["name"])
                     if self._superseded and cid in self._superseded:
                         del self._superseded[cid]  # a stored later message owns it now
-            if calls and new_calls is not None:
+            if calls and new_calls is not None and baseline:
                 self._baseline[mid] = snapshot_fields(msg)
         if isinstance(msg, ToolMessage):
             answered = self._calls.get(msg.tool_call_id)
