@@ -198,3 +198,35 @@ def test_a_refused_input_on_a_new_thread_reads_as_empty(client: SyncLangGraphCli
     assert _kinds(client, thread) == []  # 200, not 400
     client.runs.wait(thread, "weather", input=ask("北京今天适合带伞吗？"))
     assert _kinds(client, thread) == ["human", "ai", "tool", "ai"]
+
+
+def test_the_server_loads_the_dotted_checkpointer_path_and_not_the_colon_form() -> None:
+    """docs/server.md's "path form": the loader langgraph-api uses for `checkpointer.path`."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import threadlog.server\n"
+        "from langgraph_api._checkpointer._adapter import _load_checkpointer as load\n"
+        "assert load('threadlog.server.checkpointer') is threadlog.server.checkpointer\n"
+        "try:\n"
+        "    load('threadlog.server:checkpointer')\n"
+        "except Exception as e:\n"
+        "    print('refused:', type(e).__name__)\n"
+        "else:\n"
+        "    print('loaded')\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LANGGRAPH_RUNTIME_EDITION": "inmem",
+        "REDIS_URI": "fake",
+        "DATABASE_URI": ":memory:",
+        "MIGRATIONS_PATH": "__inmem",
+        **{k: os.environ[k] for k in ("PYTHONPATH", "HOME") if k in os.environ},
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("refused:")
