@@ -76,9 +76,12 @@ class _Memo:
     """What this process knows one thread has stored: messages (id, digest), blobs, and
     the last stored call per agent (its run id and the messages it sent)."""
 
-    __slots__ = ("blobs", "digests", "in_log", "last", "noted")
+    __slots__ = ("blobs", "digests", "in_log", "last", "lock", "noted")
 
     def __init__(self) -> None:
+        # One build at a time per thread: a step's checkpoint and its tasks' writes are
+        # stored from different threads, and two builds must not both add the same blob.
+        self.lock = threading.Lock()
         self.in_log: set[tuple[str, str]] = set()
         # The message objects already noted: a re-sent history costs no digest. (A reused
         # identity only skips a note: that message is then stored as a blob, not lost.)
@@ -477,11 +480,15 @@ class CallsLayer(Layer):
             return {"v": FORMAT, "calls": [], "blobs": {}, "error": repr(exc)}
 
     def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
+        with self._lock:
+            memo = self._memo(thread)
+        with memo.lock:
+            return self._build_locked(memo, taken)
+
+    def _build_locked(self, memo: _Memo, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
         used: list[dict[str, Any]] = []
-        with self._lock:
-            memo = self._memo(thread)
         for c in taken:
             if c.ops is not None:
                 record = dict(c.record)
