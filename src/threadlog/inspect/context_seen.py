@@ -30,7 +30,7 @@ from threadlog.log.messages import digest
 from threadlog.nodes.trace import prompt_text, record_of
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
     from threadlog.nodes.model import ModelNode
 
 __all__ = ["ContextSeen"]
@@ -58,7 +58,7 @@ def _as_messages(sent: list[dict[str, Any]]) -> list[BaseMessage]:
     return out
 
 
-def _find_call(thread: ThreadRecords, call: str | int, checkpoint: str | None) -> AIMessage:
+def _find_call(thread: Thread, call: str | int, checkpoint: str | None) -> AIMessage:
     head = thread.get(checkpoint)
     calls = [m for m in head.messages if isinstance(m, AIMessage)]
     if isinstance(call, int):
@@ -89,7 +89,7 @@ class ContextSeen(Table):
 
     def __init__(
         self,
-        thread: ThreadRecords,
+        thread: Thread,
         call: str | int = -1,
         *,
         policy: ContextPolicy | None = None,
@@ -143,7 +143,7 @@ class ContextSeen(Table):
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
 
-    def _sent(self, thread: ThreadRecords) -> Any:
+    def _sent(self, thread: Thread) -> Any:
         """The recorded call (`inspect.calls.RecordedCall`) whose reply is this message."""
         recorded = getattr(thread, "recorded", None)
         found = [c for c in recorded or () if c.reply_id == self.call.id]
@@ -166,7 +166,7 @@ class ContextSeen(Table):
             return (fixed if isinstance(fixed, str) else None), "graph"
         return None, "assumed"
 
-    def _made_at(self, thread: ThreadRecords, checkpoint: str | None) -> CheckpointRecord:
+    def _made_at(self, thread: Thread, checkpoint: str | None) -> CheckpointRecord:
         for rec in thread.path(checkpoint):
             if any(m.id == self.call.id for m in rec.messages):
                 return rec

@@ -16,7 +16,7 @@ from threadlog.inspect.steps import message_line
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Branch", "ForkTree"]
 
@@ -45,7 +45,7 @@ class ForkTree(Table):
         Column("last", "[how it starts] last message at head"),
     )
 
-    def __init__(self, thread: ThreadRecords) -> None:
+    def __init__(self, thread: Thread) -> None:
         self.thread = thread
         by_id = {r.checkpoint_id: r for r in thread.records}
         roots = [r for r in thread.records if r.parent_id not in by_id]

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Handoffs", "handoff_destination"]
 
@@ -47,7 +47,7 @@ class Handoffs(Table):
         Column("call", "call", 0),
     )
 
-    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         at = thread.get(checkpoint)
         self.title = f"{thread.label} · handoffs"
         makers: dict[str, AIMessage] = {}

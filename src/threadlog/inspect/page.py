@@ -46,7 +46,7 @@ from threadlog.inspect.timeline import Timeline
 from threadlog.log.messages import role_of
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["model_timing", "thread_html", "thread_page"]
 
@@ -151,7 +151,7 @@ def _turns(records: list[CheckpointRecord]) -> list[list[CheckpointRecord]]:
     return turns
 
 
-def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
+def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
     t0 = _ts(turn[0].created_at)
     if t0 is None:
         return ""
@@ -203,7 +203,7 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
 
 
 def _state(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
+    thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None
 ) -> list[str]:
     # The rest of the state, unless the parent was not loaded (`last=N`).
     if parent is None and rec.parent_id is not None:
@@ -216,7 +216,7 @@ def _state(
 
 
 def _during(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
+    thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
 ) -> list[Any]:
     """The recorded entries (model calls, store operations) that started while `rec`'s step
     ran (after its parent was stored, up to `rec`), in this namespace or below it."""
@@ -266,7 +266,7 @@ def _sent_text(m: dict[str, Any]) -> str:
     return text
 
 
-def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
+def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
     # With `last=N` the turn's parent may not be loaded: count only what is known.
@@ -341,7 +341,7 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
     )
 
 
-def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
+def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     tree = ForkTree(thread)
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
     parts.append(f'<div class="tl-title">{escape(thread.label)}</div>')
@@ -373,7 +373,7 @@ def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
 
 
 def thread_page(
-    thread: ThreadRecords, title: str | None = None, extra: Sequence[Table] = ()
+    thread: Thread, title: str | None = None, extra: Sequence[Table] = ()
 ) -> str:
     """A standalone HTML document for `thread` (see the module docstring); `extra` views
     (e.g. `thread.context(call)`) follow the tool pairs."""

@@ -26,7 +26,7 @@ from threadlog.log.messages import calls_of, preview
 from threadlog.log.pairing import call_id, open_in, repair_kind
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["ToolPairs"]
 
@@ -52,7 +52,7 @@ class ToolPairs(Table):
         Column("result", "result"),
     )
 
-    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         self.thread = thread
         path = thread.path(checkpoint)
         self.at = path[-1]

@@ -18,13 +18,13 @@ from langchain_core.messages.utils import count_tokens_approximately
 from threadlog.inspect.pairs import ToolPairs
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["ThreadPlot"]
 
 
 class ThreadPlot:
-    def __init__(self, thread: ThreadRecords) -> None:
+    def __init__(self, thread: Thread) -> None:
         self.thread = thread
         path = thread.path()
         self.series: dict[str, list[Any]] = {

@@ -1,16 +1,18 @@
 """Reading a thread's checkpoints into plain `CheckpointRecord`s.
 
-Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (in
-`config`'s `checkpoint_ns`), oldest first, each with its state as LangGraph rebuilds it
-(`graph.get_state_history`; `graph` may be a stand-in, `threadlog.inspect.source`) and
-its raw side (`versions_seen`, pending writes) from `saver.list`. The nodes that wrote a
-checkpoint are read from its `versions_seen` bumps and its parent's `Send`s; failed tasks
-are its `__error__` writes and the writes the log refused (`inspect.refused`).
+Contract: `records_from(graph, list_tuples(saver, config), config)` returns every
+checkpoint of one thread (in `config`'s `checkpoint_ns`), oldest first, each with its state
+as LangGraph rebuilds it (`graph.get_state`; `graph` may be a stand-in,
+`threadlog.inspect.source`) and its raw side (`versions_seen`, pending writes) from
+`saver.list`. The nodes that wrote a checkpoint are read from its `versions_seen` bumps and
+its parent's `Send`s; failed tasks are its `__error__` writes and the writes the log
+refused (`refused`: a step that was not applied has its pending writes handed to the
+message-log channels again; nothing is written).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,8 @@ from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-from threadlog.inspect.refused import refused
+from threadlog.channel import MessageLogChannel
+from threadlog.errors import MessageLogError
 
 __all__ = [
     "CheckpointRecord",
@@ -29,10 +32,10 @@ __all__ = [
     "Progress",
     "TaskError",
     "list_tuples",
-    "load_records",
     "pause",
     "pause_of",
     "records_from",
+    "refused",
 ]
 
 Graph = Pregel[Any, Any, Any, Any]
@@ -114,20 +117,6 @@ class CheckpointRecord:
 def short(checkpoint_id: str | None) -> str:
     """The last 8 characters of a checkpoint id: the part that differs between steps."""
     return "-" if not checkpoint_id else checkpoint_id[-8:]
-
-
-def load_records(
-    graph: Graph,
-    saver: BaseCheckpointSaver[Any],
-    config: RunnableConfig,
-    *,
-    real_graph: bool,
-    last: int | None = None,
-    progress: Progress | None = None,
-) -> list[CheckpointRecord]:
-    """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
-    tuples = list_tuples(saver, config, last)
-    return records_from(graph, tuples, config, real_graph=real_graph, progress=progress)
 
 
 def list_tuples(
@@ -356,3 +345,28 @@ def _writers(
             if ch == TASKS and isinstance(v, Send)
         ]
     return tuple(dict.fromkeys(names))
+
+
+def refused(
+    channels: Mapping[str, Any],
+    pending_writes: Sequence[tuple[str, str, Any]],
+    values: Mapping[str, Any],
+    task_names: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """One `(task, error)` per message-log channel that refuses its pending writes
+    ("the log refused the write to messages: ToolPairingError: …")."""
+    out: list[tuple[str, str]] = []
+    for key, spec in channels.items():
+        if not isinstance(spec, MessageLogChannel):
+            continue
+        writes = [(tid, v) for tid, ch, v in pending_writes if ch == key]
+        if not writes:
+            continue
+        try:
+            channel = spec.from_checkpoint(list(values.get(key) or []))
+            channel.update([v for _, v in writes])
+        except (MessageLogError, ValueError, TypeError) as exc:  # what the run raised too
+            tasks = dict.fromkeys(task_names.get(t) or f"task {t[:8]}" for t, _ in writes)
+            what = f"{type(exc).__name__}: {exc}"
+            out.append((", ".join(tasks), f"the log refused the write to {key}: {what}"))
+    return out

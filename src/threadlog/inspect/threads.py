@@ -43,7 +43,7 @@ def summaries(
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
     """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.refused import refused
+    from threadlog.inspect.records import refused
     from threadlog.inspect.source import Shape, quiet_stand_in, shape_of, stand_in
 
     heads = thread_heads(saver)

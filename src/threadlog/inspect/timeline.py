@@ -31,7 +31,7 @@ from threadlog.inspect.steps import (
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Timeline", "human_bytes"]
 
@@ -59,7 +59,7 @@ class Timeline(Table):
         Column("events", "messages appended · events", below=True),
     )
 
-    def __init__(self, thread: ThreadRecords, records: list[CheckpointRecord]) -> None:
+    def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
         self.thread = thread
         self.records = records
         self._rows = [self._row(r) for r in records]
