@@ -213,9 +213,6 @@ class ContextSeen(Table):
     def seen_ids(self) -> list[str | None]:
         return [m.id for m in self.context]
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
-
     def summary(self) -> list[str]:
         # Short lines: the text view cuts every line at 100 columns.
         if self.sent is not None:

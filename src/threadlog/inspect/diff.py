@@ -92,9 +92,6 @@ class CheckpointDiff(Table):
             r for r in self._rows if r["change"] == "-" and r["kind"] == "message" and not r["key"]
         ]
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
-
     def summary(self) -> list[str]:
         return [
             f"{len(self.a.messages)} → {len(self.b.messages)} messages: "

@@ -130,22 +130,14 @@ def _from_saver(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None, namespace: str
 ) -> tuple[list[BaseMessage], str]:
     from threadlog.inspect.catalog import checkpoint_ids
-    from threadlog.inspect.namespaces import (
-        HeadWithFinishedWork,
-        InNamespace,
-        subgraph_namespaces,
-    )
+    from threadlog.inspect.namespaces import InNamespace, no_such_namespace
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
     # The stand-in reads a subgraph's checkpoints through a view whose root is its namespace.
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     ids = checkpoint_ids(saver, thread_id, namespace) if checkpoint or namespace else []
     if namespace and not ids:
-        known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
-        raise LookupError(
-            f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
-            f"its subgraph namespaces: {', '.join(known) or 'none'}"
-        )
+        raise no_such_namespace(saver, thread_id, namespace)
     reader: BaseCheckpointSaver[Any]
     if checkpoint:  # exactly that checkpoint's log
         conf["checkpoint_id"] = resolve_checkpoint(ids, checkpoint, thread_id)
@@ -154,7 +146,7 @@ def _from_saver(
         head = ids[-1] if namespace else None  # a namespace's newest, read by id
         if head:
             conf["checkpoint_id"] = head
-        reader = HeadWithFinishedWork(saver, namespace, head)
+        reader = InNamespace(saver, namespace, head)
     with quiet_stand_in(True):
         snap = stand_in(reader, None).get_state({"configurable": conf})
     cid = (snap.config.get("configurable") or {}).get("checkpoint_id")

@@ -76,9 +76,6 @@ class Handoffs(Table):
                     }
                 )
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
-
     def display_rows(self) -> list[dict[str, Cell]]:
         return [
             {

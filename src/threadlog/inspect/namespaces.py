@@ -9,8 +9,8 @@ Contract:
   `Command.PARENT` sent its writes to, "flight_assistant → hotel_assistant") or stopped.
 * `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
   (threads without subgraphs absent).
-* `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
-  `namespace`.
+* `InNamespace(saver, namespace, head="")` is a read-only view of `saver` whose root
+  namespace is `namespace` (and whose `head` is read with its stopped step's finished work).
 * `SubgraphTable(thread_id, subgraphs)`: the list as an inspector `Table`.
 """
 
@@ -32,10 +32,10 @@ from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
 __all__ = [
-    "HeadWithFinishedWork",
     "InNamespace",
     "Subgraph",
     "SubgraphTable",
+    "no_such_namespace",
     "subgraph_counts",
     "subgraph_namespaces",
 ]
@@ -123,12 +123,26 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
     return out
 
 
-class InNamespace(BaseCheckpointSaver[Any]):
-    """A read-only view of `inner` whose root namespace is `namespace` (module doc)."""
+def no_such_namespace(
+    saver: BaseCheckpointSaver[Any], thread_id: str, namespace: str
+) -> LookupError:
+    known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
+    return LookupError(
+        f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
+        f"its subgraph namespaces: {', '.join(known) or 'none'}"
+    )
 
-    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str) -> None:
+
+class InNamespace(BaseCheckpointSaver[Any]):
+    """A read-only view of `inner` whose root namespace is `namespace` (module doc); given
+    `head` (an id, or None: the newest), its read of that checkpoint carries what the
+    stopped step's finished tasks stored (`with_finished_work`), as `get_state` shows it."""
+
+    def __init__(
+        self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None = ""
+    ) -> None:
         super().__init__(serde=inner.serde)
-        self.inner, self.namespace = inner, namespace
+        self.inner, self.namespace, self.head = inner, namespace, head
 
     def _at(self, config: RunnableConfig | None) -> RunnableConfig | None:
         if config is None:
@@ -139,7 +153,10 @@ class InNamespace(BaseCheckpointSaver[Any]):
         return {**config, "configurable": conf}
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.inner.get_tuple(self._at(config) or config)
+        tup = self.inner.get_tuple(self._at(config) or config)
+        if tup is None or (config.get("configurable") or {}).get("checkpoint_id") != self.head:
+            return tup
+        return with_finished_work(self.inner, tup)
 
     def list(self, config: RunnableConfig | None, **kw: Any) -> Iterator[CheckpointTuple]:
         return self.inner.list(self._at(config), **kw)
@@ -157,21 +174,6 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
     def get_next_version(self, current: Any, channel: Any = None) -> Any:
         return self.inner.get_next_version(current, channel)
-
-
-class HeadWithFinishedWork(InNamespace):
-    """`InNamespace` whose read of the head carries what the stopped step's finished
-    tasks stored (`finished.with_finished_work`), as `get_state` shows it."""
-
-    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None) -> None:
-        super().__init__(inner, namespace)
-        self.head = head
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = super().get_tuple(config)
-        if tup is None or (config.get("configurable") or {}).get("checkpoint_id") != self.head:
-            return tup
-        return with_finished_work(self.inner, tup)
 
 
 class SubgraphTable(Table):

@@ -22,7 +22,6 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ from threadlog.inspect.calls import RecordedCall
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import (
     appended,
     describe_compaction,
@@ -61,15 +60,8 @@ def model_timing(m: BaseMessage) -> dict[str, Any]:
     return dict(meta) if isinstance(meta, dict) else {}
 
 
-def _ts(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if value else None
-    except ValueError:
-        return None
-
-
-def _took(rec: CheckpointRecord, parent: CheckpointRecord | None) -> float | None:
-    a, b = (_ts(parent.created_at), _ts(rec.created_at)) if parent else (None, None)
+def _took(earlier: CheckpointRecord | None, later: CheckpointRecord) -> float | None:
+    a, b = parse_time(earlier.created_at) if earlier else None, parse_time(later.created_at)
     return (b - a).total_seconds() if a and b else None
 
 
@@ -152,7 +144,7 @@ def _turns(records: list[CheckpointRecord]) -> list[list[CheckpointRecord]]:
 
 
 def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
-    t0 = _ts(turn[0].created_at)
+    t0 = parse_time(turn[0].created_at)
     if t0 is None:
         return ""
     inherited = thread.inherited_ids()
@@ -164,12 +156,12 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
     }
     for rec in turn:
         parent = thread.parent(rec)
-        start = _ts(parent.created_at) if parent else None
+        start = parse_time(parent.created_at) if parent else None
         for m in appended(rec, parent) if parent else []:
             if m.id in inherited:
                 continue
             timing = model_timing(m)
-            began = _ts(str(timing.get("started_at") or ""))
+            began = parse_time(str(timing.get("started_at") or ""))
             if isinstance(m, AIMessage) and began and timing.get("latency_ms") is not None:
                 secs = float(timing["latency_ms"]) / 1000
                 bars.append(("model", "model", (began - t0).total_seconds(), secs))
@@ -222,7 +214,7 @@ def _during(
     ran (after its parent was stored, up to `rec`), in this namespace or below it."""
     if not entries or parent is None or rec.source != "loop":
         return []
-    a, b = _ts(parent.created_at), _ts(rec.created_at)
+    a, b = parse_time(parent.created_at), parse_time(rec.created_at)
     if a is None or b is None:
         return []
     lo, hi = a.timestamp(), b.timestamp()
@@ -284,8 +276,7 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
         for m in new
         if isinstance(m, AIMessage) and m.usage_metadata
     )
-    a, b = _ts(turn[0].created_at), _ts(head.created_at)
-    took = (b - a).total_seconds() if a and b else None
+    took = _took(turn[0], head)
     rows = []
     for rec in turn:
         parent = thread.parent(rec)
@@ -325,7 +316,7 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
         rows.append(
             f'<tr id="ckpt-{cid}"><td class="num">{rec.step}</td>'
             f'<td title="{cid}">{escape(short(rec.checkpoint_id))}</td>'
-            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(rec, parent))}</td>'
+            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(parent, rec))}</td>'
             f"<td>{''.join(events)}</td></tr>"
         )
     table = (

@@ -13,13 +13,12 @@ two checkpoints ("derived", an upper bound).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.checkpoint.receipts import KEY_METADATA
-from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.log.messages import calls_of, preview
@@ -32,13 +31,6 @@ __all__ = ["ToolPairs"]
 
 _DURATION_KEYS = ("duration_ms", "threadlog_duration_ms")
 _ERROR_KEY = "threadlog_error"
-
-
-def _ts(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 class ToolPairs(Table):
@@ -109,7 +101,7 @@ class ToolPairs(Table):
                     duration, how = float(result.response_metadata[key]) / 1000, "recorded"
                     break
             if duration is None and asked and answered:
-                t0, t1 = _ts(asked.created_at), _ts(answered.created_at)
+                t0, t1 = parse_time(asked.created_at), parse_time(answered.created_at)
                 if t0 and t1:
                     duration, how = (t1 - t0).total_seconds(), "derived"
         return {
@@ -131,9 +123,6 @@ class ToolPairs(Table):
             "duration_source": how,
             "idempotency_key": _key_of(result),
         }
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
 
     def summary(self) -> list[str]:
         n = len(self._rows)

@@ -43,6 +43,7 @@ __all__ = [
     "describe",
     "is_server_url",
     "lock_wait_error",
+    "one_line",
     "open_readonly",
     "reading_types",
     "remember_large",
@@ -162,7 +163,7 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5)
     except sqlite3.Error as exc:
-        raise SourceError(f"cannot open {path!r}: {_one_line(exc)}") from None
+        raise SourceError(f"cannot open {path!r}: {one_line(exc)}") from None
     try:
         columns = _checked_columns(
             path,
@@ -192,7 +193,7 @@ def _checked_columns(
     try:
         columns: dict[str, set[str]] = tables.table_columns(conn)
     except errors as exc:
-        raise SourceError(unreadable(_one_line(exc))) from None
+        raise SourceError(unreadable(one_line(exc))) from None
     for table, needed in tables.TABLES.items():
         _check_table(where, table, columns.get(table), needed)
     return columns
@@ -233,7 +234,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             f"-c lock_timeout={max(int(_WAIT.get() * 1000), 1)}",
         )
     except psycopg.Error as exc:
-        raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
+        raise SourceError(f"cannot connect to {describe(url)}: {one_line(exc)}") from None
     with conn:
         _checked_columns(
             url, postgres_tables, conn, psycopg.Error, lambda e: f"cannot read {describe(url)}: {e}"
@@ -244,9 +245,8 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             raise (lock_wait_error(exc) or exc) from None
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class _RememberLarge:

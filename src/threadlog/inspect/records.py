@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -32,6 +33,7 @@ __all__ = [
     "Progress",
     "TaskError",
     "list_tuples",
+    "parse_time",
     "pause",
     "pause_of",
     "records_from",
@@ -112,6 +114,14 @@ class CheckpointRecord:
     @property
     def short_id(self) -> str:
         return short(self.checkpoint_id)
+
+
+def parse_time(value: str) -> datetime | None:
+    """An ISO 8601 time (a checkpoint's `created_at`), or None when it is not one."""
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def short(checkpoint_id: str | None) -> str:

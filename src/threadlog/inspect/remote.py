@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, messages_from_dict
 
 from threadlog.inspect.catalog import Head
-from threadlog.inspect.readonly import SourceError, describe
+from threadlog.inspect.readonly import SourceError, describe, one_line
 from threadlog.inspect.records import CheckpointRecord, TaskError, pause, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
@@ -72,7 +72,7 @@ class Server:
         try:
             info = httpx.get(f"{self.url}/info", timeout=10)
         except httpx.HTTPError as exc:
-            raise SourceError(f"cannot reach {describe(self.url)}: {_one_line(exc)}") from None
+            raise SourceError(f"cannot reach {describe(self.url)}: {one_line(exc)}") from None
         body: Any = None
         with contextlib.suppress(ValueError):
             body = info.json()
@@ -97,7 +97,7 @@ class Server:
         except NotFoundError:
             raise LookupError(f"{describe(self.url)} has no {what}") from None
         except LangGraphError as exc:
-            raise SourceError(f"{describe(self.url)}: reading {what}: {_one_line(exc)}") from None
+            raise SourceError(f"{describe(self.url)}: reading {what}: {one_line(exc)}") from None
 
     def history(self, thread_id: str, last: int | None = None) -> list[dict[str, Any]]:
         """The server's state history of a thread, newest first (`last` newest only)."""
@@ -256,7 +256,3 @@ def _before(state: Mapping[str, Any]) -> dict[str, Any]:
 def _messages_of(t: Mapping[str, Any]) -> Any:
     values = t.get("values")
     return values.get("messages") if isinstance(values, Mapping) else None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

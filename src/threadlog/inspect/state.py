@@ -58,9 +58,6 @@ class StateValues(Table):
             f"{thread.label} · state at {short(self.at.checkpoint_id)} (step {self.at.step})"
         )
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
-
     def summary(self) -> list[str]:
         n = sum(1 for r in self._rows if r["changed"])
         return [f"{len(self._rows)} keys · {n} changed by step {self.at.step}"]

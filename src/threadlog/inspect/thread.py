@@ -17,6 +17,7 @@ instead of the root, with the same views.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from threadlog.inspect.namespaces import (
     InNamespace,
     Subgraph,
     SubgraphTable,
+    no_such_namespace,
     subgraph_namespaces,
 )
 from threadlog.inspect.pairs import ToolPairs
@@ -282,42 +284,38 @@ def thread(
     namespace = namespace or str((config.get("configurable") or {}).get("checkpoint_ns") or "")
     if namespace:
         config = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": ""}}
-    if isinstance(source, Pregel):
-        saver = source.checkpointer
-        if not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(
-                "this graph was compiled without a checkpointer, so it has no checkpoints "
-                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
-            )
-        return _load(
-            source, saver, config, str(thread_id), real_graph=True, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
-        )
-    if isinstance(source, BaseCheckpointSaver):
-        return _load(
-            None, source, config, str(thread_id), real_graph=False, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
-        )
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace
 
         refuse_namespace(namespace, "state history")
         with Server(source) as server:
             records = server.records(str(thread_id), last=last)
-        return _keyed(
-            Thread(str(thread_id), records, bytes_known=False, source=describe(source)),
-            None, key,
-        )
-    if isinstance(source, str):
-        with open_saver(source) as saver:
-            return _load(
-                None, saver, config, str(thread_id), real_graph=False, last=last,
-                progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
+        loaded = Thread(str(thread_id), records, bytes_known=False, source=describe(source))
+        return _keyed(loaded, None, key)
+    with contextlib.ExitStack() as opened:
+        graph = source if isinstance(source, Pregel) else None
+        saver = source.checkpointer if isinstance(source, Pregel) else source
+        if isinstance(source, str):
+            saver = opened.enter_context(open_saver(source))
+        elif graph is not None and not isinstance(saver, BaseCheckpointSaver):
+            raise ValueError(
+                "this graph was compiled without a checkpointer, so it has no checkpoints "
+                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
             )
-    raise TypeError(
-        f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
-        "or a checkpointer URL such as 'sqlite:///threads.db'"
-    )
+        elif not isinstance(saver, BaseCheckpointSaver):
+            raise TypeError(
+                f"cannot inspect a {type(source).__name__}: pass a compiled graph, a "
+                "checkpointer, or a checkpointer URL such as 'sqlite:///threads.db'"
+            )
+        loaded = _load(graph, saver, config, str(thread_id), last, progress, namespace, schema, key)
+        if calls:
+            from threadlog.inspect.calls import calls_from, thread_tuples
+            from threadlog.inspect.store_items import store_items_from
+
+            stored = thread_tuples(saver, str(thread_id))
+            loaded.recorded = calls_from(stored, str(thread_id))
+            loaded.store_used = store_items_from(stored, str(thread_id))
+        return loaded
 
 
 def _load(
@@ -325,17 +323,15 @@ def _load(
     saver: BaseCheckpointSaver[Any],
     config: RunnableConfig,
     thread_id: str,
-    *,
-    real_graph: bool,
     last: int | None,
     progress: Progress | None,
     namespace: str,
     schema: type[Any] | None,
     key: str | None,
-    calls: bool = False,
 ) -> Thread:
     if namespace and graph is not None and not _has_subgraph(graph, namespace):
-        graph, real_graph = None, False  # the subgraph is not a node of this graph
+        graph = None  # the subgraph is not a node of this graph
+    real_graph = graph is not None
     # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
     # channels); the stand-in reads them through a view whose root is that namespace.
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
@@ -351,28 +347,18 @@ def _load(
         except LookupError:
             if not namespace:
                 raise
-            known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
-            raise LookupError(
-                f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
-                f"its subgraph namespaces: {', '.join(known) or 'none'}"
-            ) from None
+            raise no_such_namespace(saver, thread_id, namespace) from None
     # Each checkpoint's rows: checkpoint, the blobs first stored with it, its writes.
     sizes = backend_of(saver).stored_bytes(thread_id, namespace)
     if sizes is not None:
         for r in records:
             r.stored_bytes = sizes.get(r.checkpoint_id, 0)
     subs = [] if namespace else subgraph_namespaces(saver, thread_id)
+    shown = graph if real_graph else None
     loaded = Thread(
-        thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None,
-        namespace=namespace, subgraph_list=subs,
+        thread_id, records, bytes_known=sizes is not None, graph=shown, namespace=namespace,
+        subgraph_list=subs,
     )
-    if calls:
-        from threadlog.inspect.calls import calls_from, thread_tuples
-        from threadlog.inspect.store_items import store_items_from
-
-        stored = thread_tuples(saver, thread_id)
-        loaded.recorded = calls_from(stored, thread_id)
-        loaded.store_used = store_items_from(stored, thread_id)
     return _keyed(loaded, graph, key)
 
 
