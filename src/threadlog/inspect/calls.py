@@ -247,27 +247,19 @@ def recorded_calls(source: Any, thread_id: str) -> CallList:
 def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
     """Every checkpoint of `thread_id` (all namespaces) with its writes, recorded calls
     included, from a saver, a compiled graph or a checkpointer URL."""
-    if isinstance(source, str):
-        from threadlog.inspect.readonly import open_readonly
+    from threadlog.inspect.readonly import local_saver
 
-        with open_readonly(source) as saver:
-            return _tuples(saver, thread_id)
-    if isinstance(source, BaseCheckpointSaver):
-        return _tuples(source, thread_id)
+    refusal = (
+        "cannot read recorded calls from a {}: pass a checkpointer, a compiled graph or a "
+        "checkpointer URL"
+    )
     graph_saver = getattr(source, "checkpointer", None)
     if isinstance(graph_saver, BaseCheckpointSaver):
-        return _tuples(graph_saver, thread_id)
-    raise TypeError(
-        f"cannot read recorded calls from a {type(source).__name__}: pass a checkpointer, "
-        "a compiled graph or a checkpointer URL"
-    )
-
-
-def _tuples(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointTuple]:
-    # The backend's own listing: threadlog's layers hide the recorded calls from runs.
-    raw = unwrap(saver)
-    listing = type(raw).list
-    return list(listing(raw, {"configurable": {"thread_id": thread_id}}))
+        source = graph_saver
+    with local_saver(source, refusal) as saver:
+        # The backend's own listing: threadlog's layers hide the recorded calls from runs.
+        raw = unwrap(saver)
+        return list(type(raw).list(raw, {"configurable": {"thread_id": thread_id}}))
 
 
 def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:

@@ -98,10 +98,8 @@ def messages_at(
 ) -> tuple[list[BaseMessage], str]:
     """The log of `thread_id` (or of its subgraph `namespace`) at its head or `checkpoint`,
     and that checkpoint's id."""
-    from threadlog.inspect.readonly import is_server_url, open_readonly
+    from threadlog.inspect.readonly import is_server_url, local_saver
 
-    if isinstance(source, BaseCheckpointSaver):
-        return _from_saver(source, thread_id, checkpoint, namespace)
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace, to_messages
 
@@ -117,13 +115,12 @@ def messages_at(
             if not head:
                 raise LookupError(f"thread {thread_id!r} has no checkpoints on {source}")
             return to_messages((state.get("values") or {}).get("messages")), str(head)
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
-            return _from_saver(saver, thread_id, checkpoint, namespace)
-    raise TypeError(
-        f"cannot export from a {type(source).__name__}: pass a checkpointer, a database URL "
-        "or path, or a LangGraph server URL"
+    refusal = (
+        "cannot export from a {}: pass a checkpointer, a database URL or path, or a "
+        "LangGraph server URL"
     )
+    with local_saver(source, refusal) as saver:
+        return _from_saver(saver, thread_id, checkpoint, namespace)
 
 
 def _from_saver(
@@ -177,16 +174,12 @@ def whole_history(
 ) -> tuple[list[BaseMessage], str]:
     """Every message ever written to `thread_id` up to its head or `checkpoint`, removed
     ones marked with the event that hid them (module doc), and that checkpoint's id."""
-    from threadlog.inspect.readonly import is_server_url, open_readonly
+    from threadlog.inspect.readonly import is_server_url, local_saver
 
     if isinstance(source, str) and is_server_url(source):
         return messages_at(source, thread_id, checkpoint)
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
-            return _whole(saver, thread_id, checkpoint, namespace)
-    if isinstance(source, BaseCheckpointSaver):
-        return _whole(source, thread_id, checkpoint, namespace)
-    raise TypeError(f"cannot export from a {type(source).__name__}")
+    with local_saver(source, "cannot export from a {}") as saver:
+        return _whole(saver, thread_id, checkpoint, namespace)
 
 
 def _whole(

@@ -42,6 +42,7 @@ __all__ = [
     "SourceError",
     "describe",
     "is_server_url",
+    "local_saver",
     "lock_wait_error",
     "one_line",
     "open_readonly",
@@ -106,6 +107,19 @@ def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
         f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
         "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
     )
+
+
+@contextlib.contextmanager
+def local_saver(source: Any, refusal: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """`source` itself when it is a saver, else the database it names opened read-only;
+    any other object raises `TypeError(refusal)`, `{}` there naming its type."""
+    if isinstance(source, BaseCheckpointSaver):
+        yield source
+    elif isinstance(source, str):
+        with open_readonly(source) as saver:
+            yield saver
+    else:
+        raise TypeError(refusal.format(type(source).__name__))
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ __all__ = [
     "Graph",
     "Progress",
     "TaskError",
+    "linked",
     "list_tuples",
     "parse_time",
     "pause",
@@ -197,27 +198,29 @@ def records_from(
                 interrupted=tuple(t.name for t in snap.tasks if t.interrupts),
             )
         )
-    by_id = {r.checkpoint_id: r for r in records}
-    for r in records:
-        if r.parent_id in by_id:
-            by_id[r.parent_id].children.append(r.checkpoint_id)
+    by_id = linked(records)
     for r in records:
         r.writers = _writers(r, tuples, by_id)
-    for r in records:
+    for r in records:  # a failed task named by the writers of the steps after it
         r.errors = _name_errors(r, tuples, by_id)
-    for r in records:
         if not any(by_id[c].source == "loop" for c in r.children):
             # The step from here was not applied: did the log refuse its writes?
             tup, names = tuples[r.checkpoint_id], task_names_of[r.checkpoint_id]
             found = refused(graph.channels, tup.pending_writes or (), r.values, names)
             r.errors += tuple(TaskError(task, error) for task, error in found)
-    for r in records:
         r.paused = pause_of(r, graph if real_graph else None)
-    # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
-    records.sort(key=lambda r: r.checkpoint_id)
-    for r in records:
-        r.children.sort()
     return records
+
+
+def linked(records: list[CheckpointRecord]) -> dict[str, CheckpointRecord]:
+    """Sorts `records` oldest first (uuid6 checkpoint ids sort by creation time, which is
+    also LangGraph's own order), fills in each one's `children`, and returns them by id."""
+    records.sort(key=lambda r: r.checkpoint_id)
+    by_id = {r.checkpoint_id: r for r in records}
+    for r in records:
+        if r.parent_id in by_id:
+            by_id[r.parent_id].children.append(r.checkpoint_id)
+    return by_id
 
 
 def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:

@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 
 from threadlog.inspect.catalog import Head
 from threadlog.inspect.readonly import SourceError, describe, one_line
-from threadlog.inspect.records import CheckpointRecord, TaskError, pause, pause_of
+from threadlog.inspect.records import CheckpointRecord, TaskError, linked, pause, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
 __all__ = ["Server", "refuse_namespace", "to_messages"]
@@ -188,13 +188,8 @@ class Server:
                     interrupted=tuple(str(t.get("name")) for t in tasks if t.get("interrupts")),
                 )
             )
-        loaded = {r.checkpoint_id: r for r in records}
+        linked(records)
         for r in records:
-            if r.parent_id in loaded:
-                loaded[r.parent_id].children.append(r.checkpoint_id)
-        records.sort(key=lambda r: r.checkpoint_id)
-        for r in records:
-            r.children.sort()
             r.paused = pause_of(r)  # the server's graph settings are not known here
         return records
 

@@ -225,27 +225,20 @@ def threads(
     progress: Progress | None = None,
 ) -> ThreadList:
     """The threads of `source`, newest first (see the module docstring)."""
-    from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+    from threadlog.inspect.readonly import describe, is_server_url, local_saver
 
-    if isinstance(source, BaseCheckpointSaver):
-        items = list(summaries(source, search=search, limit=limit, progress=progress))
-        return ThreadList(items, type(source).__name__, more=_more(items, limit))
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server
 
         with Server(source) as server:
             items = server.threads(search=search, limit=limit)
-        return ThreadList(items, describe(source), more=_more(items, limit))
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
+    else:
+        refusal = (
+            "cannot list the threads of a {}: pass a checkpointer, a database URL or path, "
+            "or a LangGraph server URL"
+        )
+        with local_saver(source, refusal) as saver:
             items = list(summaries(saver, search=search, limit=limit, progress=progress))
-        return ThreadList(items, describe(source), more=_more(items, limit))
-    raise TypeError(
-        f"cannot list the threads of a {type(source).__name__}: pass a checkpointer, a database "
-        "URL or path, or a LangGraph server URL"
-    )
-
-
-def _more(items: list[ThreadSummary], limit: int) -> bool:
+    name = describe(source) if isinstance(source, str) else type(source).__name__
     # At the limit, more may exist; the listing does not count them to stay cheap.
-    return limit > 0 and len(items) >= limit
+    return ThreadList(items, name, more=limit > 0 and len(items) >= limit)
