@@ -263,8 +263,7 @@ class ContextSeen(Table):
     @property
     def recorded(self) -> dict[str, Any]:
         """What `ModelNode` recorded when it made this call (`response_metadata["threadlog"]`)."""
-        rec = self.call.response_metadata.get("threadlog")
-        return dict(rec) if isinstance(rec, dict) else {}
+        return dict(record_of(self.call))
 
     @property
     def matches_record(self) -> bool | None:

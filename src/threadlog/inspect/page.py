@@ -30,7 +30,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from threadlog._upstream import PREGEL
 from threadlog.inspect.calls import RecordedCall
 from threadlog.inspect.forks import ForkTree
-from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import (
@@ -43,21 +42,16 @@ from threadlog.inspect.steps import (
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
 from threadlog.log.messages import role_of
+from threadlog.nodes.trace import record_of
 
 if TYPE_CHECKING:
     from threadlog.inspect.thread import Thread
 
-__all__ = ["model_timing", "thread_html", "thread_page"]
+__all__ = ["thread_html", "thread_page"]
 
 
 _OPEN_TURNS = 3  # the newest turns start expanded; older ones are one click away
 _PREVIEW = 100
-
-
-def model_timing(m: BaseMessage) -> dict[str, Any]:
-    """What `ModelNode` recorded about a model call (`response_metadata["threadlog"]`)."""
-    meta = m.response_metadata.get("threadlog") if isinstance(m, AIMessage) else None
-    return dict(meta) if isinstance(meta, dict) else {}
 
 
 def _took(earlier: CheckpointRecord | None, later: CheckpointRecord) -> float | None:
@@ -111,7 +105,7 @@ def _message(m: BaseMessage) -> str:
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
                 f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
-        timing = model_timing(m)
+        timing = record_of(m)
         facts = []
         if timing.get("model"):
             facts.append(str(timing["model"]))
@@ -160,7 +154,7 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
         for m in appended(rec, parent) if parent else []:
             if m.id in inherited:
                 continue
-            timing = model_timing(m)
+            timing = record_of(m)
             began = parse_time(str(timing.get("started_at") or ""))
             if isinstance(m, AIMessage) and began and timing.get("latency_ms") is not None:
                 secs = float(timing["latency_ms"]) / 1000
@@ -192,19 +186,6 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
         f'<div class="tl-wf" data-span-s="{span:.3f}"><div class="tl-meta">waterfall · '
         f"{_ms(span)} from the turn's input</div>{''.join(rows)}</div>"
     )
-
-
-def _state(
-    thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> list[str]:
-    # The rest of the state, unless the parent was not loaded (`last=N`).
-    if parent is None and rec.parent_id is not None:
-        return []
-    before = parent.values if parent is not None else None
-    keys = thread.message_keys
-    changes = value_changes(rec.values, before, [*keys, "compactions"])
-    others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
-    return state_lines(changes, others)
 
 
 def _during(
@@ -258,7 +239,9 @@ def _sent_text(m: dict[str, Any]) -> str:
     return text
 
 
-def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
+def _turn(
+    thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool, timeline: Timeline
+) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
     # With `last=N` the turn's parent may not be loaded: count only what is known.
@@ -301,7 +284,8 @@ def _turn(thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool
         if store := _store(_during(thread, rec, parent, thread.store_used)):
             events.append(store)
         events += [
-            f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
+            f'<div class="tl-state">{escape(line)}</div>'
+            for line in timeline.state_lines[rec.checkpoint_id]
         ]
         events += [
             f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'
@@ -336,10 +320,8 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     tree = ForkTree(thread)
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
     parts.append(f'<div class="tl-title">{escape(thread.label)}</div>')
-    parts.extend(
-        f'<div class="tl-summary">{escape(s)}</div>'
-        for s in Timeline(thread, thread.records).summary()
-    )
+    timeline = Timeline(thread, thread.records)
+    parts.extend(f'<div class="tl-summary">{escape(s)}</div>' for s in timeline.summary())
     for branch in tree._ordered():
         where = (
             "from the root"
@@ -355,7 +337,7 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
         )
         turns = _turns(branch.records)
         for i, turn in enumerate(turns):
-            parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS))
+            parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS, timeline))
         parts.append("</section>")
     parts.append(render_html(ToolPairs(thread)))
     parts.extend(render_html(t) for t in extra)  # e.g. what the model saw for one call

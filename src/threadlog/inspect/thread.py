@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from threadlog.checkpoint.backends import backend_of
+from threadlog.checkpoint.cache import with_history_cache
 from threadlog.context.policy import ContextPolicy
 from threadlog.inspect.catalog import resolve_checkpoint
 from threadlog.inspect.context_seen import ContextSeen
@@ -43,7 +44,7 @@ from threadlog.inspect.namespaces import (
     subgraph_namespaces,
 )
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.readonly import describe, is_server_url
+from threadlog.inspect.readonly import describe, is_server_url, open_readonly
 from threadlog.inspect.records import (
     CheckpointRecord,
     Graph,
@@ -51,7 +52,7 @@ from threadlog.inspect.records import (
     list_tuples,
     records_from,
 )
-from threadlog.inspect.source import open_saver, quiet_stand_in, shape_of, stand_in
+from threadlog.inspect.source import quiet_stand_in, shape_of, stand_in
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.steps import removed_since
 from threadlog.inspect.table import Table
@@ -296,7 +297,7 @@ def thread(
         graph = source if isinstance(source, Pregel) else None
         saver = source.checkpointer if isinstance(source, Pregel) else source
         if isinstance(source, str):
-            saver = opened.enter_context(open_saver(source))
+            saver = with_history_cache(opened.enter_context(open_readonly(source)))
         elif graph is not None and not isinstance(saver, BaseCheckpointSaver):
             raise ValueError(
                 "this graph was compiled without a checkpointer, so it has no checkpoints "

@@ -62,6 +62,8 @@ class Timeline(Table):
     def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
         self.thread = thread
         self.records = records
+        # Per checkpoint, the other keys' changes as lines (the thread page shows them too).
+        self.state_lines: dict[str, list[str]] = {}
         self._rows = [self._row(r) for r in records]
         heads = sum(1 for r in thread.records if not r.children)
         self.title = f"{thread.label} · timeline"
@@ -103,6 +105,7 @@ class Timeline(Table):
         keys = self.thread.message_keys
         changes = value_changes(rec.values, before, [*keys, "compactions"]) if known else []
         others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+        self.state_lines[rec.checkpoint_id] = state_lines(changes, others if known else {})
         return {
             "step": rec.step,
             "checkpoint_id": rec.checkpoint_id,
@@ -134,11 +137,7 @@ class Timeline(Table):
             "other_messages": {
                 k: [message_row(m) for m in ms] for k, ms in (others if known else {}).items()
             },
-            "_lines": state_lines(changes, others if known else {}),
         }
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.items() if k != "_lines"} for r in self._rows]
 
     def summary(self) -> list[str]:
         return [self._summary]
@@ -155,7 +154,7 @@ class Timeline(Table):
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]
-            events += row["_lines"]
+            events += self.state_lines[rec.checkpoint_id]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
             events += [f"⏸ {rec.paused}"] if rec.paused else []
