@@ -322,7 +322,7 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     parts.append(f'<div class="tl-title">{escape(thread.label)}</div>')
     timeline = Timeline(thread, thread.records)
     parts.extend(f'<div class="tl-summary">{escape(s)}</div>' for s in timeline.summary())
-    for branch in tree._ordered():
+    for branch in tree.branches:
         where = (
             "from the root"
             if branch.forked_from is None
