@@ -35,8 +35,6 @@ JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
 
 @dataclass
 class RecordedCall:
-    """One chat-model call as it was sent (module doc)."""
-
     namespace: str
     agent: str
     node: str
@@ -263,7 +261,6 @@ def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
 
 
 def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
-    """The `CallList` the checkpoints of one thread (every namespace) hold."""
     tuples = list(tuples)
     found, blobs = recorded_entries(tuples, "calls")
     if not found:

@@ -53,7 +53,6 @@ FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
 
 
 def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
-    """`messages` in `fmt`, complete (see the module docstring)."""
     from threadlog.log.messages import role_of
     from threadlog.providers.wire import openai_payload
 

@@ -38,8 +38,6 @@ def handoff_destination(result: ToolMessage, tool: str | None) -> str | None:
 
 
 class Handoffs(Table):
-    """Each handoff of the log at one checkpoint (module doc)."""
-
     columns = (
         Column("n", "#", 3, ">"),
         Column("from", "from agent", 24),

@@ -66,7 +66,6 @@ class Subgraph:
 def subgraph_counts(
     saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]
 ) -> dict[str, int]:
-    """`{thread_id: its number of subgraph namespaces}` (module doc)."""
     wanted = set(thread_ids)
     if not wanted:
         return {}

@@ -92,7 +92,6 @@ def sqlite_path(source: str) -> str | None:
 
 @contextlib.contextmanager
 def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's saver for `source`, opened read-only (see the module docstring)."""
     path = sqlite_path(source)
     if path is not None:
         with _sqlite(path) as saver:

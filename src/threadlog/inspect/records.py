@@ -160,16 +160,14 @@ def records_from(
     progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The records of `tuples` (from `list_tuples`), each state rebuilt by `graph`."""
-    conf = dict(config.get("configurable") or {})
-    ns = str(conf.get("checkpoint_ns") or "")
-    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
+    conf = config.get("configurable") or {}
+    base = {"thread_id": conf["thread_id"], "checkpoint_ns": str(conf.get("checkpoint_ns") or "")}
     # One `get_state` per checkpoint: under a history cache each log is its parent's plus
     # one step. The newest first, so the oldest loaded one can step back from it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:
-        conf_at = {**base["configurable"], "checkpoint_id": cid}
-        snapshots[cid] = graph.get_state({"configurable": conf_at})
+        snapshots[cid] = graph.get_state({"configurable": {**base, "checkpoint_id": cid}})
         if progress is not None:
             progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []

@@ -70,12 +70,10 @@ class Shape:
 
 
 def head_shape(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> Shape:
-    """The `Shape` of the checkpoint at `config` (one `get_tuple`)."""
     return shape_of(saver.get_tuple(config))
 
 
 def shape_of(tup: CheckpointTuple | None) -> Shape:
-    """The `Shape` of a checkpoint already read."""
     if tup is None:
         return Shape()
     checkpoint = tup.checkpoint

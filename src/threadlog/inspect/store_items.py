@@ -28,8 +28,6 @@ __all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
 
 @dataclass
 class StoreOp:
-    """One store operation a step made (module doc)."""
-
     namespace: str
     agent: str
     node: str
@@ -166,7 +164,6 @@ def store_items(source: Any, thread_id: str) -> StoreUse:
 
 
 def store_items_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> StoreUse:
-    """The `StoreUse` the checkpoints of one thread (every namespace) hold."""
     found, blobs = recorded_entries(tuples, "store")
     out = StoreUse(thread_id)
     for cid, record in found:

@@ -53,7 +53,7 @@ class Column:
 
 
 class Table:
-    """Base of Timeline, ToolPairs, ContextSeen, CheckpointDiff and ForkTree."""
+    """Base of every view (module doc)."""
 
     title: str = ""
     columns: tuple[Column, ...] = ()

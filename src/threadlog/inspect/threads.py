@@ -26,6 +26,7 @@ from langgraph.constants import START
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import subgraph_counts
+from threadlog.inspect.records import pause, refused
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.terminal import display_width, safe
@@ -42,8 +43,6 @@ def summaries(
     limit: int = 20,
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
-    """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.records import refused
     from threadlog.inspect.source import Shape, quiet_stand_in, shape_of, stand_in
 
     heads = thread_heads(saver)
@@ -205,8 +204,6 @@ def _named(errors: list[str], snap: Any) -> list[str]:
 
 def _paused(snap: Any, failed: bool) -> str | None:
     # The head's tasks, named by the stand-in (it has a node of each name the head knows).
-    from threadlog.inspect.records import pause
-
     tasks = list(snap.tasks)
     return pause(
         next_nodes=tuple(snap.next),
@@ -224,7 +221,6 @@ def threads(
     limit: int = 20,
     progress: Progress | None = None,
 ) -> ThreadList:
-    """The threads of `source`, newest first (see the module docstring)."""
     from threadlog.inspect.readonly import describe, is_server_url, local_saver
 
     if isinstance(source, str) and is_server_url(source):
