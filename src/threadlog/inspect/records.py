@@ -241,15 +241,16 @@ def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
 def pause(
     *,
     next_nodes: tuple[str, ...],
-    interrupted: bool,
     interrupted_in: tuple[str, ...],
     failed: bool,
     source: str,
     writers: tuple[str, ...] = (),
     graph: Graph | None = None,
+    interrupted: bool | None = None,
 ) -> str | None:
-    """`pause_of` from its parts (the listing has a head's snapshot, not a record)."""
-    if interrupted:
+    """`pause_of` from its parts (the listing has a head's snapshot, not a record);
+    `interrupted` defaults to whether any task is `interrupted_in`."""
+    if interrupted or (interrupted is None and interrupted_in):
         where = ", ".join(dict.fromkeys(interrupted_in))
         return f"interrupted in {where}" if where else "interrupted"
     nodes = [n for n in dict.fromkeys(next_nodes) if not _bookkeeping(n)]

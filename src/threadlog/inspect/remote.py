@@ -232,7 +232,6 @@ class Server:
             tasks = state.get("tasks") or []
             paused = pause(
                 next_nodes=tuple(state.get("next") or ()),
-                interrupted=any(x.get("interrupts") for x in tasks),
                 interrupted_in=tuple(str(x.get("name")) for x in tasks if x.get("interrupts")),
                 failed=False,
                 source=str((state.get("metadata") or {}).get("source", "")),

@@ -15,7 +15,7 @@ are rebuilt; `search` keeps threads whose id or message text contains it (ignori
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -26,15 +26,12 @@ from langgraph.constants import START
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import subgraph_counts
-from threadlog.inspect.records import pause, refused
+from threadlog.inspect.records import Progress, pause, refused
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.terminal import display_width, safe
 
 __all__ = ["ThreadList", "ThreadSummary", "summaries", "summarize", "threads"]
-
-Progress = Callable[[int, int], None]
-
 
 def summaries(
     saver: BaseCheckpointSaver[Any],
@@ -207,7 +204,6 @@ def _paused(snap: Any, failed: bool) -> str | None:
     tasks = list(snap.tasks)
     return pause(
         next_nodes=tuple(snap.next),
-        interrupted=any(t.interrupts for t in tasks),
         interrupted_in=tuple(t.name for t in tasks if t.interrupts),
         failed=failed or any(t.error for t in tasks),
         source=str((snap.metadata or {}).get("source", "")),
