@@ -156,8 +156,9 @@ class CallList(RecordedRows[RecordedCall]):
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
-        parts = [f"<div class='threadlog-calls'><h4>model calls of thread "
-                 f"{escape(self.thread_id)}</h4>"]
+        parts = [
+            f"<div class='threadlog-calls'><h4>model calls of thread {escape(self.thread_id)}</h4>"
+        ]
         for i, c in enumerate(self.calls, 1):
             where = f"{c.namespace} > {c.node}" if c.namespace else c.node
             parts.append(
@@ -330,7 +331,8 @@ def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
         later = []
         for call in waiting:
             names = [
-                str(e["slice"][0]) for e in call.get("messages") or ()
+                str(e["slice"][0])
+                for e in call.get("messages") or ()
                 if isinstance(e, Mapping) and _is_slice(e.get("slice"))
             ]
             if any(n not in by_run and n != str(call.get("run_id")) for n in names):
@@ -482,13 +484,16 @@ def _call(
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
-        provider=call.get("provider") or (
+        provider=call.get("provider")
+        or (
             params_blob.get("value", {}).get("ls_provider")
-            if isinstance(params_blob, Mapping) else None
+            if isinstance(params_blob, Mapping)
+            else None
         ),
         params=dict(params_blob.get("value") or {}) if isinstance(params_blob, Mapping) else {},
         messages=[
-            _resolve(e, blobs, stored, by_digest) for e in call.get("messages") or ()
+            _resolve(e, blobs, stored, by_digest)
+            for e in call.get("messages") or ()
             if isinstance(e, Mapping)
         ],
         tools=[str(t) for t in call.get("tools") or ()],
@@ -504,7 +509,8 @@ def _call(
         run_id=str(call.get("run_id") or ""),
         ns=str(call.get("ns") or ""),
         other_replies=[
-            _resolve(e, blobs, stored, by_digest) for e in call.get("others") or ()
+            _resolve(e, blobs, stored, by_digest)
+            for e in call.get("others") or ()
             if isinstance(e, Mapping)
         ],
     )

@@ -51,8 +51,11 @@ def _as_messages(sent: list[dict[str, Any]]) -> list[BaseMessage]:
             out.append(AIMessage(content, tool_calls=d.get("tool_calls") or [], **kwargs))
         elif role == "tool":
             status = d.get("status") or "success"
-            out.append(ToolMessage(content, tool_call_id=str(d.get("tool_call_id")),
-                                   status=status, **kwargs))
+            out.append(
+                ToolMessage(
+                    content, tool_call_id=str(d.get("tool_call_id")), status=status, **kwargs
+                )
+            )
         else:
             out.append(HumanMessage(content, **kwargs))
     return out
@@ -226,21 +229,25 @@ class ContextSeen(Table):
             ]
         events = len(self.at.compactions)
         prompt = self.node._system
-        return [
-            "rebuilt from the log by the context rules: no recorded call made this message",
-            f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
-            f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
-            f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
-            *self._prompt_lines(prompt.id if prompt is not None else None),
-        ] + (
+        return (
             [
-                f"policy assumed: max_turns={self.node.policy.max_turns} "
-                f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
-                "the app's own policy is not stored with the thread)",
+                "rebuilt from the log by the context rules: no recorded call made this message",
+                f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
+                f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
+                f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
+                *self._prompt_lines(prompt.id if prompt is not None else None),
             ]
-            if self.assumed_policy
-            else []
-        ) + self._recorded()
+            + (
+                [
+                    f"policy assumed: max_turns={self.node.policy.max_turns} "
+                    f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
+                    "the app's own policy is not stored with the thread)",
+                ]
+                if self.assumed_policy
+                else []
+            )
+            + self._recorded()
+        )
 
     def _prompt_lines(self, prompt_id: str | None) -> list[str]:
         model = self.recorded.get("model")
@@ -322,4 +329,3 @@ class ContextSeen(Table):
                 }
             )
         return out
-

@@ -15,7 +15,6 @@ from threadlog.inspect.table import Cell, Column, Table
 __all__ = ["CheckpointDiff"]
 
 
-
 _KEYS = (
     "key",
     "id",

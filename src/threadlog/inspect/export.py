@@ -58,8 +58,7 @@ def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
 
     if fmt == "jsonl":
         return "".join(
-            json.dumps({"role": role_of(m), **m.model_dump(mode="json")}, ensure_ascii=False)
-            + "\n"
+            json.dumps({"role": role_of(m), **m.model_dump(mode="json")}, ensure_ascii=False) + "\n"
             for m in messages
         )
     if fmt == "langchain":
@@ -244,7 +243,8 @@ def _whole(
 def _ran(now: dict[str, Any], then: dict[str, Any]) -> list[str]:
     """The nodes whose step made the checkpoint: what they have seen changed."""
     return sorted(
-        node for node, versions in now.items()
+        node
+        for node, versions in now.items()
         if versions != then.get(node) and not node.startswith("__")
     )
 

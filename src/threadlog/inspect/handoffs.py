@@ -57,10 +57,14 @@ class Handoffs(Table):
                         makers[str(c["id"])] = m
             elif isinstance(m, ToolMessage):
                 maker = makers.get(m.tool_call_id)
-                tool = next(
-                    (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
-                    None,
-                ) if maker is not None else None
+                tool = (
+                    next(
+                        (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
+                        None,
+                    )
+                    if maker is not None
+                    else None
+                )
                 to = handoff_destination(m, tool)
                 if to is None or m.status == "error":
                     continue

@@ -63,9 +63,7 @@ class Subgraph:
         return self.node if self.handed_to is None else f"{self.node} → {self.handed_to}"
 
 
-def subgraph_counts(
-    saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]
-) -> dict[str, int]:
+def subgraph_counts(saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]) -> dict[str, int]:
     wanted = set(thread_ids)
     if not wanted:
         return {}
@@ -98,7 +96,7 @@ def _handed_to(
     writes = [(ch, v) for t, ch, v in stored if t == task_id]
     if not writes or any(ch in (ERROR, INTERRUPT) for ch, _ in writes):
         return None
-    to = [ch[len(PREGEL.branch_to):] for ch, _ in writes if ch.startswith(PREGEL.branch_to)]
+    to = [ch[len(PREGEL.branch_to) :] for ch, _ in writes if ch.startswith(PREGEL.branch_to)]
     to += [str(v.node) for ch, v in writes if ch == TASKS and isinstance(v, Send)]
     return ", ".join(dict.fromkeys(to)) or "?"
 
@@ -114,9 +112,7 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
         node = ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
         finished = _finished(tup)
         to = None if finished or tup is None else _handed_to(saver, thread_id, ns, parents)
-        out.append(
-            Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to)
-        )
+        out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to))
     # Oldest first: by the root checkpoint it ran from, then its own first steps.
     out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(PREGEL.ns_sep), s.head_id))
     return out

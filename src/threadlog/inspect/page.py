@@ -345,9 +345,7 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     return "".join(parts)
 
 
-def thread_page(
-    thread: Thread, title: str | None = None, extra: Sequence[Table] = ()
-) -> str:
+def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
     """A standalone HTML document for `thread` (see the module docstring); `extra` views
     (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or thread.label

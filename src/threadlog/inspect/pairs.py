@@ -79,9 +79,7 @@ class ToolPairs(Table):
             asked = first_seen.get(m.id or "")
             for i, c in enumerate(calls_of(m)):
                 result = None if (id(m), i) in still_open else results.get(call_id(c))
-                self._rows.append(
-                    self._row(c, i < len(m.tool_calls), m, asked, result, first_seen)
-                )
+                self._rows.append(self._row(c, i < len(m.tool_calls), m, asked, result, first_seen))
         self.title = f"{thread.label} · tool calls at {short(self.at.checkpoint_id)}"
 
     def _row(

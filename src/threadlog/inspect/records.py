@@ -92,9 +92,7 @@ class CheckpointRecord:
     message_key: str = "messages"
 
     # Filtered message lists by key: every view asks for them, for every checkpoint.
-    _messages: dict[str, list[BaseMessage]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    _messages: dict[str, list[BaseMessage]] = field(default_factory=dict, repr=False, compare=False)
     # What views computed from this record and its parent (`inspect.steps.extends`).
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -233,8 +231,13 @@ def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
     if rec.children:
         return None
     return pause(
-        next_nodes=rec.next, interrupted=bool(rec.interrupts), interrupted_in=rec.interrupted,
-        failed=bool(rec.errors), source=rec.source, writers=rec.writers, graph=graph,
+        next_nodes=rec.next,
+        interrupted=bool(rec.interrupts),
+        interrupted_in=rec.interrupted,
+        failed=bool(rec.errors),
+        source=rec.source,
+        writers=rec.writers,
+        graph=graph,
     )
 
 
@@ -340,9 +343,7 @@ def _writers(
         parent_seen = tuples[pid].checkpoint.get("versions_seen") or {}
         gp = by_id[pid].parent_id
         grand = tuples.get(gp) if gp else None
-    names = [
-        n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v
-    ]
+    names = [n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v]
     if rec.source == "update":
         # update_state applies the writes "as" a node without running it; the checkpoint
         # does not always say which, so name the call itself.
@@ -352,9 +353,7 @@ def _writers(
         # Tasks pushed by the previous step (Send) ran in this one: a Send written in
         # step k is saved against checkpoint k-1 and runs in step k+1.
         names += [
-            v.node
-            for _, ch, v in grand.pending_writes or ()
-            if ch == TASKS and isinstance(v, Send)
+            v.node for _, ch, v in grand.pending_writes or () if ch == TASKS and isinstance(v, Send)
         ]
     return tuple(dict.fromkeys(names))
 

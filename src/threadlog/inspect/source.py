@@ -88,9 +88,7 @@ def shape_of(tup: CheckpointTuple | None) -> Shape:
     # A node that ran has its `versions_seen` entry; one to run next is the target of a
     # `branch:to:<node>` trigger or of a `Send` waiting in the checkpoint.
     nodes = {n for n in checkpoint.get("versions_seen") or {} if not _langgraph_own(n)}
-    nodes.update(
-        k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to)
-    )
+    nodes.update(k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to))
     waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
     sends = [*(stored.get(TASKS) or []), *waiting]
     nodes.update(s.node for s in sends if isinstance(s, Send))

@@ -25,7 +25,6 @@ from threadlog.terminal import safe
 __all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
 
 
-
 @dataclass
 class StoreOp:
     namespace: str
@@ -198,9 +197,13 @@ def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Itera
             query=op.get("query"),
             filter=op.get("filter"),
             items=[
-                {"namespace": [str(p) for p in i[0]], "key": str(i[1]),
-                 "value": _value(i[2], blobs)}
-                for i in op.get("items") or () if isinstance(i, (list, tuple)) and len(i) == 3
+                {
+                    "namespace": [str(p) for p in i[0]],
+                    "key": str(i[1]),
+                    "value": _value(i[2], blobs),
+                }
+                for i in op.get("items") or ()
+                if isinstance(i, (list, tuple)) and len(i) == 3
             ],
             count=op.get("count"),
             started=float(record.get("t") or 0.0),

@@ -112,7 +112,7 @@ class Thread:
 
     @property
     def label(self) -> str:
-        """"thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints, then
+        """ "thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints, then
         ", key KEY" when the views read another key than `messages`."""
         where = f", namespace {self.namespace}" if self.namespace else ""
         which = f", key {self.key}" if self.key != "messages" else ""
@@ -357,7 +357,11 @@ def _load(
     subs = [] if namespace else subgraph_namespaces(saver, thread_id)
     shown = graph if real_graph else None
     loaded = Thread(
-        thread_id, records, bytes_known=sizes is not None, graph=shown, namespace=namespace,
+        thread_id,
+        records,
+        bytes_known=sizes is not None,
+        graph=shown,
+        namespace=namespace,
         subgraph_list=subs,
     )
     return _keyed(loaded, graph, key)

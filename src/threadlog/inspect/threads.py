@@ -33,6 +33,7 @@ from threadlog.terminal import display_width, safe
 
 __all__ = ["ThreadList", "ThreadSummary", "summaries", "summarize", "threads"]
 
+
 def summaries(
     saver: BaseCheckpointSaver[Any],
     *,

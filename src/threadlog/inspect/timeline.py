@@ -125,8 +125,7 @@ class Timeline(Table):
             "path_bytes": cum if self.thread.bytes_known else None,
             "parent_loaded": known,
             "state": [
-                {"key": k, "before": value_text(a), "after": value_text(b)}
-                for k, a, b in changes
+                {"key": k, "before": value_text(a), "after": value_text(b)} for k, a, b in changes
             ],
             "other_messages": {k: [message_row(m) for m in ms] for k, ms in others.items()},
         }
