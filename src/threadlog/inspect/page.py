@@ -160,15 +160,9 @@ def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
                 secs = float(timing["latency_ms"]) / 1000
                 bars.append(("model", "model", (began - t0).total_seconds(), secs))
             if isinstance(m, ToolMessage) and start and m.tool_call_id in durations:
-                name = m.name or "tool"
-                bars.append(
-                    (
-                        "tool",
-                        f"{name} [{m.tool_call_id}]",
-                        (start - t0).total_seconds(),
-                        float(durations[m.tool_call_id]),
-                    )
-                )
+                label = f"{m.name or 'tool'} [{m.tool_call_id}]"
+                took = float(durations[m.tool_call_id])
+                bars.append(("tool", label, (start - t0).total_seconds(), took))
     tools = sum(1 for b in bars if b[0] == "tool")
     if not bars or (tools < 2 and not any(b[0] == "model" for b in bars)):
         return ""
