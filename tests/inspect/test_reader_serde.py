@@ -1,4 +1,4 @@
-"""The reader's serializer decodes a large blob once per read (`inspect.memo_serde`)."""
+"""The reader's serializer decodes a large blob once per read (`inspect.readonly`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from threadlog.checkpoint.serde import strict_serializer
-from threadlog.inspect.memo_serde import LARGE, remember_large
+from threadlog.inspect.readonly import LARGE, remember_large
 
 
 class Counting:

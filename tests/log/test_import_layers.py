@@ -100,12 +100,10 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     ("nodes",),
     ("agent",),
-    ("inspect.refused", "inspect.memo_serde"),
     (
         "inspect.table",
         "inspect.records",
         "inspect.catalog",
-        "inspect.storage",
         "inspect.readonly",
     ),
     ("inspect.steps", "inspect.source"),
@@ -124,7 +122,6 @@ LAYERS: list[tuple[object, ...]] = [
     ),
     (
         "inspect.remote",
-        "inspect.history",
         "inspect.plot",
         "inspect.page",
         "inspect.store_items",

@@ -35,8 +35,6 @@ JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in CONTROLS if cp >= 0x7F}
 
 @dataclass
 class RecordedCall:
-    """One chat-model call as it was sent (module doc)."""
-
     namespace: str
     agent: str
     node: str
@@ -158,8 +156,9 @@ class CallList(RecordedRows[RecordedCall]):
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
-        parts = [f"<div class='threadlog-calls'><h4>model calls of thread "
-                 f"{escape(self.thread_id)}</h4>"]
+        parts = [
+            f"<div class='threadlog-calls'><h4>model calls of thread {escape(self.thread_id)}</h4>"
+        ]
         for i, c in enumerate(self.calls, 1):
             where = f"{c.namespace} > {c.node}" if c.namespace else c.node
             parts.append(
@@ -247,31 +246,22 @@ def recorded_calls(source: Any, thread_id: str) -> CallList:
 def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
     """Every checkpoint of `thread_id` (all namespaces) with its writes, recorded calls
     included, from a saver, a compiled graph or a checkpointer URL."""
-    if isinstance(source, str):
-        from threadlog.inspect.readonly import open_readonly
+    from threadlog.inspect.readonly import local_saver
 
-        with open_readonly(source) as saver:
-            return _tuples(saver, thread_id)
-    if isinstance(source, BaseCheckpointSaver):
-        return _tuples(source, thread_id)
+    refusal = (
+        "cannot read recorded calls from a {}: pass a checkpointer, a compiled graph or a "
+        "checkpointer URL"
+    )
     graph_saver = getattr(source, "checkpointer", None)
     if isinstance(graph_saver, BaseCheckpointSaver):
-        return _tuples(graph_saver, thread_id)
-    raise TypeError(
-        f"cannot read recorded calls from a {type(source).__name__}: pass a checkpointer, "
-        "a compiled graph or a checkpointer URL"
-    )
-
-
-def _tuples(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointTuple]:
-    # The backend's own listing: threadlog's layers hide the recorded calls from runs.
-    raw = unwrap(saver)
-    listing = type(raw).list
-    return list(listing(raw, {"configurable": {"thread_id": thread_id}}))
+        source = graph_saver
+    with local_saver(source, refusal) as saver:
+        # The backend's own listing: threadlog's layers hide the recorded calls from runs.
+        raw = unwrap(saver)
+        return list(type(raw).list(raw, {"configurable": {"thread_id": thread_id}}))
 
 
 def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
-    """The `CallList` the checkpoints of one thread (every namespace) hold."""
     tuples = list(tuples)
     found, blobs = recorded_entries(tuples, "calls")
     if not found:
@@ -341,7 +331,8 @@ def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
         later = []
         for call in waiting:
             names = [
-                str(e["slice"][0]) for e in call.get("messages") or ()
+                str(e["slice"][0])
+                for e in call.get("messages") or ()
                 if isinstance(e, Mapping) and _is_slice(e.get("slice"))
             ]
             if any(n not in by_run and n != str(call.get("run_id")) for n in names):
@@ -493,13 +484,16 @@ def _call(
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
-        provider=call.get("provider") or (
+        provider=call.get("provider")
+        or (
             params_blob.get("value", {}).get("ls_provider")
-            if isinstance(params_blob, Mapping) else None
+            if isinstance(params_blob, Mapping)
+            else None
         ),
         params=dict(params_blob.get("value") or {}) if isinstance(params_blob, Mapping) else {},
         messages=[
-            _resolve(e, blobs, stored, by_digest) for e in call.get("messages") or ()
+            _resolve(e, blobs, stored, by_digest)
+            for e in call.get("messages") or ()
             if isinstance(e, Mapping)
         ],
         tools=[str(t) for t in call.get("tools") or ()],
@@ -515,7 +509,8 @@ def _call(
         run_id=str(call.get("run_id") or ""),
         ns=str(call.get("ns") or ""),
         other_replies=[
-            _resolve(e, blobs, stored, by_digest) for e in call.get("others") or ()
+            _resolve(e, blobs, stored, by_digest)
+            for e in call.get("others") or ()
             if isinstance(e, Mapping)
         ],
     )

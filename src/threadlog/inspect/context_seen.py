@@ -30,7 +30,7 @@ from threadlog.log.messages import digest
 from threadlog.nodes.trace import prompt_text, record_of
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
     from threadlog.nodes.model import ModelNode
 
 __all__ = ["ContextSeen"]
@@ -51,14 +51,17 @@ def _as_messages(sent: list[dict[str, Any]]) -> list[BaseMessage]:
             out.append(AIMessage(content, tool_calls=d.get("tool_calls") or [], **kwargs))
         elif role == "tool":
             status = d.get("status") or "success"
-            out.append(ToolMessage(content, tool_call_id=str(d.get("tool_call_id")),
-                                   status=status, **kwargs))
+            out.append(
+                ToolMessage(
+                    content, tool_call_id=str(d.get("tool_call_id")), status=status, **kwargs
+                )
+            )
         else:
             out.append(HumanMessage(content, **kwargs))
     return out
 
 
-def _find_call(thread: ThreadRecords, call: str | int, checkpoint: str | None) -> AIMessage:
+def _find_call(thread: Thread, call: str | int, checkpoint: str | None) -> AIMessage:
     head = thread.get(checkpoint)
     calls = [m for m in head.messages if isinstance(m, AIMessage)]
     if isinstance(call, int):
@@ -89,7 +92,7 @@ class ContextSeen(Table):
 
     def __init__(
         self,
-        thread: ThreadRecords,
+        thread: Thread,
         call: str | int = -1,
         *,
         policy: ContextPolicy | None = None,
@@ -143,7 +146,7 @@ class ContextSeen(Table):
             f"(step {self.at.step}, {short(self.at.checkpoint_id)})"
         )
 
-    def _sent(self, thread: ThreadRecords) -> Any:
+    def _sent(self, thread: Thread) -> Any:
         """The recorded call (`inspect.calls.RecordedCall`) whose reply is this message."""
         recorded = getattr(thread, "recorded", None)
         found = [c for c in recorded or () if c.reply_id == self.call.id]
@@ -166,7 +169,7 @@ class ContextSeen(Table):
             return (fixed if isinstance(fixed, str) else None), "graph"
         return None, "assumed"
 
-    def _made_at(self, thread: ThreadRecords, checkpoint: str | None) -> CheckpointRecord:
+    def _made_at(self, thread: Thread, checkpoint: str | None) -> CheckpointRecord:
         for rec in thread.path(checkpoint):
             if any(m.id == self.call.id for m in rec.messages):
                 return rec
@@ -213,9 +216,6 @@ class ContextSeen(Table):
     def seen_ids(self) -> list[str | None]:
         return [m.id for m in self.context]
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
-
     def summary(self) -> list[str]:
         # Short lines: the text view cuts every line at 100 columns.
         if self.sent is not None:
@@ -229,21 +229,25 @@ class ContextSeen(Table):
             ]
         events = len(self.at.compactions)
         prompt = self.node._system
-        return [
-            "rebuilt from the log by the context rules: no recorded call made this message",
-            f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
-            f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
-            f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
-            *self._prompt_lines(prompt.id if prompt is not None else None),
-        ] + (
+        return (
             [
-                f"policy assumed: max_turns={self.node.policy.max_turns} "
-                f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
-                "the app's own policy is not stored with the thread)",
+                "rebuilt from the log by the context rules: no recorded call made this message",
+                f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
+                f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
+                f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
+                *self._prompt_lines(prompt.id if prompt is not None else None),
             ]
-            if self.assumed_policy
-            else []
-        ) + self._recorded()
+            + (
+                [
+                    f"policy assumed: max_turns={self.node.policy.max_turns} "
+                    f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
+                    "the app's own policy is not stored with the thread)",
+                ]
+                if self.assumed_policy
+                else []
+            )
+            + self._recorded()
+        )
 
     def _prompt_lines(self, prompt_id: str | None) -> list[str]:
         model = self.recorded.get("model")
@@ -266,8 +270,7 @@ class ContextSeen(Table):
     @property
     def recorded(self) -> dict[str, Any]:
         """What `ModelNode` recorded when it made this call (`response_metadata["threadlog"]`)."""
-        rec = self.call.response_metadata.get("threadlog")
-        return dict(rec) if isinstance(rec, dict) else {}
+        return dict(record_of(self.call))
 
     @property
     def matches_record(self) -> bool | None:
@@ -326,4 +329,3 @@ class ContextSeen(Table):
                 }
             )
         return out
-

@@ -15,7 +15,6 @@ from threadlog.inspect.table import Cell, Column, Table
 __all__ = ["CheckpointDiff"]
 
 
-
 _KEYS = (
     "key",
     "id",
@@ -44,15 +43,9 @@ class CheckpointDiff(Table):
             f"diff {short(a.checkpoint_id)} (step {a.step}) → "
             f"{short(b.checkpoint_id)} (step {b.step})"
         )
-        a_ids = {m.id for m in a.messages}
-        b_ids = {m.id for m in b.messages}
         self._rows: list[dict[str, Any]] = []
         self._lines: list[str] = []
-        for sign, msgs, other in (("-", a.messages, b_ids), ("+", b.messages, a_ids)):
-            for m in msgs:
-                if m.id not in other:
-                    self._rows.append(_row(sign, "message", **message_row(m)))
-                    self._lines.append(message_line(m, 80))
+        self._messages(None, a.messages, b.messages)
         a_ev = {repr(sorted(e.items())) for e in a.compactions}
         b_ev = {repr(sorted(e.items())) for e in b.compactions}
         for sign, events, seen in (("-", a.compactions, b_ev), ("+", b.compactions, a_ev)):
@@ -71,13 +64,14 @@ class CheckpointDiff(Table):
                 self._rows.append(_row("~", "value", key=key, before=repr(va), after=repr(vb)))
                 self._lines.append(f"{key}: {va!r} → {vb!r}")
 
-    def _messages(self, key: str, a: list[Any], b: list[Any]) -> None:
+    def _messages(self, key: str | None, a: list[Any], b: list[Any]) -> None:
+        # `key` None: the log the views read; another message key's lines are prefixed.
         a_ids, b_ids = {m.id for m in a}, {m.id for m in b}
         for sign, msgs, other in (("-", a, b_ids), ("+", b, a_ids)):
             for m in msgs:
                 if m.id not in other:
                     self._rows.append(_row(sign, "message", **{**message_row(m), "key": key}))
-                    self._lines.append(f"{key}: {message_line(m, 80)}")
+                    self._lines.append((f"{key}: " if key else "") + message_line(m, 80))
 
     @property
     def added(self) -> list[dict[str, Any]]:
@@ -91,9 +85,6 @@ class CheckpointDiff(Table):
         return [
             r for r in self._rows if r["change"] == "-" and r["kind"] == "message" and not r["key"]
         ]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
 
     def summary(self) -> list[str]:
         return [

@@ -53,14 +53,12 @@ FORMATS: tuple[Format, ...] = ("jsonl", "openai", "langchain")
 
 
 def dumps(messages: Sequence[BaseMessage], fmt: Format = "jsonl") -> str:
-    """`messages` in `fmt`, complete (see the module docstring)."""
     from threadlog.log.messages import role_of
     from threadlog.providers.wire import openai_payload
 
     if fmt == "jsonl":
         return "".join(
-            json.dumps({"role": role_of(m), **m.model_dump(mode="json")}, ensure_ascii=False)
-            + "\n"
+            json.dumps({"role": role_of(m), **m.model_dump(mode="json")}, ensure_ascii=False) + "\n"
             for m in messages
         )
     if fmt == "langchain":
@@ -98,10 +96,8 @@ def messages_at(
 ) -> tuple[list[BaseMessage], str]:
     """The log of `thread_id` (or of its subgraph `namespace`) at its head or `checkpoint`,
     and that checkpoint's id."""
-    from threadlog.inspect.readonly import is_server_url, open_readonly
+    from threadlog.inspect.readonly import is_server_url, local_saver
 
-    if isinstance(source, BaseCheckpointSaver):
-        return _from_saver(source, thread_id, checkpoint, namespace)
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace, to_messages
 
@@ -117,35 +113,26 @@ def messages_at(
             if not head:
                 raise LookupError(f"thread {thread_id!r} has no checkpoints on {source}")
             return to_messages((state.get("values") or {}).get("messages")), str(head)
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
-            return _from_saver(saver, thread_id, checkpoint, namespace)
-    raise TypeError(
-        f"cannot export from a {type(source).__name__}: pass a checkpointer, a database URL "
-        "or path, or a LangGraph server URL"
+    refusal = (
+        "cannot export from a {}: pass a checkpointer, a database URL or path, or a "
+        "LangGraph server URL"
     )
+    with local_saver(source, refusal) as saver:
+        return _from_saver(saver, thread_id, checkpoint, namespace)
 
 
 def _from_saver(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint: str | None, namespace: str
 ) -> tuple[list[BaseMessage], str]:
     from threadlog.inspect.catalog import checkpoint_ids
-    from threadlog.inspect.namespaces import (
-        HeadWithFinishedWork,
-        InNamespace,
-        subgraph_namespaces,
-    )
+    from threadlog.inspect.namespaces import InNamespace, no_such_namespace
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
     # The stand-in reads a subgraph's checkpoints through a view whose root is its namespace.
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     ids = checkpoint_ids(saver, thread_id, namespace) if checkpoint or namespace else []
     if namespace and not ids:
-        known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
-        raise LookupError(
-            f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
-            f"its subgraph namespaces: {', '.join(known) or 'none'}"
-        )
+        raise no_such_namespace(saver, thread_id, namespace)
     reader: BaseCheckpointSaver[Any]
     if checkpoint:  # exactly that checkpoint's log
         conf["checkpoint_id"] = resolve_checkpoint(ids, checkpoint, thread_id)
@@ -154,7 +141,7 @@ def _from_saver(
         head = ids[-1] if namespace else None  # a namespace's newest, read by id
         if head:
             conf["checkpoint_id"] = head
-        reader = HeadWithFinishedWork(saver, namespace, head)
+        reader = InNamespace(saver, namespace, head)
     with quiet_stand_in(True):
         snap = stand_in(reader, None).get_state({"configurable": conf})
     cid = (snap.config.get("configurable") or {}).get("checkpoint_id")
@@ -185,16 +172,12 @@ def whole_history(
 ) -> tuple[list[BaseMessage], str]:
     """Every message ever written to `thread_id` up to its head or `checkpoint`, removed
     ones marked with the event that hid them (module doc), and that checkpoint's id."""
-    from threadlog.inspect.readonly import is_server_url, open_readonly
+    from threadlog.inspect.readonly import is_server_url, local_saver
 
     if isinstance(source, str) and is_server_url(source):
         return messages_at(source, thread_id, checkpoint)
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
-            return _whole(saver, thread_id, checkpoint, namespace)
-    if isinstance(source, BaseCheckpointSaver):
-        return _whole(source, thread_id, checkpoint, namespace)
-    raise TypeError(f"cannot export from a {type(source).__name__}")
+    with local_saver(source, "cannot export from a {}") as saver:
+        return _whole(saver, thread_id, checkpoint, namespace)
 
 
 def _whole(
@@ -260,7 +243,8 @@ def _whole(
 def _ran(now: dict[str, Any], then: dict[str, Any]) -> list[str]:
     """The nodes whose step made the checkpoint: what they have seen changed."""
     return sorted(
-        node for node, versions in now.items()
+        node
+        for node, versions in now.items()
         if versions != then.get(node) and not node.startswith("__")
     )
 

@@ -16,7 +16,7 @@ from threadlog.inspect.steps import message_line
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Branch", "ForkTree"]
 
@@ -45,11 +45,11 @@ class ForkTree(Table):
         Column("last", "[how it starts] last message at head"),
     )
 
-    def __init__(self, thread: ThreadRecords) -> None:
+    def __init__(self, thread: Thread) -> None:
         self.thread = thread
         by_id = {r.checkpoint_id: r for r in thread.records}
         roots = [r for r in thread.records if r.parent_id not in by_id]
-        self.branches: list[Branch] = []
+        self.branches: list[Branch] = []  # depth first: each before the ones forked from it
         for root in roots:
             self._walk(root, by_id, None, None, 0)
         self.title = f"{thread.label} · fork tree"
@@ -110,7 +110,7 @@ class ForkTree(Table):
 
     def display_rows(self) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
-        for b in self._ordered():
+        for b in self.branches:
             first, head = b.records[0], b.head
             indent = "  " * b.depth + ("└ " if b.depth else "")
             last = head.messages[-1] if head.messages else None
@@ -128,17 +128,4 @@ class ForkTree(Table):
                     + (message_line(last) if last else "(no messages)"),
                 }
             )
-        return out
-
-    def _ordered(self) -> list[Branch]:
-        out: list[Branch] = []
-
-        def visit(b: Branch) -> None:
-            out.append(b)
-            for c in b.children:
-                visit(c)
-
-        for b in self.branches:
-            if b.parent_branch is None:
-                visit(b)
         return out

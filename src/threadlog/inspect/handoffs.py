@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Handoffs", "handoff_destination"]
 
@@ -38,8 +38,6 @@ def handoff_destination(result: ToolMessage, tool: str | None) -> str | None:
 
 
 class Handoffs(Table):
-    """Each handoff of the log at one checkpoint (module doc)."""
-
     columns = (
         Column("n", "#", 3, ">"),
         Column("from", "from agent", 24),
@@ -47,7 +45,7 @@ class Handoffs(Table):
         Column("call", "call", 0),
     )
 
-    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         at = thread.get(checkpoint)
         self.title = f"{thread.label} · handoffs"
         makers: dict[str, AIMessage] = {}
@@ -59,10 +57,14 @@ class Handoffs(Table):
                         makers[str(c["id"])] = m
             elif isinstance(m, ToolMessage):
                 maker = makers.get(m.tool_call_id)
-                tool = next(
-                    (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
-                    None,
-                ) if maker is not None else None
+                tool = (
+                    next(
+                        (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
+                        None,
+                    )
+                    if maker is not None
+                    else None
+                )
                 to = handoff_destination(m, tool)
                 if to is None or m.status == "error":
                     continue
@@ -75,9 +77,6 @@ class Handoffs(Table):
                         "back": bool((m.response_metadata or {}).get(BACK)),
                     }
                 )
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
 
     def display_rows(self) -> list[dict[str, Cell]]:
         return [

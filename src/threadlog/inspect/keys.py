@@ -132,9 +132,7 @@ def state_lines(
     another message key (`↳ key: role id: text`), for the text and HTML views."""
     from threadlog.inspect.steps import message_line
 
-    lines = [
-        f"• {k} unset" if b is MISSING else f"• {k} = {value_text(b)}" for k, _, b in changes
-    ]
+    lines = [f"• {k} unset" if b is MISSING else f"• {k} = {value_text(b)}" for k, _, b in changes]
     for key, msgs in others.items():
         lines.extend(f"↳ {key}: {message_line(m)}" for m in msgs)
     return lines

@@ -9,8 +9,8 @@ Contract:
   `Command.PARENT` sent its writes to, "flight_assistant → hotel_assistant") or stopped.
 * `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
   (threads without subgraphs absent).
-* `InNamespace(saver, namespace)` is a read-only view of `saver` whose root namespace is
-  `namespace`.
+* `InNamespace(saver, namespace, head="")` is a read-only view of `saver` whose root
+  namespace is `namespace` (and whose `head` is read with its stopped step's finished work).
 * `SubgraphTable(thread_id, subgraphs)`: the list as an inspector `Table`.
 """
 
@@ -32,10 +32,10 @@ from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
 __all__ = [
-    "HeadWithFinishedWork",
     "InNamespace",
     "Subgraph",
     "SubgraphTable",
+    "no_such_namespace",
     "subgraph_counts",
     "subgraph_namespaces",
 ]
@@ -63,10 +63,7 @@ class Subgraph:
         return self.node if self.handed_to is None else f"{self.node} → {self.handed_to}"
 
 
-def subgraph_counts(
-    saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]
-) -> dict[str, int]:
-    """`{thread_id: its number of subgraph namespaces}` (module doc)."""
+def subgraph_counts(saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]) -> dict[str, int]:
     wanted = set(thread_ids)
     if not wanted:
         return {}
@@ -99,7 +96,7 @@ def _handed_to(
     writes = [(ch, v) for t, ch, v in stored if t == task_id]
     if not writes or any(ch in (ERROR, INTERRUPT) for ch, _ in writes):
         return None
-    to = [ch[len(PREGEL.branch_to):] for ch, _ in writes if ch.startswith(PREGEL.branch_to)]
+    to = [ch[len(PREGEL.branch_to) :] for ch, _ in writes if ch.startswith(PREGEL.branch_to)]
     to += [str(v.node) for ch, v in writes if ch == TASKS and isinstance(v, Send)]
     return ", ".join(dict.fromkeys(to)) or "?"
 
@@ -115,20 +112,32 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
         node = ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
         finished = _finished(tup)
         to = None if finished or tup is None else _handed_to(saver, thread_id, ns, parents)
-        out.append(
-            Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to)
-        )
+        out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to))
     # Oldest first: by the root checkpoint it ran from, then its own first steps.
     out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(PREGEL.ns_sep), s.head_id))
     return out
 
 
-class InNamespace(BaseCheckpointSaver[Any]):
-    """A read-only view of `inner` whose root namespace is `namespace` (module doc)."""
+def no_such_namespace(
+    saver: BaseCheckpointSaver[Any], thread_id: str, namespace: str
+) -> LookupError:
+    known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
+    return LookupError(
+        f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
+        f"its subgraph namespaces: {', '.join(known) or 'none'}"
+    )
 
-    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str) -> None:
+
+class InNamespace(BaseCheckpointSaver[Any]):
+    """A read-only view of `inner` whose root namespace is `namespace` (module doc); given
+    `head` (an id, or None: the newest), its read of that checkpoint carries what the
+    stopped step's finished tasks stored (`with_finished_work`), as `get_state` shows it."""
+
+    def __init__(
+        self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None = ""
+    ) -> None:
         super().__init__(serde=inner.serde)
-        self.inner, self.namespace = inner, namespace
+        self.inner, self.namespace, self.head = inner, namespace, head
 
     def _at(self, config: RunnableConfig | None) -> RunnableConfig | None:
         if config is None:
@@ -139,7 +148,10 @@ class InNamespace(BaseCheckpointSaver[Any]):
         return {**config, "configurable": conf}
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.inner.get_tuple(self._at(config) or config)
+        tup = self.inner.get_tuple(self._at(config) or config)
+        if tup is None or (config.get("configurable") or {}).get("checkpoint_id") != self.head:
+            return tup
+        return with_finished_work(self.inner, tup)
 
     def list(self, config: RunnableConfig | None, **kw: Any) -> Iterator[CheckpointTuple]:
         return self.inner.list(self._at(config), **kw)
@@ -157,21 +169,6 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
     def get_next_version(self, current: Any, channel: Any = None) -> Any:
         return self.inner.get_next_version(current, channel)
-
-
-class HeadWithFinishedWork(InNamespace):
-    """`InNamespace` whose read of the head carries what the stopped step's finished
-    tasks stored (`finished.with_finished_work`), as `get_state` shows it."""
-
-    def __init__(self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None) -> None:
-        super().__init__(inner, namespace)
-        self.head = head
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = super().get_tuple(config)
-        if tup is None or (config.get("configurable") or {}).get("checkpoint_id") != self.head:
-            return tup
-        return with_finished_work(self.inner, tup)
 
 
 class SubgraphTable(Table):

@@ -22,7 +22,6 @@ Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `T
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +30,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from threadlog._upstream import PREGEL
 from threadlog.inspect.calls import RecordedCall
 from threadlog.inspect.forks import ForkTree
-from threadlog.inspect.keys import other_appended, state_lines, value_changes
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import (
     appended,
     describe_compaction,
@@ -44,32 +42,20 @@ from threadlog.inspect.steps import (
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
 from threadlog.log.messages import role_of
+from threadlog.nodes.trace import record_of
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
-__all__ = ["model_timing", "thread_html", "thread_page"]
+__all__ = ["thread_html", "thread_page"]
 
 
 _OPEN_TURNS = 3  # the newest turns start expanded; older ones are one click away
 _PREVIEW = 100
 
 
-def model_timing(m: BaseMessage) -> dict[str, Any]:
-    """What `ModelNode` recorded about a model call (`response_metadata["threadlog"]`)."""
-    meta = m.response_metadata.get("threadlog") if isinstance(m, AIMessage) else None
-    return dict(meta) if isinstance(meta, dict) else {}
-
-
-def _ts(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if value else None
-    except ValueError:
-        return None
-
-
-def _took(rec: CheckpointRecord, parent: CheckpointRecord | None) -> float | None:
-    a, b = (_ts(parent.created_at), _ts(rec.created_at)) if parent else (None, None)
+def _took(earlier: CheckpointRecord | None, later: CheckpointRecord) -> float | None:
+    a, b = parse_time(earlier.created_at) if earlier else None, parse_time(later.created_at)
     return (b - a).total_seconds() if a and b else None
 
 
@@ -119,7 +105,7 @@ def _message(m: BaseMessage) -> str:
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
                 f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
-        timing = model_timing(m)
+        timing = record_of(m)
         facts = []
         if timing.get("model"):
             facts.append(str(timing["model"]))
@@ -151,8 +137,8 @@ def _turns(records: list[CheckpointRecord]) -> list[list[CheckpointRecord]]:
     return turns
 
 
-def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
-    t0 = _ts(turn[0].created_at)
+def _waterfall(thread: Thread, turn: list[CheckpointRecord]) -> str:
+    t0 = parse_time(turn[0].created_at)
     if t0 is None:
         return ""
     inherited = thread.inherited_ids()
@@ -164,25 +150,19 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     }
     for rec in turn:
         parent = thread.parent(rec)
-        start = _ts(parent.created_at) if parent else None
+        start = parse_time(parent.created_at) if parent else None
         for m in appended(rec, parent) if parent else []:
             if m.id in inherited:
                 continue
-            timing = model_timing(m)
-            began = _ts(str(timing.get("started_at") or ""))
+            timing = record_of(m)
+            began = parse_time(str(timing.get("started_at") or ""))
             if isinstance(m, AIMessage) and began and timing.get("latency_ms") is not None:
                 secs = float(timing["latency_ms"]) / 1000
                 bars.append(("model", "model", (began - t0).total_seconds(), secs))
             if isinstance(m, ToolMessage) and start and m.tool_call_id in durations:
-                name = m.name or "tool"
-                bars.append(
-                    (
-                        "tool",
-                        f"{name} [{m.tool_call_id}]",
-                        (start - t0).total_seconds(),
-                        float(durations[m.tool_call_id]),
-                    )
-                )
+                label = f"{m.name or 'tool'} [{m.tool_call_id}]"
+                took = float(durations[m.tool_call_id])
+                bars.append(("tool", label, (start - t0).total_seconds(), took))
     tools = sum(1 for b in bars if b[0] == "tool")
     if not bars or (tools < 2 and not any(b[0] == "model" for b in bars)):
         return ""
@@ -202,27 +182,14 @@ def _waterfall(thread: ThreadRecords, turn: list[CheckpointRecord]) -> str:
     )
 
 
-def _state(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None
-) -> list[str]:
-    # The rest of the state, unless the parent was not loaded (`last=N`).
-    if parent is None and rec.parent_id is not None:
-        return []
-    before = parent.values if parent is not None else None
-    keys = thread.message_keys
-    changes = value_changes(rec.values, before, [*keys, "compactions"])
-    others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
-    return state_lines(changes, others)
-
-
 def _during(
-    thread: ThreadRecords, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
+    thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
 ) -> list[Any]:
     """The recorded entries (model calls, store operations) that started while `rec`'s step
     ran (after its parent was stored, up to `rec`), in this namespace or below it."""
     if not entries or parent is None or rec.source != "loop":
         return []
-    a, b = _ts(parent.created_at), _ts(rec.created_at)
+    a, b = parse_time(parent.created_at), parse_time(rec.created_at)
     if a is None or b is None:
         return []
     lo, hi = a.timestamp(), b.timestamp()
@@ -266,7 +233,9 @@ def _sent_text(m: dict[str, Any]) -> str:
     return text
 
 
-def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open_: bool) -> str:
+def _turn(
+    thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool, timeline: Timeline
+) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
     # With `last=N` the turn's parent may not be loaded: count only what is known.
@@ -284,8 +253,7 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         for m in new
         if isinstance(m, AIMessage) and m.usage_metadata
     )
-    a, b = _ts(turn[0].created_at), _ts(head.created_at)
-    took = (b - a).total_seconds() if a and b else None
+    took = _took(turn[0], head)
     rows = []
     for rec in turn:
         parent = thread.parent(rec)
@@ -310,7 +278,8 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         if store := _store(_during(thread, rec, parent, thread.store_used)):
             events.append(store)
         events += [
-            f'<div class="tl-state">{escape(line)}</div>' for line in _state(thread, rec, parent)
+            f'<div class="tl-state">{escape(line)}</div>'
+            for line in timeline.state_lines[rec.checkpoint_id]
         ]
         events += [
             f'<div class="r-error">⚠ {escape(e.task)} failed: {escape(e.error)}</div>'
@@ -325,7 +294,7 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
         rows.append(
             f'<tr id="ckpt-{cid}"><td class="num">{rec.step}</td>'
             f'<td title="{cid}">{escape(short(rec.checkpoint_id))}</td>'
-            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(rec, parent))}</td>'
+            f'<td>{_writers(rec)}</td><td class="num">{_ms(_took(parent, rec))}</td>'
             f"<td>{''.join(events)}</td></tr>"
         )
     table = (
@@ -341,15 +310,13 @@ def _turn(thread: ThreadRecords, turn: list[CheckpointRecord], number: int, open
     )
 
 
-def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
+def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
     tree = ForkTree(thread)
     parts = [STYLE, '<div class="threadlog-inspect tl-page">']
     parts.append(f'<div class="tl-title">{escape(thread.label)}</div>')
-    parts.extend(
-        f'<div class="tl-summary">{escape(s)}</div>'
-        for s in Timeline(thread, thread.records).summary()
-    )
-    for branch in tree._ordered():
+    timeline = Timeline(thread, thread.records)
+    parts.extend(f'<div class="tl-summary">{escape(s)}</div>' for s in timeline.summary())
+    for branch in tree.branches:
         where = (
             "from the root"
             if branch.forked_from is None
@@ -364,7 +331,7 @@ def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
         )
         turns = _turns(branch.records)
         for i, turn in enumerate(turns):
-            parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS))
+            parts.append(_turn(thread, turn, i + 1, i >= len(turns) - _OPEN_TURNS, timeline))
         parts.append("</section>")
     parts.append(render_html(ToolPairs(thread)))
     parts.extend(render_html(t) for t in extra)  # e.g. what the model saw for one call
@@ -372,9 +339,7 @@ def thread_html(thread: ThreadRecords, extra: Sequence[Table] = ()) -> str:
     return "".join(parts)
 
 
-def thread_page(
-    thread: ThreadRecords, title: str | None = None, extra: Sequence[Table] = ()
-) -> str:
+def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
     """A standalone HTML document for `thread` (see the module docstring); `extra` views
     (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or thread.label

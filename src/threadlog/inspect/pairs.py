@@ -13,32 +13,24 @@ two checkpoints ("derived", an upper bound).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.checkpoint.receipts import KEY_METADATA
-from threadlog.inspect.records import CheckpointRecord, short
+from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import appended, extends, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.log.messages import calls_of, preview
 from threadlog.log.pairing import call_id, open_in, repair_kind
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["ToolPairs"]
 
 _DURATION_KEYS = ("duration_ms", "threadlog_duration_ms")
 _ERROR_KEY = "threadlog_error"
-
-
-def _ts(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 class ToolPairs(Table):
@@ -52,7 +44,7 @@ class ToolPairs(Table):
         Column("result", "result"),
     )
 
-    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         self.thread = thread
         path = thread.path(checkpoint)
         self.at = path[-1]
@@ -87,9 +79,7 @@ class ToolPairs(Table):
             asked = first_seen.get(m.id or "")
             for i, c in enumerate(calls_of(m)):
                 result = None if (id(m), i) in still_open else results.get(call_id(c))
-                self._rows.append(
-                    self._row(c, i < len(m.tool_calls), m, asked, result, first_seen)
-                )
+                self._rows.append(self._row(c, i < len(m.tool_calls), m, asked, result, first_seen))
         self.title = f"{thread.label} · tool calls at {short(self.at.checkpoint_id)}"
 
     def _row(
@@ -109,7 +99,7 @@ class ToolPairs(Table):
                     duration, how = float(result.response_metadata[key]) / 1000, "recorded"
                     break
             if duration is None and asked and answered:
-                t0, t1 = _ts(asked.created_at), _ts(answered.created_at)
+                t0, t1 = parse_time(asked.created_at), parse_time(answered.created_at)
                 if t0 and t1:
                     duration, how = (t1 - t0).total_seconds(), "derived"
         return {
@@ -131,9 +121,6 @@ class ToolPairs(Table):
             "duration_source": how,
             "idempotency_key": _key_of(result),
         }
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
 
     def summary(self) -> list[str]:
         n = len(self._rows)

@@ -10,6 +10,7 @@ shows inline in Jupyter (`_repr_png_`, Agg canvas); `.figure` is the `Figure`,
 from __future__ import annotations
 
 import io
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
@@ -18,19 +19,19 @@ from langchain_core.messages.utils import count_tokens_approximately
 from threadlog.inspect.pairs import ToolPairs
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["ThreadPlot"]
 
 
 class ThreadPlot:
-    def __init__(self, thread: ThreadRecords) -> None:
+    def __init__(self, thread: Thread) -> None:
         self.thread = thread
         path = thread.path()
         self.series: dict[str, list[Any]] = {
             "step": [r.step for r in path],
             "messages": [len(r.messages) for r in path],
-            "stored_bytes": _cumulative([r.stored_bytes for r in path])
+            "stored_bytes": list(accumulate(r.stored_bytes or 0 for r in path))
             if thread.bytes_known
             else [],
             "context_tokens": [],
@@ -94,11 +95,3 @@ class ThreadPlot:
             f"<ThreadPlot {self.thread.thread_id!r}: {len(s['step'])} steps, "
             f"{len(s['context_tokens'])} model calls, {len(s['tool_ms'])} tool calls>"
         )
-
-
-def _cumulative(values: list[int | None]) -> list[int]:
-    out, total = [], 0
-    for v in values:
-        total += v or 0
-        out.append(total)
-    return out

@@ -11,6 +11,11 @@ tables, an unreachable server, a bad URL) raises `SourceError`, one line naming 
 (`describe(source)`: its password as `***`). Values are decoded by the strict serializer:
 a type outside the allowlist reads as `threadlog.UndecodedValue`. The list is widened
 only from code: `THREADLOG_ALLOW_TYPES` and `reading_types(...)` (`--allow-type`).
+
+`remember_large(serde)` wraps that serializer: `loads_typed` of a blob of `LARGE` bytes or
+more returns the value decoded for the same bytes, if one of the last `KEEP` large blobs
+was those bytes (LangGraph reads the newest checkpoint twice). The value is a fresh
+top-level dict around the same decoded values. Writing is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import contextvars
 import os
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -28,21 +34,27 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from threadlog._upstream import saver_task_path
 from threadlog.checkpoint.backends import postgres as postgres_tables
 from threadlog.checkpoint.backends import sqlite as sqlite_tables
-from threadlog.inspect.memo_serde import remember_large
 
 __all__ = [
+    "KEEP",
+    "LARGE",
     "LOCK_TIMEOUT",
     "SourceError",
     "describe",
     "is_server_url",
+    "local_saver",
     "lock_wait_error",
+    "one_line",
     "open_readonly",
     "reading_types",
+    "remember_large",
     "sqlite_path",
     "waiting_at_most",
 ]
 
 LOCK_TIMEOUT = 10.0
+LARGE = 256 * 1024
+KEEP = 4
 _WAIT: contextvars.ContextVar[float] = contextvars.ContextVar(
     "threadlog_lock_timeout", default=LOCK_TIMEOUT
 )
@@ -80,7 +92,6 @@ def sqlite_path(source: str) -> str | None:
 
 @contextlib.contextmanager
 def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's saver for `source`, opened read-only (see the module docstring)."""
     path = sqlite_path(source)
     if path is not None:
         with _sqlite(path) as saver:
@@ -95,6 +106,19 @@ def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
         f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
         "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
     )
+
+
+@contextlib.contextmanager
+def local_saver(source: Any, refusal: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """`source` itself when it is a saver, else the database it names opened read-only;
+    any other object raises `TypeError(refusal)`, `{}` there naming its type."""
+    if isinstance(source, BaseCheckpointSaver):
+        yield source
+    elif isinstance(source, str):
+        with open_readonly(source) as saver:
+            yield saver
+    else:
+        raise TypeError(refusal.format(type(source).__name__))
 
 
 @contextlib.contextmanager
@@ -152,7 +176,7 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5)
     except sqlite3.Error as exc:
-        raise SourceError(f"cannot open {path!r}: {_one_line(exc)}") from None
+        raise SourceError(f"cannot open {path!r}: {one_line(exc)}") from None
     try:
         columns = _checked_columns(
             path,
@@ -182,7 +206,7 @@ def _checked_columns(
     try:
         columns: dict[str, set[str]] = tables.table_columns(conn)
     except errors as exc:
-        raise SourceError(unreadable(_one_line(exc))) from None
+        raise SourceError(unreadable(one_line(exc))) from None
     for table, needed in tables.TABLES.items():
         _check_table(where, table, columns.get(table), needed)
     return columns
@@ -223,7 +247,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             f"-c lock_timeout={max(int(_WAIT.get() * 1000), 1)}",
         )
     except psycopg.Error as exc:
-        raise SourceError(f"cannot connect to {describe(url)}: {_one_line(exc)}") from None
+        raise SourceError(f"cannot connect to {describe(url)}: {one_line(exc)}") from None
     with conn:
         _checked_columns(
             url, postgres_tables, conn, psycopg.Error, lambda e: f"cannot read {describe(url)}: {e}"
@@ -234,6 +258,46 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
             raise (lock_wait_error(exc) or exc) from None
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _RememberLarge:
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._seen: OrderedDict[tuple[str, int, bytes], Any] = OrderedDict()
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped serializer's settings
+        return getattr(self._inner, name)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise TypeError("a reader's serializer does not write")
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        tag, blob = data
+        if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < LARGE:
+            return self._inner.loads_typed(data)
+        raw = bytes(blob)
+        key = (tag, len(raw), raw[:64] + raw[-64:])
+        hit = self._seen.get(key)
+        if hit is not None and hit[0] == raw:
+            self._seen.move_to_end(key)
+            return _fresh(hit[1])
+        value = self._inner.loads_typed(data)
+        self._seen[key] = (raw, value)
+        while len(self._seen) > KEEP:
+            self._seen.popitem(last=False)
+        return _fresh(value)
+
+
+def _fresh(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = dict(value)
+        if isinstance(out.get("channel_values"), dict):
+            out["channel_values"] = dict(out["channel_values"])
+        return out
+    return value
+
+
+def remember_large(serde: Any) -> Any:
+    return _RememberLarge(serde)

@@ -1,17 +1,20 @@
 """Reading a thread's checkpoints into plain `CheckpointRecord`s.
 
-Contract: `load_records(graph, saver, config)` returns every checkpoint of one thread (in
-`config`'s `checkpoint_ns`), oldest first, each with its state as LangGraph rebuilds it
-(`graph.get_state_history`; `graph` may be a stand-in, `threadlog.inspect.source`) and
-its raw side (`versions_seen`, pending writes) from `saver.list`. The nodes that wrote a
-checkpoint are read from its `versions_seen` bumps and its parent's `Send`s; failed tasks
-are its `__error__` writes and the writes the log refused (`inspect.refused`).
+Contract: `records_from(graph, list_tuples(saver, config), config)` returns every
+checkpoint of one thread (in `config`'s `checkpoint_ns`), oldest first, each with its state
+as LangGraph rebuilds it (`graph.get_state`; `graph` may be a stand-in,
+`threadlog.inspect.source`) and its raw side (`versions_seen`, pending writes) from
+`saver.list`. The nodes that wrote a checkpoint are read from its `versions_seen` bumps and
+its parent's `Send`s; failed tasks are its `__error__` writes and the writes the log
+refused (`refused`: a step that was not applied has its pending writes handed to the
+message-log channels again; nothing is written).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -21,18 +24,21 @@ from langgraph.constants import TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-from threadlog.inspect.refused import refused
+from threadlog.channel import MessageLogChannel
+from threadlog.errors import MessageLogError
 
 __all__ = [
     "CheckpointRecord",
     "Graph",
     "Progress",
     "TaskError",
+    "linked",
     "list_tuples",
-    "load_records",
+    "parse_time",
     "pause",
     "pause_of",
     "records_from",
+    "refused",
 ]
 
 Graph = Pregel[Any, Any, Any, Any]
@@ -86,9 +92,7 @@ class CheckpointRecord:
     message_key: str = "messages"
 
     # Filtered message lists by key: every view asks for them, for every checkpoint.
-    _messages: dict[str, list[BaseMessage]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    _messages: dict[str, list[BaseMessage]] = field(default_factory=dict, repr=False, compare=False)
     # What views computed from this record and its parent (`inspect.steps.extends`).
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -111,23 +115,17 @@ class CheckpointRecord:
         return short(self.checkpoint_id)
 
 
+def parse_time(value: str) -> datetime | None:
+    """An ISO 8601 time (a checkpoint's `created_at`), or None when it is not one."""
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
 def short(checkpoint_id: str | None) -> str:
     """The last 8 characters of a checkpoint id: the part that differs between steps."""
     return "-" if not checkpoint_id else checkpoint_id[-8:]
-
-
-def load_records(
-    graph: Graph,
-    saver: BaseCheckpointSaver[Any],
-    config: RunnableConfig,
-    *,
-    real_graph: bool,
-    last: int | None = None,
-    progress: Progress | None = None,
-) -> list[CheckpointRecord]:
-    """The checkpoints of `config`'s thread (all, or the newest `last`), oldest first."""
-    tuples = list_tuples(saver, config, last)
-    return records_from(graph, tuples, config, real_graph=real_graph, progress=progress)
 
 
 def list_tuples(
@@ -160,16 +158,14 @@ def records_from(
     progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
     """The records of `tuples` (from `list_tuples`), each state rebuilt by `graph`."""
-    conf = dict(config.get("configurable") or {})
-    ns = str(conf.get("checkpoint_ns") or "")
-    base: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
+    conf = config.get("configurable") or {}
+    base = {"thread_id": conf["thread_id"], "checkpoint_ns": str(conf.get("checkpoint_ns") or "")}
     # One `get_state` per checkpoint: under a history cache each log is its parent's plus
     # one step. The newest first, so the oldest loaded one can step back from it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:
-        conf_at = {**base["configurable"], "checkpoint_id": cid}
-        snapshots[cid] = graph.get_state({"configurable": conf_at})
+        snapshots[cid] = graph.get_state({"configurable": {**base, "checkpoint_id": cid}})
         if progress is not None:
             progress(len(snapshots), len(tuples))
     records: list[CheckpointRecord] = []
@@ -198,27 +194,29 @@ def records_from(
                 interrupted=tuple(t.name for t in snap.tasks if t.interrupts),
             )
         )
-    by_id = {r.checkpoint_id: r for r in records}
-    for r in records:
-        if r.parent_id in by_id:
-            by_id[r.parent_id].children.append(r.checkpoint_id)
+    by_id = linked(records)
     for r in records:
         r.writers = _writers(r, tuples, by_id)
-    for r in records:
+    for r in records:  # a failed task named by the writers of the steps after it
         r.errors = _name_errors(r, tuples, by_id)
-    for r in records:
         if not any(by_id[c].source == "loop" for c in r.children):
             # The step from here was not applied: did the log refuse its writes?
             tup, names = tuples[r.checkpoint_id], task_names_of[r.checkpoint_id]
             found = refused(graph.channels, tup.pending_writes or (), r.values, names)
             r.errors += tuple(TaskError(task, error) for task, error in found)
-    for r in records:
         r.paused = pause_of(r, graph if real_graph else None)
-    # uuid6 checkpoint ids sort by creation time, which is also LangGraph's own order.
-    records.sort(key=lambda r: r.checkpoint_id)
-    for r in records:
-        r.children.sort()
     return records
+
+
+def linked(records: list[CheckpointRecord]) -> dict[str, CheckpointRecord]:
+    """Sorts `records` oldest first (uuid6 checkpoint ids sort by creation time, which is
+    also LangGraph's own order), fills in each one's `children`, and returns them by id."""
+    records.sort(key=lambda r: r.checkpoint_id)
+    by_id = {r.checkpoint_id: r for r in records}
+    for r in records:
+        if r.parent_id in by_id:
+            by_id[r.parent_id].children.append(r.checkpoint_id)
+    return by_id
 
 
 def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
@@ -233,23 +231,29 @@ def pause_of(rec: CheckpointRecord, graph: Graph | None = None) -> str | None:
     if rec.children:
         return None
     return pause(
-        next_nodes=rec.next, interrupted=bool(rec.interrupts), interrupted_in=rec.interrupted,
-        failed=bool(rec.errors), source=rec.source, writers=rec.writers, graph=graph,
+        next_nodes=rec.next,
+        interrupted=bool(rec.interrupts),
+        interrupted_in=rec.interrupted,
+        failed=bool(rec.errors),
+        source=rec.source,
+        writers=rec.writers,
+        graph=graph,
     )
 
 
 def pause(
     *,
     next_nodes: tuple[str, ...],
-    interrupted: bool,
     interrupted_in: tuple[str, ...],
     failed: bool,
     source: str,
     writers: tuple[str, ...] = (),
     graph: Graph | None = None,
+    interrupted: bool | None = None,
 ) -> str | None:
-    """`pause_of` from its parts (the listing has a head's snapshot, not a record)."""
-    if interrupted:
+    """`pause_of` from its parts (the listing has a head's snapshot, not a record);
+    `interrupted` defaults to whether any task is `interrupted_in`."""
+    if interrupted or (interrupted is None and interrupted_in):
         where = ", ".join(dict.fromkeys(interrupted_in))
         return f"interrupted in {where}" if where else "interrupted"
     nodes = [n for n in dict.fromkeys(next_nodes) if not _bookkeeping(n)]
@@ -339,9 +343,7 @@ def _writers(
         parent_seen = tuples[pid].checkpoint.get("versions_seen") or {}
         gp = by_id[pid].parent_id
         grand = tuples.get(gp) if gp else None
-    names = [
-        n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v
-    ]
+    names = [n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v]
     if rec.source == "update":
         # update_state applies the writes "as" a node without running it; the checkpoint
         # does not always say which, so name the call itself.
@@ -351,8 +353,31 @@ def _writers(
         # Tasks pushed by the previous step (Send) ran in this one: a Send written in
         # step k is saved against checkpoint k-1 and runs in step k+1.
         names += [
-            v.node
-            for _, ch, v in grand.pending_writes or ()
-            if ch == TASKS and isinstance(v, Send)
+            v.node for _, ch, v in grand.pending_writes or () if ch == TASKS and isinstance(v, Send)
         ]
     return tuple(dict.fromkeys(names))
+
+
+def refused(
+    channels: Mapping[str, Any],
+    pending_writes: Sequence[tuple[str, str, Any]],
+    values: Mapping[str, Any],
+    task_names: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """One `(task, error)` per message-log channel that refuses its pending writes
+    ("the log refused the write to messages: ToolPairingError: …")."""
+    out: list[tuple[str, str]] = []
+    for key, spec in channels.items():
+        if not isinstance(spec, MessageLogChannel):
+            continue
+        writes = [(tid, v) for tid, ch, v in pending_writes if ch == key]
+        if not writes:
+            continue
+        try:
+            channel = spec.from_checkpoint(list(values.get(key) or []))
+            channel.update([v for _, v in writes])
+        except (MessageLogError, ValueError, TypeError) as exc:  # what the run raised too
+            tasks = dict.fromkeys(task_names.get(t) or f"task {t[:8]}" for t, _ in writes)
+            what = f"{type(exc).__name__}: {exc}"
+            out.append((", ".join(tasks), f"the log refused the write to {key}: {what}"))
+    return out

@@ -23,8 +23,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, messages_from_dict
 
 from threadlog.inspect.catalog import Head
-from threadlog.inspect.readonly import SourceError, describe
-from threadlog.inspect.records import CheckpointRecord, TaskError, pause, pause_of
+from threadlog.inspect.readonly import SourceError, describe, one_line
+from threadlog.inspect.records import CheckpointRecord, TaskError, linked, pause, pause_of
 from threadlog.inspect.summary import ThreadSummary, summarize
 
 __all__ = ["Server", "refuse_namespace", "to_messages"]
@@ -72,7 +72,7 @@ class Server:
         try:
             info = httpx.get(f"{self.url}/info", timeout=10)
         except httpx.HTTPError as exc:
-            raise SourceError(f"cannot reach {describe(self.url)}: {_one_line(exc)}") from None
+            raise SourceError(f"cannot reach {describe(self.url)}: {one_line(exc)}") from None
         body: Any = None
         with contextlib.suppress(ValueError):
             body = info.json()
@@ -97,7 +97,7 @@ class Server:
         except NotFoundError:
             raise LookupError(f"{describe(self.url)} has no {what}") from None
         except LangGraphError as exc:
-            raise SourceError(f"{describe(self.url)}: reading {what}: {_one_line(exc)}") from None
+            raise SourceError(f"{describe(self.url)}: reading {what}: {one_line(exc)}") from None
 
     def history(self, thread_id: str, last: int | None = None) -> list[dict[str, Any]]:
         """The server's state history of a thread, newest first (`last` newest only)."""
@@ -188,13 +188,8 @@ class Server:
                     interrupted=tuple(str(t.get("name")) for t in tasks if t.get("interrupts")),
                 )
             )
-        loaded = {r.checkpoint_id: r for r in records}
+        linked(records)
         for r in records:
-            if r.parent_id in loaded:
-                loaded[r.parent_id].children.append(r.checkpoint_id)
-        records.sort(key=lambda r: r.checkpoint_id)
-        for r in records:
-            r.children.sort()
             r.paused = pause_of(r)  # the server's graph settings are not known here
         return records
 
@@ -237,7 +232,6 @@ class Server:
             tasks = state.get("tasks") or []
             paused = pause(
                 next_nodes=tuple(state.get("next") or ()),
-                interrupted=any(x.get("interrupts") for x in tasks),
                 interrupted_in=tuple(str(x.get("name")) for x in tasks if x.get("interrupts")),
                 failed=False,
                 source=str((state.get("metadata") or {}).get("source", "")),
@@ -256,7 +250,3 @@ def _before(state: Mapping[str, Any]) -> dict[str, Any]:
 def _messages_of(t: Mapping[str, Any]) -> Any:
     values = t.get("values")
     return values.get("messages") if isinstance(values, Mapping) else None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,7 +1,6 @@
-"""Where a thread is read from when there is no graph: a URL's saver and a stand-in graph.
+"""Where a thread is read from when there is no graph: a stand-in graph over its saver.
 
-Contract: `open_saver(url)` opens LangGraph's saver for a URL read-only with threadlog's
-history cache. `stand_in(saver, schema, shape)` compiles a graph that owns threadlog's
+Contract: `stand_in(saver, schema, shape)` compiles a graph that owns threadlog's
 channels (`threadlog.AgentState` unless `schema` is given) so LangGraph's loader rebuilds
 each checkpoint as the original graph would; given the head's `Shape`
 (`head_shape(saver, config)`) it also owns every other key the head stores (a delta key
@@ -28,7 +27,7 @@ from typing_extensions import TypedDict
 from threadlog._upstream import MISSING, PREGEL, DeltaSnapshot
 from threadlog.inspect.records import Graph
 
-__all__ = ["Shape", "head_shape", "open_saver", "quiet_stand_in", "shape_of", "stand_in"]
+__all__ = ["Shape", "head_shape", "quiet_stand_in", "shape_of", "stand_in"]
 
 
 class _UnknownNodeFilter(logging.Filter):
@@ -71,12 +70,10 @@ class Shape:
 
 
 def head_shape(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> Shape:
-    """The `Shape` of the checkpoint at `config` (one `get_tuple`)."""
     return shape_of(saver.get_tuple(config))
 
 
 def shape_of(tup: CheckpointTuple | None) -> Shape:
-    """The `Shape` of a checkpoint already read."""
     if tup is None:
         return Shape()
     checkpoint = tup.checkpoint
@@ -91,9 +88,7 @@ def shape_of(tup: CheckpointTuple | None) -> Shape:
     # A node that ran has its `versions_seen` entry; one to run next is the target of a
     # `branch:to:<node>` trigger or of a `Send` waiting in the checkpoint.
     nodes = {n for n in checkpoint.get("versions_seen") or {} if not _langgraph_own(n)}
-    nodes.update(
-        k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to)
-    )
+    nodes.update(k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to))
     waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
     sends = [*(stored.get(TASKS) or []), *waiting]
     nodes.update(s.node for s in sends if isinstance(s, Send))
@@ -143,13 +138,3 @@ def stand_in(
     # A schema the caller passed is code: its state types are allowed, as in the app.
     # One built from the stored keys names no type, so nothing stored widens the list.
     return allow_state_types(graph) if given else graph
-
-
-@contextlib.contextmanager
-def open_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """LangGraph's saver for `url`, opened read-only, with threadlog's history cache."""
-    from threadlog.checkpoint.cache import with_history_cache
-    from threadlog.inspect.readonly import open_readonly
-
-    with open_readonly(url) as saver:
-        yield with_history_cache(saver)

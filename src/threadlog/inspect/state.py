@@ -14,7 +14,7 @@ from threadlog.inspect.records import short
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["StateValues"]
 
@@ -27,7 +27,7 @@ class StateValues(Table):
         Column("value", "value"),
     )
 
-    def __init__(self, thread: ThreadRecords, checkpoint: str | None = None) -> None:
+    def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         self.at = thread.get(checkpoint)
         parent = thread.parent(self.at)
         known = parent is not None or self.at.parent_id is None
@@ -57,9 +57,6 @@ class StateValues(Table):
         self.title = (
             f"{thread.label} · state at {short(self.at.checkpoint_id)} (step {self.at.step})"
         )
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._rows]
 
     def summary(self) -> list[str]:
         n = sum(1 for r in self._rows if r["changed"])

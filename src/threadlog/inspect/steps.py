@@ -148,6 +148,13 @@ def _calls(calls: Any) -> list[dict[str, Any]]:
     return [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args")} for c in calls]
 
 
+def _calls_line(calls: Any) -> str:
+    """`get_weather(Beijing), get_weather(Shanghai)`: each call with its argument values."""
+    return ", ".join(
+        f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})" for c in calls
+    )
+
+
 def edit_line(edit: dict[str, Any]) -> str:
     """`✎ edit of <message> by <who>: <new calls> supersede <old calls>`, or for an edit
     that kept the calls, `content '<old>' → '<new>'`."""
@@ -155,10 +162,7 @@ def edit_line(edit: dict[str, Any]) -> str:
     via = f" ({edit['source']})" if edit.get("source") else ""
 
     def show(calls: list[dict[str, Any]]) -> str:
-        return ", ".join(
-            f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})"
-            for c in calls
-        ) or "no calls"
+        return _calls_line(calls) or "no calls"
 
     head = f"✎ edit of {short_id(edit['message_id'])}{who}{via}: "
     calls, old = edit["calls"], edit["superseded_calls"]
@@ -208,12 +212,7 @@ def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
         "id": m.id,
         "content": text if width is None else preview(m, width),
         "tool_calls": [c.get("id") for c in m.tool_calls] if isinstance(m, AIMessage) else None,
-        "calls": [
-            {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}
-            for c in m.tool_calls
-        ]
-        if isinstance(m, AIMessage)
-        else None,
+        "calls": _calls(m.tool_calls) if isinstance(m, AIMessage) else None,
         "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
         "status": m.status if isinstance(m, ToolMessage) else None,
         # An edited request: the calls as the model first made them (superseded), and
@@ -233,10 +232,7 @@ def message_line(m: BaseMessage, width: int = 120) -> str:
     status = " ⚠error" if isinstance(m, ToolMessage) and m.status == "error" else ""
     text = preview(m, width)
     if isinstance(m, AIMessage) and m.tool_calls and not m.text.strip():
-        text = "calls " + ", ".join(
-            f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})"
-            for c in m.tool_calls
-        )
+        text = "calls " + _calls_line(m.tool_calls)
     return f"{role} {short_id(m.id)}{status}: {text}"
 
 

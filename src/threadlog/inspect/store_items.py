@@ -25,11 +25,8 @@ from threadlog.terminal import safe
 __all__ = ["StoreOp", "StoreUse", "store_items", "store_items_from"]
 
 
-
 @dataclass
 class StoreOp:
-    """One store operation a step made (module doc)."""
-
     namespace: str
     agent: str
     node: str
@@ -166,7 +163,6 @@ def store_items(source: Any, thread_id: str) -> StoreUse:
 
 
 def store_items_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> StoreUse:
-    """The `StoreUse` the checkpoints of one thread (every namespace) hold."""
     found, blobs = recorded_entries(tuples, "store")
     out = StoreUse(thread_id)
     for cid, record in found:
@@ -201,9 +197,13 @@ def _ops(cid: str, record: Mapping[str, Any], blobs: Mapping[str, Any]) -> Itera
             query=op.get("query"),
             filter=op.get("filter"),
             items=[
-                {"namespace": [str(p) for p in i[0]], "key": str(i[1]),
-                 "value": _value(i[2], blobs)}
-                for i in op.get("items") or () if isinstance(i, (list, tuple)) and len(i) == 3
+                {
+                    "namespace": [str(p) for p in i[0]],
+                    "key": str(i[1]),
+                    "value": _value(i[2], blobs),
+                }
+                for i in op.get("items") or ()
+                if isinstance(i, (list, tuple)) and len(i) == 3
             ],
             count=op.get("count"),
             started=float(record.get("t") or 0.0),

@@ -10,7 +10,7 @@ takes the rest. A cell line longer than its column is cut with "…". A `below` 
 lines follow the row, indented. All text goes through `threadlog.terminal.fit`, so
 control characters print as visible escapes; `repr(table)` escapes its title.
 
-HTML (`render_html`; `render_page` for a file): one self-contained
+HTML (`render_html`): one self-contained
 `<div class="threadlog-inspect">` with a class-scoped style block. All text is escaped,
 and ids are whole (`Table.html_rows`)."""
 
@@ -35,7 +35,6 @@ __all__ = [
     "display_width",
     "fit",
     "render_html",
-    "render_page",
     "render_text",
 ]
 
@@ -54,13 +53,14 @@ class Column:
 
 
 class Table:
-    """Base of Timeline, ToolPairs, ContextSeen, CheckpointDiff and ForkTree."""
+    """Base of every view (module doc)."""
 
     title: str = ""
     columns: tuple[Column, ...] = ()
+    _rows: list[dict[str, Any]]  # what `rows()` copies, unless a view overrides it
 
     def rows(self) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        return [dict(r) for r in self._rows]
 
     def display_rows(self) -> list[dict[str, Cell]]:
         raise NotImplementedError
@@ -243,14 +243,3 @@ def render_html(table: Table) -> str:
         parts.append(f'<div class="tl-notes">{escape(n)}</div>')
     parts.append("</div>")
     return "".join(parts)
-
-
-def render_page(tables: list[Table], title: str = "threadlog inspect") -> str:
-    """A standalone HTML document holding `tables`, one after another (for a file)."""
-    body = "<br>".join(render_html(t) for t in tables)
-    return (
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        # A page is read on its own, not inside a notebook: a larger type size.
-        "<style>body .threadlog-inspect{font-size:15px}</style>"
-        f'</head><body style="background:#fff;margin:16px">{body}</body></html>'
-    )

@@ -17,6 +17,7 @@ instead of the root, with the same views.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -26,26 +27,40 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from threadlog.checkpoint.backends import backend_of
+from threadlog.checkpoint.cache import with_history_cache
 from threadlog.context.policy import ContextPolicy
+from threadlog.inspect.catalog import resolve_checkpoint
 from threadlog.inspect.context_seen import ContextSeen
 from threadlog.inspect.diff import CheckpointDiff
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.handoffs import Handoffs
-from threadlog.inspect.history import ThreadRecords
 from threadlog.inspect.keys import message_keys, pick_key
-from threadlog.inspect.namespaces import InNamespace, SubgraphTable, subgraph_namespaces
+from threadlog.inspect.namespaces import (
+    InNamespace,
+    Subgraph,
+    SubgraphTable,
+    no_such_namespace,
+    subgraph_namespaces,
+)
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.readonly import describe, is_server_url
-from threadlog.inspect.records import Graph, Progress, list_tuples, records_from
-from threadlog.inspect.source import open_saver, quiet_stand_in, shape_of, stand_in
+from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+from threadlog.inspect.records import (
+    CheckpointRecord,
+    Graph,
+    Progress,
+    list_tuples,
+    records_from,
+)
+from threadlog.inspect.source import quiet_stand_in, shape_of, stand_in
 from threadlog.inspect.state import StateValues
 from threadlog.inspect.steps import removed_since
-from threadlog.inspect.storage import stored_bytes
 from threadlog.inspect.table import Table
 from threadlog.inspect.timeline import Timeline
 
 if TYPE_CHECKING:
     from threadlog.inspect.plot import ThreadPlot
+    from threadlog.nodes.model import ModelNode
 
 __all__ = ["Removed", "Thread", "thread"]
 
@@ -60,8 +75,110 @@ class Removed:
     node: str
 
 
-class Thread(ThreadRecords):
-    """The loaded checkpoints of one thread, oldest first, and the views over them."""
+class Thread:
+    """The loaded checkpoints of one thread, oldest first, how they link up (parents,
+    paths, lookup by id), and the views over them."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        records: list[CheckpointRecord],
+        *,
+        bytes_known: bool,
+        graph: Graph | None = None,
+        source: str | None = None,
+        namespace: str = "",
+        subgraph_list: list[Subgraph] | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.namespace = namespace  # a subgraph's checkpoint_ns, or "" (the root)
+        self.subgraph_list = subgraph_list or []
+        self.source = source  # a LangGraph server's URL when read from one
+        # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
+        loaded = {r.checkpoint_id for r in records}
+        self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)
+        self.graph = graph
+        self.records = records
+        self.bytes_known = bytes_known
+        self._by_id = {r.checkpoint_id: r for r in records}
+        self._inherited: frozenset[str] | None = None
+        # The state keys holding messages, and the one the views read (`thread(key=)`).
+        self.message_keys: list[str] = ["messages"]
+        self.key = "messages"
+        # The recorded model calls, when loaded (`thread(..., calls=True)`).
+        self.recorded: Any = None
+        # The store items its steps read and wrote (`inspect.store_items.StoreUse`), ditto.
+        self.store_used: Any = None
+
+    @property
+    def label(self) -> str:
+        """ "thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints, then
+        ", key KEY" when the views read another key than `messages`."""
+        where = f", namespace {self.namespace}" if self.namespace else ""
+        which = f", key {self.key}" if self.key != "messages" else ""
+        return f"thread {self.thread_id}{where}{which}"
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        where = f" (namespace {self.namespace!r})" if self.namespace else ""
+        return f"<Thread {self.thread_id!r}{where}: {len(self.records)} checkpoints>"
+
+    @property
+    def head(self) -> CheckpointRecord:
+        """The most recent checkpoint (what `graph.get_state(config)` returns)."""
+        return self.records[-1]
+
+    def get(self, checkpoint: str | None = None) -> CheckpointRecord:
+        """A checkpoint by full id or a unique suffix/prefix of it; `None` is the head."""
+        if checkpoint is None:
+            return self.head
+        if checkpoint in self._by_id:
+            return self._by_id[checkpoint]
+        ids = [r.checkpoint_id for r in self.records]
+        found = resolve_checkpoint(
+            ids, checkpoint, self.thread_id, see=".timeline()", error=KeyError
+        )
+        return self._by_id[found]
+
+    def parent(self, record: CheckpointRecord) -> CheckpointRecord | None:
+        return self._by_id.get(record.parent_id) if record.parent_id else None
+
+    def path(self, checkpoint: str | None = None) -> list[CheckpointRecord]:
+        """The checkpoints from the root to `checkpoint` (default: the head), oldest first."""
+        out: list[CheckpointRecord] = []
+        rec: CheckpointRecord | None = self.get(checkpoint)
+        while rec is not None:
+            out.append(rec)
+            rec = self.parent(rec)
+        return out[::-1]
+
+    def inherited_ids(self) -> frozenset[str]:
+        """In a subgraph's namespace, the ids of the messages it received as input from
+        the enclosing graph; empty for the root."""
+        if self._inherited is None:  # every turn of the page asks: computed once
+            out: set[str] = set()
+            for rec in self.records if self.namespace else ():
+                parent = self.parent(rec)
+                if parent is not None and parent.source == "input":
+                    before = {m.id for m in parent.messages}
+                    out.update(m.id for m in rec.messages if m.id and m.id not in before)
+            self._inherited = frozenset(out)
+        return self._inherited
+
+    def model_node(self) -> ModelNode | None:
+        """The graph's model node, when the thread was loaded from a graph that has one."""
+        if self.graph is None:
+            return None
+        # Imported here: reading a database thread needs no model node (a faster start).
+        from threadlog.nodes.model import ModelNode
+
+        for node in self.graph.nodes.values():
+            for obj in (node.bound, getattr(node.bound, "func", None)):
+                if isinstance(obj, ModelNode):
+                    return obj
+        return None
 
     # -- views ---------------------------------------------------------------
 
@@ -168,42 +285,38 @@ def thread(
     namespace = namespace or str((config.get("configurable") or {}).get("checkpoint_ns") or "")
     if namespace:
         config = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": ""}}
-    if isinstance(source, Pregel):
-        saver = source.checkpointer
-        if not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(
-                "this graph was compiled without a checkpointer, so it has no checkpoints "
-                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
-            )
-        return _load(
-            source, saver, config, str(thread_id), real_graph=True, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
-        )
-    if isinstance(source, BaseCheckpointSaver):
-        return _load(
-            None, source, config, str(thread_id), real_graph=False, last=last,
-            progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
-        )
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace
 
         refuse_namespace(namespace, "state history")
         with Server(source) as server:
             records = server.records(str(thread_id), last=last)
-        return _keyed(
-            Thread(str(thread_id), records, bytes_known=False, source=describe(source)),
-            None, key,
-        )
-    if isinstance(source, str):
-        with open_saver(source) as saver:
-            return _load(
-                None, saver, config, str(thread_id), real_graph=False, last=last,
-                progress=progress, namespace=namespace, schema=schema, key=key, calls=calls,
+        loaded = Thread(str(thread_id), records, bytes_known=False, source=describe(source))
+        return _keyed(loaded, None, key)
+    with contextlib.ExitStack() as opened:
+        graph = source if isinstance(source, Pregel) else None
+        saver = source.checkpointer if isinstance(source, Pregel) else source
+        if isinstance(source, str):
+            saver = with_history_cache(opened.enter_context(open_readonly(source)))
+        elif graph is not None and not isinstance(saver, BaseCheckpointSaver):
+            raise ValueError(
+                "this graph was compiled without a checkpointer, so it has no checkpoints "
+                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
             )
-    raise TypeError(
-        f"cannot inspect a {type(source).__name__}: pass a compiled graph, a checkpointer, "
-        "or a checkpointer URL such as 'sqlite:///threads.db'"
-    )
+        elif not isinstance(saver, BaseCheckpointSaver):
+            raise TypeError(
+                f"cannot inspect a {type(source).__name__}: pass a compiled graph, a "
+                "checkpointer, or a checkpointer URL such as 'sqlite:///threads.db'"
+            )
+        loaded = _load(graph, saver, config, str(thread_id), last, progress, namespace, schema, key)
+        if calls:
+            from threadlog.inspect.calls import calls_from, thread_tuples
+            from threadlog.inspect.store_items import store_items_from
+
+            stored = thread_tuples(saver, str(thread_id))
+            loaded.recorded = calls_from(stored, str(thread_id))
+            loaded.store_used = store_items_from(stored, str(thread_id))
+        return loaded
 
 
 def _load(
@@ -211,17 +324,15 @@ def _load(
     saver: BaseCheckpointSaver[Any],
     config: RunnableConfig,
     thread_id: str,
-    *,
-    real_graph: bool,
     last: int | None,
     progress: Progress | None,
     namespace: str,
     schema: type[Any] | None,
     key: str | None,
-    calls: bool = False,
 ) -> Thread:
     if namespace and graph is not None and not _has_subgraph(graph, namespace):
-        graph, real_graph = None, False  # the subgraph is not a node of this graph
+        graph = None  # the subgraph is not a node of this graph
+    real_graph = graph is not None
     # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
     # channels); the stand-in reads them through a view whose root is that namespace.
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
@@ -237,27 +348,22 @@ def _load(
         except LookupError:
             if not namespace:
                 raise
-            known = [s.namespace for s in subgraph_namespaces(saver, thread_id)]
-            raise LookupError(
-                f"thread {thread_id!r} has no checkpoints in namespace {namespace!r}; "
-                f"its subgraph namespaces: {', '.join(known) or 'none'}"
-            ) from None
-    sizes = stored_bytes(saver, thread_id, namespace)
+            raise no_such_namespace(saver, thread_id, namespace) from None
+    # Each checkpoint's rows: checkpoint, the blobs first stored with it, its writes.
+    sizes = backend_of(saver).stored_bytes(thread_id, namespace)
     if sizes is not None:
         for r in records:
             r.stored_bytes = sizes.get(r.checkpoint_id, 0)
     subs = [] if namespace else subgraph_namespaces(saver, thread_id)
+    shown = graph if real_graph else None
     loaded = Thread(
-        thread_id, records, bytes_known=sizes is not None, graph=graph if real_graph else None,
-        namespace=namespace, subgraph_list=subs,
+        thread_id,
+        records,
+        bytes_known=sizes is not None,
+        graph=shown,
+        namespace=namespace,
+        subgraph_list=subs,
     )
-    if calls:
-        from threadlog.inspect.calls import calls_from, thread_tuples
-        from threadlog.inspect.store_items import store_items_from
-
-        stored = thread_tuples(saver, thread_id)
-        loaded.recorded = calls_from(stored, thread_id)
-        loaded.store_used = store_items_from(stored, thread_id)
     return _keyed(loaded, graph, key)
 
 

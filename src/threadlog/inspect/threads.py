@@ -15,7 +15,7 @@ are rebuilt; `search` keeps threads whose id or message text contains it (ignori
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -26,13 +26,12 @@ from langgraph.constants import START
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
 from threadlog.inspect.namespaces import subgraph_counts
+from threadlog.inspect.records import Progress, pause, refused
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
 from threadlog.terminal import display_width, safe
 
 __all__ = ["ThreadList", "ThreadSummary", "summaries", "summarize", "threads"]
-
-Progress = Callable[[int, int], None]
 
 
 def summaries(
@@ -42,8 +41,6 @@ def summaries(
     limit: int = 20,
     progress: Progress | None = None,
 ) -> Iterator[ThreadSummary]:
-    """Summaries of `saver`'s threads, newest first (see the module docstring)."""
-    from threadlog.inspect.refused import refused
     from threadlog.inspect.source import Shape, quiet_stand_in, shape_of, stand_in
 
     heads = thread_heads(saver)
@@ -205,12 +202,9 @@ def _named(errors: list[str], snap: Any) -> list[str]:
 
 def _paused(snap: Any, failed: bool) -> str | None:
     # The head's tasks, named by the stand-in (it has a node of each name the head knows).
-    from threadlog.inspect.records import pause
-
     tasks = list(snap.tasks)
     return pause(
         next_nodes=tuple(snap.next),
-        interrupted=any(t.interrupts for t in tasks),
         interrupted_in=tuple(t.name for t in tasks if t.interrupts),
         failed=failed or any(t.error for t in tasks),
         source=str((snap.metadata or {}).get("source", "")),
@@ -224,28 +218,20 @@ def threads(
     limit: int = 20,
     progress: Progress | None = None,
 ) -> ThreadList:
-    """The threads of `source`, newest first (see the module docstring)."""
-    from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+    from threadlog.inspect.readonly import describe, is_server_url, local_saver
 
-    if isinstance(source, BaseCheckpointSaver):
-        items = list(summaries(source, search=search, limit=limit, progress=progress))
-        return ThreadList(items, type(source).__name__, more=_more(items, limit))
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server
 
         with Server(source) as server:
             items = server.threads(search=search, limit=limit)
-        return ThreadList(items, describe(source), more=_more(items, limit))
-    if isinstance(source, str):
-        with open_readonly(source) as saver:
+    else:
+        refusal = (
+            "cannot list the threads of a {}: pass a checkpointer, a database URL or path, "
+            "or a LangGraph server URL"
+        )
+        with local_saver(source, refusal) as saver:
             items = list(summaries(saver, search=search, limit=limit, progress=progress))
-        return ThreadList(items, describe(source), more=_more(items, limit))
-    raise TypeError(
-        f"cannot list the threads of a {type(source).__name__}: pass a checkpointer, a database "
-        "URL or path, or a LangGraph server URL"
-    )
-
-
-def _more(items: list[ThreadSummary], limit: int) -> bool:
+    name = describe(source) if isinstance(source, str) else type(source).__name__
     # At the limit, more may exist; the listing does not count them to stay cheap.
-    return limit > 0 and len(items) >= limit
+    return ThreadList(items, name, more=limit > 0 and len(items) >= limit)

@@ -31,7 +31,7 @@ from threadlog.inspect.steps import (
 from threadlog.inspect.table import Cell, Column, Table
 
 if TYPE_CHECKING:
-    from threadlog.inspect.history import ThreadRecords
+    from threadlog.inspect.thread import Thread
 
 __all__ = ["Timeline", "human_bytes"]
 
@@ -59,9 +59,12 @@ class Timeline(Table):
         Column("events", "messages appended · events", below=True),
     )
 
-    def __init__(self, thread: ThreadRecords, records: list[CheckpointRecord]) -> None:
+    def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
         self.thread = thread
         self.records = records
+        # Per checkpoint, the other keys' changes as lines (the thread page shows them too).
+        self.state_lines: dict[str, list[str]] = {}
+        self._changed: dict[str, tuple[list[BaseMessage], list[BaseMessage]]] = {}
         self._rows = [self._row(r) for r in records]
         heads = sum(1 for r in thread.records if not r.children)
         self.title = f"{thread.label} · timeline"
@@ -79,30 +82,24 @@ class Timeline(Table):
             return None
         return sum(r.stored_bytes or 0 for r in self.records)
 
-    def _unloaded_parent(self, rec: CheckpointRecord) -> bool:
-        return rec.parent_id is not None and self.thread.parent(rec) is None
-
-    def _appended(self, rec: CheckpointRecord) -> list[BaseMessage]:
-        # A parent that was not loaded (`last=N`) leaves what this step added unknown.
-        return [] if self._unloaded_parent(rec) else appended(rec, self.thread.parent(rec))
-
     def _row(self, rec: CheckpointRecord) -> dict[str, Any]:
         parent = self.thread.parent(rec)
-        new = self._appended(rec)
-        cum: int | None = 0
-        node: CheckpointRecord | None = rec
-        while node is not None:  # bytes along the path: what rebuilding this state reads
-            cum = (cum or 0) + (node.stored_bytes or 0)
-            if self._unloaded_parent(node):
-                cum = None  # the path runs into checkpoints that were not loaded
-                break
-            node = self.thread.parent(node)
-        # The rest of the state (unknown when the parent was not loaded).
-        known = not self._unloaded_parent(rec)
+        # A parent that was not loaded (`last=N`) leaves what the step changed unknown.
+        known = rec.parent_id is None or parent is not None
+        # Bytes along the path (what rebuilding this state reads), unless it runs into
+        # checkpoints that were not loaded.
+        path = self.thread.path(rec.checkpoint_id)
+        cum = None if path[0].parent_id else sum(r.stored_bytes or 0 for r in path)
         before = parent.values if parent is not None else None
         keys = self.thread.message_keys
         changes = value_changes(rec.values, before, [*keys, "compactions"]) if known else []
-        others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+        others = {}
+        if known:
+            others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+        self.state_lines[rec.checkpoint_id] = state_lines(changes, others)
+        new = appended(rec, parent) if known else []
+        gone = removed_since(rec, parent) if known else []
+        self._changed[rec.checkpoint_id] = (new, gone)
         return {
             "step": rec.step,
             "checkpoint_id": rec.checkpoint_id,
@@ -111,14 +108,14 @@ class Timeline(Table):
             "created_at": rec.created_at,
             "writers": list(rec.writers),
             "appended": [message_row(m) for m in new],
-            "edited": [] if self._unloaded_parent(rec) else edits_added(rec, parent),
+            "edited": edits_added(rec, parent) if known else [],
             "removed": [
                 {**message_row(m), "by": list(rec.writers), "checkpoint_id": rec.checkpoint_id}
-                for m in ([] if self._unloaded_parent(rec) else removed_since(rec, parent))
+                for m in gone
             ],
             "messages": len(rec.messages),
             "open_calls": open_at(rec, parent),
-            "compactions": [] if self._unloaded_parent(rec) else compactions_added(rec, parent),
+            "compactions": compactions_added(rec, parent) if known else [],
             "errors": [{"task": e.task, "error": e.error} for e in rec.errors],
             "interrupts": list(rec.interrupts),
             "paused": rec.paused,
@@ -126,19 +123,12 @@ class Timeline(Table):
             **{f"cum_{k}": v for k, v in usage_at(rec, parent).items()},
             "stored_bytes": rec.stored_bytes,
             "path_bytes": cum if self.thread.bytes_known else None,
-            "parent_loaded": not self._unloaded_parent(rec),
+            "parent_loaded": known,
             "state": [
-                {"key": k, "before": value_text(a), "after": value_text(b)}
-                for k, a, b in changes
+                {"key": k, "before": value_text(a), "after": value_text(b)} for k, a, b in changes
             ],
-            "other_messages": {
-                k: [message_row(m) for m in ms] for k, ms in (others if known else {}).items()
-            },
-            "_lines": state_lines(changes, others if known else {}),
+            "other_messages": {k: [message_row(m) for m in ms] for k, ms in others.items()},
         }
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.items() if k != "_lines"} for r in self._rows]
 
     def summary(self) -> list[str]:
         return [self._summary]
@@ -146,16 +136,17 @@ class Timeline(Table):
     def display_rows(self) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for rec, row in zip(self.records, self._rows, strict=True):
-            events: list[str] = [message_line(m) for m in self._appended(rec)]
+            new, gone = self._changed[rec.checkpoint_id]
+            events: list[str] = [message_line(m) for m in new]
             events += [edit_line(e) for e in row["edited"]]
             events += [
                 f"removed {message_line(m)} (RemoveMessage by {', '.join(rec.writers) or '?'})"
-                for m in (removed_since(rec, self.thread.parent(rec)) if row["removed"] else ())
+                for m in gone
             ]
             if not row["parent_loaded"]:
                 events.append(f"(parent not loaded: {len(rec.messages)} messages in the log)")
             events += [describe_compaction(e) for e in row["compactions"]]
-            events += row["_lines"]
+            events += self.state_lines[rec.checkpoint_id]
             events += [f"⚠ {e['task']} failed: {e['error']}" for e in row["errors"]]
             events += [f"⚠ interrupt: {i}" for i in row["interrupts"]]
             events += [f"⏸ {rec.paused}"] if rec.paused else []
