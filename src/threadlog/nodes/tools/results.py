@@ -72,14 +72,6 @@ class Outcome:
     duration_ms: float | None = None  # how long the tool ran, for `threadlog inspect`
 
     @classmethod
-    def returned(cls, response: Any) -> Outcome:
-        return cls(response=response)
-
-    @classmethod
-    def failed(cls, error: Exception) -> Outcome:
-        return cls(error=error)
-
-    @classmethod
     def ready(cls, call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> Outcome:
         return cls(message=error_result(call, kind, text), kind=kind)
 
