@@ -148,17 +148,8 @@ class OfflineChatModel(BaseChatModel):
         return {"model": self.model}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        params = LangSmithParams(
-            ls_provider="offline",
-            ls_model_name=str(kwargs.get("model", self.model)),
-            ls_model_type="chat",
-        )
-        if self.temperature is not None:
-            params["ls_temperature"] = self.temperature
-        if self.max_tokens is not None:
-            params["ls_max_tokens"] = self.max_tokens
-        if stop or self.stop:
-            params["ls_stop"] = stop or self.stop
+        params = super()._get_ls_params(stop=stop or self.stop, **kwargs)
+        params["ls_provider"] = "offline"
         return params
 
     def bind_tools(

@@ -294,18 +294,14 @@ class ToolNode(_LangGraphToolNode):
         async def aexecute(req: ToolCallRequest) -> Any:
             return await arun(self._execute(req, p.decision, input_type, pool))
 
-        def execute(req: ToolCallRequest) -> Any:
-            return run(self._execute(req, p.decision, input_type, None))
-
         async with gate:
-            if self._awrap_tool_call is None and self._wrap_tool_call is None:
-                return cast(Output, await aexecute(request))
-            try:
-                if self._awrap_tool_call is not None:
-                    return cast(Output, await self._awrap_tool_call(request, aexecute))
+            if self._awrap_tool_call is None:
+                if self._wrap_tool_call is None:
+                    return cast(Output, await aexecute(request))
                 # A sync interceptor runs in the node's threads, not on the event loop.
-                wrap = cast(ToolCallWrapper, self._wrap_tool_call)
-                return cast(Output, await run_in_executor(pool.get(), wrap, request, execute))
+                return await run_in_executor(pool.get(), self._run_one_sync, p, input_type)
+            try:
+                return cast(Output, await self._awrap_tool_call(request, aexecute))
             except Exception as e:
                 return self._interceptor_failed(e, request)
 
