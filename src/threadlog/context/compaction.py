@@ -247,11 +247,8 @@ compact, acompact = drivers(
 # -- the compaction event list -------------------------------------------------------
 
 
-def append_compactions(
-    left: Sequence[Mapping[str, Any]] | None, right: Any
-) -> list[dict[str, Any]]:
-    """The pure reducer of the `compactions` key (`threadlog.context.events`)."""
-    return append_events(left, right)
+append_compactions = append_events
+"""The pure reducer of the `compactions` key (`threadlog.context.events`)."""
 
 
 Compactions = Annotated[list[dict[str, Any]], CompactionsChannel()]

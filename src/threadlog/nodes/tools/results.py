@@ -163,9 +163,9 @@ def classify(
     max_content_chars: int | None,
     config: RunnableConfig,
     input_type: InputType,
-    record_duration: bool = False,
-    state: Any = None,
-    warned: set[tuple[str, str]] | None = None,
+    record_duration: bool,
+    state: Any,
+    warned: set[tuple[str, str]],
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     """The output for `call` (see module doc); `state` is the graph state the tool saw;
     `warned`: the (tool, change) pairs already warned about, which this adds to."""
@@ -254,7 +254,7 @@ def _finish_result(
     decision: Decision | None,
     max_content_chars: int | None,
     config: RunnableConfig,
-    warned: set[tuple[str, str]] | None = None,
+    warned: set[tuple[str, str]],
 ) -> ToolMessage:
     check = check_storage(message, serializer_for(config))
     if check.problem is not None:
@@ -267,8 +267,8 @@ def _finish_result(
     if check.change is not None:
         key = (call["name"], check.change)
         with _WARNED_LOCK:  # a step's calls finish in parallel threads: check and add as one
-            first = warned is None or key not in warned
-            if first and warned is not None and len(warned) < _MAX_WARNED:
+            first = key not in warned
+            if first and len(warned) < _MAX_WARNED:
                 warned.add(key)
         if first:
             _log.warning(change_warning(call["name"], check.change))
