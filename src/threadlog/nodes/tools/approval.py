@@ -75,19 +75,16 @@ def ask_approval(call: ToolCall) -> Decision:
         decision: Decision = interrupt(approval_payload(call), response_schema=Decision)
     except ValidationError as e:
         # LangGraph saved nothing for the bad value: the interrupt stays answerable.
+        errors = e.errors()
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in errors
         )
+        given = errors[0].get("input") if errors else None
         raise ApprovalError(
             f"the approval of tool call {call['id']!r} of {call['name']!r} got "
-            f"{_input_of(e)!r} ({problems}); {_HINT}"
+            f"{given!r} ({problems}); {_HINT}"
         ) from e
     return decision
-
-
-def _input_of(e: ValidationError) -> Any:
-    errors = e.errors()
-    return errors[0].get("input") if errors else None
 
 
 def approval_edits(
