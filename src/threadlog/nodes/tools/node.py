@@ -78,7 +78,6 @@ from threadlog.nodes.tools.results import (
     classify,
     from_error,
     refuse_or_raise,
-    with_result_meta,
 )
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
@@ -390,7 +389,7 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         state: Any,
     ) -> Output:
-        output = classify(
+        return classify(
             outcome,
             job.call,
             injected=self._injected_args.get(job.call["name"]),
@@ -403,14 +402,11 @@ class ToolNode(_LangGraphToolNode):
             record_duration=self.record_durations,
             state=state,
             warned=self._changes_warned,
+            # The key next to the result, for `threadlog inspect` and programs.
+            meta={KEY_METADATA: config_key(job.config, call_id(job.call))}
+            if is_idempotent(job.tool)
+            else {},
         )
-        if not is_idempotent(job.tool):
-            return output
-        # The key next to the result, for `threadlog inspect` and programs.
-        key = config_key(job.config, call_id(job.call))
-        return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
-
-    # -- input and planning -----------------------------------------------------
 
     def _parse(self, input: Any, config: RunnableConfig) -> tuple[list[AnyCall], InputType, Any]:
         calls, input_type, state, request = self._calls_in(input, config)
