@@ -42,7 +42,7 @@ from threadlog.log.messages import (
     is_stored_form,
     role_of,
 )
-from threadlog.providers.profiles import Profile, get_profile
+from threadlog.providers.profiles import SERVER_PROFILES, Profile, get_profile
 
 __all__ = [
     "infer_profile",
@@ -174,8 +174,6 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
     """The server profile for an OpenAI-compatible `base_url`: by the `owned_by` of its
     `/v1/models` answer (`models`, the parsed JSON, when given), else by the URL
     (`Profile.base_url_hints`), else `openai-compatible`."""
-    from threadlog.providers.profiles import SERVER_PROFILES
-
     data = models.get("data") if isinstance(models, dict) else None
     owners = {m.get("owned_by") for m in data or [] if isinstance(m, dict)}
     for prof in SERVER_PROFILES:
@@ -185,7 +183,6 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
         if any(hint in base_url for hint in prof.base_url_hints):
             return prof
     return get_profile("openai-compatible")
-
 
 
 # -- server wire rules on the request body -------------------------------------------
