@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
 
 from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
 from threadlog.log.edits import cache_key
@@ -73,17 +74,10 @@ def _one(message: BaseMessage, profile: Profile) -> BaseMessage:
         return AIMessage(
             content=message.content,
             tool_calls=[
-                {"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
-                for c in message.tool_calls
+                tool_call(name=c["name"], args=c["args"], id=c["id"]) for c in message.tool_calls
             ],
             invalid_tool_calls=[
-                {
-                    "name": c.get("name"),
-                    "args": c.get("args"),
-                    "id": c.get("id"),
-                    "error": None,
-                    "type": "invalid_tool_call",
-                }
+                invalid_tool_call(name=c.get("name"), args=c.get("args"), id=c.get("id"))
                 for c in message.invalid_tool_calls
             ],
             **_name(message, profile),
