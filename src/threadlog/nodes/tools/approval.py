@@ -88,14 +88,11 @@ def ask_approval(call: ToolCall) -> Decision:
 
 
 def approval_edits(
-    edited: Mapping[str, Mapping[str, Any]],
-    messages: Sequence[BaseMessage],
-    decisions: Mapping[str, Decision] | None = None,
+    decisions: Mapping[str, Decision], messages: Sequence[BaseMessage]
 ) -> list[Edit]:
-    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> new
-    arguments), oldest first, each with `base`, so parallel branches' edits compose."""
-    todo = dict(edited)
-    decisions = decisions or {}
+    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> an
+    "edit" decision), oldest first, each with `base`, so parallel branches' edits compose."""
+    todo = {cid: d.args or {} for cid, d in decisions.items()}
     out: list[Edit] = []
     for m in reversed(messages):
         if not todo:

@@ -516,14 +516,13 @@ class ToolNode(_LangGraphToolNode):
             for p in planned
             if p.decision is not None and p.decision.action == "edit"
         }
-        edited = {p.call["id"] or "": p.call["args"] for p in planned if p.call["id"] in decisions}
-        if not edited:
+        if not decisions:
             return []
         try:
             messages = messages_of(planned[0].runtime.state, self._messages_key)
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
-        return list(approval_edits(edited, messages, decisions))
+        return list(approval_edits(decisions, messages))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:
