@@ -334,7 +334,22 @@ class ToolNode(_LangGraphToolNode):
         if marked and outcome.kind == "timeout":
             outcome = yield from self._retry_timed_out(job, outcome, async_run)
         try:
-            out = self._classify(outcome, job, decision, input_type, request.state)
+            out = classify(
+                outcome,
+                job.call,
+                injected=self._injected_args.get(job.call["name"]),
+                decision=decision,
+                messages_key=self._messages_key,
+                handling=self._handling,
+                max_content_chars=self.max_content_chars,
+                config=job.config,
+                input_type=input_type,
+                record_duration=self.record_durations,
+                state=request.state,
+                warned=self._changes_warned,
+                # The key next to the result, for `threadlog inspect` and programs.
+                meta={KEY_METADATA: config_key(job.config, call_id(job.call))} if marked else {},
+            )
         except BaseException:
             if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
@@ -381,32 +396,7 @@ class ToolNode(_LangGraphToolNode):
         tool_input = {**injected, "type": "tool_call"}
         return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
 
-    def _classify(
-        self,
-        outcome: Outcome,
-        job: Job,
-        decision: Decision | None,
-        input_type: InputType,
-        state: Any,
-    ) -> Output:
-        return classify(
-            outcome,
-            job.call,
-            injected=self._injected_args.get(job.call["name"]),
-            decision=decision,
-            messages_key=self._messages_key,
-            handling=self._handling,
-            max_content_chars=self.max_content_chars,
-            config=job.config,
-            input_type=input_type,
-            record_duration=self.record_durations,
-            state=state,
-            warned=self._changes_warned,
-            # The key next to the result, for `threadlog inspect` and programs.
-            meta={KEY_METADATA: config_key(job.config, call_id(job.call))}
-            if is_idempotent(job.tool)
-            else {},
-        )
+    # -- input and planning -----------------------------------------------------
 
     def _parse(self, input: Any, config: RunnableConfig) -> tuple[list[AnyCall], InputType, Any]:
         calls, input_type, state, request = self._calls_in(input, config)
