@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -182,13 +182,14 @@ def _previous_summary(compactions: Sequence[Mapping[str, Any]]) -> str | None:
 _Result = tuple[ContextView, list[dict[str, Any]]]
 
 
-def _rounds(
+def compact_flow(
     messages: Sequence[BaseMessage],
     compactions: Sequence[Mapping[str, Any]],
     policy: ContextPolicy,
-    reserve_tokens: int,
-) -> Generator[list[BaseMessage], str, _Result]:
-    """The compaction logic, yielding each summarizer request (shared by both drivers)."""
+    reserve_tokens: int = 0,
+    config: RunnableConfig | None = None,
+) -> Flow[_Result]:
+    """`compact` as one flow (`threadlog.flows`): the summarizer's `invoke` / `ainvoke`."""
     events: list[dict[str, Any]] = []
     all_events = list(compactions)
     view: ContextView | None = None
@@ -199,12 +200,12 @@ def _rounds(
             break
         summary = None
         if policy.summarizer is not None:
-            previous = _previous_summary(all_events)
-            summary = (
-                (yield _summary_request(policy, previous, step.dropped))
-                if step.moved
-                else previous
-            )
+            summary = _previous_summary(all_events)
+            if step.moved:
+                request = _summary_request(policy, summary, step.dropped)
+                model = policy.summarizer
+                reply = yield Io(model.invoke, model.ainvoke, (request, _quiet(config)))
+                summary = _text_of(reply)
         event = _event(step, all_events, policy, summary)
         events.append(event)
         all_events.append(event)
@@ -214,26 +215,6 @@ def _rounds(
             break
     assert view is not None
     return view, events
-
-
-def compact_flow(
-    messages: Sequence[BaseMessage],
-    compactions: Sequence[Mapping[str, Any]],
-    policy: ContextPolicy,
-    reserve_tokens: int = 0,
-    config: RunnableConfig | None = None,
-) -> Flow[_Result]:
-    """`compact` as one flow (`threadlog.flows`): the summarizer's `invoke` / `ainvoke`."""
-    rounds = _rounds(messages, compactions, policy, reserve_tokens)
-    try:
-        request = next(rounds)
-        while True:
-            summarizer = policy.summarizer
-            reply = yield Io(summarizer.invoke, summarizer.ainvoke, (request, _quiet(config)))
-            request = rounds.send(_text_of(reply))
-    except StopIteration as done:
-        result: _Result = done.value
-        return result
 
 
 compact, acompact = drivers(
@@ -247,11 +228,8 @@ compact, acompact = drivers(
 # -- the compaction event list -------------------------------------------------------
 
 
-def append_compactions(
-    left: Sequence[Mapping[str, Any]] | None, right: Any
-) -> list[dict[str, Any]]:
-    """The pure reducer of the `compactions` key (`threadlog.context.events`)."""
-    return append_events(left, right)
+append_compactions = append_events
+"""The pure reducer of the `compactions` key (`threadlog.context.events`)."""
 
 
 Compactions = Annotated[list[dict[str, Any]], CompactionsChannel()]

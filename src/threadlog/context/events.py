@@ -32,9 +32,8 @@ KINDS = ("trim", "summary")
 _UNCOMPARED = frozenset({"ts"})
 
 
-def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    keys = (a.keys() | b.keys()) - _UNCOMPARED
-    return all(a.get(k) == b.get(k) for k in keys)
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in (a.keys() | b.keys()) - _UNCOMPARED if a.get(k) != b.get(k))
 
 
 def _checked(event: Any, position: int) -> dict[str, Any]:
@@ -85,12 +84,9 @@ class EventLog:
             at = self._by_id.get(eid)
             known = self.events[at] if at is not None else staged_ids.get(eid)
             if known is not None:
-                if _same(known, event):
+                diff = _differing(known, event)
+                if not diff:
                     continue
-                diff = sorted(
-                    k for k in (known.keys() | event.keys()) - _UNCOMPARED
-                    if known.get(k) != event.get(k)
-                )
                 raise ConflictingIdError(
                     f"compaction event id {eid!r} is already recorded with different "
                     f"{', '.join(diff)}",
@@ -111,7 +107,7 @@ class EventLog:
             if v >= len(self.events) or not isinstance(item, Mapping):
                 return None
             held = self.events[v]
-            if held.get("id") != item.get("id") or not _same(held, item):
+            if held.get("id") != item.get("id") or _differing(held, item):
                 return None
             v += 1
         return v

@@ -40,14 +40,8 @@ class LoggedCall:
 
 
 def needs_rekey(reply: AIMessage, taken: Callable[[str], bool]) -> bool:
-    """Whether any call of `reply` has an empty, repeated or `taken` id (the cheap check)."""
-    seen: set[str] = set()
-    for c in calls_of(reply):
-        cid = c.get("id") or ""
-        if not cid or cid in seen or taken(cid):
-            return True
-        seen.add(cid)
-    return False
+    """Whether any call of `reply` has an empty, repeated or `taken` id."""
+    return rekey_calls(reply, taken) is not reply
 
 
 def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIMessage:

@@ -388,11 +388,10 @@ def edits_of(message: BaseMessage) -> list[dict[str, Any]]:
 
 def cache_key(message: BaseMessage) -> str | None:
     """The key of `message` for per-id caches: its id, plus its last edit's id once edited."""
-    rec = message.response_metadata.get(EDIT_KEY)
-    if not rec or message.id is None:
+    rec = record_of(message)
+    if rec is None or message.id is None:
         return message.id
-    last = record_of(message)
-    return message.id if last is None else f"{message.id}\x00{last['edits'][-1].get('id')}"
+    return f"{message.id}\x00{rec['edits'][-1].get('id')}"
 
 
 def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:

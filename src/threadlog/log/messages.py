@@ -379,14 +379,12 @@ def fingerprint(message: BaseMessage) -> dict[str, Any]:
     if message.name is not None:
         fp["name"] = message.name
     if isinstance(message, AIMessage):
-        if message.tool_calls:
-            fp["tool_calls"] = [
-                [c.get("id"), c.get("name"), c.get("args")] for c in message.tool_calls
-            ]
-        if message.invalid_tool_calls:
-            fp["invalid_tool_calls"] = [
-                [c.get("id"), c.get("name"), c.get("args")] for c in message.invalid_tool_calls
-            ]
+        for key, calls in (
+            ("tool_calls", message.tool_calls),
+            ("invalid_tool_calls", message.invalid_tool_calls),
+        ):
+            if calls:
+                fp[key] = [[c.get("id"), c.get("name"), c.get("args")] for c in calls]
     if isinstance(message, ToolMessage):
         fp["tool_call_id"] = message.tool_call_id
         fp["status"] = message.status

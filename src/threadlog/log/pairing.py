@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
@@ -307,13 +307,12 @@ def repair_open_calls(
     *,
     repair: Repair = "error-result",
     recovered: Mapping[str, ToolMessage] | None = None,
-    started: Collection[str] | None = None,
 ) -> tuple[list[BaseMessage], list[ToolMessage]]:
     """Answer every call of `context` that has no result.
 
     A call with a result in `recovered` gets it as it is (a tool that ran is never re-run);
     the others by the `repair` policy: `"error-result"` answers each with
-    `outcome_unknown(call)` when its tool started (its id in `started`), else
+    `outcome_unknown(call)` when its tool started (`Recovered.started`), else
     `not_completed(call)`; `"refuse"` raises `ToolPairingError`. A call without an id raises
     under either policy. Returns the answered context and the new results, in call order."""
     pending = open_in(context)
@@ -323,8 +322,7 @@ def repair_open_calls(
         if not call_id(call):
             raise unanswerable(call, msg, index)
     stored_results = recovered or {}
-    if started is None:
-        started = recovered.started if isinstance(recovered, Recovered) else ()
+    started = recovered.started if isinstance(recovered, Recovered) else frozenset()
     known = {m.id for m in context if m.id is not None}
     new: list[ToolMessage] = []
     for msg, _, call in pending:

@@ -98,10 +98,6 @@ def find_cities(text: str) -> list[tuple[str, str]]:
     return [(english, written) for _, english, written in sorted(hits)]
 
 
-def _text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.content, list) else str(message.content)
-
-
 def _city_tool(tools: Sequence[dict[str, Any]]) -> str | None:
     """The name of the first bound tool that takes a `city` argument."""
     for tool in tools:
@@ -152,17 +148,8 @@ class OfflineChatModel(BaseChatModel):
         return {"model": self.model}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        params = LangSmithParams(
-            ls_provider="offline",
-            ls_model_name=str(kwargs.get("model", self.model)),
-            ls_model_type="chat",
-        )
-        if self.temperature is not None:
-            params["ls_temperature"] = self.temperature
-        if self.max_tokens is not None:
-            params["ls_max_tokens"] = self.max_tokens
-        if stop or self.stop:
-            params["ls_stop"] = stop or self.stop
+        params = super()._get_ls_params(stop=stop or self.stop, **kwargs)
+        params["ls_provider"] = "offline"
         return params
 
     def bind_tools(
@@ -196,7 +183,7 @@ class OfflineChatModel(BaseChatModel):
         last_user = max(
             (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1
         )
-        question = _text(messages[last_user]) if last_user >= 0 else ""
+        question = messages[last_user].text if last_user >= 0 else ""
         after = messages[last_user + 1 :]
         results = [m for m in after if isinstance(m, ToolMessage)]
         tool_name = _city_tool(tools)
@@ -249,7 +236,7 @@ class OfflineChatModel(BaseChatModel):
             if not isinstance(m, ToolMessage):
                 continue
             what = args.get(m.tool_call_id, m.tool_call_id)
-            body = " ".join(_text(m).split())
+            body = " ".join(m.text.split())
             if m.status == "error":
                 parts.append(f"{what}：查询失败（{body}）" if chinese else
                              f"{what}: the lookup failed ({body})")
@@ -273,7 +260,7 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _plain(messages: Sequence[BaseMessage], question: str, tools: Sequence[Any]) -> str:
-        system = " ".join(_text(m) for m in messages if isinstance(m, SystemMessage))
+        system = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
         if _SUMMARIZE.search(system):
             # Extractive: earlier summary items plus the user lines of the transcript.
             items: list[str] = []

@@ -16,28 +16,25 @@ from typing import Any
 from threadlog.providers.profiles import Profile, get_profile
 from threadlog.providers.wire import infer_profile
 
-__all__ = ["EMPTY_STREAM", "detect_profile", "explain_failure", "models_answer"]
+__all__ = ["EMPTY_STREAM", "detect_profile", "explain_failure"]
 
 EMPTY_STREAM = "No generations found in stream."
 """What langchain-core raises when a stream ends without a single chunk."""
 
 
-def models_answer(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> Any:
-    """The parsed JSON of `GET {base_url}/models`, or None."""
+def detect_profile(base_url: str, *, api_key: str | None = None) -> Profile:
+    """The server profile for `base_url`, from its `/v1/models` answer or its URL."""
     request = urllib.request.Request(
         base_url.rstrip("/") + "/models",
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
     )
+    models: Any = None
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read().decode("utf-8", "replace"))
+        with urllib.request.urlopen(request, timeout=10.0) as response:
+            models = json.loads(response.read().decode("utf-8", "replace"))
     except (OSError, ValueError):  # unreachable, not JSON, HTTP error: no answer
-        return None
-
-
-def detect_profile(base_url: str, *, api_key: str | None = None) -> Profile:
-    """The server profile for `base_url`, from its `/v1/models` answer or its URL."""
-    return infer_profile(base_url, models_answer(base_url, api_key=api_key))
+        pass
+    return infer_profile(base_url, models)
 
 
 def explain_failure(

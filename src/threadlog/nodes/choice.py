@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
@@ -106,6 +107,7 @@ class Models:
         return chosen
 
 
+@functools.lru_cache(maxsize=64)  # one message per prompt text: caches key on its id
 def system_message(text: str | None) -> SystemMessage | None:
     """The system prompt as the message sent, its id naming its text (module doc)."""
     if not text:

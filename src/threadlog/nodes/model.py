@@ -144,7 +144,6 @@ class ModelNode(RunnableCallable):
         self._open_calls = OpenCalls()
         # The id names the text: caches are by id, and nodes may share a policy.
         self._system = system_message(system_prompt if isinstance(system_prompt, str) else None)
-        self._systems: dict[str, SystemMessage] = {}
 
     # -- what the model is sent: one definition, used by the node and the inspector ----
 
@@ -292,14 +291,7 @@ class ModelNode(RunnableCallable):
                 f"the ModelNode's system_prompt callable returned {type(text).__name__}, "
                 "not a str or None"
             )
-        if not text:
-            return None
-        found = self._systems.get(text)
-        if found is None:
-            if len(self._systems) > 64:
-                self._systems.clear()
-            found = self._systems[text] = system_message(text)  # type: ignore[assignment]
-        return found
+        return system_message(text)
 
     def _open(
         self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig

@@ -73,19 +73,12 @@ class Finding:
     """For `invalid_message`: the error reading the value raised."""
 
 
-def _text_of(msg: BaseMessage) -> str:
-    content = msg.content
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") != "text":
-            return "<non-text>"  # an image or other block: not empty
-        elif isinstance(block, dict):
-            parts.append(str(block.get("text") or ""))
-    return "".join(parts)
+def _is_empty(msg: BaseMessage) -> bool:
+    # A non-text block (an image…) is content.
+    blocks = msg.content if isinstance(msg.content, list) else ()
+    if any(isinstance(b, dict) and b.get("type") != "text" for b in blocks):
+        return False
+    return not msg.text.strip()
 
 
 def find_problems(messages: Sequence[Any], profiles: Sequence[Profile]) -> list[Finding]:
@@ -248,7 +241,7 @@ class _Walk:
                 self._add("first_not_user", pos, m.id, f"the conversation starts with a "
                           f"{role} message, not a user one", profiles=self.user_first)
         calls = calls_of(m) if isinstance(m, AIMessage) else []
-        if not calls and pos != last and self.no_empty and not _text_of(m).strip():
+        if not calls and pos != last and self.no_empty and _is_empty(m):
             self._add("empty_content", pos, m.id, f"{role} message with no content",
                       profiles=self.no_empty)
         for call in calls:

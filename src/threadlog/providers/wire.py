@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
 
 from threadlog._upstream import ls_provider, openai_message_json, with_request_payload_rewrite
 from threadlog.log.edits import cache_key
@@ -42,7 +43,7 @@ from threadlog.log.messages import (
     is_stored_form,
     role_of,
 )
-from threadlog.providers.profiles import Profile, get_profile
+from threadlog.providers.profiles import SERVER_PROFILES, Profile, get_profile
 
 __all__ = [
     "infer_profile",
@@ -73,17 +74,10 @@ def _one(message: BaseMessage, profile: Profile) -> BaseMessage:
         return AIMessage(
             content=message.content,
             tool_calls=[
-                {"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
-                for c in message.tool_calls
+                tool_call(name=c["name"], args=c["args"], id=c["id"]) for c in message.tool_calls
             ],
             invalid_tool_calls=[
-                {
-                    "name": c.get("name"),
-                    "args": c.get("args"),
-                    "id": c.get("id"),
-                    "error": None,
-                    "type": "invalid_tool_call",
-                }
+                invalid_tool_call(name=c.get("name"), args=c.get("args"), id=c.get("id"))
                 for c in message.invalid_tool_calls
             ],
             **_name(message, profile),
@@ -174,8 +168,6 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
     """The server profile for an OpenAI-compatible `base_url`: by the `owned_by` of its
     `/v1/models` answer (`models`, the parsed JSON, when given), else by the URL
     (`Profile.base_url_hints`), else `openai-compatible`."""
-    from threadlog.providers.profiles import SERVER_PROFILES
-
     data = models.get("data") if isinstance(models, dict) else None
     owners = {m.get("owned_by") for m in data or [] if isinstance(m, dict)}
     for prof in SERVER_PROFILES:
@@ -185,7 +177,6 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
         if any(hint in base_url for hint in prof.base_url_hints):
             return prof
     return get_profile("openai-compatible")
-
 
 
 # -- server wire rules on the request body -------------------------------------------

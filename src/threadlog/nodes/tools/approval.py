@@ -75,30 +75,24 @@ def ask_approval(call: ToolCall) -> Decision:
         decision: Decision = interrupt(approval_payload(call), response_schema=Decision)
     except ValidationError as e:
         # LangGraph saved nothing for the bad value: the interrupt stays answerable.
+        errors = e.errors()
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in errors
         )
+        given = errors[0].get("input") if errors else None
         raise ApprovalError(
             f"the approval of tool call {call['id']!r} of {call['name']!r} got "
-            f"{_input_of(e)!r} ({problems}); {_HINT}"
+            f"{given!r} ({problems}); {_HINT}"
         ) from e
     return decision
 
 
-def _input_of(e: ValidationError) -> Any:
-    errors = e.errors()
-    return errors[0].get("input") if errors else None
-
-
 def approval_edits(
-    edited: Mapping[str, Mapping[str, Any]],
-    messages: Sequence[BaseMessage],
-    decisions: Mapping[str, Decision] | None = None,
+    decisions: Mapping[str, Decision], messages: Sequence[BaseMessage]
 ) -> list[Edit]:
-    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> new
-    arguments), oldest first, each with `base`, so parallel branches' edits compose."""
-    todo = dict(edited)
-    decisions = decisions or {}
+    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> an
+    "edit" decision), oldest first, each with `base`, so parallel branches' edits compose."""
+    todo = {cid: d.args or {} for cid, d in decisions.items()}
     out: list[Edit] = []
     for m in reversed(messages):
         if not todo:

@@ -214,43 +214,28 @@ def _wrap(tool: BaseTool) -> None:
     body: dict[str, Any] = {
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
-        "_run": _sync_method(cls._run, tool, fmt),
+        "_run": _sync_wrapper(cls._run, None, fmt),
     }
     if own_arun:
-        body["_arun"] = _async_method(cls._arun, tool, fmt)
+        body["_arun"] = _async_wrapper(cls._arun, None, fmt)
     tool.__class__ = type(cls.__name__, (cls,), body)
 
 
-def _sync_wrapper(func: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+def _sync_wrapper(func: Callable[..., Any], tool: BaseTool | None, fmt: str) -> Callable[..., Any]:
+    # `tool` None: `func` is a method of the tool's class, called with the tool first.
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _once(tool, fmt, lambda: func(*args, **kwargs))
+        return _once(args[0] if tool is None else tool, fmt, lambda: func(*args, **kwargs))
 
     return wrapper
 
 
-def _async_wrapper(func: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
+def _async_wrapper(func: Callable[..., Any], tool: BaseTool | None, fmt: str) -> Callable[..., Any]:
     @functools.wraps(func)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return await _aonce(tool, fmt, lambda: func(*args, **kwargs))
+        return await _aonce(args[0] if tool is None else tool, fmt, lambda: func(*args, **kwargs))
 
     return wrapper
-
-
-def _sync_method(method: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def _run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-        return _once(self, fmt, lambda: method(self, *args, **kwargs))
-
-    return _run
-
-
-def _async_method(method: Callable[..., Any], tool: BaseTool, fmt: str) -> Callable[..., Any]:
-    @functools.wraps(method)
-    async def _arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-        return await _aonce(self, fmt, lambda: method(self, *args, **kwargs))
-
-    return _arun
 
 
 # -- one attempt: the receipt, or the tool then its receipt ------------------------------

@@ -78,7 +78,6 @@ from threadlog.nodes.tools.results import (
     classify,
     from_error,
     refuse_or_raise,
-    with_result_meta,
 )
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
@@ -294,18 +293,14 @@ class ToolNode(_LangGraphToolNode):
         async def aexecute(req: ToolCallRequest) -> Any:
             return await arun(self._execute(req, p.decision, input_type, pool))
 
-        def execute(req: ToolCallRequest) -> Any:
-            return run(self._execute(req, p.decision, input_type, None))
-
         async with gate:
-            if self._awrap_tool_call is None and self._wrap_tool_call is None:
-                return cast(Output, await aexecute(request))
-            try:
-                if self._awrap_tool_call is not None:
-                    return cast(Output, await self._awrap_tool_call(request, aexecute))
+            if self._awrap_tool_call is None:
+                if self._wrap_tool_call is None:
+                    return cast(Output, await aexecute(request))
                 # A sync interceptor runs in the node's threads, not on the event loop.
-                wrap = cast(ToolCallWrapper, self._wrap_tool_call)
-                return cast(Output, await run_in_executor(pool.get(), wrap, request, execute))
+                return await run_in_executor(pool.get(), self._run_one_sync, p, input_type)
+            try:
+                return cast(Output, await self._awrap_tool_call(request, aexecute))
             except Exception as e:
                 return self._interceptor_failed(e, request)
 
@@ -339,7 +334,22 @@ class ToolNode(_LangGraphToolNode):
         if marked and outcome.kind == "timeout":
             outcome = yield from self._retry_timed_out(job, outcome, async_run)
         try:
-            out = self._classify(outcome, job, decision, input_type, request.state)
+            out = classify(
+                outcome,
+                job.call,
+                injected=self._injected_args.get(job.call["name"]),
+                decision=decision,
+                messages_key=self._messages_key,
+                handling=self._handling,
+                max_content_chars=self.max_content_chars,
+                config=job.config,
+                input_type=input_type,
+                record_duration=self.record_durations,
+                state=request.state,
+                warned=self._changes_warned,
+                # The key next to the result, for `threadlog inspect` and programs.
+                meta={KEY_METADATA: config_key(job.config, call_id(job.call))} if marked else {},
+            )
         except BaseException:
             if outcome.error is not None and not marked:
                 yield from note_flow(job.config, job.call, "stopped")
@@ -385,34 +395,6 @@ class ToolNode(_LangGraphToolNode):
         injected = self._inject_tool_args(call, request.runtime, tool)
         tool_input = {**injected, "type": "tool_call"}
         return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
-
-    def _classify(
-        self,
-        outcome: Outcome,
-        job: Job,
-        decision: Decision | None,
-        input_type: InputType,
-        state: Any,
-    ) -> Output:
-        output = classify(
-            outcome,
-            job.call,
-            injected=self._injected_args.get(job.call["name"]),
-            decision=decision,
-            messages_key=self._messages_key,
-            handling=self._handling,
-            max_content_chars=self.max_content_chars,
-            config=job.config,
-            input_type=input_type,
-            record_duration=self.record_durations,
-            state=state,
-            warned=self._changes_warned,
-        )
-        if not is_idempotent(job.tool):
-            return output
-        # The key next to the result, for `threadlog inspect` and programs.
-        key = config_key(job.config, call_id(job.call))
-        return with_result_meta(output, job.call, self._messages_key, KEY_METADATA, key)
 
     # -- input and planning -----------------------------------------------------
 
@@ -524,14 +506,13 @@ class ToolNode(_LangGraphToolNode):
             for p in planned
             if p.decision is not None and p.decision.action == "edit"
         }
-        edited = {p.call["id"] or "": p.call["args"] for p in planned if p.call["id"] in decisions}
-        if not edited:
+        if not decisions:
             return []
         try:
             messages = messages_of(planned[0].runtime.state, self._messages_key)
         except (ValueError, KeyError, TypeError):
             return []  # no log in the input: the decision stays on the result only
-        return list(approval_edits(edited, messages, decisions))
+        return list(approval_edits(decisions, messages))
 
 
 def _settle(result: Callable[[], Output]) -> Output | _Raised:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,7 +52,7 @@ except ImportError:  # older langgraph never marks resume errors
         return False
 
 
-__all__ = ["Outcome", "classify", "from_error", "refuse_or_raise", "with_result_meta"]
+__all__ = ["Outcome", "classify", "from_error", "refuse_or_raise"]
 
 _log = logging.getLogger("threadlog.tools")
 
@@ -70,14 +71,6 @@ class Outcome:
     message: ToolMessage | None = None
     kind: ErrorKind | None = None
     duration_ms: float | None = None  # how long the tool ran, for `threadlog inspect`
-
-    @classmethod
-    def returned(cls, response: Any) -> Outcome:
-        return cls(response=response)
-
-    @classmethod
-    def failed(cls, error: Exception) -> Outcome:
-        return cls(error=error)
 
     @classmethod
     def ready(cls, call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> Outcome:
@@ -171,12 +164,14 @@ def classify(
     max_content_chars: int | None,
     config: RunnableConfig,
     input_type: InputType,
-    record_duration: bool = False,
-    state: Any = None,
-    warned: set[tuple[str, str]] | None = None,
+    record_duration: bool,
+    state: Any,
+    warned: set[tuple[str, str]],
+    meta: Mapping[str, Any],
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
     """The output for `call` (see module doc); `state` is the graph state the tool saw;
-    `warned`: the (tool, change) pairs already warned about, which this adds to."""
+    `warned`: the (tool, change) pairs already warned about, which this adds to; `meta`:
+    put in the `response_metadata` of each of the call's results."""
     output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
     if outcome.message is not None:
         output = refuse_or_raise(outcome, handling.raises_refusals)
@@ -202,10 +197,12 @@ def classify(
                     r.kind, r.text, call_id=call["id"] or "", tool=call["name"]
                 ) from r
             output = error_result(call, r.kind, r.text)
-    if outcome.duration_ms is None or not record_duration:
+    extra = dict(meta)
+    if outcome.duration_ms is not None and record_duration:
+        extra[DURATION_KEY] = round(outcome.duration_ms, 3)
+    if not extra:
         return output
-    ms = round(outcome.duration_ms, 3)
-    return _each_result(output, call, messages_key, lambda m: _with_meta(m, DURATION_KEY, ms))
+    return _each_result(output, call, messages_key, lambda m: _with_meta(m, extra))
 
 
 def from_error(
@@ -262,7 +259,7 @@ def _finish_result(
     decision: Decision | None,
     max_content_chars: int | None,
     config: RunnableConfig,
-    warned: set[tuple[str, str]] | None = None,
+    warned: set[tuple[str, str]],
 ) -> ToolMessage:
     check = check_storage(message, serializer_for(config))
     if check.problem is not None:
@@ -275,32 +272,20 @@ def _finish_result(
     if check.change is not None:
         key = (call["name"], check.change)
         with _WARNED_LOCK:  # a step's calls finish in parallel threads: check and add as one
-            first = warned is None or key not in warned
-            if first and warned is not None and len(warned) < _MAX_WARNED:
+            first = key not in warned
+            if first and len(warned) < _MAX_WARNED:
                 warned.add(key)
         if first:
             _log.warning(change_warning(call["name"], check.change))
     message = cut_content(message, max_content_chars)
     if decision is not None and decision.action == "edit":
         edit = {"action": "edit", "args": decision.args}
-        message = _with_meta(message, APPROVAL_KEY, edit)
+        message = _with_meta(message, {APPROVAL_KEY: edit})
     return message
 
 
-def with_result_meta(
-    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]],
-    call: ToolCall,
-    messages_key: str,
-    key: str,
-    value: Any,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """`output` with `response_metadata[key] = value` on each of `call`'s results."""
-    return _each_result(output, call, messages_key, lambda m: _with_meta(m, key, value))
-
-
-def _with_meta(message: ToolMessage, key: str, value: Any) -> ToolMessage:
-    meta = {**message.response_metadata, key: value}
-    return message.model_copy(update={"response_metadata": meta})
+def _with_meta(message: ToolMessage, meta: Mapping[str, Any]) -> ToolMessage:
+    return message.model_copy(update={"response_metadata": {**message.response_metadata, **meta}})
 
 
 def _each_result(

@@ -18,7 +18,6 @@ from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Send
-from pydantic import BaseModel
 
 from threadlog.log.pairing import AnyCall, open_in
 
@@ -38,10 +37,8 @@ def messages_of(state: Any, messages_key: str = "messages") -> Sequence[AnyMessa
         return state
     if isinstance(state, Mapping):
         found = state.get(messages_key)
-    elif isinstance(state, BaseModel) or hasattr(state, messages_key):
+    else:  # a pydantic or other object state
         found = getattr(state, messages_key, None)
-    else:
-        found = None
     if found is None:
         raise ValueError(
             f"the tool step found no {messages_key!r} key in its input "

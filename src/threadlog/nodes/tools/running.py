@@ -62,33 +62,34 @@ class Job:
 
 def run_sync(job: Job) -> Outcome:
     started = time.perf_counter()
-    outcome = _run_sync(job)
+    try:
+        outcome = _run_sync(job)
+    except (Exception, SystemExit) as e:
+        outcome = Outcome(error=_failure(e))
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     return outcome
 
 
 async def run_async(job: Job, pool: LazyPool) -> Outcome:
     started = time.perf_counter()
-    outcome = await _run_async(job, pool)
+    try:
+        outcome = await _run_async(job, pool)
+    except (Exception, SystemExit) as e:
+        outcome = Outcome(error=_failure(e))
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     return outcome
 
 
 def _run_sync(job: Job) -> Outcome:
+    if job.timeout is None:
+        return Outcome(response=_invoke(job))
+    own_thread = ContextThreadPoolExecutor(max_workers=1)
     try:
-        if job.timeout is None:
-            return Outcome.returned(_invoke(job))
-        own_thread = ContextThreadPoolExecutor(max_workers=1)
-        try:
-            return Outcome.returned(own_thread.submit(_invoke, job).result(job.timeout))
-        except concurrent.futures.TimeoutError:
-            return Outcome.timed_out(job.call, job.timeout, still_running=True)
-        finally:
-            own_thread.shutdown(wait=False)
-    except Exception as e:
-        return Outcome.failed(e)
-    except SystemExit as e:
-        return Outcome.failed(_exited(e))
+        return Outcome(response=own_thread.submit(_invoke, job).result(job.timeout))
+    except concurrent.futures.TimeoutError:
+        return Outcome.timed_out(job.call, job.timeout, still_running=True)
+    finally:
+        own_thread.shutdown(wait=False)
 
 
 async def _run_async(job: Job, pool: LazyPool) -> Outcome:
@@ -106,31 +107,28 @@ async def _run_async(job: Job, pool: LazyPool) -> Outcome:
         else:
             run = job.tool.ainvoke(job.tool_input, job.config)
         if job.timeout is None:
-            return Outcome.returned(await run)
+            return Outcome(response=await run)
         scope = asyncio.timeout(job.timeout)
         try:
             async with scope:
-                result = await run
+                return Outcome(response=await run)
         except TimeoutError as e:
             if scope.expired():  # ours, not a TimeoutError the tool raised
                 # A sync tool's thread goes on; an async tool was cancelled.
                 return Outcome.timed_out(job.call, job.timeout, still_running=sync_only)
-            return Outcome.failed(e)
-        return Outcome.returned(result)
-    except Exception as e:
-        return Outcome.failed(e)
-    except SystemExit as e:
-        return Outcome.failed(_exited(e))
+            return Outcome(error=e)
     finally:
         if own_thread is not None:
             own_thread.shutdown(wait=False)
 
 
-def _exited(exit: SystemExit) -> RuntimeError:
+def _failure(e: Exception | SystemExit) -> Exception:
+    if not isinstance(e, SystemExit):
+        return e
     # A tool that calls sys.exit() would end the whole run and lose its siblings'
     # results; it is one failed call like any other.
-    error = RuntimeError(f"the tool called sys.exit({exit.code!r})")
-    error.__cause__ = exit
+    error = RuntimeError(f"the tool called sys.exit({e.code!r})")
+    error.__cause__ = e
     return error
 
 
