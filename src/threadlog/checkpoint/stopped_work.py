@@ -163,10 +163,6 @@ def _open_in(logs: Mapping[str, list[BaseMessage]], abandon: _Abandon) -> dict[s
     return {cid: m for cid, m in found.items() if cid not in abandon.answered}
 
 
-def _requests(calls: Mapping[str, AIMessage]) -> set[str]:
-    return {m.id for m in calls.values() if m.id is not None}
-
-
 def _replayed(
     logs: Mapping[str, MessageLog], rounds: Sequence[Mapping[str, list[Batch]]]
 ) -> tuple[dict[str, list[BaseMessage]], set[str]]:
@@ -285,8 +281,9 @@ def _carry_flow(
     new, carried = _replayed(logs, rounds)
     if abandon is not None:
         if calls := _open_in({c: log.messages for c, log in logs.items()}, abandon):
+            requests = {m.id for m in calls.values() if m.id is not None}
             stored = yield from recover_flow(
-                saver, tup.config, list(calls), requests=_requests(calls), markers=markers
+                saver, tup.config, list(calls), requests=requests, markers=markers
             )
             # Idempotent tools' calls are run again with their key instead.
             conf = tup.config["configurable"]
