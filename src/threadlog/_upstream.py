@@ -447,7 +447,7 @@ def _published(kind: str, target: Any) -> Any:
 
 
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
-    ours = _OWN_TEST[kind]
+    ours = _own_loop if kind == "loop_enter" else _own_graph
     if is_async:
 
         @functools.wraps(original)
@@ -619,14 +619,6 @@ def _own_graph(graph: Any, args: Any, kwargs: Any) -> bool:
     config = args[0] if args else kwargs.get("config")
     conf = config.get("configurable") if isinstance(config, Mapping) else None
     return isinstance(conf, Mapping) and _is_own(conf.get(CONFIG_KEY_CHECKPOINTER))
-
-
-_OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
-    "loop_enter": _own_loop,
-    "get_state": _own_graph,
-    "state_preview": _own_graph,
-    "update_state": _own_graph,
-}
 
 
 # -- verifying the hooks: a canary graph, once per process -----------------------------------

@@ -301,36 +301,38 @@ class GuardLayer(Layer):
     # -- the hooks -------------------------------------------------------------------
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> _Steps:
-        loop, shown = _reader(config)
+        guarded = _guarded_key(config) is not None
+        loop = running_loop() if guarded else None
+        shown = guarded and loop is None and in_get_state()  # get_state shows this read
         took = False
         if loop is not None:
             took = yield from self._hold_for_run(config, loop)
         tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if loop is not None:
             self._note_run_head(config, tup, took)
-            self._note_log_keys(config, loop.specs)
+            if self.input_check is not None:
+                thread = self._thread(str(config["configurable"]["thread_id"]))
+                thread.log_keys = _logs_of(self.input_check.message_keys, loop.specs)
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         key = _cp_key(tup.config)
         read = self._checkpoint(key)
         read.stored = True
-        read.seen = _write_keys(tup)
+        writes = tup.pending_writes or ()  # LangGraph's upsert channels aside
+        read.seen = frozenset((t, c) for t, c, _ in writes if c not in WRITES_IDX_MAP)
         if loop is not None:
             self._thread(key[0]).base = None if self._writes_to_logs(tup) else key[2]
             return tup
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
-        assert self.input_check is not None
         refused = yield from self.input_check.refused_flow(
             below, tup, _logs_of(self.input_check.message_keys, declared_channels())
         )
-        return _with_errors(tup, refused) if refused else tup
-
-    def _note_log_keys(self, config: RunnableConfig, specs: Any) -> None:
-        key = _guarded_key(config)
-        if key is None or self.input_check is None:
-            return
-        self._thread(key[0]).log_keys = _logs_of(self.input_check.message_keys, specs)
+        if not refused:
+            return tup
+        # Each refused task's writes are replaced by its error (a failed task).
+        kept = [w for w in tup.pending_writes or () if w[0] not in refused]
+        return tup._replace(pending_writes=[*kept, *((t, ERROR, e) for t, e in refused.items())])
 
     def _run_logs(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any]:
         """`values` under the keys the thread's running graph declares as logs."""
@@ -390,9 +392,11 @@ class GuardLayer(Layer):
             return (yield from self._put_steps(below, *args))
 
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> _Steps:
-        config = args[0]
-        pending = self._checkpoint_in_flight(config)
-        if pending is not None:
+        pending = None
+        if (args[0].get("configurable") or {}).get("checkpoint_id"):
+            with self._putting_lock:
+                pending = self._putting.get(_cp_key(args[0]))
+        if pending is not None and not pending.is_set():
             # Awaited, not a parked executor thread: under asyncio the awaited put this
             # waits for may itself need the default executor's few threads.
             yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
@@ -422,9 +426,7 @@ class GuardLayer(Layer):
     def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
         """(task id, channel) of every write stored on the checkpoint `config` names, from
         the head store (nothing decoded): an idempotent tool's look for its receipt."""
-        conf = config.get("configurable") or {}
-        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""))
-        found = yield _store(self.store.write_keys, *key, str(conf["checkpoint_id"]))
+        found = yield _store(self.store.write_keys, *_cp_key(config))
         return frozenset(found)
 
     def stored_flow(
@@ -464,7 +466,10 @@ class GuardLayer(Layer):
                 ):
                     if self._stored(cid):
                         return True  # its put ended (a failed put: look, below)
-                if (yield from self._found(saver, config)) or left <= recheck:
+                if (yield from call(saver, "get_tuple", config)) is not None:
+                    self._checkpoint(cid).stored = True
+                    return True
+                if left <= recheck:
                     return self._stored(cid)
                 recheck *= 2
         finally:
@@ -478,19 +483,6 @@ class GuardLayer(Layer):
         known = self._known(_cp_key(config))
         seen = (known.seen if known is not None else None) or ()
         return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
-
-    def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
-        tup = yield from call(saver, "get_tuple", config)
-        if tup is not None:
-            self._checkpoint(_cp_key(config)).stored = True
-        return tup is not None
-
-    def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
-        if not (config.get("configurable") or {}).get("checkpoint_id"):
-            return None
-        with self._putting_lock:
-            pending = self._putting.get(_cp_key(config))
-        return None if pending is None or pending.is_set() else pending
 
     def _stored(self, key: _CpKey) -> bool:
         known = self._known(key)
@@ -682,7 +674,8 @@ class GuardLayer(Layer):
             if old is None:
                 new = True
                 continue
-            if _same(self.serde.dumps_typed(value), old):
+            kind, data = self.serde.dumps_typed(value)
+            if kind == old[0] and bytes(data) == bytes(old[1]):
                 continue
             if _same_resent(value, self.serde.loads_typed(old)):
                 continue  # stored as what it added (`threadlog.checkpoint.resent`)
@@ -939,40 +932,12 @@ def _logs_of(keys: tuple[str, ...], declared: Any) -> frozenset[str]:
     )
 
 
-def _reader(config: RunnableConfig) -> tuple[Any, bool]:
-    """(the loop starting a run with this read, or None; whether get_state shows it)."""
-    if _guarded_key(config) is None:
-        return None, False
-    loop = running_loop()
-    return loop, loop is None and in_get_state()
-
-
 def _strategy(value: object) -> MultitaskStrategy:
     if value not in MULTITASK_STRATEGIES:
         raise ValueError(
             f"multitask_strategy must be one of {', '.join(MULTITASK_STRATEGIES)}, got {value!r}"
         )
     return cast(MultitaskStrategy, value)
-
-
-def _with_errors(tup: CheckpointTuple, refused: Mapping[str, Exception]) -> CheckpointTuple:
-    """`tup` with each refused task's writes replaced by its error (a failed task)."""
-    kept = [w for w in tup.pending_writes or () if w[0] not in refused]
-    kept += [(task_id, ERROR, err) for task_id, err in refused.items()]
-    return tup._replace(pending_writes=kept)
-
-
-def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
-    """(task id, channel) of a checkpoint's task writes, LangGraph's upsert channels aside."""
-    return frozenset(
-        (task_id, channel)
-        for task_id, channel, _ in tup.pending_writes or ()
-        if channel not in WRITES_IDX_MAP
-    )
-
-
-def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:
-    return new[0] == old[0] and bytes(new[1]) == bytes(old[1])
 
 
 _CpKey = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
