@@ -447,7 +447,7 @@ def _published(kind: str, target: Any) -> Any:
 
 
 def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable[..., Any]:
-    ours = _OWN_TEST[kind]
+    ours = _own_loop if kind == "loop_enter" else _own_graph
     if is_async:
 
         @functools.wraps(original)
@@ -621,14 +621,6 @@ def _own_graph(graph: Any, args: Any, kwargs: Any) -> bool:
     return isinstance(conf, Mapping) and _is_own(conf.get(CONFIG_KEY_CHECKPOINTER))
 
 
-_OWN_TEST: dict[str, Callable[[Any, Any, Any], bool]] = {
-    "loop_enter": _own_loop,
-    "get_state": _own_graph,
-    "state_preview": _own_graph,
-    "update_state": _own_graph,
-}
-
-
 # -- verifying the hooks: a canary graph, once per process -----------------------------------
 
 _VERIFIED: set[bool] = set()  # is_async values whose canary passed in this process
@@ -647,7 +639,7 @@ def verify_hooks() -> None:
     if False in _VERIFIED:
         return
     install_hooks()
-    contextvars.Context().run(_drive, _canary(is_async=False))
+    contextvars.Context().run(run, _canary(is_async=False))
     _VERIFIED.add(False)
 
 
@@ -656,25 +648,8 @@ async def averify_hooks() -> None:
     if True in _VERIFIED:
         return
     install_hooks()
-    await asyncio.create_task(_adrive(_canary(is_async=True)), context=contextvars.Context())
+    await asyncio.create_task(arun(_canary(is_async=True)), context=contextvars.Context())
     _VERIFIED.add(True)
-
-
-_Canary = Flow[None]
-
-
-def _drive(steps: _Canary) -> None:
-    from langsmith import tracing_context
-
-    with tracing_context(enabled=False):
-        run(steps)
-
-
-async def _adrive(steps: _Canary) -> None:
-    from langsmith import tracing_context
-
-    with tracing_context(enabled=False):
-        await arun(steps)
 
 
 class _Seen:
@@ -765,46 +740,37 @@ def _canary_graph() -> Any:
     return g.compile(checkpointer=_CanarySaver())
 
 
-def _entry(kind: str, is_async: bool) -> str:
-    return next(
-        f"{cls.__name__}.{attr}" for cls, attr, k, a in _ENTRY_POINTS if (k, a) == (kind, is_async)
-    )
-
-
-def _canary(*, is_async: bool) -> _Canary:
+def _canary(*, is_async: bool) -> Flow[None]:
     """A run (one node interrupts, so the other's result is a pending write), then
-    `get_state` on it."""
+    `get_state` on it, untraced."""
+    from langsmith import tracing_context
+
     given = {"n": 0}
     seen = _Seen(given)
     _SEEN.set(seen)  # the drivers run this in a context of its own
     graph = _canary_graph()
     config = {"configurable": {"thread_id": "threadlog-canary"}}
-    problems = [why for name, why in _NOT_HOOKED.items() if _entry_is(name, is_async)]
-    for phase, method, args in (
-        ("run", "invoke", (given, config)),
-        ("get_state", "get_state", (config,)),
-    ):
-        seen.phase = phase
-        try:
-            yield from call(graph, method, *args)
-        except Exception as exc:  # named below, with what else stopped working
-            problems.append(f"the canary graph's {method} failed: {exc!r}")
-            break
+    names = {k: f"{c.__name__}.{a}" for c, a, k, i in _ENTRY_POINTS if i == is_async}
+    problems = [why for name, why in _NOT_HOOKED.items() if name in names.values()]
+    with tracing_context(enabled=False):
+        for phase, method, args in (
+            ("run", "invoke", (given, config)),
+            ("get_state", "get_state", (config,)),
+        ):
+            seen.phase = phase
+            try:
+                yield from call(graph, method, *args)
+            except Exception as exc:  # named below, with what else stopped working
+                problems.append(f"the canary graph's {method} failed: {exc!r}")
+                break
     if seen.error is not None:
         raise seen.error
-    problems += _problems(seen, is_async)
+    problems += _problems(seen, names["loop_enter"], names["get_state"], names["state_preview"])
     if problems:
         raise UpstreamChangedError("; ".join(problems), package="langgraph", version=_version())
 
 
-def _entry_is(name: str, is_async: bool) -> bool:
-    return any(f"{c.__name__}.{a}" == name and i == is_async for c, a, _, i in _ENTRY_POINTS)
-
-
-def _problems(seen: _Seen, is_async: bool) -> list[str]:
-    enter = _entry("loop_enter", is_async)
-    get_state = _entry("get_state", is_async)
-    preview = _entry("state_preview", is_async)
+def _problems(seen: _Seen, enter: str, get_state: str, preview: str) -> list[str]:
     out: list[str] = []
     run_loops = [loop for phase, loop, _ in seen.reads if phase == "run"]
     loops = [loop for loop in run_loops if loop is not None]

@@ -59,7 +59,7 @@ from threadlog.checkpoint.call_records import (
     unnamed_digest,
 )
 from threadlog.checkpoint.layered import Layer, PutArgs, PutWritesArgs, SaverView
-from threadlog.checkpoint.store_ops import RecordingStore, new_record
+from threadlog.checkpoint.store_ops import RecordingStore
 from threadlog.flows import Flow
 from threadlog.log.messages import digest
 
@@ -170,8 +170,6 @@ class CallRecorder(BaseCallbackHandler):
         serialized: dict[str, Any],
         inputs: Any,
         *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
@@ -188,7 +186,6 @@ class CallRecorder(BaseCallbackHandler):
         messages: list[list[BaseMessage]],
         *,
         run_id: UUID,
-        parent_run_id: UUID | None = None,
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
@@ -205,8 +202,7 @@ class CallRecorder(BaseCallbackHandler):
             pass
         made = [m for m in made if isinstance(m, BaseMessage)]
         reply = made[0] if made else None
-        self.layer.generated(run_id, made[1:])
-        self.layer.ended(run_id, getattr(reply, "id", None), None)
+        self.layer.ended(run_id, getattr(reply, "id", None), None, made[1:])
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
         self.layer.ended(run_id, None, f"{type(error).__name__}: {error}")
@@ -327,34 +323,43 @@ class CallsLayer(Layer):
         self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]
     ) -> None:
         """A task's store operations (`store_ops.RecordingStore`): stored as its calls are."""
-        made = new_record(config, ops)
-        if made is None:
+        meta = config.get("metadata") or {}
+        conf = config.get("configurable") or {}
+        thread = conf.get("thread_id", meta.get("thread_id"))
+        task_ns = meta.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns")
+        if thread is None or not isinstance(task_ns, str) or not task_ns:
             return
-        thread, task_ns, record = made
-        c = _Call(thread, task_ns, record, recorder, ops=ops, done=True)
+        record: dict[str, Any] = {
+            "run_id": f"store-{uuid4().hex}",
+            "t": time.time(),
+            "ns": task_ns,
+            "step": meta.get("langgraph_step"),
+            "ops": ops,
+        }
+        if (node := meta.get("langgraph_node")) is not None:
+            record["node"] = node
+        c = _Call(str(thread), task_ns, record, recorder, ops=ops, done=True)
         key = uuid4()
         with self._lock:
             self._calls[key] = c
             self._by_thread.setdefault(thread, []).append(key)
 
-    def ended(self, run_id: UUID, reply_id: Any, error: str | None) -> None:
+    def ended(
+        self, run_id: UUID, reply_id: Any, error: str | None, others: Sequence[BaseMessage] = ()
+    ) -> None:
+        """A call ended: its reply's id or its error, and the generations after the first
+        of a call that made several (made plain when stored, `_build`)."""
         with self._lock:
             c = self._calls.get(run_id)
             if c is None:
                 return
+            if others:
+                c.record["others"] = list(others)
             if reply_id is not None:
                 c.record["reply_id"] = str(reply_id)
             if error is not None:
                 c.record["error"] = error
             c.done = True
-
-    def generated(self, run_id: UUID, others: Sequence[BaseMessage]) -> None:
-        """The generations after the first of a call that made several (made plain when
-        stored, `_build`)."""
-        with self._lock:
-            c = self._calls.get(run_id)
-            if c is not None and others:
-                c.record["others"] = list(others)
 
     def _memo(self, thread: str) -> _Memo:
         memo = self._memos.get(thread)

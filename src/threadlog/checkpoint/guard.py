@@ -138,11 +138,6 @@ def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Flow[bool]:
     return take_lock(store.try_run_lock, store.run_unlock, thread_id, wait)
 
 
-def _write_lock(store: HeadStore, thread_id: str) -> Flow[bool]:
-    """Take the thread's short write lock, waiting for it."""
-    return take_lock(store.try_lock, store.unlock, thread_id, True)
-
-
 _Steps = Flow[Any]
 
 
@@ -306,36 +301,38 @@ class GuardLayer(Layer):
     # -- the hooks -------------------------------------------------------------------
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> _Steps:
-        loop, shown = _reader(config)
+        guarded = _guarded_key(config) is not None
+        loop = running_loop() if guarded else None
+        shown = guarded and loop is None and in_get_state()  # get_state shows this read
         took = False
         if loop is not None:
             took = yield from self._hold_for_run(config, loop)
         tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if loop is not None:
             self._note_run_head(config, tup, took)
-            self._note_log_keys(config, loop.specs)
+            if self.input_check is not None:
+                thread = self._thread(str(config["configurable"]["thread_id"]))
+                thread.log_keys = _logs_of(self.input_check.message_keys, loop.specs)
         if tup is None or _guarded_key(tup.config) is None:
             return tup
         key = _cp_key(tup.config)
         read = self._checkpoint(key)
         read.stored = True
-        read.seen = _write_keys(tup)
+        writes = tup.pending_writes or ()  # LangGraph's upsert channels aside
+        read.seen = frozenset((t, c) for t, c, _ in writes if c not in WRITES_IDX_MAP)
         if loop is not None:
             self._thread(key[0]).base = None if self._writes_to_logs(tup) else key[2]
             return tup
         if self.input_check is None or not shown:
             return tup  # runs, update_state, nodes: the raw checkpoint
-        assert self.input_check is not None
         refused = yield from self.input_check.refused_flow(
             below, tup, _logs_of(self.input_check.message_keys, declared_channels())
         )
-        return _with_errors(tup, refused) if refused else tup
-
-    def _note_log_keys(self, config: RunnableConfig, specs: Any) -> None:
-        key = _guarded_key(config)
-        if key is None or self.input_check is None:
-            return
-        self._thread(key[0]).log_keys = _logs_of(self.input_check.message_keys, specs)
+        if not refused:
+            return tup
+        # Each refused task's writes are replaced by its error (a failed task).
+        kept = [w for w in tup.pending_writes or () if w[0] not in refused]
+        return tup._replace(pending_writes=[*kept, *((t, ERROR, e) for t, e in refused.items())])
 
     def _run_logs(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any]:
         """`values` under the keys the thread's running graph declares as logs."""
@@ -391,21 +388,18 @@ class GuardLayer(Layer):
     # -- guarded writes: one generator each, two drivers ---------------------------
 
     def put(self, below: SaverView, *args: *PutArgs) -> _Steps:
-        config, checkpoint, metadata, _ = args
-        with self._storing(config, checkpoint):
-            if self._trusted_put(config, metadata):
-                return (yield from self._put_below(below, *args))
+        with self._storing(args[0], args[1]):
             return (yield from self._put_steps(below, *args))
 
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> _Steps:
-        config = args[0]
-        pending = self._checkpoint_in_flight(config)
-        if pending is not None:
+        pending = None
+        if (args[0].get("configurable") or {}).get("checkpoint_id"):
+            with self._putting_lock:
+                pending = self._putting.get(_cp_key(args[0]))
+        if pending is not None and not pending.is_set():
             # Awaited, not a parked executor thread: under asyncio the awaited put this
             # waits for may itself need the default executor's few threads.
             yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
-        if self._trusted_writes(*args):
-            return (yield from below.flow("put_writes", *args))
         return (yield from self._put_writes_steps(below, *args))
 
     # -- a task's writes never land before their checkpoint ---------------------------
@@ -432,9 +426,7 @@ class GuardLayer(Layer):
     def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
         """(task id, channel) of every write stored on the checkpoint `config` names, from
         the head store (nothing decoded): an idempotent tool's look for its receipt."""
-        conf = config.get("configurable") or {}
-        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""))
-        found = yield _store(self.store.write_keys, *key, str(conf["checkpoint_id"]))
+        found = yield _store(self.store.write_keys, *_cp_key(config))
         return frozenset(found)
 
     def stored_flow(
@@ -474,7 +466,10 @@ class GuardLayer(Layer):
                 ):
                     if self._stored(cid):
                         return True  # its put ended (a failed put: look, below)
-                if (yield from self._found(saver, config)) or left <= recheck:
+                if (yield from call(saver, "get_tuple", config)) is not None:
+                    self._checkpoint(cid).stored = True
+                    return True
+                if left <= recheck:
                     return self._stored(cid)
                 recheck *= 2
         finally:
@@ -489,31 +484,6 @@ class GuardLayer(Layer):
         seen = (known.seen if known is not None else None) or ()
         return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
 
-    def _found(self, saver: Any, config: RunnableConfig) -> Flow[bool]:
-        tup = yield from call(saver, "get_tuple", config)
-        if tup is not None:
-            self._checkpoint(_cp_key(config)).stored = True
-        return tup is not None
-
-    def _checkpoint_in_flight(self, config: RunnableConfig) -> _InFlight | None:
-        if not (config.get("configurable") or {}).get("checkpoint_id"):
-            return None
-        with self._putting_lock:
-            pending = self._putting.get(_cp_key(config))
-        return None if pending is None or pending.is_set() else pending
-
-    # The common case: a run's own checkpoints and task writes inside its hold need no
-    # check (a turn's input and its __start__ writes do).
-
-    def _trusted_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
-        key = _guarded_key(config)
-        return (
-            key is not None
-            and metadata.get("source") != "input"
-            and CONFIG_KEY_RUNTIME in config["configurable"]
-            and self._held_by_run(key[0], config)
-        )
-
     def _stored(self, key: _CpKey) -> bool:
         known = self._known(key)
         return known is not None and known.stored
@@ -524,24 +494,6 @@ class GuardLayer(Layer):
         if args[0]["configurable"].get("checkpoint_id"):
             self._checkpoint(_cp_key(args[0])).own_parent = True
         return out
-
-    def _trusted_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> bool:
-        key = _guarded_key(config)
-        if (
-            key is None
-            or CONFIG_KEY_RUNTIME not in config["configurable"]
-            or task_path.rsplit(", ", 1)[-1] == START
-            or not self._held_by_run(key[0], config)
-        ):
-            return False
-        self._note_own(_cp_key(config), writes, task_id)
-        return True
 
     def _put_steps(self, below: SaverView, *args: *PutArgs) -> _Steps:
         config, checkpoint, metadata, _ = args
@@ -557,45 +509,64 @@ class GuardLayer(Layer):
             if values:
                 base = self._thread(key[0]).base
                 at = config if parent else None
-                yield from self._check(below, at, values, base if base == parent else None)
+                yield from self.input_check.check_flow(
+                    below, at, values, base if base == parent else None
+                )
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
             # Every other guarded writer waits for this run's hold: the head it read under
             # its lock is the head; otherwise one indexed query verifies it.
-            thread = self._thread(key[0])
-            fork = thread.fork
             if is_input:
-                thread.fork = None
-            if is_input and fork != parent:
-                head, thread.head = thread.head, _UNREAD
-                if head is _UNREAD or head != parent:
-                    head = yield _store(self.store.head, *key)
-                self._refuse_moved(key, parent, head, metadata)
-            # else: new input at the checkpoint the run named: a fork.
+                thread = self._thread(key[0])
+                fork, thread.fork = thread.fork, None
+                if fork != parent:  # else: new input at the checkpoint the run named: a fork
+                    head, thread.head = thread.head, _UNREAD
+                    if head is _UNREAD or head != parent:
+                        head = yield _store(self.store.head, *key)
+                    self._refuse_moved(key, parent, head, metadata)
             stored: RunnableConfig = yield from self._put_below(below, *args)
             if is_input and parent is None and set(checkpoint["channel_values"]) <= {START}:
                 self._checkpoint(_cp_key(config, checkpoint["id"])).empty_root = True
             return stored
-        updating = not in_run and (yield from self._hold_for_update(key[0], config))
+        return (yield from self._locked(key, config, not in_run, self._checked_put(below, *args)))
+
+    def _checked_put(self, below: SaverView, *args: *PutArgs) -> _Steps:
+        """`put(*args)` under the thread's short lock: refused when the thread moved on,
+        or another run stored results on the parent after this run read it (module doc)."""
+        config, _, metadata, _ = args
+        key = _guarded_key(config)
+        assert key is not None
+        parent = config["configurable"].get("checkpoint_id")
+        if CONFIG_KEY_RUNTIME in config["configurable"] or parent is not None:
+            head = yield _store(self.store.head, *key)
+            self._refuse_moved(key, parent, head, metadata)
+        # else: a direct root put (module doc) is stored as given.
+        if metadata.get("source") == "input" and parent:
+            now = yield _store(self.store.write_keys, *key, parent)
+            self._check_unseen_writes(key, parent, now)
+        # Noted before the lock goes: this run's own late writes on `parent` (stored
+        # concurrently with this checkpoint) must not look like strays.
+        out: RunnableConfig = yield from self._put_below(below, *args)
+        return out
+
+    def _locked(
+        self, key: tuple[str, str], config: RunnableConfig, outside_run: bool, body: _Steps
+    ) -> _Steps:
+        """`body` under the thread's short write lock; for a writer outside a run
+        (`update_state`), under its run lock too, for the one write, per its strategy."""
+        what = "the update stored nothing"
+        updating = outside_run and (
+            yield from self._take_hold(key[0], self.strategy_for(config), "a run", what)
+        )
         try:
-            yield from _write_lock(self.store, key[0])
+            yield from take_lock(self.store.try_lock, self.store.unlock, key[0], True)
             try:
-                if in_run or parent is not None:
-                    head = yield _store(self.store.head, *key)
-                    self._refuse_moved(key, parent, head, metadata)
-                # else: a direct root put (module doc) is stored as given.
-                if is_input and parent:
-                    now = yield _store(self.store.write_keys, *key, parent)
-                    self._check_unseen_writes(key, parent, now)
-                # Noted before the lock goes: this run's own late writes on `parent`
-                # (stored concurrently with this checkpoint) must not look like strays.
-                out: RunnableConfig = yield from self._put_below(below, *args)
+                return (yield from body)
             finally:
                 yield release_lock(self.store.unlock, key[0])
         finally:
             if updating:
                 yield release_lock(self.store.run_unlock, key[0])
-        return out
 
     @staticmethod
     def _refuse_moved(
@@ -609,13 +580,6 @@ class GuardLayer(Layer):
                 checkpoint_id=parent,
                 head=head,
             )
-
-    def _hold_for_update(self, thread_id: str, config: RunnableConfig) -> _Steps:
-        """`update_state` and other writers outside a run: hold the thread for the one
-        write; True when the lock was taken here (the caller releases it)."""
-        strategy = self.strategy_for(config)
-        what = "the update stored nothing"
-        return (yield from self._take_hold(thread_id, strategy, "a run", what))
 
     def _put_writes_steps(
         self,
@@ -640,7 +604,7 @@ class GuardLayer(Layer):
                     if k in keys
                 }
                 if values:
-                    yield from self._check(below, config, values, None)
+                    yield from self.input_check.check_flow(below, config, values, None)
             elif task_path.rsplit(", ", 1)[-1] == START:
                 # task_path of a root pull task is "~__pregel_pull, <node>".
                 values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
@@ -648,21 +612,14 @@ class GuardLayer(Layer):
                     # At a thread's first checkpoint (at=None: empty logs) nothing is read.
                     known = self._known(_cp_key(config))
                     at = None if known is not None and known.empty_root else config
-                    yield from self._check(below, at, values, self._thread(key[0]).base)
+                    base = self._thread(key[0]).base
+                    yield from self.input_check.check_flow(below, at, values, base)
         if not is_update and self._held_by_run(key[0], config):
             # No other run can have stored a result for its task, or a child, meanwhile.
             self._note_own(_cp_key(config), writes, task_id)
             return (yield from below.flow("put_writes", *args))
-        updating = is_update and (yield from self._hold_for_update(key[0], config))
-        try:
-            yield from _write_lock(self.store, key[0])
-            try:
-                yield from self._checked_writes(below, key, cid, args, is_update)
-            finally:
-                yield release_lock(self.store.unlock, key[0])
-        finally:
-            if updating:
-                yield release_lock(self.store.run_unlock, key[0])
+        body = self._checked_writes(below, key, cid, args, is_update)
+        yield from self._locked(key, config, is_update, body)
 
     def _checked_writes(
         self,
@@ -717,7 +674,8 @@ class GuardLayer(Layer):
             if old is None:
                 new = True
                 continue
-            if _same(self.serde.dumps_typed(value), old):
+            kind, data = self.serde.dumps_typed(value)
+            if kind == old[0] and bytes(data) == bytes(old[1]):
                 continue
             if _same_resent(value, self.serde.loads_typed(old)):
                 continue  # stored as what it added (`threadlog.checkpoint.resent`)
@@ -728,16 +686,6 @@ class GuardLayer(Layer):
                 checkpoint_id=cid,
             )
         return new
-
-    def _check(
-        self,
-        below: SaverView,
-        at: RunnableConfig | None,
-        values: dict[str, Any],
-        base: str | None,
-    ) -> _Steps:
-        assert self.input_check is not None
-        yield from self.input_check.check_flow(below, at, values, base)
 
     def _note_own(self, cid: _CpKey, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
         self._checkpoint(cid).own.update((task_id, c) for c, _ in writes)
@@ -984,40 +932,12 @@ def _logs_of(keys: tuple[str, ...], declared: Any) -> frozenset[str]:
     )
 
 
-def _reader(config: RunnableConfig) -> tuple[Any, bool]:
-    """(the loop starting a run with this read, or None; whether get_state shows it)."""
-    if _guarded_key(config) is None:
-        return None, False
-    loop = running_loop()
-    return loop, loop is None and in_get_state()
-
-
 def _strategy(value: object) -> MultitaskStrategy:
     if value not in MULTITASK_STRATEGIES:
         raise ValueError(
             f"multitask_strategy must be one of {', '.join(MULTITASK_STRATEGIES)}, got {value!r}"
         )
     return cast(MultitaskStrategy, value)
-
-
-def _with_errors(tup: CheckpointTuple, refused: Mapping[str, Exception]) -> CheckpointTuple:
-    """`tup` with each refused task's writes replaced by its error (a failed task)."""
-    kept = [w for w in tup.pending_writes or () if w[0] not in refused]
-    kept += [(task_id, ERROR, err) for task_id, err in refused.items()]
-    return tup._replace(pending_writes=kept)
-
-
-def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
-    """(task id, channel) of a checkpoint's task writes, LangGraph's upsert channels aside."""
-    return frozenset(
-        (task_id, channel)
-        for task_id, channel, _ in tup.pending_writes or ()
-        if channel not in WRITES_IDX_MAP
-    )
-
-
-def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:
-    return new[0] == old[0] and bytes(new[1]) == bytes(old[1])
 
 
 _CpKey = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id

@@ -147,7 +147,11 @@ def _logs_at(
     """
     saved = (yield from call(saver, "get_tuple", at)) if at is not None else None
     if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
-        saved = yield from call(saver, "get_tuple", _latest(at))
+        # The `__start__` writes can reach the saver before their checkpoint does
+        # (LangGraph saves both in the background); that checkpoint holds the same log as
+        # the thread's head, so read the head.
+        head = {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}
+        saved = yield from call(saver, "get_tuple", {"configurable": head})
     if saved is None:
         return {k: MessageLog() for k in keys}
     return (yield from _loaded_logs(saver, saved, keys))
@@ -178,13 +182,16 @@ def _cached_logs(
 def _loaded_logs(
     saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, keys: list[str]
 ) -> Flow[dict[str, MessageLog]]:
-    ours = _ours(saved, keys)
+    stored = saved.checkpoint["channel_values"]
+    ours = [k for k in keys if not isinstance(stored.get(k), list)]
     specs = {k: MessageLogChannel() for k in ours}
     kwargs = {"saver": saver, "config": saved.config}
     channels, _ = yield Io(
         channels_from_checkpoint, achannels_from_checkpoint, (specs, saved.checkpoint), kwargs
     )
-    return _collect(channels, ours)
+    # The log itself, not a copy (a copy costs O(history) per turn): the check is a dry
+    # run that only reads it.
+    return {k: ch.log if (ch := channels[k]).is_available() else MessageLog() for k in ours}
 
 
 def _message_writes(
@@ -223,26 +230,3 @@ def _refused(
         return {}
     alone = {t: err for t in tasks if (err := attempt([t])) is not None}
     return alone or dict.fromkeys(tasks, together)
-
-
-def _latest(at: RunnableConfig) -> RunnableConfig:
-    # The `__start__` writes can reach the saver before their checkpoint does
-    # (LangGraph saves both in the background); that checkpoint holds the same log as
-    # the thread's head, so read the head.
-    return {"configurable": {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}}
-
-
-def _ours(saved: CheckpointTuple, keys: list[str]) -> list[str]:
-    stored = saved.checkpoint["channel_values"]
-    return [k for k in keys if not isinstance(stored.get(k), list)]
-
-
-def _collect(channels: Mapping[str, Any], keys: list[str]) -> dict[str, MessageLog]:
-    out: dict[str, MessageLog] = {}
-    for k in keys:
-        ch = channels[k]
-        assert isinstance(ch, MessageLogChannel)
-        # The log itself, not a copy (a copy costs O(history) per turn): the check is a
-        # dry run that only reads it.
-        out[k] = ch.log if ch.is_available() else MessageLog()
-    return out

@@ -140,16 +140,6 @@ def chain_minus(chain: Chain, older: Mapping[str, tuple[int, int]]) -> Chain:
     return out
 
 
-def _fold(chain: Chain, rows: Iterable[tuple[str, int, bool]], channels: set[str]) -> Chain:
-    """Add rows (channel, row hash, holds messages) to a chain."""
-    out = dict(chain)
-    for ch, h, has_messages in rows:
-        if ch in channels or (ch not in out and has_messages):
-            n, s = out.get(ch, (0, 0))
-            out[ch] = (n + 1, (s + h) & _MASK)
-    return out
-
-
 # A copied thread keeps its source's checkpoint ids: the thread is part of the key.
 Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 
@@ -171,11 +161,15 @@ class _Seen:
             while len(self.chains) > self.size:
                 self.chains.popitem(last=False)
 
-    def add_writes(self, cid: Key, rows: Iterable[tuple[str, str, int, Any]]) -> None:
+    def add_writes(self, cid: Key, rows: Iterable[tuple[str, str, Any]]) -> None:
+        """Rows (task id, channel, value), keyed as storage keys them: a task's n-th write
+        to a channel."""
+        counts: dict[tuple[str, str], int] = {}
         with self.lock:
             known = self.writes.setdefault(cid, {})
             self.writes.move_to_end(cid)
-            for task_id, ch, idx, value in rows:
+            for task_id, ch, value in rows:
+                idx = counts[(task_id, ch)] = counts.get((task_id, ch), -1) + 1
                 if (task_id, ch, idx) not in known:  # storage keeps the first
                     known[(task_id, ch, idx)] = (row_hash(task_id, value), _has_messages(value))
             while len(self.writes) > self.size:
@@ -214,7 +208,7 @@ class ChecksumLayer(Layer):
         seen = self._threadlog_seen
         if chain is not None:
             seen.chain(cid, chain)
-        seen.add_writes(cid, _indexed((str(t), c, v) for t, c, v in tup.pending_writes or ()))
+        seen.add_writes(cid, ((str(t), c, v) for t, c, v in tup.pending_writes or ()))
         return tup
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
@@ -248,31 +242,24 @@ class ChecksumLayer(Layer):
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
         config, writes, task_id, _ = args
         yield from below.flow("put_writes", *args)
-        self._note_writes(config, writes, task_id)
-
-    def _note_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str
-    ) -> None:
-        cid = _key(config)
-        if cid is not None:
-            self._threadlog_seen.add_writes(cid, _indexed((task_id, c, v) for c, v in writes))
+        if (cid := _key(config)) is not None:
+            self._threadlog_seen.add_writes(cid, ((task_id, c, v) for c, v in writes))
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
         config, checkpoint, metadata, new_versions = args
         parent = _key(config)
-        if parent is not None and not self._knows(parent):
+        seen = self._threadlog_seen
+        if parent is not None and parent not in seen.chains and parent not in seen.writes:
             # another process wrote it: read it once
             self._remember((yield from below.flow("get_tuple", config)))
         metadata = self._with_chain(parent, checkpoint, metadata)
         out: RunnableConfig = yield from below.flow(
             "put", config, checkpoint, metadata, new_versions
         )
-        self._after_put(out, metadata)
+        cid, chain = _key(out), read_chain(metadata)
+        if cid is not None and chain is not None:
+            seen.chain(cid, chain)
         return out
-
-    def _knows(self, cid: Key) -> bool:
-        seen = self._threadlog_seen
-        return cid in seen.chains or cid in seen.writes
 
     def _with_chain(
         self, parent: Key | None, checkpoint: Checkpoint, metadata: CheckpointMetadata
@@ -284,21 +271,19 @@ class ChecksumLayer(Layer):
         if base is None:
             return metadata  # the parent has no chain: nothing is chained from here
         # A chain lists every channel with rows since its snapshot; the parent's writes
-        # are folded in (their order does not matter).
-        chain = _fold(base, ((c, h, m) for (_, c, _), (h, m) in rows.items()), set(base))
+        # (channel, row hash, holds messages) are folded in, in any order.
+        chain = dict(base)
+        for (_, ch, _), (h, has_messages) in rows.items():
+            if ch in base or (ch not in chain and has_messages):
+                n, s = chain.get(ch, (0, 0))
+                chain[ch] = (n + 1, (s + h) & _MASK)
         values = checkpoint.get("channel_values", {})
         for ch in list(chain):
             if ch in values:  # a snapshot (or a plain stored value): rebuilt from here
                 del chain[ch]
         out = dict(metadata)
-        out[CHAIN_KEY] = {ch: [n, f"{s:016x}"] for ch, (n, s) in chain.items()}
+        out[CHAIN_KEY] = chain_metadata(chain)
         return out  # type: ignore[return-value]
-
-    def _after_put(self, config: RunnableConfig, metadata: CheckpointMetadata) -> None:
-        cid = _key(config)
-        chain = read_chain(metadata)
-        if cid is not None and chain is not None:
-            self._threadlog_seen.chain(cid, chain)
 
     # -- reading: check ------------------------------------------------------------------
 
@@ -370,17 +355,6 @@ class ChecksumLayer(Layer):
                     "a writes row was deleted, added or swapped in storage. The history "
                     "would read back different from what happened, so it is not shown"
                 )
-
-
-def _indexed(rows: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, int, Any]]:
-    """Rows keyed as storage keys them: a task's n-th write to a channel."""
-    counts: dict[tuple[str, str], int] = {}
-    out = []
-    for task_id, ch, value in rows:
-        i = counts.get((task_id, ch), 0)
-        counts[(task_id, ch)] = i + 1
-        out.append((task_id, ch, i, value))
-    return out
 
 
 def chain_writes(saver: S) -> S:

@@ -174,13 +174,13 @@ def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
 
 
 def _copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
-    there = yield from listed(m.inner, _thread_config(target), limit=1)
+    there = yield from listed(m.inner, {"configurable": {"thread_id": target}}, limit=1)
     if there:
         raise ValueError(
             f"copy_thread: target thread {target!r} already has checkpoints; nothing copied "
             "(delete it first, or copy to a new thread id)"
         )
-    found = yield from listed(m.inner, _thread_config(source), limit=1)
+    found = yield from listed(m.inner, {"configurable": {"thread_id": source}}, limit=1)
     if not found:
         return  # nothing stored: nothing to copy
     yield from _apply(m, Plan(copies=[(source, target)]), [target], {})
@@ -290,8 +290,8 @@ def _rewrite(
         }
     if chain is not None and new_chain is not None and new_chain != chain:
         metadata[CHAIN_KEY] = chain_metadata(new_chain)
-        chains[(_thread(tup), _ns(tup), _cid(tup))] = new_chain
-    return Rewrite(_thread(tup), _ns(tup), _cid(tup), parent, snaps, metadata)
+        chains[_key(tup)] = new_chain
+    return Rewrite(*_key(tup), parent, snaps, metadata)
 
 
 def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any, Any]]]:
@@ -334,7 +334,7 @@ def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any
         except Exception:  # not this kind's values: the next one
             continue
     raise ValueError(
-        f"thread {_thread(tup)!r}, checkpoint {_cid(tup)!r}: channel {ch!r} is rebuilt from "
+        f"thread {_key(tup)[0]!r}, checkpoint {_key(tup)[2]!r}: channel {ch!r} is rebuilt from "
         "older checkpoints' writes and is not one of threadlog's logs (messages, compaction "
         "events), so its value cannot be kept as a snapshot; nothing was changed"
     )
@@ -371,21 +371,6 @@ def _ids(ids: Sequence[str], name: str) -> list[str]:
     return [str(i) for i in ids]
 
 
-def _thread_config(thread_id: str) -> Any:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def _conf(tup: CheckpointTuple) -> Any:
-    return tup.config["configurable"]
-
-
-def _cid(tup: CheckpointTuple) -> str:
-    return str(_conf(tup)["checkpoint_id"])
-
-
-def _thread(tup: CheckpointTuple) -> str:
-    return str(_conf(tup)["thread_id"])
-
-
-def _ns(tup: CheckpointTuple) -> str:
-    return str(_conf(tup).get("checkpoint_ns") or "")
+def _key(tup: CheckpointTuple) -> Key:
+    conf = tup.config["configurable"]
+    return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""), str(conf["checkpoint_id"])

@@ -163,54 +163,24 @@ def _open_in(logs: Mapping[str, list[BaseMessage]], abandon: _Abandon) -> dict[s
     return {cid: m for cid, m in found.items() if cid not in abandon.answered}
 
 
-def _requests(calls: Mapping[str, AIMessage]) -> set[str]:
-    return {m.id for m in calls.values() if m.id is not None}
-
-
-def _carry(
-    tup: CheckpointTuple,
-    rounds: Sequence[Mapping[str, list[Batch]]],
-    head_logs: Mapping[str, list[BaseMessage]],
-    *,
-    reader: bool,
-    abandon: _Abandon | None = None,
-) -> CheckpointTuple:
-    """The head with NULL-task writes carrying the new messages its log accepts.
-
-    `rounds` (own work, then subgraphs') are each taken or refused whole. With `abandon`,
-    calls still open after them are answered "not completed". For a reader, the carried
-    tasks' own writes are left out, so `get_state` lists them in `next`."""
-    added: list[PendingWrite] = []
-    carried_tasks: set[str] = set()
-    channels = dict.fromkeys(c for work in rounds for c in work)
-    channels.update(dict.fromkeys(abandon.channels if abandon else ()))
-    for channel in channels:
-        messages = head_logs.get(channel)
-        if messages is None:
-            continue
-        trial = MessageLog(messages)
-        new: list[BaseMessage] = []
+def _replayed(
+    logs: Mapping[str, MessageLog], rounds: Sequence[Mapping[str, list[Batch]]]
+) -> tuple[dict[str, list[BaseMessage]], set[str]]:
+    """Append `rounds` (own work, then subgraphs') to `logs` in place, each round taken or
+    refused whole per channel: the messages each channel gained, and the tasks carried."""
+    new: dict[str, list[BaseMessage]] = {}
+    carried: set[str] = set()
+    for channel, log in logs.items():
         for work in rounds:
-            batches = work.get(channel)
-            if not batches:
+            if not (batches := work.get(channel)):
                 continue
             try:
-                new += trial.extend_writes([items for _, items in batches], single_writer=False)
+                added = log.extend_writes([items for _, items in batches], single_writer=False)
             except (MessageLogError, ValueError, TypeError):
                 continue  # a step the log refused stays refused
-            carried_tasks.update(task for task, _ in batches if task is not None)
-        if abandon is not None and (
-            channel in abandon.channels or any(work.get(channel) for work in rounds[1:])
-        ):
-            new += _answer_open_calls(trial, abandon)
-        if new:
-            added.append((PREGEL.null_task_id, channel, new))
-    if not added:
-        return tup
-    writes = list(tup.pending_writes or ())
-    if reader and not any(channel in _UNFINISHED for _, channel, _ in writes):
-        writes = [w for w in writes if w[0] not in carried_tasks]
-    return tup._replace(pending_writes=[*writes, *added])
+            new.setdefault(channel, []).extend(added)
+            carried.update(task for task, _ in batches if task is not None)
+    return new, carried
 
 
 def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
@@ -251,14 +221,9 @@ def _rebuild(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
     return messages
 
 
-def _needs_history(tup: CheckpointTuple, channels: Sequence[str]) -> list[str]:
-    values = tup.checkpoint.get("channel_values", {})
-    return [c for c in channels if c not in values]
-
-
 def _wanted(rounds: Sequence[Mapping[str, list[Batch]]], abandon: _Abandon | None) -> list[str]:
     """The channels whose head log is needed: carried work, or calls to answer."""
-    wanted = dict.fromkeys(_channels(rounds))
+    wanted = dict.fromkeys(c for work in rounds for c, b in work.items() if b)
     wanted.update(dict.fromkeys(abandon.channels if abandon else ()))
     return list(wanted)
 
@@ -297,44 +262,43 @@ def _carry_flow(
     reader: bool,
     markers: Sequence[PendingWrite] = (),
 ) -> Flow[CheckpointTuple]:
-    """The rest of a head read: the logs the carried work needs, the stored results of
-    abandoned calls (`markers`: the ones the subgraph walk found), then `_carry`."""
+    """The head with NULL-task writes carrying the new messages its logs accept: the logs
+    the carried work needs are read, the work appended; with `abandon`, calls still open
+    after it get their stored results (`markers`: the ones the subgraph walk found) or
+    "not completed". For a reader, the carried tasks' own writes are left out, so
+    `get_state` lists them in `next`."""
     wanted = _wanted(rounds, abandon)
     if not wanted:
         return tup
-    missing = _needs_history(tup, wanted)
+    values = tup.checkpoint.get("channel_values", {})
+    missing = [c for c in wanted if c not in values]
     history = None
     if missing:
         history = yield from call(
             saver, "get_delta_channel_history", config=tup.config, channels=missing
         )
-    logs = {c: _rebuild(*_seed_and_writes(tup, c, history)) for c in wanted}
-    if abandon is not None and (calls := _open_in(_after(logs, rounds), abandon)):
-        stored = yield from recover_flow(
-            saver, tup.config, list(calls), requests=_requests(calls), markers=markers
-        )
-        # Idempotent tools' calls are run again with their key instead.
-        conf = tup.config["configurable"]
-        stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
-        abandon = replace(abandon, recovered=stored)
-    return _carry(tup, rounds, logs, reader=reader, abandon=abandon)
-
-
-def _after(
-    logs: Mapping[str, list[BaseMessage]], rounds: Sequence[Mapping[str, list[Batch]]]
-) -> dict[str, list[BaseMessage]]:
-    """The head logs with the carried work in them (a subgraph's calls are open there)."""
-    out: dict[str, list[BaseMessage]] = {}
-    for channel, messages in logs.items():
-        trial = MessageLog(messages)
-        for work in rounds:
-            if batches := work.get(channel):
-                try:
-                    trial.extend_writes([items for _, items in batches], single_writer=False)
-                except (MessageLogError, ValueError, TypeError):
-                    continue  # refused: `_carry` leaves it out too
-        out[channel] = list(trial.messages)
-    return out
+    logs = {c: MessageLog(_rebuild(*_seed_and_writes(tup, c, history))) for c in wanted}
+    new, carried = _replayed(logs, rounds)
+    if abandon is not None:
+        if calls := _open_in({c: log.messages for c, log in logs.items()}, abandon):
+            requests = {m.id for m in calls.values() if m.id is not None}
+            stored = yield from recover_flow(
+                saver, tup.config, list(calls), requests=requests, markers=markers
+            )
+            # Idempotent tools' calls are run again with their key instead.
+            conf = tup.config["configurable"]
+            stored = yield from rerun_flow(abandon.nodes, saver, conf, calls, stored)
+            abandon = replace(abandon, recovered=stored)
+        for channel, log in logs.items():
+            if channel in abandon.channels or any(work.get(channel) for work in rounds[1:]):
+                new.setdefault(channel, []).extend(_answer_open_calls(log, abandon))
+    added: list[PendingWrite] = [(PREGEL.null_task_id, c, m) for c, m in new.items() if m]
+    if not added:
+        return tup
+    writes = list(tup.pending_writes or ())
+    if reader and not any(channel in _UNFINISHED for _, channel, _ in writes):
+        writes = [w for w in writes if w[0] not in carried]
+    return tup._replace(pending_writes=[*writes, *added])
 
 
 def _new_input_loop() -> Any | None:
@@ -344,10 +308,6 @@ def _new_input_loop() -> Any | None:
         return None
     given = loop.input
     return None if given is None or isinstance(given, Command) else loop
-
-
-def _channels(rounds: Sequence[Mapping[str, list[Batch]]]) -> dict[str, list[Batch]]:
-    return {c: b for work in rounds for c, b in work.items() if b}
 
 
 # -- subgraphs: what they stored in their own namespaces --------------------------------

@@ -17,8 +17,6 @@ Contract:
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,24 +113,3 @@ def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
             rec = {"op": type(op).__name__}
         out.append(rec)
     return out
-
-
-def new_record(config: Any, ops: list[dict[str, Any]]) -> tuple[str, str, dict[str, Any]] | None:
-    """(thread id, task namespace, the pending record) for operations made in a task."""
-    meta = config.get("metadata") or {}
-    conf = config.get("configurable") or {}
-    thread = conf.get("thread_id", meta.get("thread_id"))
-    task_ns = meta.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns")
-    if thread is None or not isinstance(task_ns, str) or not task_ns:
-        return None
-    record: dict[str, Any] = {
-        "run_id": f"store-{uuid.uuid4().hex}",
-        "t": time.time(),
-        "ns": task_ns,
-        "step": meta.get("langgraph_step"),
-        "ops": ops,
-    }
-    node = meta.get("langgraph_node")
-    if node is not None:
-        record["node"] = node
-    return str(thread), task_ns, record
