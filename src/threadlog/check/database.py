@@ -52,7 +52,6 @@ __all__ = [
     "ThreadCheck",
     "check",
     "check_threads",
-    "message_channels",
     "open_database",
     "problems_of",
     "resolve_profiles",
@@ -185,14 +184,6 @@ class StandIns:
         return self.graphs[shape]
 
 
-def message_channels(
-    saver: BaseCheckpointSaver[Any], readers: StandIns, thread_id: str, checkpoint_id: str
-) -> list[tuple[str, str, list[Any]]]:
-    """`(channel, format, messages)` for every message channel of one checkpoint: the
-    threadlog logs first (`messages`, then by name), then the plain lists."""
-    return tuple_channels(saver, readers, checkpoint_tuple(saver, thread_id, checkpoint_id))
-
-
 def checkpoint_tuple(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str
 ) -> CheckpointTuple:
@@ -207,7 +198,8 @@ def checkpoint_tuple(
 def tuple_channels(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> list[tuple[str, str, list[Any]]]:
-    """`message_channels` of a checkpoint already read."""
+    """`(channel, format, messages)` for every message channel of one checkpoint: the
+    threadlog logs first (`messages`, then by name), then the plain lists."""
     from threadlog.channel import MessageLogChannel
 
     stored = tup.config["configurable"]
@@ -306,18 +298,9 @@ def check_threads(
             result = ThreadCheck(head.thread_id)
             ids = checkpoint_ids(saver, head.thread_id) if all_checkpoints else [head.head_id]
             try:
-                for cid in ids:
-                    _check_one(
-                        saver,
-                        readers,
-                        checkpoint_tuple(saver, head.thread_id, cid),
-                        profiles,
-                        result,
-                        "",
-                        strict_first_turn,
-                        at_head=cid == head.head_id,
-                    )
-                    result.checkpoints += 1
+                _check_at(
+                    saver, readers, ids, head.head_id, result, "", profiles, strict_first_turn
+                )
                 if head.thread_id in with_subgraphs:
                     _subgraph_problems(
                         saver, head, profiles, all_checkpoints, result, strict_first_turn
@@ -327,29 +310,32 @@ def check_threads(
             yield result
 
 
-def _check_one(
+def _check_at(
     saver: BaseCheckpointSaver[Any],
     readers: StandIns,
-    tup: CheckpointTuple,
-    profiles: Sequence[Profile],
+    ids: Sequence[str],
+    head_id: str,
     result: ThreadCheck,
     namespace: str,
+    profiles: Sequence[Profile],
     strict_first_turn: bool,
-    at_head: bool = True,
 ) -> None:
-    """Add one checkpoint's problems and notes to `result`. A call in progress at an
-    older checkpoint is every tool step's history: noted at the head only."""
+    """Add the problems and notes of checkpoints `ids` of one namespace to `result` (its
+    `checkpoints` count the root's). A call in progress at an older checkpoint is every
+    tool step's history: noted at the head only."""
     tid = result.thread_id
-    cid = str(tup.config["configurable"]["checkpoint_id"])
-    pending = pending_steps(tup)
-    for channel, fmt, messages in tuple_channels(saver, readers, tup):
-        found, noted = sort_findings(
-            find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
-        )
-        result.problems += problems_of(tid, cid, channel, fmt, found, namespace)
-        if not at_head:
-            noted = [n for n in noted if n.kind != IN_PROGRESS]
-        result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
+    for cid in ids:
+        tup = checkpoint_tuple(saver, tid, cid)
+        pending = pending_steps(tup)
+        for channel, fmt, messages in tuple_channels(saver, readers, tup):
+            found, noted = sort_findings(
+                find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
+            )
+            result.problems += problems_of(tid, cid, channel, fmt, found, namespace)
+            if cid != head_id:
+                noted = [n for n in noted if n.kind != IN_PROGRESS]
+            result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
+        result.checkpoints += 0 if namespace else 1
 
 
 def _subgraph_problems(
@@ -358,7 +344,7 @@ def _subgraph_problems(
     profiles: Sequence[Profile],
     every: bool,
     result: ThreadCheck,
-    strict_first_turn: bool,
+    strict: bool,
 ) -> None:
     """The problems of the thread's subgraph namespaces that ran from the root's head;
     with `every`, of every checkpoint of every namespace."""
@@ -368,20 +354,9 @@ def _subgraph_problems(
         if not every and sub.parent_checkpoint != head.head_id:
             continue
         view = InNamespace(saver, sub.namespace)
-        readers = StandIns(view)
         ids = checkpoint_ids(saver, head.thread_id, sub.namespace) if every else [sub.head_id]
-        for cid in ids:
-            tup = checkpoint_tuple(view, head.thread_id, cid)
-            _check_one(
-                view,
-                readers,
-                tup,
-                profiles,
-                result,
-                sub.namespace,
-                strict_first_turn,
-                at_head=cid == sub.head_id,
-            )
+        readers = StandIns(view)
+        _check_at(view, readers, ids, sub.head_id, result, sub.namespace, profiles, strict)
 
 
 class Tally:
