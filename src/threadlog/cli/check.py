@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
         "released within SECONDS (default 10)",
     )
-    finish(p, run)
+    finish(p, run, error_status=2)
 
 
 def _seconds(text: str) -> float:
@@ -78,20 +78,15 @@ def _seconds(text: str) -> float:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-    from threadlog.inspect.readonly import waiting_at_most
-
-    def body() -> int:
-        with waiting_at_most(args.lock_timeout):
-            return reading(args, _run)
-
-    return run_command("check", body, error_status=2)
-
-
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from threadlog.inspect.readonly import waiting_at_most
+
+    with waiting_at_most(args.lock_timeout):
+        return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -201,7 +196,6 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
     from threadlog.check.database import open_database
     from threadlog.check.repair import apply_repairs, plan_repairs
-    from threadlog.cli.types import allowing
     from threadlog.inspect.readonly import sqlite_path
     from threadlog.terminal import safe_line
 
@@ -226,10 +220,9 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
-    with allowing(args) as types:
-        results = apply_repairs(
-            url, [p for p in plans if p.results], types, lock_timeout=args.lock_timeout
-        )
+    results = apply_repairs(
+        url, [p for p in plans if p.results], args.allowed_types, lock_timeout=args.lock_timeout
+    )
     for res in results:
         if args.json:
             _out(dumps(asdict(res)))

@@ -64,12 +64,6 @@ def register(sub: Any) -> None:
     finish(p, run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-
-    return run_command("prune", lambda: _run(args))
-
-
 def parse_duration(text: str) -> timedelta:
     """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
     found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
@@ -85,14 +79,8 @@ def parse_duration(text: str) -> timedelta:
         raise bad from None
 
 
-def _run(args: argparse.Namespace) -> int:
-    from threadlog.cli.types import allowing
-
-    with allowing(args) as types:
-        return _prune(args, types)
-
-
-def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
+def run(args: argparse.Namespace) -> int:
+    types = args.allowed_types
     if bool(args.keep_latest) == (args.older_than is not None):
         raise UsageError(
             "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"

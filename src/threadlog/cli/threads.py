@@ -39,13 +39,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-
-    return run_command("threads", lambda: reading(args, _run))
-
-
-def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress
     from threadlog.inspect.threads import threads
