@@ -69,10 +69,6 @@ def _states(server: Server, thread_id: str, all_checkpoints: bool) -> Iterator[d
         yield state
 
 
-def _has_checkpoint(server: Server, thread_id: str) -> bool:
-    return bool((server.state(thread_id).get("checkpoint") or {}).get("checkpoint_id"))
-
-
 def check_served(
     server: Server,
     *,
@@ -86,7 +82,7 @@ def check_served(
         ids: Iterable[str] = list(dict.fromkeys(threads))
         for tid in ids:  # before any output, as a database does
             try:
-                found = _has_checkpoint(server, tid)
+                found = next(_states(server, tid, False), None) is not None
             except LookupError:
                 found = False
             if not found:

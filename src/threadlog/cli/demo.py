@@ -153,14 +153,14 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-tokens",
         metavar="N",
-        type=_positive_int,
+        type=_number(int, 1),
         default=DEMO_MAX_TOKENS,
         help=f"most tokens a model reply may have (default: {DEMO_MAX_TOKENS})",
     )
     p.add_argument(
         "--timeout",
         metavar="S",
-        type=_positive_float,
+        type=_number(float, 0, strict=True),
         default=DEMO_TIMEOUT_S,
         help=f"seconds one model request may take (default: {DEMO_TIMEOUT_S:g}); a small "
         "model on a slow CPU needs more",
@@ -168,7 +168,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-retries",
         metavar="K",
-        type=_non_negative_int,
+        type=_number(int, 0),
         default=DEMO_MAX_RETRIES,
         help=f"retries of a failed model request (default: {DEMO_MAX_RETRIES})",
     )
@@ -324,29 +324,21 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
     return detect_profile(base, api_key=os.environ.get("OPENAI_API_KEY"))
 
 
-def _number(text: str, kind: type[int] | type[float], least: float, strict: bool) -> Any:
-    """An argparse value: a number of `kind`, at least (or, `strict`, above) `least`."""
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value > least if strict else value >= least):
-        raise argparse.ArgumentTypeError(
-            f"must be {'more than' if strict else 'at least'} {least:g}, not {text}"
-        )
-    return value
+def _number(kind: type[int] | type[float], least: float, strict: bool = False) -> Any:
+    """An argparse type: a number of `kind`, at least (or, `strict`, above) `least`."""
 
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (value > least if strict else value >= least):
+            raise argparse.ArgumentTypeError(
+                f"must be {'more than' if strict else 'at least'} {least:g}, not {text}"
+            )
+        return value
 
-def _positive_int(text: str) -> int:
-    return int(_number(text, int, 1, strict=False))
-
-
-def _non_negative_int(text: str) -> int:
-    return int(_number(text, int, 0, strict=False))
-
-
-def _positive_float(text: str) -> float:
-    return float(_number(text, float, 0, strict=True))
+    return parse
 
 
 def db_url(value: str) -> str:
