@@ -318,24 +318,44 @@ def _check_at(
     result: ThreadCheck,
     namespace: str,
     profiles: Sequence[Profile],
-    strict_first_turn: bool,
+    strict: bool,
 ) -> None:
     """Add the problems and notes of checkpoints `ids` of one namespace to `result` (its
     `checkpoints` count the root's). A call in progress at an older checkpoint is every
     tool step's history: noted at the head only."""
-    tid = result.thread_id
     for cid in ids:
-        tup = checkpoint_tuple(saver, tid, cid)
-        pending = pending_steps(tup)
-        for channel, fmt, messages in tuple_channels(saver, readers, tup):
-            found, noted = sort_findings(
-                find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
-            )
-            result.problems += problems_of(tid, cid, channel, fmt, found, namespace)
-            if cid != head_id:
-                noted = [n for n in noted if n.kind != IN_PROGRESS]
-            result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
+        tup = checkpoint_tuple(saver, result.thread_id, cid)
+        channels = tuple_channels(saver, readers, tup)
+        at_head = cid == head_id
+        add_findings(
+            result, cid, channels, pending_steps(tup), profiles, strict, namespace, at_head=at_head
+        )
         result.checkpoints += 0 if namespace else 1
+
+
+def add_findings(
+    result: ThreadCheck,
+    cid: str,
+    channels: Iterable[tuple[str, str, list[Any]]],
+    pending: Sequence[str],
+    profiles: Sequence[Profile],
+    strict_first_turn: bool,
+    namespace: str = "",
+    *,
+    at_head: bool = True,
+    writable: bool = True,
+) -> None:
+    """Add the problems and notes `find_problems` finds in each `(channel, format,
+    messages)` of checkpoint `cid` to `result` (`problems_of` rows, `sort_findings`)."""
+    tid = result.thread_id
+    for channel, fmt, messages in channels:
+        found, noted = sort_findings(
+            find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
+        )
+        result.problems += problems_of(tid, cid, channel, fmt, found, namespace, writable=writable)
+        if not at_head:
+            noted = [n for n in noted if n.kind != IN_PROGRESS]
+        result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
 
 
 def _subgraph_problems(
