@@ -17,7 +17,8 @@ problems found (`threadlog.providers.problems`), with a summary by kind and by p
   `ValueError`. `threads`: only those ids; an unknown one raises `LookupError`.
 * `check_threads(saver, ...)` streams one `ThreadCheck` per thread and keeps none; an
   undecodable thread is a `ThreadCheck` with `error` set, not an exception.
-* A LangGraph server URL is checked through its API (`threadlog.check.served`).
+* A LangGraph server URL is checked through its API (`threadlog.check.served`); only its
+  top-level namespace.
 """
 
 from __future__ import annotations
@@ -561,27 +562,31 @@ def check(
     subgraphs: bool = True,
     strict_first_turn: bool = False,
 ) -> CheckReport:
-    """Check the threads of `source` against `profiles` (module doc)."""
-    from threadlog.inspect.readonly import describe
+    """Check the threads of `source` — a checkpointer, a database URL or path, or a
+    LangGraph server URL (`threadlog.check.served`) — against `profiles` (module doc)."""
+    from threadlog.inspect.readonly import describe, is_server_url
 
     chosen = resolve_profiles(profiles)
-
-    def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
-        results = check_threads(
-            saver,
-            profiles=chosen,
-            threads=threads,
-            all_checkpoints=all_checkpoints,
-            subgraphs=subgraphs,
-            strict_first_turn=strict_first_turn,
-        )
-        return report_of(results, name, chosen)
-
+    options: Any = {
+        "profiles": chosen,
+        "threads": threads,
+        "all_checkpoints": all_checkpoints,
+        "strict_first_turn": strict_first_turn,
+    }
     if isinstance(source, BaseCheckpointSaver):
-        return run(source, type(source).__name__)
+        results = check_threads(source, **options, subgraphs=subgraphs)
+        return report_of(results, type(source).__name__, chosen)
+    if isinstance(source, str) and is_server_url(source):
+        from threadlog.check.served import ServedCheckReport, check_served
+        from threadlog.inspect.remote import Server
+
+        with Server(source) as server:
+            results = check_served(server, **options)
+            return report_of(results, describe(source), chosen, ServedCheckReport)
     if isinstance(source, str):
         with open_database(source) as saver:
-            return run(saver, describe(source))
+            results = check_threads(saver, **options, subgraphs=subgraphs)
+            return report_of(results, describe(source), chosen)
     raise TypeError(
         f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
     )
