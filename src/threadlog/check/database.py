@@ -53,6 +53,7 @@ __all__ = [
     "ThreadCheck",
     "check",
     "check_threads",
+    "checking",
     "open_database",
     "problems_of",
     "resolve_profiles",
@@ -553,6 +554,28 @@ def report_of(
     return report(name, tally, kept, chosen, notes)
 
 
+@contextlib.contextmanager
+def checking(
+    source: Any, *, subgraphs: bool = True, **options: Any
+) -> Iterator[Iterator[ThreadCheck]]:
+    """The `ThreadCheck`s of `source`: a checkpointer, a database opened read-only, or a
+    LangGraph server URL (`threadlog.check.served`, its top-level namespace only);
+    `options` are `check_threads`'."""
+    from threadlog.inspect.readonly import is_server_url
+
+    if isinstance(source, BaseCheckpointSaver):
+        yield check_threads(source, subgraphs=subgraphs, **options)
+    elif is_server_url(source):
+        from threadlog.check.served import check_served
+        from threadlog.inspect.remote import Server
+
+        with Server(source) as server:
+            yield check_served(server, **options)
+    else:
+        with open_database(source) as saver:
+            yield check_threads(saver, subgraphs=subgraphs, **options)
+
+
 def check(
     source: Any,
     *,
@@ -563,33 +586,27 @@ def check(
     strict_first_turn: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` — a checkpointer, a database URL or path, or a
-    LangGraph server URL (`threadlog.check.served`) — against `profiles` (module doc)."""
+    LangGraph server URL — against `profiles` (module doc)."""
+    from threadlog.check.served import ServedCheckReport
     from threadlog.inspect.readonly import describe, is_server_url
 
+    if not isinstance(source, (BaseCheckpointSaver, str)):
+        raise TypeError(
+            f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL "
+            "or path"
+        )
     chosen = resolve_profiles(profiles)
-    options: Any = {
-        "profiles": chosen,
-        "threads": threads,
-        "all_checkpoints": all_checkpoints,
-        "strict_first_turn": strict_first_turn,
-    }
-    if isinstance(source, BaseCheckpointSaver):
-        results = check_threads(source, **options, subgraphs=subgraphs)
-        return report_of(results, type(source).__name__, chosen)
-    if isinstance(source, str) and is_server_url(source):
-        from threadlog.check.served import ServedCheckReport, check_served
-        from threadlog.inspect.remote import Server
-
-        with Server(source) as server:
-            results = check_served(server, **options)
-            return report_of(results, describe(source), chosen, ServedCheckReport)
-    if isinstance(source, str):
-        with open_database(source) as saver:
-            results = check_threads(saver, **options, subgraphs=subgraphs)
-            return report_of(results, describe(source), chosen)
-    raise TypeError(
-        f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
-    )
+    served = isinstance(source, str) and is_server_url(source)
+    name = describe(source) if isinstance(source, str) else type(source).__name__
+    with checking(
+        source,
+        profiles=chosen,
+        threads=threads,
+        all_checkpoints=all_checkpoints,
+        subgraphs=subgraphs,
+        strict_first_turn=strict_first_turn,
+    ) as results:
+        return report_of(results, name, chosen, ServedCheckReport if served else CheckReport)
 
 
 def problem_line(p: Problem, every: Sequence[str]) -> str:
