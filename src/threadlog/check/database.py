@@ -449,7 +449,7 @@ class Tally:
         }
 
 
-def profiles_cell(names: Sequence[str], every: Sequence[str]) -> str:
+def profiles_cell(names: Sequence[str]) -> str:
     """`names` for people: "every profile" when they are all of `PROFILES`."""
     return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
 
@@ -474,17 +474,11 @@ class CheckReport(Table):
     )
 
     def __init__(
-        self,
-        source: str,
-        tally: Tally,
-        results: list[ThreadCheck],
-        profiles: Sequence[Profile],
-        notes: Sequence[Problem] = (),
+        self, source: str, tally: Tally, results: list[ThreadCheck], notes: Sequence[Problem] = ()
     ) -> None:
         self.title = f"check of {source}"
         self.tally = tally
         self.results = results
-        self.profile_names = [p.name for p in profiles]
         self.noted = list(notes)
         """The notes (module doc) of every thread checked: not problems."""
 
@@ -517,7 +511,7 @@ class CheckReport(Table):
                         "where": where(p),
                         "detail": [
                             p.detail,
-                            "rejected by " + profiles_cell(p.profiles, self.profile_names),
+                            "rejected by " + profiles_cell(p.profiles),
                         ],
                     }
                 )
@@ -551,7 +545,7 @@ def report_of(
         notes += result.notes
         if result.problems or result.error is not None:
             kept.append(result)
-    return report(name, tally, kept, chosen, notes)
+    return report(name, tally, kept, notes)
 
 
 @contextlib.contextmanager
@@ -609,7 +603,7 @@ def check(
         return report_of(results, name, chosen, ServedCheckReport if served else CheckReport)
 
 
-def problem_line(p: Problem, every: Sequence[str]) -> str:
+def problem_line(p: Problem) -> str:
     """One problem as a terminal-safe line (stored ids and text escaped)."""
-    text = safe_line(f"{where(p)}: {p.detail} — rejected by {profiles_cell(p.profiles, every)}")
+    text = safe_line(f"{where(p)}: {p.detail} — rejected by {profiles_cell(p.profiles)}")
     return f"  {p.kind:<19} {text}"

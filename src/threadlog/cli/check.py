@@ -125,7 +125,6 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
-    every = [p.name for p in profiles]
     with checking(
         args.db,
         profiles=profiles,
@@ -149,7 +148,7 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
             elif result.problems:
                 _out(safe_line(f"thread {result.thread_id}: {len(result.problems)} problem(s)"))
                 for p in result.problems:
-                    _out(problem_line(p, every))
+                    _out(problem_line(p))
             # Notes are not problems (no exit status): one line per kind, the first named.
             kinds: dict[str, list[Any]] = {}
             for n in result.notes:

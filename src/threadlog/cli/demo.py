@@ -254,7 +254,10 @@ def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, ou
         turn = HumanMessage(content=question)
         if args.json:
             graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
-            _print_json(graph, config, args.db, out)
+            state = graph.get_state(config)
+            messages = state.values.get("messages", [])
+            head = state.config["configurable"]["checkpoint_id"]
+            _write_json(out, thread_id, head, args.db, messages)
         else:
             _print_turn(graph, config, turn, args, out, profile)
         hint = text_call_hint(graph.get_state(config).values.get("messages", []))
@@ -503,13 +506,6 @@ def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
     thread_id = resolve_thread(db_url(db), thread_id)
     messages, checkpoint_id = messages_at(db_url(db), thread_id)
     _write_json(out, thread_id, checkpoint_id, db, messages)
-
-
-def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
-    state = graph.get_state(config)
-    checkpoint_id = state.config["configurable"]["checkpoint_id"]
-    messages = state.values.get("messages", [])
-    _write_json(out, config["configurable"]["thread_id"], checkpoint_id, db, messages)
 
 
 def _write_json(out: TextIO, thread_id: str, checkpoint_id: str, db: str, messages: Any) -> None:
