@@ -17,8 +17,7 @@ problems found (`threadlog.providers.problems`), with a summary by kind and by p
   `ValueError`. `threads`: only those ids; an unknown one raises `LookupError`.
 * `check_threads(saver, ...)` streams one `ThreadCheck` per thread and keeps none; an
   undecodable thread is a `ThreadCheck` with `error` set, not an exception.
-* A LangGraph server URL is checked through its API (`threadlog.check.served`); only its
-  top-level namespace.
+* A LangGraph server URL is checked through its API (`threadlog.check.served`).
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ __all__ = [
     "ThreadCheck",
     "check",
     "check_threads",
-    "checking",
     "open_database",
     "problems_of",
     "resolve_profiles",
@@ -548,28 +546,6 @@ def report_of(
     return report(name, tally, kept, notes)
 
 
-@contextlib.contextmanager
-def checking(
-    source: Any, *, subgraphs: bool = True, **options: Any
-) -> Iterator[Iterator[ThreadCheck]]:
-    """The `ThreadCheck`s of `source`: a checkpointer, a database opened read-only, or a
-    LangGraph server URL (`threadlog.check.served`, its top-level namespace only);
-    `options` are `check_threads`'."""
-    from threadlog.inspect.readonly import is_server_url
-
-    if isinstance(source, BaseCheckpointSaver):
-        yield check_threads(source, subgraphs=subgraphs, **options)
-    elif is_server_url(source):
-        from threadlog.check.served import check_served
-        from threadlog.inspect.remote import Server
-
-        with Server(source) as server:
-            yield check_served(server, **options)
-    else:
-        with open_database(source) as saver:
-            yield check_threads(saver, subgraphs=subgraphs, **options)
-
-
 def check(
     source: Any,
     *,
@@ -579,28 +555,30 @@ def check(
     subgraphs: bool = True,
     strict_first_turn: bool = False,
 ) -> CheckReport:
-    """Check the threads of `source` — a checkpointer, a database URL or path, or a
-    LangGraph server URL — against `profiles` (module doc)."""
-    from threadlog.check.served import ServedCheckReport
-    from threadlog.inspect.readonly import describe, is_server_url
+    """Check the threads of `source` against `profiles` (module doc)."""
+    from threadlog.inspect.readonly import describe
 
-    if not isinstance(source, (BaseCheckpointSaver, str)):
-        raise TypeError(
-            f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL "
-            "or path"
-        )
     chosen = resolve_profiles(profiles)
-    served = isinstance(source, str) and is_server_url(source)
-    name = describe(source) if isinstance(source, str) else type(source).__name__
-    with checking(
-        source,
-        profiles=chosen,
-        threads=threads,
-        all_checkpoints=all_checkpoints,
-        subgraphs=subgraphs,
-        strict_first_turn=strict_first_turn,
-    ) as results:
-        return report_of(results, name, chosen, ServedCheckReport if served else CheckReport)
+
+    def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
+        results = check_threads(
+            saver,
+            profiles=chosen,
+            threads=threads,
+            all_checkpoints=all_checkpoints,
+            subgraphs=subgraphs,
+            strict_first_turn=strict_first_turn,
+        )
+        return report_of(results, name, chosen)
+
+    if isinstance(source, BaseCheckpointSaver):
+        return run(source, type(source).__name__)
+    if isinstance(source, str):
+        with open_database(source) as saver:
+            return run(saver, describe(source))
+    raise TypeError(
+        f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
+    )
 
 
 def problem_line(p: Problem) -> str:

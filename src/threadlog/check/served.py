@@ -7,8 +7,8 @@ is checked by `find_problems`: every key holding LangChain message dicts, `messa
 first. Only the top-level namespace is read. Problems carry the format `server` and
 `repairable=False`.
 
-`check(source, …)` (`threadlog.inspect.check`) is `threadlog.check.database.check`, which
-sends a server URL here.
+`check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
+else by `threadlog.check.database.check`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from threadlog.check.database import CheckReport, ThreadCheck, add_findings, check
+from threadlog.check.database import (
+    CheckReport,
+    ThreadCheck,
+    add_findings,
+    report_of,
+    resolve_profiles,
+)
+from threadlog.check.database import check as check_database
 from threadlog.inspect.keys import DEFAULT_KEY
-from threadlog.inspect.readonly import describe
+from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.remote import Server, to_messages
 from threadlog.providers.profiles import Profile
 
@@ -112,3 +119,25 @@ class ServedCheckReport(CheckReport):
             "<its database> --repair (or answer the call with the server's update_state)"
         ]
 
+
+def check(
+    source: Any,
+    *,
+    profiles: Iterable[str | Profile] | None = None,
+    threads: Sequence[str] | None = None,
+    all_checkpoints: bool = False,
+    strict_first_turn: bool = False,
+) -> CheckReport:
+    """Check the threads of `source` — a checkpointer, a database URL or path, or a
+    LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
+    options: Any = {
+        "threads": threads,
+        "all_checkpoints": all_checkpoints,
+        "strict_first_turn": strict_first_turn,
+    }
+    if not (isinstance(source, str) and is_server_url(source)):
+        return check_database(source, profiles=profiles, **options)
+    chosen = resolve_profiles(profiles)
+    with Server(source) as server:
+        results = check_served(server, profiles=chosen, **options)
+        return report_of(results, describe(source), chosen, ServedCheckReport)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from threadlog.cli.jsonout import dumps
@@ -121,17 +123,11 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from dataclasses import asdict
 
-    from threadlog.check.database import Tally, checking, problem_line
+    from threadlog.check.database import Tally, problem_line
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
-    with checking(
-        args.db,
-        profiles=profiles,
-        threads=args.thread,
-        all_checkpoints=args.all_checkpoints,
-        strict_first_turn=args.strict_first_turn,
-    ) as results:
+    with _results(args, profiles) as results:
         noted: list[dict[str, Any]] = []
         for result in results:
             tally.add(result)
@@ -169,6 +165,29 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
             _out(tally.profile_line())
     sys.stdout.flush()
     return tally.status()
+
+
+@contextmanager
+def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator[Any]]:
+    """The `ThreadCheck`s of `--db`: a database opened read-only, or a LangGraph server."""
+    from threadlog.check.database import check_threads, open_database
+    from threadlog.inspect.readonly import is_server_url
+
+    kwargs = {
+        "profiles": profiles,
+        "threads": args.thread,
+        "all_checkpoints": args.all_checkpoints,
+        "strict_first_turn": args.strict_first_turn,
+    }
+    if is_server_url(args.db):
+        from threadlog.check.served import check_served
+        from threadlog.inspect.remote import Server
+
+        with Server(args.db) as server:
+            yield check_served(server, **kwargs)
+        return
+    with open_database(args.db) as saver:
+        yield check_threads(saver, **kwargs, subgraphs=True)
 
 
 def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
