@@ -14,24 +14,26 @@ report, or raises `AssertionError` whose message is the report unless every turn
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from threadlog.check.replay import ModelMode, ReplayReport, ToolsMode, replay
 
 __all__ = ["assert_replays", "stored_threads"]
 
 
+class ReplayOptions(TypedDict, total=False):
+    """`replay`'s keyword options, passed through unchanged (its defaults apply)."""
+
+    turns: str | range | None
+    model: ModelMode
+    tools: ToolsMode
+
+
 def assert_replays(
-    graph: Any,
-    source: Any,
-    thread_id: str,
-    *,
-    turns: str | range | None = None,
-    model: ModelMode = "stored",
-    tools: ToolsMode = "stored",
+    graph: Any, source: Any, thread_id: str, **options: Unpack[ReplayOptions]
 ) -> ReplayReport:
     """Replay `thread_id` of `source` through `graph`; AssertionError unless all match."""
-    report = replay(graph, source, thread_id, turns=turns, model=model, tools=tools)
+    report = replay(graph, source, thread_id, **options)
     if not report.matched:
         raise AssertionError(f"thread {thread_id!r} no longer replays:\n{report}")
     return report
