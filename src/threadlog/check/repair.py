@@ -229,9 +229,6 @@ class _Appending(BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.inner.get_tuple(config)
 
-    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        return self.inner.list(config, **kwargs)
-
     def put(
         self,
         config: RunnableConfig,

@@ -45,10 +45,6 @@ def run(args: argparse.Namespace) -> int:
 
     with Progress("reading threads") as progress:
         listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
-    if args.json:
-        text = dumps(listing.rows(), indent=1)
-    else:
-        text = str(listing)
-    print(text)
+    print(dumps(listing.rows(), indent=1) if args.json else str(listing))
     sys.stdout.flush()
     return 0
