@@ -61,12 +61,6 @@ def one_line(exc: BaseException) -> str:
     return text
 
 
-def _expected(exc: BaseException) -> bool:
-    from threadlog.inspect.readonly import SourceError
-
-    return isinstance(exc, (CommandError, SourceError, LookupError, ValueError, OSError))
-
-
 def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> int:
     """`body()`'s exit status, or one line on stderr and 2 (bad input) / `error_status`."""
     try:
@@ -79,13 +73,15 @@ def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> in
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:
+        from threadlog.inspect.readonly import SourceError
+
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         text = one_line(exc)
         status = BAD_INPUT
         if isinstance(exc, CommandFailed):
             status = error_status
-        elif not _expected(exc):
+        elif not isinstance(exc, (CommandError, SourceError, LookupError, ValueError, OSError)):
             text = f"{type(exc).__name__}: {text} (THREADLOG_DEBUG=1 shows the traceback)"
             status = error_status
         print(f"threadlog {name}: error: {text}", file=sys.stderr)
