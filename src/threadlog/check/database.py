@@ -52,7 +52,6 @@ __all__ = [
     "ThreadCheck",
     "check",
     "check_threads",
-    "message_channels",
     "open_database",
     "problems_of",
     "resolve_profiles",
@@ -185,14 +184,6 @@ class StandIns:
         return self.graphs[shape]
 
 
-def message_channels(
-    saver: BaseCheckpointSaver[Any], readers: StandIns, thread_id: str, checkpoint_id: str
-) -> list[tuple[str, str, list[Any]]]:
-    """`(channel, format, messages)` for every message channel of one checkpoint: the
-    threadlog logs first (`messages`, then by name), then the plain lists."""
-    return tuple_channels(saver, readers, checkpoint_tuple(saver, thread_id, checkpoint_id))
-
-
 def checkpoint_tuple(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str
 ) -> CheckpointTuple:
@@ -207,7 +198,8 @@ def checkpoint_tuple(
 def tuple_channels(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> list[tuple[str, str, list[Any]]]:
-    """`message_channels` of a checkpoint already read."""
+    """`(channel, format, messages)` for every message channel of one checkpoint: the
+    threadlog logs first (`messages`, then by name), then the plain lists."""
     from threadlog.channel import MessageLogChannel
 
     stored = tup.config["configurable"]
@@ -306,18 +298,9 @@ def check_threads(
             result = ThreadCheck(head.thread_id)
             ids = checkpoint_ids(saver, head.thread_id) if all_checkpoints else [head.head_id]
             try:
-                for cid in ids:
-                    _check_one(
-                        saver,
-                        readers,
-                        checkpoint_tuple(saver, head.thread_id, cid),
-                        profiles,
-                        result,
-                        "",
-                        strict_first_turn,
-                        at_head=cid == head.head_id,
-                    )
-                    result.checkpoints += 1
+                _check_at(
+                    saver, readers, ids, head.head_id, result, "", profiles, strict_first_turn
+                )
                 if head.thread_id in with_subgraphs:
                     _subgraph_problems(
                         saver, head, profiles, all_checkpoints, result, strict_first_turn
@@ -327,26 +310,49 @@ def check_threads(
             yield result
 
 
-def _check_one(
+def _check_at(
     saver: BaseCheckpointSaver[Any],
     readers: StandIns,
-    tup: CheckpointTuple,
-    profiles: Sequence[Profile],
+    ids: Sequence[str],
+    head_id: str,
     result: ThreadCheck,
     namespace: str,
-    strict_first_turn: bool,
-    at_head: bool = True,
+    profiles: Sequence[Profile],
+    strict: bool,
 ) -> None:
-    """Add one checkpoint's problems and notes to `result`. A call in progress at an
-    older checkpoint is every tool step's history: noted at the head only."""
+    """Add the problems and notes of checkpoints `ids` of one namespace to `result` (its
+    `checkpoints` count the root's). A call in progress at an older checkpoint is every
+    tool step's history: noted at the head only."""
+    for cid in ids:
+        tup = checkpoint_tuple(saver, result.thread_id, cid)
+        channels = tuple_channels(saver, readers, tup)
+        at_head = cid == head_id
+        add_findings(
+            result, cid, channels, pending_steps(tup), profiles, strict, namespace, at_head=at_head
+        )
+        result.checkpoints += 0 if namespace else 1
+
+
+def add_findings(
+    result: ThreadCheck,
+    cid: str,
+    channels: Iterable[tuple[str, str, list[Any]]],
+    pending: Sequence[str],
+    profiles: Sequence[Profile],
+    strict_first_turn: bool,
+    namespace: str = "",
+    *,
+    at_head: bool = True,
+    writable: bool = True,
+) -> None:
+    """Add the problems and notes `find_problems` finds in each `(channel, format,
+    messages)` of checkpoint `cid` to `result` (`problems_of` rows, `sort_findings`)."""
     tid = result.thread_id
-    cid = str(tup.config["configurable"]["checkpoint_id"])
-    pending = pending_steps(tup)
-    for channel, fmt, messages in tuple_channels(saver, readers, tup):
+    for channel, fmt, messages in channels:
         found, noted = sort_findings(
             find_problems(messages, profiles), pending, strict_first_turn=strict_first_turn
         )
-        result.problems += problems_of(tid, cid, channel, fmt, found, namespace)
+        result.problems += problems_of(tid, cid, channel, fmt, found, namespace, writable=writable)
         if not at_head:
             noted = [n for n in noted if n.kind != IN_PROGRESS]
         result.notes += problems_of(tid, cid, channel, fmt, noted, namespace, writable=False)
@@ -358,7 +364,7 @@ def _subgraph_problems(
     profiles: Sequence[Profile],
     every: bool,
     result: ThreadCheck,
-    strict_first_turn: bool,
+    strict: bool,
 ) -> None:
     """The problems of the thread's subgraph namespaces that ran from the root's head;
     with `every`, of every checkpoint of every namespace."""
@@ -368,20 +374,9 @@ def _subgraph_problems(
         if not every and sub.parent_checkpoint != head.head_id:
             continue
         view = InNamespace(saver, sub.namespace)
-        readers = StandIns(view)
         ids = checkpoint_ids(saver, head.thread_id, sub.namespace) if every else [sub.head_id]
-        for cid in ids:
-            tup = checkpoint_tuple(view, head.thread_id, cid)
-            _check_one(
-                view,
-                readers,
-                tup,
-                profiles,
-                result,
-                sub.namespace,
-                strict_first_turn,
-                at_head=cid == sub.head_id,
-            )
+        readers = StandIns(view)
+        _check_at(view, readers, ids, sub.head_id, result, sub.namespace, profiles, strict)
 
 
 class Tally:
@@ -452,7 +447,7 @@ class Tally:
         }
 
 
-def profiles_cell(names: Sequence[str], every: Sequence[str]) -> str:
+def profiles_cell(names: Sequence[str]) -> str:
     """`names` for people: "every profile" when they are all of `PROFILES`."""
     return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
 
@@ -477,17 +472,11 @@ class CheckReport(Table):
     )
 
     def __init__(
-        self,
-        source: str,
-        tally: Tally,
-        results: list[ThreadCheck],
-        profiles: Sequence[Profile],
-        notes: Sequence[Problem] = (),
+        self, source: str, tally: Tally, results: list[ThreadCheck], notes: Sequence[Problem] = ()
     ) -> None:
         self.title = f"check of {source}"
         self.tally = tally
         self.results = results
-        self.profile_names = [p.name for p in profiles]
         self.noted = list(notes)
         """The notes (module doc) of every thread checked: not problems."""
 
@@ -520,7 +509,7 @@ class CheckReport(Table):
                         "where": where(p),
                         "detail": [
                             p.detail,
-                            "rejected by " + profiles_cell(p.profiles, self.profile_names),
+                            "rejected by " + profiles_cell(p.profiles),
                         ],
                     }
                 )
@@ -554,7 +543,7 @@ def report_of(
         notes += result.notes
         if result.problems or result.error is not None:
             kept.append(result)
-    return report(name, tally, kept, chosen, notes)
+    return report(name, tally, kept, notes)
 
 
 def check(
@@ -592,7 +581,7 @@ def check(
     )
 
 
-def problem_line(p: Problem, every: Sequence[str]) -> str:
+def problem_line(p: Problem) -> str:
     """One problem as a terminal-safe line (stored ids and text escaped)."""
-    text = safe_line(f"{where(p)}: {p.detail} — rejected by {profiles_cell(p.profiles, every)}")
+    text = safe_line(f"{where(p)}: {p.detail} — rejected by {profiles_cell(p.profiles)}")
     return f"  {p.kind:<19} {text}"

@@ -42,7 +42,6 @@ from threadlog.check.database import (
     StandIns,
     check_threads,
     checkpoint_tuple,
-    message_channels,
     pending_steps,
     tuple_channels,
 )
@@ -190,30 +189,31 @@ def plan_repairs(
     threads: Sequence[str] | None = None,
 ) -> Iterator[RepairPlan]:
     """A plan per thread head with an open call (module doc); reads only."""
-    from threadlog.inspect.source import quiet_stand_in
-
     readers = StandIns(saver)
     for result in check_threads(saver, profiles=profiles, threads=threads):
-        if not any(p.kind == "open_call" for p in result.problems):
-            continue
-        checkpoint = result.problems[0].checkpoint_id
-        tup = checkpoint_tuple(saver, result.thread_id, checkpoint)
-        in_progress = bool(pending_steps(tup))
-        with quiet_stand_in(True):
-            channels = tuple_channels(saver, readers, tup)
-        for channel, fmt, messages in channels:
-            receipts = receipts_at(saver, result.thread_id, checkpoint, messages)
-            plan = plan_for(
-                result.thread_id,
-                checkpoint,
-                channel,
-                fmt,
-                messages,
-                receipts,
-                in_progress=in_progress,
-            )
-            if plan is not None:
-                yield plan
+        if any(p.kind == "open_call" for p in result.problems):
+            tup = checkpoint_tuple(saver, result.thread_id, result.problems[0].checkpoint_id)
+            yield from _plans_at(saver, readers, tup)
+
+
+def _plans_at(
+    saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
+) -> Iterator[RepairPlan]:
+    """The repair of each message channel of checkpoint `tup` that has an open call."""
+    from threadlog.inspect.source import quiet_stand_in
+
+    conf = tup.config["configurable"]
+    thread_id, checkpoint = str(conf["thread_id"]), str(conf["checkpoint_id"])
+    in_progress = bool(pending_steps(tup))
+    with quiet_stand_in(True):
+        channels = tuple_channels(saver, readers, tup)
+    for channel, fmt, messages in channels:
+        receipts = receipts_at(saver, thread_id, checkpoint, messages)
+        plan = plan_for(
+            thread_id, checkpoint, channel, fmt, messages, receipts, in_progress=in_progress
+        )
+        if plan is not None:
+            yield plan
 
 
 class _Appending(BaseCheckpointSaver[Any]):
@@ -228,9 +228,6 @@ class _Appending(BaseCheckpointSaver[Any]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.inner.get_tuple(config)
-
-    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        return self.inner.list(config, **kwargs)
 
     def put(
         self,
@@ -291,7 +288,6 @@ def apply_repairs(
     from threadlog.checkpoint.guard import GuardedSaver
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError
-    from threadlog.inspect.source import quiet_stand_in
 
     out: list[RepairResult] = []
     try:
@@ -303,7 +299,7 @@ def apply_repairs(
                 out.append(result)
                 try:
                     with saver.exclusive(plan.thread_id):
-                        _apply_one(saver, reader, plan, result, quiet_stand_in)
+                        _apply_one(saver, reader, plan, result)
                 except ConcurrentRunError:
                     result.refused = (
                         "a run holds this thread (its multitask strategy); nothing was "
@@ -371,36 +367,16 @@ def _lock_error(exc: BaseException, seconds: float, out: Sequence[RepairResult])
 
 
 def _apply_one(
-    saver: BaseCheckpointSaver[Any],
-    reader: StandIns,
-    plan: RepairPlan,
-    result: RepairResult,
-    quiet: Any,
+    saver: BaseCheckpointSaver[Any], reader: StandIns, plan: RepairPlan, result: RepairResult
 ) -> None:
+    from threadlog.inspect.source import quiet_stand_in
+
     tup = saver.get_tuple({"configurable": {"thread_id": plan.thread_id, "checkpoint_ns": ""}})
     if tup is None:
         result.refused = "the thread has no checkpoint any more"
         return
     head = tup.config["configurable"]["checkpoint_id"]
-    in_progress = bool(pending_steps(tup))
-    with quiet(True):
-        channels = message_channels(saver, reader, plan.thread_id, head)
-    fresh = next(
-        (
-            plan_for(
-                plan.thread_id,
-                head,
-                ch,
-                fmt,
-                msgs,
-                receipts_at(saver, plan.thread_id, head, msgs),
-                in_progress=in_progress,
-            )
-            for ch, fmt, msgs in channels
-            if ch == plan.channel
-        ),
-        None,
-    )
+    fresh = next((p for p in _plans_at(saver, reader, tup) if p.channel == plan.channel), None)
     if fresh is None or not fresh.results:
         result.refused = "nothing to append at the thread's head (answered meanwhile?)"
         return
@@ -408,7 +384,8 @@ def _apply_one(
     config: RunnableConfig = {
         "configurable": {"thread_id": plan.thread_id, "checkpoint_ns": "", "checkpoint_id": head}
     }
-    with quiet(True), _one_transaction(saver):  # the stand-in lacks the thread's real nodes
+    # The stand-in lacks the thread's real nodes.
+    with quiet_stand_in(True), _one_transaction(saver):
         new = graph.update_state(config, {fresh.channel: list(fresh.results)}, as_node=AUTHOR)
     result.written = [r.id or "" for r in fresh.results]
     result.checkpoint_id = new["configurable"]["checkpoint_id"]

@@ -117,14 +117,26 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
     in_head = {m.id for m in head if isinstance(m, HumanMessage)}
     users: list[HumanMessage] = []  # every user message ever stored, in the order written
     gone: dict[str, str] = {}  # a removed one's id → where it went
+    before: dict[str, dict[str, Any]] = {}  # a user message's id → the values before it
+    inputs: dict[str, dict[str, Any]] = {}
     shown: set[str | None] = set()
+    prev: dict[str, Any] = {}
+    prev_source = None
     for snap in history:
         values = snap.values if isinstance(snap.values, dict) else {}
         now = [m for m in values.get("messages") or [] if isinstance(m, HumanMessage)]
         ids = {m.id for m in now}
         for m in now:
-            if m.id not in {u.id for u in users}:
-                users.append(m)
+            if m.id in {u.id for u in users}:
+                continue
+            users.append(m)
+            before[m.id or ""] = prev
+            if prev_source == "input":
+                # The step applying a run's input: the other keys that input set.
+                inputs[m.id or ""] = {
+                    k: v for k, v in values.items()
+                    if k not in ("messages", "compactions") and prev.get(k) != v
+                }
         for vanished in shown - ids:
             if vanished not in in_head and str(vanished) not in gone:
                 step = (snap.metadata or {}).get("step")
@@ -133,22 +145,6 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
                     f"its user message was removed at step {step} (checkpoint {cid})"
                 )
         shown = ids
-    before: dict[str, dict[str, Any]] = {}
-    inputs: dict[str, dict[str, Any]] = {}
-    prev: dict[str, Any] = {}
-    prev_source = None
-    for snap in history:
-        values = snap.values if isinstance(snap.values, dict) else {}
-        ids = {m.id for m in values.get("messages") or []}
-        for u in users:
-            if u.id not in before and u.id in ids:
-                before[u.id or ""] = prev
-                if prev_source == "input":
-                    # The step applying a run's input: the other keys that input set.
-                    inputs[u.id or ""] = {
-                        k: v for k, v in values.items()
-                        if k not in ("messages", "compactions") and prev.get(k) != v
-                    }
         prev, prev_source = values, (snap.metadata or {}).get("source")
     out: list[_Turn] = []
     for n, user in enumerate(users, 1):
@@ -238,15 +234,7 @@ class _Served:
         if HANDOFF_KEY in (real.metadata or {}):
             # A handoff only routes (a `Command` to the next agent): it runs, and takes
             # the stored call of its name, as a stand-in would.
-            with self.lock:
-                self.tool_calls += 1
-                found = next(
-                    (i for i, (n, _, _) in enumerate(self.stored_calls)
-                     if i not in self.used and n == real.name),
-                    None,
-                )
-                if found is not None:
-                    self.used.add(found)
+            self._take(real.name)
             return real
         fields = _call_fields(real)
         schema: Any = real.args_schema or real.get_input_schema()
@@ -268,30 +256,32 @@ class _Served:
             handle_tool_error=True,
         )
 
+    def _take(self, name: str, args: dict[str, Any] | None = None) -> int | None:
+        """The stored call a call of `name` answers to, by name (and `args`), else by
+        position; marked used."""
+        with self.lock:
+            position = self.tool_calls
+            self.tool_calls += 1
+            found = next(
+                (
+                    i
+                    for i, (n, a, _) in enumerate(self.stored_calls)
+                    if i not in self.used and n == name and (args is None or a == args)
+                ),
+                None,
+            )
+            if found is None and position < len(self.stored_calls) and position not in self.used:
+                if self.stored_calls[position][0] == name:
+                    found = position
+            if found is not None:
+                self.used.add(found)
+            return found
+
     def result(
         self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
     ) -> Any:
-        with self.lock:
-            return self._result(name, args, real, given)
-
-    def _result(
-        self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
-    ) -> Any:
-        position = self.tool_calls
-        self.tool_calls += 1
-        found = next(
-            (
-                i
-                for i, (n, a, _) in enumerate(self.stored_calls)
-                if i not in self.used and n == name and a == args
-            ),
-            None,
-        )
-        if found is None and position < len(self.stored_calls) and position not in self.used:
-            if self.stored_calls[position][0] == name:
-                found = position
+        found = self._take(name, args)
         if found is not None:
-            self.used.add(found)
             stored = self.results.get(self.stored_calls[found][2])
             if stored is not None:
                 if stored.status == "error":  # the stored call failed: so does this one
@@ -457,26 +447,14 @@ def _compare(
         s_trace = stored.response_metadata.get(TRACE_KEY) or {}
         r_trace = got.response_metadata.get(TRACE_KEY) or {}
         if was is None and s_trace and r_trace:  # no recorded request: ModelNode's trace
-            if s_trace.get("system_prompt") != r_trace.get("system_prompt"):
-                return (
-                    "context",
-                    k + 1,
-                    "the system prompt sent differs from the stored one",
-                    str(s_trace.get("system_prompt")),
-                    str(r_trace.get("system_prompt")),
-                    None,
-                )
-            if s_trace.get("context_messages") != r_trace.get("context_messages"):
-                return (
-                    "context",
-                    k + 1,
-                    "the model was sent another context: "
-                    f"{r_trace.get('context_messages')} message(s), stored "
-                    f"{s_trace.get('context_messages')}",
-                    str(s_trace.get("context_messages")),
-                    str(r_trace.get("context_messages")),
-                    None,
-                )
+            for key in ("system_prompt", "context_messages"):
+                then, now = s_trace.get(key), r_trace.get(key)
+                if then != now:
+                    detail = "the system prompt sent differs from the stored one"
+                    if key == "context_messages":
+                        detail = f"the model was sent another context: {now} message(s), "
+                        detail += f"stored {then}"
+                    return ("context", k + 1, detail, str(then), str(now), None)
         sc, rc = _calls(stored), _calls(got)
         if [n for n, _ in sc] != [n for n, _ in rc]:
             return (

@@ -34,6 +34,7 @@ from threadlog.checkpoint.call_records import (
     plain,
     tool_name,
 )
+from threadlog.inspect import calls as inspect_calls
 from threadlog.inspect.calls import content_text
 
 __all__ = ["Difference", "Request", "RequestCapture", "difference"]
@@ -60,18 +61,7 @@ class Request:
 
 def as_dict(message: BaseMessage) -> dict[str, Any]:
     """A message as `threadlog.inspect.calls` shows a recorded one."""
-    fp = fingerprint_of(message)
-    out: dict[str, Any] = {"role": fp.get("role"), "content": fp.get("content")}
-    if fp.get("name") is not None:
-        out["name"] = fp["name"]
-    if fp.get("tool_calls"):
-        out["tool_calls"] = [
-            {"id": c[0], "name": c[1], "args": c[2]} for c in fp["tool_calls"]
-        ]
-    if fp.get("tool_call_id") is not None:
-        out["tool_call_id"] = fp["tool_call_id"]
-        out["status"] = fp.get("status")
-    return out
+    return inspect_calls._message(fingerprint_of(message))  # one shape for both
 
 
 class RequestCapture(BaseCallbackHandler):

@@ -19,16 +19,14 @@ from typing import Any
 from threadlog.check.database import (
     CheckReport,
     ThreadCheck,
-    problems_of,
+    add_findings,
     report_of,
     resolve_profiles,
-    sort_findings,
 )
 from threadlog.check.database import check as check_database
 from threadlog.inspect.keys import DEFAULT_KEY
 from threadlog.inspect.readonly import describe, is_server_url
 from threadlog.inspect.remote import Server, to_messages
-from threadlog.providers.problems import find_problems
 from threadlog.providers.profiles import Profile
 
 __all__ = ["SERVER_FORMAT", "ServedCheckReport", "check", "check_served", "message_lists"]
@@ -69,10 +67,6 @@ def _states(server: Server, thread_id: str, all_checkpoints: bool) -> Iterator[d
         yield state
 
 
-def _has_checkpoint(server: Server, thread_id: str) -> bool:
-    return bool((server.state(thread_id).get("checkpoint") or {}).get("checkpoint_id"))
-
-
 def check_served(
     server: Server,
     *,
@@ -86,7 +80,7 @@ def check_served(
         ids: Iterable[str] = list(dict.fromkeys(threads))
         for tid in ids:  # before any output, as a database does
             try:
-                found = _has_checkpoint(server, tid)
+                found = next(_states(server, tid, False), None) is not None
             except LookupError:
                 found = False
             if not found:
@@ -103,16 +97,10 @@ def check_served(
                 cid = str(state["checkpoint"]["checkpoint_id"])
                 # The server says which step runs next (a database's `pending_steps`).
                 pending = [str(n) for n in state.get("next") or ()]
-                for key, messages in message_lists(state.get("values")):
-                    findings, noted = sort_findings(
-                        find_problems(messages, profiles),
-                        pending,
-                        strict_first_turn=strict_first_turn,
-                    )
-                    result.problems += problems_of(
-                        tid, cid, key, SERVER_FORMAT, findings, writable=False
-                    )
-                    result.notes += problems_of(tid, cid, key, SERVER_FORMAT, noted, writable=False)
+                lists = [(k, SERVER_FORMAT, m) for k, m in message_lists(state.get("values"))]
+                add_findings(
+                    result, cid, lists, pending, profiles, strict_first_turn, writable=False
+                )
                 result.checkpoints += 1
         except Exception as exc:  # one unreadable thread must not hide the others
             result.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -8,24 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
-
-Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-
-
-def _subcommands() -> list[Register]:
-    from threadlog.cli import check, demo, export, inspect, prune, replay, threads
-
-    return [
-        demo.register,
-        threads.register,
-        inspect.register,
-        export.register,
-        check.register,
-        replay.register,
-        prune.register,
-    ]
 
 
 def _version() -> str:
@@ -43,13 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="threadlog: an append-only, pairing-safe message log for LangGraph.",
     )
     parser.add_argument("--version", action="version", version=f"threadlog {_version()}")
+    from threadlog.cli import check, demo, export, inspect, prune, replay, threads
     from threadlog.cli.errors import Parser
 
     sub: Any = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for register in _subcommands():
-        register(sub)
+    for command in (demo, threads, inspect, export, check, replay, prune):
+        command.register(sub)
     return parser
 
 

@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
         "released within SECONDS (default 10)",
     )
-    finish(p, run)
+    finish(p, run, error_status=2)
 
 
 def _seconds(text: str) -> float:
@@ -79,19 +79,10 @@ def _seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
     from threadlog.inspect.readonly import waiting_at_most
 
-    def body() -> int:
-        with waiting_at_most(args.lock_timeout):
-            return reading(args, _run)
-
-    return run_command("check", body, error_status=2)
-
-
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    with waiting_at_most(args.lock_timeout):
+        return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -132,25 +123,24 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
     from threadlog.terminal import safe_line
 
     tally = Tally(profiles)
-    every = [p.name for p in profiles]
     with _results(args, profiles) as results:
         noted: list[dict[str, Any]] = []
         for result in results:
             tally.add(result)
             if args.json:
                 for p in result.problems:
-                    _out(dumps(asdict(p)))
+                    print(dumps(asdict(p)))
                 noted.extend(asdict(n) for n in result.notes)
                 if result.error is not None:
                     row = {"thread_id": result.thread_id, "kind": "unreadable"}
-                    _out(dumps({**row, "detail": result.error}))
+                    print(dumps({**row, "detail": result.error}))
                 continue
             if result.error is not None:
-                _out(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))
+                print(safe_line(f"thread {result.thread_id}: unreadable: {result.error}"))
             elif result.problems:
-                _out(safe_line(f"thread {result.thread_id}: {len(result.problems)} problem(s)"))
+                print(safe_line(f"thread {result.thread_id}: {len(result.problems)} problem(s)"))
                 for p in result.problems:
-                    _out(problem_line(p, every))
+                    print(problem_line(p))
             # Notes are not problems (no exit status): one line per kind, the first named.
             kinds: dict[str, list[Any]] = {}
             for n in result.notes:
@@ -158,17 +148,17 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
             for kind, notes in kinds.items():
                 more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
                 text = f"thread {result.thread_id}: note: {kind}{more}: {notes[0].detail}"
-                _out(safe_line(text))
+                print(safe_line(text))
     if args.json:
         from threadlog.inspect.readonly import describe
 
         # Notes (not problems, no exit status) in the summary, as the text report lists them.
         summary = {"source": describe(args.db), **tally.as_dict(), "noted": noted}
-        _out(dumps({"summary": summary}))
+        print(dumps({"summary": summary}))
     else:
-        _out(tally.line())
+        print(tally.line())
         if tally.profile_line():
-            _out(tally.profile_line())
+            print(tally.profile_line())
     sys.stdout.flush()
     return tally.status()
 
@@ -201,7 +191,6 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
     from threadlog.check.database import open_database
     from threadlog.check.repair import apply_repairs, plan_repairs
-    from threadlog.cli.types import allowing
     from threadlog.inspect.readonly import sqlite_path
     from threadlog.terminal import safe_line
 
@@ -209,11 +198,11 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
     if args.json and args.dry_run:
         for plan in plans:
-            _out(dumps(plan.row()))
+            print(dumps(plan.row()))
     elif args.dry_run:
         for plan in plans:
             for line in plan.lines():
-                _out(" " * (len(line) - len(line.lstrip())) + safe_line(line))
+                print(" " * (len(line) - len(line.lstrip())) + safe_line(line))
     if args.dry_run:
         appended = sum(len(p.results) for p in plans)
         touched = len({p.thread_id for p in plans if p.results})
@@ -226,15 +215,14 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         return 1 if plans else 0
     path = sqlite_path(args.db)
     url = f"sqlite:///{path}" if path is not None and "://" not in args.db else args.db
-    with allowing(args) as types:
-        results = apply_repairs(
-            url, [p for p in plans if p.results], types, lock_timeout=args.lock_timeout
-        )
+    results = apply_repairs(
+        url, [p for p in plans if p.results], args.allowed_types, lock_timeout=args.lock_timeout
+    )
     for res in results:
         if args.json:
-            _out(dumps(asdict(res)))
+            print(dumps(asdict(res)))
         else:
-            _out(safe_line(res.line()))
+            print(safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
     # A thread with open calls under several message keys has one result per key.
     refused = len({r.thread_id for r in results if r.refused is not None})
@@ -253,4 +241,4 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
 def _summary(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
     """The closing line of a repair: `{"summary": …}` with --json, else `text`."""
-    _out(dumps({"summary": summary}) if args.json else text)
+    print(dumps({"summary": summary}) if args.json else text)

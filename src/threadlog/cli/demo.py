@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from threadlog.cli.errors import BAD_INPUT, CommandError, one_line
+from threadlog.cli.errors import CommandError, CommandFailed, one_line, run_command
 from threadlog.terminal import safe_line
 
 if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
@@ -66,11 +66,11 @@ examples:
 """
 
 
-class DemoError(Exception):
+class DemoError(CommandFailed):
     """A failure the user fixes by changing a flag or an environment variable (exit 1)."""
 
 
-class BadInput(DemoError):
+class BadInput(CommandError):
     """Bad input: a flag, a value, a database that is not LangGraph's (exit 2)."""
 
 
@@ -153,14 +153,14 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-tokens",
         metavar="N",
-        type=_positive_int,
+        type=_number(int, 1),
         default=DEMO_MAX_TOKENS,
         help=f"most tokens a model reply may have (default: {DEMO_MAX_TOKENS})",
     )
     p.add_argument(
         "--timeout",
         metavar="S",
-        type=_positive_float,
+        type=_number(float, 0, strict=True),
         default=DEMO_TIMEOUT_S,
         help=f"seconds one model request may take (default: {DEMO_TIMEOUT_S:g}); a small "
         "model on a slow CPU needs more",
@@ -168,7 +168,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-retries",
         metavar="K",
-        type=_non_negative_int,
+        type=_number(int, 0),
         default=DEMO_MAX_RETRIES,
         help=f"retries of a failed model request (default: {DEMO_MAX_RETRIES})",
     )
@@ -182,68 +182,56 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one turn; the exit status is 0, or 1 with a one-line error on stderr."""
+    """Run one turn; the exit status is 0, or one line on stderr (`cli/errors.py`)."""
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):
         # A console that cannot show Chinese must not crash the demo.
         out.reconfigure(errors="backslashreplace")
-    read_only = args.json and args.question is None
-    question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
-    thread_id = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
+    return run_command("demo", lambda: _failures_explained(args, out))
+
+
+def _failures_explained(args: argparse.Namespace, out: TextIO) -> int:
+    """`_run`, with a database failing mid-turn, or a `ValueError` from the model's side,
+    one line of exit 1 (they are bad input to the other commands)."""
+    from threadlog.inspect.readonly import SourceError
+
     try:
-        if read_only:
-            if not args.thread:
-                raise BadInput(
-                    "--json without a question prints a thread's history: give --thread ID "
-                    "(or a question to ask on a new thread)"
-                )
-            _print_stored_json(args.thread, args.db, out)
-            return 0
-        if not question:
-            raise BadInput("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
-        model = chat_model(
-            args.model,
-            args.base_url,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-        )
-        _ask(args, model, question, thread_id, out)
-    except DemoError as e:
-        print(f"threadlog demo: error: {safe_line(str(e))}", file=sys.stderr)
-        return BAD_INPUT if isinstance(e, BadInput) else 1
+        return _run(args, out)
+    except (CommandError, CommandFailed, SourceError, LookupError, BrokenPipeError):
+        raise
     except Exception as e:
-        # A database failing mid-turn is one line too; THREADLOG_DEBUG=1 shows a traceback.
         if os.environ.get("THREADLOG_DEBUG"):
             raise
-        from threadlog.inspect.readonly import SourceError
-
-        if isinstance(e, (CommandError, SourceError, LookupError)):
-            print(f"threadlog demo: error: {one_line(e)}", file=sys.stderr)
-            return BAD_INPUT
         if isinstance(e, OSError) or _module_root(e) in _DB_DRIVERS:
-            print(
-                safe_line(
-                    f"threadlog demo: error: the checkpoint database {db_url(args.db)} "
-                    f"failed: {_one_line(e)}"
-                ),
-                file=sys.stderr,
+            text = f"the checkpoint database {db_url(args.db)} failed: {_one_line(e)}"
+            raise DemoError(text) from None
+        if isinstance(e, ValueError):
+            text = f"{type(e).__name__}: {_one_line(e)} (THREADLOG_DEBUG=1 shows the traceback)"
+            raise DemoError(text) from None
+        raise
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json and args.question is None:
+        if not args.thread:
+            raise BadInput(
+                "--json without a question prints a thread's history: give --thread ID "
+                "(or a question to ask on a new thread)"
             )
-        else:
-            print(
-                f"threadlog demo: error: {type(e).__name__}: {_one_line(e)} "
-                "(THREADLOG_DEBUG=1 shows the traceback)",
-                file=sys.stderr,
-            )
-        return 1
-    except KeyboardInterrupt:
-        print("threadlog demo: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # `threadlog demo --json | head`: the reader left; stop quietly, as `cat` does.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _print_stored_json(args.thread, args.db, out)
         return 0
+    question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
+    if not question:
+        raise BadInput("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
+    model = chat_model(
+        args.model,
+        args.base_url,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+    )
+    _ask(args, model, question, args.thread or f"demo-{uuid.uuid4().hex[:8]}", out)
     return 0
 
 
@@ -266,7 +254,10 @@ def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, ou
         turn = HumanMessage(content=question)
         if args.json:
             graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
-            _print_json(graph, config, args.db, out)
+            state = graph.get_state(config)
+            messages = state.values.get("messages", [])
+            head = state.config["configurable"]["checkpoint_id"]
+            _write_json(out, thread_id, head, args.db, messages)
         else:
             _print_turn(graph, config, turn, args, out, profile)
         hint = text_call_hint(graph.get_state(config).values.get("messages", []))
@@ -336,29 +327,21 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
     return detect_profile(base, api_key=os.environ.get("OPENAI_API_KEY"))
 
 
-def _number(text: str, kind: type[int] | type[float], least: float, strict: bool) -> Any:
-    """An argparse value: a number of `kind`, at least (or, `strict`, above) `least`."""
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value > least if strict else value >= least):
-        raise argparse.ArgumentTypeError(
-            f"must be {'more than' if strict else 'at least'} {least:g}, not {text}"
-        )
-    return value
+def _number(kind: type[int] | type[float], least: float, strict: bool = False) -> Any:
+    """An argparse type: a number of `kind`, at least (or, `strict`, above) `least`."""
 
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (value > least if strict else value >= least):
+            raise argparse.ArgumentTypeError(
+                f"must be {'more than' if strict else 'at least'} {least:g}, not {text}"
+            )
+        return value
 
-def _positive_int(text: str) -> int:
-    return int(_number(text, int, 1, strict=False))
-
-
-def _non_negative_int(text: str) -> int:
-    return int(_number(text, int, 0, strict=False))
-
-
-def _positive_float(text: str) -> float:
-    return float(_number(text, float, 0, strict=True))
+    return parse
 
 
 def db_url(value: str) -> str:
@@ -523,13 +506,6 @@ def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
     thread_id = resolve_thread(db_url(db), thread_id)
     messages, checkpoint_id = messages_at(db_url(db), thread_id)
     _write_json(out, thread_id, checkpoint_id, db, messages)
-
-
-def _print_json(graph: Any, config: RunnableConfig, db: str, out: TextIO) -> None:
-    state = graph.get_state(config)
-    checkpoint_id = state.config["configurable"]["checkpoint_id"]
-    messages = state.values.get("messages", [])
-    _write_json(out, config["configurable"]["thread_id"], checkpoint_id, db, messages)
 
 
 def _write_json(out: TextIO, thread_id: str, checkpoint_id: str, db: str, messages: Any) -> None:

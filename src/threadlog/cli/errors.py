@@ -4,9 +4,10 @@ Contract:
 
 * `run_command(name, body)` runs `body()` and returns its exit status. Bad input
   (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) is one line,
-  `threadlog NAME: error: <what>`, on stderr, exit 2 (`BAD_INPUT`), nothing written. Any
-  other exception is one line prefixed with its type, exit `error_status` (1). The line is
-  terminal-safe. `THREADLOG_DEBUG=1` re-raises. Ctrl-C exits 130; a closed stdout, 0.
+  `threadlog NAME: error: <what>`, on stderr, exit 2 (`BAD_INPUT`), nothing written; a
+  `CommandFailed`, its line, exit `error_status` (1). Any other exception is one line
+  prefixed with its type, exit `error_status`. The line is terminal-safe.
+  `THREADLOG_DEBUG=1` re-raises. Ctrl-C exits 130; a closed stdout, 0.
 * `Parser`: a mistyped or missing flag shows the subcommand's usage, then the error; a bad
   value of a known flag is one line naming the flag (exit 2).
 * `writable_database(db, command, create=False)` refuses, before opening it for writing,
@@ -28,6 +29,7 @@ from threadlog.terminal import safe_line
 __all__ = [
     "BAD_INPUT",
     "CommandError",
+    "CommandFailed",
     "Parser",
     "one_line",
     "resolve_thread",
@@ -42,6 +44,11 @@ class CommandError(Exception):
     """A problem the user fixes by changing a flag, a path or an environment variable."""
 
 
+class CommandFailed(Exception):
+    """A failure the user fixes by changing a setting (a key, an endpoint): its one line
+    as it is, exit `error_status`."""
+
+
 def one_line(exc: BaseException) -> str:
     """The exception's message on one line, terminal-safe; a source's error names `--db`."""
     from threadlog.inspect.readonly import SourceError
@@ -52,12 +59,6 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, SourceError) and not text.startswith("--db"):
         text = f"--db: {text}"  # every SourceError is about the source --db names
     return text
-
-
-def _expected(exc: BaseException) -> bool:
-    from threadlog.inspect.readonly import SourceError
-
-    return isinstance(exc, (CommandError, SourceError, LookupError, ValueError, OSError))
 
 
 def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> int:
@@ -72,11 +73,15 @@ def run_command(name: str, body: Callable[[], int], error_status: int = 1) -> in
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:
+        from threadlog.inspect.readonly import SourceError
+
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         text = one_line(exc)
         status = BAD_INPUT
-        if not _expected(exc):
+        if isinstance(exc, CommandFailed):
+            status = error_status
+        elif not isinstance(exc, (CommandError, SourceError, LookupError, ValueError, OSError)):
             text = f"{type(exc).__name__}: {text} (THREADLOG_DEBUG=1 shows the traceback)"
             status = error_status
         print(f"threadlog {name}: error: {text}", file=sys.stderr)

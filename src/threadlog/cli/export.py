@@ -39,13 +39,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-
-    return run_command("export", lambda: reading(args, _run))
-
-
-def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import resolve_thread
     from threadlog.cli.inspect import check_output_path
     from threadlog.inspect.export import dumps, whole_history

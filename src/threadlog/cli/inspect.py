@@ -82,13 +82,6 @@ def check_output_path(path: str) -> None:
         raise CommandError(f"cannot write {path!r}: the folder {folder!r} is not writable")
 
 
-def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-
-    return run_command("inspect", lambda: reading(args, _run))
-
-
 def _call(value: str) -> str | int:
     try:
         return int(value)
@@ -96,7 +89,7 @@ def _call(value: str) -> str | int:
         return value
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from threadlog.cli.errors import resolve_thread
     from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress

@@ -1,7 +1,7 @@
 """Progress on stderr for reads that take more than a second.
 
 Contract: `Progress(label)` is a callable `(done, total)` and a context manager. Nothing is
-printed before `after` seconds (default 1, `THREADLOG_PROGRESS_AFTER`); then, on a
+printed before 1 second (`THREADLOG_PROGRESS_AFTER` sets another); then, on a
 terminal, one line rewritten in place (`label 120/551`), elsewhere one line at the start
 and one at the end. A hint is printed once with the first line. Label and hint are
 terminal-safe.
@@ -19,11 +19,10 @@ __all__ = ["Progress"]
 
 
 class Progress:
-    def __init__(self, label: str, hint: str = "", after: float | None = None) -> None:
+    def __init__(self, label: str, hint: str = "") -> None:
         self.label = safe_line(label)
         self.hint = safe_line(hint)
-        env = os.environ.get("THREADLOG_PROGRESS_AFTER")
-        self.after = after if after is not None else float(env) if env else 1.0
+        self.after = float(os.environ.get("THREADLOG_PROGRESS_AFTER") or 1.0)
         self.start = time.monotonic()
         self.shown = False
         self.total = 0

@@ -64,12 +64,6 @@ def register(sub: Any) -> None:
     finish(p, run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-
-    return run_command("prune", lambda: _run(args))
-
-
 def parse_duration(text: str) -> timedelta:
     """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
     found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
@@ -85,14 +79,8 @@ def parse_duration(text: str) -> timedelta:
         raise bad from None
 
 
-def _run(args: argparse.Namespace) -> int:
-    from threadlog.cli.types import allowing
-
-    with allowing(args) as types:
-        return _prune(args, types)
-
-
-def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
+def run(args: argparse.Namespace) -> int:
+    types = args.allowed_types
     if bool(args.keep_latest) == (args.older_than is not None):
         raise UsageError(
             "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"
@@ -108,9 +96,11 @@ def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
     import threadlog.context.events  # noqa: F401  (its log channel rebuilds compaction events)
     from threadlog.checkpoint import lifecycle
     from threadlog.checkpoint.backends import backend_of
+    from threadlog.checkpoint.backends.sqlite import file_weight
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.errors import ConcurrentRunError
     from threadlog.flows import run as run_flow
+    from threadlog.inspect.readonly import sqlite_path
 
     with checkpointer(
         url, multitask_strategy="reject", cache=False, allowed_types=types
@@ -138,7 +128,7 @@ def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
             sizes = _sizes(backend, report)
             if args.dry_run:
                 _print(report, sizes, dry=True, archive=args.archive)
-                path = _sqlite_file(url)
+                path = sqlite_path(url)
                 if path is not None:
                     after = _rehearsed(path, chosen, strategy, types)
                     print(
@@ -163,21 +153,12 @@ def _prune(args: argparse.Namespace, types: list[tuple[str, str]]) -> int:
     return 0
 
 
-def _sqlite_file(url: str) -> str | None:
-    return url[len("sqlite:///") :] if url.lower().startswith("sqlite:///") else None
-
-
-def file_weight(path: str) -> tuple[int, int]:
-    from threadlog.checkpoint.backends.sqlite import file_weight as weight
-
-    return weight(path)
-
-
 def vacuum(url: str) -> None:
     """`VACUUM` the database `url` names (module doc)."""
     from threadlog.checkpoint.backends import postgres, sqlite
+    from threadlog.inspect.readonly import sqlite_path
 
-    path = _sqlite_file(url)
+    path = sqlite_path(url)
     if path is not None:
         sqlite.vacuum_file(path)
     else:
@@ -192,6 +173,7 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
     from urllib.parse import quote
 
     from threadlog.checkpoint import lifecycle
+    from threadlog.checkpoint.backends.sqlite import file_weight
     from threadlog.checkpoint.saver import checkpointer
     from threadlog.flows import run as run_flow
 
@@ -214,7 +196,10 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
 
 
 def _print_weight(url: str, report: Any, sizes: dict[str, int], *, vacuum: bool) -> None:
-    path = _sqlite_file(url)
+    from threadlog.checkpoint.backends.sqlite import file_weight
+    from threadlog.inspect.readonly import sqlite_path
+
+    path = sqlite_path(url)
     if path is None:
         if vacuum:
             print("vacuumed the checkpoint tables: their space is reusable")

@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
         help="live: run calls the stored turn did not make (default: report them)",
     )
     add_flags(p, json="print the turns as JSON")
-    finish(p, run)
+    finish(p, run, error_status=2)
 
 
 def load_graph(path: str) -> Any:
@@ -79,13 +79,6 @@ def load_graph(path: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-
-    return run_command("replay", lambda: reading(args, _run), error_status=2)
-
-
-def _run(args: argparse.Namespace) -> int:
     from threadlog.check.replay import replay
     from threadlog.cli.errors import resolve_thread
     from threadlog.cli.jsonout import dumps

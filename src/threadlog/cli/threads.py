@@ -39,23 +39,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import run_command
-    from threadlog.cli.types import reading
-
-    return run_command("threads", lambda: reading(args, _run))
-
-
-def _run(args: argparse.Namespace) -> int:
     from threadlog.cli.jsonout import dumps
     from threadlog.cli.progress import Progress
     from threadlog.inspect.threads import threads
 
     with Progress("reading threads") as progress:
         listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
-    if args.json:
-        text = dumps(listing.rows(), indent=1)
-    else:
-        text = str(listing)
-    print(text)
+    print(dumps(listing.rows(), indent=1) if args.json else str(listing))
     sys.stdout.flush()
     return 0

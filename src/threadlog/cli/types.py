@@ -7,13 +7,14 @@ command reads in: each named module is imported first (from the current folder t
 name that does not import is a one-line error; it yields the `(module, class)` pairs for a
 command that opens a writing saver. `source_parser`, `add_namespace`, `add_flags` and
 `finish` declare the shared `--db`, `--thread`, `--namespace`, switches and the closing
-`--allow-type`.
+`--allow-type` with the command's run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -27,7 +28,6 @@ __all__ = [
     "add_namespace",
     "allowing",
     "finish",
-    "reading",
     "source_parser",
 ]
 
@@ -83,16 +83,27 @@ def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
 
 
-def finish(p: argparse.ArgumentParser, run: Any) -> None:
-    """The last option every reading command takes, and the function that runs it."""
+def finish(
+    p: argparse.ArgumentParser,
+    body: Callable[[argparse.Namespace], int],
+    error_status: int = 1,
+) -> None:
+    """The last option every reading command takes, and its run: `body(args)` inside
+    `allowing(args)` (its types as `args.allowed_types`), errors by `run_command`."""
     add_allow_type(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=functools.partial(_run, body=body, error_status=error_status))
 
 
-def reading(args: argparse.Namespace, body: Callable[[argparse.Namespace], int]) -> int:
-    """`body(args)` inside `allowing(args)`."""
-    with allowing(args):
-        return body(args)
+def _run(
+    args: argparse.Namespace, body: Callable[[argparse.Namespace], int], error_status: int
+) -> int:
+    from threadlog.cli.errors import run_command
+
+    def allowed() -> int:
+        with allowing(args) as args.allowed_types:
+            return body(args)
+
+    return run_command(args.command, allowed, error_status)
 
 
 @contextlib.contextmanager
