@@ -34,8 +34,7 @@ from threadlog.checkpoint.call_records import (
     plain,
     tool_name,
 )
-from threadlog.inspect import calls as inspect_calls
-from threadlog.inspect.calls import content_text
+from threadlog.inspect.calls import content_text, shown_message
 
 __all__ = ["Difference", "Request", "RequestCapture", "difference"]
 
@@ -61,7 +60,7 @@ class Request:
 
 def as_dict(message: BaseMessage) -> dict[str, Any]:
     """A message as `threadlog.inspect.calls` shows a recorded one."""
-    return inspect_calls._message(fingerprint_of(message))  # one shape for both
+    return shown_message(fingerprint_of(message))  # one shape for both
 
 
 class RequestCapture(BaseCallbackHandler):

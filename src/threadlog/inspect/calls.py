@@ -421,7 +421,7 @@ def _fp(message: BaseMessage) -> dict[str, Any]:
         return {"role": str(role), "content": message.content}
 
 
-def _message(fp: Mapping[str, Any], mid: Any = None) -> dict[str, Any]:
+def shown_message(fp: Mapping[str, Any], mid: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"role": fp.get("role"), "content": fp.get("content")}
     if mid is not None:
         out["id"] = str(mid)
@@ -449,15 +449,15 @@ def _resolve(
         return {"role": "?", "content": None, "id": mid, "missing": True}
     blob = blobs.get(str(d))
     if isinstance(blob, Mapping):
-        return _message(blob, mid)
+        return shown_message(blob, mid)
     versions = stored.get(str(mid), []) if mid else []
     for m in versions:
         if d in stored_digests(m)[:1]:
-            return _message(_fp(m), mid)
+            return shown_message(_fp(m), mid)
     if not mid and by_digest is not None:
         same = by_digest().get(str(d))
         if same is not None:
-            return _message(_fp(same))
+            return shown_message(_fp(same))
     return {"role": "?", "content": None, "id": mid, "missing": True}
 
 
@@ -476,7 +476,7 @@ def _call(
     if reply_id:
         versions = stored.get(str(reply_id)) or []
         if versions:
-            reply = _message(_fp(versions[0]), reply_id)
+            reply = shown_message(_fp(versions[0]), reply_id)
     step = call.get("step")
     return RecordedCall(
         namespace=namespace,
