@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from typing_extensions import TypedDict
 
-from threadlog.checkpoint import resent
+import threadlog
 from tests.helpers.delta_apps import (
     bytes_per_turn,
     cfg,
@@ -25,15 +25,18 @@ from tests.helpers.delta_apps import (
     run_turns,
     threadlog_saver,
 )
+from threadlog.checkpoint import resent
 
 
 class Snapshotted(TypedDict):
-    messages: Annotated[list[BaseMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=2)]
+    messages: Annotated[
+        list[BaseMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=2)
+    ]
 
 
 def _reply(state: Snapshotted) -> dict[str, Any]:
-    last = state["messages"][-1].id
-    return {"messages": [AIMessage(f"reply to {len(state['messages'])} " + "x" * 200, id=f"re-{last}")]}
+    last, n = state["messages"][-1].id, len(state["messages"])
+    return {"messages": [AIMessage(f"reply to {n} " + "x" * 200, id=f"re-{last}")]}
 
 
 def _app(saver: Any) -> Any:
@@ -111,8 +114,6 @@ def test_snapshot_bytes_per_turn_stay_flat_where_langgraphs_grow(
 
 
 def threadlog_saver_sync(url: str) -> Any:
-    import threadlog
-
     return threadlog.checkpointer(url)
 
 
