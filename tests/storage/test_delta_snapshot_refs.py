@@ -169,3 +169,29 @@ def test_a_listed_checkpoint_storing_a_reference_reads_its_snapshot_with_no_writ
             assert history["messages"]["seed"].value == snapshot.value
             referenced += 1
         assert referenced >= 4
+
+
+def test_turns_after_a_rollback_read_back_as_if_the_run_never_happened(
+    backend: str, reference_url: str
+) -> None:
+    """A rollback (`delete_for_runs`) removes snapshots later ones could refer to: the
+    saver forgets them, and what it stores next reads as LangGraph's thread without that
+    run."""
+    import asyncio
+
+    turns = _turns(10)
+    kept = turns[:6] + turns[7:]
+
+    async def reference() -> Any:
+        async with langgraph_saver(reference_url, False) as saver:
+            return await run_turns(_app(saver), kept, "t", False, read=_rows)
+
+    expected = asyncio.run(reference())
+    with threadlog_saver_sync(backend) as saver:
+        app = _app(saver)
+        for i, turn in enumerate(turns):
+            app.invoke(turn, {**cfg("t"), "metadata": {"run_id": f"r{i}"}})
+            if i == 6:
+                saver.delete_for_runs(["r6"])  # type: ignore[attr-defined]
+        assert _rows(app.get_state(cfg("t")).values) == expected[0][-1]
+    assert asyncio.run(_cold(backend, False)) == (expected[0][-1], expected[1])

@@ -54,6 +54,7 @@ from threadlog.checkpoint.integrity import (
 )
 from threadlog.checkpoint.layered import Layer
 from threadlog.checkpoint.own_writes import OwnWritesLayer
+from threadlog.checkpoint.resent import ResentLayer
 from threadlog.flows import Flow, Io, call, listed
 from threadlog.log.message_log import is_resent
 
@@ -265,7 +266,7 @@ def _forget(m: Maintenance, threads: Iterable[str], chains: dict[Key, Any]) -> N
         elif isinstance(layer, HistoryLayer):
             for tid in threads:
                 layer.cache.forget(tid)
-        elif isinstance(layer, CallsLayer):
+        elif isinstance(layer, (CallsLayer, ResentLayer)):
             for tid in threads:
                 layer.forget(tid)
         elif isinstance(layer, ChecksumLayer):

@@ -42,8 +42,8 @@ Contract:
 * **Snapshots of other delta channels.** LangGraph stores a `DeltaChannel`'s whole value
   (`_DeltaSnapshot`) every N updates. For a list-valued delta channel that is not
   threadlog's log (deepagents' or LangGraph's messages channel), a snapshot whose
-  leading items equal those of the previous snapshot this layer stored for the same
-  thread, namespace and channel (same type, `==`) is stored as `_DeltaSnapshot(resent_write(P,
+  leading items equal (same type, `==`) those of the previous snapshot this layer stored
+  for the same thread, namespace and channel, as read back from storage, is stored as `_DeltaSnapshot(resent_write(P,
   count, rest))`: the first `count` items of the snapshot stored at checkpoint `P`.
   At most `SNAPSHOT_CHAIN` such references follow each other before one is stored
   whole (a read rebuilds through the chain). `get_tuple` and the seeds of
@@ -98,9 +98,9 @@ class ResentLayer(Layer):
     def __init__(self, cache: HistoryCache, own: OwnWrites | None) -> None:
         self.cache = cache
         self.own = own  # None: reads only (a saver `with_history_cache` gave the cache)
-        # (thread, ns, channel) -> (checkpoint id, items, references in a row) of the last
+        # (thread, ns, channel) -> (checkpoint id, references in a row) of the last
         # snapshot of another delta channel this layer stored.
-        self._snaps: dict[tuple[str, str, str], tuple[str, list[Any], int]] = {}
+        self._snaps: dict[tuple[str, str, str], tuple[str, int]] = {}
         # (thread, ns, checkpoint id) -> channels `listed` left out (module doc).
         self._left_out: dict[tuple[str, str, str], list[str]] = {}
         # (thread, ns) -> the other delta channels its graph declared when LangGraph
@@ -118,7 +118,7 @@ class ResentLayer(Layer):
         if self.own is not None:
             checkpoint = self._stored_input(config, checkpoint)
             checkpoint = self._stored_tasks(config, checkpoint)
-            checkpoint = self._stored_snapshots(config, checkpoint)
+            checkpoint = yield from self._stored_snapshots(below, config, checkpoint)
         out: RunnableConfig = yield from below.flow(
             "put", config, checkpoint, metadata, new_versions
         )
@@ -126,7 +126,9 @@ class ResentLayer(Layer):
             self._note_snapshots(config, whole, checkpoint)
         return out
 
-    def _stored_snapshots(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
+    def _stored_snapshots(
+        self, below: SaverView, config: RunnableConfig, checkpoint: Checkpoint
+    ) -> Flow[Checkpoint]:
         """`checkpoint` with each other delta channel's snapshot that repeats the last one
         stored as a reference to it (module doc)."""
         values = checkpoint.get("channel_values") or {}
@@ -141,18 +143,23 @@ class ResentLayer(Layer):
             if ch not in foreign:  # threadlog's own log, or a graph not seen loading
                 continue
             last = self._snaps.get((str(thread_id), ns, ch))
-            if last is None or last[2] >= SNAPSHOT_CHAIN:
+            if last is None or last[1] >= SNAPSHOT_CHAIN:
                 continue
-            at, items, _ = last
+            # Compared with what a reader rebuilds from storage: a checkpoint deleted since,
+            # or an item changed in place after it was stored, cannot slip in.
+            try:
+                items = yield from self._snapshot_at(below, str(thread_id), ns, ch, last[0], {})
+            except StoredDataError:
+                continue
             count = 0
             for old, new in zip(items, value.value, strict=False):
-                if old is not new and (type(old) is not type(new) or old != new):
+                if type(old) is not type(new) or old != new:
                     break
                 count += 1
             if count:
                 if out is None:
                     out = dict(values)
-                out[ch] = DeltaSnapshot(resent_write(at, count, value.value[count:]))
+                out[ch] = DeltaSnapshot(resent_write(last[0], count, value.value[count:]))
         if out is None:
             return checkpoint
         return {**checkpoint, "channel_values": out}
@@ -164,18 +171,23 @@ class ResentLayer(Layer):
         snaps = whole.get("channel_values") or {}
         if thread_id is None or not any(type(v) is DeltaSnapshot for v in snaps.values()):
             return
-        cid = str(whole["id"])
         values = stored.get("channel_values") or {}
         for ch, value in snaps.items():
             if type(value) is not DeltaSnapshot or not isinstance(value.value, list):
                 continue
             slot = (thread_id, ns, ch)
             last = self._snaps.pop(slot, None)
-            chained = is_resent(getattr(values.get(ch), "value", None))
-            depth = last[2] + 1 if chained and last is not None else 0
-            self._snaps[slot] = (cid, list(value.value), depth)
+            chained = _snapshot_ref(values.get(ch)) and last is not None
+            self._snaps[slot] = (str(whole["id"]), last[1] + 1 if chained and last else 0)
             if len(self._snaps) > _MEMO:
                 del self._snaps[next(iter(self._snaps))]
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what this layer remembers of `thread_id` (a lifecycle call changed it)."""
+        for key in [k for k in self._snaps if k[0] == thread_id]:
+            del self._snaps[key]
+        for cid in [k for k in self._left_out if k[0] == thread_id]:
+            del self._left_out[cid]
 
     def _note_foreign(self, config: RunnableConfig) -> None:
         declared = declared_channels()
@@ -224,35 +236,37 @@ class ResentLayer(Layer):
     def _snapshot_items(
         self, below: SaverView, thread_id: str, ns: str, ch: str, ref: Any, views: _Views
     ) -> Flow[list[Any]]:
-        """The items a snapshot stored as `ref` holds, its chain read oldest last."""
+        """The items a snapshot stored as `ref` holds."""
+        base = yield from self._snapshot_at(below, thread_id, ns, ch, str(ref["at"]), views)
+        return _applied(ch, ref, base)
+
+    def _snapshot_at(
+        self, below: SaverView, thread_id: str, ns: str, ch: str, at: str, views: _Views
+    ) -> Flow[list[Any]]:
+        """The whole value of the snapshot of `ch` stored at checkpoint `at`, its chain of
+        references read back to the one stored whole."""
         chain: list[Any] = []
         while True:
-            chain.append(ref)
-            key = (ns, "snapshot:" + str(ref["at"]), ch)
+            key = (ns, "snapshot:" + at, ch)
             base = views.get(key)
             if base is not None:
                 break
             config: RunnableConfig = {"configurable": {
-                "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": ref["at"]}}
+                "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}}
             tup = yield from below.flow("get_tuple", config)
             value = (tup.checkpoint.get("channel_values") or {}).get(ch) if tup else None
-            if not isinstance(value, DeltaSnapshot) or len(chain) > SNAPSHOT_CHAIN + 1:
+            if not isinstance(value, DeltaSnapshot) or len(chain) > SNAPSHOT_CHAIN:
                 raise StoredDataError(
-                    f"the snapshot of channel {ch!r} refers to checkpoint {ref['at']!r}, "
-                    "which does not store one"
+                    f"a snapshot of channel {ch!r} refers to checkpoint {at!r}, which does "
+                    "not store one"
                 )
             if not _snapshot_ref(value):
                 base = views[key] = list(value.value)
                 break
-            ref = value.value
+            chain.append(value.value)
+            at = str(value.value["at"])
         for ref in reversed(chain):
-            count = int(ref["count"])
-            if len(base) < count:
-                raise StoredDataError(
-                    f"the snapshot of channel {ch!r} at {ref['at']!r} holds fewer than "
-                    f"the {count} items a later snapshot refers to"
-                )
-            base = [*base[:count], *ref["items"]]
+            base = _applied(ch, ref, base)
         return base
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
@@ -554,6 +568,17 @@ def _slot_of(config: RunnableConfig) -> tuple[str | None, str]:
     conf = config.get("configurable") or {}
     thread_id = conf.get("thread_id")
     return (None if thread_id is None else str(thread_id)), str(conf.get("checkpoint_ns") or "")
+
+
+def _applied(ch: str, ref: Mapping[str, Any], base: list[Any]) -> list[Any]:
+    """The items of the snapshot `ref` stands for, given the whole value it refers to."""
+    count = int(ref["count"])
+    if len(base) < count:
+        raise StoredDataError(
+            f"a snapshot of channel {ch!r} refers to {count} items of the one at "
+            f"{ref['at']!r}, which holds {len(base)}"
+        )
+    return [*base[:count], *ref["items"]]
 
 
 def _snapshot_ref(value: Any) -> bool:
