@@ -43,8 +43,9 @@ Contract:
   (`_DeltaSnapshot`) every N updates. For a list-valued delta channel that is not
   threadlog's log (deepagents' or LangGraph's messages channel), a snapshot whose
   leading items equal (same type, `==`) those of the previous snapshot this layer stored
-  for the same thread, namespace and channel, as read back from storage, is stored as `_DeltaSnapshot(resent_write(P,
-  count, rest))`: the first `count` items of the snapshot stored at checkpoint `P`.
+  for the same thread, namespace and channel, as read back from storage, is stored as
+  `_DeltaSnapshot(resent_write(P, count, rest))`: the first `count` items of the
+  snapshot stored at checkpoint `P`.
   At most `SNAPSHOT_CHAIN` such references follow each other before one is stored
   whole (a read rebuilds through the chain). `get_tuple` and the seeds of
   `get_delta_channel_history` rebuild the value exactly (the same stored records, in
