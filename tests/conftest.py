@@ -269,6 +269,8 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_inspect_html.py": ("test_notebook_stylesheets_do_not_right_align_the_inspector_tables",),
     # a supervisor app run for 5-12 turns on two savers (~5-10 s each)
     "test_resent_sends.py": ("*",),
+    # a delta-channel app run for 8-30 turns on two savers, then read cold (~3-8 s each)
+    "test_delta_snapshot_refs.py": ("*",),
     # docs/check-and-replay.md's examples run: agent turns, two demo turns, three replays
     "test_check_and_replay_examples.py": ("*",),
     # matplotlib's first import and one drawing (~3 s of CPU)

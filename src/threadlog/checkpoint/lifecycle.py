@@ -54,7 +54,9 @@ from threadlog.checkpoint.integrity import (
 )
 from threadlog.checkpoint.layered import Layer
 from threadlog.checkpoint.own_writes import OwnWritesLayer
+from threadlog.checkpoint.resent import ResentLayer
 from threadlog.flows import Flow, Io, call, listed
+from threadlog.log.message_log import is_resent
 
 __all__ = [
     "PRUNE_STRATEGIES",
@@ -264,7 +266,7 @@ def _forget(m: Maintenance, threads: Iterable[str], chains: dict[Key, Any]) -> N
         elif isinstance(layer, HistoryLayer):
             for tid in threads:
                 layer.cache.forget(tid)
-        elif isinstance(layer, CallsLayer):
+        elif isinstance(layer, (CallsLayer, ResentLayer)):
             for tid in threads:
                 layer.forget(tid)
         elif isinstance(layer, ChecksumLayer):
@@ -300,7 +302,12 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
     ckpt = tup.checkpoint
     values = ckpt.get("channel_values") or {}
     versions = ckpt.get("channel_versions") or {}
-    absent = [ch for ch in versions if ch not in values and not _reserved(ch)]
+    # A snapshot stored as a reference to an earlier one (`resent`) may lose what it
+    # refers to: rebuilt like an absent value.
+    absent = [
+        ch for ch in versions
+        if not _reserved(ch) and (ch not in values or _refers(values[ch]))
+    ]
     if not absent:
         return {}
     histories = yield from call(
@@ -321,6 +328,10 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
             continue
         out[ch] = (versions[ch], DeltaSnapshot(_rebuilt(tup, ch, seed, writes)))
     return out
+
+
+def _refers(value: Any) -> bool:
+    return isinstance(value, DeltaSnapshot) and is_resent(value.value)
 
 
 def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any:

@@ -39,6 +39,20 @@ Contract:
   `"state"` mapping, as langgraph-prebuilt's `ToolNode` payload (`tool_call_with_context`)
   does — has each message-log list in that state stored the same way, and `get_tuple`
   rebuilds the packet exactly (its checkpoint's tasks value and its pending writes).
+* **Snapshots of other delta channels.** LangGraph stores a `DeltaChannel`'s whole value
+  (`_DeltaSnapshot`) every N updates. For a list-valued delta channel that is not
+  threadlog's log (deepagents' or LangGraph's messages channel), a snapshot whose
+  leading items equal (same type, `==`) those of the previous snapshot this layer stored
+  for the same thread, namespace and channel, as read back from storage, is stored as
+  `_DeltaSnapshot(resent_write(P, count, rest))`: the first `count` items of the
+  snapshot stored at checkpoint `P`.
+  At most `SNAPSHOT_CHAIN` such references follow each other before one is stored
+  whole (a read rebuilds through the chain). `get_tuple` and the seeds of
+  `get_delta_channel_history` rebuild the value exactly (the same stored records, in
+  order); `list` leaves such a channel out of the checkpoint's values (a pure step, no
+  reads), and the delta history LangGraph then asks for at that checkpoint is the
+  rebuilt snapshot with no writes. A snapshot whose base cannot be read is a
+  `StoredDataError`, never a partial value.
 * `with_history_cache(saver)` binds this layer too, reading only (`own=None`): a reader
   of a thread threadlog's saver wrote (the inspector) rebuilds what it must.
 """
@@ -49,6 +63,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointTuple,
@@ -58,9 +73,10 @@ from langgraph.checkpoint.base import (
 from langgraph.constants import START, TASKS
 from langgraph.types import Send
 
-from threadlog._upstream import MISSING, PREGEL, declared_channels
-from threadlog.channel import WRITE_LOCK, KeyedWrites, MessageLogChannel
+from threadlog._upstream import MISSING, PREGEL, DeltaSnapshot, declared_channels
+from threadlog.channel import WRITE_LOCK, KeyedWrites, LogChannel, MessageLogChannel
 from threadlog.checkpoint.layered import Layer, PutArgs, PutWritesArgs, SaverView
+from threadlog.errors import StoredDataError
 from threadlog.flows import Flow
 from threadlog.log.message_log import MessageLog, is_resent, resent_write
 
@@ -68,7 +84,10 @@ if TYPE_CHECKING:  # the cache binds this layer (`with_history_cache`): types on
     from threadlog.checkpoint.cache import HistoryCache
     from threadlog.checkpoint.own_writes import OwnWrites
 
-__all__ = ["ResentLayer"]
+__all__ = ["SNAPSHOT_CHAIN", "ResentLayer"]
+
+SNAPSHOT_CHAIN = 8  # references in a row to earlier snapshots before one is stored whole
+_MEMO = 256  # slots (and listed checkpoints) remembered; the oldest are forgotten
 
 
 class ResentLayer(Layer):
@@ -80,6 +99,14 @@ class ResentLayer(Layer):
     def __init__(self, cache: HistoryCache, own: OwnWrites | None) -> None:
         self.cache = cache
         self.own = own  # None: reads only (a saver `with_history_cache` gave the cache)
+        # (thread, ns, channel) -> (checkpoint id, references in a row) of the last
+        # snapshot of another delta channel this layer stored.
+        self._snaps: dict[tuple[str, str, str], tuple[str, int]] = {}
+        # (thread, ns, checkpoint id) -> channels `listed` left out (module doc).
+        self._left_out: dict[tuple[str, str, str], list[str]] = {}
+        # (thread, ns) -> the other delta channels its graph declared when LangGraph
+        # loaded it (a put runs where the graph is not known).
+        self._foreign: dict[tuple[str, str], frozenset[str]] = {}
 
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
         config, writes, task_id, task_path = args
@@ -88,20 +115,170 @@ class ResentLayer(Layer):
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
         config, checkpoint, metadata, new_versions = args
+        whole = checkpoint
         if self.own is not None:
             checkpoint = self._stored_input(config, checkpoint)
             checkpoint = self._stored_tasks(config, checkpoint)
+            checkpoint = yield from self._stored_snapshots(below, config, checkpoint)
         out: RunnableConfig = yield from below.flow(
             "put", config, checkpoint, metadata, new_versions
         )
+        if self.own is not None:  # stored: later snapshots may refer to this one
+            self._note_snapshots(config, whole, checkpoint)
         return out
 
+    def _stored_snapshots(
+        self, below: SaverView, config: RunnableConfig, checkpoint: Checkpoint
+    ) -> Flow[Checkpoint]:
+        """`checkpoint` with each other delta channel's snapshot that repeats the last one
+        stored as a reference to it (module doc)."""
+        values = checkpoint.get("channel_values") or {}
+        if not any(type(v) is DeltaSnapshot for v in values.values()):
+            return checkpoint
+        thread_id, ns = _slot_of(config)
+        foreign = self._foreign.get((str(thread_id), ns), ())
+        out: dict[str, Any] | None = None
+        for ch, value in values.items():
+            if type(value) is not DeltaSnapshot or not isinstance(value.value, list):
+                continue
+            if ch not in foreign:  # threadlog's own log, or a graph not seen loading
+                continue
+            last = self._snaps.get((str(thread_id), ns, ch))
+            if last is None or last[1] >= SNAPSHOT_CHAIN:
+                continue
+            # Compared with what a reader rebuilds from storage: a checkpoint deleted since,
+            # or an item changed in place after it was stored, cannot slip in.
+            try:
+                items = yield from self._snapshot_at(below, str(thread_id), ns, ch, last[0], {})
+            except StoredDataError:
+                continue
+            count = 0
+            for old, new in zip(items, value.value, strict=False):
+                if type(old) is not type(new) or old != new:
+                    break
+                count += 1
+            if count:
+                if out is None:
+                    out = dict(values)
+                out[ch] = DeltaSnapshot(resent_write(last[0], count, value.value[count:]))
+        if out is None:
+            return checkpoint
+        return {**checkpoint, "channel_values": out}
+
+    def _note_snapshots(
+        self, config: RunnableConfig, whole: Checkpoint, stored: Checkpoint
+    ) -> None:
+        thread_id, ns = _slot_of(config)
+        snaps = whole.get("channel_values") or {}
+        if thread_id is None or not any(type(v) is DeltaSnapshot for v in snaps.values()):
+            return
+        values = stored.get("channel_values") or {}
+        for ch, value in snaps.items():
+            if type(value) is not DeltaSnapshot or not isinstance(value.value, list):
+                continue
+            slot = (thread_id, ns, ch)
+            last = self._snaps.pop(slot, None)
+            chained = _snapshot_ref(values.get(ch)) and last is not None
+            self._snaps[slot] = (str(whole["id"]), last[1] + 1 if chained and last else 0)
+            if len(self._snaps) > _MEMO:
+                del self._snaps[next(iter(self._snaps))]
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what this layer remembers of `thread_id` (a lifecycle call changed it)."""
+        for key in [k for k in self._snaps if k[0] == thread_id]:
+            del self._snaps[key]
+        for cid in [k for k in self._left_out if k[0] == thread_id]:
+            del self._left_out[cid]
+
+    def _note_foreign(self, config: RunnableConfig) -> None:
+        declared = declared_channels()
+        thread_id, ns = _slot_of(config)
+        if declared is None or thread_id is None:
+            return
+        foreign = frozenset(
+            ch for ch, c in declared.items()
+            if isinstance(c, DeltaChannel) and not isinstance(c, LogChannel)
+        )
+        if foreign:
+            self._foreign.pop((thread_id, ns), None)
+            self._foreign[(thread_id, ns)] = foreign
+            if len(self._foreign) > _MEMO:
+                del self._foreign[next(iter(self._foreign))]
+
+    def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
+        values = tup.checkpoint.get("channel_values") or {}
+        refs = [ch for ch, v in values.items() if _snapshot_ref(v)]
+        if not refs:
+            return tup
+        thread_id, ns = _slot_of(tup.config)
+        self._left_out[(str(thread_id), ns, str(tup.checkpoint["id"]))] = refs
+        if len(self._left_out) > _MEMO:
+            del self._left_out[next(iter(self._left_out))]
+        kept = {ch: v for ch, v in values.items() if ch not in refs}
+        return tup._replace(checkpoint={**tup.checkpoint, "channel_values": kept})
+
+    def _whole_snapshots(
+        self, below: SaverView, tup: CheckpointTuple, views: _Views
+    ) -> Flow[CheckpointTuple]:
+        """`tup` with each snapshot stored as a reference rebuilt."""
+        values = tup.checkpoint.get("channel_values") or {}
+        if not any(_snapshot_ref(v) for v in values.values()):
+            return tup
+        thread_id, ns = _slot_of(tup.config)
+        whole = dict(values)
+        for ch, value in values.items():
+            if _snapshot_ref(value):
+                items = yield from self._snapshot_items(
+                    below, str(thread_id), ns, ch, value.value, views
+                )
+                whole[ch] = DeltaSnapshot(items)
+        return tup._replace(checkpoint={**tup.checkpoint, "channel_values": whole})
+
+    def _snapshot_items(
+        self, below: SaverView, thread_id: str, ns: str, ch: str, ref: Any, views: _Views
+    ) -> Flow[list[Any]]:
+        """The items a snapshot stored as `ref` holds."""
+        base = yield from self._snapshot_at(below, thread_id, ns, ch, str(ref["at"]), views)
+        return _applied(ch, ref, base)
+
+    def _snapshot_at(
+        self, below: SaverView, thread_id: str, ns: str, ch: str, at: str, views: _Views
+    ) -> Flow[list[Any]]:
+        """The whole value of the snapshot of `ch` stored at checkpoint `at`, its chain of
+        references read back to the one stored whole."""
+        chain: list[Any] = []
+        while True:
+            key = (ns, "snapshot:" + at, ch)
+            base = views.get(key)
+            if base is not None:
+                break
+            config: RunnableConfig = {"configurable": {
+                "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}}
+            tup = yield from below.flow("get_tuple", config)
+            value = (tup.checkpoint.get("channel_values") or {}).get(ch) if tup else None
+            if not isinstance(value, DeltaSnapshot) or len(chain) > SNAPSHOT_CHAIN:
+                raise StoredDataError(
+                    f"a snapshot of channel {ch!r} refers to checkpoint {at!r}, which does "
+                    "not store one"
+                )
+            if not _snapshot_ref(value):
+                base = views[key] = list(value.value)
+                break
+            chain.append(value.value)
+            at = str(value.value["at"])
+        for ref in reversed(chain):
+            base = _applied(ch, ref, base)
+        return base
+
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        if self.own is not None:
+            self._note_foreign(config)
         tup: CheckpointTuple | None = yield from below.flow("get_tuple", config)
         if tup is None:
             return tup
         conf = tup.config["configurable"]
         views: _Views = {}
+        tup = yield from self._whole_snapshots(below, tup, views)
         start = tup.checkpoint.get("channel_values", {}).get(START)
         if isinstance(start, Mapping) and any(is_resent(v) for v in start.values()):
             whole = dict(start)
@@ -207,15 +384,33 @@ class ResentLayer(Layer):
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Flow[Mapping[str, DeltaChannelHistory]]:
+        conf = config.get("configurable") or {}
+        views: _Views = {}
+        thread_id, ns = _slot_of(config)
+        left = self._left_out.get((str(thread_id), ns, str(conf.get("checkpoint_id"))))
+        if left and set(channels) <= set(left):
+            # A listed checkpoint whose snapshot `listed` left out: that snapshot, whole.
+            stored = yield from below.flow("get_tuple", config)
+            if stored is not None:
+                tup = yield from self._whole_snapshots(below, stored, views)
+                values = tup.checkpoint["channel_values"]
+                return {ch: {"seed": values[ch], "writes": []} for ch in channels}
         out: Mapping[str, DeltaChannelHistory] = yield from below.flow(
             "get_delta_channel_history", config=config, channels=channels
         )
+        if any(_snapshot_ref(h.get("seed")) for h in out.values()):
+            out = dict(out)
+            for ch, history in out.items():
+                if _snapshot_ref(history.get("seed")):
+                    seed = history["seed"].value
+                    items = yield from self._snapshot_items(
+                        below, str(thread_id), ns, ch, seed, views
+                    )
+                    out[ch] = {**history, "seed": DeltaSnapshot(items)}
         if not any(_elsewhere(v) for h in out.values() for _, _, v in h.get("writes") or ()):
             return out
         # A subgraph's input that re-sent its parent's history: the log of this namespace
         # never held those messages, so the write is rebuilt before it is applied.
-        conf = config.get("configurable") or {}
-        views: _Views = {}
         rebuilt: dict[str, DeltaChannelHistory] = {}
         for ch, history in out.items():
             writes = history.get("writes") or []
@@ -368,6 +563,28 @@ def _with_state(packet: Send, state: dict[Any, Any]) -> Send:
     if isinstance(arg.get("state"), Mapping):
         return Send(packet.node, {**arg, "state": state})
     return Send(packet.node, state)
+
+
+def _slot_of(config: RunnableConfig) -> tuple[str | None, str]:
+    conf = config.get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    return (None if thread_id is None else str(thread_id)), str(conf.get("checkpoint_ns") or "")
+
+
+def _applied(ch: str, ref: Mapping[str, Any], base: list[Any]) -> list[Any]:
+    """The items of the snapshot `ref` stands for, given the whole value it refers to."""
+    count = int(ref["count"])
+    if len(base) < count:
+        raise StoredDataError(
+            f"a snapshot of channel {ch!r} refers to {count} items of the one at "
+            f"{ref['at']!r}, which holds {len(base)}"
+        )
+    return [*base[:count], *ref["items"]]
+
+
+def _snapshot_ref(value: Any) -> bool:
+    """A snapshot stored as a reference to an earlier one (module doc)."""
+    return isinstance(value, DeltaSnapshot) and is_resent(value.value)
 
 
 def _elsewhere(value: Any) -> bool:
