@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 import threadlog
 import threadlog.checkpoint.serde as serde_module
 from scripts.kill_multi_agent import _check, build, snapshot
+from threadlog._upstream import CONFIG_KEY_RUNTIME
 from threadlog.checkpoint.compression import TAG, pack, unpack
 from threadlog.checkpoint.serde import strict_serializer
 from threadlog.errors import StoredDataError
@@ -104,3 +105,28 @@ def test_deflate_keeps_other_tags_short_values_and_encryption_as_they_were() -> 
 def test_a_value_that_does_not_inflate_is_one_clear_error() -> None:
     with pytest.raises(StoredDataError, match=TAG):
         strict_serializer().loads_typed((TAG, b"\xff\xfe not deflate"))
+
+
+def test_a_task_result_rewritten_over_its_old_format_row_is_the_same_result(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A resumed task stores its result again: LangGraph keeps the first row, and the run
+    # guard refuses only a *different* result; a plain msgpack row and its deflated
+    # rewrite are the same result.
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    config = {"configurable": {"thread_id": "t"}}
+    result = [AIMessage("details " * 40, id="a1")]
+    with threadlog.checkpointer(url) as saver:
+        _ask(build("swarm", saver), 0, 1)
+        head = saver.get_tuple(config)
+        assert head is not None
+        # A run's write (a config with a runtime), not update_state's, which replaces.
+        at = {"configurable": {**head.config["configurable"], CONFIG_KEY_RUNTIME: object()}}
+        with monkeypatch.context() as old_format:
+            old_format.setattr(serde_module, "pack", lambda kind, data: (kind, data))
+            saver.put_writes(at, [("messages", result)], "a-task")
+    with threadlog.checkpointer(url) as saver:
+        saver.put_writes(at, [("messages", result)], "a-task")
+    with threadlog.checkpointer(url) as saver:
+        with pytest.raises(threadlog.ConcurrentRunError, match="different"):
+            saver.put_writes(at, [("messages", [AIMessage("x", id="a2")])], "a-task")

@@ -67,6 +67,7 @@ from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
+from threadlog.checkpoint.compression import unpack
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, PutArgs, PutWritesArgs, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
@@ -1017,7 +1018,8 @@ def _write_keys(tup: CheckpointTuple) -> frozenset[tuple[str, str]]:
 
 
 def _same(new: tuple[str, bytes], old: StoredWrite) -> bool:
-    return new[0] == old[0] and bytes(new[1]) == bytes(old[1])
+    # Inflated: a row stored before values were deflated equals its deflated rewrite.
+    return unpack(*new) == unpack(old[0], bytes(old[1]))
 
 
 _CpKey = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
