@@ -1,8 +1,9 @@
 """A reader's serializer that decodes a large blob once per read.
 
 Contract: `remember_large(serde)` wraps a read-only saver's serializer: `loads_typed` of
-a blob of `LARGE` bytes or more returns the value decoded for the same bytes, if one of
-the last `KEEP` large blobs was those bytes (LangGraph reads the newest checkpoint twice).
+a blob of `LARGE` bytes or more (once inflated) returns the value decoded for the same
+bytes, if one of the last `KEEP` large blobs was those bytes (LangGraph reads the newest
+checkpoint twice).
 The value is a fresh top-level dict around the same decoded values. Writing is refused.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any
+
+from threadlog.checkpoint.compression import unpack
 
 __all__ = ["KEEP", "LARGE", "remember_large"]
 
@@ -29,6 +32,7 @@ class _RememberLarge:
         raise TypeError("a reader's serializer does not write")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        data = unpack(*data)  # large by its msgpack's size, deflated or not
         tag, blob = data
         if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < LARGE:
             return self._inner.loads_typed(data)
