@@ -154,6 +154,7 @@ class StrictSerializer(JsonPlusSerializer):
     for a reader, `placeholders`, reading them as `UndecodedValue`)."""
 
     placeholders: bool = False
+    deflate = True  # off: plain msgpack, as LangGraph's own serializer reads (a repair's)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -163,7 +164,8 @@ class StrictSerializer(JsonPlusSerializer):
                 _listener_on.append(True)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        return pack(*super().dumps_typed(obj))
+        out = super().dumps_typed(obj)
+        return pack(*out) if self.deflate else out
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         data = unpack(*data)
