@@ -23,6 +23,7 @@ from tests.helpers.delta_apps import (
     run_turns,
     threadlog_saver,
 )
+from tests.helpers.echo import one_node_graph
 from tests.helpers.multi_agent import deep_agent
 
 
@@ -63,11 +64,7 @@ def _reply(state: DeltaMessages) -> dict[str, Any]:
 
 
 def _delta_messages_app(saver: Any) -> Any:
-    builder = StateGraph(DeltaMessages)
-    builder.add_node("reply", _reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=saver)
+    return one_node_graph(DeltaMessages, _reply, saver)
 
 
 # The reducer's own rules on the way: a same-id message replaces, a RemoveMessage deletes.

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from typing_extensions import TypedDict
 
@@ -25,6 +24,7 @@ from tests.helpers.delta_apps import (
     run_turns,
     threadlog_saver,
 )
+from tests.helpers.echo import one_node_graph
 from threadlog.checkpoint import resent
 
 
@@ -40,11 +40,7 @@ def _reply(state: Snapshotted) -> dict[str, Any]:
 
 
 def _app(saver: Any) -> Any:
-    builder = StateGraph(Snapshotted)
-    builder.add_node("reply", _reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=saver)
+    return one_node_graph(Snapshotted, _reply, saver)
 
 
 def _turns(n: int) -> list[Any]:
