@@ -255,10 +255,6 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_copy_of_a_paused_thread.py": ("*",),  # ~3-5 s each: resumes on two threads
     "test_cold_reads_decode_once.py": ("*",),  # swarm threads of 4-12 turns, read cold
-    "test_compressed_values.py": (  # swarm threads of 4-5 turns, read three times
-        "test_a_swarm_thread_stores_its_values_deflated_in_well_under_their_msgpack_size",
-        "test_a_thread_written_before_values_were_deflated_reads_the_same_and_goes_on",
-    ),
     "test_finished_write_lost.py": ("*",),  # a slowed commit, waited out
     "test_idempotent_receipts.py": (  # waits out --older-than 1s, then resumes twice
         "test_prune_archive_keeps_the_receipts_and_a_resume_from_the_archive_serves_them",

@@ -42,7 +42,6 @@ LAYERS: list[tuple[object, ...]] = [
             (
                 [("context.policy", "context.events"), ("context.compaction",), ("context",)],
                 [
-                    ("checkpoint.compression",),
                     ("checkpoint.shared_records",),
                     ("checkpoint.serde", "checkpoint.backends.base", "checkpoint.receipts"),
                     (

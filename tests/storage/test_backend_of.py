@@ -33,7 +33,6 @@ from threadlog.checkpoint.backends import (
     SqliteHeadStore,
     backend_of,
 )
-from threadlog.checkpoint.serde import strict_serializer
 from threadlog.inspect.namespaces import InNamespace
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}
@@ -153,7 +152,6 @@ async def test_an_async_postgres_saver_bare_and_wrapped_has_the_async_postgres_b
         inner = saver.inner  # type: ignore[attr-defined]
         _is(saver, AsyncPostgresBackend, inner)
     async with AsyncPostgresSaver.from_conn_string(pg_backend) as bare:
-        bare.serde = strict_serializer()  # threadlog's rows are deflated msgpack
         backend = _is(bare, AsyncPostgresBackend, bare)
         head = await bare.aget_tuple(CFG)
         assert head is not None and head.parent_config is not None

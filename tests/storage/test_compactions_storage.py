@@ -15,12 +15,12 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import threadlog
 from threadlog import ContextPolicy, OfflineChatModel, create_agent
-from threadlog.checkpoint.serde import strict_serializer
 from threadlog.context.compaction import append_compactions
 
 THREAD = {"configurable": {"thread_id": "t"}}
@@ -40,7 +40,7 @@ def _ask(turn: int) -> dict[str, Any]:
 def _per_checkpoint_bytes(url: str) -> list[int]:
     """Stored bytes of the `compactions` key per checkpoint, oldest first: the value a
     checkpoint stores for it (inline or as a blob at its version) plus its writes."""
-    serde = strict_serializer()  # threadlog's rows are deflated msgpack
+    serde = JsonPlusSerializer()
     if url.startswith("sqlite:///"):
         conn = sqlite3.connect(url[len("sqlite:///"):])
         out = []

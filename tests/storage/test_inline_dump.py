@@ -7,8 +7,6 @@ runs the thread hop was the largest cost threadlog's lane paid more often)."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,8 +78,7 @@ async def test_a_turns_writes_and_reads_take_no_worker_thread_and_read_as_upstre
 async def test_a_large_write_or_blob_goes_to_a_worker_thread_and_reads_back_the_same(
     pg_backend: str, hops: list[str]
 ) -> None:
-    # Random text: still past the threshold once deflated.
-    big = base64.b64encode(os.urandom(2 * postgres_inline.INLINE_DUMP_BYTES)).decode()
+    big = "x" * (postgres_inline.INLINE_DUMP_BYTES + 1)
     result = ToolMessage("done", tool_call_id="c1", artifact={"rows": big}, id="m2")
     request = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="m1")
     async with threadlog.acheckpointer(pg_backend) as saver:

@@ -160,11 +160,9 @@ def test_the_postgres_cold_read_equals_the_savers_own_at_every_checkpoint(
     from langgraph.checkpoint.postgres import PostgresSaver
 
     from threadlog.checkpoint.backends import backend_of
-    from threadlog.checkpoint.serde import strict_serializer
 
     _fill(pg_backend, 3, "s")
     with PostgresSaver.from_conn_string(pg_backend) as saver:
-        saver.serde = strict_serializer()  # threadlog's rows are deflated msgpack
         backend = backend_of(saver)
         compared = 0
         for tup in list(saver.list(cfg("s"))):  # the listing holds the connection

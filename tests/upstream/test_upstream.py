@@ -174,12 +174,11 @@ def test_a_serializers_msgpack_record_loader_reads_a_record_as_loads_typed_does(
     import ormsgpack
     from langchain_core.messages import AIMessage
 
-    from threadlog.checkpoint.compression import unpack
     from threadlog.checkpoint.serde import strict_serializer
 
     serde = strict_serializer()
     msg = AIMessage("hi", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
-    _, blob = unpack(*serde.dumps_typed([msg]))  # the msgpack, not its stored deflate
+    _, blob = serde.dumps_typed([msg])
     records: list[tuple[int, bytes]] = []
     ormsgpack.unpackb(blob, ext_hook=lambda c, d: records.append((c, d)))
     hook = _upstream.msgpack_ext_hook(serde)

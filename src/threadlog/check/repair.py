@@ -293,8 +293,6 @@ def apply_repairs(
     try:
         with checkpointer(_bounded(url, lock_timeout), allowed_types=allowed_types) as opened:
             saver = cast(GuardedSaver, opened)  # threadlog.checkpointer's saver (its contract)
-            # What it adds to a thread LangGraph's own saver wrote stays readable there.
-            saver.serde.deflate = False  # type: ignore[attr-defined]
             reader = StandIns(saver)
             for plan in plans:
                 result = RepairResult(plan.thread_id, channel=plan.channel)

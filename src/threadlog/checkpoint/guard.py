@@ -67,7 +67,6 @@ from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint import lifecycle
 from threadlog.checkpoint.backends import HeadStore, StoredWrite, release_lock, take_lock
 from threadlog.checkpoint.call_records import CALLS_CHANNEL
-from threadlog.checkpoint.compression import unpack
 from threadlog.checkpoint.input_check import InputCheck
 from threadlog.checkpoint.layered import Layer, LayeredSaver, PutArgs, PutWritesArgs, SaverView
 from threadlog.checkpoint.recover import STARTED_CHANNEL
@@ -675,9 +674,8 @@ class GuardLayer(Layer):
             if old is None:
                 new = True
                 continue
-            # Inflated: a row stored before values were deflated equals its rewrite.
-            kind, data = unpack(*self.serde.dumps_typed(value))
-            if (kind, bytes(data)) == unpack(old[0], bytes(old[1])):
+            kind, data = self.serde.dumps_typed(value)
+            if kind == old[0] and bytes(data) == bytes(old[1]):
                 continue
             if _same_resent(value, self.serde.loads_typed(old)):
                 continue  # stored as what it added (`threadlog.checkpoint.resent`)

@@ -42,7 +42,6 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 
 from threadlog._upstream import msgpack_ext_hook, msgpack_rebuilds
-from threadlog.checkpoint.compression import pack, unpack
 from threadlog.checkpoint.shared_records import shared_for, stored_message
 from threadlog.errors import StoredDataError
 
@@ -154,7 +153,6 @@ class StrictSerializer(JsonPlusSerializer):
     for a reader, `placeholders`, reading them as `UndecodedValue`)."""
 
     placeholders: bool = False
-    deflate = True  # off: plain msgpack, as LangGraph's own serializer reads (a repair's)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -163,12 +161,7 @@ class StrictSerializer(JsonPlusSerializer):
                 register_serde_event_listener(_on_serde_event)
                 _listener_on.append(True)
 
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        out = super().dumps_typed(obj)
-        return pack(*out) if self.deflate else out
-
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        data = unpack(*data)
         shared = shared_for(self) if data[0] == "msgpack" else None
         if shared is not None:  # one read's writes: one object per distinct message
             return shared.loads(data)

@@ -50,7 +50,6 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
 from threadlog._upstream import built_message
-from threadlog.checkpoint.compression import unpack
 
 __all__ = ["SharedRecords", "shared_for", "sharing", "stored_message"]
 
@@ -79,7 +78,7 @@ class SharedRecords:
         self._inside = False  # decoding one record: `shared_for` must not route it here
 
     def loads(self, data: tuple[str, bytes]) -> Any:
-        type_tag, blob = unpack(*data)
+        type_tag, blob = data
         if not self.shared or type_tag != "msgpack":
             return self.serde.loads_typed(data)
         fast = getattr(self.serde, "loads_shared", None)

@@ -13,9 +13,9 @@ a type outside the allowlist reads as `threadlog.UndecodedValue`. The list is wi
 only from code: `THREADLOG_ALLOW_TYPES` and `reading_types(...)` (`--allow-type`).
 
 `remember_large(serde)` wraps that serializer: `loads_typed` of a blob of `LARGE` bytes or
-more (once inflated) returns the value decoded for the same bytes, if one of the last
-`KEEP` large blobs was those bytes (LangGraph reads the newest checkpoint twice). The
-value is a fresh top-level dict around the same decoded values. Writing is refused.
+more returns the value decoded for the same bytes, if one of the last `KEEP` large blobs
+was those bytes (LangGraph reads the newest checkpoint twice). The value is a fresh
+top-level dict around the same decoded values. Writing is refused.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from threadlog._upstream import saver_task_path
 from threadlog.checkpoint.backends import postgres as postgres_tables
 from threadlog.checkpoint.backends import sqlite as sqlite_tables
-from threadlog.checkpoint.compression import unpack
 
 __all__ = [
     "KEEP",
@@ -275,7 +274,6 @@ class _RememberLarge:
         raise TypeError("a reader's serializer does not write")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        data = unpack(*data)  # large by its msgpack's size, deflated or not
         tag, blob = data
         if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < LARGE:
             return self._inner.loads_typed(data)

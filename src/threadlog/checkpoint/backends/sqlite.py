@@ -67,7 +67,6 @@ from threadlog.checkpoint.backends.base import (
     parse_rows,
     queries,
 )
-from threadlog.checkpoint.compression import unpack
 from threadlog.checkpoint.shared_records import SharedRecords
 from threadlog.flows import arun, run
 
@@ -311,7 +310,6 @@ def read_steps(
 
 def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
     """The keys of a stored checkpoint's `channel_values`, cheaply when it is msgpack."""
-    type_tag, blob = unpack(type_tag, blob)
     if type_tag == "msgpack":
         try:
             ckpt = ormsgpack.unpackb(blob, ext_hook=_skip_ext)

@@ -25,7 +25,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from threadlog._upstream import msgpack_rebuilds
-from threadlog.checkpoint.compression import unpack
 
 __all__ = ["StorageCheck", "change_warning", "check_storage", "serializer_for", "storage_problem"]
 
@@ -59,7 +58,7 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
 def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageCheck:
     """Store `message` with `serde` and read it back, without storing anything (module doc)."""
     try:
-        kind, data = unpack(*serde.dumps_typed(message))
+        kind, data = serde.dumps_typed(message)
     except Exception:
         # The message is stored as its model_dump(), so look for the culprit there.
         culprit = message.model_dump().get("artifact")
