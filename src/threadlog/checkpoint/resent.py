@@ -256,10 +256,15 @@ class ResentLayer(Layer):
                 "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}}
             tup = yield from below.flow("get_tuple", config)
             value = (tup.checkpoint.get("channel_values") or {}).get(ch) if tup else None
-            if not isinstance(value, DeltaSnapshot) or len(chain) > SNAPSHOT_CHAIN:
+            if not isinstance(value, DeltaSnapshot):
                 raise StoredDataError(
                     f"a snapshot of channel {ch!r} refers to checkpoint {at!r}, which does "
                     "not store one"
+                )
+            if len(chain) > SNAPSHOT_CHAIN:  # stored chains are shorter: a loop or damage
+                raise StoredDataError(
+                    f"the snapshot of channel {ch!r} at checkpoint {at!r} is reached through "
+                    f"more than {SNAPSHOT_CHAIN} references"
                 )
             if not _snapshot_ref(value):
                 base = views[key] = list(value.value)
