@@ -54,9 +54,8 @@ from threadlog.checkpoint.integrity import (
 )
 from threadlog.checkpoint.layered import Layer
 from threadlog.checkpoint.own_writes import OwnWritesLayer
-from threadlog.checkpoint.resent import ResentLayer
+from threadlog.checkpoint.resent import ResentLayer, snapshot_ref
 from threadlog.flows import Flow, Io, call, listed
-from threadlog.log.message_log import is_resent
 
 __all__ = [
     "PRUNE_STRATEGIES",
@@ -306,7 +305,7 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
     # refers to: rebuilt like an absent value.
     absent = [
         ch for ch in versions
-        if not _reserved(ch) and (ch not in values or _refers(values[ch]))
+        if not _reserved(ch) and (ch not in values or snapshot_ref(values[ch]))
     ]
     if not absent:
         return {}
@@ -328,10 +327,6 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
             continue
         out[ch] = (versions[ch], DeltaSnapshot(_rebuilt(tup, ch, seed, writes)))
     return out
-
-
-def _refers(value: Any) -> bool:
-    return isinstance(value, DeltaSnapshot) and is_resent(value.value)
 
 
 def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any:

@@ -84,7 +84,7 @@ if TYPE_CHECKING:  # the cache binds this layer (`with_history_cache`): types on
     from threadlog.checkpoint.cache import HistoryCache
     from threadlog.checkpoint.own_writes import OwnWrites
 
-__all__ = ["SNAPSHOT_CHAIN", "ResentLayer"]
+__all__ = ["SNAPSHOT_CHAIN", "ResentLayer", "snapshot_ref"]
 
 SNAPSHOT_CHAIN = 8  # references in a row to earlier snapshots before one is stored whole
 _MEMO = 256  # slots (and listed checkpoints) remembered; the oldest are forgotten
@@ -178,7 +178,7 @@ class ResentLayer(Layer):
                 continue
             slot = (thread_id, ns, ch)
             last = self._snaps.pop(slot, None)
-            chained = _snapshot_ref(values.get(ch)) and last is not None
+            chained = snapshot_ref(values.get(ch)) and last is not None
             self._snaps[slot] = (str(whole["id"]), last[1] + 1 if chained and last else 0)
             if len(self._snaps) > _MEMO:
                 del self._snaps[next(iter(self._snaps))]
@@ -207,7 +207,7 @@ class ResentLayer(Layer):
 
     def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
         values = tup.checkpoint.get("channel_values") or {}
-        refs = [ch for ch, v in values.items() if _snapshot_ref(v)]
+        refs = [ch for ch, v in values.items() if snapshot_ref(v)]
         if not refs:
             return tup
         thread_id, ns = _slot_of(tup.config)
@@ -222,12 +222,12 @@ class ResentLayer(Layer):
     ) -> Flow[CheckpointTuple]:
         """`tup` with each snapshot stored as a reference rebuilt."""
         values = tup.checkpoint.get("channel_values") or {}
-        if not any(_snapshot_ref(v) for v in values.values()):
+        if not any(snapshot_ref(v) for v in values.values()):
             return tup
         thread_id, ns = _slot_of(tup.config)
         whole = dict(values)
         for ch, value in values.items():
-            if _snapshot_ref(value):
+            if snapshot_ref(value):
                 items = yield from self._snapshot_items(
                     below, str(thread_id), ns, ch, value.value, views
                 )
@@ -266,7 +266,7 @@ class ResentLayer(Layer):
                     f"the snapshot of channel {ch!r} at checkpoint {at!r} is reached through "
                     f"more than {SNAPSHOT_CHAIN} references"
                 )
-            if not _snapshot_ref(value):
+            if not snapshot_ref(value):
                 base = views[key] = list(value.value)
                 break
             chain.append(value.value)
@@ -403,10 +403,10 @@ class ResentLayer(Layer):
         out: Mapping[str, DeltaChannelHistory] = yield from below.flow(
             "get_delta_channel_history", config=config, channels=channels
         )
-        if any(_snapshot_ref(h.get("seed")) for h in out.values()):
+        if any(snapshot_ref(h.get("seed")) for h in out.values()):
             out = dict(out)
             for ch, history in out.items():
-                if _snapshot_ref(history.get("seed")):
+                if snapshot_ref(history.get("seed")):
                     seed = history["seed"].value
                     items = yield from self._snapshot_items(
                         below, str(thread_id), ns, ch, seed, views
@@ -587,7 +587,7 @@ def _applied(ch: str, ref: Mapping[str, Any], base: list[Any]) -> list[Any]:
     return [*base[:count], *ref["items"]]
 
 
-def _snapshot_ref(value: Any) -> bool:
+def snapshot_ref(value: Any) -> bool:
     """A snapshot stored as a reference to an earlier one (module doc)."""
     return isinstance(value, DeltaSnapshot) and is_resent(value.value)
 
