@@ -1,10 +1,7 @@
 """Checkpoint helpers: `checkpointer(url)` / `acheckpointer(url)` and the saver they return.
 
-THE CONTRACT of that saver. `threadlog.checkpointer(url)` returns one wrapper,
-`GuardedSaver` (a `LayeredSaver`, `layered.py`), around LangGraph's own saver for the URL,
-which it stores through unchanged: threads stay LangGraph threads. Each capability is one
-*layer*, in an ordered tuple stated in code (`saver._finish`), outermost first. One
-layer keeps each promise, proved by the tests named beside it:
+The contract of that saver (`GuardedSaver`, one `LayeredSaver` around LangGraph's own saver
+for the URL, layers ordered in `saver._finish`): each promise, its layer, its tests.
 
     promise                                       layer          proved by
     --------------------------------------------  -------------  -------------------------------
@@ -84,11 +81,8 @@ lifecycle call cannot materialize a delta channel that is not one of threadlog's
 (your own `DeltaChannel`: refused, nothing changed); writes a rolled-back run stored on a
 checkpoint it did not make (a resumed step's results carry no run id) stay; the lifecycle
 calls are the guarded saver's (`guard=False` keeps the backend's own).
-docs/durability.md says the same for users. Modules: `saver` (the build path and the
-layer order), `layered` (the one wrapper), `lifecycle` (rollback, copy, prune), the layers
-and their helpers, `backends/` (all SQL and locks), `serde` (the strict allowlist).
 
-Names are loaded on first use, so `import threadlog` does not import a saver backend.
+Names load on first use: `import threadlog` imports no saver backend.
 """
 
 from __future__ import annotations

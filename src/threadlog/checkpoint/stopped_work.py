@@ -1,35 +1,16 @@
-"""What a stopped step stored is kept: a crashed step's finished work, a stopped subgraph's.
+"""`StoppedWorkLayer`: what a stopped step stored is kept (docs/durability.md says how).
 
-LangGraph stores each task's writes as the task finishes and the step's checkpoint after
-all of them; new input on a head with such pending writes discards them
-(`pregel/_loop.py`, `discard_tasks`). Contract:
-
-* `StoppedWorkLayer` (under the run guard): reading the root head (`get_tuple` naming a
-  thread, no `checkpoint_id`) adds, per channel, one `NULL_TASK_ID` write carrying the
-  messages of finished work: the waiting `__start__` input, then every task with writes
-  and no `__error__` / `__interrupt__`, in stored order. LangGraph applies those first,
-  for a resume and for new input alike.
-* Only what the stored log accepts is carried (dry-run on a copy of the head's log, one
-  batch per task); messages without an id are not carried.
-* New input also gets the work of the subgraphs running from the head, nested ones too,
-  after the head's own. Readers and resumes do not: a resumed subgraph returns its own.
-* New input on a head with a task to run abandons that task: each call left open in the
-  graph's `MessageLogChannel` logs gets one "not completed" result, as `ModelNode` would
-  record it (`repair_open_calls`), unless the input answers it. A stored result is read
-  back (`recover`), a started tool is answered "outcome unknown", an idempotent tool is
-  run again with its key (`threadlog.nodes.tools.rerun`). A finished turn's head keeps
-  its open calls: the input may be their results.
-* `with_finished_work(saver, tup)`: the reader's carry for one tuple of any namespace
-  (finished work only), for the inspector's export.
-* Nothing is stored. Reads of a named checkpoint, `list`, and heads without such work
-  are returned unchanged.
-
-Subgraphs store their steps in their own namespace (`"node:task_id"`), nested ones as
-`outer:<task>|inner:<task>` with every enclosing checkpoint id in `metadata["parents"]`.
-`may_run_subgraphs(tup)`: whether a head has a task to run (a `branch:to:` trigger or a
-`Send`), the only case worth a look. The walk takes one batch per write,
-per channel, oldest first, for each namespace whose parent task has not finished, one
-`list(filter={"parents": ...})` per level.
+* Reading the root head (no `checkpoint_id`) adds, per channel, one `NULL_TASK_ID` write
+  with the messages of finished work: the waiting `__start__` input, then each task with
+  writes and no `__error__` / `__interrupt__`, in stored order; only what the stored log
+  accepts (one batch per task), only messages with an id.
+* New input also gets the work of the subgraphs running from the head (every level, by
+  `metadata["parents"]`), and abandons the head's task: each call left open gets its
+  stored result (`recover`), "outcome unknown" when its tool started, a rerun for an
+  idempotent tool (`receipts.rerun_flow`), else "not completed" (`repair_open_calls`),
+  unless the input answers it.
+* Nothing is stored; reads of a named checkpoint, `list`, and heads without such work are
+  returned unchanged. `with_finished_work(saver, tup)`: the reader's carry for one tuple.
 """
 
 from __future__ import annotations
@@ -49,6 +30,7 @@ from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loo
 from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, rerun_flow
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
+from threadlog.checkpoint.resent import log_view
 from threadlog.errors import MessageLogError
 from threadlog.flows import Flow, call, listed, run
 from threadlog.log.message_log import MessageLog, flatten_write
@@ -69,35 +51,28 @@ _UNFINISHED = frozenset({ERROR, INTERRUPT})
 
 def _is_head_read(config: RunnableConfig) -> bool:
     conf = config.get("configurable") or {}
-    return (
-        conf.get("thread_id") is not None
-        and not conf.get("checkpoint_id")
-        and not conf.get("checkpoint_ns")
-    )
+    ns = conf.get("checkpoint_ns")
+    return conf.get("thread_id") is not None and not conf.get("checkpoint_id") and not ns
 
 
 def _is_reader(config: RunnableConfig) -> bool:
-    # A run's own read of its starting checkpoint carries LangGraph's runtime in the
-    # config; get_state, update_state and other readers do not.
+    # A run's own read of its starting checkpoint carries LangGraph's runtime; readers don't.
     return CONFIG_KEY_RUNTIME not in (config.get("configurable") or {})
 
 
 def message_items(value: Any) -> list[Any] | None:
     """The items of a write when every one is a message with an id, else None."""
     items = flatten_write(value)
-    if not items:
-        return None
-    for item in items:
-        if isinstance(item, BaseMessage):
-            if not item.id:
-                return None
-        elif not (isinstance(item, Mapping) and isinstance(item.get("id"), str)):
-            return None
-    return items
+    return items if items and all(map(_has_id, items)) else None
 
 
-Batch = tuple[str | None, list[Any]]
-"""(the task that wrote it, or None for the waiting input; its message items)"""
+def _has_id(item: Any) -> bool:
+    if isinstance(item, BaseMessage):
+        return bool(item.id)
+    return isinstance(item, Mapping) and isinstance(item.get("id"), str)
+
+
+Batch = tuple[str | None, list[Any]]  # (its task, None for the waiting input; its messages)
 
 
 def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
@@ -154,20 +129,11 @@ def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _open_in(logs: Mapping[str, list[BaseMessage]], abandon: _Abandon) -> dict[str, AIMessage]:
-    """The head logs' open calls the input leaves unanswered: call id -> its request."""
-    found: dict[str, AIMessage] = {}
-    for channel in abandon.channels:
-        if channel in logs:
-            found.update(open_calls(logs[channel]))
-    return {cid: m for cid, m in found.items() if cid not in abandon.answered}
-
-
 def _replayed(
     logs: Mapping[str, MessageLog], rounds: Sequence[Mapping[str, list[Batch]]]
 ) -> tuple[dict[str, list[BaseMessage]], set[str]]:
-    """Append `rounds` (own work, then subgraphs') to `logs` in place, each round taken or
-    refused whole per channel: the messages each channel gained, and the tasks carried."""
+    """Append `rounds` to `logs` in place, each taken or refused whole per channel: the
+    messages each channel gained, and the tasks carried."""
     new: dict[str, list[BaseMessage]] = {}
     carried: set[str] = set()
     for channel, log in logs.items():
@@ -184,8 +150,7 @@ def _replayed(
 
 
 def _answer_open_calls(log: MessageLog, abandon: _Abandon) -> list[BaseMessage]:
-    """Explicit "not completed" results for the calls still open in `log`, as the model
-    node would record them; calls the input answers are left to it."""
+    """ "Not completed" results for the calls still open in `log` the input leaves open."""
     try:
         # A stored call without an id is refused here: a head read never fails on it.
         _, results = repair_open_calls(log.messages, recovered=abandon.recovered)
@@ -203,29 +168,8 @@ def _seed_and_writes(
     values = tup.checkpoint.get("channel_values", {})
     if channel in values:
         return values[channel], ()
-    entry = (history or {}).get(channel)
-    if not entry:
-        return MISSING, ()
+    entry = (history or {}).get(channel) or {}
     return entry.get("seed", MISSING), entry.get("writes", ())
-
-
-def _rebuild(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
-    # The channel's own loader reads seeds and writes exactly as LangGraph's does.
-    from threadlog.channel import MessageLogChannel
-
-    channel = MessageLogChannel().from_checkpoint(seed)
-    channel.replay_writes(writes)
-    if not channel.is_available():
-        return []
-    messages: list[BaseMessage] = list(channel.get())
-    return messages
-
-
-def _wanted(rounds: Sequence[Mapping[str, list[Batch]]], abandon: _Abandon | None) -> list[str]:
-    """The channels whose head log is needed: carried work, or calls to answer."""
-    wanted = dict.fromkeys(c for work in rounds for c, b in work.items() if b)
-    wanted.update(dict.fromkeys(abandon.channels if abandon else ()))
-    return list(wanted)
 
 
 class StoppedWorkLayer(Layer):
@@ -241,15 +185,15 @@ class StoppedWorkLayer(Layer):
         abandon = None
         markers: list[PendingWrite] = []
         if may_run_subgraphs(tup) and (loop := _new_input_loop()) is not None:
-            rounds.append((yield from _subgraph_flow(below, tup, markers)))
+            rounds.append({})
+            yield from _walk(below, tup, "", {}, rounds[-1], markers)
             abandon = _abandoning(loop)
         flow = _carry_flow(below, tup, rounds, abandon, reader=_is_reader(config), markers=markers)
         return (yield from flow)
 
 
 def with_finished_work(saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> CheckpointTuple:
-    """`tup` (a head of any namespace) with its finished tasks' messages carried, as a
-    reader of the root's head sees it; open calls stay open."""
+    """`tup` (a head of any namespace) with its finished work carried, as a reader sees it."""
     return run(_carry_flow(saver, tup, [finished_work(tup)], None, reader=True))
 
 
@@ -262,12 +206,11 @@ def _carry_flow(
     reader: bool,
     markers: Sequence[PendingWrite] = (),
 ) -> Flow[CheckpointTuple]:
-    """The head with NULL-task writes carrying the new messages its logs accept: the logs
-    the carried work needs are read, the work appended; with `abandon`, calls still open
-    after it get their stored results (`markers`: the ones the subgraph walk found) or
-    "not completed". For a reader, the carried tasks' own writes are left out, so
-    `get_state` lists them in `next`."""
-    wanted = _wanted(rounds, abandon)
+    """The head with NULL-task writes carrying the messages its logs accept (module doc);
+    for a reader the carried tasks' own writes are left out, so `next` lists them."""
+    # The channels whose head log is needed: carried work, or calls to answer.
+    wanted = [*dict.fromkeys(c for work in rounds for c, b in work.items() if b)]
+    wanted += [c for c in (abandon.channels if abandon else ()) if c not in wanted]
     if not wanted:
         return tup
     values = tup.checkpoint.get("channel_values", {})
@@ -277,10 +220,13 @@ def _carry_flow(
         history = yield from call(
             saver, "get_delta_channel_history", config=tup.config, channels=missing
         )
-    logs = {c: MessageLog(_rebuild(*_seed_and_writes(tup, c, history))) for c in wanted}
+    logs = {c: MessageLog(log_view(*_seed_and_writes(tup, c, history))) for c in wanted}
     new, carried = _replayed(logs, rounds)
     if abandon is not None:
-        if calls := _open_in({c: log.messages for c, log in logs.items()}, abandon):
+        calls: dict[str, AIMessage] = {}
+        for channel in abandon.channels:
+            calls.update(open_calls(logs[channel].messages))
+        if calls := {cid: m for cid, m in calls.items() if cid not in abandon.answered}:
             requests = {m.id for m in calls.values() if m.id is not None}
             stored = yield from recover_flow(
                 saver, tup.config, list(calls), requests=requests, markers=markers
@@ -312,6 +258,7 @@ def _new_input_loop() -> Any | None:
 
 # -- subgraphs: what they stored in their own namespaces --------------------------------
 
+
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     """Whether the head still has a task to run: a branch taken, or a `Send`."""
     values = tup.checkpoint.get("channel_values", {})
@@ -324,16 +271,6 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
 Work = dict[str, list[Batch]]
 
 
-def _subgraph_flow(
-    saver: BaseCheckpointSaver[Any], tup: CheckpointTuple, markers: list[PendingWrite] | None = None
-) -> Flow[Work]:
-    """channel -> batches of the subgraphs' stored messages, every level (module doc); the
-    tool node's markers met on the way go to `markers`."""
-    out: Work = {}
-    yield from _walk(saver, tup, "", {}, out, [] if markers is None else markers)
-    return out
-
-
 def _walk(
     saver: BaseCheckpointSaver[Any],
     head: CheckpointTuple,
@@ -342,8 +279,8 @@ def _walk(
     out: Work,
     markers: list[PendingWrite],
 ) -> Flow[None]:
-    """Add to `out` the work of the subgraphs running from `head` (namespace `head_ns`),
-    level by level, and to `markers` the tool node's markers stored there."""
+    """Add to `out` the messages the subgraphs running from `head` (namespace `head_ns`)
+    stored, every level, and to `markers` the tool node's markers stored there."""
     parents = {**head_parents, head_ns: _id(head)}
     found = yield from listed(saver, _thread(head), filter={"parents": parents})
     writes = head.pending_writes or ()
@@ -354,7 +291,7 @@ def _walk(
     for sub in found:
         ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
         # Postgres' metadata filter is containment, SQLite's equality: keep one level.
-        if not ns.startswith(prefix) or PREGEL.ns_sep in ns[len(prefix):] or ns == prefix:
+        if not ns.startswith(prefix) or PREGEL.ns_sep in ns[len(prefix) :] or ns == prefix:
             continue
         if ((sub.metadata or {}).get("parents") or {}) != parents:
             continue
