@@ -1,30 +1,16 @@
 """`recover_results`: tool results an interrupted or failed step stored, found again.
 
-New input on a head whose tool step interrupted, raised or died discards that step's
-pending writes (`pregel/_loop.py`, `discard_tasks`), though finished calls' results are
-still in storage. This module reads them back, so the model node logs a finished
-sibling's real result instead of repairing its call as "not completed".
+New input discards a stopped step's pending writes (`discard_tasks`), though its finished
+calls' results are stored; this reads them back. Contract:
 
-Contract:
-
-* `recover_results(saver, config, call_ids, *, requests=(), max_walk=16)` (and
-  `arecover_results`) returns `{call_id: ToolMessage}` for the calls that have a stored
-  result, as stored. It only reads; it never writes and never runs a tool.
-* The walk starts at the checkpoint `config` names (or, not stored yet, the newest
-  stored one before it; the head without one) and follows `parent_config`: only this
-  branch's ancestors. The newest result per call wins. It stops once every call is
-  found, after the checkpoint holding every AIMessage id in `requests`, at the thread's
-  first checkpoint, or after `max_walk` checkpoints.
-* **Which calls started.** The tool node's markers on `STARTED_CHANNEL`
-  (`{"call_id", "event", "at"}`, stored before a tool runs and when it raised or
-  paused) are read on the same walk: a wanted call without a result whose newest marker
-  is "started" goes into the answer's `started` (`threadlog.log.pairing.Recovered`),
-  answered "outcome unknown" by the repair.
-* **Receipts.** A write on `RECEIPT_CHANNEL` of a wanted call counts as its result.
-* Any `BaseCheckpointSaver` works (only `get_tuple` / `list` are used); one without the
-  needed form (`NotImplementedError`) yields `{}`.
-* `recover_for_node_flow(config, calls)`: the same from inside a node, through the
-  checkpointer LangGraph hands it, from the checkpoint the node runs from.
+* `recover_results(saver, config, call_ids, *, requests=(), max_walk=16)` (and `a…`) returns
+  the stored results of the calls that have one (a `RECEIPT_CHANNEL` write counts), and in
+  `started` the calls whose newest tool-node marker (`STARTED_CHANNEL`) is "started". It
+  only reads, through `get_tuple` / `list` of any saver (`NotImplementedError`: nothing).
+* The walk starts at the checkpoint `config` names (not stored yet: the newest before it)
+  and follows this branch's parents; the newest result wins. It stops when every call is
+  found, after the checkpoint holding every AIMessage id in `requests`, at the first
+  checkpoint, or after `max_walk` checkpoints.
 """
 
 from __future__ import annotations
@@ -60,8 +46,7 @@ __all__ = [
     "started_marker",
 ]
 
-DEFAULT_MAX_WALK = 16
-"""Checkpoints read at most: a tool step is a few checkpoints behind the model step."""
+DEFAULT_MAX_WALK = 16  # a tool step is a few checkpoints behind the model step
 
 # The channel of the tool node's markers: never a graph's, so LangGraph applies nothing.
 STARTED_CHANNEL = "__threadlog_started__"
@@ -73,8 +58,8 @@ _EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1, "finished": 2}
 def started_marker(
     call_id: str, event: MarkerEvent, result: ToolMessage | None = None
 ) -> tuple[str, list[tuple[str, Any]]]:
-    """(task id, writes) of one marker of `call_id`; a "finished" marker carries the
-    call's `result`. The task id is unique per marker: no rows collide with it."""
+    """(task id, unique per marker, writes) of one marker of `call_id`; a "finished" marker
+    carries the call's `result`."""
     at = time.time_ns()
     value: dict[str, Any] = {"call_id": call_id, "event": event, "at": at}
     if result is not None:
@@ -83,7 +68,6 @@ def started_marker(
 
 
 def marker_prefix(call_id: str, event: MarkerEvent) -> str:
-    """How the task id of every `event` marker of `call_id` starts."""
     return f"threadlog-{event}:{call_id}:"
 
 
@@ -142,27 +126,19 @@ def recover_flow(
     max_walk: int = DEFAULT_MAX_WALK,
     markers: Iterable[PendingWrite] = (),
 ) -> Flow[Recovered]:
-    """The walk (module doc) as one flow. `markers`: marker writes read elsewhere (a
-    subgraph's namespace, `stopped_work`), weighed with the walk's own."""
+    """The walk (module doc); `markers`: marker writes read elsewhere, weighed too."""
     search = _Search(call_ids, requests)
     if not search.wanted:
         return Recovered()
-    for marker in markers:
-        if marker[1] in (STARTED_CHANNEL, RECEIPT_CHANNEL):
-            search.read([marker])
+    search.read([m for m in markers if m[1] in (STARTED_CHANNEL, RECEIPT_CHANNEL)])
     conf = config.get("configurable") or {}
-    thread: RunnableConfig = {
-        "configurable": {
-            "thread_id": conf["thread_id"],
-            "checkpoint_ns": conf.get("checkpoint_ns", ""),
-        }
-    }
+    ns = conf.get("checkpoint_ns", "")
+    thread: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}}
     checkpoint_id = conf.get("checkpoint_id")
     try:
         saved = yield from call(saver, "get_tuple", thread if checkpoint_id is None else config)
         if saved is None and checkpoint_id is not None:
-            # Not stored yet: start from the newest stored one before it. Checkpoint ids
-            # grow with time, and LangGraph stores a run's checkpoints in order.
+            # Not stored yet: the newest before it (ids grow with time, stored in order).
             before: RunnableConfig = {"configurable": {"checkpoint_id": checkpoint_id}}
             older = yield from listed(saver, thread, before=before, limit=1)
             saved = older[0] if older else None
@@ -184,8 +160,6 @@ recover_results, arecover_results = drivers(
 
 
 class _Search:
-    """What the walk looks for, and what it found so far."""
-
     def __init__(self, call_ids: Iterable[str], requests: Iterable[str]) -> None:
         self.wanted = set(call_ids)
         self.requests = set(requests)
@@ -213,8 +187,7 @@ class _Search:
         return len(self.found) == len(self.wanted) or (self.bounded and not self.requests)
 
     def _receipt(self, value: Any) -> None:
-        # An idempotent tool returned: its receipt stands for the result the step never
-        # stored (walking back, a stored result met first is newer and wins).
+        # An idempotent tool's receipt stands for a result never stored (a newer one wins).
         if not is_receipt(value) or value["call_id"] not in self.wanted:
             return
         cid = str(value["call_id"])
@@ -230,8 +203,7 @@ class _Search:
         cid = str(value["call_id"])
         result = value.get("result")
         if event == "finished" and isinstance(result, ToolMessage):
-            # The node stored it: its task's write may be lost. The task's own stored
-            # write, when there is one, wins (`result`).
+            # The node stored it as its task's write may be lost; that write wins (`result`).
             self.finished.setdefault(cid, result)
         # The newest wins; at the same instant "stopped" (the report came second).
         key = (at, _EVENT_ORDER[event])
@@ -248,13 +220,10 @@ def _items(value: Any) -> list[ToolMessage | AIMessage]:
     """The results and requests in one write; anything else (routing, errors) is skipped."""
     if isinstance(value, (ToolMessage, AIMessage)):
         return [value]
-    raws: list[Any]
-    if is_resent(value):  # a write stored as what it added: its new items
+    if is_resent(value) or isinstance(value, (list, tuple)):  # a resent write: its new items
         raws = flatten_write(value)
     elif isinstance(value, Mapping):
         raws = [value]
-    elif isinstance(value, (list, tuple)):
-        raws = flatten_write(value)
     else:
         return []
     out: list[ToolMessage | AIMessage] = []
