@@ -1,25 +1,14 @@
-"""A per-checkpoint count and checksum of the message writes, verified when a log is read.
+"""`ChecksumLayer`: a per-checkpoint count and checksum of the message writes, checked on read.
 
-A delta channel's value is rebuilt from the writes stored on a checkpoint's ancestors: a
-writes row deleted or two rows swapped would read back silently as a different history.
-With this, such a thread fails on read with `threadlog.StoredDataError`.
-
-Contract:
-
-* `ChecksumLayer` is this behaviour as a saver layer; `threadlog.checkpointer()` gives it
-  to every saver it builds.
-* **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: for every
-  channel that holds messages and is rebuilt from writes, `[n, sum]`: how many writes
-  rows its value is rebuilt from (since its last snapshot) and the sum, modulo 2**64, of
-  a 64-bit hash of each row (its task id and its messages' ids). It is computed from the
-  parent's chain plus the parent's writes (the parent is read from storage only when
-  this process has seen neither). A checkpoint whose parent has no chain gets none.
-* **Reading.** `get_delta_channel_history` checks the writes it returns against the
-  checkpoint's chain: a missing row lowers the count, a swapped row changes the sum, and
-  either raises `StoredDataError` naming the thread, checkpoint and channel. More rows
-  than were written are not an error (a concurrent run's, the run guard's concern). Not
-  checked: a checkpoint without a chain, a cached log whose chain this process has not
-  seen, rows swapped within one task's writes to one channel, contents changed in place.
+* **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: per channel that
+  holds messages and is rebuilt from writes, `[n, sum]`: the rows since its last snapshot
+  and the sum, modulo 2**64, of each row's 64-bit hash (its task id, its messages' ids),
+  from the parent's chain plus the parent's writes. A parent without a chain: none.
+* **Reading.** `get_delta_channel_history` checks the writes it returns against the chain:
+  fewer rows or another sum raises `StoredDataError` naming thread, checkpoint and channel;
+  more rows do not (a concurrent run's, the guard's concern). Not checked: a checkpoint
+  without a chain, a cached log whose chain this process has not seen, rows swapped
+  within one task's writes to one channel, contents changed in place.
 """
 
 from __future__ import annotations
@@ -81,9 +70,7 @@ def _item_key(item: Any) -> str:
 
 
 def _fast_keys(value: Any) -> list[str] | None:
-    # The common row, a list of messages with ids, without the general walk (a cold
-    # read of a long thread hashes every row); same keys as `_item_key`. A write stored
-    # as what it adds hashes its new items, as `flatten_write` reads it.
+    # The common row (messages with ids) without the general walk; same keys as `_item_key`.
     if is_resent(value):
         value = value["items"]
     if type(value) is not list:
@@ -130,8 +117,7 @@ def chain_metadata(chain: Chain) -> dict[str, list[Any]]:
 
 
 def chain_minus(chain: Chain, older: Mapping[str, tuple[int, int]]) -> Chain:
-    """`chain` without the rows `older` counts: the chain once an ancestor whose chain was
-    `older` stores those channels' values (a snapshot)."""
+    """`chain` without the rows `older` counts (an ancestor's chain, now a snapshot)."""
     out = dict(chain)
     for ch, (n, s) in older.items():
         if ch in out:
@@ -162,8 +148,7 @@ class _Seen:
                 self.chains.popitem(last=False)
 
     def add_writes(self, cid: Key, rows: Iterable[tuple[str, str, Any]]) -> None:
-        """Rows (task id, channel, value), keyed as storage keys them: a task's n-th write
-        to a channel."""
+        # Keyed as storage keys them: a task's n-th write to a channel.
         counts: dict[tuple[str, str], int] = {}
         with self.lock:
             known = self.writes.setdefault(cid, {})
@@ -177,7 +162,6 @@ class _Seen:
 
 
 def _key(config: RunnableConfig | None) -> Key | None:
-    """The checkpoint `config` names, keyed by thread and namespace too."""
     conf = (config or {}).get("configurable") or {}
     cid = conf.get("checkpoint_id")
     if not cid:
@@ -186,17 +170,14 @@ def _key(config: RunnableConfig | None) -> Key | None:
 
 
 class ChecksumLayer(Layer):
-    """Writes and checks the chain of the checkpoints that pass through it (module doc).
-
-    `cache`: the history cache below it, whose seeds' chains a check starts from."""
+    """Writes and checks the chain of the checkpoints that pass through it (module doc);
+    `cache`: the history cache below, whose seeds' chains a check starts from."""
 
     name = "checksums"
 
     def __init__(self, cache: HistoryCache | None = None) -> None:
         self._threadlog_seen = _Seen()
         self.cache = cache
-
-    # -- remembering what was read -------------------------------------------------
 
     def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
         if tup is None:
@@ -219,25 +200,19 @@ class ChecksumLayer(Layer):
         assert out is not None
         return out
 
-    # -- maintenance (threadlog.checkpoint.lifecycle) --------------------------------------
-
     def verify(self, tup: CheckpointTuple, histories: Mapping[str, DeltaChannelHistory]) -> None:
-        """Check histories read straight from the backend for `tup` against its chain
-        (StoredDataError on a mismatch), as a read through this layer would."""
+        """Check histories read from the backend for `tup` as a read through here would."""
         self._remember(tup)
         self._check(tup.config, histories, {})
 
     def resealed(self, checkpoint_id: Key, chain: Chain | None) -> None:
-        """A checkpoint's chain as maintenance rewrote it (None: it has none now);
-        `checkpoint_id` is (thread, namespace, id)."""
+        """A checkpoint's chain as maintenance rewrote it (None: it has none now)."""
         seen = self._threadlog_seen
         if chain is not None:
             seen.chain(checkpoint_id, chain)
         else:
             with seen.lock:
                 seen.chains.pop(checkpoint_id, None)
-
-    # -- writing ----------------------------------------------------------------------
 
     def put_writes(self, below: SaverView, *args: *PutWritesArgs) -> Flow[None]:
         config, writes, task_id, _ = args
@@ -285,8 +260,6 @@ class ChecksumLayer(Layer):
         out[CHAIN_KEY] = chain_metadata(chain)
         return out  # type: ignore[return-value]
 
-    # -- reading: check ------------------------------------------------------------------
-
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Flow[Mapping[str, DeltaChannelHistory]]:
@@ -299,18 +272,12 @@ class ChecksumLayer(Layer):
 
     def _cached_seeds(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, str]:
         """channel -> the checkpoint id of the log the history cache may answer from."""
-        cache = self.cache
-        conf = config.get("configurable") or {}
-        if cache is None:
+        if self.cache is None:
             return {}
-        out = {}
-        for ch in channels:
-            entry = cache.get(
-                (str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""), ch)
-            )
-            if entry is not None:
-                out[ch] = entry[0]
-        return out
+        conf = config.get("configurable") or {}
+        slot = (str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""))
+        entries = {ch: self.cache.get((*slot, ch)) for ch in channels}
+        return {ch: entry[0] for ch, entry in entries.items() if entry is not None}
 
     def _check(
         self,
@@ -358,8 +325,7 @@ class ChecksumLayer(Layer):
 
 
 def chain_writes(saver: S) -> S:
-    """Give `saver` the write chain, bound onto its own methods (`bind_layers`); the same
-    object."""
+    """`saver` itself with the write chain bound onto its own methods (`bind_layers`)."""
     if layer_of(saver, ChecksumLayer) is not None:
         return saver
     return bind_layers(saver, [ChecksumLayer(history_cache_of(saver))])

@@ -1,35 +1,19 @@
 """A thread's lifecycle on threadlog's saver: rollback, copy, prune — pairs kept whole.
 
-`GuardedSaver` has `delete_for_runs`, `copy_thread` and `prune` (and their `a…` forms) on
-every backend, each one flow here. Each operation:
+Each operation (one flow, sync and async) holds its threads by the run guard's lock
+(waited for or `ConcurrentRunError`), reads the backend saver itself, checks delta history
+against the checksums (`StoredDataError`), applies one `backends.Plan` in ONE transaction
+(a kill leaves before or after), then forgets what this process remembered of the threads.
 
-* holds every thread it changes by the run guard's lock: a thread a run holds is waited
-  for (`"enqueue"`) or refused with `ConcurrentRunError` before anything changes
-  (`"reject"`);
-* reads what it needs from the backend saver itself (the checkpoint links, then only
-  the checkpoints it rewrites), checks a delta channel's history against its checksums
-  (a tampered thread is refused with `StoredDataError`), computes one `backends.Plan`
-  and applies it in ONE transaction: a kill leaves the thread as before or after;
-* then forgets what this process remembered of the threads it changed.
+* `delete_for_runs(run_ids)`: checkpoints whose `metadata["run_id"]` is one of them go, with
+  their writes; a kept child of one is re-parented to its nearest kept ancestor and
+  *materialized* (each delta channel's value stored as a snapshot), chains re-sealed.
+* `copy_thread(source, target)`: copied as stored; a target with checkpoints: `ValueError`.
+* `prune(thread_ids, strategy)`: `"delete"` drops the threads; `"keep_latest"` keeps each
+  namespace's head, materialized, parent cleared. Another strategy: `ValueError`.
 
-The operations:
-
-* **`delete_for_runs(run_ids)`**: every checkpoint whose `metadata["run_id"]` is one of
-  `run_ids`, on any thread and namespace, goes with its writes. A kept checkpoint whose
-  parent went is re-parented to its nearest kept ancestor and *materialized* (each delta
-  channel's value stored in it as a snapshot), its checksums and its descendants'
-  re-sealed. A run id on no thread changes nothing. Writes the removed run stored on a
-  checkpoint it did not make stay.
-* **`copy_thread(source, target)`**: every checkpoint, write and value of the source
-  copied under the target's id, as stored. A target with checkpoints is a `ValueError`.
-* **`prune(thread_ids, strategy)`**: `"delete"` drops the threads whole; `"keep_latest"`
-  keeps each namespace's head with its writes, materialized, its parent cleared, its
-  checksum re-sealed, and drops every other checkpoint. Any other strategy is a
-  `ValueError`, with nothing changed.
-
-Materializing rebuilds a value with threadlog's own log channels (`channel.LOG_KINDS`); a
-channel older writes rebuild that is not one of them is refused with a `ValueError`
-naming it, before anything changes.
+Materializing uses threadlog's log channels (`channel.LOG_KINDS`); another channel rebuilt
+from writes is a `ValueError` naming it, before anything changes.
 """
 
 from __future__ import annotations
@@ -74,8 +58,8 @@ Key = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 
 @dataclass(frozen=True)
 class Maintenance:
-    """What the operations need of a saver: the backend saver, the layers above it, and
-    the run guard's hold on a thread (`hold(tid)`: whether to `release(tid)` after)."""
+    """The backend saver, the layers above it, the guard's hold on a thread (`hold(tid)`:
+    whether to `release(tid)` after)."""
 
     inner: BaseCheckpointSaver[Any]
     layers: Sequence[Layer]
@@ -85,8 +69,7 @@ class Maintenance:
 
 @dataclass
 class PruneReport:
-    """What a prune removes (or, dry, would): checkpoints by (thread, ns, id), the heads
-    kept, and the serialized size of the snapshots stored in them."""
+    """What a prune removes (or, dry, would), the heads kept, their snapshots' size."""
 
     strategy: str
     threads: list[str] = field(default_factory=list)
@@ -96,11 +79,7 @@ class PruneReport:
     plan: Plan = field(default_factory=Plan)
 
 
-# -- the operations ---------------------------------------------------------------------
-
-
 def delete_for_runs(m: Maintenance, run_ids: Sequence[str]) -> Flow[None]:
-    """Remove what the runs stored (module doc)."""
     wanted = _ids(run_ids, "run_ids")
     if not wanted:
         return
@@ -135,9 +114,8 @@ def _rollback_namespace(
     removed = {cid for _, cid, _, run in links if run in wanted}
     if not removed:
         return
-    # Per kept checkpoint, the rows its chain must lose: those counted up to a
-    # checkpoint materialized below it, for the channels no checkpoint between stores.
-    # Only kept checkpoints below a removed one are read (decoded); usually none are.
+    # Per kept checkpoint, the rows its chain must lose: those counted up to a checkpoint
+    # materialized below it, for channels no checkpoint between stores.
     lose: dict[str, dict[str, tuple[int, int]]] = {}
     for _, cid, parent, _ in links:  # oldest first: a parent before its children
         if cid in removed:
@@ -167,7 +145,6 @@ def _rollback_namespace(
 
 
 def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
-    """Copy a thread whole under another id (module doc)."""
     source, target = str(source), str(target)
     if source == target:
         raise ValueError(f"copy_thread: source and target are the same thread {source!r}")
@@ -231,9 +208,6 @@ def _prune(m: Maintenance, report: PruneReport, dry: bool) -> Flow[PruneReport]:
     return report
 
 
-# -- shared steps -------------------------------------------------------------------------
-
-
 def _holding(m: Maintenance, threads: Iterable[str], body: Flow[T]) -> Flow[T]:
     """`body` with every thread held (in sorted order: two callers cannot deadlock)."""
     taken: list[str] = []
@@ -284,14 +258,12 @@ def _rewrite(
     snapshot channels' rows dropped, or (`lose`) those rows subtracted."""
     metadata: dict[str, Any] = {}
     chain = read_chain(tup.metadata)
-    new_chain = None
     if chain is not None:
-        new_chain = chain_minus(chain, lose) if lose else {
-            ch: v for ch, v in chain.items() if ch not in snaps
-        }
-    if chain is not None and new_chain is not None and new_chain != chain:
-        metadata[CHAIN_KEY] = chain_metadata(new_chain)
-        chains[_key(tup)] = new_chain
+        kept = {c: v for c, v in chain.items() if c not in snaps}
+        new = chain_minus(chain, lose) if lose else kept
+        if new != chain:
+            metadata[CHAIN_KEY] = chain_metadata(new)
+            chains[_key(tup)] = new
     return Rewrite(*_key(tup), parent, snaps, metadata)
 
 
@@ -301,12 +273,9 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
     ckpt = tup.checkpoint
     values = ckpt.get("channel_values") or {}
     versions = ckpt.get("channel_versions") or {}
-    # A snapshot stored as a reference to an earlier one (`resent`) may lose what it
-    # refers to: rebuilt like an absent value.
-    absent = [
-        ch for ch in versions
-        if not _reserved(ch) and (ch not in values or snapshot_ref(values[ch]))
-    ]
+    # A snapshot referring to an earlier one (`resent`) may lose its base: rebuilt too.
+    stored = {ch for ch, v in values.items() if not snapshot_ref(v)}
+    absent = [ch for ch in versions if not _reserved(ch) and ch not in stored]
     if not absent:
         return {}
     histories = yield from call(
@@ -320,18 +289,18 @@ def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any
         history = histories.get(ch) or {"writes": []}
         seed = history.get("seed", MISSING)
         writes = list(history.get("writes") or ())
-        if not writes:
-            if seed is not MISSING and seed is not None:
-                stored = seed if isinstance(seed, DeltaSnapshot) else DeltaSnapshot(seed)
-                out[ch] = (versions[ch], stored)
-            continue
-        out[ch] = (versions[ch], DeltaSnapshot(_rebuilt(tup, ch, seed, writes)))
+        if writes:
+            out[ch] = (versions[ch], DeltaSnapshot(_rebuilt(tup, ch, seed, writes)))
+        elif seed is not MISSING and seed is not None:
+            out[ch] = (
+                versions[ch],
+                seed if isinstance(seed, DeltaSnapshot) else DeltaSnapshot(seed),
+            )
     return out
 
 
 def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any:
-    """The channel's value from its seed and writes, by the first of threadlog's log
-    channels that accepts them."""
+    """The channel's value, by the first of threadlog's log channels that accepts it."""
     for kind in LOG_KINDS:
         try:
             channel = kind().from_checkpoint(MISSING if seed is None else seed)
@@ -354,9 +323,7 @@ def _reserved(channel: str) -> bool:
 def _links_by_namespace(m: Maintenance, thread_id: str) -> Flow[dict[str, list[Link]]]:
     """A thread's checkpoints by namespace, oldest first, without decoding any."""
     backend = backend_of(m.inner)
-    found: list[Link] = yield Io(
-        backend.checkpoint_links, backend.acheckpoint_links, (thread_id,)
-    )
+    found: list[Link] = yield Io(backend.checkpoint_links, backend.acheckpoint_links, (thread_id,))
     out: dict[str, list[Link]] = {}
     for link in sorted(found, key=lambda link: link[1]):
         out.setdefault(link[0], []).append(link)
