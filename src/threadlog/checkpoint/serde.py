@@ -1,28 +1,20 @@
-"""The strict checkpoint serializer: only known types are rebuilt from a stored blob.
+"""The strict checkpoint serializer: only allowed types are rebuilt from a stored blob.
 
-LangGraph's `JsonPlusSerializer` stores objects as msgpack "constructor" records
-(module, class, arguments) and, by default, imports and calls whatever a record names:
-a blob written by anyone who can reach the database could run code on load.
-
-* `strict_serializer()` passes an explicit `allowed_msgpack_modules`: LangGraph's safe set
-  (`SAFE_MSGPACK_TYPES`) plus `THREADLOG_TYPES` and any `extra`. A record naming anything
-  else is not imported or called, and reading it raises `threadlog.StoredDataError`
-  naming the type (never the record's raw arguments taken for data). Pickle stays off.
-* Widening is code-side only: `allow_types(serde, types)` (fed by `allow_state_types`,
-  `checkpoint/state_types.py`), and a reader's `--allow-type` / `THREADLOG_ALLOW_TYPES`.
-  Nothing read from a database can widen it.
-* A reader is built with `placeholders=True`: a blocked record reads as an
-  `UndecodedValue` naming its type, the rest of the blob as usual. One shaped like a
-  LangChain message reads as a message of its stored `type` whose content is the
-  placeholder text, its ids and call ids kept so the log still pairs, marked
-  `additional_kwargs["threadlog_undecoded"]`.
+* `strict_serializer()`: LangGraph's safe set plus `THREADLOG_TYPES` and `extra`; a record
+  naming anything else is neither imported nor called, and reading it raises
+  `StoredDataError` naming the type. Pickle stays off. Only code widens the list
+  (`allow_types`, `allow_state_types`, a reader's `--allow-type` / `THREADLOG_ALLOW_TYPES`).
+* A reader's (`placeholders=True`) reads a blocked record as an `UndecodedValue`, or, shaped
+  like a LangChain message, as a message of its stored `type` with placeholder content, its
+  ids and call ids kept, marked `additional_kwargs["threadlog_undecoded"]`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +48,7 @@ __all__ = [
 ]
 
 ALLOW_TYPES_ENV = "THREADLOG_ALLOW_TYPES"  # a reader's extra types: `module:Class`, ...
-# (module, name) pairs threadlog adds to LangGraph's safe set: none, its state is messages
-# and plain dicts (the one place to add some).
+# What threadlog adds to LangGraph's safe set: none, its state is messages and plain dicts.
 THREADLOG_TYPES: tuple[tuple[str, str], ...] = ()
 
 
@@ -80,18 +71,15 @@ def strict_serializer(
     extra: Iterable[tuple[str, str] | type] = (), *, placeholders: bool = False
 ) -> JsonPlusSerializer:
     """A `JsonPlusSerializer` with the msgpack allowlist on (module doc). `extra`: more
-    types your state stores, as classes or `(module, name)` pairs. `placeholders`: a
-    reader's serializer (a blocked record reads as an `UndecodedValue`)."""
-    allowed: list[tuple[str, str]] = [*THREADLOG_TYPES, *_keys(extra)]
-    serde = StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed))
+    types your state stores, as classes or `(module, name)` pairs."""
+    allowed = (*THREADLOG_TYPES, *_keys(extra))
+    serde = StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=allowed)
     serde.placeholders = placeholders
     return serde
 
 
 def _keys(types: Iterable[tuple[str, ...] | type]) -> list[tuple[str, str]]:
-    return [
-        (t.__module__, t.__name__) if isinstance(t, type) else (t[0], t[1]) for t in types
-    ]
+    return [(t.__module__, t.__name__) if isinstance(t, type) else (t[0], t[1]) for t in types]
 
 
 def parse_type_names(text: str) -> list[tuple[str, str]]:
@@ -109,14 +97,13 @@ def parse_type_names(text: str) -> list[tuple[str, str]]:
 
 
 def allow_types(serde: Any, types: Iterable[tuple[str, ...] | type]) -> bool:
-    """Add `types` to a strict serializer's allowlist *in place* (one serializer object
-    is shared by a saver, its wrappers and layers); whether it changed."""
+    """Add `types` to a strict serializer's allowlist in place (a saver, its wrappers and
+    layers share it); whether it changed."""
     if isinstance(serde, EncryptedSerializer):
         return allow_types(serde.serde, types)
     if not isinstance(serde, JsonPlusSerializer):
         return False
-    keys = _keys(types)
-    wider = serde.with_msgpack_allowlist(keys)
+    wider = serde.with_msgpack_allowlist(_keys(types))
     if wider is serde:
         return False
     vars(serde).update(vars(wider))
@@ -129,8 +116,8 @@ _listener_on: list[bool] = []
 
 
 class _QuietInReaders(logging.Filter):
-    """Drops LangGraph's "Blocked deserialization …" warning inside a reader's load: the
-    reader shows a placeholder instead, and the warning's advice is a Python argument."""
+    """Drops LangGraph's "Blocked deserialization" warning inside a reader's load (it shows
+    a placeholder instead)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (
@@ -141,6 +128,17 @@ class _QuietInReaders(logging.Filter):
 logging.getLogger("langgraph.checkpoint.serde.jsonplus").addFilter(_QuietInReaders())
 
 
+@contextmanager
+def _loads(blocked: list[str] | None, *, quiet: bool) -> Iterator[None]:
+    """This thread's load state (`blocked`: where blocked records are reported) meanwhile."""
+    outer = getattr(_loading, "blocked", None), getattr(_loading, "quiet", False)
+    _loading.blocked, _loading.quiet = blocked, quiet
+    try:
+        yield
+    finally:
+        _loading.blocked, _loading.quiet = outer
+
+
 def _on_serde_event(event: SerdeEvent) -> None:
     blocked = getattr(_loading, "blocked", None)
     if blocked is not None and event["kind"] in ("msgpack_blocked", "msgpack_method_blocked"):
@@ -149,8 +147,8 @@ def _on_serde_event(event: SerdeEvent) -> None:
 
 
 class StrictSerializer(JsonPlusSerializer):
-    """LangGraph's serializer with the allowlist on, refusing blocked records loudly (or,
-    for a reader, `placeholders`, reading them as `UndecodedValue`)."""
+    """LangGraph's serializer refusing blocked records loudly, or (`placeholders`) reading
+    them as `UndecodedValue`."""
 
     placeholders: bool = False
 
@@ -189,28 +187,14 @@ class StrictSerializer(JsonPlusSerializer):
                 seen[key] = value
             return value
 
-        outer = getattr(_loading, "blocked", None)
-        quiet = getattr(_loading, "quiet", False)
-        _loading.blocked = blocked
-        _loading.quiet = True  # a blocked record is reported by the read below
-        try:
+        with _loads(blocked, quiet=True):  # a blocked record is reported by the read below
             value = ormsgpack.unpackb(blob, ext_hook=record, option=_OPT)
-        finally:
-            _loading.blocked = outer
-            _loading.quiet = quiet
         return self._strict_loads(("msgpack", blob)) if blocked else value
 
     def _strict_loads(self, data: tuple[str, bytes]) -> Any:
-        outer = getattr(_loading, "blocked", None)
-        quiet = getattr(_loading, "quiet", False)
         blocked: list[str] = []
-        _loading.blocked = blocked
-        _loading.quiet = self.placeholders
-        try:
+        with _loads(blocked, quiet=self.placeholders):
             value = super().loads_typed(data)
-        finally:
-            _loading.blocked = outer
-            _loading.quiet = quiet
         if not blocked:
             return value
         if self.placeholders:
@@ -245,13 +229,12 @@ _OPT = ormsgpack.OPT_NON_STR_KEYS
 
 
 def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
-    """`data` read with each blocked record replaced by an `UndecodedValue`: the blob is
-    rewritten and read by LangGraph's own loader with that one type added."""
+    """`data` with each blocked record an `UndecodedValue`: the blob rewritten, then read
+    by LangGraph's loader with that one type added."""
     kind, blob = data
-    rebuilds = msgpack_rebuilds(serde)
-    if kind != "msgpack" or rebuilds is None:
+    allowed = msgpack_rebuilds(serde)
+    if kind != "msgpack" or allowed is None:
         return JsonPlusSerializer.loads_typed(serde, data)
-    allowed = rebuilds
 
     def rewrite(code: int, payload: bytes) -> ormsgpack.Ext:
         if code in _CONSTRUCTORS:
@@ -271,13 +254,9 @@ def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
         return ormsgpack.Ext(code, payload)
 
     clean = ormsgpack.packb(ormsgpack.unpackb(blob, ext_hook=rewrite, option=_OPT), option=_OPT)
-    quiet = getattr(_loading, "quiet", False)
     reader = serde.with_msgpack_allowlist([_PLACEHOLDER_KEY])
-    _loading.quiet = True
-    try:
+    with _loads(getattr(_loading, "blocked", None), quiet=True):
         return JsonPlusSerializer.loads_typed(reader, ("msgpack", clean))
-    finally:
-        _loading.quiet = quiet
 
 
 # A blocked record of these stored `type`s reads as this LangChain class (module doc).
@@ -309,4 +288,3 @@ def _message_placeholder(code: int, tup: list[Any], name: str) -> ormsgpack.Ext 
             msg[key] = fields[key]
     record = [cls.__module__, cls.__name__, msg]
     return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(record, option=_OPT))
-
