@@ -1,19 +1,11 @@
 """Input checks at the storage edge: a bad turn input is refused before anything is stored.
 
-LangGraph stores a turn's input (the input checkpoint's `__start__` value and the
-`__start__` task's writes) before any reducer sees it. `InputCheck` rebuilds the thread's
-log at the checkpoint the input lands on (LangGraph's own loader and `MessageLogChannel`),
-dry-runs the append, and raises the log's own error, naming the message, role and field,
-so the saver stores nothing.
-
-Checked: the keys in `message_keys` of a `source="input"` checkpoint's `__start__` value,
-of the `__start__` task's writes and of `update_state`'s writes; each message's text is
-at most `max_chars` characters when set. With the history cache holding the log of the
-checkpoint the run read (`base`), no storage is touched: O(the input).
-
-`check_flow` and `refused_flow` are flows driven by the run guard. `refused_flow`: which
-tasks' stored writes on a checkpoint the log would refuse, so `get_state` shows the last
-good state with the error on the task.
+LangGraph stores a turn's input before any reducer sees it, so `InputCheck` dry-runs the
+`message_keys` of an input checkpoint's `__start__` value, of the `__start__` task's writes
+and of `update_state`'s writes on the log at the checkpoint the input lands on (the history
+cache's, when it holds it: O(the input)), raising the log's own error (each message's text
+at most `max_chars` when set). `refused_flow`: the tasks whose stored writes the log would
+refuse, so `get_state` shows the last good state with the error on the task.
 """
 
 from __future__ import annotations
@@ -62,10 +54,8 @@ class InputCheck:
         values: dict[str, Any],
         base: str | None = None,
     ) -> Flow[None]:
-        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error.
-
-        `base`: a checkpoint id known to hold the same logs as `at` (the one the run
-        read), whose log the history cache may already hold."""
+        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error. `base`:
+        a checkpoint id holding the same logs (the one the run read), maybe cached."""
         if values:
             logs = _cached_logs(saver, at, base, list(values))
             if logs is None:
@@ -96,9 +86,7 @@ class InputCheck:
     ) -> Flow[dict[str, MessageLogError]]:
         """Tasks whose stored writes on `saved` the log refuses, with the log's error.
         `keys`: the message keys that are threadlog's logs (default: all of them)."""
-        log_keys = self.message_keys
-        if keys is not None:
-            log_keys = tuple(k for k in log_keys if k in keys)
+        log_keys = tuple(k for k in self.message_keys if keys is None or k in keys)
         by_task = _message_writes(saved, log_keys)
         if not by_task:
             return {}
@@ -115,8 +103,7 @@ class InputCheck:
                 message_id=msg.id,
                 role=role_of(msg),
                 position=position,
-                fix="send a shorter message, or raise max_input_chars of "
-                "threadlog.checkpointer()",
+                fix="send a shorter message, or raise max_input_chars of threadlog.checkpointer()",
             )
 
 
@@ -140,16 +127,12 @@ def _coerce(raw: Any, position: int) -> BaseMessage:
 def _logs_at(
     saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
 ) -> Flow[dict[str, MessageLog]]:
-    """The message logs of checkpoint `at` as LangGraph reads them (empty on a new thread).
-
-    A key whose checkpoint holds a plain list is some other reducer's (`add_messages`
-    stores the whole list); it is left out, and its input is not checked here.
-    """
+    """The message logs of checkpoint `at` as LangGraph reads them (empty on a new thread);
+    a key holding a plain list is another reducer's (`add_messages`): left out."""
     saved = (yield from call(saver, "get_tuple", at)) if at is not None else None
     if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
-        # The `__start__` writes can reach the saver before their checkpoint does
-        # (LangGraph saves both in the background); that checkpoint holds the same log as
-        # the thread's head, so read the head.
+        # The `__start__` writes can reach the saver before their checkpoint (both saved
+        # in the background); that checkpoint holds the head's log.
         head = {k: v for k, v in at["configurable"].items() if k != "checkpoint_id"}
         saved = yield from call(saver, "get_tuple", {"configurable": head})
     if saved is None:
@@ -172,9 +155,8 @@ def _cached_logs(
         entry = cache.get((str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), key))
         if entry is None or entry[0] != base:
             return None  # not cached, or cached at another checkpoint
-        # The live log may have moved on past `base` only by this run's own writes (it
-        # holds the thread), which the channel already took: the input among them is
-        # then a replay, and whatever else the input holds is checked as usual.
+        # Past `base` the live log only holds this run's own writes: the input among them
+        # is a replay, the rest is checked as usual.
         out[key] = entry[1]
     return out
 
@@ -189,8 +171,7 @@ def _loaded_logs(
     channels, _ = yield Io(
         channels_from_checkpoint, achannels_from_checkpoint, (specs, saved.checkpoint), kwargs
     )
-    # The log itself, not a copy (a copy costs O(history) per turn): the check is a dry
-    # run that only reads it.
+    # The log itself, not an O(history) copy: the check is a dry run that only reads it.
     return {k: ch.log if (ch := channels[k]).is_available() else MessageLog() for k in ours}
 
 
@@ -209,15 +190,12 @@ def _message_writes(
 def _refused(
     logs: dict[str, MessageLog], by_task: dict[str, dict[str, list[Any]]]
 ) -> dict[str, MessageLogError]:
-    """Replays the step the way the loop applies it (all tasks together, one writer
-    each); on an error, names the tasks whose own writes fail — or every writer, when
-    only their combination does (parallel writers)."""
+    """Replays the step as the loop applies it (all tasks together); on an error, the
+    tasks whose own writes fail, or every writer when only their combination does."""
 
     def attempt(tasks: list[str]) -> MessageLogError | None:
         for key, log in logs.items():
-            writes = [
-                [m for v in by_task[t].get(key, ()) for m in flatten_write(v)] for t in tasks
-            ]
+            writes = [[m for v in by_task[t].get(key, ()) for m in flatten_write(v)] for t in tasks]
             try:
                 log.extend_writes([w for w in writes if w], single_writer=True, dry_run=True)
             except MessageLogError as exc:

@@ -1,11 +1,7 @@
 """`allow_state_types`: the types of a graph's state, allowed by its saver's serializer.
 
-threadlog's serializer rebuilds only allowed types (`checkpoint/serde.py`); an app's own
-objects in state are named by the graph's schemas. `allow_state_types(graph)` collects
-them as LangGraph does under `LANGGRAPH_STRICT_MSGPACK` (`_upstream.schema_types`), for
-the graph and every subgraph, and adds them to the saver's serializer in place. Only code
-widens the list; types the annotations do not reach (a field typed `Any`) still need
-`checkpointer(url, allowed_types=[...])`. `threadlog.create_agent` calls this itself.
+Collected as LangGraph does under `LANGGRAPH_STRICT_MSGPACK` (`_upstream.schema_types`),
+for the graph and every subgraph; a field typed `Any` still needs `allowed_types=[...]`.
 """
 
 from __future__ import annotations
@@ -53,11 +49,8 @@ def state_types(graph_or_schema: Any) -> set[tuple[str, ...]]:
 
 def allow_state_types(graph_or_schema: G, saver: BaseCheckpointSaver[Any] | None = None) -> G:
     """Let `saver` (default: the graph's checkpointer) rebuild the types the graph's state
-    holds; returns its first argument, so `graph = allow_state_types(builder.compile(...))`.
-
-    `graph_or_schema`: a compiled graph, or a state schema (then `saver` is required).
-    Raises ValueError when there is no saver to widen (a graph compiled without one).
-    """
+    holds; returns its first argument. `graph_or_schema`: a compiled graph, or a state
+    schema (then `saver` is required). ValueError when there is no saver to widen."""
     target = saver if saver is not None else getattr(graph_or_schema, "checkpointer", None)
     if not isinstance(target, BaseCheckpointSaver):
         what = (
