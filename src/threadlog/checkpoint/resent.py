@@ -175,21 +175,21 @@ class ResentLayer(Layer):
         values = tup.checkpoint.get("channel_values") or {}
         if not any(snapshot_ref(v) for v in values.values()):
             return tup
-        thread_id, ns = _slot_of(tup.config)
+        whole = yield from self._wholes(below, tup.config, values, views)
+        return tup._replace(checkpoint={**tup.checkpoint, "channel_values": whole})
+
+    def _wholes(
+        self, below: SaverView, config: RunnableConfig, values: Mapping[str, Any], views: _Views
+    ) -> Flow[dict[str, Any]]:
+        """`values` with each snapshot stored as a reference rebuilt whole."""
+        thread_id, ns = _slot_of(config)
         whole = dict(values)
         for ch, value in values.items():
             if snapshot_ref(value):
-                items = yield from self._snapshot_items(
-                    below, str(thread_id), ns, ch, value.value, views
-                )
-                whole[ch] = DeltaSnapshot(items)
-        return tup._replace(checkpoint={**tup.checkpoint, "channel_values": whole})
-
-    def _snapshot_items(
-        self, below: SaverView, thread_id: str, ns: str, ch: str, ref: Any, views: _Views
-    ) -> Flow[list[Any]]:
-        base = yield from self._snapshot_at(below, thread_id, ns, ch, str(ref["at"]), views)
-        return _applied(ch, ref, base)
+                at = str(value.value["at"])
+                base = yield from self._snapshot_at(below, str(thread_id), ns, ch, at, views)
+                whole[ch] = DeltaSnapshot(_applied(ch, value.value, base))
+        return whole
 
     def _snapshot_at(
         self, below: SaverView, thread_id: str, ns: str, ch: str, at: str, views: _Views
@@ -336,15 +336,9 @@ class ResentLayer(Layer):
         out: Mapping[str, DeltaChannelHistory] = yield from below.flow(
             "get_delta_channel_history", config=config, channels=channels
         )
-        if any(snapshot_ref(h.get("seed")) for h in out.values()):
-            out = dict(out)
-            for ch, history in out.items():
-                if snapshot_ref(history.get("seed")):
-                    seed = history["seed"].value
-                    items = yield from self._snapshot_items(
-                        below, str(thread_id), ns, ch, seed, views
-                    )
-                    out[ch] = {**history, "seed": DeltaSnapshot(items)}
+        if seeds := {ch: h["seed"] for ch, h in out.items() if snapshot_ref(h.get("seed"))}:
+            whole = yield from self._wholes(below, config, seeds, views)
+            out = {ch: {**h, "seed": whole[ch]} if ch in seeds else h for ch, h in out.items()}
         if not any(_elsewhere(v) for h in out.values() for _, _, v in h.get("writes") or ()):
             return out
         # A subgraph's input that re-sent its parent's history: the log of this namespace

@@ -250,13 +250,7 @@ def _carry_flow(
 def _new_input_loop() -> Any | None:
     """The entering Pregel loop when its run brings new input (not a resume), else None."""
     loop = running_loop()
-    if loop is None:
-        return None
-    given = loop.input
-    return None if given is None or isinstance(given, Command) else loop
-
-
-# -- subgraphs: what they stored in their own namespaces --------------------------------
+    return None if loop is None or loop.input is None or isinstance(loop.input, Command) else loop
 
 
 def may_run_subgraphs(tup: CheckpointTuple) -> bool:
@@ -268,21 +262,22 @@ def may_run_subgraphs(tup: CheckpointTuple) -> bool:
     return any(channel == TASKS for _, channel, _ in tup.pending_writes or ())
 
 
-Work = dict[str, list[Batch]]
-
-
 def _walk(
     saver: BaseCheckpointSaver[Any],
     head: CheckpointTuple,
     head_ns: str,
     head_parents: dict[str, str],
-    out: Work,
+    out: dict[str, list[Batch]],
     markers: list[PendingWrite],
 ) -> Flow[None]:
     """Add to `out` the messages the subgraphs running from `head` (namespace `head_ns`)
     stored, every level, and to `markers` the tool node's markers stored there."""
     parents = {**head_parents, head_ns: _id(head)}
-    found = yield from listed(saver, _thread(head), filter={"parents": parents})
+    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
+    thread: RunnableConfig = {
+        "configurable": {"thread_id": head.config["configurable"]["thread_id"]}
+    }
+    found = yield from listed(saver, thread, filter={"parents": parents})
     writes = head.pending_writes or ()
     unfinished = {task for task, channel, _ in writes if channel in _UNFINISHED}
     done = {task for task, _, _ in writes} - unfinished
@@ -291,13 +286,12 @@ def _walk(
     for sub in found:
         ns = str(sub.config["configurable"].get("checkpoint_ns") or "")
         # Postgres' metadata filter is containment, SQLite's equality: keep one level.
-        if not ns.startswith(prefix) or PREGEL.ns_sep in ns[len(prefix) :] or ns == prefix:
-            continue
-        if ((sub.metadata or {}).get("parents") or {}) != parents:
-            continue
-        if ns.rsplit(PREGEL.ns_end, 1)[-1] in done:
-            continue
-        by_ns.setdefault(ns, []).append(sub)
+        one_level = (
+            ns.startswith(prefix) and ns != prefix and PREGEL.ns_sep not in ns[len(prefix) :]
+        )
+        mine = ((sub.metadata or {}).get("parents") or {}) == parents
+        if one_level and mine and ns.rsplit(PREGEL.ns_end, 1)[-1] not in done:
+            by_ns.setdefault(ns, []).append(sub)
     for ns, subs in sorted(by_ns.items(), key=lambda kv: min(_id(t) for t in kv[1])):
         subs.sort(key=_id)
         for sub in subs:
@@ -313,11 +307,6 @@ def _walk(
                     out.setdefault(str(channel), []).append((None, items))
         if may_run_subgraphs(subs[-1]):
             yield from _walk(saver, subs[-1], ns, parents, out, markers)
-
-
-def _thread(tup: CheckpointTuple) -> RunnableConfig:
-    # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
-    return {"configurable": {"thread_id": tup.config["configurable"]["thread_id"]}}
 
 
 def _id(tup: CheckpointTuple) -> str:
