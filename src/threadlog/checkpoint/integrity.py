@@ -73,14 +73,9 @@ def _fast_keys(value: Any) -> list[str] | None:
     # The common row (messages with ids) without the general walk; same keys as `_item_key`.
     if is_resent(value):
         value = value["items"]
-    if type(value) is not list:
+    if type(value) is not list or not all(isinstance(m, BaseMessage) and m.id for m in value):
         return None
-    keys = []
-    for m in value:
-        if not (isinstance(m, BaseMessage) and m.id):
-            return None
-        keys.append("id:" + m.id)
-    return keys
+    return [f"id:{m.id}" for m in value]
 
 
 def _has_messages(value: Any) -> bool:
@@ -112,7 +107,6 @@ def read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
 
 
 def chain_metadata(chain: Chain) -> dict[str, list[Any]]:
-    """A chain as it is stored in `metadata[CHAIN_KEY]`."""
     return {ch: [n, f"{s:016x}"] for ch, (n, s) in chain.items()}
 
 
@@ -180,10 +174,8 @@ class ChecksumLayer(Layer):
         self.cache = cache
 
     def _remember(self, tup: CheckpointTuple | None) -> CheckpointTuple | None:
-        if tup is None:
-            return tup
-        cid = _key(tup.config)
-        if cid is None:
+        cid = None if tup is None else _key(tup.config)
+        if tup is None or cid is None:
             return tup
         chain = read_chain(tup.metadata)
         seen = self._threadlog_seen

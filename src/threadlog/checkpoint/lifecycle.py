@@ -254,8 +254,8 @@ def _rewrite(
     chains: dict[Key, Any],
     lose: dict[str, tuple[int, int]] | None = None,
 ) -> Rewrite:
-    """`tup` re-parented to `parent` with `snaps` stored in it, its chain re-sealed: the
-    snapshot channels' rows dropped, or (`lose`) those rows subtracted."""
+    """`tup` re-parented with `snaps` stored in it, its chain re-sealed: the snapshot
+    channels' rows dropped, or (`lose`) those rows subtracted."""
     metadata: dict[str, Any] = {}
     chain = read_chain(tup.metadata)
     if chain is not None:
@@ -268,14 +268,15 @@ def _rewrite(
 
 
 def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any, Any]]]:
-    """`channel -> (version, snapshot)` for each delta channel `tup` does not store: its
-    value at `tup`, rebuilt from the backend's history (checked against the checksums)."""
+    """`channel -> (version, snapshot)` for each delta channel `tup` does not store, rebuilt
+    from the backend's history (checked against the checksums)."""
     ckpt = tup.checkpoint
     values = ckpt.get("channel_values") or {}
     versions = ckpt.get("channel_versions") or {}
     # A snapshot referring to an earlier one (`resent`) may lose its base: rebuilt too.
     stored = {ch for ch, v in values.items() if not snapshot_ref(v)}
-    absent = [ch for ch in versions if not _reserved(ch) and ch not in stored]
+    # LangGraph's own channels (branch triggers, __start__, __pregel_…) are empty at a head.
+    absent = [ch for ch in versions if not ch.startswith(("branch:", "__")) and ch not in stored]
     if not absent:
         return {}
     histories = yield from call(
@@ -313,11 +314,6 @@ def _rebuilt(tup: CheckpointTuple, ch: str, seed: Any, writes: list[Any]) -> Any
         "older checkpoints' writes and is not one of threadlog's logs (messages, compaction "
         "events), so its value cannot be kept as a snapshot; nothing was changed"
     )
-
-
-def _reserved(channel: str) -> bool:
-    # LangGraph's own channels (branch triggers, __start__, __pregel_…): empty at a head.
-    return channel.startswith(("branch:", "__"))
 
 
 def _links_by_namespace(m: Maintenance, thread_id: str) -> Flow[dict[str, list[Link]]]:

@@ -413,15 +413,12 @@ class ResentLayer(Layer):
         self, thread_id: str, ns: str, cid: str, channel: str, value: list[Any]
     ) -> dict[str, Any] | None:
         assert self.own is not None
-        entry = self.cache.get((thread_id, ns, channel))
-        if entry is None or not isinstance(entry[1], MessageLog):
-            return None
-        at, log, version = entry
-        if at != cid and not self.own.descends((thread_id, ns), cid, at, self.cache.max_walk):
-            return None  # the cached log is not on this write's branch
-        with WRITE_LOCK:  # the log may be growing in the run's next step
-            count = log.resent_prefix(value, version)
-        return resent_write(at, count, value[count:]) if count else None
+        at, count = self._prefix(thread_id, ns, channel, value)
+        if not count or (
+            at != cid and not self.own.descends((thread_id, ns), cid, at, self.cache.max_walk)
+        ):
+            return None  # nothing re-sent, or the cached log is not on this write's branch
+        return resent_write(at, count, value[count:])
 
     def _from_parent(
         self, thread_id: str, ns: str, channel: str, value: list[Any]
@@ -429,15 +426,19 @@ class ResentLayer(Layer):
         """A subgraph's write re-sending an enclosing graph's history, as a reference."""
         best: dict[str, Any] | None = None
         for parent in _enclosing(ns):
-            entry = self.cache.get((thread_id, parent, channel))
-            if entry is None or not isinstance(entry[1], MessageLog):
-                continue
-            at, log, version = entry
-            with WRITE_LOCK:
-                count = log.resent_prefix(value, version)
+            at, count = self._prefix(thread_id, parent, channel, value)
             if count and (best is None or count > best["count"]):
                 best = resent_write(at, count, value[count:], ns=parent)
         return best
+
+    def _prefix(self, thread_id: str, ns: str, channel: str, value: list[Any]) -> tuple[str, int]:
+        """(checkpoint, how many leading items of `value` its cached log holds unchanged)."""
+        entry = self.cache.get((thread_id, ns, channel))
+        if entry is None or not isinstance(entry[1], MessageLog):
+            return "", 0
+        at, log, version = entry
+        with WRITE_LOCK:  # the log may be growing in the run's next step
+            return at, log.resent_prefix(value, version)
 
 
 _Views = dict[tuple[str, str, str], "list[Any] | None"]

@@ -215,16 +215,13 @@ def _flag(name: str) -> str:
     return f"{module}:{cls}" if module else name
 
 
-_CONSTRUCTORS = frozenset(
-    (
-        EXT_CONSTRUCTOR_SINGLE_ARG,
-        EXT_CONSTRUCTOR_POS_ARGS,
-        EXT_CONSTRUCTOR_KW_ARGS,
-        EXT_METHOD_SINGLE_ARG,
-        EXT_PYDANTIC_V1,
-        EXT_PYDANTIC_V2,
-    )
-)
+_KW_RECORDS = (EXT_PYDANTIC_V2, EXT_PYDANTIC_V1, EXT_CONSTRUCTOR_KW_ARGS)
+_CONSTRUCTORS = {
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_METHOD_SINGLE_ARG,
+    *_KW_RECORDS,
+}
 _OPT = ormsgpack.OPT_NON_STR_KEYS
 
 
@@ -270,12 +267,11 @@ _KEPT_FIELDS = {"ai": ("tool_calls",), "tool": ("tool_call_id", "status")}
 
 
 def _message_placeholder(code: int, tup: list[Any], name: str) -> ormsgpack.Ext | None:
-    fields = tup[2] if code in (EXT_PYDANTIC_V2, EXT_PYDANTIC_V1, EXT_CONSTRUCTOR_KW_ARGS) else None
+    fields = tup[2] if code in _KW_RECORDS else None
     if not isinstance(fields, Mapping) or "content" not in fields:
         return None
-    kind = fields.get("type")
-    cls = _MESSAGE_CLASSES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    kind = str(fields.get("type"))
+    if (cls := _MESSAGE_CLASSES.get(kind)) is None:
         return None
     msg: dict[str, Any] = {
         "content": f"<not decoded: {name}>",
@@ -283,8 +279,6 @@ def _message_placeholder(code: int, tup: list[Any], name: str) -> ormsgpack.Ext 
     }
     if isinstance(fields.get("id"), str):
         msg["id"] = fields["id"]
-    for key in _KEPT_FIELDS.get(str(kind), ()):
-        if key in fields:
-            msg[key] = fields[key]
+    msg.update({key: fields[key] for key in _KEPT_FIELDS.get(kind, ()) if key in fields})
     record = [cls.__module__, cls.__name__, msg]
     return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(record, option=_OPT))
