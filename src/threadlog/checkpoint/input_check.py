@@ -38,13 +38,11 @@ class InputCheck:
     max_chars: int | None = None
 
     def from_input_checkpoint(self, start_value: Any) -> dict[str, Any]:
-        """The values to check in a new input checkpoint's `__start__` channel value."""
         if not isinstance(start_value, Mapping):
             return {}
         return {k: start_value[k] for k in self.message_keys if k in start_value}
 
     def from_start_writes(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-        """The values to check in the `__start__` task's writes."""
         return {c: v for c, v in writes if c in self.message_keys}
 
     def check_flow(
@@ -54,8 +52,7 @@ class InputCheck:
         values: dict[str, Any],
         base: str | None = None,
     ) -> Flow[None]:
-        """Dry-run `values` onto the logs of checkpoint `at`; raise the log's error. `base`:
-        a checkpoint id holding the same logs (the one the run read), maybe cached."""
+        """Dry-run `values` onto the logs at `at` (`base`: the same logs' checkpoint id, cached)."""
         if values:
             logs = _cached_logs(saver, at, base, list(values))
             if logs is None:
@@ -84,8 +81,7 @@ class InputCheck:
         saved: CheckpointTuple,
         keys: Collection[str] | None = None,
     ) -> Flow[dict[str, MessageLogError]]:
-        """Tasks whose stored writes on `saved` the log refuses, with the log's error.
-        `keys`: the message keys that are threadlog's logs (default: all of them)."""
+        """Tasks whose stored writes on `saved` the log refuses; `keys`: threadlog's log keys."""
         log_keys = tuple(k for k in self.message_keys if keys is None or k in keys)
         by_task = _message_writes(saved, log_keys)
         if not by_task:
@@ -127,8 +123,7 @@ def _coerce(raw: Any, position: int) -> BaseMessage:
 def _logs_at(
     saver: BaseCheckpointSaver[Any], at: RunnableConfig | None, keys: list[str]
 ) -> Flow[dict[str, MessageLog]]:
-    """The message logs of checkpoint `at` as LangGraph reads them (empty on a new thread);
-    a key holding a plain list is another reducer's (`add_messages`): left out."""
+    """The logs of checkpoint `at` as LangGraph reads them, other reducers' keys left out."""
     saved = (yield from call(saver, "get_tuple", at)) if at is not None else None
     if saved is None and at is not None and at["configurable"].get("checkpoint_id"):
         # The `__start__` writes can reach the saver before their checkpoint (both saved
@@ -190,8 +185,7 @@ def _message_writes(
 def _refused(
     logs: dict[str, MessageLog], by_task: dict[str, dict[str, list[Any]]]
 ) -> dict[str, MessageLogError]:
-    """Replays the step as the loop applies it (all tasks together); on an error, the
-    tasks whose own writes fail, or every writer when only their combination does."""
+    """The tasks whose own writes the log refuses, or every writer when only all together fail."""
 
     def attempt(tasks: list[str]) -> MessageLogError | None:
         for key, log in logs.items():

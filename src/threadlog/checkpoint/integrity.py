@@ -1,14 +1,11 @@
 """`ChecksumLayer`: a per-checkpoint count and checksum of the message writes, checked on read.
 
-* **Writing.** Each checkpoint stored gets `metadata["threadlog_chain"]`: per channel that
-  holds messages and is rebuilt from writes, `[n, sum]`: the rows since its last snapshot
-  and the sum, modulo 2**64, of each row's 64-bit hash (its task id, its messages' ids),
-  from the parent's chain plus the parent's writes. A parent without a chain: none.
-* **Reading.** `get_delta_channel_history` checks the writes it returns against the chain:
-  fewer rows or another sum raises `StoredDataError` naming thread, checkpoint and channel;
-  more rows do not (a concurrent run's, the guard's concern). Not checked: a checkpoint
-  without a chain, a cached log whose chain this process has not seen, rows swapped
-  within one task's writes to one channel, contents changed in place.
+Each checkpoint stored gets `metadata["threadlog_chain"]`: per message channel rebuilt
+from writes, `[n, sum]` of the rows since its last snapshot (sum modulo 2**64 of each
+row's hash of its task id and messages' ids), from the parent's chain and writes. Reading
+a delta history checks its writes against it: fewer rows or another sum is a
+`StoredDataError`; more are not (the guard's concern). docs/durability.md, "Integrity of
+stored history", says what is not detected.
 """
 
 from __future__ import annotations
@@ -164,8 +161,7 @@ def _key(config: RunnableConfig | None) -> Key | None:
 
 
 class ChecksumLayer(Layer):
-    """Writes and checks the chain of the checkpoints that pass through it (module doc);
-    `cache`: the history cache below, whose seeds' chains a check starts from."""
+    """Writes and checks the chain of the checkpoints that pass through it (module doc)."""
 
     name = "checksums"
 
@@ -263,7 +259,6 @@ class ChecksumLayer(Layer):
         return out
 
     def _cached_seeds(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, str]:
-        """channel -> the checkpoint id of the log the history cache may answer from."""
         if self.cache is None:
             return {}
         conf = config.get("configurable") or {}

@@ -1,19 +1,11 @@
 """A thread's lifecycle on threadlog's saver: rollback, copy, prune — pairs kept whole.
 
-Each operation (one flow, sync and async) holds its threads by the run guard's lock
-(waited for or `ConcurrentRunError`), reads the backend saver itself, checks delta history
-against the checksums (`StoredDataError`), applies one `backends.Plan` in ONE transaction
-(a kill leaves before or after), then forgets what this process remembered of the threads.
-
-* `delete_for_runs(run_ids)`: checkpoints whose `metadata["run_id"]` is one of them go, with
-  their writes; a kept child of one is re-parented to its nearest kept ancestor and
-  *materialized* (each delta channel's value stored as a snapshot), chains re-sealed.
-* `copy_thread(source, target)`: copied as stored; a target with checkpoints: `ValueError`.
-* `prune(thread_ids, strategy)`: `"delete"` drops the threads; `"keep_latest"` keeps each
-  namespace's head, materialized, parent cleared. Another strategy: `ValueError`.
-
-Materializing uses threadlog's log channels (`channel.LOG_KINDS`); another channel rebuilt
-from writes is a `ValueError` naming it, before anything changes.
+Each operation holds its threads by the run guard's lock, reads the backend saver, checks
+delta history against the checksums, and applies one `backends.Plan` in one transaction;
+then forgets what this process remembered of the threads. A kept checkpoint whose parent
+goes is *materialized* (each delta channel's value stored as a snapshot, by threadlog's
+log channels: another channel is a `ValueError`, nothing changed). docs/durability.md,
+"Thread lifecycle", is the contract.
 """
 
 from __future__ import annotations
@@ -167,7 +159,6 @@ def _copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
 def prune(
     m: Maintenance, thread_ids: Sequence[str], strategy: str = "keep_latest", *, dry: bool = False
 ) -> Flow[PruneReport]:
-    """Prune the threads (module doc); `dry`: only report what would go."""
     threads = _ids(thread_ids, "thread_ids")
     if strategy not in PRUNE_STRATEGIES:
         raise ValueError(
@@ -254,8 +245,7 @@ def _rewrite(
     chains: dict[Key, Any],
     lose: dict[str, tuple[int, int]] | None = None,
 ) -> Rewrite:
-    """`tup` re-parented with `snaps` stored in it, its chain re-sealed: the snapshot
-    channels' rows dropped, or (`lose`) those rows subtracted."""
+    """`tup` re-parented with `snaps` stored in it, its chain re-sealed (or `lose` subtracted)."""
     metadata: dict[str, Any] = {}
     chain = read_chain(tup.metadata)
     if chain is not None:
@@ -268,8 +258,7 @@ def _rewrite(
 
 
 def _snapshots(m: Maintenance, tup: CheckpointTuple) -> Flow[dict[str, tuple[Any, Any]]]:
-    """`channel -> (version, snapshot)` for each delta channel `tup` does not store, rebuilt
-    from the backend's history (checked against the checksums)."""
+    """`channel -> (version, snapshot)` for each delta channel `tup` does not store."""
     ckpt = tup.checkpoint
     values = ckpt.get("channel_values") or {}
     versions = ckpt.get("channel_versions") or {}

@@ -58,8 +58,7 @@ _EVENT_ORDER: dict[str, int] = {"started": 0, "stopped": 1, "finished": 2}
 def started_marker(
     call_id: str, event: MarkerEvent, result: ToolMessage | None = None
 ) -> tuple[str, list[tuple[str, Any]]]:
-    """(task id, unique per marker, writes) of one marker of `call_id`; a "finished" marker
-    carries the call's `result`."""
+    """(task id, writes) of one marker of `call_id`; "finished" carries its `result`."""
     at = time.time_ns()
     value: dict[str, Any] = {"call_id": call_id, "event": event, "at": at}
     if result is not None:

@@ -1,21 +1,11 @@
 """`ResentLayer`: a message-log write that re-sends what the log holds is stored as what it adds.
 
-Contract (docs/durability.md, "Writes stored as what they add", says it in full):
-
-* **Stored.** A write to a message-log key whose leading items are, unchanged, the view at
-  a checkpoint `A` whose log this process caches, on the write's own branch
-  (`OwnWrites.descends`), is stored as `log.resent_write(A, count, rest)`; a subgraph's
-  input, against an enclosing namespace's log (`ns`); each message list in a `Send`'s
-  state alike. Anything else is stored as written.
-* **Applied** as `rest` alone (`flatten_write`) in its own namespace; rebuilt as written by
-  `get_tuple` and, for another namespace's reference, in the delta history. `list` leaves
-  the stored form. The view at an `A` that stores a snapshot of the key is that snapshot.
-* **Other delta channels' snapshots** (`_DeltaSnapshot` of a list) that repeat the previous
-  one this layer stored are stored as a reference to it plus the rest, at most
-  `SNAPSHOT_CHAIN` in a row; rebuilt whole by `get_tuple` and in delta-history seeds, left
-  out by `listed` (its delta history is then the snapshot). An unreadable base is a
-  `StoredDataError`.
-* `own=None` (`with_history_cache`): reads only.
+A write (a subgraph's input, a `Send`'s state) whose leading items are, unchanged, the log
+at a cached checkpoint `A` on its branch is stored as `resent_write(A, count, rest)`,
+applied as `rest` and rebuilt as written by `get_tuple` (and, for an enclosing namespace's
+log, in the delta history); another delta channel's list snapshot that repeats the last
+one stored is a reference to it (`SNAPSHOT_CHAIN` at most in a row). `own=None`: reads
+only. docs/durability.md, "Writes stored as what they add", is the contract.
 """
 
 from __future__ import annotations
@@ -140,7 +130,6 @@ class ResentLayer(Layer):
             _remember(self._snaps, (thread_id, ns, ch), (str(whole["id"]), chained))
 
     def forget(self, thread_id: str) -> None:
-        """Drop what this layer remembers of `thread_id` (a lifecycle call changed it)."""
         for key in [k for k in self._snaps if k[0] == thread_id]:
             del self._snaps[key]
         for cid in [k for k in self._left_out if k[0] == thread_id]:
@@ -181,7 +170,6 @@ class ResentLayer(Layer):
     def _wholes(
         self, below: SaverView, config: RunnableConfig, values: Mapping[str, Any], views: _Views
     ) -> Flow[dict[str, Any]]:
-        """`values` with each snapshot stored as a reference rebuilt whole."""
         thread_id, ns = _slot_of(config)
         whole = dict(values)
         for ch, value in values.items():
@@ -296,7 +284,6 @@ class ResentLayer(Layer):
     def _stored_value(
         self, slot: _Slot, declared: Mapping[str, Any] | None, channel: str, value: Any
     ) -> Any:
-        """`value` written to `channel` as what it adds to a log, or `value` itself."""
         if not isinstance(value, list) or not value:
             return value
         if declared is not None and not isinstance(declared.get(channel), MessageLogChannel):
@@ -306,7 +293,6 @@ class ResentLayer(Layer):
         return ref or self._from_parent(thread_id, ns, channel, value) or value
 
     def _stored_input(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
-        """A subgraph's input checkpoint, its re-sent `__start__` history as references."""
         thread_id, ns = _slot_of(config)
         start = (checkpoint.get("channel_values") or {}).get(START)
         if not ns or thread_id is None or not isinstance(start, Mapping):
@@ -374,8 +360,7 @@ class ResentLayer(Layer):
     def _view_at(
         self, below: SaverView, thread_id: str, ns: str, channel: str, at: str
     ) -> Flow[list[Any] | None]:
-        """The log's view of `channel` at checkpoint `at` of namespace `ns`, through this
-        layer and the ones below (the history cache first)."""
+        """The log's view of `channel` at checkpoint `at` of namespace `ns`, through here."""
         config: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": at}
         }
@@ -455,8 +440,7 @@ def log_view(seed: Any, writes: Sequence[PendingWrite]) -> list[BaseMessage]:
 
 
 def _sent_state(packet: Any) -> Mapping[Any, Any] | None:
-    """A `Send`'s state: its argument's `"state"` mapping (`ToolNode`'s payload), or the
-    argument itself when it is a mapping."""
+    """A `Send`'s state: its argument's `"state"` mapping (`ToolNode`), or the argument."""
     if not isinstance(packet, Send) or not isinstance(packet.arg, Mapping):
         return None
     inner = packet.arg.get("state")

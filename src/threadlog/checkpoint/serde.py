@@ -70,8 +70,7 @@ _PLACEHOLDER_KEY = (UndecodedValue.__module__, UndecodedValue.__name__)
 def strict_serializer(
     extra: Iterable[tuple[str, str] | type] = (), *, placeholders: bool = False
 ) -> JsonPlusSerializer:
-    """A `JsonPlusSerializer` with the msgpack allowlist on (module doc). `extra`: more
-    types your state stores, as classes or `(module, name)` pairs."""
+    """A `JsonPlusSerializer` with the allowlist on; `extra`: classes or `(module, name)`."""
     allowed = (*THREADLOG_TYPES, *_keys(extra))
     serde = StrictSerializer(pickle_fallback=False, allowed_msgpack_modules=allowed)
     serde.placeholders = placeholders
@@ -97,8 +96,7 @@ def parse_type_names(text: str) -> list[tuple[str, str]]:
 
 
 def allow_types(serde: Any, types: Iterable[tuple[str, ...] | type]) -> bool:
-    """Add `types` to a strict serializer's allowlist in place (a saver, its wrappers and
-    layers share it); whether it changed."""
+    """Add `types` to a strict serializer's allowlist in place; whether it changed."""
     if isinstance(serde, EncryptedSerializer):
         return allow_types(serde.serde, types)
     if not isinstance(serde, JsonPlusSerializer):
@@ -116,8 +114,7 @@ _listener_on: list[bool] = []
 
 
 class _QuietInReaders(logging.Filter):
-    """Drops LangGraph's "Blocked deserialization" warning inside a reader's load (it shows
-    a placeholder instead)."""
+    """Drops LangGraph's "Blocked deserialization" warning inside a reader's load."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (
@@ -147,8 +144,7 @@ def _on_serde_event(event: SerdeEvent) -> None:
 
 
 class StrictSerializer(JsonPlusSerializer):
-    """LangGraph's serializer refusing blocked records loudly, or (`placeholders`) reading
-    them as `UndecodedValue`."""
+    """LangGraph's serializer refusing blocked records, or reading them as placeholders."""
 
     placeholders: bool = False
 
@@ -166,9 +162,7 @@ class StrictSerializer(JsonPlusSerializer):
         return self._strict_loads(data)
 
     def loads_shared(self, blob: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
-        """A msgpack blob as `loads_typed` reads it, each record whose stored bytes are
-        in `seen` as that object, each message record read cleanly added to it; a blob
-        holding a blocked record is read by `loads_typed`'s own rules."""
+        """A msgpack blob as `loads_typed` reads it, each message record shared through `seen`."""
         hook = msgpack_ext_hook(self)
         if hook is None:
             return self._strict_loads(("msgpack", blob))
@@ -226,8 +220,7 @@ _OPT = ormsgpack.OPT_NON_STR_KEYS
 
 
 def _placeholders(serde: StrictSerializer, data: tuple[str, bytes]) -> Any:
-    """`data` with each blocked record an `UndecodedValue`: the blob rewritten, then read
-    by LangGraph's loader with that one type added."""
+    """`data` with each blocked record rewritten as an `UndecodedValue`, then read."""
     kind, blob = data
     allowed = msgpack_rebuilds(serde)
     if kind != "msgpack" or allowed is None:

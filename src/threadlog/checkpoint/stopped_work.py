@@ -1,16 +1,11 @@
-"""`StoppedWorkLayer`: what a stopped step stored is kept (docs/durability.md says how).
+"""`StoppedWorkLayer`: what a stopped step stored is kept (docs/durability.md is the contract).
 
-* Reading the root head (no `checkpoint_id`) adds, per channel, one `NULL_TASK_ID` write
-  with the messages of finished work: the waiting `__start__` input, then each task with
-  writes and no `__error__` / `__interrupt__`, in stored order; only what the stored log
-  accepts (one batch per task), only messages with an id.
-* New input also gets the work of the subgraphs running from the head (every level, by
-  `metadata["parents"]`), and abandons the head's task: each call left open gets its
-  stored result (`recover`), "outcome unknown" when its tool started, a rerun for an
-  idempotent tool (`receipts.rerun_flow`), else "not completed" (`repair_open_calls`),
-  unless the input answers it.
-* Nothing is stored; reads of a named checkpoint, `list`, and heads without such work are
-  returned unchanged. `with_finished_work(saver, tup)`: the reader's carry for one tuple.
+A root head read (no `checkpoint_id`) adds, per channel, one `NULL_TASK_ID` write with
+the finished work's messages that the stored log accepts (the waiting `__start__` input,
+then each task without `__error__` / `__interrupt__`); new input also gets the work of the
+subgraphs running from the head, and answers each call the head's task abandons: its
+stored result, "outcome unknown" once its tool started, an idempotent tool's rerun, else
+"not completed". Nothing is stored. `with_finished_work`: the reader's carry for one tuple.
 """
 
 from __future__ import annotations
@@ -76,7 +71,6 @@ Batch = tuple[str | None, list[Any]]  # (its task, None for the waiting input; i
 
 
 def finished_work(tup: CheckpointTuple) -> dict[str, list[Batch]]:
-    """channel -> one batch of message items per finished writer (module doc)."""
     out: dict[str, list[Batch]] = {}
     start = tup.checkpoint.get("channel_values", {}).get(START)
     if isinstance(start, Mapping):
@@ -132,8 +126,7 @@ def _answered_by(given: Any, channels: Sequence[str]) -> frozenset[str]:
 def _replayed(
     logs: Mapping[str, MessageLog], rounds: Sequence[Mapping[str, list[Batch]]]
 ) -> tuple[dict[str, list[BaseMessage]], set[str]]:
-    """Append `rounds` to `logs` in place, each taken or refused whole per channel: the
-    messages each channel gained, and the tasks carried."""
+    """Append `rounds` to `logs`, each taken or refused whole: messages gained, tasks carried."""
     new: dict[str, list[BaseMessage]] = {}
     carried: set[str] = set()
     for channel, log in logs.items():
@@ -173,8 +166,6 @@ def _seed_and_writes(
 
 
 class StoppedWorkLayer(Layer):
-    """Head reads carry what a stopped step stored (module doc)."""
-
     name = "stopped_work"
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
@@ -206,8 +197,7 @@ def _carry_flow(
     reader: bool,
     markers: Sequence[PendingWrite] = (),
 ) -> Flow[CheckpointTuple]:
-    """The head with NULL-task writes carrying the messages its logs accept (module doc);
-    for a reader the carried tasks' own writes are left out, so `next` lists them."""
+    """The head with NULL-task writes carrying what its logs accept (module doc)."""
     # The channels whose head log is needed: carried work, or calls to answer.
     wanted = [*dict.fromkeys(c for work in rounds for c, b in work.items() if b)]
     wanted += [c for c in (abandon.channels if abandon else ()) if c not in wanted]
@@ -248,7 +238,6 @@ def _carry_flow(
 
 
 def _new_input_loop() -> Any | None:
-    """The entering Pregel loop when its run brings new input (not a resume), else None."""
     loop = running_loop()
     return None if loop is None or loop.input is None or isinstance(loop.input, Command) else loop
 
@@ -270,8 +259,7 @@ def _walk(
     out: dict[str, list[Batch]],
     markers: list[PendingWrite],
 ) -> Flow[None]:
-    """Add to `out` the messages the subgraphs running from `head` (namespace `head_ns`)
-    stored, every level, and to `markers` the tool node's markers stored there."""
+    """Add to `out` the messages the subgraphs running from `head` stored; to `markers`, markers."""
     parents = {**head_parents, head_ns: _id(head)}
     # No `checkpoint_ns`: every namespace of the thread (the metadata filter narrows it).
     thread: RunnableConfig = {
