@@ -184,9 +184,8 @@ class ChecksumLayer(Layer):
         return self._remember((yield from below.flow("get_tuple", config)))
 
     def listed(self, tup: CheckpointTuple) -> CheckpointTuple:
-        out = self._remember(tup)
-        assert out is not None
-        return out
+        self._remember(tup)
+        return tup
 
     def verify(self, tup: CheckpointTuple, histories: Mapping[str, DeltaChannelHistory]) -> None:
         """Check histories read from the backend for `tup` as a read through here would."""
@@ -240,13 +239,9 @@ class ChecksumLayer(Layer):
             if ch in base or (ch not in chain and has_messages):
                 n, s = chain.get(ch, (0, 0))
                 chain[ch] = (n + 1, (s + h) & _MASK)
-        values = checkpoint.get("channel_values", {})
-        for ch in list(chain):
-            if ch in values:  # a snapshot (or a plain stored value): rebuilt from here
-                del chain[ch]
-        out = dict(metadata)
-        out[CHAIN_KEY] = chain_metadata(chain)
-        return out  # type: ignore[return-value]
+        values = checkpoint.get("channel_values", {})  # a stored value is rebuilt from here
+        kept = {ch: v for ch, v in chain.items() if ch not in values}
+        return {**metadata, CHAIN_KEY: chain_metadata(kept)}  # type: ignore[misc]
 
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]

@@ -172,18 +172,20 @@ class _Search:
         for _task, channel, value in writes:
             if channel == STARTED_CHANNEL:
                 self._marker(value)
-                continue
-            if channel == RECEIPT_CHANNEL:
+            elif channel == RECEIPT_CHANNEL:
                 self._receipt(value)
-                continue
-            for item in _items(value):
-                if isinstance(item, ToolMessage):
-                    cid = item.tool_call_id
-                    if cid in self.wanted and cid not in self.found:
-                        self.found[cid] = item  # walking back: the first is the newest
-                elif item.id is not None:
-                    self.requests.discard(item.id)
+            else:
+                self._results(value)
         return len(self.found) == len(self.wanted) or (self.bounded and not self.requests)
+
+    def _results(self, value: Any) -> None:
+        for item in _items(value):
+            if isinstance(item, ToolMessage):
+                cid = item.tool_call_id
+                if cid in self.wanted and cid not in self.found:
+                    self.found[cid] = item  # walking back: the first is the newest
+            elif item.id is not None:
+                self.requests.discard(item.id)
 
     def _receipt(self, value: Any) -> None:
         # An idempotent tool's receipt stands for a result never stored (a newer one wins).
@@ -205,9 +207,7 @@ class _Search:
             # The node stored it as its task's write may be lost; that write wins (`result`).
             self.finished.setdefault(cid, result)
         # The newest wins; at the same instant "stopped" (the report came second).
-        key = (at, _EVENT_ORDER[event])
-        if key > self.markers.get(cid, (-1, -1)):
-            self.markers[cid] = key
+        self.markers[cid] = max((at, _EVENT_ORDER[event]), self.markers.get(cid, (-1, -1)))
 
     def result(self) -> Recovered:
         found = {**self.finished, **self.found}
