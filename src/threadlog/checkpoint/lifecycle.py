@@ -144,16 +144,13 @@ def copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
 
 
 def _copy_thread(m: Maintenance, source: str, target: str) -> Flow[None]:
-    there = yield from listed(m.inner, {"configurable": {"thread_id": target}}, limit=1)
-    if there:
+    if (yield from listed(m.inner, {"configurable": {"thread_id": target}}, limit=1)):
         raise ValueError(
             f"copy_thread: target thread {target!r} already has checkpoints; nothing copied "
             "(delete it first, or copy to a new thread id)"
         )
-    found = yield from listed(m.inner, {"configurable": {"thread_id": source}}, limit=1)
-    if not found:
-        return  # nothing stored: nothing to copy
-    yield from _apply(m, Plan(copies=[(source, target)]), [target], {})
+    if (yield from listed(m.inner, {"configurable": {"thread_id": source}}, limit=1)):
+        yield from _apply(m, Plan(copies=[(source, target)]), [target], {})
 
 
 def prune(

@@ -22,6 +22,7 @@ from langgraph.constants import START, TASKS
 from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME, MISSING, PREGEL, running_loop
+from threadlog.channel import MessageLogChannel
 from threadlog.checkpoint.layered import Layer, SaverView
 from threadlog.checkpoint.receipts import RECEIPT_CHANNEL, rerun_flow
 from threadlog.checkpoint.recover import STARTED_CHANNEL, recover_flow
@@ -101,10 +102,7 @@ class _Abandon:
 
 
 def _abandoning(loop: Any) -> _Abandon:
-    from threadlog.channel import MessageLogChannel  # the channel imports the log
-
-    specs: Mapping[str, Any] = loop.specs
-    channels = tuple(str(k) for k, v in specs.items() if isinstance(v, MessageLogChannel))
+    channels = tuple(str(k) for k, v in loop.specs.items() if isinstance(v, MessageLogChannel))
     return _Abandon(channels, _answered_by(loop.input, channels), nodes=loop.nodes)
 
 
