@@ -38,9 +38,8 @@ class InputCheck:
     max_chars: int | None = None
 
     def from_input_checkpoint(self, start_value: Any) -> dict[str, Any]:
-        if not isinstance(start_value, Mapping):
-            return {}
-        return {k: start_value[k] for k in self.message_keys if k in start_value}
+        start = start_value if isinstance(start_value, Mapping) else {}
+        return {k: start[k] for k in self.message_keys if k in start}
 
     def from_start_writes(self, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
         return {c: v for c, v in writes if c in self.message_keys}
@@ -110,8 +109,7 @@ def _coerce(raw: Any, position: int) -> BaseMessage:
         raise
     except (ValueError, TypeError) as exc:
         # e.g. pydantic's ValidationError for content=42: name the message and field.
-        first = str(exc).strip().splitlines()
-        detail = " ".join(line.strip() for line in first[:3])
+        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[:3])
         raise InvalidMessageError(
             f"malformed message: {detail}",
             message_id=raw.get("id") if isinstance(raw, Mapping) else None,
@@ -150,8 +148,7 @@ def _cached_logs(
         entry = cache.get((str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), key))
         if entry is None or entry[0] != base:
             return None  # not cached, or cached at another checkpoint
-        # Past `base` the live log only holds this run's own writes: the input among them
-        # is a replay, the rest is checked as usual.
+        # Past `base` the live log holds only this run's writes: the input among them replays.
         out[key] = entry[1]
     return out
 

@@ -96,11 +96,11 @@ def read_chain(metadata: Mapping[str, Any] | None) -> Chain | None:
     raw = (metadata or {}).get(CHAIN_KEY)
     if not isinstance(raw, Mapping):
         return None
-    out: Chain = {}
-    for ch, pair in raw.items():
-        if isinstance(pair, (list, tuple)) and len(pair) == 2:
-            out[str(ch)] = (int(pair[0]), int(str(pair[1]), 16))
-    return out
+    return {
+        str(ch): (int(pair[0]), int(str(pair[1]), 16))
+        for ch, pair in raw.items()
+        if isinstance(pair, (list, tuple)) and len(pair) == 2
+    }
 
 
 def chain_metadata(chain: Chain) -> dict[str, list[Any]]:

@@ -73,15 +73,12 @@ class PruneReport:
 
 def delete_for_runs(m: Maintenance, run_ids: Sequence[str]) -> Flow[None]:
     wanted = _ids(run_ids, "run_ids")
-    if not wanted:
-        return
     threads: set[str] = set()
     for rid in wanted:
         for tup in (yield from listed(m.inner, None, filter={"run_id": rid})):
             threads.add(str(tup.config["configurable"]["thread_id"]))
-    if not threads:
-        return
-    yield from _holding(m, threads, _delete_for_runs(m, sorted(threads), set(wanted)))
+    if threads:  # a run id on no thread changes nothing
+        yield from _holding(m, threads, _delete_for_runs(m, sorted(threads), set(wanted)))
 
 
 def _delete_for_runs(m: Maintenance, threads: list[str], wanted: set[str]) -> Flow[None]:

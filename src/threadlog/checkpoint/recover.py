@@ -1,7 +1,6 @@
 """`recover_results`: tool results an interrupted or failed step stored, found again.
 
-New input discards a stopped step's pending writes (`discard_tasks`), though its finished
-calls' results are stored; this reads them back. Contract:
+New input discards a stopped step's pending writes; this reads its finished calls' back.
 
 * `recover_results(saver, config, call_ids, *, requests=(), max_walk=16)` (and `a…`) returns
   the stored results of the calls that have one (a `RECEIPT_CHANNEL` write counts), and in

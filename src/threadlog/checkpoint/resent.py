@@ -89,11 +89,9 @@ class ResentLayer(Layer):
         out: dict[str, Any] | None = None
         for ch, value in values.items():
             # Not in `foreign`: threadlog's own log, or a graph not seen loading.
+            last = self._snaps.get((str(thread_id), ns, ch)) if ch in foreign else None
             if type(value) is not DeltaSnapshot or not isinstance(value.value, list):
                 continue
-            if ch not in foreign:
-                continue
-            last = self._snaps.get((str(thread_id), ns, ch))
             if last is None or last[1] >= SNAPSHOT_CHAIN:
                 continue
             # Compared with what a reader rebuilds from storage: a checkpoint deleted since,

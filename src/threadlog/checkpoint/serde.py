@@ -170,8 +170,7 @@ class StrictSerializer(JsonPlusSerializer):
 
         def record(code: int, payload: bytes) -> Any:
             key = (code, payload)
-            hit = seen.get(key)
-            if hit is not None:
+            if (hit := seen.get(key)) is not None:
                 return hit
             before = len(blocked)
             value = stored_message(code, payload, record)

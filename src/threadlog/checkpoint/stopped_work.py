@@ -202,9 +202,8 @@ def _carry_flow(
     if not wanted:
         return tup
     values = tup.checkpoint.get("channel_values", {})
-    missing = [c for c in wanted if c not in values]
     history = None
-    if missing:
+    if missing := [c for c in wanted if c not in values]:
         history = yield from call(
             saver, "get_delta_channel_history", config=tup.config, channels=missing
         )
