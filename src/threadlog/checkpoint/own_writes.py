@@ -1,24 +1,16 @@
 """The checkpoints and writes a saver stored itself, so the history cache's walk needs no query.
 
-A warm turn loads its logs by walking from the head back to the checkpoint the history
-cache holds (`threadlog.checkpoint.cache`); the writes in between are, commonly, what
-this process stored during its previous turn.
-
 Contract:
 
-* `OwnWritesLayer` is this memory as a saver layer, below the checksums and above the
-  history cache; `threadlog.checkpointer()` has it whenever the history cache is on.
-* **Recorded:** every checkpoint this saver `put` (its parent, the channels it stores a
-  value for) and every task write it `put_writes` on one, kept as storage keeps them.
-* **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint (or,
-  with `cached_id=None`, the thread's first) up to the target, the same list in the
-  same order as the SQL walk, only when every checkpoint on the way was stored by this
-  saver, none holds a value for the channels, and none was seen holding a write this
-  saver did not store. Anything else returns None and the caller queries the database.
-* **Other processes.** Their checkpoints are never in the record; a write they store on
-  a recorded checkpoint is seen on the next `get_tuple` of it, which marks it foreign.
-* **Bounded:** per thread, the checkpoints newer than the last walk's target (at most
-  512), for at most `max_threads` threads (least recently written first out).
+* `OwnWritesLayer` records every checkpoint this saver `put` (its parent, the channels it
+  stores a value for) and every task write it `put_writes`, kept as storage keeps them.
+* `walk(...)` returns the channels' writes from the cached checkpoint (or, with
+  `cached_id=None`, the thread's first) up to the target, as the SQL walk would, only
+  when every checkpoint on the way was stored by this saver, none holds a value for the
+  channels, and none was seen (`get_tuple`) holding a write this saver did not store.
+  Anything else returns None and the caller queries the database.
+* Bounded: per thread, the checkpoints newer than the last walk's target (at most 512),
+  for at most `max_threads` threads (least recently written first out).
 """
 
 from __future__ import annotations
