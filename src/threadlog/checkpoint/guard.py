@@ -38,6 +38,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from langchain_core.runnables import RunnableConfig
@@ -94,11 +95,9 @@ _HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
 )
 
 
+@dataclass(slots=True, eq=False)
 class _Hold:
-    __slots__ = ("done",)
-
-    def __init__(self) -> None:
-        self.done = False
+    done: bool = False
 
 
 def _holds(thread_id: str) -> bool:
@@ -804,33 +803,28 @@ _MAX_THREADS = 4096  # threads remembered (a thread a run of this saver holds is
 _MAX_CHECKPOINTS = 64  # checkpoints remembered per thread, oldest forgotten first
 
 
+@dataclass(slots=True, eq=False)
 class _Checkpoint:
     """What this saver knows of one checkpoint of a thread."""
 
-    __slots__ = ("empty_root", "own", "own_parent", "seen", "stored")
-
-    def __init__(self) -> None:
-        self.stored = False  # stored or read by this saver: it exists
-        self.own_parent = False  # this saver stored a child (own late writes are no strays)
-        self.empty_root = False  # a thread's first checkpoint a run here started
-        # The (task, channel) writes it held when read, and the ones this saver wrote.
-        self.seen: frozenset[tuple[str, str]] | None = None
-        self.own: set[tuple[str, str]] = set()
+    stored: bool = False  # stored or read by this saver: it exists
+    own_parent: bool = False  # this saver stored a child (own late writes are no strays)
+    empty_root: bool = False  # a thread's first checkpoint a run here started
+    # The (task, channel) writes it held when read, and the ones this saver wrote.
+    seen: frozenset[tuple[str, str]] | None = None
+    own: set[tuple[str, str]] = field(default_factory=set)
 
 
+@dataclass(slots=True, eq=False)
 class _Thread:
     """What this saver remembers of one thread: its holding run's, and recent checkpoints."""
 
-    __slots__ = ("base", "checkpoints", "fork", "head", "log_keys", "run")
-
-    def __init__(self) -> None:
-        self.run: tuple[Any, _Hold] | None = None  # the holding run's Runtime, and its hold
-        self.head: Any = _UNREAD  # the head that run read right after taking the lock
-        self.fork: str | None = None  # the checkpoint that run named (a fork's base)
-        self.base: str | None = None  # its read, when no pending writes touch the logs
-        # The keys that run's graph declares as message logs (None: every message key).
-        self.log_keys: frozenset[str] | None = None
-        self.checkpoints: dict[tuple[str, str], _Checkpoint] = {}
+    run: tuple[Any, _Hold] | None = None  # the holding run's Runtime, and its hold
+    head: Any = _UNREAD  # the head that run read right after taking the lock
+    fork: str | None = None  # the checkpoint that run named (a fork's base)
+    base: str | None = None  # its read, when no pending writes touch the logs
+    log_keys: frozenset[str] | None = None  # the graph's message-log keys (None: all)
+    checkpoints: dict[tuple[str, str], _Checkpoint] = field(default_factory=dict)
 
 
 def _same_resent(value: Any, stored: Any) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -34,25 +35,22 @@ from threadlog.flows import Flow
 
 __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of"]
 
-# A forgotten thread's next walk is one query.
-DEFAULT_MAX_THREADS = 256
+DEFAULT_MAX_THREADS = 256  # a forgotten thread's next walk is one query
 _MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
 
 # (task_path, task_id, idx) -> (channel, value)
 _Writes = dict[tuple[str, str, int], tuple[str, Any]]
 
 
+@dataclass(slots=True, eq=False)
 class _Stored:
     """One checkpoint this saver stored (or is storing: its writes may come first)."""
 
-    __slots__ = ("foreign", "parent", "stored", "values", "writes")
-
-    def __init__(self) -> None:
-        self.stored = False  # its `put` returned
-        self.parent: str | None = None
-        self.values: frozenset[str] = frozenset()  # channels it stores a value for
-        self.writes: _Writes = {}
-        self.foreign = False  # seen holding a write this saver did not store
+    stored: bool = False  # its `put` returned
+    parent: str | None = None
+    values: frozenset[str] = frozenset()  # channels it stores a value for
+    writes: _Writes = field(default_factory=dict)
+    foreign: bool = False  # seen holding a write this saver did not store
 
 
 class OwnWrites:
@@ -92,9 +90,7 @@ class OwnWrites:
         task_id: str,
         task_path: str,
     ) -> None:
-        # LangGraph stores a step's checkpoint and its tasks' writes from background
-        # threads: writes may be recorded before their checkpoint's put.
-        with self._lock:
+        with self._lock:  # may come before their checkpoint's put
             entry = self._entry(key, cid)
             for i, (channel, value) in enumerate(writes):
                 # As storage keeps them: special channels replaced, others kept first.
@@ -105,8 +101,7 @@ class OwnWrites:
                     entry.writes.setdefault((task_path, task_id, i), (channel, value))
 
     def seen(self, key: tuple[str, str], cid: str, pending: Sequence[PendingWrite]) -> None:
-        """A read of checkpoint `cid` found `pending`: any task write not stored here
-        makes walks through it go to the database."""
+        """A read of `cid` found `pending`: a write not stored here makes it foreign."""
         with self._lock:
             entry = self._threads.get(key, {}).get(cid)
             if entry is None or entry.foreign:
@@ -127,8 +122,8 @@ class OwnWrites:
                 del self._threads[key]
 
     def descends(self, key: tuple[str, str], cid: str, ancestor: str, max_walk: int) -> bool:
-        """Whether checkpoint `cid` is `ancestor` or descends from it through checkpoints
-        this saver stored (within `max_walk` parents). Reads the record only."""
+        """Whether `cid` is `ancestor` or descends from it through checkpoints stored here
+        (within `max_walk` parents)."""
         with self._lock:
             stored = self._threads.get(key)
             if stored is None:
@@ -150,10 +145,8 @@ class OwnWrites:
         cached_id: str | None,
         max_walk: int,
     ) -> dict[str, list[PendingWrite]] | None:
-        """Each channel's writes from `cached_id` up to `target` (see module doc), or None.
-        `cached_id=None`: from the thread's first checkpoint (no parent), the whole
-        history — only when that root and every checkpoint after it hold no value for
-        the channels, so there is no seed."""
+        """Each channel's writes from `cached_id` (None: the thread's root) up to `target`,
+        or None (module doc)."""
         with self._lock:
             stored = self._threads.get(key)
             head = None if stored is None else stored.get(target)
@@ -180,8 +173,7 @@ class OwnWrites:
                     return None  # a root reached without meeting the cached checkpoint
             out: dict[str, list[PendingWrite]] = {ch: Stepped() for ch in channels}
             for entry, at in zip(reversed(chain), reversed(ids), strict=True):
-                # oldest first, like the saver's own history; each checkpoint's value
-                # is the seed plus the writes before its own
+                # Oldest first; a checkpoint's value is the seed plus the writes before it.
                 for ch in channels:
                     writes = out[ch]
                     assert isinstance(writes, Stepped)
@@ -192,8 +184,7 @@ class OwnWrites:
                     channel, value = entry.writes[(path, task_id, idx)]
                     if channel in out:
                         out[channel].append((task_id, channel, value))
-            # The cache moves up to `target`, so the next walk starts there: older
-            # checkpoints (ids grow with time within a process) are not walked again.
+            # The next walk starts at `target`: older checkpoints are not walked again.
             for old in [c for c in stored if c < target]:
                 del stored[old]
             return out
@@ -208,7 +199,7 @@ def _key(config: RunnableConfig) -> tuple[tuple[str, str], str] | None:
 
 
 class OwnWritesLayer(Layer):
-    """Records the puts and writes that pass through it (module doc); no I/O of its own."""
+    """Records the puts and writes that pass through it; no I/O of its own."""
 
     name = "own_writes"
 
@@ -222,7 +213,9 @@ class OwnWritesLayer(Layer):
         if stored is not None:
             parent = (config.get("configurable") or {}).get("checkpoint_id")
             self.record.put(
-                stored[0], stored[1], str(parent) if parent else None,
+                stored[0],
+                stored[1],
+                str(parent) if parent else None,
                 checkpoint.get("channel_values") or {},
             )
         return out
@@ -248,7 +241,6 @@ class OwnWritesLayer(Layer):
 
 
 def own_writes_of(saver: Any) -> OwnWrites | None:
-    """The record serving `saver` (a threadlog saver, or the backend inside one), if
-    any."""
+    """The record serving `saver` (or the saver wrapping it), if any."""
     layer = layer_of(saver, OwnWritesLayer)
     return None if layer is None else layer.record
