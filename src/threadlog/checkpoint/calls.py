@@ -132,6 +132,10 @@ def _unnamed(message: BaseMessage) -> str:
         return ""
 
 
+def _record(run_id: str, task_ns: str, meta: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": run_id, "t": time.time(), "ns": task_ns, "step": meta.get("langgraph_step")}
+
+
 def _step(c: _Call) -> int:
     step = c.record.get("step")
     return step if isinstance(step, int) else -(2**31)
@@ -200,7 +204,7 @@ class CallsLayer(Layer):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: dict[UUID, _Call] = {}
-        self._by_thread: dict[str, list[UUID]] = {}
+
         self._memos: OrderedDict[str, _Memo] = OrderedDict()
         self._digests: OrderedDict[int | str, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
@@ -233,18 +237,10 @@ class CallsLayer(Layer):
         with self._lock:
             for run_id, c in list(self._calls.items()):
                 if c.owner is recorder:
-                    self._forget_call(run_id, c)
+                    del self._calls[run_id]
             for task, (owner, _) in list(self._inputs.items()):
                 if owner is recorder:
                     del self._inputs[task]
-
-    def _forget_call(self, run_id: UUID, c: _Call) -> None:
-        del self._calls[run_id]
-        ids = self._by_thread.get(c.thread)
-        if ids is not None:
-            ids.remove(run_id)
-            if not ids:
-                del self._by_thread[c.thread]
 
     # -- the callbacks -----------------------------------------------------------------
 
@@ -276,13 +272,8 @@ class CallsLayer(Layer):
             params = {}
         raw = [(k, v) for k, v in params.items() if k not in PARAM_SKIP]
         raw += [(k, v) for k, v in metadata.items() if k.startswith("ls_")]
-        record: dict[str, Any] = {
-            "run_id": str(run_id),
-            "t": time.time(),
-            "ns": task_ns,
-            "step": metadata.get("langgraph_step"),
-            "model": model_name(serialized, params, metadata),
-        }
+        record = _record(str(run_id), task_ns, metadata)
+        record["model"] = model_name(serialized, params, metadata)
         # Decided when stored: by then more of the messages are references.
         messages = list(batches[0]) if batches else []
         c = _Call(str(thread), task_ns, record, recorder, messages, params.get("tools"), raw)
@@ -294,7 +285,6 @@ class CallsLayer(Layer):
             read = self._inputs.get(c.chain[-1])
             c.read = None if read is None else read[1]
             self._calls[run_id] = c
-            self._by_thread.setdefault(thread, []).append(run_id)
 
     def store_used(self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]) -> None:
         """A task's store operations, stored as its calls are."""
@@ -304,20 +294,13 @@ class CallsLayer(Layer):
         task_ns = meta.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns")
         if thread is None or not isinstance(task_ns, str) or not task_ns:
             return
-        record: dict[str, Any] = {
-            "run_id": f"store-{uuid4().hex}",
-            "t": time.time(),
-            "ns": task_ns,
-            "step": meta.get("langgraph_step"),
-            "ops": ops,
-        }
+        record = _record(f"store-{uuid4().hex}", task_ns, meta)
+        record["ops"] = ops
         if (node := meta.get("langgraph_node")) is not None:
             record["node"] = node
         c = _Call(str(thread), task_ns, record, recorder, ops=ops, done=True)
-        key = uuid4()
         with self._lock:
-            self._calls[key] = c
-            self._by_thread.setdefault(thread, []).append(key)
+            self._calls[uuid4()] = c
 
     def ended(
         self, run_id: UUID, reply_id: Any, error: str | None, others: Sequence[BaseMessage] = ()
@@ -440,7 +423,7 @@ class CallsLayer(Layer):
             with self._lock:
                 self._inputs.pop(task_id, None)
         self._note_stored(thread, writes)
-        taken = self._take(thread, task_id) if thread in self._by_thread else []
+        taken = self._take(thread, task_id) if self._calls else []
         if taken:
             yield from self._put_calls(below, config, taken, task_id, task_path)
         yield from below.flow("put_writes", config, writes, task_id, task_path)
@@ -525,7 +508,7 @@ class CallsLayer(Layer):
         thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
         taken: list[_Call] = []
         step = metadata.get("step") if isinstance(metadata, dict) else None
-        if thread in self._by_thread and isinstance(step, int):
+        if self._calls and isinstance(step, int):
             # Only the steps this checkpoint ends (a run's input may be stored late).
             taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""), step)
         if taken and parent:
@@ -556,15 +539,14 @@ class CallsLayer(Layer):
         graph at `graph_ns` up to `step`."""
         with self._lock:
             out = []
-            for run_id in list(self._by_thread.get(thread, ())):
-                c = self._calls[run_id]
-                if (
+            for run_id, c in list(self._calls.items()):
+                if c.thread == thread and (
                     (task_id in c.chain)
                     if task_id is not None
                     else (c.done and c.graph_ns == graph_ns and _step(c) <= step)
                 ):
                     out.append(c)
-                    self._forget_call(run_id, c)
+                    del self._calls[run_id]
         out.sort(key=lambda c: c.record["t"])
         return out
 

@@ -135,13 +135,12 @@ _RERUN: list[Rerun] = []
 
 
 def set_rerun(fn: Rerun) -> None:
-    """Set the new-input re-run of idempotent calls (module doc)."""
+    """Set the new-input re-run of idempotent calls (`threadlog.nodes.tools.rerun`)."""
     _RERUN[:] = [fn]
 
 
 def rerun_flow(*args: *RerunArgs) -> Flow[Recovered]:
-    """The recovered results with the real results of idempotent calls run again (module
-    doc)."""
+    """`recovered` with idempotent calls run again (`set_rerun`'s hook), else unchanged."""
     if not _RERUN:
         return args[-1]
     return (yield from _RERUN[0](*args))
