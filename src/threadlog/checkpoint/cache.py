@@ -205,43 +205,37 @@ class HistoryLayer(Layer):
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
+        slot = (thread_id, ns)
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
             # uuid6 ids sort by creation: an older target is likely an ancestor (history
             # read newest first), so that try goes first; each try proves its own answer.
             back_first = target < cached_id
+            found = None
             if back_first:
-                back = yield from self._back_from_cached(
-                    below, thread_id, ns, group, target, cached_id
+                found = self._back_from_cached(slot, group, target)
+            if found is None:
+                walked = yield from self._walk_to_cached(
+                    below, thread_id, ns, list(group), config, target, cached_id
                 )
-                if back is not None:
-                    out.update(back)
-                    continue
-            found = yield from self._walk_to_cached(
-                below, thread_id, ns, list(group), config, target, cached_id
-            )
-            if found is not None:
-                out.update(_hits(found, group, cache, thread_id, ns, target))
-                continue
-            back = (
-                None
-                if back_first
-                else (
-                    yield from self._back_from_cached(
-                        below, thread_id, ns, group, target, cached_id
-                    )
-                )
-            )
-            if back is None:
+                if walked is not None:
+                    cache.hits += len(group)
+                    found = {
+                        ch: _keyed(walked[ch], CachedSeed(log, v), cache, (*slot, ch), target)
+                        for ch, (_, log, v) in group.items()
+                    }
+            if found is None and not back_first:
+                found = self._back_from_cached(slot, group, target)
+            if found is None:
                 rest.extend(group)
             else:
-                out.update(back)
+                out.update(found)
         if rest and self.own is not None:
             # A thread this process started: its whole history may be this saver's own.
             whole = self.own.walk((thread_id, ns), rest, target, None, cache.max_walk)
             if whole is not None:
                 cache.hits += len(rest)
                 for ch in rest:
-                    out[ch] = _keyed({"writes": whole[ch]}, cache, (thread_id, ns, ch), target)
+                    out[ch] = _keyed(whole[ch], _NO_SEED, cache, (thread_id, ns, ch), target)
                 rest = []
         if rest:
             cache.misses += 1
@@ -253,7 +247,10 @@ class HistoryLayer(Layer):
                         "get_delta_channel_history", config=config, channels=rest
                     )
             for ch in rest:
-                out[ch] = _keyed(fast[ch], cache, (thread_id, ns, ch), target)
+                got = fast[ch]
+                out[ch] = _keyed(
+                    got["writes"], got.get("seed", _NO_SEED), cache, (thread_id, ns, ch), target
+                )
         return out
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
@@ -293,34 +290,34 @@ class HistoryLayer(Layer):
         for _ in range(max_walk):
             cursor = None if tup is None else tup.parent_config
             tup = None if cursor is None else (yield from below.flow("get_tuple", cursor))
-            step = _walk_step(tup, channels, cached_id, collected)
-            if step is not _GO:
-                return None if step is _STOP else _by_channel(collected, channels)
+            if tup is None:
+                return None
+            # The cached checkpoint's own writes lead to its child: they belong too.
+            collected.append([w for w in tup.pending_writes or () if w[1] in channels])
+            if tup.checkpoint["id"] == cached_id:
+                flat = [w for ws in reversed(collected) for w in ws]  # oldest first
+                return {ch: [w for w in flat if w[1] == ch] for ch in channels}
+            if any(ch in tup.checkpoint["channel_values"] for ch in channels):
+                return None  # a snapshot on the way (a fork starts there): the saver's read
         return None
 
     def _back_from_cached(
-        self,
-        below: SaverView,
-        thread_id: str,
-        ns: str,
-        group: _Group,
-        target: str,
-        cached_id: str,
-    ) -> Flow[dict[str, DeltaChannelHistory] | None]:
+        self, at: tuple[str, str], group: _Group, target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
         """The cached log at its version at `target`, when a walk building it passed
         `target`; not registered, so the entry stays at the newest checkpoint."""
         out: dict[str, DeltaChannelHistory] = {}
         for ch in group:
-            found = self.cache.state_at((thread_id, ns, ch), target)
+            found = self.cache.state_at((*at, ch), target)
             if found is None:
                 return None
             out[ch] = {"seed": CachedSeed(found[0], found[1], at=target), "writes": []}
         self.cache.hits += len(out)
         return out
-        yield  # a flow, like the other steps
 
 
 _NO_SQL: Any = object()  # the backend has no one-query walk: walk with get_tuple
+_NO_SEED: Any = object()
 
 
 def _sql_walk(
@@ -348,7 +345,6 @@ async def _ano_sql(*_: Any) -> Any:
     return _NO_SQL
 
 
-_GO, _STOP, _FOUND = object(), object(), object()
 _Group = dict[str, _Entry]  # channel -> its cache entry (all at one checkpoint id)
 
 
@@ -432,59 +428,17 @@ def _groups(
     return groups
 
 
-def _walk_step(
-    tup: Any, channels: list[str], cached_id: str, collected: list[list[PendingWrite]]
-) -> object:
-    """One ancestor of the `get_tuple` walk: keep going, give up, or the cached id found."""
-    if tup is None:
-        return _STOP
-    # The cached checkpoint's own writes lead to its child: they belong too.
-    collected.append([w for w in tup.pending_writes or () if w[1] in channels])
-    if tup.checkpoint["id"] == cached_id:
-        return _FOUND
-    if any(ch in tup.checkpoint["channel_values"] for ch in channels):
-        return _STOP  # a snapshot on the way (a fork starts there): the saver's read
-    return _GO
-
-
-def _by_channel(
-    collected: list[list[PendingWrite]], channels: list[str]
-) -> dict[str, list[PendingWrite]]:
-    """Newest-first per-checkpoint writes → each channel's writes, oldest first."""
-    flat = [w for ws in reversed(collected) for w in ws]
-    return {ch: [w for w in flat if w[1] == ch] for ch in channels}
-
-
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
     conf = config.get("configurable") or {}
     return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", "")), get_checkpoint_id(config)
 
 
-def _hits(
-    found: dict[str, list[PendingWrite]],
-    group: _Group,
-    cache: HistoryCache,
-    thread_id: str,
-    ns: str,
-    target: str,
-) -> dict[str, DeltaChannelHistory]:
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch, (_, log, version) in group.items():
-        cache.hits += 1
-        slot = (thread_id, ns, ch)
-        out[ch] = {
-            "seed": CachedSeed(log, version),
-            "writes": KeyedWrites(found[ch], cache, slot, target),
-        }
-    return out
-
-
 def _keyed(
-    history: DeltaChannelHistory, cache: HistoryCache, slot: _Slot, target: str
+    writes: Sequence[PendingWrite], seed: Any, cache: HistoryCache, slot: _Slot, target: str
 ) -> DeltaChannelHistory:
-    out: DeltaChannelHistory = {"writes": KeyedWrites(history["writes"], cache, slot, target)}
-    if "seed" in history:
-        out["seed"] = history["seed"]
+    out: DeltaChannelHistory = {"writes": KeyedWrites(writes, cache, slot, target)}
+    if seed is not _NO_SEED:
+        out["seed"] = seed
     return out
 
 

@@ -366,7 +366,36 @@ class GuardLayer(Layer):
         if pending is not None and not pending.is_set():
             # Awaited: under asyncio the put itself may need the executor's few threads.
             yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
-        return (yield from self._put_writes_steps(below, *args))
+        config, writes, task_id, task_path = args
+        key = _guarded_key(config)
+        if key is None:
+            return (yield from below.flow("put_writes", *args))
+        cid = config["configurable"]["checkpoint_id"]
+        # update_state writes run in no loop: no runtime in their config.
+        is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
+        if self.input_check is not None:
+            if is_update:
+                keys = _logs_of(self.input_check.message_keys, declared_channels())
+                values = {
+                    k: v for k, v in self.input_check.from_start_writes(writes).items() if k in keys
+                }
+                if values:
+                    yield from self.input_check.check_flow(below, config, values, None)
+            elif task_path.rsplit(", ", 1)[-1] == START:
+                # task_path of a root pull task is "~__pregel_pull, <node>".
+                values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
+                if values:
+                    # At a thread's first checkpoint (at=None: empty logs) nothing is read.
+                    known = self._known(_cp_key(config))
+                    at = None if known is not None and known.empty_root else config
+                    base = self._thread(key[0]).base
+                    yield from self.input_check.check_flow(below, at, values, base)
+        if not is_update and self._held_by_run(key[0], config):
+            # No other run can have stored a result for its task, or a child, meanwhile.
+            self._note_own(_cp_key(config), writes, task_id)
+            return (yield from below.flow("put_writes", *args))
+        body = self._checked_writes(below, key, cid, args, is_update)
+        yield from self._locked(key, config, is_update, body)
 
     @contextlib.contextmanager
     def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
@@ -527,45 +556,6 @@ class GuardLayer(Layer):
                 checkpoint_id=parent,
                 head=head,
             )
-
-    def _put_writes_steps(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> _Steps:
-        args = (config, writes, task_id, task_path)
-        key = _guarded_key(config)
-        if key is None:
-            return (yield from below.flow("put_writes", *args))
-        cid = config["configurable"]["checkpoint_id"]
-        # update_state writes run in no loop: no runtime in their config.
-        is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
-        if self.input_check is not None:
-            if is_update:
-                keys = _logs_of(self.input_check.message_keys, declared_channels())
-                values = {
-                    k: v for k, v in self.input_check.from_start_writes(writes).items() if k in keys
-                }
-                if values:
-                    yield from self.input_check.check_flow(below, config, values, None)
-            elif task_path.rsplit(", ", 1)[-1] == START:
-                # task_path of a root pull task is "~__pregel_pull, <node>".
-                values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
-                if values:
-                    # At a thread's first checkpoint (at=None: empty logs) nothing is read.
-                    known = self._known(_cp_key(config))
-                    at = None if known is not None and known.empty_root else config
-                    base = self._thread(key[0]).base
-                    yield from self.input_check.check_flow(below, at, values, base)
-        if not is_update and self._held_by_run(key[0], config):
-            # No other run can have stored a result for its task, or a child, meanwhile.
-            self._note_own(_cp_key(config), writes, task_id)
-            return (yield from below.flow("put_writes", *args))
-        body = self._checked_writes(below, key, cid, args, is_update)
-        yield from self._locked(key, config, is_update, body)
 
     def _checked_writes(
         self,
