@@ -354,17 +354,13 @@ def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Ch
     values = checkpoint.get("channel_values") or {}
     if not any(isinstance(v, DeltaSnapshot) for v in values.values()):
         return
-    conf = config.get("configurable") or {}
-    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    thread_id, ns, _ = _address(config)
     for ch, value in values.items():
         if not isinstance(value, DeltaSnapshot) or not isinstance(value.value, list):
             continue
         slot = (thread_id, ns, ch)
         entry = cache.get(slot)
-        if entry is None:
-            continue
-        version = _version_holding(entry[1], value.value)
-        if version is not None:
+        if entry is not None and (version := _version_holding(entry[1], value.value)) is not None:
             cache.put(slot, str(checkpoint["id"]), entry[1], version)
 
 
@@ -375,8 +371,7 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
     values = tup.checkpoint.get("channel_values") or {}
     if not any(type(v) is DeltaSnapshot for v in values.values()):
         return
-    conf = tup.config.get("configurable") or {}
-    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    thread_id, ns, _ = _address(tup.config)
     cid = str(tup.checkpoint["id"])
     foreign = _foreign(list(values))
     for ch, value in list(values.items()):

@@ -163,11 +163,8 @@ class CallRecorder(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        if tags and metadata:
-            for tag in tags:
-                if tag.startswith(PREGEL.task_run_tag):
-                    self.layer.task_started(self, metadata, inputs)
-                    return
+        if tags and metadata and any(t.startswith(PREGEL.task_run_tag) for t in tags):
+            self.layer.task_started(self, metadata, inputs)
 
     def on_chat_model_start(
         self,

@@ -16,7 +16,7 @@ Contract:
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,15 +106,8 @@ class OwnWrites:
             entry = self._threads.get(key, {}).get(cid)
             if entry is None or entry.foreign:
                 return
-            mine: dict[tuple[str, str], int] = {}
-            for (_, task_id, _), (channel, _) in entry.writes.items():
-                mine[(task_id, channel)] = mine.get((task_id, channel), 0) + 1
-            for task_id, channel, _ in pending:
-                left = mine.get((str(task_id), channel), 0)
-                if left <= 0:
-                    entry.foreign = True
-                    return
-                mine[(str(task_id), channel)] = left - 1
+            mine = Counter((task, ch) for (_, task, _), (ch, _) in entry.writes.items())
+            entry.foreign = bool(Counter((str(t), ch) for t, ch, _ in pending) - mine)
 
     def forget(self, thread_id: str) -> None:
         with self._lock:

@@ -87,7 +87,9 @@ def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
         if isinstance(op, GetOp):
             got = _item(result)
             rec: dict[str, Any] = {
-                "op": "get", "namespace": list(op.namespace), "key": op.key,
+                "op": "get",
+                "namespace": list(op.namespace),
+                "key": op.key,
                 "found": got is not None,
             }
             if got is not None:
@@ -100,8 +102,11 @@ def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
                 rec["filter"] = op.filter
             rec["items"] = [i for i in map(_item, result or ()) if i is not None]  # type: ignore[arg-type]
         elif isinstance(op, PutOp):
-            rec = {"op": "delete" if op.value is None else "put",
-                   "namespace": list(op.namespace), "key": op.key}
+            rec = {
+                "op": "delete" if op.value is None else "put",
+                "namespace": list(op.namespace),
+                "key": op.key,
+            }
             if op.value is not None:
                 rec["value"] = op.value
         elif isinstance(op, ListNamespacesOp):
