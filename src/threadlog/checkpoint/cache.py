@@ -82,8 +82,9 @@ class HistoryCache:
         self.max_messages = max_messages
         self.max_walk = max_walk
         self._entries: OrderedDict[_Slot, _Entry] = OrderedDict()
-        # Per slot: the entry's log and its version at each checkpoint a walk passed.
-        self._states: dict[_Slot, tuple[Any, OrderedDict[str, int]]] = {}
+        # Per slot: the entry's log's version at each checkpoint a walk passed (dropped
+        # whenever the entry's log object changes).
+        self._states: dict[_Slot, OrderedDict[str, int]] = {}
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -109,11 +110,9 @@ class HistoryCache:
             old = self._entries.pop(slot, None)
             if old is not None:
                 self._size -= old[2]
-            known = self._states.get(slot)
-            if known is not None and known[0] is not log:
-                del self._states[slot]  # versions of another log object
-            if version > self.max_messages:
+            if old is None or old[1] is not log or version > self.max_messages:
                 self._states.pop(slot, None)
+            if version > self.max_messages:
                 return  # one thread larger than the whole budget: not cached
             self._entries[slot] = (checkpoint_id, log, version)
             self._size += version
@@ -128,25 +127,23 @@ class HistoryCache:
             entry = self._entries.get(slot)
             if entry is None or entry[1] is not log:
                 return
-            known = self._states.get(slot)
-            if known is None or known[0] is not log:
-                known = self._states[slot] = (log, OrderedDict())
+            known = self._states.setdefault(slot, OrderedDict())
             for cid, version in passed:
-                known[1][cid] = version
-                known[1].move_to_end(cid)
-            while len(known[1]) > _MAX_STATES:
-                known[1].popitem(last=False)
+                known[cid] = version
+                known.move_to_end(cid)
+            while len(known) > _MAX_STATES:
+                known.popitem(last=False)
 
     def state_at(self, slot: _Slot, checkpoint_id: str) -> tuple[Any, int] | None:
         """(the slot's log, its version) at `checkpoint_id`, when a walk passed it."""
         with self._lock:
             entry = self._entries.get(slot)
             known = self._states.get(slot)
-            if entry is None or known is None or known[0] is not entry[1]:
+            if entry is None or known is None:
                 return None
             if checkpoint_id == entry[0]:
                 return entry[1], entry[2]
-            version = known[1].get(checkpoint_id)
+            version = known.get(checkpoint_id)
             return None if version is None else (entry[1], version)
 
     def forget(self, thread_id: str) -> None:

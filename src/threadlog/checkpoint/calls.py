@@ -427,18 +427,15 @@ class CallsLayer(Layer):
 
     def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
         try:
-            return self._build(thread, taken)
+            with self._lock:
+                memo = self._memo(thread)
+            with memo.lock:
+                return self._build(memo, taken)
         except Exception as exc:  # recording never costs the app its step's writes
             log.warning("threadlog: model calls not recorded: %s: %s", type(exc).__name__, exc)
             return {"v": FORMAT, "calls": [], "blobs": {}, "error": repr(exc)}
 
-    def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
-        with self._lock:
-            memo = self._memo(thread)
-        with memo.lock:
-            return self._build_locked(memo, taken)
-
-    def _build_locked(self, memo: _Memo, taken: list[_Call]) -> dict[str, Any]:
+    def _build(self, memo: _Memo, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
         used: list[dict[str, Any]] = []

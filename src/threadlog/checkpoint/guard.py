@@ -200,11 +200,8 @@ class GuardLayer(Layer):
 
     @contextlib.contextmanager
     def exclusive(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
-        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
-
-        Another holder (a run or block, in any process on the database) makes this raise
-        `ConcurrentRunError` at once (`wait=False`) or wait its turn (`wait=True`).
-        """
+        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`;
+        another holder (in any process) raises `ConcurrentRunError`, or is waited for."""
         tid = str(thread_id)
         if not run_flow(_run_lock(self.store, tid, wait)):
             raise ConcurrentRunError(

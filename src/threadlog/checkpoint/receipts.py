@@ -1,10 +1,6 @@
 """Receipts: what an idempotent tool returned, stored the moment it returned.
 
-LangGraph stores a task's writes only when the whole task ends; for a tool marked
-idempotent (`threadlog.nodes.tools.idempotent`) the return value is stored at once, and
-every later attempt of the same call is served it instead.
-
-Contract:
+Contract (for tools marked `threadlog.nodes.tools.idempotent`; later attempts are served it):
 
 * A receipt is one pending write (`receipt_write`): its own task id, channel
   `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "format", "at"}`,
