@@ -82,8 +82,7 @@ class HistoryCache:
         self.max_messages = max_messages
         self.max_walk = max_walk
         self._entries: OrderedDict[_Slot, _Entry] = OrderedDict()
-        # Per slot: the entry's log's version at each checkpoint a walk passed (dropped
-        # whenever the entry's log object changes).
+        # Per slot: the entry's log's version at each checkpoint a walk passed.
         self._states: dict[_Slot, OrderedDict[str, int]] = {}
         self._size = 0
         self._lock = threading.Lock()
@@ -204,8 +203,7 @@ class HistoryLayer(Layer):
         rest: list[str] = []
         slot = (thread_id, ns)
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
-            # uuid6 ids sort by creation: an older target is likely an ancestor (history
-            # read newest first), so that try goes first; each try proves its own answer.
+            # uuid6 ids sort by creation: an older target is likely an ancestor.
             back_first = target < cached_id
             found = None
             if back_first:

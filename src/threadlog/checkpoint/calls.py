@@ -65,20 +65,19 @@ _MAX_DIGESTS = 8192  # messages whose digest is kept (by id, else by identity)
 _MAX_TASKS = 256  # tasks whose input state is kept while they run
 
 
+@dataclass(slots=True, eq=False)
 class _Memo:
     """What this process knows one thread has stored."""
 
-    __slots__ = ("blobs", "digests", "in_log", "last", "lock", "noted")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()  # one build at a time: two must not add the same blob
-        self.in_log: set[tuple[str, str]] = set()
-        # Message objects already noted (a reused identity only costs a blob).
-        self.noted: set[int] = set()
-        self.digests: set[str] = set()  # of every message in `in_log`
-        self.blobs: set[str] = set()
-        # agent -> (run id, (id, digest) keys, the message objects it sent)
-        self.last: dict[str, tuple[str, list[Key], list[BaseMessage]]] = {}
+    # One build at a time: two must not add the same blob.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    in_log: set[tuple[str, str]] = field(default_factory=set)
+    # Message objects already noted (a reused identity only costs a blob).
+    noted: set[int] = field(default_factory=set)
+    digests: set[str] = field(default_factory=set)  # of every message in `in_log`
+    blobs: set[str] = field(default_factory=set)
+    # agent -> (run id, (id, digest) keys, the message objects it sent)
+    last: dict[str, tuple[str, list[Key], list[BaseMessage]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -209,8 +208,6 @@ class CallsLayer(Layer):
         # task id -> (the run's recorder, the state the task read)
         self._inputs: OrderedDict[str, tuple[CallRecorder, Any]] = OrderedDict()
 
-    # -- attaching to a run ----------------------------------------------------------
-
     def attach(self, loop: RunningLoop) -> None:
         manager = loop.manager
         if manager is None:
@@ -238,8 +235,6 @@ class CallsLayer(Layer):
             for task, (owner, _) in list(self._inputs.items()):
                 if owner is recorder:
                     del self._inputs[task]
-
-    # -- the callbacks -----------------------------------------------------------------
 
     def task_started(self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any) -> None:
         # The messages a task read are in its thread (or on their way): calls refer to them.
@@ -326,8 +321,7 @@ class CallsLayer(Layer):
         return memo
 
     def _digest(self, message: BaseMessage) -> str:
-        # Once per message, by id: a delta channel's messages are decoded anew each turn,
-        # and equality is cheaper than a hash.
+        # Once per message id (a delta channel decodes anew each turn; `==` beats a hash).
         key: int | str = message.id if isinstance(message.id, str) else id(message)
         with self._lock:
             hit = self._digests.get(key)
@@ -397,8 +391,6 @@ class CallsLayer(Layer):
         if d not in memo.blobs:
             blobs[d] = {"k": "tools", "value": schemas}
         return list(names), d
-
-    # -- the hooks ---------------------------------------------------------------------
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[Any]:
         loop = running_loop()

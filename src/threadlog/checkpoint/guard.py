@@ -87,8 +87,7 @@ _UNREAD: Any = object()  # no head known from the run's own read
 _CHECKPOINT_WAIT = 30.0  # seconds a task's writes wait for their checkpoint's put
 _STORED_RECHECK = 1.0  # seconds before `stored_flow` first asks the database (doubling)
 
-# Threads this context holds (an `exclusive()` block, or a run whose tasks run in copies
-# of its context): they must not wait for themselves. Done when it ends: copies drop it.
+# Threads this context (and its copies: a run's tasks) holds, so they never wait for themselves.
 _HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
     "threadlog_held_threads",
     default={},  # noqa: B039 - never mutated, only replaced
@@ -148,8 +147,7 @@ class GuardLayer(Layer):
         self._strategies: dict[str, MultitaskStrategy] = {}
         self._threads: dict[str, _Thread] = {}  # oldest first
         self._threads_lock = threading.Lock()
-        # Checkpoints being stored (a task's writes wait for their put, so a kill never
-        # leaves them unreachable), and the ones a waiter expects (`stored_flow`).
+        # Puts under way (a task's writes wait for theirs), and those a waiter expects.
         self._putting: dict[_CpKey, _InFlight] = {}
         self._putting_lock = threading.Lock()
         self._expected: dict[_CpKey, _InFlight] = {}
@@ -181,8 +179,6 @@ class GuardLayer(Layer):
     def _known(self, key: _CpKey) -> _Checkpoint | None:
         thread = self._threads.get(key[0])
         return None if thread is None else thread.checkpoints.get(key[1:])
-
-    # -- shared threads: strategy and whole-run lock ---------------------------------
 
     def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
         """What a run does when another run holds `thread_id` (None: the saver's default)."""
@@ -268,8 +264,6 @@ class GuardLayer(Layer):
         # A loop whose __enter__ failed after this read never unwinds: release on collection.
         weakref.finalize(loop.loop, release)
         return True
-
-    # -- the hooks -------------------------------------------------------------------
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> _Steps:
         guarded = _guarded_key(config) is not None
