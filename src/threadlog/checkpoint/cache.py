@@ -2,72 +2,23 @@
 
 Contract:
 
-* `HistoryLayer` is the cache as a saver layer (`threadlog.checkpoint.layered`), the
-  innermost one of `threadlog.checkpointer()`: its `get_delta_channel_history` consults
-  a `HistoryCache` first; its `put` / `get_tuple` only look at what passes (snapshots,
-  below). `with_history_cache(saver)` binds it onto any saver and returns the *same*
-  object, of the same class; everything else (setup, connections) is the saver's own.
-* The cache maps `(thread_id, checkpoint_ns, channel)` to the log at one checkpoint
-  id — the last one loaded there — as a `(MessageLog, version)` pair (see
-  `MessageLog.messages_at`). Checkpoints are immutable, so what a checkpoint id names
-  never changes. Loading checkpoint `C` walks `C`'s parent chain until the cached id
-  `K` and hands the channel the log of `K` plus this channel's writes from `K` to `C`.
-  When the live log already holds exactly those writes (the previous turn of this
-  thread in this process), the channel just moves up to them: a turn costs O(new
-  writes), with no copy and no re-check of old messages.
-* Anything the cache cannot prove exactly right is read by the saver itself: no
-  entry, a walk that does not reach `K` within `max_walk` ancestors, or that meets a
-  stored snapshot first (LangGraph stores one where a fork starts). A snapshot this
-  process stores itself (LangGraph forces one every 5000 supersteps) is recognised
-  when it is put: if its messages are the very objects of a cached log at some version,
-  the snapshot's checkpoint becomes the slot's cached id, so the next load stops there
-  instead of a full read (`put`/`aput`); and when a load starts *at* such a checkpoint,
-  `get_tuple` hands the channel the cached log with the snapshot (`SeededSnapshot`),
-  so the log is not rebuilt from the decoded copy; when nothing is cached for the slot,
-  `get_tuple` hands it a `SnapshotToCache`, and the log the channel builds from the
-  snapshot becomes the slot's entry at that checkpoint (a fresh reader of a thread
-  whose head is a snapshot then steps back from it, below). A second process
-  starts with an empty cache; other processes' new checkpoints are read from the
-  database, because the walk follows the stored parent chain.
-* A target that is an ancestor of the cached checkpoint (history read newest first) and
-  that a walk building the cached log passed is that log at the version the walk
-  recorded there (`KeyedWrites.states`: the backends' walks and reads and the own-writes
-  walk say which writes lead to each checkpoint on the way); it is tried first when the
-  target's id sorts before the cached one (uuid6 ids sort by creation). The cache does
-  not step back over stored writes: a write that re-sent messages (multi-agent apps
-  re-send the history) reads exactly like one that added them.
-* When every checkpoint on the walk was stored by this saver (the own-writes record the
-  layer is given, on by default in `threadlog.checkpointer`), the walk needs no query
-  (`threadlog.checkpoint.own_writes`); with nothing cached yet, a thread this saver
-  stored from its first checkpoint on is answered from that record too (its second
-  turn in this process reads nothing). Otherwise, under a SQLite or Postgres saver (also
-  behind wrappers exposing `.inner`) the walk is one or two queries
-  (`threadlog.checkpoint.backends`: `walk` / `awalk`); other savers walk with
-  `get_tuple`. Sync and async reads run the same flow.
-  A cold SQLite or Postgres read goes through the backend's `read`: the saver's own
-  result (tests compare them) without deserializing every ancestor checkpoint.
-* A cold read costs the messages it returns, not the copies the thread's writes hold:
-  a multi-agent thread's writes carry each turn's new messages more than once (a
-  handoff's update and the agent's output, each stored against the turn's starting
-  log), so every read of the writes — SQLite's `read` and `walk`, Postgres's
-  `read`, and a saver's own read run inside `shared_records.sharing` — decodes identical stored
-  records once (`SharedRecords`), and the log takes an item that is the very object it
-  logged as a replay without hashing it. A page of history newest first is then the
-  cold read's log at earlier versions (`KeyedWrites.states`, above): the SQLite and
-  Postgres reads say where each checkpoint's writes start.
-* Only threadlog's channels take part — `MessageLogChannel` and the compaction events'
-  `CompactionsChannel`: each registers what it rebuilt (`KeyedWrites`), and a slot is
-  answered with a `CachedSeed` only once its channel registered one. A delta channel the
-  loading graph declares as anything else (LangGraph's delta messages channel, an app's
-  own reducer; `_upstream.declared_channels()` names the graph LangGraph is loading) gets
-  the saver's own answer, untouched, and its stored snapshots are left as they are read:
-  a log threadlog's reader registered under the same key never reaches it. Channels
-  cached at the same checkpoint (one load registers them all) share one walk: one query
-  per turn, however many there are.
-* Bounded: at most `max_messages` messages (or events) across entries (least recently used
-  threads go first; a thread larger than the bound is not cached). An entry shares
-  its message objects with the live channel, so it costs index containers, not a
-  second copy of the thread.
+* `HistoryLayer` (the innermost layer of `threadlog.checkpointer()`) answers
+  `get_delta_channel_history` from a `HistoryCache` first; `with_history_cache(saver)` binds
+  it onto any saver and returns the same object.
+* An entry maps `(thread_id, checkpoint_ns, channel)` to the log at one checkpoint id.
+  Loading checkpoint `C` walks `C`'s parents to the cached id and hands the channel that log
+  plus the writes in between: a warm turn costs O(new writes).
+* Anything the cache cannot prove exactly right (no entry, a walk longer than `max_walk`,
+  a stored snapshot on the way) is read by the saver itself. A snapshot this process
+  stores, or a load starting at one, is adopted when it holds the cached log's objects.
+* An ancestor a walk passed is the cached log at the version recorded there
+  (`KeyedWrites.states`); the cache never steps back over stored writes.
+* A walk over checkpoints this saver stored needs no query (`own_writes`); else the
+  backend's one- or two-query `walk`, else `get_tuple` per step. A cold read decodes each
+  distinct stored message once (`shared_records`).
+* Only threadlog's channels take part: a delta channel the loading graph declares as
+  another kind gets the saver's own answer.
+* Bounded: at most `max_messages` messages across entries (least recently used first out).
 """
 
 from __future__ import annotations
@@ -102,7 +53,6 @@ from threadlog.checkpoint.own_writes import OwnWrites
 from threadlog.checkpoint.resent import ResentLayer
 from threadlog.checkpoint.shared_records import sharing
 from threadlog.flows import Flow, Io
-from threadlog.log.message_log import flatten_write, is_resent
 
 __all__ = [
     "CachedSeed",
@@ -132,9 +82,8 @@ class HistoryCache:
         self.max_messages = max_messages
         self.max_walk = max_walk
         self._entries: OrderedDict[_Slot, _Entry] = OrderedDict()
-        # Per slot: the entry's log object and its version at each checkpoint a walk
-        # passed (`KeyedWrites.states`): a read of one of them is that log at that version.
-        self._states: dict[_Slot, tuple[Any, OrderedDict[str, int]]] = {}
+        # Per slot: the entry's log's version at each checkpoint a walk passed.
+        self._states: dict[_Slot, OrderedDict[str, int]] = {}
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -160,11 +109,9 @@ class HistoryCache:
             old = self._entries.pop(slot, None)
             if old is not None:
                 self._size -= old[2]
-            known = self._states.get(slot)
-            if known is not None and known[0] is not log:
-                del self._states[slot]  # versions of another log object
-            if version > self.max_messages:
+            if old is None or old[1] is not log or version > self.max_messages:
                 self._states.pop(slot, None)
+            if version > self.max_messages:
                 return  # one thread larger than the whole budget: not cached
             self._entries[slot] = (checkpoint_id, log, version)
             self._size += version
@@ -174,31 +121,28 @@ class HistoryCache:
                 self._states.pop(evicted_slot, None)
 
     def states_of(self, slot: _Slot, log: Any, passed: Sequence[tuple[str, int]]) -> None:
-        """Record the versions of `log` at the checkpoints a walk passed (the slot's
-        entry must hold `log` itself)."""
+        """Record `log`'s versions at the checkpoints a walk passed (if the slot holds it)."""
         with self._lock:
             entry = self._entries.get(slot)
             if entry is None or entry[1] is not log:
                 return
-            known = self._states.get(slot)
-            if known is None or known[0] is not log:
-                known = self._states[slot] = (log, OrderedDict())
+            known = self._states.setdefault(slot, OrderedDict())
             for cid, version in passed:
-                known[1][cid] = version
-                known[1].move_to_end(cid)
-            while len(known[1]) > _MAX_STATES:
-                known[1].popitem(last=False)
+                known[cid] = version
+                known.move_to_end(cid)
+            while len(known) > _MAX_STATES:
+                known.popitem(last=False)
 
     def state_at(self, slot: _Slot, checkpoint_id: str) -> tuple[Any, int] | None:
         """(the slot's log, its version) at `checkpoint_id`, when a walk passed it."""
         with self._lock:
             entry = self._entries.get(slot)
             known = self._states.get(slot)
-            if entry is None or known is None or known[0] is not entry[1]:
+            if entry is None or known is None:
                 return None
             if checkpoint_id == entry[0]:
                 return entry[1], entry[2]
-            version = known[1].get(checkpoint_id)
+            version = known.get(checkpoint_id)
             return None if version is None else (entry[1], version)
 
     def forget(self, thread_id: str) -> None:
@@ -227,9 +171,7 @@ class HistoryLayer(Layer):
     def get_delta_channel_history(
         self, below: SaverView, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Flow[Mapping[str, DeltaChannelHistory]]:
-        # A delta channel that is not threadlog's (LangGraph's messages channel, an app's
-        # own reducer) gets exactly the saver's own answer: a cached log is a seed only
-        # threadlog's channels can take.
+        # A cached log is a seed only threadlog's channels can take.
         foreign = _foreign(channels)
         if not foreign:
             return (yield from self._history(below, config, channels))
@@ -259,59 +201,52 @@ class HistoryLayer(Layer):
             config = tup.config
         out: dict[str, DeltaChannelHistory] = {}
         rest: list[str] = []
+        slot = (thread_id, ns)
         for cached_id, group in _groups(cache, thread_id, ns, channels, rest).items():
-            # uuid6 checkpoint ids sort by creation time: a target older than the cached
-            # checkpoint is most likely its ancestor (reading history newest first), so
-            # the step back is tried first. Only the order of the tries: each proves its
-            # own answer, and the other still runs when the first finds nothing.
+            # uuid6 ids sort by creation: an older target is likely an ancestor.
             back_first = target < cached_id
+            found = None
             if back_first:
-                back = yield from self._back_from_cached(
-                    below, thread_id, ns, group, target, cached_id
+                found = self._back_from_cached(slot, group, target)
+            if found is None:
+                walked = yield from self._walk_to_cached(
+                    below, thread_id, ns, list(group), config, target, cached_id
                 )
-                if back is not None:
-                    out.update(back)
-                    continue
-            found = yield from self._walk_to_cached(
-                below, thread_id, ns, list(group), config, target, cached_id
-            )
-            if found is not None:
-                out.update(_hits(found, group, cache, thread_id, ns, target))
-                continue
-            back = None if back_first else (
-                yield from self._back_from_cached(below, thread_id, ns, group, target, cached_id)
-            )
-            if back is None:
+                if walked is not None:
+                    cache.hits += len(group)
+                    found = {
+                        ch: _keyed(walked[ch], CachedSeed(log, v), cache, (*slot, ch), target)
+                        for ch, (_, log, v) in group.items()
+                    }
+            if found is None and not back_first:
+                found = self._back_from_cached(slot, group, target)
+            if found is None:
                 rest.extend(group)
             else:
-                out.update(back)
+                out.update(found)
         if rest and self.own is not None:
-            # Nothing cached yet (a thread this process started): its whole history may
-            # be this saver's own writes, from the thread's first checkpoint.
+            # A thread this process started: its whole history may be this saver's own.
             whole = self.own.walk((thread_id, ns), rest, target, None, cache.max_walk)
             if whole is not None:
                 cache.hits += len(rest)
                 for ch in rest:
-                    out[ch] = _keyed({"writes": whole[ch]}, cache, (thread_id, ns, ch), target)
+                    out[ch] = _keyed(whole[ch], _NO_SEED, cache, (thread_id, ns, ch), target)
                 rest = []
         if rest:
             cache.misses += 1
             backend = backend_of(below.inner)
-            # A cold read the backend answers (SQLite, Postgres), else the saver's own.
             fast = yield Io(backend.read, backend.aread, (thread_id, ns, rest, target))
             if fast is None:
-                # The saver's own read, one object per distinct stored message.
                 with sharing(getattr(backend.saver, "serde", None)):
                     fast = yield from below.flow(
                         "get_delta_channel_history", config=config, channels=rest
                     )
             for ch in rest:
-                out[ch] = _keyed(fast[ch], cache, (thread_id, ns, ch), target)
+                got = fast[ch]
+                out[ch] = _keyed(
+                    got["writes"], got.get("seed", _NO_SEED), cache, (thread_id, ns, ch), target
+                )
         return out
-
-    # Snapshots this process stores: LangGraph writes the live channel's value
-    # (`_DeltaSnapshot(ch.get())`), so when those are the very objects of the cached
-    # log at some version, that log *is* the channel's value at the new checkpoint.
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
         config, checkpoint, _, _ = args
@@ -324,12 +259,6 @@ class HistoryLayer(Layer):
         if tup is not None:
             _seed_snapshots(self.cache, tup)
         return tup  # type: ignore[no-any-return]
-
-    # The walk: follow parent ids from the target, collecting the channels' pending
-    # writes, until the cached checkpoint id. Same order rule as the base saver's
-    # walk: each checkpoint's writes in `get_tuple` order, oldest checkpoint first.
-    # Channels cached at the same checkpoint (the usual case: one load registers them
-    # all) share one walk.
 
     def _walk_to_cached(
         self,
@@ -356,37 +285,34 @@ class HistoryLayer(Layer):
         for _ in range(max_walk):
             cursor = None if tup is None else tup.parent_config
             tup = None if cursor is None else (yield from below.flow("get_tuple", cursor))
-            step = _walk_step(tup, channels, cached_id, collected)
-            if step is not _GO:
-                return None if step is _STOP else _by_channel(collected, channels)
+            if tup is None:
+                return None
+            # The cached checkpoint's own writes lead to its child: they belong too.
+            collected.append([w for w in tup.pending_writes or () if w[1] in channels])
+            if tup.checkpoint["id"] == cached_id:
+                flat = [w for ws in reversed(collected) for w in ws]  # oldest first
+                return {ch: [w for w in flat if w[1] == ch] for ch in channels}
+            if any(ch in tup.checkpoint["channel_values"] for ch in channels):
+                return None  # a snapshot on the way (a fork starts there): the saver's read
         return None
 
     def _back_from_cached(
-        self,
-        below: SaverView,
-        thread_id: str,
-        ns: str,
-        group: _Group,
-        target: str,
-        cached_id: str,
-    ) -> Flow[dict[str, DeltaChannelHistory] | None]:
-        """The logs at `target` when a walk that built the cached log passed it (reading
-        history newest-first: `get_state_history`, the inspector): the cached log at its
-        version there. Not registered, so the cache stays at the newest checkpoint the
-        thread runs from. (Stepping back over the writes in between cannot tell a message
-        a write re-sent from one it added — multi-agent apps re-send — so it is not done.)"""
+        self, at: tuple[str, str], group: _Group, target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """The cached log at its version at `target`, when a walk building it passed
+        `target`; not registered, so the entry stays at the newest checkpoint."""
         out: dict[str, DeltaChannelHistory] = {}
         for ch in group:
-            found = self.cache.state_at((thread_id, ns, ch), target)
+            found = self.cache.state_at((*at, ch), target)
             if found is None:
                 return None
             out[ch] = {"seed": CachedSeed(found[0], found[1], at=target), "writes": []}
         self.cache.hits += len(out)
         return out
-        yield  # a flow, like the other steps
 
 
 _NO_SQL: Any = object()  # the backend has no one-query walk: walk with get_tuple
+_NO_SEED: Any = object()
 
 
 def _sql_walk(
@@ -398,8 +324,7 @@ def _sql_walk(
     cached_id: str,
     max_walk: int,
 ) -> Flow[Any]:
-    """The backend's one- or two-query walk (`backends`), or `_NO_SQL` when it has none
-    (the walk then goes checkpoint by checkpoint)."""
+    """The backend's one- or two-query walk, or `_NO_SQL` when it has none."""
     backend = backend_of(below.inner)
     kind = type(backend)
     sync = backend.walk if kind.walk is not Backend.walk else _no_sql
@@ -415,27 +340,22 @@ async def _ano_sql(*_: Any) -> Any:
     return _NO_SQL
 
 
-_GO, _STOP, _FOUND = object(), object(), object()
 _Group = dict[str, _Entry]  # channel -> its cache entry (all at one checkpoint id)
 
 
 def _adopt_snapshots(cache: HistoryCache, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-    """Move a slot's cached id to `checkpoint` when it stores a snapshot of that slot's
-    cached log (see `put`). Anything else leaves the cache as it was."""
+    """Move a slot's cached id to `checkpoint` when it stores a snapshot of the cached
+    log: LangGraph snapshots the live channel's value, the very objects of that log."""
     values = checkpoint.get("channel_values") or {}
     if not any(isinstance(v, DeltaSnapshot) for v in values.values()):
         return
-    conf = config.get("configurable") or {}
-    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    thread_id, ns, _ = _address(config)
     for ch, value in values.items():
         if not isinstance(value, DeltaSnapshot) or not isinstance(value.value, list):
             continue
         slot = (thread_id, ns, ch)
         entry = cache.get(slot)
-        if entry is None:
-            continue
-        version = _version_holding(entry[1], value.value)
-        if version is not None:
+        if entry is not None and (version := _version_holding(entry[1], value.value)) is not None:
             cache.put(slot, str(checkpoint["id"]), entry[1], version)
 
 
@@ -446,8 +366,7 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
     values = tup.checkpoint.get("channel_values") or {}
     if not any(type(v) is DeltaSnapshot for v in values.values()):
         return
-    conf = tup.config.get("configurable") or {}
-    thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    thread_id, ns, _ = _address(tup.config)
     cid = str(tup.checkpoint["id"])
     foreign = _foreign(list(values))
     for ch, value in list(values.items()):
@@ -466,9 +385,7 @@ def _seed_snapshots(cache: HistoryCache, tup: CheckpointTuple) -> None:
 
 
 def _foreign(channels: Sequence[str]) -> list[str]:
-    """The channels the graph LangGraph is loading declares as some other delta channel
-    than threadlog's logs (none when no LangGraph read is running: threadlog's own
-    readers load its logs with its own channels)."""
+    """The channels the graph LangGraph is loading declares as another delta channel."""
     declared = declared_channels()
     if declared is None:
         return []
@@ -476,8 +393,7 @@ def _foreign(channels: Sequence[str]) -> list[str]:
 
 
 def _version_holding(log: Any, items: list[Any]) -> int | None:
-    """The version of `log` whose value is exactly `items`, the same objects in the same
-    order, or None. A message log's version n holds n messages; so does an event log's."""
+    """The version of `log` whose value is exactly `items` (the same objects), or None."""
     n = len(items)
     if n > getattr(log, "version", -1):
         return None
@@ -502,74 +418,18 @@ def _groups(
     return groups
 
 
-def _walk_step(
-    tup: Any, channels: list[str], cached_id: str, collected: list[list[PendingWrite]]
-) -> object:
-    """One ancestor of the `get_tuple` walk: keep going, give up, or the cached id found."""
-    if tup is None:
-        return _STOP
-    # The cached checkpoint's own writes lead to its child: they belong too.
-    collected.append([w for w in tup.pending_writes or () if w[1] in channels])
-    if tup.checkpoint["id"] == cached_id:
-        return _FOUND
-    if any(ch in tup.checkpoint["channel_values"] for ch in channels):
-        # A stored snapshot between the cache and the target: LangGraph writes one where
-        # the ancestor's pending writes may belong to another branch (a fork), so the
-        # saver's own read is the right one.
-        return _STOP
-    return _GO
-
-
-def _by_channel(
-    collected: list[list[PendingWrite]], channels: list[str]
-) -> dict[str, list[PendingWrite]]:
-    """Newest-first per-checkpoint writes → each channel's writes, oldest first."""
-    flat = [w for ws in reversed(collected) for w in ws]
-    return {ch: [w for w in flat if w[1] == ch] for ch in channels}
-
-
-def _items(value: Any) -> list[Any]:
-    # One write's items, as the channels flatten them (a two-item `(role, content)`
-    # list has no id, so `rewind` refuses it either way); a write stored as what it
-    # added, its new items.
-    if is_resent(value):
-        return flatten_write(value)
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def _address(config: RunnableConfig) -> tuple[str, str, str | None]:
     conf = config.get("configurable") or {}
     return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", "")), get_checkpoint_id(config)
 
 
-def _hits(
-    found: dict[str, list[PendingWrite]],
-    group: _Group,
-    cache: HistoryCache,
-    thread_id: str,
-    ns: str,
-    target: str,
-) -> dict[str, DeltaChannelHistory]:
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch, (_, log, version) in group.items():
-        cache.hits += 1
-        slot = (thread_id, ns, ch)
-        out[ch] = {
-            "seed": CachedSeed(log, version),
-            "writes": KeyedWrites(found[ch], cache, slot, target),
-        }
-    return out
-
-
 def _keyed(
-    history: DeltaChannelHistory, cache: HistoryCache, slot: _Slot, target: str
+    writes: Sequence[PendingWrite], seed: Any, cache: HistoryCache, slot: _Slot, target: str
 ) -> DeltaChannelHistory:
-    out: DeltaChannelHistory = {"writes": KeyedWrites(history["writes"], cache, slot, target)}
-    if "seed" in history:
-        out["seed"] = history["seed"]
+    out: DeltaChannelHistory = {"writes": KeyedWrites(writes, cache, slot, target)}
+    if seed is not _NO_SEED:
+        out["seed"] = seed
     return out
-
-
 
 
 def with_history_cache(
@@ -578,22 +438,16 @@ def with_history_cache(
     max_messages: int = DEFAULT_MAX_MESSAGES,
     max_walk: int = DEFAULT_MAX_WALK,
 ) -> S:
-    """Give `saver` a warm-process history cache; returns the same object.
-
-    Safe on any `BaseCheckpointSaver` (sqlite, postgres, memory, their async forms): the
-    cache is a layer bound onto the saver's own methods (`bind_layers`); its class is
-    unchanged. Calling it twice keeps the first cache.
-    """
+    """Give any `BaseCheckpointSaver` a warm-process history cache; returns the same
+    object, its class unchanged. Calling it twice keeps the first cache."""
     if layer_of(saver, HistoryLayer) is not None:
         return saver
     cache = HistoryCache(max_messages=max_messages, max_walk=max_walk)
-    # Reads only: a thread threadlog's saver stored may hold writes that name the
-    # history they re-sent (`threadlog.checkpoint.resent`).
+    # Reads only: writes threadlog's saver stored may name the history they re-sent.
     return bind_layers(saver, [ResentLayer(cache, None), HistoryLayer(cache)])
 
 
 def history_cache_of(saver: BaseCheckpointSaver[Any]) -> HistoryCache | None:
-    """The cache serving `saver`, if any (stats, `clear()`): a saver from
-    `threadlog.checkpointer`, the backend inside it, or one `with_history_cache` gave one."""
+    """The cache serving `saver` (or the saver wrapping it), if any."""
     layer = layer_of(saver, HistoryLayer)
     return None if layer is None else layer.cache

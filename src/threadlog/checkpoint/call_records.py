@@ -175,17 +175,11 @@ def compress(
 
 
 def model_name(serialized: dict[str, Any], params: Any, metadata: dict[str, Any]) -> str:
-    for value in (
-        metadata.get("ls_model_name"),
-        params.get("model") if isinstance(params, dict) else None,
-        params.get("model_name") if isinstance(params, dict) else None,
-    ):
+    params = params if isinstance(params, dict) else {}
+    serialized = serialized if isinstance(serialized, dict) else {}
+    names = (metadata.get("ls_model_name"), params.get("model"), params.get("model_name"))
+    for value in (*names, serialized.get("name")):
         if isinstance(value, str) and value:
             return value
-    name = serialized.get("name") if isinstance(serialized, dict) else None
-    if isinstance(name, str) and name:
-        return name
-    ids = serialized.get("id") if isinstance(serialized, dict) else None
-    if isinstance(ids, list) and ids:
-        return str(ids[-1])
-    return "?"
+    ids = serialized.get("id")
+    return str(ids[-1]) if isinstance(ids, list) and ids else "?"

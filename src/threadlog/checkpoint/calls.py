@@ -2,28 +2,21 @@
 
 Contract:
 
-* **Who is recorded.** Every chat-model call made inside a run of a graph on this saver,
-  whoever makes it (`ModelNode`, `create_agent`, an app's own node), at any subgraph
-  depth: when a run's loop reads its thread, the layer adds one `CallRecorder` (a
-  LangChain callback handler) to the run manager's `inheritable_handlers`, as a new
-  list. Nothing is patched; a model called outside a run is not seen.
-* **What is recorded**: the messages as sent, in order; the tool names and a digest of
-  their schemas; the model's name, provider and call parameters; the id of the reply
-  and every other generation (`n>1`); where it ran (namespace, node, step); an error.
-* **Where it is stored.** With the step that made it: one write on `CALLS_CHANNEL`
-  under a task id of its own (`threadlog-calls:…`), stored just before the task's
-  writes, or before the step's checkpoint for calls not stored by then. Rollback, copy,
-  prune and forks treat it as any write of that checkpoint. Recording never fails a
-  step: a record that cannot be built is logged and left out.
-* **O(new)** (the format: `call_records`). A message the thread's writes already hold,
-  or that the calling task read from its state, is stored as a reference; other content
-  as a content-addressed blob, once per thread and process; tool schemas and parameters
-  likewise; what the agent's previous call also sent, as one slice of it (leading
-  messages that are the same objects or equal cost no digest each). Lifecycle calls
-  forget what the layer remembered of a thread.
-* **Invisible to runs.** Reads through this layer leave the channel out; the inspector
-  reads the backend itself (`threadlog.inspect.calls`). `record_calls=False` leaves the
-  layer out.
+* **Who is recorded.** Every chat-model call inside a run on this saver, whoever makes it,
+  at any subgraph depth: when a run's loop reads its thread, the layer adds a
+  `CallRecorder` callback handler to the run manager's `inheritable_handlers` (a new
+  list). Nothing is patched; a model called outside a run is not seen.
+* **What**: the messages as sent; tool names and a digest of their schemas; model name,
+  provider and parameters; the reply's id and every other generation (`n>1`); namespace,
+  node and step; an error.
+* **Where.** One `CALLS_CHANNEL` write under a task id of its own (`threadlog-calls:…`),
+  just before the task's writes, or before the step's checkpoint for calls not stored by
+  then; lifecycle calls treat it as any write. Recording never fails a step.
+* **O(new)** (the format: `call_records`): a message the thread stores, or that the task
+  read from its state, is a reference; other content a blob once per thread and process;
+  what the agent's previous call also sent, one slice of it.
+* **Invisible to runs.** Reads through this layer leave the channel out;
+  `record_calls=False` leaves the layer out.
 """
 
 from __future__ import annotations
@@ -72,24 +65,19 @@ _MAX_DIGESTS = 8192  # messages whose digest is kept (by id, else by identity)
 _MAX_TASKS = 256  # tasks whose input state is kept while they run
 
 
+@dataclass(slots=True, eq=False)
 class _Memo:
-    """What this process knows one thread has stored: messages (id, digest), blobs, and
-    the last stored call per agent (its run id and the messages it sent)."""
+    """What this process knows one thread has stored."""
 
-    __slots__ = ("blobs", "digests", "in_log", "last", "lock", "noted")
-
-    def __init__(self) -> None:
-        # One build at a time per thread: a step's checkpoint and its tasks' writes are
-        # stored from different threads, and two builds must not both add the same blob.
-        self.lock = threading.Lock()
-        self.in_log: set[tuple[str, str]] = set()
-        # The message objects already noted: a re-sent history costs no digest. (A reused
-        # identity only skips a note: that message is then stored as a blob, not lost.)
-        self.noted: set[int] = set()
-        self.digests: set[str] = set()  # of every message in `in_log`
-        self.blobs: set[str] = set()
-        # agent -> (run id, (id, digest) keys, the message objects it sent)
-        self.last: dict[str, tuple[str, list[Key], list[BaseMessage]]] = {}
+    # One build at a time: two must not add the same blob.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    in_log: set[tuple[str, str]] = field(default_factory=set)
+    # Message objects already noted (a reused identity only costs a blob).
+    noted: set[int] = field(default_factory=set)
+    digests: set[str] = field(default_factory=set)  # of every message in `in_log`
+    blobs: set[str] = field(default_factory=set)
+    # agent -> (run id, (id, digest) keys, the message objects it sent)
+    last: dict[str, tuple[str, list[Key], list[BaseMessage]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -118,7 +106,6 @@ class _Call:
         self.graph_ns = PREGEL.ns_sep.join(parts[:-1])
 
     def sent_from_state(self, message: BaseMessage) -> bool:
-        """Whether `message` is one of the objects of the state the call's task read."""
         if self.read is None:
             return False
         if self._read_ids is None:
@@ -127,7 +114,6 @@ class _Call:
 
 
 def _object_ids(value: Any) -> set[int]:
-    """The identities of the message objects in a task's input (a state dict's values)."""
     out: set[int] = set()
     values = value.values() if isinstance(value, dict) else (value,)
     for v in values:
@@ -145,6 +131,10 @@ def _unnamed(message: BaseMessage) -> str:
         return ""
 
 
+def _record(run_id: str, task_ns: str, meta: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": run_id, "t": time.time(), "ns": task_ns, "step": meta.get("langgraph_step")}
+
+
 def _step(c: _Call) -> int:
     step = c.record.get("step")
     return step if isinstance(step, int) else -(2**31)
@@ -155,8 +145,6 @@ class CallRecorder(BaseCallbackHandler):
 
     run_inline = True  # no executor hop under asyncio: the handler only builds a dict
     raise_error = False  # recording never fails the app's call
-    # Model calls, and the start of each task's own run (its input state); no other
-    # event of the run is dispatched to it.
     ignore_agent = True
     ignore_retriever = True
     ignore_retry = True
@@ -174,11 +162,8 @@ class CallRecorder(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        if tags and metadata:
-            for tag in tags:
-                if tag.startswith(PREGEL.task_run_tag):
-                    self.layer.task_started(self, metadata, inputs)
-                    return
+        if tags and metadata and any(t.startswith(PREGEL.task_run_tag) for t in tags):
+            self.layer.task_started(self, metadata, inputs)
 
     def on_chat_model_start(
         self,
@@ -193,8 +178,7 @@ class CallRecorder(BaseCallbackHandler):
         self.layer.started(self, serialized, messages, run_id, metadata or {}, kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        # One run is one prompt: its generations are the call's candidates (`n>1`), the
-        # first the one `invoke` returns; every one is recorded.
+        # One prompt: its generations are the call's candidates (`n>1`).
         made: list[BaseMessage] = []
         try:
             made = [g.message for g in response.generations[0]]
@@ -216,15 +200,13 @@ class CallsLayer(Layer):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: dict[UUID, _Call] = {}
-        self._by_thread: dict[str, list[UUID]] = {}
+
         self._memos: OrderedDict[str, _Memo] = OrderedDict()
         self._digests: OrderedDict[int | str, tuple[BaseMessage, str]] = OrderedDict()
         self._tool_digests: dict[int, tuple[Any, str, list[str], Any]] = {}
         self._params_seen: dict[tuple[Any, ...], tuple[list[Any], dict[str, Any], str]] = {}
         # task id -> (the run's recorder, the state the task read)
         self._inputs: OrderedDict[str, tuple[CallRecorder, Any]] = OrderedDict()
-
-    # -- attaching to a run ----------------------------------------------------------
 
     def attach(self, loop: RunningLoop) -> None:
         manager = loop.manager
@@ -245,32 +227,17 @@ class CallsLayer(Layer):
             set_run_store(loop, RecordingStore(store, recorder))
 
     def _drop(self, recorder: CallRecorder) -> None:
-        # Calls whose task stored no writes (durability="exit", a node that raised
-        # before its step's writes) are not kept past their run.
+        # Calls and task inputs whose task stored no writes are not kept past their run.
         with self._lock:
             for run_id, c in list(self._calls.items()):
                 if c.owner is recorder:
-                    self._forget_call(run_id, c)
-            # Nor the states its tasks read (a task that stored no writes left its own).
+                    del self._calls[run_id]
             for task, (owner, _) in list(self._inputs.items()):
                 if owner is recorder:
                     del self._inputs[task]
 
-    def _forget_call(self, run_id: UUID, c: _Call) -> None:
-        del self._calls[run_id]
-        ids = self._by_thread.get(c.thread)
-        if ids is not None:
-            ids.remove(run_id)
-            if not ids:
-                del self._by_thread[c.thread]
-
-    # -- the callbacks -----------------------------------------------------------------
-
-    def task_started(
-        self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any
-    ) -> None:
-        # The messages a task read are in its thread or on their way there, so a call that
-        # sends them refers to them. Kept as it is (so identity stays theirs).
+    def task_started(self, recorder: CallRecorder, metadata: dict[str, Any], inputs: Any) -> None:
+        # The messages a task read are in its thread (or on their way): calls refer to them.
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if not isinstance(task_ns, str) or metadata.get("thread_id") is None:
             return
@@ -297,16 +264,9 @@ class CallsLayer(Layer):
             params = {}
         raw = [(k, v) for k, v in params.items() if k not in PARAM_SKIP]
         raw += [(k, v) for k, v in metadata.items() if k.startswith("ls_")]
-        # None fields and a node the namespace names are left out (the reader fills them).
-        record: dict[str, Any] = {
-            "run_id": str(run_id),
-            "t": time.time(),
-            "ns": task_ns,
-            "step": metadata.get("langgraph_step"),
-            "model": model_name(serialized, params, metadata),
-        }
-        # What is stored of the messages is decided when the call is stored: by then more
-        # of the steps before it have stored theirs, so more of them are references.
+        record = _record(str(run_id), task_ns, metadata)
+        record["model"] = model_name(serialized, params, metadata)
+        # Decided when stored: by then more of the messages are references.
         messages = list(batches[0]) if batches else []
         c = _Call(str(thread), task_ns, record, recorder, messages, params.get("tools"), raw)
         node = metadata.get("langgraph_node")
@@ -317,38 +277,27 @@ class CallsLayer(Layer):
             read = self._inputs.get(c.chain[-1])
             c.read = None if read is None else read[1]
             self._calls[run_id] = c
-            self._by_thread.setdefault(thread, []).append(run_id)
 
-    def store_used(
-        self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]
-    ) -> None:
-        """A task's store operations (`store_ops.RecordingStore`): stored as its calls are."""
+    def store_used(self, recorder: CallRecorder, config: Any, ops: list[dict[str, Any]]) -> None:
+        """A task's store operations, stored as its calls are."""
         meta = config.get("metadata") or {}
         conf = config.get("configurable") or {}
         thread = conf.get("thread_id", meta.get("thread_id"))
         task_ns = meta.get("langgraph_checkpoint_ns") or conf.get("checkpoint_ns")
         if thread is None or not isinstance(task_ns, str) or not task_ns:
             return
-        record: dict[str, Any] = {
-            "run_id": f"store-{uuid4().hex}",
-            "t": time.time(),
-            "ns": task_ns,
-            "step": meta.get("langgraph_step"),
-            "ops": ops,
-        }
+        record = _record(f"store-{uuid4().hex}", task_ns, meta)
+        record["ops"] = ops
         if (node := meta.get("langgraph_node")) is not None:
             record["node"] = node
         c = _Call(str(thread), task_ns, record, recorder, ops=ops, done=True)
-        key = uuid4()
         with self._lock:
-            self._calls[key] = c
-            self._by_thread.setdefault(thread, []).append(key)
+            self._calls[uuid4()] = c
 
     def ended(
         self, run_id: UUID, reply_id: Any, error: str | None, others: Sequence[BaseMessage] = ()
     ) -> None:
-        """A call ended: its reply's id or its error, and the generations after the first
-        of a call that made several (made plain when stored, `_build`)."""
+        """A call ended: its reply's id or error, and its other generations."""
         with self._lock:
             c = self._calls.get(run_id)
             if c is None:
@@ -372,9 +321,7 @@ class CallsLayer(Layer):
         return memo
 
     def _digest(self, message: BaseMessage) -> str:
-        # Hashed once per message, not once per call that sends it: the log's objects are
-        # the same from turn to turn; a delta channel's are decoded anew each turn, so an
-        # equal message under the same id is the same hash (equality is the cheaper check).
+        # Once per message id (a delta channel decodes anew each turn; `==` beats a hash).
         key: int | str = message.id if isinstance(message.id, str) else id(message)
         with self._lock:
             hit = self._digests.get(key)
@@ -397,23 +344,19 @@ class CallsLayer(Layer):
         mid = message.id
         if mid is not None and ((str(mid), d) in memo.in_log or c.sent_from_state(message)):
             return {"id": str(mid), "d": d, "ref": True}
-        if mid is None and d in memo.digests:
-            # A copy without its id: the stored message with the same visible content.
+        if mid is None and d in memo.digests:  # a copy without its id: by content
             return {"d": d, "ref": True}
         return self._blob(message, d, memo, blobs)
 
     def _blob(
         self, message: BaseMessage, d: str, memo: _Memo, blobs: dict[str, Any]
     ) -> dict[str, Any]:
-        """A message's entry with its content as a blob (a generation after the first
-        is never in the log, so it always is one)."""
         if d not in memo.blobs and d not in blobs:
             blobs[d] = {"k": "message", **plain(fingerprint_of(message))}
         return {"d": d, "id": str(message.id)} if message.id is not None else {"d": d}
 
     def _params(self, raw: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
-        # A model's parameters are the same objects call after call: made plain and
-        # digested once per set (the values are kept, so their ids stay theirs).
+        # The same objects call after call: digested once (values kept, so ids stay theirs).
         key = tuple((k, id(v)) for k, v in raw)
         with self._lock:
             hit = self._params_seen.get(key)
@@ -449,8 +392,6 @@ class CallsLayer(Layer):
             blobs[d] = {"k": "tools", "value": schemas}
         return list(names), d
 
-    # -- the hooks ---------------------------------------------------------------------
-
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> Flow[Any]:
         loop = running_loop()
         if loop is not None:
@@ -471,26 +412,22 @@ class CallsLayer(Layer):
             with self._lock:
                 self._inputs.pop(task_id, None)
         self._note_stored(thread, writes)
-        taken = self._take(thread, task_id) if thread in self._by_thread else []
+        taken = self._take(thread, task_id) if self._calls else []
         if taken:
             yield from self._put_calls(below, config, taken, task_id, task_path)
         yield from below.flow("put_writes", config, writes, task_id, task_path)
 
     def _stored_form(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
-        """One write's value: the calls' records and the blobs they add (module doc)."""
         try:
-            return self._build(thread, taken)
+            with self._lock:
+                memo = self._memo(thread)
+            with memo.lock:
+                return self._build(memo, taken)
         except Exception as exc:  # recording never costs the app its step's writes
             log.warning("threadlog: model calls not recorded: %s: %s", type(exc).__name__, exc)
             return {"v": FORMAT, "calls": [], "blobs": {}, "error": repr(exc)}
 
-    def _build(self, thread: str, taken: list[_Call]) -> dict[str, Any]:
-        with self._lock:
-            memo = self._memo(thread)
-        with memo.lock:
-            return self._build_locked(memo, taken)
-
-    def _build_locked(self, memo: _Memo, taken: list[_Call]) -> dict[str, Any]:
+    def _build(self, memo: _Memo, taken: list[_Call]) -> dict[str, Any]:
         blobs: dict[str, Any] = {}
         records = []
         used: list[dict[str, Any]] = []
@@ -501,8 +438,7 @@ class CallsLayer(Layer):
                 used.append(record)
                 continue
             prev = memo.last.get(c.agent)
-            # The agent's previous context, sent again first: one slice, with no digest
-            # or entry per message (a delta channel's messages are new objects each turn).
+            # The agent's previous context, sent again first: one slice, no digest each.
             same = _same_prefix(c.messages, prev[2]) if prev is not None else 0
             sent = [self._message_entry(m, memo, blobs, c) for m in c.messages[same:]]
             keys: list[Key] = [(e.get("id"), e["d"]) for e in sent]
@@ -537,9 +473,7 @@ class CallsLayer(Layer):
             blobs[d] = {"k": "store_value", "value": made}
         return d
 
-    def _store_op(
-        self, op: dict[str, Any], memo: _Memo, blobs: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _store_op(self, op: dict[str, Any], memo: _Memo, blobs: dict[str, Any]) -> dict[str, Any]:
         # Values as blobs, once per thread: a memory read every turn is stored once.
         out = dict(op)
         if "value" in out:
@@ -555,21 +489,18 @@ class CallsLayer(Layer):
 
     def put(self, below: SaverView, *args: *PutArgs) -> Flow[RunnableConfig]:
         config, _, metadata, _ = args
-        # A step's checkpoint may be stored before its tasks' writes: the calls its tasks
-        # finished are stored first, on the checkpoint they ran from.
+        # A step's checkpoint may come before its tasks' writes: their calls go first.
         conf = config.get("configurable", {})
         thread, parent = str(conf.get("thread_id")), conf.get("checkpoint_id")
         taken: list[_Call] = []
         step = metadata.get("step") if isinstance(metadata, dict) else None
-        if thread in self._by_thread and isinstance(step, int):
-            # Only calls of the steps this checkpoint ends: LangGraph may store an
-            # earlier checkpoint (a run's input) while the next step's calls already ran.
+        if self._calls and isinstance(step, int):
+            # Only the steps this checkpoint ends (a run's input may be stored late).
             taken = self._take(thread, None, str(conf.get("checkpoint_ns") or ""), step)
         if taken and parent:
             yield from self._put_calls(below, config, taken)
         out: RunnableConfig = yield from below.flow("put", *args)
-        if taken and not parent:
-            # A thread's first stored checkpoint (`durability="exit"`): stored on it.
+        if taken and not parent:  # a thread's first checkpoint (`durability="exit"`)
             yield from self._put_calls(below, out, taken)
         return out
 
@@ -581,8 +512,7 @@ class CallsLayer(Layer):
         task_id: str | None = None,
         task_path: str = "",
     ) -> Flow[None]:
-        # Its own task id (never an index of the task's writes), one per flush: a task
-        # resumed after an interrupt stores its calls again on the same checkpoint.
+        # One task id per flush: a resumed task stores calls again on the same checkpoint.
         task = taken[0].chain[-1] if task_id is None else task_id
         own_task = f"{CALLS_TASK_PREFIX}{task}:{taken[0].record['run_id'][-12:]}"
         value = self._stored_form(str(config["configurable"]["thread_id"]), taken)
@@ -591,35 +521,36 @@ class CallsLayer(Layer):
     def _take(
         self, thread: str, task_id: str | None, graph_ns: str = "", step: int = 0
     ) -> list[_Call]:
-        """The calls of `thread` a task's writes store: those of `task_id` (or of a
-        subgraph inside it); with no task, the finished calls of the graph at `graph_ns`
-        made in steps up to `step`."""
+        """The calls of `task_id` (and its subgraphs); with none, the finished calls of the
+        graph at `graph_ns` up to `step`."""
         with self._lock:
             out = []
-            for run_id in list(self._by_thread.get(thread, ())):
-                c = self._calls[run_id]
-                if (task_id in c.chain) if task_id is not None else (
-                    c.done and c.graph_ns == graph_ns and _step(c) <= step
+            for run_id, c in list(self._calls.items()):
+                if c.thread == thread and (
+                    (task_id in c.chain)
+                    if task_id is not None
+                    else (c.done and c.graph_ns == graph_ns and _step(c) <= step)
                 ):
                     out.append(c)
-                    self._forget_call(run_id, c)
+                    del self._calls[run_id]
         out.sort(key=lambda c: c.record["t"])
         return out
 
     def _note_stored(self, thread: str, writes: Sequence[tuple[str, Any]]) -> None:
-        """Remember the messages these writes store, as calls will reference them."""
         with self._lock:
             memo = self._memo(thread)
         found = [
-            m for _, value in writes for m in messages_in(value)
+            m
+            for _, value in writes
+            for m in messages_in(value)
             if m.id and id(m) not in memo.noted and not isinstance(m, RemoveMessage)
         ]
         if not found:
             return
         known = [(str(m.id), self._digest(m)) for m in found]
-        # A re-sent history is mostly messages noted before: their variants are too.
         variants = [
-            d for m, k in zip(found, known, strict=True)
+            d
+            for m, k in zip(found, known, strict=True)
             if m.name is not None and k not in memo.in_log and (d := _unnamed(m))
         ]
         with self._lock:
@@ -637,8 +568,7 @@ class CallsLayer(Layer):
 
 
 def _same_prefix(sent: list[BaseMessage], before: list[BaseMessage]) -> int:
-    """How many leading messages of `sent` are those of `before` (the same objects or
-    equal ones); 0 when fewer than two, which a slice would not pay for."""
+    """How many leading messages of `sent` equal `before`'s; 0 below two (no slice pays)."""
     n = 0
     for a, b in zip(sent, before, strict=False):
         if a is not b and a != b:

@@ -2,24 +2,20 @@
 
 Contract.
 
-* **Whole turns (`multitask_strategy`).** A run holds its thread from the moment its
-  Pregel loop reads the thread until the loop exits, however it ends, through a
-  per-thread lock that spans processes (a Postgres advisory lock, an `flock` next to a
-  SQLite database, a mutex-guarded set in memory). A second run meanwhile follows the
-  thread's strategy: `"enqueue"` (the default) waits, then reads the thread fresh;
-  `"reject"` raises `ConcurrentRunError` before anything is stored. The strategy is the
-  saver's, per thread (`saver.set_multitask_strategy`), or per run
-  (`config["configurable"]["multitask_strategy"]`). `saver.exclusive(thread_id)` holds
-  the same lock around a block; runs inside it do not wait for it. Locks die with their
-  holder, and are polled (`take_lock`), so nothing waits in the event loop's executor.
-* **`update_state` waits for a running turn** (or is refused, `"reject"`): its writes
-  take the run lock for the one write. A node's own `update_state` does not wait for
-  its run: a hold lives in the run's context.
-* **Writes outside a hold are checked** under a short per-thread lock; a run's own later
-  checkpoints and task writes skip the re-checks:
-  - `put` must follow the thread's head, unless LangGraph marks it a fork (source
-    `"update"` / `"fork"`), it is the input of a run that named the checkpoint it read,
-    or it is a direct root put (no runtime in its config, no parent), stored as given;
+* **Whole turns (`multitask_strategy`).** A run holds its thread, through a per-thread
+  lock that spans processes (Postgres advisory lock, `flock` by a SQLite file, a set in
+  memory), from its loop's first read until the loop exits. A second run meanwhile
+  follows the strategy: `"enqueue"` (default) waits, then reads the thread fresh;
+  `"reject"` raises `ConcurrentRunError` before anything is stored. Per saver, per thread
+  (`saver.set_multitask_strategy`) or per run (`configurable["multitask_strategy"]`).
+  `saver.exclusive(thread_id)` holds the same lock around a block; runs inside it do not
+  wait for it. Locks die with their holder and are polled (`take_lock`).
+* **`update_state` waits for a running turn** (or is refused, `"reject"`); a node's own
+  `update_state` does not wait for its run (a hold lives in the run's context).
+* **Writes outside a hold are checked** under a short per-thread lock:
+  - `put` must follow the thread's head, unless it is a fork (source `"update"` /
+    `"fork"`), the input of a run that named the checkpoint it read, or a direct root
+    put (no runtime, no parent);
   - new input is refused when another run stored task results on its parent after this
     run read it;
   - `put_writes` is refused when another run stored a different result for the same
@@ -27,12 +23,10 @@ Contract.
     upsert channels (`__error__`, `__interrupt__`, …) are not compared.
 * **A refused write stores nothing.** A turn's input and `update_state`'s writes are
   dry-run against the stored log first (`threadlog.checkpoint.input_check`).
-* **`get_state` always answers.** Its read of a checkpoint whose stored task writes the
-  log refuses leaves those writes out and gives the task the log's error as its
-  `__error__` write; every other read gets the raw checkpoint.
+* **`get_state` always answers**: a stored task write the log refuses reads as that
+  task's `__error__` write.
 
-Subgraph namespaces are not guarded (their parent's checkpoints are). `GuardLayer` is the
-outermost layer of `GuardedSaver` (`threadlog.checkpoint.layered`).
+Subgraph namespaces are not guarded (their parent's checkpoints are).
 """
 
 from __future__ import annotations
@@ -44,6 +38,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from langchain_core.runnables import RunnableConfig
@@ -87,28 +82,21 @@ MultitaskStrategy = Literal["enqueue", "reject"]
 MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 
 _FORK_SOURCES = frozenset({"update", "fork"})
-# Writes of threadlog's own that no reader rebuilds state from (markers, recorded calls).
-_MARKERS = frozenset({STARTED_CHANNEL, CALLS_CHANNEL})
+_MARKERS = frozenset({STARTED_CHANNEL, CALLS_CHANNEL})  # no reader rebuilds state from them
 _UNREAD: Any = object()  # no head known from the run's own read
-# Seconds a task's writes wait for their checkpoint to be stored (a put is one round trip).
-_CHECKPOINT_WAIT = 30.0
-# Seconds before `stored_flow` first looks in the database for a checkpoint it never saw
-# (doubling after).
-_STORED_RECHECK = 1.0
+_CHECKPOINT_WAIT = 30.0  # seconds a task's writes wait for their checkpoint's put
+_STORED_RECHECK = 1.0  # seconds before `stored_flow` first asks the database (doubling)
 
-# Threads this context holds (an `exclusive()` block, or a run, whose tasks run in copies
-# of its context): they must not wait for themselves. A hold is marked done when it ends,
-# so a context copied earlier does not keep it.
+# Threads this context (and its copies: a run's tasks) holds, so they never wait for themselves.
 _HELD: contextvars.ContextVar[dict[str, _Hold]] = contextvars.ContextVar(
-    "threadlog_held_threads", default={}  # noqa: B039 - never mutated, only replaced
+    "threadlog_held_threads",
+    default={},  # noqa: B039 - never mutated, only replaced
 )
 
 
+@dataclass(slots=True, eq=False)
 class _Hold:
-    __slots__ = ("done",)
-
-    def __init__(self) -> None:
-        self.done = False
+    done: bool = False
 
 
 def _holds(thread_id: str) -> bool:
@@ -128,13 +116,11 @@ def _exit_hold(hold: _Hold, token: contextvars.Token[dict[str, _Hold]]) -> None:
 
 
 def _store(fn: Callable[..., Any], *args: Any) -> Io:
-    """A head-store call: one statement that never waits on a lock (a worker thread runs
-    it under asyncio)."""
+    """A head-store call: one statement, never a lock wait (a worker thread under asyncio)."""
     return Io(fn, None, args)
 
 
 def _run_lock(store: HeadStore, thread_id: str, wait: bool) -> Flow[bool]:
-    """Take the thread's run lock: wait for it (`wait`), or try once (-> bool)."""
     return take_lock(store.try_run_lock, store.run_unlock, thread_id, wait)
 
 
@@ -161,16 +147,13 @@ class GuardLayer(Layer):
         self._strategies: dict[str, MultitaskStrategy] = {}
         self._threads: dict[str, _Thread] = {}  # oldest first
         self._threads_lock = threading.Lock()
-        # Checkpoints being stored right now: a task's writes wait for their checkpoint's
-        # put, so a kill never leaves them unreachable; and the ones a waiter expects a
-        # put of (`stored_flow`).
+        # Puts under way (a task's writes wait for theirs), and those a waiter expects.
         self._putting: dict[_CpKey, _InFlight] = {}
         self._putting_lock = threading.Lock()
         self._expected: dict[_CpKey, _InFlight] = {}
 
     def _thread(self, thread_id: str) -> _Thread:
-        """What this saver remembers of a thread. Past `_MAX_THREADS`, the oldest one no
-        run of this saver holds is forgotten: its checks then read the database."""
+        """A thread's memory; past `_MAX_THREADS` the oldest unheld one is forgotten."""
         found = self._threads.get(thread_id)
         if found is not None:
             return found
@@ -194,11 +177,8 @@ class GuardLayer(Layer):
         return found
 
     def _known(self, key: _CpKey) -> _Checkpoint | None:
-        """The memory of a checkpoint, if any (none is made)."""
         thread = self._threads.get(key[0])
         return None if thread is None else thread.checkpoints.get(key[1:])
-
-    # -- shared threads: strategy and whole-run lock ---------------------------------
 
     def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
         """What a run does when another run holds `thread_id` (None: the saver's default)."""
@@ -216,13 +196,8 @@ class GuardLayer(Layer):
 
     @contextlib.contextmanager
     def exclusive(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
-        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`.
-
-        Another holder — a run or an `exclusive` block, in this process or any other
-        using the same database — makes this raise `ConcurrentRunError` at once
-        (`wait=False`) before anything is stored, or wait its turn (`wait=True`).
-        Runs inside the block do not wait for it. The lock dies with its process.
-        """
+        """Hold the thread around a block: `with saver.exclusive(tid): graph.invoke(...)`;
+        another holder (in any process) raises `ConcurrentRunError`, or is waited for."""
         tid = str(thread_id)
         if not run_flow(_run_lock(self.store, tid, wait)):
             raise ConcurrentRunError(
@@ -236,16 +211,14 @@ class GuardLayer(Layer):
             self.store.run_unlock(tid)
 
     def maintenance_hold(self, thread_id: str) -> Flow[bool]:
-        """Hold a thread for a maintenance call (`threadlog.checkpoint.lifecycle`), per its
-        strategy; False: the caller already holds it."""
+        """Hold a thread for a lifecycle call, per its strategy; False: already held here."""
         tid = str(thread_id)
         strategy = self._strategies.get(tid, self.multitask_strategy)
         what = "the maintenance call changed nothing"
         return (yield from self._take_hold(tid, strategy, "a run", what))
 
     def _take_hold(self, tid: str, strategy: MultitaskStrategy, who: str, what: str) -> Flow[bool]:
-        """Take the thread's run lock as `strategy` says; False when this context holds
-        it already (an `exclusive()` block, the run's own nodes): nothing to give back."""
+        """Take the run lock as `strategy` says; False: this context holds it already."""
         if _holds(tid):
             return False
         if not (yield from _run_lock(self.store, tid, strategy == "enqueue")):
@@ -259,7 +232,6 @@ class GuardLayer(Layer):
         return release_lock(self.store.run_unlock, str(thread_id))
 
     def _held_by_run(self, thread_id: str, config: RunnableConfig) -> bool:
-        """Whether this write comes from the run (or exclusive block) holding the thread."""
         if _holds(thread_id):
             return True
         thread = self._threads.get(thread_id)
@@ -268,37 +240,30 @@ class GuardLayer(Layer):
         return run is not None and runtime is not None and run[0] is runtime and not run[1].done
 
     def _hold_for_run(self, config: RunnableConfig, loop: Any) -> _Steps:
-        """Take the thread's run lock for `loop`'s run; released when the loop exits."""
         tid = str(config["configurable"]["thread_id"])
         strategy = self.strategy_for(config)
         what = "nothing of this run was stored"
         if not (yield from self._take_hold(tid, strategy, "another run", what)):
             return False  # this run's own second read, or a nested run
         release = _Release(self.store, tid)
-        # The run's context does not always reach its task threads; its Runtime object
-        # rides in the config of every write it makes.
+        # The run's context does not always reach its task threads; its Runtime does.
         entry = (config["configurable"].get(CONFIG_KEY_RUNTIME), release._hold)
         thread = self._thread(tid)
         thread.run = entry
 
         def forget(*_: Any) -> None:
-            # The Runtime reaches the whole log: a finished run's is not kept. Runs before
-            # the release (exit callbacks run LIFO): no next run has registered yet.
+            # Runs before the release (LIFO): no next run has registered yet.
             if thread.run is entry:
                 thread.run = None
 
         if isinstance(loop.stack, contextlib.AsyncExitStack):
-            # Awaited off the event loop: the unlock is a statement on a shared session.
             loop.stack.push_async_callback(release.aclose)
         else:
             loop.stack.callback(release)
         loop.stack.callback(forget)
-        # A loop whose __enter__ failed after this read never unwinds: its lock goes when
-        # the loop is collected.
+        # A loop whose __enter__ failed after this read never unwinds: release on collection.
         weakref.finalize(loop.loop, release)
         return True
-
-    # -- the hooks -------------------------------------------------------------------
 
     def get_tuple(self, below: SaverView, config: RunnableConfig) -> _Steps:
         guarded = _guarded_key(config) is not None
@@ -330,12 +295,10 @@ class GuardLayer(Layer):
         )
         if not refused:
             return tup
-        # Each refused task's writes are replaced by its error (a failed task).
         kept = [w for w in tup.pending_writes or () if w[0] not in refused]
         return tup._replace(pending_writes=[*kept, *((t, ERROR, e) for t, e in refused.items())])
 
     def _run_logs(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any]:
-        """`values` under the keys the thread's running graph declares as logs."""
         thread = self._threads.get(thread_id)
         keys = None if thread is None else thread.log_keys
         return values if keys is None else {k: v for k, v in values.items() if k in keys}
@@ -343,8 +306,7 @@ class GuardLayer(Layer):
     def _note_run_head(
         self, config: RunnableConfig, tup: CheckpointTuple | None, took: bool
     ) -> None:
-        # A run that took the thread's lock and then read its head (no checkpoint_id)
-        # knows the head with no further query: every guarded writer waits for the lock.
+        # A run that took the lock, then read the head, knows the head with no query.
         key = _guarded_key(config)
         if key is None:
             return
@@ -355,9 +317,7 @@ class GuardLayer(Layer):
             thread.fork = None
             return
         thread.head = _UNREAD
-        if took:
-            # A run that names a checkpoint reads it on purpose: its input there is a
-            # fork (LangGraph's time travel), not a stale head.
+        if took:  # a run that names a checkpoint forks there (time travel)
             thread.fork = str(asked) if asked and tup is not None else None
 
     def _writes_to_logs(self, tup: CheckpointTuple) -> bool:
@@ -371,12 +331,12 @@ class GuardLayer(Layer):
         seen = None if known is None else known.seen
         if known is None or seen is None:
             return
-        # LangGraph's upsert channels, and threadlog's markers (`_MARKERS`): a late
-        # marker (a timed-out sync tool's queued call starting after its run stopped)
-        # changes nothing a reader rebuilds, so it is no other run's result.
-        unseen = {
-            (t, c) for t, c in now if c not in WRITES_IDX_MAP and c not in _MARKERS
-        } - seen - known.own
+        # A late marker (a timed-out tool's call starting after its run) is no result.
+        unseen = (
+            {(t, c) for t, c in now if c not in WRITES_IDX_MAP and c not in _MARKERS}
+            - seen
+            - known.own
+        )
         if unseen:
             raise ConcurrentRunError(
                 f"another run stored results on checkpoint {parent!r} after this run read "
@@ -384,8 +344,6 @@ class GuardLayer(Layer):
                 thread_id=key[0],
                 checkpoint_id=parent,
             )
-
-    # -- guarded writes: one generator each, two drivers ---------------------------
 
     def put(self, below: SaverView, *args: *PutArgs) -> _Steps:
         with self._storing(args[0], args[1]):
@@ -397,18 +355,43 @@ class GuardLayer(Layer):
             with self._putting_lock:
                 pending = self._putting.get(_cp_key(args[0]))
         if pending is not None and not pending.is_set():
-            # Awaited, not a parked executor thread: under asyncio the awaited put this
-            # waits for may itself need the default executor's few threads.
+            # Awaited: under asyncio the put itself may need the executor's few threads.
             yield Io(pending.wait, pending.wait_async, (_CHECKPOINT_WAIT,))
-        return (yield from self._put_writes_steps(below, *args))
-
-    # -- a task's writes never land before their checkpoint ---------------------------
+        config, writes, task_id, task_path = args
+        key = _guarded_key(config)
+        if key is None:
+            return (yield from below.flow("put_writes", *args))
+        cid = config["configurable"]["checkpoint_id"]
+        # update_state writes run in no loop: no runtime in their config.
+        is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
+        if self.input_check is not None:
+            if is_update:
+                keys = _logs_of(self.input_check.message_keys, declared_channels())
+                values = {
+                    k: v for k, v in self.input_check.from_start_writes(writes).items() if k in keys
+                }
+                if values:
+                    yield from self.input_check.check_flow(below, config, values, None)
+            elif task_path.rsplit(", ", 1)[-1] == START:
+                # task_path of a root pull task is "~__pregel_pull, <node>".
+                values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
+                if values:
+                    # At a thread's first checkpoint (at=None: empty logs) nothing is read.
+                    known = self._known(_cp_key(config))
+                    at = None if known is not None and known.empty_root else config
+                    base = self._thread(key[0]).base
+                    yield from self.input_check.check_flow(below, at, values, base)
+        if not is_update and self._held_by_run(key[0], config):
+            # No other run can have stored a result for its task, or a child, meanwhile.
+            self._note_own(_cp_key(config), writes, task_id)
+            return (yield from below.flow("put_writes", *args))
+        body = self._checked_writes(below, key, cid, args, is_update)
+        yield from self._locked(key, config, is_update, body)
 
     @contextlib.contextmanager
     def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
         cid = _cp_key(config, checkpoint["id"])
         with self._putting_lock:
-            # A waiter that came before the put (`stored_flow`) waits on this one.
             done = self._expected.pop(cid, None) or _InFlight()
             self._putting[cid] = done
         stored = False
@@ -424,8 +407,7 @@ class GuardLayer(Layer):
             done.set()
 
     def write_keys_flow(self, config: RunnableConfig) -> Flow[frozenset[tuple[str, str]]]:
-        """(task id, channel) of every write stored on the checkpoint `config` names, from
-        the head store (nothing decoded): an idempotent tool's look for its receipt."""
+        """(task id, channel) of every write stored on `config`'s checkpoint, undecoded."""
         found = yield _store(self.store.write_keys, *_cp_key(config))
         return frozenset(found)
 
@@ -436,13 +418,9 @@ class GuardLayer(Layer):
         timeout: float,
         run_config: RunnableConfig | None = None,
     ) -> Flow[bool]:
-        """Wait until the checkpoint `config` names is stored (read through `saver` when it
-        must look); False past `timeout`. `run_config`: the asking run's config.
-
-        For the tool node's "started" marker under `durability="async"`: at once when
-        this saver stored or read the checkpoint, else awaited on its put (no polling). One
-        this saver never saw is looked for in the database after `_STORED_RECHECK` seconds,
-        then less often, but never for a run holding the thread (the puts are its own)."""
+        """Wait until `config`'s checkpoint is stored (woken by its put; asked of `saver`
+        after `_STORED_RECHECK`, doubling, unless `run_config`'s run holds the thread);
+        False past `timeout`."""
         if not (config.get("configurable") or {}).get("checkpoint_id"):
             return True
         cid = _cp_key(config)
@@ -457,13 +435,9 @@ class GuardLayer(Layer):
                 with self._putting_lock:
                     if self._stored(cid):
                         return True
-                    pending = self._putting.get(cid) or self._expected.setdefault(
-                        cid, _InFlight()
-                    )
+                    pending = self._putting.get(cid) or self._expected.setdefault(cid, _InFlight())
                 left = deadline - time.monotonic()
-                if left > 0 and (
-                    yield Io(pending.wait, pending.wait_async, (min(recheck, left),))
-                ):
+                if left > 0 and (yield Io(pending.wait, pending.wait_async, (min(recheck, left),))):
                     if self._stored(cid):
                         return True  # its put ended (a failed put: look, below)
                 if (yield from call(saver, "get_tuple", config)) is not None:
@@ -473,13 +447,11 @@ class GuardLayer(Layer):
                     return self._stored(cid)
                 recheck *= 2
         finally:
-            # Stored, found, or given up on: a put still to come needs no waiter.
             with self._putting_lock:
                 self._expected.pop(cid, None)
 
     def saw_marker(self, config: RunnableConfig, prefix: str) -> bool:
-        """Whether the checkpoint `config` names held a tool node's marker whose task id
-        starts with `prefix` when this saver last read it."""
+        """Whether `config`'s checkpoint held a marker task `prefix…` when last read."""
         known = self._known(_cp_key(config))
         seen = (known.seen if known is not None else None) or ()
         return any(c == STARTED_CHANNEL and t.startswith(prefix) for t, c in seen)
@@ -489,7 +461,6 @@ class GuardLayer(Layer):
         return known is not None and known.stored
 
     def _put_below(self, below: SaverView, *args: *PutArgs) -> _Steps:
-        """Store a checkpoint; its parent then has a child by this saver (`own_parent`)."""
         out: RunnableConfig = yield from below.flow("put", *args)
         if args[0]["configurable"].get("checkpoint_id"):
             self._checkpoint(_cp_key(args[0])).own_parent = True
@@ -503,9 +474,10 @@ class GuardLayer(Layer):
         parent = config["configurable"].get("checkpoint_id")
         is_input = metadata.get("source") == "input"
         if is_input and self.input_check is not None:
-            values = self._run_logs(key[0], self.input_check.from_input_checkpoint(
-                checkpoint["channel_values"].get(START)
-            ))
+            values = self._run_logs(
+                key[0],
+                self.input_check.from_input_checkpoint(checkpoint["channel_values"].get(START)),
+            )
             if values:
                 base = self._thread(key[0]).base
                 at = config if parent else None
@@ -514,8 +486,7 @@ class GuardLayer(Layer):
                 )
         in_run = CONFIG_KEY_RUNTIME in config["configurable"]
         if in_run and self._held_by_run(key[0], config):
-            # Every other guarded writer waits for this run's hold: the head it read under
-            # its lock is the head; otherwise one indexed query verifies it.
+            # The head read under the run's lock is still the head.
             if is_input:
                 thread = self._thread(key[0])
                 fork, thread.fork = thread.fork, None
@@ -531,8 +502,7 @@ class GuardLayer(Layer):
         return (yield from self._locked(key, config, not in_run, self._checked_put(below, *args)))
 
     def _checked_put(self, below: SaverView, *args: *PutArgs) -> _Steps:
-        """`put(*args)` under the thread's short lock: refused when the thread moved on,
-        or another run stored results on the parent after this run read it (module doc)."""
+        """`put(*args)` under the thread's short lock, checked (module doc)."""
         config, _, metadata, _ = args
         key = _guarded_key(config)
         assert key is not None
@@ -540,20 +510,17 @@ class GuardLayer(Layer):
         if CONFIG_KEY_RUNTIME in config["configurable"] or parent is not None:
             head = yield _store(self.store.head, *key)
             self._refuse_moved(key, parent, head, metadata)
-        # else: a direct root put (module doc) is stored as given.
         if metadata.get("source") == "input" and parent:
             now = yield _store(self.store.write_keys, *key, parent)
             self._check_unseen_writes(key, parent, now)
-        # Noted before the lock goes: this run's own late writes on `parent` (stored
-        # concurrently with this checkpoint) must not look like strays.
+        # Noted before the lock goes: this run's late writes on `parent` are no strays.
         out: RunnableConfig = yield from self._put_below(below, *args)
         return out
 
     def _locked(
         self, key: tuple[str, str], config: RunnableConfig, outside_run: bool, body: _Steps
     ) -> _Steps:
-        """`body` under the thread's short write lock; for a writer outside a run
-        (`update_state`), under its run lock too, for the one write, per its strategy."""
+        """`body` under the short write lock (and the run lock, for `update_state`)."""
         what = "the update stored nothing"
         updating = outside_run and (
             yield from self._take_hold(key[0], self.strategy_for(config), "a run", what)
@@ -581,46 +548,6 @@ class GuardLayer(Layer):
                 head=head,
             )
 
-    def _put_writes_steps(
-        self,
-        below: SaverView,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> _Steps:
-        args = (config, writes, task_id, task_path)
-        key = _guarded_key(config)
-        if key is None:
-            return (yield from below.flow("put_writes", *args))
-        cid = config["configurable"]["checkpoint_id"]
-        # update_state writes run in no loop: no runtime in their config.
-        is_update = CONFIG_KEY_RUNTIME not in config["configurable"]
-        if self.input_check is not None:
-            if is_update:
-                keys = _logs_of(self.input_check.message_keys, declared_channels())
-                values = {
-                    k: v for k, v in self.input_check.from_start_writes(writes).items()
-                    if k in keys
-                }
-                if values:
-                    yield from self.input_check.check_flow(below, config, values, None)
-            elif task_path.rsplit(", ", 1)[-1] == START:
-                # task_path of a root pull task is "~__pregel_pull, <node>".
-                values = self._run_logs(key[0], self.input_check.from_start_writes(writes))
-                if values:
-                    # At a thread's first checkpoint (at=None: empty logs) nothing is read.
-                    known = self._known(_cp_key(config))
-                    at = None if known is not None and known.empty_root else config
-                    base = self._thread(key[0]).base
-                    yield from self.input_check.check_flow(below, at, values, base)
-        if not is_update and self._held_by_run(key[0], config):
-            # No other run can have stored a result for its task, or a child, meanwhile.
-            self._note_own(_cp_key(config), writes, task_id)
-            return (yield from below.flow("put_writes", *args))
-        body = self._checked_writes(below, key, cid, args, is_update)
-        yield from self._locked(key, config, is_update, body)
-
     def _checked_writes(
         self,
         below: SaverView,
@@ -629,8 +556,7 @@ class GuardLayer(Layer):
         args: tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str],
         is_update: bool,
     ) -> _Steps:
-        """`put_writes(*args)` under the thread's short lock: refused when another run
-        stored a different result for the task, or a child of `cid` (module doc)."""
+        """`put_writes(*args)` under the thread's short lock, checked (module doc)."""
         writes, task_id = args[1], args[2]
         # update_state replays a pending task's id on purpose: it replaces.
         if not is_update:
@@ -640,12 +566,9 @@ class GuardLayer(Layer):
             new = True
         known = self._known((key[0], key[1], cid))
         if new and not (known is not None and known.own_parent):
-            # Checkpoint ids grow with time, so only a head newer than `cid` can be a child
-            # of it: the common case needs one indexed query.
+            # Ids grow with time: only a head newer than `cid` can be its child.
             head = yield _store(self.store.head, *key)
-            if head is not None and head > cid and (
-                yield _store(self.store.has_child, *key, cid)
-            ):
+            if head is not None and head > cid and (yield _store(self.store.has_child, *key, cid)):
                 raise ConcurrentRunError(
                     f"checkpoint {cid!r} already has a newer checkpoint after it, so "
                     f"new writes of task {task_id!r} there would leak into another "
@@ -692,8 +615,7 @@ class GuardLayer(Layer):
 
 
 class GuardedSaver(LayeredSaver):
-    """A saver whose outermost layer is the run guard (module doc); `inner` is the backend,
-    `layers` the other capabilities below the guard, in order."""
+    """A saver whose outermost layer is the run guard; `layers` go below it, in order."""
 
     def __init__(
         self,
@@ -720,10 +642,6 @@ class GuardedSaver(LayeredSaver):
         return self.guard.store
 
     @property
-    def input_check(self) -> InputCheck | None:
-        return self.guard.input_check
-
-    @property
     def multitask_strategy(self) -> MultitaskStrategy:
         return self.guard.multitask_strategy
 
@@ -734,14 +652,8 @@ class GuardedSaver(LayeredSaver):
     def set_multitask_strategy(self, thread_id: str, strategy: MultitaskStrategy | None) -> None:
         self.guard.set_multitask_strategy(thread_id, strategy)
 
-    def strategy_for(self, config: RunnableConfig) -> MultitaskStrategy:
-        return self.guard.strategy_for(config)
-
-    # -- the thread lifecycle (`threadlog.checkpoint.lifecycle`), on every backend
-
     @property
     def maintenance(self) -> lifecycle.Maintenance:
-        """What the lifecycle flows need of this saver."""
         guard = self.guard
         return lifecycle.Maintenance(
             self.inner, self.layers[1:], guard.maintenance_hold, guard.maintenance_release
@@ -777,8 +689,7 @@ class GuardedSaver(LayeredSaver):
 
 
 class _InFlight:
-    """A checkpoint being stored, which its task writes wait for: a thread on an event
-    (made only when one waits), a task on a future of its own loop."""
+    """A checkpoint being stored: threads wait on an event, tasks on a future of their loop."""
 
     __slots__ = ("_done", "_event", "_mutex", "_waiters")
 
@@ -848,8 +759,6 @@ class _Release:
         self.thread_id = thread_id
         self._done = False
         self._lock = threading.Lock()
-        # The run's context (and its copies) holds the thread: its writes skip the
-        # re-checks, a nested run or update_state does not wait for it.
         self._hold, self._token = _enter_hold(thread_id)
 
     def _claim(self) -> bool:
@@ -865,7 +774,6 @@ class _Release:
             self.store.run_unlock(self.thread_id)
 
     async def aclose(self) -> None:
-        """The release under asyncio: the store's async unlock on the loop."""
         if self._claim():
             op = release_lock(self.store.run_unlock, self.thread_id)
             assert op.async_ is not None  # release_lock gives both forms
@@ -876,46 +784,32 @@ _MAX_THREADS = 4096  # threads remembered (a thread a run of this saver holds is
 _MAX_CHECKPOINTS = 64  # checkpoints remembered per thread, oldest forgotten first
 
 
+@dataclass(slots=True, eq=False)
 class _Checkpoint:
     """What this saver knows of one checkpoint of a thread."""
 
-    __slots__ = ("empty_root", "own", "own_parent", "seen", "stored")
-
-    def __init__(self) -> None:
-        self.stored = False  # stored or read by this saver: it exists
-        # This saver stored a child of it: under "async" durability a run's own task
-        # writes may land after its own child, and those are not strays.
-        self.own_parent = False
-        # A thread's first checkpoint a run of this saver started: its logs are empty.
-        self.empty_root = False
-        # The (task, channel) writes it held when read, and the ones this saver wrote:
-        # another run's result landing in between would fork the stored branch.
-        self.seen: frozenset[tuple[str, str]] | None = None
-        self.own: set[tuple[str, str]] = set()
+    stored: bool = False  # stored or read by this saver: it exists
+    own_parent: bool = False  # this saver stored a child (own late writes are no strays)
+    empty_root: bool = False  # a thread's first checkpoint a run here started
+    # The (task, channel) writes it held when read, and the ones this saver wrote.
+    seen: frozenset[tuple[str, str]] | None = None
+    own: set[tuple[str, str]] = field(default_factory=set)
 
 
+@dataclass(slots=True, eq=False)
 class _Thread:
-    """What this saver remembers of one thread: its current run's, and recent checkpoints
-    by (namespace, id): a copied thread keeps its source's checkpoint ids."""
+    """What this saver remembers of one thread: its holding run's, and recent checkpoints."""
 
-    __slots__ = ("base", "checkpoints", "fork", "head", "log_keys", "run")
-
-    def __init__(self) -> None:
-        self.run: tuple[Any, _Hold] | None = None  # the holding run's Runtime, and its hold
-        self.head: Any = _UNREAD  # the head that run read right after taking the lock
-        self.fork: str | None = None  # the checkpoint that run named (a fork's base)
-        # The checkpoint that run read when its logs are exactly that checkpoint's (no
-        # pending writes to replay): the input check's base.
-        self.base: str | None = None
-        # The keys that run's graph declares as message logs (None: every message key);
-        # another delta channel under a message key is the graph's to judge.
-        self.log_keys: frozenset[str] | None = None
-        self.checkpoints: dict[tuple[str, str], _Checkpoint] = {}
+    run: tuple[Any, _Hold] | None = None  # the holding run's Runtime, and its hold
+    head: Any = _UNREAD  # the head that run read right after taking the lock
+    fork: str | None = None  # the checkpoint that run named (a fork's base)
+    base: str | None = None  # its read, when no pending writes touch the logs
+    log_keys: frozenset[str] | None = None  # the graph's message-log keys (None: all)
+    checkpoints: dict[tuple[str, str], _Checkpoint] = field(default_factory=dict)
 
 
 def _same_resent(value: Any, stored: Any) -> bool:
-    """Whether `stored`, a write kept as what it added, is `value` as it was written: the
-    same length, the same added items."""
+    """Whether `stored`, a write kept as what it added, is `value` as written."""
     if not is_resent(stored) or not isinstance(value, list):
         return False
     count, items = int(stored["count"]), list(stored["items"])
@@ -923,8 +817,7 @@ def _same_resent(value: Any, stored: Any) -> bool:
 
 
 def _logs_of(keys: tuple[str, ...], declared: Any) -> frozenset[str]:
-    """Which of the message `keys` a graph declaring `declared` (name -> channel; None:
-    not known) keeps as threadlog's log."""
+    """Which message `keys` a graph declaring `declared` (None: unknown) keeps as logs."""
     if not isinstance(declared, Mapping):
         return frozenset(keys)
     return frozenset(
@@ -944,7 +837,6 @@ _CpKey = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
 
 
 def _cp_key(config: RunnableConfig, checkpoint_id: str | None = None) -> _CpKey:
-    """The checkpoint `config` names (or `checkpoint_id` in its thread and namespace)."""
     conf = config.get("configurable") or {}
     cid = checkpoint_id if checkpoint_id is not None else conf.get("checkpoint_id")
     return str(conf.get("thread_id")), str(conf.get("checkpoint_ns") or ""), str(cid or "")

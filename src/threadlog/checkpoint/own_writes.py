@@ -1,31 +1,24 @@
 """The checkpoints and writes a saver stored itself, so the history cache's walk needs no query.
 
-A warm turn loads its logs by walking from the head back to the checkpoint the history
-cache holds (`threadlog.checkpoint.cache`); the writes in between are, commonly, what
-this process stored during its previous turn.
-
 Contract:
 
-* `OwnWritesLayer` is this memory as a saver layer, below the checksums and above the
-  history cache; `threadlog.checkpointer()` has it whenever the history cache is on.
-* **Recorded:** every checkpoint this saver `put` (its parent, the channels it stores a
-  value for) and every task write it `put_writes` on one, kept as storage keeps them.
-* **Answered:** `walk(...)` returns the channels' writes from the cached checkpoint (or,
-  with `cached_id=None`, the thread's first) up to the target, the same list in the
-  same order as the SQL walk, only when every checkpoint on the way was stored by this
-  saver, none holds a value for the channels, and none was seen holding a write this
-  saver did not store. Anything else returns None and the caller queries the database.
-* **Other processes.** Their checkpoints are never in the record; a write they store on
-  a recorded checkpoint is seen on the next `get_tuple` of it, which marks it foreign.
-* **Bounded:** per thread, the checkpoints newer than the last walk's target (at most
-  512), for at most `max_threads` threads (least recently written first out).
+* `OwnWritesLayer` records every checkpoint this saver `put` (its parent, the channels it
+  stores a value for) and every task write it `put_writes`, kept as storage keeps them.
+* `walk(...)` returns the channels' writes from the cached checkpoint (or, with
+  `cached_id=None`, the thread's first) up to the target, as the SQL walk would, only
+  when every checkpoint on the way was stored by this saver, none holds a value for the
+  channels, and none was seen (`get_tuple`) holding a write this saver did not store.
+  Anything else returns None and the caller queries the database.
+* Bounded: per thread, the checkpoints newer than the last walk's target (at most 512),
+  for at most `max_threads` threads (least recently written first out).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -42,25 +35,22 @@ from threadlog.flows import Flow
 
 __all__ = ["OwnWrites", "OwnWritesLayer", "own_writes_of"]
 
-# A forgotten thread's next walk is one query.
-DEFAULT_MAX_THREADS = 256
+DEFAULT_MAX_THREADS = 256  # a forgotten thread's next walk is one query
 _MAX_PER_THREAD = 512  # checkpoints kept per thread when no walk trims them
 
 # (task_path, task_id, idx) -> (channel, value)
 _Writes = dict[tuple[str, str, int], tuple[str, Any]]
 
 
+@dataclass(slots=True, eq=False)
 class _Stored:
     """One checkpoint this saver stored (or is storing: its writes may come first)."""
 
-    __slots__ = ("foreign", "parent", "stored", "values", "writes")
-
-    def __init__(self) -> None:
-        self.stored = False  # its `put` returned
-        self.parent: str | None = None
-        self.values: frozenset[str] = frozenset()  # channels it stores a value for
-        self.writes: _Writes = {}
-        self.foreign = False  # seen holding a write this saver did not store
+    stored: bool = False  # its `put` returned
+    parent: str | None = None
+    values: frozenset[str] = frozenset()  # channels it stores a value for
+    writes: _Writes = field(default_factory=dict)
+    foreign: bool = False  # seen holding a write this saver did not store
 
 
 class OwnWrites:
@@ -100,9 +90,7 @@ class OwnWrites:
         task_id: str,
         task_path: str,
     ) -> None:
-        # LangGraph stores a step's checkpoint and its tasks' writes from background
-        # threads: writes may be recorded before their checkpoint's put.
-        with self._lock:
+        with self._lock:  # may come before their checkpoint's put
             entry = self._entry(key, cid)
             for i, (channel, value) in enumerate(writes):
                 # As storage keeps them: special channels replaced, others kept first.
@@ -113,21 +101,13 @@ class OwnWrites:
                     entry.writes.setdefault((task_path, task_id, i), (channel, value))
 
     def seen(self, key: tuple[str, str], cid: str, pending: Sequence[PendingWrite]) -> None:
-        """A read of checkpoint `cid` found `pending`: any task write not stored here
-        makes walks through it go to the database."""
+        """A read of `cid` found `pending`: a write not stored here makes it foreign."""
         with self._lock:
             entry = self._threads.get(key, {}).get(cid)
             if entry is None or entry.foreign:
                 return
-            mine: dict[tuple[str, str], int] = {}
-            for (_, task_id, _), (channel, _) in entry.writes.items():
-                mine[(task_id, channel)] = mine.get((task_id, channel), 0) + 1
-            for task_id, channel, _ in pending:
-                left = mine.get((str(task_id), channel), 0)
-                if left <= 0:
-                    entry.foreign = True
-                    return
-                mine[(str(task_id), channel)] = left - 1
+            mine = Counter((task, ch) for (_, task, _), (ch, _) in entry.writes.items())
+            entry.foreign = bool(Counter((str(t), ch) for t, ch, _ in pending) - mine)
 
     def forget(self, thread_id: str) -> None:
         with self._lock:
@@ -135,8 +115,8 @@ class OwnWrites:
                 del self._threads[key]
 
     def descends(self, key: tuple[str, str], cid: str, ancestor: str, max_walk: int) -> bool:
-        """Whether checkpoint `cid` is `ancestor` or descends from it through checkpoints
-        this saver stored (within `max_walk` parents). Reads the record only."""
+        """Whether `cid` is `ancestor` or descends from it through checkpoints stored here
+        (within `max_walk` parents)."""
         with self._lock:
             stored = self._threads.get(key)
             if stored is None:
@@ -158,10 +138,8 @@ class OwnWrites:
         cached_id: str | None,
         max_walk: int,
     ) -> dict[str, list[PendingWrite]] | None:
-        """Each channel's writes from `cached_id` up to `target` (see module doc), or None.
-        `cached_id=None`: from the thread's first checkpoint (no parent), the whole
-        history — only when that root and every checkpoint after it hold no value for
-        the channels, so there is no seed."""
+        """Each channel's writes from `cached_id` (None: the thread's root) up to `target`,
+        or None (module doc)."""
         with self._lock:
             stored = self._threads.get(key)
             head = None if stored is None else stored.get(target)
@@ -188,8 +166,7 @@ class OwnWrites:
                     return None  # a root reached without meeting the cached checkpoint
             out: dict[str, list[PendingWrite]] = {ch: Stepped() for ch in channels}
             for entry, at in zip(reversed(chain), reversed(ids), strict=True):
-                # oldest first, like the saver's own history; each checkpoint's value
-                # is the seed plus the writes before its own
+                # Oldest first; a checkpoint's value is the seed plus the writes before it.
                 for ch in channels:
                     writes = out[ch]
                     assert isinstance(writes, Stepped)
@@ -200,8 +177,7 @@ class OwnWrites:
                     channel, value = entry.writes[(path, task_id, idx)]
                     if channel in out:
                         out[channel].append((task_id, channel, value))
-            # The cache moves up to `target`, so the next walk starts there: older
-            # checkpoints (ids grow with time within a process) are not walked again.
+            # The next walk starts at `target`: older checkpoints are not walked again.
             for old in [c for c in stored if c < target]:
                 del stored[old]
             return out
@@ -216,7 +192,7 @@ def _key(config: RunnableConfig) -> tuple[tuple[str, str], str] | None:
 
 
 class OwnWritesLayer(Layer):
-    """Records the puts and writes that pass through it (module doc); no I/O of its own."""
+    """Records the puts and writes that pass through it; no I/O of its own."""
 
     name = "own_writes"
 
@@ -230,7 +206,9 @@ class OwnWritesLayer(Layer):
         if stored is not None:
             parent = (config.get("configurable") or {}).get("checkpoint_id")
             self.record.put(
-                stored[0], stored[1], str(parent) if parent else None,
+                stored[0],
+                stored[1],
+                str(parent) if parent else None,
                 checkpoint.get("channel_values") or {},
             )
         return out
@@ -256,7 +234,6 @@ class OwnWritesLayer(Layer):
 
 
 def own_writes_of(saver: Any) -> OwnWrites | None:
-    """The record serving `saver` (a threadlog saver, or the backend inside one), if
-    any."""
+    """The record serving `saver` (or the saver wrapping it), if any."""
     layer = layer_of(saver, OwnWritesLayer)
     return None if layer is None else layer.record

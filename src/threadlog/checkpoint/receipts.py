@@ -1,27 +1,15 @@
 """Receipts: what an idempotent tool returned, stored the moment it returned.
 
-LangGraph stores a task's writes only when the whole task ends: a tool that returned in
-a task then killed left its effect in the world and nothing in the thread. For a tool
-marked idempotent (`threadlog.nodes.tools.idempotent`) the return value is stored at
-once as a receipt, and every later attempt of the same call is served it instead.
-
-Contract:
+Contract (for tools marked `threadlog.nodes.tools.idempotent`; later attempts are served it):
 
 * A receipt is one pending write (`receipt_write`): its own task id, channel
-  `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "at"}`, stored
-  through the run's own checkpointer on the checkpoint the tool's step runs from, like
-  the tool node's markers. It changes no state; readers of messages skip it. As a write
-  of a checkpoint it follows the thread's lifecycle (copy, prune, rollback).
-* `find_receipt(writes, call_id)`: the newest receipt of `call_id` in one checkpoint's
-  pending writes, or None.
-* `receipt_message(receipt)`: the `ToolMessage` a repair logs for a call whose tool
-  returned but whose step never stored its result: the value as the tool would have
-  formatted it, `status="success"`, a deterministic id, the key in
-  `response_metadata["threadlog_idempotency_key"]`; None for a value no message can
-  hold (a `Command`).
-* `rerun_flow(...)`: the new-input repair's hook for idempotent calls with no receipt
-  (set by `threadlog.nodes.tools.rerun` with `set_rerun`); without it, `recovered`
-  unchanged.
+  `RECEIPT_CHANNEL`, a plain dict `{"call_id", "key", "tool", "value", "format", "at"}`,
+  on the checkpoint the tool's step runs from. It changes no state and follows the
+  thread's lifecycle (copy, prune, rollback) as any write.
+* `receipt_message(receipt)`: the `ToolMessage` a repair logs for a call whose step never
+  stored its result: the value as the tool would have formatted it, `status="success"`,
+  a deterministic id, the key in `response_metadata[KEY_METADATA]`; None for a value no
+  message can hold (a `Command`).
 """
 
 from __future__ import annotations
@@ -143,13 +131,12 @@ _RERUN: list[Rerun] = []
 
 
 def set_rerun(fn: Rerun) -> None:
-    """Set the new-input re-run of idempotent calls (module doc)."""
+    """Set the new-input re-run of idempotent calls (`threadlog.nodes.tools.rerun`)."""
     _RERUN[:] = [fn]
 
 
 def rerun_flow(*args: *RerunArgs) -> Flow[Recovered]:
-    """The recovered results with the real results of idempotent calls run again (module
-    doc)."""
+    """`recovered` with idempotent calls run again (`set_rerun`'s hook), else unchanged."""
     if not _RERUN:
         return args[-1]
     return (yield from _RERUN[0](*args))

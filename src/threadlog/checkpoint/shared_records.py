@@ -1,41 +1,20 @@
 """One read of a thread's stored writes decodes each distinct stored message once.
 
-Why. A multi-agent thread's writes hold the same message more than once: a handoff's
-update and the agent's output both carry the messages the parent log did not have when
-the turn began (stored as what they add, `threadlog.checkpoint.resent`, each against
-that same starting point). A cold read decoded every copy (a pydantic construction
-each) and the log then hashed both copies to see that the second is a replay — twice
-the work of the messages it returns.
-
 Contract:
 
 * `SharedRecords(serde).loads((type_tag, blob))` reads one stored write exactly as
-  `serde.loads_typed` does, except that within one `SharedRecords` (one read), stored
-  records with identical bytes (same ext code, same payload) that decode to a LangChain
-  message decode to *one* object. Identical bytes are an identical record, so the value
-  is the one `loads_typed` gives; only the number of objects differs.
-* Each record is decoded by the serializer's own loader: threadlog's
-  `StrictSerializer.loads_shared` reads the blob in one pass with its msgpack record
-  loader, and a blob in which a record was blocked is read again by `loads_typed`'s
-  rules (refused with `StoredDataError`, or a reader's placeholders), nothing of it
-  kept; a message built while a record inside it was blocked is never shared. Another
-  `JsonPlusSerializer` has each record read by `serde.loads_typed` itself (re-wrapped as
-  a one-record blob). Anything but a `JsonPlusSerializer`'s msgpack (another serializer,
-  an encrypted blob) goes to `serde.loads_typed` unchanged.
-* A stored LangChain message record (one of LangGraph's safe message types, holding
-  exactly its class's fields) is built without validating its fields again
-  (`stored_message`, `_upstream.built_message`): they were validated when the message
-  was made, and LangGraph's own loader builds a record that fails validation
-  unvalidated anyway. Anything else goes to the serializer's loader.
-* The log takes an item that *is* the logged object as a replay without hashing it
-  (`MessageLog._stage`, `edits.changed_in_place`), so a re-sent copy costs a dict
-  lookup. Nothing outside one read shares these objects: each read has its own.
-* A saver whose own code reads the writes (Postgres: LangGraph's
-  `get_delta_channel_history`) is given the same through its serializer: inside
-  `sharing(serde)` (a context variable: one thread's or one task's read, never another's),
-  threadlog's `StrictSerializer.loads_typed` reads msgpack through that read's
-  `SharedRecords` (`shared_for`). The history cache's cold read runs the saver's read
-  inside it.
+  `serde.loads_typed` does, except that within one read, records with identical bytes
+  that decode to a LangChain message decode to *one* object.
+* Each record is decoded by the serializer's own loader (threadlog's
+  `StrictSerializer.loads_shared` in one pass; another `JsonPlusSerializer`'s
+  `loads_typed` per record), so blocked records are refused or become placeholders as
+  usual, and a message built around a blocked record is never shared. Anything but a
+  `JsonPlusSerializer`'s msgpack goes to `serde.loads_typed` unchanged.
+* A safe message record holding exactly its class's fields is built without validating
+  them again (`stored_message`, `_upstream.built_message`).
+* A saver's own read of the writes gets the same inside `sharing(serde)` (a context
+  variable: one thread's or task's read), which `StrictSerializer.loads_typed` consults
+  (`shared_for`).
 """
 
 from __future__ import annotations

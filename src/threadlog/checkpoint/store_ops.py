@@ -2,16 +2,13 @@
 
 Contract:
 
-* **Per run, threadlog's graphs only.** When a run on a saver recording calls has a
-  store, the calls layer hands that run's tasks a `RecordingStore` around it while the
-  loop enters (`_upstream.set_run_store`); nothing else is changed or patched.
-* **Transparent.** Every operation goes to the app's store as asked (`batch` / `abatch`)
-  and returns what it returned; any other attribute is the app's store's. Recording
-  never fails the operation.
-* **What is recorded**, inside a task: `get` (namespace, key, found, value), `search`
-  (prefix, query, filter, the items returned), `put`, `delete`, `list_namespaces`
-  (prefix, count). It is stored with the step that made it, as a model call is (the
-  format in `call_records`), each value once per thread as a content-addressed blob.
+* **Per run, threadlog's graphs only.** The calls layer hands a run's tasks a
+  `RecordingStore` around the run's store (`_upstream.set_run_store`); nothing is patched.
+* **Transparent.** Every operation goes to the app's store and returns what it returned;
+  recording never fails the operation.
+* **What is recorded**, inside a task: `get`, `search` (with the items returned), `put`,
+  `delete`, `list_namespaces` (a count), stored with the step that made it as a model call
+  is (the format in `call_records`).
 """
 
 from __future__ import annotations
@@ -90,7 +87,9 @@ def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
         if isinstance(op, GetOp):
             got = _item(result)
             rec: dict[str, Any] = {
-                "op": "get", "namespace": list(op.namespace), "key": op.key,
+                "op": "get",
+                "namespace": list(op.namespace),
+                "key": op.key,
                 "found": got is not None,
             }
             if got is not None:
@@ -103,8 +102,11 @@ def op_records(ops: list[Op], results: list[Result]) -> list[dict[str, Any]]:
                 rec["filter"] = op.filter
             rec["items"] = [i for i in map(_item, result or ()) if i is not None]  # type: ignore[arg-type]
         elif isinstance(op, PutOp):
-            rec = {"op": "delete" if op.value is None else "put",
-                   "namespace": list(op.namespace), "key": op.key}
+            rec = {
+                "op": "delete" if op.value is None else "put",
+                "namespace": list(op.namespace),
+                "key": op.key,
+            }
             if op.value is not None:
                 rec["value"] = op.value
         elif isinstance(op, ListNamespacesOp):
