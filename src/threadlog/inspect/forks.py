@@ -1,9 +1,7 @@
 """`ForkTree`: a thread's checkpoints as a tree of branches.
 
-Contract: a branch is a maximal chain of checkpoints; a checkpoint with more than one
-child is a fork point. The oldest child continues its parent's branch, each later child
-starts a new one; branch 0 starts at the root. Rows: one per checkpoint with its branch,
-depth, and whether it is a fork point or a head. The text draws one line per branch.
+A checkpoint with more than one child is a fork point: the oldest child continues its
+parent's branch, each later child starts a new one; branch 0 starts at the root.
 """
 
 from __future__ import annotations

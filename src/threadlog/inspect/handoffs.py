@@ -1,10 +1,7 @@
 """`Handoffs`: where a multi-agent app passed the conversation from one agent to another.
 
-Contract: `Thread.handoffs(checkpoint=None)` lists, in log order, each tool result that
-moved the conversation to another agent (langgraph-supervisor's `__handoff_destination` /
-`__is_handoff_back`, langgraph-swarm's, any `transfer_to_<agent>` /
-`transfer_back_to_<agent>`): `from` (the calling AIMessage's `name`), `to`, the call id
-and the tool.
+A handoff is a tool result with langgraph-supervisor's `__handoff_destination` metadata, or
+of a `transfer_to_<agent>` / `transfer_back_to_<agent>` tool (langgraph-swarm's too).
 """
 
 from __future__ import annotations
@@ -57,14 +54,8 @@ class Handoffs(Table):
                         makers[str(c["id"])] = m
             elif isinstance(m, ToolMessage):
                 maker = makers.get(m.tool_call_id)
-                tool = (
-                    next(
-                        (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
-                        None,
-                    )
-                    if maker is not None
-                    else None
-                )
+                calls = maker.tool_calls if maker is not None else []
+                tool = next((c["name"] for c in calls if c.get("id") == m.tool_call_id), None)
                 to = handoff_destination(m, tool)
                 if to is None or m.status == "error":
                     continue

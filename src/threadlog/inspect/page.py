@@ -1,7 +1,6 @@
 """One self-contained HTML page for a thread: turns, full content, call links, a waterfall.
 
-Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `Thread`);
-`thread_page(thread)` wraps it in a standalone document (`threadlog inspect --html`).
+`thread_html(thread)` is the fragment Jupyter shows; `thread_page(thread)` the document.
 
 * Each branch (`ForkTree`) is its own section from its fork point.
 * Checkpoints are grouped into turns (from each `input` checkpoint), each a `<details>`
@@ -38,6 +37,7 @@ from threadlog.inspect.steps import (
     message_line,
     removed_since,
     short_id,
+    text_of,
 )
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
@@ -65,12 +65,8 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
-def _text(m: BaseMessage) -> str:
-    return m.text if isinstance(m.content, list) else str(m.content)
-
-
 def _content(m: BaseMessage) -> str:
-    full = _text(m)
+    full = text_of(m)
     one = " ".join(full.split())
     if len(one) <= _PREVIEW and "\n" not in full.strip():
         return escape(one)
@@ -186,7 +182,7 @@ def _during(
     thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
 ) -> list[Any]:
     """The recorded entries (model calls, store operations) that started while `rec`'s step
-    ran (after its parent was stored, up to `rec`), in this namespace or below it."""
+    ran, in this namespace or below it."""
     if not entries or parent is None or rec.source != "loop":
         return []
     a, b = parse_time(parent.created_at), parse_time(rec.created_at)
@@ -238,14 +234,14 @@ def _turn(
 ) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
-    # With `last=N` the turn's parent may not be loaded: count only what is known.
+    # With `last=N` the turn's parent may not be loaded.
     known = first_parent or (turn[0] if turn[0].parent_id else None)
     before = {m.id for m in known.messages} if known else set()
     inherited = thread.inherited_ids()  # a subgraph's input from the enclosing graph
     got = [m for m in head.messages if m.id not in before and m.id in inherited]
     new = [m for m in head.messages if m.id not in before and m.id not in inherited]
     users = [m for m in new if isinstance(m, HumanMessage)]
-    said = " ".join(_text(users[0]).split())[:80] if users else f"({turn[0].source})"
+    said = " ".join(text_of(users[0]).split())[:80] if users else f"({turn[0].source})"
     if got and not users:
         said = f"{len(got)} message(s) from the enclosing graph"
     tokens = sum(
@@ -340,8 +336,6 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
 
 
 def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
-    """A standalone HTML document for `thread` (see the module docstring); `extra` views
-    (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or thread.label
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(name)}</title>'

@@ -1,10 +1,5 @@
-"""The `BaseStore` items each step of a thread read and wrote
-(`checkpoint/store_ops.py` records them), read back for people.
+"""The `BaseStore` items each step of a thread read and wrote, read back for people.
 
-Contract: `store_items(source, thread_id)` reads them from the recorded-calls writes
-(every namespace and branch, read-only) into a `StoreUse` list, in order. A `StoreOp`:
-where it ran, the operation (`get`, `search`, `put`, `delete`, `list_namespaces`), store
-namespace and key, the value, a search's query, filter and items. `rows()` is JSON-ready;
 `json_text()` escapes C1 and bidi controls; `str()` is terminal-safe; `_repr_html_()`
 escapes everything.
 """
@@ -122,8 +117,6 @@ def _json(value: Any) -> str:
 
 @dataclass
 class StoreUse(RecordedRows[StoreOp]):
-    """A thread's store operations, in the order they happened."""
-
     thread_id: str
     ops: list[StoreOp] = field(default_factory=list)
 
@@ -156,7 +149,6 @@ class StoreUse(RecordedRows[StoreOp]):
 
 
 def store_items(source: Any, thread_id: str) -> StoreUse:
-    """The store items `thread_id` recorded, from a saver, a graph or a checkpointer URL."""
     from threadlog.inspect.calls import thread_tuples
 
     return store_items_from(thread_tuples(source, thread_id), thread_id)

@@ -1,16 +1,8 @@
 """`ThreadList`: the threads of a checkpointer, newest first — how to find the one to inspect.
 
-Contract: `threads(source, search=None, limit=20)` returns a `ThreadList`, one row per
-thread: id, created and updated (ISO 8601 UTC), checkpoints, turns, messages, the last
-user message a run's input brought (`last_input_text`), calls open at the head, errors
-(failed tasks, refused writes, tool results that say a tool failed; an app's deliberate
-`status="error"` is under `reported_errors`), counted over every message key
-(`message_keys` counts the others), `subgraphs` (None from a server) and `paused`
-(`inspect.records.pause_of`). `source` is a database URL or SQLite path (read-only), a
-checkpointer, or a LangGraph server URL.
-
-Threads are ordered by their newest checkpoint. `limit` (0 = none) bounds how many heads
-are rebuilt; `search` keeps threads whose id or message text contains it (ignoring case).
+`threads(source, search=None, limit=20)`: errors are failed tasks, refused writes and tool
+results that say a tool failed, counted over every message key. `limit` (0 = none) bounds
+how many heads are rebuilt; `search` keeps threads whose id or text contains it (any case).
 """
 
 from __future__ import annotations
@@ -61,7 +53,7 @@ def summaries(
             if spec not in graphs:
                 graphs[spec] = stand_in(saver, None, spec)
             snap = graphs[spec].get_state({"configurable": conf})
-            # Writes the log refused at the head: the run raised, no task error was stored.
+            # Writes the log refused at the head: the run raised, storing no task error.
             names = {t.id: t.name for t in snap.tasks}
             pending = (tup.pending_writes if tup else None) or ()
             refusals = refused(graphs[spec].channels, pending, snap.values or {}, names)
@@ -97,8 +89,7 @@ def summaries(
 
 
 def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """The text of the last user message a run's input brought (not one a node wrote);
-    None when the newest few inputs hold none (a resume, a `Command`)."""
+    """The text of the last user message a run's input brought (not one a node wrote)."""
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
         inputs = saver.list(config, filter={"source": "input"}, limit=3)
@@ -143,8 +134,7 @@ class ThreadList(Table):
         self.items = items
         self.title = f"threads in {source}"
         self.more = more
-        # Ids are what you pass to `inspect --thread`: shown whole (a uuid is 36 columns),
-        # measured as printed (control characters escaped, wide characters two columns).
+        # Ids are what `inspect --thread` takes: shown whole (a uuid is 36 columns).
         width = min(36, max([6, *(display_width(safe(s.thread_id)) for s in items)]))
         self.columns = tuple(
             Column(c.key, c.header, width) if c.key == "thread" else c for c in self.columns
@@ -194,14 +184,12 @@ class ThreadList(Table):
 
 
 def _named(errors: list[str], snap: Any) -> list[str]:
-    # A failed task's error, prefixed by its node (the stand-in names the head's tasks).
     by_text = {str(t.error): t.name for t in snap.tasks if t.error is not None}
     by_text.update({f"{type(t.error).__name__}: {t.error}": t.name for t in snap.tasks if t.error})
     return [f"{by_text[e]}: {e}" if e in by_text else e for e in errors]
 
 
 def _paused(snap: Any, failed: bool) -> str | None:
-    # The head's tasks, named by the stand-in (it has a node of each name the head knows).
     tasks = list(snap.tasks)
     return pause(
         next_nodes=tuple(snap.next),
@@ -233,5 +221,4 @@ def threads(
         with local_saver(source, refusal) as saver:
             items = list(summaries(saver, search=search, limit=limit, progress=progress))
     name = describe(source) if isinstance(source, str) else type(source).__name__
-    # At the limit, more may exist; the listing does not count them to stay cheap.
     return ThreadList(items, name, more=limit > 0 and len(items) >= limit)
