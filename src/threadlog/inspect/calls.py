@@ -58,25 +58,11 @@ class RecordedCall:
         return None
 
     def row(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "agent": self.agent,
-            "node": self.node,
-            "step": self.step,
-            "model": self.model,
-            "provider": self.provider,
-            "params": self.params,
-            "messages": self.messages,
-            "tools": self.tools,
-            "tool_schemas": self.tool_schemas,
-            "reply_id": self.reply_id,
-            "reply": self.reply,
-            "other_replies": self.other_replies,
-            "error": self.error,
-            "checkpoint_id": self.checkpoint_id,
-            "task": self.task,
-            "run_id": self.run_id,
-        }
+        return {k: getattr(self, k) for k in _CALL_ROW}
+
+
+_CALL_ROW = """namespace agent node step model provider params messages tools tool_schemas reply_id
+reply other_replies error checkpoint_id task run_id""".split()
 
 
 class _Row(Protocol):
@@ -159,13 +145,13 @@ class CallList(RecordedRows[RecordedCall]):
                 parts.append(
                     f"<li><b>{escape(str(m.get('role')))}</b> "
                     f"<pre>{escape(content_text(m.get('content')))}</pre>"
-                    + (escape(_calls_text(m)) if m.get("tool_calls") else "")
+                    + (escape(calls_text(m)) if m.get("tool_calls") else "")
                     + "</li>"
                 )
             parts.append("</ol>")
             parts += [
                 f"<p>{label}<pre>{escape(content_text(reply.get('content')))}"
-                f"{escape(_calls_text(reply))}</pre></p>"
+                f"{escape(calls_text(reply))}</pre></p>"
                 for label, reply in _replies(c)
             ]
             if c.error:
@@ -199,7 +185,7 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def _calls_text(m: Mapping[str, Any]) -> str:
+def calls_text(m: Mapping[str, Any]) -> str:
     calls = m.get("tool_calls") or []
     return "".join(
         f"\n[call {c.get('name')}({json.dumps(c.get('args'), ensure_ascii=False, default=str)})"
@@ -217,7 +203,7 @@ def _message_lines(m: Mapping[str, Any], indent: str) -> list[str]:
         label += f"[{m['tool_call_id']}]"
     if m.get("name"):
         label += f" ({m['name']})"
-    text = content_text(m.get("content")) + _calls_text(m)
+    text = content_text(m.get("content")) + calls_text(m)
     lines = safe(text, keep="\n\t").split("\n") or [""]
     pad = " " * (len(indent) + 2)
     return [f"{indent}{safe(label)}: {lines[0]}", *(pad + line for line in lines[1:])]

@@ -106,23 +106,14 @@ class ContextSeen(Table):
         self.sent = self._sent(thread) if policy is None and system_prompt is None else None
         prompt, self.prompt_source = self._prompt(graph_node, system_prompt)
         self.assumed_policy = policy is None and graph_node is None
-        fixed_prompt = graph_node is not None and graph_node.choose_prompt is None
-        if (
-            graph_node is not None
-            and policy is None
-            and fixed_prompt
-            and prompt == graph_node.system_prompt
-        ):
-            node = graph_node
-        else:
-            if policy is None and graph_node is not None:
-                policy = graph_node.policy
+        node = graph_node
+        if node is None or policy is not None or node.choose_prompt or prompt != node.system_prompt:
             from threadlog.nodes.model import ModelNode
 
             node = ModelNode(
                 None,
                 system_prompt=prompt,
-                context=policy,
+                context=policy or (graph_node.policy if graph_node is not None else None),
                 repair=graph_node.repair if graph_node is not None else "error-result",
             )
         self.assumed = self.assumed_policy or self.prompt_source == "assumed"
@@ -213,27 +204,21 @@ class ContextSeen(Table):
                 "system prompt: "
                 + ("none sent" if self.sent.system_prompt is None else "in full below"),
             ]
-        events = len(self.at.compactions)
         prompt = self.node._system
-        return (
-            [
-                "rebuilt from the log by the context rules: no recorded call made this message",
-                f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
-                f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
-                f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
-                *self._prompt_lines(prompt.id if prompt is not None else None),
+        out = [
+            "rebuilt from the log by the context rules: no recorded call made this message",
+            f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
+            f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
+            f"{len(self.at.compactions)} compaction event(s) · cut_to {self.view.cut_to or '-'}",
+            *self._prompt_lines(prompt.id if prompt is not None else None),
+        ]
+        if self.assumed_policy:
+            out += [
+                f"policy assumed: max_turns={self.node.policy.max_turns} "
+                f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
+                "the app's own policy is not stored with the thread)",
             ]
-            + (
-                [
-                    f"policy assumed: max_turns={self.node.policy.max_turns} "
-                    f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
-                    "the app's own policy is not stored with the thread)",
-                ]
-                if self.assumed_policy
-                else []
-            )
-            + self._recorded()
-        )
+        return out + self._recorded()
 
     def _prompt_lines(self, prompt_id: str | None) -> list[str]:
         model = self.recorded.get("model")

@@ -6,7 +6,7 @@ writes to) or stopped. `InNamespace(saver, namespace)` reads `namespace` as the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,6 @@ __all__ = [
     "Subgraph",
     "SubgraphTable",
     "no_such_namespace",
-    "subgraph_counts",
     "subgraph_namespaces",
 ]
 
@@ -50,13 +49,6 @@ class Subgraph:
     @property
     def agent(self) -> str:
         return self.node if self.handed_to is None else f"{self.node} → {self.handed_to}"
-
-
-def subgraph_counts(saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]) -> dict[str, int]:
-    wanted = set(thread_ids)
-    if not wanted:
-        return {}
-    return {t: n for t, n in backend_of(saver).subgraph_counts().items() if t in wanted}
 
 
 def _finished(tup: CheckpointTuple | None) -> bool:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from threadlog._upstream import PREGEL
-from threadlog.inspect.calls import RecordedCall
+from threadlog.inspect.calls import RecordedCall, calls_text, content_text
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
@@ -208,7 +208,7 @@ def _call(c: RecordedCall) -> str:
     where = f"{c.namespace} > {c.node}" if c.namespace else c.node
     lines = [
         f'<div class="tl-meta">{escape(m.get("role") or "?")}: '
-        f"<pre>{escape(_sent_text(m))}</pre></div>"
+        f"<pre>{escape(content_text(m.get('content')) + calls_text(m))}</pre></div>"
         for m in c.messages
     ]
     tools = f" · tools: {escape(', '.join(c.tools))}" if c.tools else ""
@@ -219,14 +219,6 @@ def _call(c: RecordedCall) -> str:
         f"{escape(c.model)}{tools} · {len(c.messages)} message(s) sent{shown}</summary>"
         f"{''.join(lines)}</details>"
     )
-
-
-def _sent_text(m: dict[str, Any]) -> str:
-    content = m.get("content")
-    text = content if isinstance(content, str) else "" if content is None else str(content)
-    for call in m.get("tool_calls") or ():
-        text += f"\n[call {call.get('name')}({call.get('args')}) id={call.get('id')}]"
-    return text
 
 
 def _turn(

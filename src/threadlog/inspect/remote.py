@@ -207,15 +207,15 @@ class Server:
 
     def _summary(self, t: Mapping[str, Any]) -> ThreadSummary:
         messages = to_messages(_messages_of(t))
+        status = t.get("status")
+        state = self.state(str(t["thread_id"])) if status in ("error", "interrupted") else {}
+        tasks = state.get("tasks") or []
         errors: list[str] = []
-        if t.get("status") == "error":
-            state = self.state(str(t["thread_id"]))
-            errors = [str(x["error"]) for x in state.get("tasks") or [] if x.get("error")]
+        if status == "error":
+            errors = [str(x["error"]) for x in tasks if x.get("error")]
             errors = errors or ["the last run failed (thread status 'error')"]
         paused = None
-        if t.get("status") == "interrupted":  # interrupt_before/after, or interrupt()
-            state = self.state(str(t["thread_id"]))
-            tasks = state.get("tasks") or []
+        if status == "interrupted":  # interrupt_before/after, or interrupt()
             paused = pause(
                 next_nodes=tuple(state.get("next") or ()),
                 interrupted_in=tuple(str(x.get("name")) for x in tasks if x.get("interrupts")),

@@ -44,19 +44,11 @@ class StoreOp:
         return self.op in ("put", "delete")
 
     def row(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "namespace": self.namespace,
-            "agent": self.agent,
-            "node": self.node,
-            "step": self.step,
-            "checkpoint_id": self.checkpoint_id,
-            "op": self.op,
-            "store_namespace": self.store_namespace,
-        }
+        where = ("namespace", "agent", "node", "step", "checkpoint_id", "op", "store_namespace")
+        out = {k: getattr(self, k) for k in where}
         for name in ("key", "value", "found", "query", "filter", "count"):
-            v = getattr(self, name)
-            if v is not None:
-                out[name] = v
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         if self.op == "search":
             out["items"] = self.items
         return out

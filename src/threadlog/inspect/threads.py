@@ -15,9 +15,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import START
 
+from threadlog.checkpoint.backends import backend_of
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
-from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.records import Progress, pause, refused
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
@@ -39,7 +39,7 @@ def summaries(
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
-    nested = subgraph_counts(saver, [h.thread_id for h in heads])
+    nested = backend_of(saver).subgraph_counts() if heads else {}
     graphs: dict[Shape, Any] = {}  # one stand-in per shape of head
     needle = (search or "").lower()
     shown = 0
