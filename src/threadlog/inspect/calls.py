@@ -209,9 +209,6 @@ def _message_lines(m: Mapping[str, Any], indent: str) -> list[str]:
     return [f"{indent}{safe(label)}: {lines[0]}", *(pad + line for line in lines[1:])]
 
 
-# -- reading ---------------------------------------------------------------------------------
-
-
 def recorded_calls(source: Any, thread_id: str) -> CallList:
     """The model calls `thread_id` recorded, from a saver or a checkpointer URL."""
     return calls_from(thread_tuples(source, thread_id), thread_id)

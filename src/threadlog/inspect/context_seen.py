@@ -173,12 +173,9 @@ class ContextSeen(Table):
         ]
         for pos, m in enumerate(self.log):
             hit = in_ctx.get(m.id)
+            seen = "hidden" if m.id in hidden else "cut"
             if hit is not None:
                 seen = "kept" if digest(hit[1]) == digest(m) else "changed"
-            elif m.id in hidden:
-                seen = "hidden"
-            else:
-                seen = "cut"
             rows.append(
                 {
                     "part": "log",

@@ -81,23 +81,22 @@ class ForkTree(Table):
         return [r for r in self.thread.records if len(r.children) > 1]
 
     def rows(self) -> list[dict[str, Any]]:
-        out = []
-        for b in self.branches:
-            for r in b.records:
-                out.append(
-                    {
-                        "checkpoint_id": r.checkpoint_id,
-                        "parent_id": r.parent_id,
-                        "step": r.step,
-                        "source": r.source,
-                        "branch": b.number,
-                        "parent_branch": b.parent_branch,
-                        "depth": b.depth,
-                        "is_fork_point": len(r.children) > 1,
-                        "is_head": not r.children,
-                        "messages": len(r.messages),
-                    }
-                )
+        out = [
+            {
+                "checkpoint_id": r.checkpoint_id,
+                "parent_id": r.parent_id,
+                "step": r.step,
+                "source": r.source,
+                "branch": b.number,
+                "parent_branch": b.parent_branch,
+                "depth": b.depth,
+                "is_fork_point": len(r.children) > 1,
+                "is_head": not r.children,
+                "messages": len(r.messages),
+            }
+            for b in self.branches
+            for r in b.records
+        ]
         return sorted(out, key=lambda row: str(row["checkpoint_id"]))
 
     def summary(self) -> list[str]:

@@ -74,14 +74,10 @@ def value_changes(
     values: Mapping[str, Any], before: Mapping[str, Any] | None, skip: Iterable[str]
 ) -> list[tuple[str, Any, Any]]:
     """The keys (not in `skip`) whose value differs from `before`'s, in name order."""
-    skipped = set(skip)
     prior = before or {}
-    out = []
-    for key in sorted((set(values) | set(prior)) - skipped):
-        a, b = prior.get(key, MISSING), values.get(key, MISSING)
-        if not _same(a, b):
-            out.append((key, a, b))
-    return out
+    keys = sorted((set(values) | set(prior)) - set(skip))
+    pairs = ((k, prior.get(k, MISSING), values.get(k, MISSING)) for k in keys)
+    return [(k, a, b) for k, a, b in pairs if not _same(a, b)]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -87,19 +87,13 @@ def sqlite_path(source: str) -> str | None:
 @contextlib.contextmanager
 def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     path = sqlite_path(source)
-    if path is not None:
-        with _sqlite(path) as saver:
-            yield saver
-        return
-    scheme = urlsplit(source).scheme.lower()
-    if scheme in ("postgresql", "postgres"):
-        with _postgres(source) as saver:
-            yield saver
-        return
-    raise SourceError(
-        f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
-        "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
-    )
+    if path is None and urlsplit(source).scheme.lower() not in ("postgresql", "postgres"):
+        raise SourceError(
+            f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
+            "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
+        )
+    with _sqlite(path) if path is not None else _postgres(source) as saver:
+        yield saver
 
 
 @contextlib.contextmanager

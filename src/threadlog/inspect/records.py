@@ -26,6 +26,7 @@ __all__ = [
     "Graph",
     "Progress",
     "TaskError",
+    "error_text",
     "linked",
     "list_tuples",
     "parse_time",
@@ -269,22 +270,22 @@ def _parent_id(tup: CheckpointTuple) -> str | None:
 
 
 def _interrupts(tup: CheckpointTuple) -> tuple[str, ...]:
-    out: list[str] = []
-    for _, channel, value in tup.pending_writes or ():
-        if channel == _INTERRUPT:
-            items = value if isinstance(value, (list, tuple)) else [value]
-            out.extend(str(getattr(v, "value", v)) for v in items)
-    return tuple(out)
+    writes = [v for _, ch, v in tup.pending_writes or () if ch == _INTERRUPT]
+    items = [x for v in writes for x in (v if isinstance(v, (list, tuple)) else [v])]
+    return tuple(str(getattr(v, "value", v)) for v in items)
 
 
 def _errors(tup: CheckpointTuple, names: Mapping[str, str]) -> tuple[TaskError, ...]:
-    out = []
-    for task_id, channel, value in tup.pending_writes or ():
-        if channel == _ERROR:
-            name = names.get(task_id) or f"task {task_id[:8]}"
-            text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-            out.append(TaskError(name, text))
-    return tuple(out)
+    return tuple(
+        TaskError(names.get(task_id) or f"task {task_id[:8]}", error_text(value))
+        for task_id, channel, value in tup.pending_writes or ()
+        if channel == _ERROR
+    )
+
+
+def error_text(value: Any) -> str:
+    # Savers store an error as its repr (a str) or as the exception itself.
+    return value if isinstance(value, str) else f"{type(value).__name__}: {value}"
 
 
 def _name_errors(

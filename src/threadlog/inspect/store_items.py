@@ -72,10 +72,10 @@ class StoreOp:
             out.append("    " + safe(_json(self.value)))
         if self.op == "search":
             out.append(f"    → {len(self.items)} item(s)")
-            for i in self.items:
-                out.append(
-                    "      " + safe(f"{'/'.join(i['namespace'])} [{i['key']}] {_json(i['value'])}")
-                )
+            out += [
+                "      " + safe(f"{'/'.join(i['namespace'])} [{i['key']}] {_json(i['value'])}")
+                for i in self.items
+            ]
         return out
 
     def html(self) -> str:

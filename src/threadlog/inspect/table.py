@@ -86,8 +86,6 @@ class Table:
         return f"<{type(self).__name__}: {safe(self.title)}>"
 
 
-# -- plain text ------------------------------------------------------------------
-
 WIDTH = 100
 
 
@@ -142,8 +140,6 @@ def render_text(table: Table, width: int = WIDTH) -> str:
         out.extend(fit(line, width) for line in textwrap.wrap(safe(note, keep="\n\t"), width))
     return "\n".join(out)
 
-
-# -- HTML ------------------------------------------------------------------------
 
 # Scoped to .threadlog-inspect; `!important` beats JupyterLab's more specific cell rules.
 STYLE = """<style>

@@ -87,12 +87,11 @@ class Thread:
         self.namespace = namespace  # a subgraph's checkpoint_ns, or "" (the root)
         self.subgraph_list = subgraph_list or []
         self.source = source  # a LangGraph server's URL when read from one
-        loaded = {r.checkpoint_id for r in records}
-        self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)
         self.graph = graph
         self.records = records
         self.bytes_known = bytes_known
         self._by_id = {r.checkpoint_id: r for r in records}
+        self.partial = any(r.parent_id and r.parent_id not in self._by_id for r in records)
         self._inherited: frozenset[str] | None = None
         self.message_keys: list[str] = ["messages"]
         self.key = "messages"  # the message key the views read
@@ -165,8 +164,6 @@ class Thread:
                 if isinstance(obj, ModelNode):
                     return obj
         return None
-
-    # -- views ---------------------------------------------------------------
 
     def timeline(self, branch: str | None = None) -> Timeline:
         """One row per checkpoint (all branches; `branch=` limits to root → that one)."""

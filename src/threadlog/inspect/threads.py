@@ -66,18 +66,15 @@ def summaries(
                 k: [m for m in values.get(k) or [] if isinstance(m, BaseMessage)] for k in found
             }
             messages = lists.pop(main, [])
-            s = summarize(
-                head,
-                messages,
-                failed,
-                snap.created_at or "",
-                others={k: v for k, v in lists.items() if v},
-            )
-            paused = _paused(snap, bool(failed))
-            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=paused)
+            others = {k: v for k, v in lists.items() if v}
+            s = summarize(head, messages, failed, snap.created_at or "", others=others)
             said = last_input_text(saver, head.thread_id)
-            if said is not None:
-                s = replace(s, last_user=said)
+            s = replace(
+                s,
+                subgraphs=nested.get(head.thread_id, 0),
+                paused=_paused(snap, bool(failed)),
+                last_user=s.last_user if said is None else said,
+            )
             if needle and not matches(needle, s, messages):
                 continue
             yield s
