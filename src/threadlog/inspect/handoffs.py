@@ -45,23 +45,21 @@ class Handoffs(Table):
     def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         at = thread.get(checkpoint)
         self.title = f"{thread.label} · handoffs"
-        makers: dict[str, AIMessage] = {}
+        made: dict[str, tuple[str | None, str]] = {}  # call id: (the caller's name, the tool)
         self._rows: list[dict[str, Any]] = []
         for m in at.messages:
             if isinstance(m, AIMessage):
-                for c in m.tool_calls:
-                    if c.get("id"):
-                        makers[str(c["id"])] = m
+                made.update(
+                    {str(c["id"]): (m.name, c["name"]) for c in m.tool_calls if c.get("id")}
+                )
             elif isinstance(m, ToolMessage):
-                maker = makers.get(m.tool_call_id)
-                calls = maker.tool_calls if maker is not None else []
-                tool = next((c["name"] for c in calls if c.get("id") == m.tool_call_id), None)
+                maker, tool = made.get(m.tool_call_id, (None, None))
                 to = handoff_destination(m, tool)
                 if to is None or m.status == "error":
                     continue
                 self._rows.append(
                     {
-                        "from": (maker.name if maker is not None else None) or "?",
+                        "from": maker or "?",
                         "to": to,
                         "call_id": m.tool_call_id,
                         "tool": tool or m.name,

@@ -300,10 +300,7 @@ def _name_errors(
     for child in rec.children:
         names.update(by_id[child].writers)
     if not names and rec.parent_id in tuples:
-        ptup = tuples[rec.parent_id or ""]
-        names = {
-            v.node for _, ch, v in ptup.pending_writes or () if ch == TASKS and isinstance(v, Send)
-        }
+        names = set(_sent_to(tuples[rec.parent_id or ""]))
     if len(names) != 1:
         return rec.errors
     (name,) = names
@@ -317,15 +314,13 @@ def _writers(
 ) -> tuple[str, ...]:
     if rec.parent_id is not None and rec.parent_id not in tuples:
         return ()  # the parent was not loaded (`last=N`): nothing to compare with
-    tup = tuples[rec.checkpoint_id]
-    seen: Mapping[str, Any] = tup.checkpoint.get("versions_seen") or {}
-    parent_seen: Mapping[str, Any] = {}
-    grand: CheckpointTuple | None = None
+    seen: Mapping[str, Any] = tuples[rec.checkpoint_id].checkpoint.get("versions_seen") or {}
     pid = rec.parent_id
-    if pid is not None and pid in tuples:
+    parent_seen: Mapping[str, Any] = {}
+    if pid is not None:
         parent_seen = tuples[pid].checkpoint.get("versions_seen") or {}
-        gp = by_id[pid].parent_id
-        grand = tuples.get(gp) if gp else None
+    gp = by_id[pid].parent_id if pid is not None else None
+    grand = tuples.get(gp) if gp else None
     names = [n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v]
     if rec.source == "update":
         # update_state writes "as" a node it does not always name: name the call itself.
@@ -333,10 +328,12 @@ def _writers(
         names = names or ["update_state"]
     elif grand is not None and rec.source == "loop":
         # A Send written in step k is saved against checkpoint k-1 and runs in step k+1.
-        names += [
-            v.node for _, ch, v in grand.pending_writes or () if ch == TASKS and isinstance(v, Send)
-        ]
+        names += _sent_to(grand)
     return tuple(dict.fromkeys(names))
+
+
+def _sent_to(tup: CheckpointTuple) -> list[str]:
+    return [v.node for _, ch, v in tup.pending_writes or () if ch == TASKS and isinstance(v, Send)]
 
 
 def refused(

@@ -255,22 +255,23 @@ def thread(
     config: RunnableConfig = (
         {"configurable": {"thread_id": thread}} if isinstance(thread, str) else thread
     )
-    thread_id = (config.get("configurable") or {}).get("thread_id")
-    if not thread_id:
+    conf = dict(config.get("configurable") or {})
+    if not conf.get("thread_id"):
         raise ValueError(
             "no thread id: pass a thread id string or a config with "
             "{'configurable': {'thread_id': ...}}"
         )
-    namespace = namespace or str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+    thread_id = str(conf["thread_id"])
+    namespace = namespace or str(conf.get("checkpoint_ns") or "")
     if namespace:
-        config = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": ""}}
+        config = {"configurable": {**conf, "checkpoint_ns": ""}}
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace
 
         refuse_namespace(namespace, "state history")
         with Server(source) as server:
-            records = server.records(str(thread_id), last=last)
-        loaded = Thread(str(thread_id), records, bytes_known=False, source=describe(source))
+            records = server.records(thread_id, last=last)
+        loaded = Thread(thread_id, records, bytes_known=False, source=describe(source))
         return _keyed(loaded, None, key)
     with contextlib.ExitStack() as opened:
         graph = source if isinstance(source, Pregel) else None
@@ -287,14 +288,14 @@ def thread(
                 f"cannot inspect a {type(source).__name__}: pass a compiled graph, a "
                 "checkpointer, or a checkpointer URL such as 'sqlite:///threads.db'"
             )
-        loaded = _load(graph, saver, config, str(thread_id), last, progress, namespace, schema, key)
+        loaded = _load(graph, saver, config, thread_id, last, progress, namespace, schema, key)
         if calls:
             from threadlog.inspect.calls import calls_from, thread_tuples
             from threadlog.inspect.store_items import store_items_from
 
-            stored = thread_tuples(saver, str(thread_id))
-            loaded.recorded = calls_from(stored, str(thread_id))
-            loaded.store_used = store_items_from(stored, str(thread_id))
+            stored = thread_tuples(saver, thread_id)
+            loaded.recorded = calls_from(stored, thread_id)
+            loaded.store_used = store_items_from(stored, thread_id)
         return loaded
 
 
