@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,7 @@ from threadlog.inspect.namespaces import (
     subgraph_namespaces,
 )
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+from threadlog.inspect.readonly import describe, is_server_url, local_saver
 from threadlog.inspect.records import (
     CheckpointRecord,
     Graph,
@@ -273,21 +272,19 @@ def thread(
             records = server.records(thread_id, last=last)
         loaded = Thread(thread_id, records, bytes_known=False, source=describe(source))
         return _keyed(loaded, None, key)
-    with contextlib.ExitStack() as opened:
-        graph = source if isinstance(source, Pregel) else None
-        saver = source.checkpointer if isinstance(source, Pregel) else source
+    graph = source if isinstance(source, Pregel) else None
+    if graph is not None and not isinstance(graph.checkpointer, BaseCheckpointSaver):
+        raise ValueError(
+            "this graph was compiled without a checkpointer, so it has no checkpoints "
+            "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
+        )
+    refusal = (
+        "cannot inspect a {}: pass a compiled graph, a checkpointer, or a checkpointer URL "
+        "such as 'sqlite:///threads.db'"
+    )
+    with local_saver(graph.checkpointer if graph is not None else source, refusal) as saver:
         if isinstance(source, str):
-            saver = with_history_cache(opened.enter_context(open_readonly(source)))
-        elif graph is not None and not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(
-                "this graph was compiled without a checkpointer, so it has no checkpoints "
-                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
-            )
-        elif not isinstance(saver, BaseCheckpointSaver):
-            raise TypeError(
-                f"cannot inspect a {type(source).__name__}: pass a compiled graph, a "
-                "checkpointer, or a checkpointer URL such as 'sqlite:///threads.db'"
-            )
+            saver = with_history_cache(saver)
         loaded = _load(graph, saver, config, thread_id, last, progress, namespace, schema, key)
         if calls:
             from threadlog.inspect.calls import calls_from, thread_tuples
