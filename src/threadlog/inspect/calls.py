@@ -145,8 +145,7 @@ class CallList(RecordedRows[RecordedCall]):
                 parts.append(
                     f"<li><b>{escape(str(m.get('role')))}</b> "
                     f"<pre>{escape(content_text(m.get('content')))}</pre>"
-                    + (escape(calls_text(m)) if m.get("tool_calls") else "")
-                    + "</li>"
+                    f"{escape(calls_text(m))}</li>"
                 )
             parts.append("</ol>")
             parts += [

@@ -101,19 +101,15 @@ def _message(m: BaseMessage) -> str:
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
                 f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
-        timing = record_of(m)
-        facts = []
-        if timing.get("model"):
-            facts.append(str(timing["model"]))
-        if timing.get("latency_ms") is not None:
-            facts.append(f"{float(timing['latency_ms']):.0f} ms")
-        if m.usage_metadata:
-            u = m.usage_metadata
-            facts.append(f"{u['input_tokens']} in · {u['output_tokens']} out")
-            cached = (u.get("input_token_details") or {}).get("cache_read")
-            if cached:
-                facts.append(f"{cached} cached")
-        if facts:
+        timing, u = record_of(m), m.usage_metadata
+        cached = (u.get("input_token_details") or {}).get("cache_read") if u else None
+        facts = [
+            str(timing.get("model") or ""),
+            f"{float(timing['latency_ms']):.0f} ms" if timing.get("latency_ms") is not None else "",
+            f"{u['input_tokens']} in · {u['output_tokens']} out" if u else "",
+            f"{cached} cached" if cached else "",
+        ]
+        if facts := [f for f in facts if f]:
             parts.append(f'<div class="tl-meta">model call: {escape(" · ".join(facts))}</div>')
     parts.append("</div>")
     return "".join(parts)

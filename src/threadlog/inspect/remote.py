@@ -180,13 +180,9 @@ class Server:
         return records
 
     def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if checkpoint_id:
-            kwargs["checkpoint_id"] = checkpoint_id
-        state = self._call(
-            f"thread {thread_id!r}", self.client.threads.get_state, thread_id, **kwargs
-        )
-        return dict(state)
+        kwargs = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
+        get = self.client.threads.get_state
+        return dict(self._call(f"thread {thread_id!r}", get, thread_id, **kwargs))
 
     def threads(self, *, search: str | None = None, limit: int = 20) -> list[ThreadSummary]:
         needle = (search or "").lower()

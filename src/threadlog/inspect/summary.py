@@ -81,9 +81,7 @@ def _error_line(m: ToolMessage) -> str:
 
 
 def matches(needle: str, s: ThreadSummary, messages: list[BaseMessage]) -> bool:
-    if needle in s.thread_id.lower():
-        return True
-    return any(needle in _text(m).lower() for m in messages)
+    return needle in s.thread_id.lower() or any(needle in _text(m).lower() for m in messages)
 
 
 def _text(m: BaseMessage) -> str:

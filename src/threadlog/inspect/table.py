@@ -94,13 +94,6 @@ def _pad(text: str, width: int, align: str) -> str:
     return gap + text if align == ">" else text + gap
 
 
-def _widths(columns: tuple[Column, ...], width: int) -> list[int]:
-    gaps = len(columns) - 1
-    fixed = sum(c.width for c in columns)
-    rest = max(8, width - fixed - gaps)
-    return [c.width or rest for c in columns]
-
-
 def _lines(cell: Cell) -> list[str]:
     return list(cell) if isinstance(cell, list) else [cell]
 
@@ -111,7 +104,8 @@ INDENT = 6
 def render_text(table: Table, width: int = WIDTH) -> str:
     cols = tuple(c for c in table.columns if not c.below)
     below = [c for c in table.columns if c.below]
-    widths = _widths(cols, width)
+    rest = max(8, width - sum(c.width for c in cols) - (len(cols) - 1))  # the width-0 column's
+    widths = [c.width or rest for c in cols]
     out = [fit(line, width) for line in [table.title, *table.summary()] if line]
 
     def line(cells: list[str]) -> str:
