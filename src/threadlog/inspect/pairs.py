@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
-from threadlog.inspect.steps import appended, extends, short_id
+from threadlog.inspect.steps import appended, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.log.messages import calls_of, preview
 from threadlog.log.pairing import call_id, open_in, repair_kind
@@ -43,13 +43,10 @@ class ToolPairs(Table):
         path = thread.path(checkpoint)
         self.at = path[-1]
         first_seen: dict[str, CheckpointRecord] = {}
-        prev: CheckpointRecord | None = None
-        for rec in path:
-            new = appended(rec, prev) if prev is not None and extends(rec, prev) else rec.messages
-            for m in new:
-                if m.id and m.id not in first_seen:
-                    first_seen[m.id] = rec
-            prev = rec
+        for prev, rec in zip([None, *path[:-1]], path, strict=True):
+            first_seen |= {
+                m.id: rec for m in appended(rec, prev) if m.id and m.id not in first_seen
+            }
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
         still_open = {(id(o.request), o.call_index) for o in open_in(self.at.messages)}
         self._rows: list[dict[str, Any]] = []
