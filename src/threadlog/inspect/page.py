@@ -33,6 +33,7 @@ from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import (
     appended,
+    compactions_added,
     describe_compaction,
     message_line,
     removed_since,
@@ -251,7 +252,7 @@ def _turn(
         events += [_message(m) for m in msgs if m.id not in inherited]
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
-            for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+            for e in compactions_added(rec, parent)
         ]
         events += [  # hidden from the state by this step's RemoveMessage; the log keeps it
             f'<div class="r-removed">removed {escape(message_line(m))} (RemoveMessage by '

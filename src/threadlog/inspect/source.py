@@ -123,10 +123,8 @@ def stand_in(
     for name in sorted(shape.nodes if shape is not None else ()):
         if name in builder.channels:
             continue  # a node never shares a state key's name; a stored oddity: skip it
-        try:
+        with contextlib.suppress(ValueError):  # a name StateGraph refuses (reserved characters)
             builder.add_node(name, lambda state: None)
-        except ValueError:  # a name StateGraph refuses (reserved characters)
-            continue
     graph = builder.compile(checkpointer=saver)
     # A schema the caller passed is code: its state types are allowed; stored keys are not.
     return allow_state_types(graph) if given else graph

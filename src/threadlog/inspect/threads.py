@@ -89,18 +89,12 @@ def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | No
     """The text of the last user message a run's input brought (not one a node wrote)."""
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
-        inputs = saver.list(config, filter={"source": "input"}, limit=3)
-        for tup in inputs:
-            start = (tup.checkpoint.get("channel_values") or {}).get(START)
-            if not isinstance(start, Mapping):
-                continue
-            for value in start.values():
-                text = _user_text(value)
-                if text is not None:
-                    return text
+        inputs = list(saver.list(config, filter={"source": "input"}, limit=3))
     except Exception:  # a saver that cannot filter: the head's last user message
         return None
-    return None
+    starts = [(t.checkpoint.get("channel_values") or {}).get(START) for t in inputs]
+    texts = (_user_text(v) for s in starts if isinstance(s, Mapping) for v in s.values())
+    return next((t for t in texts if t is not None), None)
 
 
 def _user_text(value: Any) -> str | None:
