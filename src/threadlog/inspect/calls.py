@@ -1,13 +1,8 @@
-"""The model calls a thread recorded (`checkpoint/calls.py`), read back for people.
+"""The model calls a thread recorded, read back for people: `recorded_calls(source, tid)`.
 
-Contract: `recorded_calls(source, thread_id)` reads every `CALLS_CHANNEL` write of the
-thread (every namespace and branch, read-only) into a `CallList`, in start order. A
-`RecordedCall` holds the messages as sent (a message stored by reference is read from the
-thread's messages by id and digest; `missing` when pruned), tool names and schemas,
-model, provider and parameters, the reply (`reply_id`) and further generations
-(`other_replies`), and where it ran (`namespace`, `agent`, `node`, `step`,
-`checkpoint_id`). `rows()` is JSON-ready; `json_text()` escapes C1 and bidi controls;
-`str()` is terminal-safe; `_repr_html_()` escapes everything.
+A message stored by reference is read from the thread's messages by id and digest
+(`missing` when pruned). `json_text()` escapes C1 and bidi controls; `str()` is
+terminal-safe; `_repr_html_()` escapes everything.
 """
 
 from __future__ import annotations
@@ -53,37 +48,21 @@ class RecordedCall:
     started: float = 0.0
     run_id: str = ""
     ns: str = ""  # the task's own namespace, task ids included
-    other_replies: list[dict[str, Any]] = field(default_factory=list)
-    """The generations after the first, in order, for a call that made several (`n>1`)."""
+    other_replies: list[dict[str, Any]] = field(default_factory=list)  # generations 2.. (n>1)
 
     @property
     def system_prompt(self) -> str | None:
-        """The text of the first system message sent, if any."""
         for m in self.messages:
             if m.get("role") in ("system", "developer"):
                 return content_text(m.get("content"))
         return None
 
     def row(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "agent": self.agent,
-            "node": self.node,
-            "step": self.step,
-            "model": self.model,
-            "provider": self.provider,
-            "params": self.params,
-            "messages": self.messages,
-            "tools": self.tools,
-            "tool_schemas": self.tool_schemas,
-            "reply_id": self.reply_id,
-            "reply": self.reply,
-            "other_replies": self.other_replies,
-            "error": self.error,
-            "checkpoint_id": self.checkpoint_id,
-            "task": self.task,
-            "run_id": self.run_id,
-        }
+        return {k: getattr(self, k) for k in _CALL_ROW}
+
+
+_CALL_ROW = """namespace agent node step model provider params messages tools tool_schemas reply_id
+reply other_replies error checkpoint_id task run_id""".split()
 
 
 class _Row(Protocol):
@@ -94,8 +73,7 @@ R = TypeVar("R", bound=_Row)
 
 
 class RecordedRows(Generic[R]):
-    """What a thread's steps recorded, as a sequence and as JSON rows (the calls and the
-    store views share it; `entries()` is the one thing a view supplies)."""
+    """What a thread's steps recorded, as a sequence and as JSON rows."""
 
     def entries(self) -> list[R]:
         raise NotImplementedError
@@ -119,8 +97,6 @@ class RecordedRows(Generic[R]):
 
 @dataclass
 class CallList(RecordedRows[RecordedCall]):
-    """A thread's recorded model calls, in the order they started."""
-
     thread_id: str
     calls: list[RecordedCall] = field(default_factory=list)
 
@@ -147,12 +123,10 @@ class CallList(RecordedRows[RecordedCall]):
                 out.extend(_message_lines(m, "  "))
             if c.error:
                 out.append("  ✗ error: " + safe(c.error))
-            if c.reply is not None:
-                out.extend(_message_lines(c.reply, "  → "))
-            elif c.reply_id:
+            if c.reply is None and c.reply_id:
                 out.append(f"  → reply {safe(c.reply_id)} (not stored)")
-            for k, other in enumerate(c.other_replies, 2):
-                out.extend(_message_lines(other, f"  → generation {k}: "))
+            for label, reply in _replies(c):
+                out.extend(_message_lines(reply, f"  {label}"))
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -171,25 +145,24 @@ class CallList(RecordedRows[RecordedCall]):
                 parts.append(
                     f"<li><b>{escape(str(m.get('role')))}</b> "
                     f"<pre>{escape(content_text(m.get('content')))}</pre>"
-                    + (escape(_calls_text(m)) if m.get("tool_calls") else "")
-                    + "</li>"
+                    f"{escape(calls_text(m))}</li>"
                 )
             parts.append("</ol>")
-            if c.reply is not None:
-                parts.append(
-                    f"<p>→ <pre>{escape(content_text(c.reply.get('content')))}"
-                    f"{escape(_calls_text(c.reply))}</pre></p>"
-                )
-            for k, other in enumerate(c.other_replies, 2):
-                parts.append(
-                    f"<p>→ generation {k}: <pre>{escape(content_text(other.get('content')))}"
-                    f"{escape(_calls_text(other))}</pre></p>"
-                )
+            parts += [
+                f"<p>{label}<pre>{escape(content_text(reply.get('content')))}"
+                f"{escape(calls_text(reply))}</pre></p>"
+                for label, reply in _replies(c)
+            ]
             if c.error:
                 parts.append(f"<p>error: {escape(c.error)}</p>")
             parts.append("</details>")
         parts.append("</div>")
         return "".join(parts)
+
+
+def _replies(c: RecordedCall) -> list[tuple[str, dict[str, Any]]]:
+    first = [("→ ", c.reply)] if c.reply is not None else []
+    return first + [(f"→ generation {k}: ", o) for k, o in enumerate(c.other_replies, 2)]
 
 
 def content_text(content: Any) -> str:
@@ -211,7 +184,7 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def _calls_text(m: Mapping[str, Any]) -> str:
+def calls_text(m: Mapping[str, Any]) -> str:
     calls = m.get("tool_calls") or []
     return "".join(
         f"\n[call {c.get('name')}({json.dumps(c.get('args'), ensure_ascii=False, default=str)})"
@@ -229,13 +202,10 @@ def _message_lines(m: Mapping[str, Any], indent: str) -> list[str]:
         label += f"[{m['tool_call_id']}]"
     if m.get("name"):
         label += f" ({m['name']})"
-    text = content_text(m.get("content")) + _calls_text(m)
+    text = content_text(m.get("content")) + calls_text(m)
     lines = safe(text, keep="\n\t").split("\n") or [""]
     pad = " " * (len(indent) + 2)
     return [f"{indent}{safe(label)}: {lines[0]}", *(pad + line for line in lines[1:])]
-
-
-# -- reading ---------------------------------------------------------------------------------
 
 
 def recorded_calls(source: Any, thread_id: str) -> CallList:
@@ -245,7 +215,7 @@ def recorded_calls(source: Any, thread_id: str) -> CallList:
 
 def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
     """Every checkpoint of `thread_id` (all namespaces) with its writes, recorded calls
-    included, from a saver, a compiled graph or a checkpointer URL."""
+    included."""
     from threadlog.inspect.readonly import local_saver
 
     refusal = (
@@ -256,7 +226,7 @@ def thread_tuples(source: Any, thread_id: str) -> list[CheckpointTuple]:
     if isinstance(graph_saver, BaseCheckpointSaver):
         source = graph_saver
     with local_saver(source, refusal) as saver:
-        # The backend's own listing: threadlog's layers hide the recorded calls from runs.
+        # The backend's own listing: threadlog's layers hide the recorded calls.
         raw = unwrap(saver)
         return list(type(raw).list(raw, {"configurable": {"thread_id": thread_id}}))
 
@@ -277,8 +247,7 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
     stored = _stored_messages(tuples, wanted)
     index: dict[str, BaseMessage] = {}
 
-    def by_digest() -> Mapping[str, BaseMessage]:
-        # Built once, on the first reference by content alone (a copy sent without id).
+    def by_digest() -> Mapping[str, BaseMessage]:  # for a copy sent without id
         if not index:
             for m in _all_messages(tuples):
                 digests = stored_digests(m)
@@ -294,8 +263,8 @@ def calls_from(tuples: Iterable[CheckpointTuple], thread_id: str) -> CallList:
 def recorded_entries(
     tuples: Iterable[CheckpointTuple], key: str
 ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
-    """`(checkpoint id, entry)` for each `key` entry (`calls`, `store`) of the recorded-calls
-    writes, in the order they started, and the blobs those writes carry."""
+    """`(checkpoint id, entry)` for each `key` entry (`calls`, `store`) in start order, and
+    the blobs the writes carry."""
     found: list[tuple[str, dict[str, Any]]] = []
     blobs: dict[str, Any] = {}
     for tup in tuples:
@@ -312,8 +281,7 @@ def recorded_entries(
 
 
 def task_place(entry: Mapping[str, Any]) -> tuple[list[str], str, str, str]:
-    """`(ns parts, namespace, agent, node)` of the task an entry was recorded in: the
-    graph's node names above the task, the agent (the nearest of them) and the node."""
+    """`(ns parts, namespace, agent, node)` of the task an entry was recorded in."""
     ns = str(entry.get("ns") or "")
     parts = ns.split(PREGEL.ns_sep) if ns else []
     names = [p.rsplit(PREGEL.ns_end, 1)[0] for p in parts]
@@ -323,8 +291,7 @@ def task_place(entry: Mapping[str, Any]) -> tuple[list[str], str, str, str]:
 
 
 def _expand_slices(found: list[tuple[str, dict[str, Any]]]) -> None:
-    """Each call's `{"slice": [run id, start, end]}` entries as the entries of the call
-    they name, expanded once that call's own are."""
+    """Each call's `{"slice": [run id, start, end]}` entries as the entries they name."""
     by_run: dict[str, list[Any]] = {}
     waiting = [call for _, call in found]
     while waiting:
@@ -445,17 +412,14 @@ def _resolve(
     by_digest: Callable[[], Mapping[str, BaseMessage]] | None = None,
 ) -> dict[str, Any]:
     d, mid = entry.get("d"), entry.get("id")
-    if entry.get("missing"):
-        return {"role": "?", "content": None, "id": mid, "missing": True}
-    blob = blobs.get(str(d))
-    if isinstance(blob, Mapping):
-        return shown_message(blob, mid)
-    versions = stored.get(str(mid), []) if mid else []
-    for m in versions:
-        if d in stored_digests(m)[:1]:
-            return shown_message(_fp(m), mid)
-    if not mid and by_digest is not None:
-        same = by_digest().get(str(d))
+    if not entry.get("missing"):
+        blob = blobs.get(str(d))
+        if isinstance(blob, Mapping):
+            return shown_message(blob, mid)
+        for m in stored.get(str(mid), []) if mid else []:
+            if d in stored_digests(m)[:1]:
+                return shown_message(_fp(m), mid)
+        same = by_digest().get(str(d)) if not mid and by_digest is not None else None
         if same is not None:
             return shown_message(_fp(same))
     return {"role": "?", "content": None, "id": mid, "missing": True}
@@ -470,13 +434,15 @@ def _call(
 ) -> RecordedCall:
     parts, namespace, agent, node = task_place(call)
     params_blob = blobs.get(str(call.get("params")))
+    params = (params_blob.get("value") or {}) if isinstance(params_blob, Mapping) else {}
     tools_blob = blobs.get(str(call.get("tools_d")))
     reply_id = call.get("reply_id")
-    reply = None
-    if reply_id:
-        versions = stored.get(str(reply_id)) or []
-        if versions:
-            reply = shown_message(_fp(versions[0]), reply_id)
+    versions = (stored.get(str(reply_id)) or []) if reply_id else []
+
+    def resolved(key: str) -> list[dict[str, Any]]:
+        entries = call.get(key) or ()
+        return [_resolve(e, blobs, stored, by_digest) for e in entries if isinstance(e, Mapping)]
+
     step = call.get("step")
     return RecordedCall(
         namespace=namespace,
@@ -484,33 +450,20 @@ def _call(
         node=node,
         step=step if isinstance(step, int) else None,
         model=str(call.get("model") or "?"),
-        provider=call.get("provider")
-        or (
-            params_blob.get("value", {}).get("ls_provider")
-            if isinstance(params_blob, Mapping)
-            else None
-        ),
-        params=dict(params_blob.get("value") or {}) if isinstance(params_blob, Mapping) else {},
-        messages=[
-            _resolve(e, blobs, stored, by_digest)
-            for e in call.get("messages") or ()
-            if isinstance(e, Mapping)
-        ],
+        provider=call.get("provider") or params.get("ls_provider"),
+        params=dict(params),
+        messages=resolved("messages"),
         tools=[str(t) for t in call.get("tools") or ()],
         tool_schemas=(
             list(tools_blob.get("value") or []) if isinstance(tools_blob, Mapping) else None
         ),
         reply_id=None if reply_id is None else str(reply_id),
-        reply=reply,
+        reply=shown_message(_fp(versions[0]), reply_id) if versions else None,
         error=call.get("error"),
         checkpoint_id=cid,
         task=parts[-1].rsplit(PREGEL.ns_end, 1)[-1] if parts else "",
         started=float(call.get("t") or 0.0),
         run_id=str(call.get("run_id") or ""),
         ns=str(call.get("ns") or ""),
-        other_replies=[
-            _resolve(e, blobs, stored, by_digest)
-            for e in call.get("others") or ()
-            if isinstance(e, Mapping)
-        ],
+        other_replies=resolved("others"),
     )

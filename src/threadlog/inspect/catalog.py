@@ -1,10 +1,4 @@
-"""Which threads a checkpointer holds: ids, checkpoint counts, first and newest checkpoint.
-
-Contract: `thread_heads(saver)` returns one `Head` per root-namespace thread, newest first,
-from one backend query (`backend_of(saver)`), else `saver.list(None)`.
-`head_errors(saver, heads)` reads the `__error__` writes against those heads. `id_time`
-reads the time out of a uuid6 checkpoint id.
-"""
+"""Which threads a checkpointer holds: ids, checkpoint counts, first and newest checkpoint."""
 
 from __future__ import annotations
 
@@ -59,19 +53,19 @@ def thread_heads(saver: BaseCheckpointSaver[Any]) -> list[Head]:
 
 def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str, list[str]]:
     """`{thread_id: [error text, ...]}` for tasks that failed from each thread's head."""
+    from threadlog.inspect.records import error_text
+
     found = backend_of(saver).head_errors([(h.thread_id, h.head_id) for h in heads])
     out: dict[str, list[str]] = {}
     for tid, _, value in found:
-        text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-        out.setdefault(tid, []).append(text)
+        out.setdefault(tid, []).append(error_text(value))
     return out
 
 
 def checkpoint_ids(
     saver: BaseCheckpointSaver[Any], thread_id: str, namespace: str = ""
 ) -> list[str]:
-    """The ids of a thread's checkpoints in `namespace` (the root by default), oldest
-    first (no blob decoded)."""
+    """The ids of a thread's checkpoints in `namespace`, oldest first (no blob decoded)."""
     return backend_of(saver).checkpoint_ids(thread_id, namespace)
 
 
@@ -83,8 +77,7 @@ def resolve_checkpoint(
     see: str = "threadlog inspect",
     error: type[LookupError] = LookupError,
 ) -> str:
-    """The one id of `ids` that is `checkpoint` or ends/starts with it; else `error`,
-    pointing at `see` for the ids."""
+    """The one id of `ids` that is `checkpoint` or ends/starts with it; else `error`."""
     if checkpoint in ids:
         return checkpoint
     found = [i for i in ids if i.endswith(checkpoint) or i.startswith(checkpoint)]

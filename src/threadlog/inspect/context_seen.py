@@ -1,12 +1,8 @@
 """`ContextSeen`: for one model call, the exact context it was given, next to the full log.
 
-Contract: the call is an AIMessage of the log (its id, or an index among the AIMessages,
-default the last). With recorded calls (`thread(..., calls=True)`), the context is what
-that call sent (`.sent`, `prompt_source == "call"`). Otherwise it is a rebuild,
-`ModelNode.context_for` with the model node's policy and system prompt (from the graph,
-else `policy=` / `system_prompt=`), from the log of the checkpoint where the AIMessage
-first appears, and the summary says so. Rows: one per log message (kept or hidden) plus
-one per context message not in the log.
+With recorded calls (`thread(..., calls=True)`) the context is what the call sent;
+otherwise a rebuild by `ModelNode.context_for` (the graph's policy and prompt, else
+`policy=` / `system_prompt=`) from the checkpoint where the AIMessage first appears.
 """
 
 from __future__ import annotations
@@ -35,9 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextSeen"]
 
+_MARKS = {"kept": "✓", "changed": "✓", "added": "+", "hidden": "✂", "cut": "✂"}
+
 
 def _as_messages(sent: list[dict[str, Any]]) -> list[BaseMessage]:
-    """A recorded call's messages (`inspect.calls` dicts) as LangChain messages."""
     out: list[BaseMessage] = []
     for d in sent:
         kwargs: dict[str, Any] = {"id": d.get("id")}
@@ -105,30 +102,18 @@ class ContextSeen(Table):
         log = self.at.messages
         idx = next(i for i, m in enumerate(log) if m.id == self.call.id)
         self.log: list[BaseMessage] = log[:idx]
-        # The context comes from `ModelNode.context_for` itself, so it cannot drift from
-        # what the node sends.
         graph_node = thread.model_node()
         self.sent = self._sent(thread) if policy is None and system_prompt is None else None
         prompt, self.prompt_source = self._prompt(graph_node, system_prompt)
         self.assumed_policy = policy is None and graph_node is None
-        fixed_prompt = graph_node is not None and graph_node.choose_prompt is None
-        if (
-            graph_node is not None
-            and policy is None
-            and fixed_prompt
-            and prompt == graph_node.system_prompt
-        ):
-            node = graph_node
-        else:
-            if policy is None and graph_node is not None:
-                policy = graph_node.policy
-            # Imported here: opening a thread does not need the model node's module tree.
+        node = graph_node
+        if node is None or policy is not None or node.choose_prompt or prompt != node.system_prompt:
             from threadlog.nodes.model import ModelNode
 
             node = ModelNode(
                 None,
                 system_prompt=prompt,
-                context=policy,
+                context=policy or (graph_node.policy if graph_node is not None else None),
                 repair=graph_node.repair if graph_node is not None else "error-result",
             )
         self.assumed = self.assumed_policy or self.prompt_source == "assumed"
@@ -147,7 +132,6 @@ class ContextSeen(Table):
         )
 
     def _sent(self, thread: Thread) -> Any:
-        """The recorded call (`inspect.calls.RecordedCall`) whose reply is this message."""
         recorded = getattr(thread, "recorded", None)
         found = [c for c in recorded or () if c.reply_id == self.call.id]
         if not found or any(m.get("missing") for m in found[-1].messages):
@@ -155,8 +139,8 @@ class ContextSeen(Table):
         return found[-1]
 
     def _prompt(self, graph_node: ModelNode | None, given: str | None) -> tuple[str | None, str]:
-        """The system prompt this call was sent, and where that was learnt: "given",
-        "recorded" (the run's trace), "graph" (its fixed prompt) or "assumed" (none)."""
+        """The system prompt this call was sent, and where: "given", "recorded", "graph" or
+        "assumed"."""
         if given is not None:
             return given, "given"
         rec = record_of(self.call)
@@ -181,26 +165,17 @@ class ContextSeen(Table):
         }
         log_ids = {m.id for m in self.log}
         hidden = set(self.view.hidden) if self.sent is None else set()
-        rows: list[dict[str, Any]] = []
-        for i, m in enumerate(self.context):
-            if m.id is None or m.id not in log_ids:
-                rows.append(
-                    {
-                        "part": "context-only",
-                        "log_index": None,
-                        "context_index": i,
-                        "seen": "added",
-                        **message_row(m),
-                    }
-                )
+        rows: list[dict[str, Any]] = [
+            {"part": "context-only", "log_index": None, "context_index": i, "seen": "added"}
+            | message_row(m)
+            for i, m in enumerate(self.context)
+            if m.id is None or m.id not in log_ids
+        ]
         for pos, m in enumerate(self.log):
             hit = in_ctx.get(m.id)
+            seen = "hidden" if m.id in hidden else "cut"
             if hit is not None:
                 seen = "kept" if digest(hit[1]) == digest(m) else "changed"
-            elif m.id in hidden:
-                seen = "hidden"
-            else:
-                seen = "cut"
             rows.append(
                 {
                     "part": "log",
@@ -217,7 +192,6 @@ class ContextSeen(Table):
         return [m.id for m in self.context]
 
     def summary(self) -> list[str]:
-        # Short lines: the text view cuts every line at 100 columns.
         if self.sent is not None:
             where = self.sent.node + (f" in {self.sent.namespace}" if self.sent.namespace else "")
             return [
@@ -227,27 +201,21 @@ class ContextSeen(Table):
                 "system prompt: "
                 + ("none sent" if self.sent.system_prompt is None else "in full below"),
             ]
-        events = len(self.at.compactions)
         prompt = self.node._system
-        return (
-            [
-                "rebuilt from the log by the context rules: no recorded call made this message",
-                f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
-                f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
-                f"{events} compaction event(s) · cut_to {self.view.cut_to or '-'}",
-                *self._prompt_lines(prompt.id if prompt is not None else None),
+        out = [
+            "rebuilt from the log by the context rules: no recorded call made this message",
+            f"context {len(self.context)} messages ≈{self.context_tokens} tokens · "
+            f"full log {len(self.log)} messages ≈{self.log_tokens} tokens · "
+            f"{len(self.at.compactions)} compaction event(s) · cut_to {self.view.cut_to or '-'}",
+            *self._prompt_lines(prompt.id if prompt is not None else None),
+        ]
+        if self.assumed_policy:
+            out += [
+                f"policy assumed: max_turns={self.node.policy.max_turns} "
+                f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
+                "the app's own policy is not stored with the thread)",
             ]
-            + (
-                [
-                    f"policy assumed: max_turns={self.node.policy.max_turns} "
-                    f"max_tokens={self.node.policy.max_tokens} (ModelNode's default;",
-                    "the app's own policy is not stored with the thread)",
-                ]
-                if self.assumed_policy
-                else []
-            )
-            + self._recorded()
-        )
+        return out + self._recorded()
 
     def _prompt_lines(self, prompt_id: str | None) -> list[str]:
         model = self.recorded.get("model")
@@ -269,13 +237,12 @@ class ContextSeen(Table):
 
     @property
     def recorded(self) -> dict[str, Any]:
-        """What `ModelNode` recorded when it made this call (`response_metadata["threadlog"]`)."""
         return dict(record_of(self.call))
 
     @property
     def matches_record(self) -> bool | None:
-        """Whether the rebuilt context is what the run recorded sending (None: no record,
-        or no rebuild: the recorded call's own request is shown)."""
+        """Whether the rebuilt context is what the run recorded sending (None: no record, or
+        the recorded call itself is shown)."""
         rec = self.recorded
         if "context_messages" not in rec or self.sent is not None:
             return None
@@ -283,7 +250,6 @@ class ContextSeen(Table):
         return rec["context_messages"] == len(self.context) and rec.get("system_prompt") == prompt
 
     def _recorded(self) -> list[str]:
-        # The run's own record checks the rebuild's assumed policy and prompt.
         rec, ok = self.recorded, self.matches_record
         if ok is None:
             return []
@@ -312,18 +278,11 @@ class ContextSeen(Table):
         out: list[dict[str, Cell]] = []
         for r in self._rows:
             m = self.context[r["context_index"]] if r["part"] == "context-only" else by_id[r["id"]]
-            mark = {
-                "kept": "✓ kept",
-                "changed": "✓ changed",
-                "added": "+ added",
-                "hidden": "✂ hidden",
-                "cut": "✂ cut",
-            }[r["seen"]]
             ctx = r["context_index"]
             out.append(
                 {
                     "pos": "-" if r["log_index"] is None else str(r["log_index"]),
-                    "seen": mark,
+                    "seen": _MARKS[r["seen"]] + " " + r["seen"],
                     "ctx": "-" if ctx is None else str(ctx),
                     "message": message_line(m, 80),
                 }

@@ -15,6 +15,7 @@ from threadlog.inspect.table import Cell, Column, Table
 __all__ = ["CheckpointDiff"]
 
 
+# One shape for every change, so rows make a rectangular table (DataFrame).
 _KEYS = (
     "key",
     "id",
@@ -30,7 +31,6 @@ _KEYS = (
 
 
 def _row(change: str, kind: str, **fields: Any) -> dict[str, Any]:
-    # One shape for every change, so rows make a rectangular table (DataFrame).
     return {"change": change, "kind": kind, **{k: fields.get(k) for k in _KEYS}}
 
 
@@ -65,7 +65,6 @@ class CheckpointDiff(Table):
                 self._lines.append(f"{key}: {va!r} → {vb!r}")
 
     def _messages(self, key: str | None, a: list[Any], b: list[Any]) -> None:
-        # `key` None: the log the views read; another message key's lines are prefixed.
         a_ids, b_ids = {m.id for m in a}, {m.id for m in b}
         for sign, msgs, other in (("-", a, b_ids), ("+", b, a_ids)):
             for m in msgs:
@@ -73,18 +72,19 @@ class CheckpointDiff(Table):
                     self._rows.append(_row(sign, "message", **{**message_row(m), "key": key}))
                     self._lines.append((f"{key}: " if key else "") + message_line(m, 80))
 
-    @property
-    def added(self) -> list[dict[str, Any]]:
-        """Messages added to the log the views read (other keys' rows carry `key`)."""
+    def _changed(self, sign: str) -> list[dict[str, Any]]:
+        # Messages of the log the views read (other keys' rows carry `key`).
         return [
-            r for r in self._rows if r["change"] == "+" and r["kind"] == "message" and not r["key"]
+            r for r in self._rows if (r["change"], r["kind"], r["key"]) == (sign, "message", None)
         ]
 
     @property
+    def added(self) -> list[dict[str, Any]]:
+        return self._changed("+")
+
+    @property
     def removed(self) -> list[dict[str, Any]]:
-        return [
-            r for r in self._rows if r["change"] == "-" and r["kind"] == "message" and not r["key"]
-        ]
+        return self._changed("-")
 
     def summary(self) -> list[str]:
         return [

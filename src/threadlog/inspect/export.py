@@ -1,7 +1,5 @@
 """Exporting a thread's message history, complete, without running anything.
 
-Contract:
-
 * `messages_at(source, thread_id, checkpoint=None, namespace="")` returns
   `(messages, checkpoint_id)`: the log at the head (as `get_state` shows it, with what a
   stopped step's finished tasks stored) or exactly at one checkpoint (full id or unique
@@ -94,15 +92,12 @@ def loads(text: str) -> list[BaseMessage]:
 def messages_at(
     source: Any, thread_id: str, checkpoint: str | None = None, *, namespace: str = ""
 ) -> tuple[list[BaseMessage], str]:
-    """The log of `thread_id` (or of its subgraph `namespace`) at its head or `checkpoint`,
-    and that checkpoint's id."""
     from threadlog.inspect.readonly import is_server_url, local_saver
 
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace, to_messages
 
         refuse_namespace(namespace, "state")
-
         with Server(source) as server:
             cid = None
             if checkpoint:
@@ -128,7 +123,6 @@ def _from_saver(
     from threadlog.inspect.namespaces import InNamespace, no_such_namespace
     from threadlog.inspect.source import quiet_stand_in, stand_in
 
-    # The stand-in reads a subgraph's checkpoints through a view whose root is its namespace.
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     ids = checkpoint_ids(saver, thread_id, namespace) if checkpoint or namespace else []
     if namespace and not ids:
@@ -153,8 +147,7 @@ def _from_saver(
 
 
 def _openai(messages: Sequence[BaseMessage], payload: Any) -> list[dict[str, Any]]:
-    """The OpenAI messages, each removed one with its removal event beside it (the wire
-    format has no metadata: the event rides as an extra `threadlog_removed` key)."""
+    """The OpenAI messages, a removed one's event riding as an extra `threadlog_removed` key."""
     from threadlog.log.removals import REMOVED_KEY
 
     if not any(REMOVED_KEY in m.response_metadata for m in messages):
@@ -170,8 +163,6 @@ def _openai(messages: Sequence[BaseMessage], payload: Any) -> list[dict[str, Any
 def whole_history(
     source: Any, thread_id: str, checkpoint: str | None = None, *, namespace: str = ""
 ) -> tuple[list[BaseMessage], str]:
-    """Every message ever written to `thread_id` up to its head or `checkpoint`, removed
-    ones marked with the event that hid them (module doc), and that checkpoint's id."""
     from threadlog.inspect.readonly import is_server_url, local_saver
 
     if isinstance(source, str) and is_server_url(source):
@@ -241,7 +232,7 @@ def _whole(
 
 
 def _ran(now: dict[str, Any], then: dict[str, Any]) -> list[str]:
-    """The nodes whose step made the checkpoint: what they have seen changed."""
+    # The nodes whose step made the checkpoint: what they have seen changed.
     return sorted(
         node
         for node, versions in now.items()

@@ -1,9 +1,7 @@
 """`ForkTree`: a thread's checkpoints as a tree of branches.
 
-Contract: a branch is a maximal chain of checkpoints; a checkpoint with more than one
-child is a fork point. The oldest child continues its parent's branch, each later child
-starts a new one; branch 0 starts at the root. Rows: one per checkpoint with its branch,
-depth, and whether it is a fork point or a head. The text draws one line per branch.
+A checkpoint with more than one child is a fork point: the oldest child continues its
+parent's branch, each later child starts a new one; branch 0 starts at the root.
 """
 
 from __future__ import annotations
@@ -83,23 +81,22 @@ class ForkTree(Table):
         return [r for r in self.thread.records if len(r.children) > 1]
 
     def rows(self) -> list[dict[str, Any]]:
-        out = []
-        for b in self.branches:
-            for r in b.records:
-                out.append(
-                    {
-                        "checkpoint_id": r.checkpoint_id,
-                        "parent_id": r.parent_id,
-                        "step": r.step,
-                        "source": r.source,
-                        "branch": b.number,
-                        "parent_branch": b.parent_branch,
-                        "depth": b.depth,
-                        "is_fork_point": len(r.children) > 1,
-                        "is_head": not r.children,
-                        "messages": len(r.messages),
-                    }
-                )
+        out = [
+            {
+                "checkpoint_id": r.checkpoint_id,
+                "parent_id": r.parent_id,
+                "step": r.step,
+                "source": r.source,
+                "branch": b.number,
+                "parent_branch": b.parent_branch,
+                "depth": b.depth,
+                "is_fork_point": len(r.children) > 1,
+                "is_head": not r.children,
+                "messages": len(r.messages),
+            }
+            for b in self.branches
+            for r in b.records
+        ]
         return sorted(out, key=lambda row: str(row["checkpoint_id"]))
 
     def summary(self) -> list[str]:

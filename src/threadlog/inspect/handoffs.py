@@ -1,10 +1,7 @@
 """`Handoffs`: where a multi-agent app passed the conversation from one agent to another.
 
-Contract: `Thread.handoffs(checkpoint=None)` lists, in log order, each tool result that
-moved the conversation to another agent (langgraph-supervisor's `__handoff_destination` /
-`__is_handoff_back`, langgraph-swarm's, any `transfer_to_<agent>` /
-`transfer_back_to_<agent>`): `from` (the calling AIMessage's `name`), `to`, the call id
-and the tool.
+A handoff is a tool result with langgraph-supervisor's `__handoff_destination` metadata, or
+of a `transfer_to_<agent>` / `transfer_back_to_<agent>` tool (langgraph-swarm's too).
 """
 
 from __future__ import annotations
@@ -48,29 +45,21 @@ class Handoffs(Table):
     def __init__(self, thread: Thread, checkpoint: str | None = None) -> None:
         at = thread.get(checkpoint)
         self.title = f"{thread.label} · handoffs"
-        makers: dict[str, AIMessage] = {}
+        made: dict[str, tuple[str | None, str]] = {}  # call id: (the caller's name, the tool)
         self._rows: list[dict[str, Any]] = []
         for m in at.messages:
             if isinstance(m, AIMessage):
-                for c in m.tool_calls:
-                    if c.get("id"):
-                        makers[str(c["id"])] = m
-            elif isinstance(m, ToolMessage):
-                maker = makers.get(m.tool_call_id)
-                tool = (
-                    next(
-                        (c.get("name") for c in maker.tool_calls if c.get("id") == m.tool_call_id),
-                        None,
-                    )
-                    if maker is not None
-                    else None
+                made.update(
+                    {str(c["id"]): (m.name, c["name"]) for c in m.tool_calls if c.get("id")}
                 )
+            elif isinstance(m, ToolMessage):
+                maker, tool = made.get(m.tool_call_id, (None, None))
                 to = handoff_destination(m, tool)
                 if to is None or m.status == "error":
                     continue
                 self._rows.append(
                     {
-                        "from": (maker.name if maker is not None else None) or "?",
+                        "from": maker or "?",
                         "to": to,
                         "call_id": m.tool_call_id,
                         "tool": tool or m.name,

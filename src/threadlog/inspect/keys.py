@@ -1,11 +1,7 @@
 """Which state keys hold conversations, and what the other keys hold at each step.
 
-Contract: `message_keys(values, channels)` names the keys whose channel is a
-`MessageLogChannel` or an `add_messages` aggregate, or whose value is a non-empty list of
-messages, `messages` first, then by name. `pick_key` chooses the key a view reads
-(`key=` / `--key`), refusing one that is not a message key. `value_changes(values,
-before, skip)` lists `(key, before, after)` for keys whose value changed (`MISSING` where
-absent); `value_text(value)` is a value's one-line `repr`.
+A message key's channel is a `MessageLogChannel` or an `add_messages` aggregate, or its value
+a non-empty list of messages; `messages` comes first, then by name.
 """
 
 from __future__ import annotations
@@ -49,7 +45,6 @@ def _message_channel(channel: Any) -> bool:
 
     if isinstance(channel, MessageLogChannel):
         return True
-    # LangGraph's `Annotated[list, add_messages]`: a BinaryOperatorAggregate of it.
     operator = getattr(channel, "operator", None)
     return getattr(operator, "__name__", "") in ("add_messages", "_add_messages")
 
@@ -57,7 +52,6 @@ def _message_channel(channel: Any) -> bool:
 def message_keys(
     values: Iterable[Mapping[str, Any]], channels: Mapping[str, Any] | None = None
 ) -> list[str]:
-    """The message keys of a thread, from its states' `values` (and the graph's channels)."""
     found = {k for k, ch in (channels or {}).items() if _message_channel(ch)}
     for state in values:
         found.update(k for k, v in state.items() if k not in found and is_message_list(v))
@@ -80,14 +74,10 @@ def value_changes(
     values: Mapping[str, Any], before: Mapping[str, Any] | None, skip: Iterable[str]
 ) -> list[tuple[str, Any, Any]]:
     """The keys (not in `skip`) whose value differs from `before`'s, in name order."""
-    skipped = set(skip)
     prior = before or {}
-    out = []
-    for key in sorted((set(values) | set(prior)) - skipped):
-        a, b = prior.get(key, MISSING), values.get(key, MISSING)
-        if not _same(a, b):
-            out.append((key, a, b))
-    return out
+    keys = sorted((set(values) | set(prior)) - set(skip))
+    pairs = ((k, prior.get(k, MISSING), values.get(k, MISSING)) for k in keys)
+    return [(k, a, b) for k, a, b in pairs if not _same(a, b)]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -115,7 +105,7 @@ def other_appended(
     before: Mapping[str, Any] | None,
     keys: Iterable[str],
 ) -> dict[str, list[BaseMessage]]:
-    """`{key: messages appended by the step}` for the message keys `keys` (those with any)."""
+    """`{key: messages appended by the step}` for the message keys `keys` that have any."""
     out: dict[str, list[BaseMessage]] = {}
     for key in keys:
         seen = {m.id for m in _messages(before or {}, key)}
@@ -128,8 +118,7 @@ def other_appended(
 def state_lines(
     changes: list[tuple[str, Any, Any]], others: Mapping[str, list[BaseMessage]]
 ) -> list[str]:
-    """One line per changed value (`• key = value`) and per message appended under
-    another message key (`↳ key: role id: text`), for the text and HTML views."""
+    """`• key = value` per changed value, `↳ key: role id: text` per other key's message."""
     from threadlog.inspect.steps import message_line
 
     lines = [f"• {k} unset" if b is MISSING else f"• {k} = {value_text(b)}" for k, _, b in changes]

@@ -1,22 +1,12 @@
 """A thread's subgraph namespaces: which subgraphs stored checkpoints, and reading one.
 
-Contract:
-
-* `subgraph_namespaces(saver, thread_id)` returns one `Subgraph` per non-root
-  `checkpoint_ns` of the thread (`"node:task_id"`, nested ones joined by `|`), oldest
-  first: its node, the root checkpoint it ran from, its checkpoint count, its newest
-  checkpoint, and whether it finished, was handed off (`handed_to`: the nodes a
-  `Command.PARENT` sent its writes to, "flight_assistant → hotel_assistant") or stopped.
-* `subgraph_counts(saver, thread_ids)`: `{thread_id: number of non-root namespaces}`
-  (threads without subgraphs absent).
-* `InNamespace(saver, namespace, head="")` is a read-only view of `saver` whose root
-  namespace is `namespace` (and whose `head` is read with its stopped step's finished work).
-* `SubgraphTable(thread_id, subgraphs)`: the list as an inspector `Table`.
+A subgraph finished, was handed off (`handed_to`: the nodes a `Command.PARENT` sent its
+writes to) or stopped. `InNamespace(saver, namespace)` reads `namespace` as the root.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +26,6 @@ __all__ = [
     "Subgraph",
     "SubgraphTable",
     "no_such_namespace",
-    "subgraph_counts",
     "subgraph_namespaces",
 ]
 
@@ -59,20 +48,11 @@ class Subgraph:
 
     @property
     def agent(self) -> str:
-        """The node, and where it handed the conversation: "a → b" (node names)."""
         return self.node if self.handed_to is None else f"{self.node} → {self.handed_to}"
 
 
-def subgraph_counts(saver: BaseCheckpointSaver[Any], thread_ids: Collection[str]) -> dict[str, int]:
-    wanted = set(thread_ids)
-    if not wanted:
-        return {}
-    return {t: n for t, n in backend_of(saver).subgraph_counts().items() if t in wanted}
-
-
 def _finished(tup: CheckpointTuple | None) -> bool:
-    # A subgraph that returned leaves a newest checkpoint with no task to run: no node
-    # trigger, no input waiting, no `Send`, no failed or interrupted task.
+    # A subgraph that returned leaves a newest checkpoint with no task to run.
     if tup is None or may_run_subgraphs(tup):
         return False
     if "__start__" in tup.checkpoint.get("channel_values", {}):
@@ -83,8 +63,7 @@ def _finished(tup: CheckpointTuple | None) -> bool:
 def _handed_to(
     saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, parents: Any
 ) -> str | None:
-    """Where the enclosing graph went after the subgraph's task, when that task stored its
-    writes there (not an error or an interrupt): its `branch:to:` triggers and `Send`s."""
+    """Where the enclosing graph went after the subgraph's task stored its writes there."""
     outer_ns = ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in ns else ""
     outer_id = parents.get(outer_ns) if isinstance(parents, dict) else None
     if not outer_id:
@@ -108,12 +87,10 @@ def subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list
         tup = saver.get_tuple({"configurable": conf})
         parents = ((tup.metadata if tup else None) or {}).get("parents") or {}
         parent = parents.get("")
-        # "node:task_id", nested: "outer:id|inner:id" — the innermost node names it.
         node = ns.split(PREGEL.ns_sep)[-1].rsplit(PREGEL.ns_end, 1)[0]
         finished = _finished(tup)
         to = None if finished or tup is None else _handed_to(saver, thread_id, ns, parents)
         out.append(Subgraph(ns, node, str(parent) if parent else None, n, head_id, finished, to))
-    # Oldest first: by the root checkpoint it ran from, then its own first steps.
     out.sort(key=lambda s: (s.parent_checkpoint or "", s.namespace.count(PREGEL.ns_sep), s.head_id))
     return out
 
@@ -129,9 +106,8 @@ def no_such_namespace(
 
 
 class InNamespace(BaseCheckpointSaver[Any]):
-    """A read-only view of `inner` whose root namespace is `namespace` (module doc); given
-    `head` (an id, or None: the newest), its read of that checkpoint carries what the
-    stopped step's finished tasks stored (`with_finished_work`), as `get_state` shows it."""
+    """A read-only view of `inner` whose root namespace is `namespace`; its read of `head`
+    (an id, or None: the newest) carries what the stopped step's finished tasks stored."""
 
     def __init__(
         self, inner: BaseCheckpointSaver[Any], namespace: str, head: str | None = ""
@@ -172,8 +148,6 @@ class InNamespace(BaseCheckpointSaver[Any]):
 
 
 class SubgraphTable(Table):
-    """The thread's subgraph namespaces, oldest first (`Thread.subgraphs()`)."""
-
     columns = (
         Column("namespace", "namespace", 0),
         Column("node", "agent", 18),
@@ -204,7 +178,6 @@ class SubgraphTable(Table):
         return [
             {
                 "namespace": s.namespace,
-                # "a → b" on two lines: the namespace keeps the width to be copied whole.
                 "node": [s.node] if s.handed_to is None else [s.node, f"→ {s.handed_to}"],
                 "from": short(s.parent_checkpoint),
                 "checkpoints": str(s.checkpoints),

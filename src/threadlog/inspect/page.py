@@ -1,7 +1,6 @@
 """One self-contained HTML page for a thread: turns, full content, call links, a waterfall.
 
-Contract: `thread_html(thread)` is an HTML fragment (what Jupyter shows for a `Thread`);
-`thread_page(thread)` wraps it in a standalone document (`threadlog inspect --html`).
+`thread_html(thread)` is the fragment Jupyter shows; `thread_page(thread)` the document.
 
 * Each branch (`ForkTree`) is its own section from its fork point.
 * Checkpoints are grouped into turns (from each `input` checkpoint), each a `<details>`
@@ -28,16 +27,18 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from threadlog._upstream import PREGEL
-from threadlog.inspect.calls import RecordedCall
+from threadlog.inspect.calls import RecordedCall, calls_text, content_text
 from threadlog.inspect.forks import ForkTree
 from threadlog.inspect.pairs import ToolPairs
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
 from threadlog.inspect.steps import (
     appended,
+    compactions_added,
     describe_compaction,
     message_line,
     removed_since,
     short_id,
+    text_of,
 )
 from threadlog.inspect.table import STYLE, Table, render_html
 from threadlog.inspect.timeline import Timeline
@@ -65,12 +66,8 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
-def _text(m: BaseMessage) -> str:
-    return m.text if isinstance(m.content, list) else str(m.content)
-
-
 def _content(m: BaseMessage) -> str:
-    full = _text(m)
+    full = text_of(m)
     one = " ".join(full.split())
     if len(one) <= _PREVIEW and "\n" not in full.strip():
         return escape(one)
@@ -105,19 +102,15 @@ def _message(m: BaseMessage) -> str:
                 f'data-call-id="{cid}" title="{cid}">{escape(str(c.get("name")))}'
                 f"({escape(args)}) [{escape(str(c.get('id')))}]</a></div>"
             )
-        timing = record_of(m)
-        facts = []
-        if timing.get("model"):
-            facts.append(str(timing["model"]))
-        if timing.get("latency_ms") is not None:
-            facts.append(f"{float(timing['latency_ms']):.0f} ms")
-        if m.usage_metadata:
-            u = m.usage_metadata
-            facts.append(f"{u['input_tokens']} in · {u['output_tokens']} out")
-            cached = (u.get("input_token_details") or {}).get("cache_read")
-            if cached:
-                facts.append(f"{cached} cached")
-        if facts:
+        timing, u = record_of(m), m.usage_metadata
+        cached = (u.get("input_token_details") or {}).get("cache_read") if u else None
+        facts = [
+            str(timing.get("model") or ""),
+            f"{float(timing['latency_ms']):.0f} ms" if timing.get("latency_ms") is not None else "",
+            f"{u['input_tokens']} in · {u['output_tokens']} out" if u else "",
+            f"{cached} cached" if cached else "",
+        ]
+        if facts := [f for f in facts if f]:
             parts.append(f'<div class="tl-meta">model call: {escape(" · ".join(facts))}</div>')
     parts.append("</div>")
     return "".join(parts)
@@ -186,7 +179,7 @@ def _during(
     thread: Thread, rec: CheckpointRecord, parent: CheckpointRecord | None, entries: Any
 ) -> list[Any]:
     """The recorded entries (model calls, store operations) that started while `rec`'s step
-    ran (after its parent was stored, up to `rec`), in this namespace or below it."""
+    ran, in this namespace or below it."""
     if not entries or parent is None or rec.source != "loop":
         return []
     a, b = parse_time(parent.created_at), parse_time(rec.created_at)
@@ -212,7 +205,7 @@ def _call(c: RecordedCall) -> str:
     where = f"{c.namespace} > {c.node}" if c.namespace else c.node
     lines = [
         f'<div class="tl-meta">{escape(m.get("role") or "?")}: '
-        f"<pre>{escape(_sent_text(m))}</pre></div>"
+        f"<pre>{escape(content_text(m.get('content')) + calls_text(m))}</pre></div>"
         for m in c.messages
     ]
     tools = f" · tools: {escape(', '.join(c.tools))}" if c.tools else ""
@@ -225,27 +218,19 @@ def _call(c: RecordedCall) -> str:
     )
 
 
-def _sent_text(m: dict[str, Any]) -> str:
-    content = m.get("content")
-    text = content if isinstance(content, str) else "" if content is None else str(content)
-    for call in m.get("tool_calls") or ():
-        text += f"\n[call {call.get('name')}({call.get('args')}) id={call.get('id')}]"
-    return text
-
-
 def _turn(
     thread: Thread, turn: list[CheckpointRecord], number: int, open_: bool, timeline: Timeline
 ) -> str:
     first_parent = thread.parent(turn[0])
     head = turn[-1]
-    # With `last=N` the turn's parent may not be loaded: count only what is known.
+    # With `last=N` the turn's parent may not be loaded.
     known = first_parent or (turn[0] if turn[0].parent_id else None)
     before = {m.id for m in known.messages} if known else set()
     inherited = thread.inherited_ids()  # a subgraph's input from the enclosing graph
     got = [m for m in head.messages if m.id not in before and m.id in inherited]
     new = [m for m in head.messages if m.id not in before and m.id not in inherited]
     users = [m for m in new if isinstance(m, HumanMessage)]
-    said = " ".join(_text(users[0]).split())[:80] if users else f"({turn[0].source})"
+    said = " ".join(text_of(users[0]).split())[:80] if users else f"({turn[0].source})"
     if got and not users:
         said = f"{len(got)} message(s) from the enclosing graph"
     tokens = sum(
@@ -267,7 +252,7 @@ def _turn(
         events += [_message(m) for m in msgs if m.id not in inherited]
         events += [
             f'<div class="r-compaction">{escape(describe_compaction(e))}</div>'
-            for e in (rec.compactions[len(parent.compactions) :] if parent else rec.compactions)
+            for e in compactions_added(rec, parent)
         ]
         events += [  # hidden from the state by this step's RemoveMessage; the log keeps it
             f'<div class="r-removed">removed {escape(message_line(m))} (RemoveMessage by '
@@ -340,8 +325,6 @@ def thread_html(thread: Thread, extra: Sequence[Table] = ()) -> str:
 
 
 def thread_page(thread: Thread, title: str | None = None, extra: Sequence[Table] = ()) -> str:
-    """A standalone HTML document for `thread` (see the module docstring); `extra` views
-    (e.g. `thread.context(call)`) follow the tool pairs."""
     name = title or thread.label
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(name)}</title>'

@@ -1,13 +1,7 @@
 """`ToolPairs`: each tool call in the log with its result, status and duration.
 
-Contract: for the log at one checkpoint (default the head), one row per call
-(`tool_calls`, then `invalid_tool_calls`) in log order: the call, the checkpoint and step
-that requested it, its result (status, short content, error kind, `repair`:
-"not_completed" or "outcome_unknown", shown "⚠ outcome unknown") and where it landed, or
-status "open". A result carrying `threadlog_idempotency_key` shows it. In a subgraph's
-namespace, calls that came with its input are counted in a note. Duration: the result's
-recorded `duration_ms` / `threadlog_duration_ms` ("recorded"), else the time between the
-two checkpoints ("derived", an upper bound).
+Duration: the result's recorded `duration_ms` / `threadlog_duration_ms` ("recorded"), else
+the time between the two checkpoints ("derived", an upper bound).
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.inspect.records import CheckpointRecord, parse_time, short
-from threadlog.inspect.steps import appended, extends, short_id
+from threadlog.inspect.steps import appended, short_id
 from threadlog.inspect.table import Cell, Column, Table, fit
 from threadlog.log.messages import calls_of, preview
 from threadlog.log.pairing import call_id, open_in, repair_kind
@@ -49,22 +43,15 @@ class ToolPairs(Table):
         path = thread.path(checkpoint)
         self.at = path[-1]
         first_seen: dict[str, CheckpointRecord] = {}
-        prev: CheckpointRecord | None = None
-        for rec in path:
-            # A step that only appended adds only its new messages (`steps.extends`).
-            new = appended(rec, prev) if prev is not None and extends(rec, prev) else rec.messages
-            for m in new:
-                if m.id and m.id not in first_seen:
-                    first_seen[m.id] = rec
-            prev = rec
+        for prev, rec in zip([None, *path[:-1]], path, strict=True):
+            first_seen |= {
+                m.id: rec for m in appended(rec, prev) if m.id and m.id not in first_seen
+            }
         results = {m.tool_call_id: m for m in self.at.messages if isinstance(m, ToolMessage)}
         still_open = {(id(o.request), o.call_index) for o in open_in(self.at.messages)}
         self._rows: list[dict[str, Any]] = []
-        # Loaded with `last=N`: the oldest loaded checkpoint holds the whole log, so its
-        # calls are older than the window read; list only the calls asked inside it.
+        # Loaded with `last=N`: the calls of the oldest loaded checkpoint are older.
         window = path[0] if thread.partial and len(path) > 1 else None
-        # In a subgraph's namespace, calls that came with its input were asked by the
-        # enclosing graph: they are listed in its view, not here.
         inherited = thread.inherited_ids()
         self.older = self.inherited = 0
         for m in self.at.messages:
@@ -134,7 +121,6 @@ class ToolPairs(Table):
         return self._display(whole_ids=False)
 
     def html_rows(self) -> list[dict[str, Cell]]:
-        # Text cuts a call id to 14 columns; HTML shows it whole, so it can be copied.
         return self._display(whole_ids=True)
 
     def _display(self, *, whole_ids: bool) -> list[dict[str, Cell]]:

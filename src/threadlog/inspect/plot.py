@@ -1,10 +1,7 @@
 """`Thread.plot()`: a thread's growth at a glance — messages, context, storage, tool latency.
 
-Contract: `ThreadPlot(thread)` gathers, along the path to the head, the series `messages`,
-`context_tokens` (as the provider reported) next to `log_tokens`, `stored_bytes`
-(cumulative) and `tool_ms`, and draws them with matplotlib (the `notebooks` extra). It
-shows inline in Jupyter (`_repr_png_`, Agg canvas); `.figure` is the `Figure`,
-`.save(path)` writes it, `.series` holds the numbers.
+`.series` holds the numbers along the path to the head; `.figure` draws them with
+matplotlib (the `notebooks` extra), shown inline in Jupyter; `.save(path)` writes it.
 """
 
 from __future__ import annotations

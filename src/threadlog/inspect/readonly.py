@@ -1,21 +1,15 @@
 """Opening someone else's checkpoint database to read it, and nothing else.
 
-Contract: `open_readonly(source)` yields LangGraph's own saver (`SqliteSaver`,
-`PostgresSaver`) for a `sqlite:///path` URL, a file path or a `postgresql://` URL, opened
-so that reading cannot write: SQLite through a `mode=ro` URI, Postgres in read-only
-transactions whose lock waits last at most `LOCK_TIMEOUT` seconds
-(`waiting_at_most(seconds)` changes it); `setup()` is never called, no lock file is made.
+`open_readonly(source)` yields LangGraph's own saver for a SQLite path / `sqlite:///` URL or
+a `postgresql://` URL, opened so that reading cannot write: SQLite through a `mode=ro` URI,
+Postgres in read-only transactions whose lock waits last at most `LOCK_TIMEOUT` seconds;
+`setup()` is never called. A source that is not a LangGraph database raises `SourceError`,
+one line naming it (its password as `***`). Values are decoded by the strict serializer
+(widened by `THREADLOG_ALLOW_TYPES` and `reading_types`).
 
-A source that is not a LangGraph database (a missing file, a directory, another app's
-tables, an unreachable server, a bad URL) raises `SourceError`, one line naming it
-(`describe(source)`: its password as `***`). Values are decoded by the strict serializer:
-a type outside the allowlist reads as `threadlog.UndecodedValue`. The list is widened
-only from code: `THREADLOG_ALLOW_TYPES` and `reading_types(...)` (`--allow-type`).
-
-`remember_large(serde)` wraps that serializer: `loads_typed` of a blob of `LARGE` bytes or
-more returns the value decoded for the same bytes, if one of the last `KEEP` large blobs
-was those bytes (LangGraph reads the newest checkpoint twice). The value is a fresh
-top-level dict around the same decoded values. Writing is refused.
+`remember_large(serde)`: a blob of `LARGE` bytes or more, equal to one of the last `KEEP`,
+returns its decoded value again in a fresh top-level dict (LangGraph reads the newest
+checkpoint twice). Writing is refused.
 """
 
 from __future__ import annotations
@@ -73,7 +67,7 @@ def is_server_url(source: str) -> bool:
 
 
 def describe(source: str) -> str:
-    """`source` safe to print: the password of a URL is replaced by `***`."""
+    """`source` with the password of a URL as `***`."""
     if "://" not in source:
         return source
     parts = urlsplit(source)
@@ -93,25 +87,19 @@ def sqlite_path(source: str) -> str | None:
 @contextlib.contextmanager
 def open_readonly(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
     path = sqlite_path(source)
-    if path is not None:
-        with _sqlite(path) as saver:
-            yield saver
-        return
-    scheme = urlsplit(source).scheme.lower()
-    if scheme in ("postgresql", "postgres"):
-        with _postgres(source) as saver:
-            yield saver
-        return
-    raise SourceError(
-        f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
-        "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
-    )
+    if path is None and urlsplit(source).scheme.lower() not in ("postgresql", "postgres"):
+        raise SourceError(
+            f"cannot read {describe(source)!r}: use a SQLite file (path or sqlite:///path), "
+            "a postgresql:// URL, or a LangGraph server URL (http://host:port)"
+        )
+    with _sqlite(path) if path is not None else _postgres(source) as saver:
+        yield saver
 
 
 @contextlib.contextmanager
 def local_saver(source: Any, refusal: str) -> Iterator[BaseCheckpointSaver[Any]]:
     """`source` itself when it is a saver, else the database it names opened read-only;
-    any other object raises `TypeError(refusal)`, `{}` there naming its type."""
+    else `TypeError(refusal)`, its `{}` naming the type."""
     if isinstance(source, BaseCheckpointSaver):
         yield source
     elif isinstance(source, str):
@@ -122,13 +110,17 @@ def local_saver(source: Any, refusal: str) -> Iterator[BaseCheckpointSaver[Any]]
 
 
 @contextlib.contextmanager
-def waiting_at_most(seconds: float) -> Iterator[None]:
-    """Postgres sources opened inside the block wait for a lock at most `seconds`."""
-    token = _WAIT.set(seconds)
+def _set(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        _WAIT.reset(token)
+        var.reset(token)
+
+
+def waiting_at_most(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """Postgres sources opened inside the block wait for a lock at most `seconds`."""
+    return _set(_WAIT, seconds)
 
 
 def lock_wait_error(exc: BaseException) -> SourceError | None:
@@ -142,14 +134,9 @@ def lock_wait_error(exc: BaseException) -> SourceError | None:
     )
 
 
-@contextlib.contextmanager
-def reading_types(types: Iterable[tuple[str, str]]) -> Iterator[None]:
+def reading_types(types: Iterable[tuple[str, str]]) -> contextlib.AbstractContextManager[None]:
     """Sources opened inside the block also rebuild these `(module, class)` types."""
-    token = _READING.set((*_READING.get(), *types))
-    try:
-        yield
-    finally:
-        _READING.reset(token)
+    return _set(_READING, (*_READING.get(), *types))
 
 
 def _serde() -> Any:
@@ -187,7 +174,6 @@ def _sqlite(path: str) -> Iterator[BaseCheckpointSaver[Any]]:
         )
         saver = SqliteSaver(conn, serde=remember_large(_serde()))
         saver.is_setup = True  # setup() creates tables: a reader must not
-        # An older LangGraph's writes table has no task_path; read it as such.
         saver_task_path(saver, "task_path" in (columns.get("writes") or set()))
         yield saver
     finally:
@@ -201,8 +187,8 @@ def _checked_columns(
     errors: type[Exception],
     unreadable: Callable[[str], str],
 ) -> dict[str, set[str]]:
-    """The columns of LangGraph's tables in `conn` (`tables`: the backend module that
-    names them), each table checked; `unreadable` words a driver error reading them."""
+    """The columns of LangGraph's tables in `conn` (`tables`: the backend module), each
+    table checked; `unreadable` words a driver error."""
     try:
         columns: dict[str, set[str]] = tables.table_columns(conn)
     except errors as exc:

@@ -1,13 +1,7 @@
-"""Reading a thread's checkpoints into plain `CheckpointRecord`s.
+"""Reading a thread's checkpoints into plain `CheckpointRecord`s, oldest first.
 
-Contract: `records_from(graph, list_tuples(saver, config), config)` returns every
-checkpoint of one thread (in `config`'s `checkpoint_ns`), oldest first, each with its state
-as LangGraph rebuilds it (`graph.get_state`; `graph` may be a stand-in,
-`threadlog.inspect.source`) and its raw side (`versions_seen`, pending writes) from
-`saver.list`. The nodes that wrote a checkpoint are read from its `versions_seen` bumps and
-its parent's `Send`s; failed tasks are its `__error__` writes and the writes the log
-refused (`refused`: a step that was not applied has its pending writes handed to the
-message-log channels again; nothing is written).
+A checkpoint's writers are its `versions_seen` bumps and its parent's `Send`s; its failed
+tasks are its `__error__` writes and the writes the log refuses when handed them again.
 """
 
 from __future__ import annotations
@@ -32,6 +26,7 @@ __all__ = [
     "Graph",
     "Progress",
     "TaskError",
+    "error_text",
     "linked",
     "list_tuples",
     "parse_time",
@@ -51,8 +46,7 @@ _INTERNAL_NODES = ("__input__", "__interrupt__")
 
 
 def _bookkeeping(name: str) -> bool:
-    # LangGraph's own bookkeeping entries in `versions_seen` (`__input__`, `__interrupt__`,
-    # `__snapshot_bumps__`, …) are not nodes; `__start__` is (input and update_state).
+    # LangGraph's own `versions_seen` entries are not nodes; `__start__` is (input, update).
     return name in _INTERNAL_NODES or (
         name.startswith("__") and name.endswith("__") and name != "__start__"
     )
@@ -84,14 +78,12 @@ class CheckpointRecord:
     interrupts: tuple[str, ...]
     stored_bytes: int | None = None
     children: list[str] = field(default_factory=list)
-    # The nodes whose tasks called interrupt() here, and how a thread that stops here is
-    # paused (`pause_of`): "interrupted in review", "paused before tools", or None.
     interrupted: tuple[str, ...] = ()
-    paused: str | None = None
+    paused: str | None = None  # "interrupted in review", "paused before tools", or None
     # The state key the views read as the conversation (`thread(..., key=...)`).
     message_key: str = "messages"
 
-    # Filtered message lists by key: every view asks for them, for every checkpoint.
+    # Every view asks for the messages of every checkpoint: filtered once per key.
     _messages: dict[str, list[BaseMessage]] = field(default_factory=dict, repr=False, compare=False)
     # What views computed from this record and its parent (`inspect.steps.extends`).
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -131,8 +123,7 @@ def short(checkpoint_id: str | None) -> str:
 def list_tuples(
     saver: BaseCheckpointSaver[Any], config: RunnableConfig, last: int | None = None
 ) -> dict[str, CheckpointTuple]:
-    """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`),
-    newest first, in one `saver.list` read."""
+    """`{checkpoint_id: tuple}` of the thread's checkpoints (all, or the newest `last`)."""
     conf = dict(config.get("configurable") or {})
     if "thread_id" not in conf:
         raise ValueError("config['configurable']['thread_id'] is required to inspect a thread")
@@ -157,11 +148,9 @@ def records_from(
     real_graph: bool,
     progress: Progress | None = None,
 ) -> list[CheckpointRecord]:
-    """The records of `tuples` (from `list_tuples`), each state rebuilt by `graph`."""
     conf = config.get("configurable") or {}
     base = {"thread_id": conf["thread_id"], "checkpoint_ns": str(conf.get("checkpoint_ns") or "")}
-    # One `get_state` per checkpoint: under a history cache each log is its parent's plus
-    # one step. The newest first, so the oldest loaded one can step back from it.
+    # The newest first: under a history cache each older log steps back from it.
     snapshots = {}
     ids = sorted(tuples)
     for cid in ids[-1:] + ids[:-1]:
@@ -174,7 +163,6 @@ def records_from(
         snap = snapshots[cid]
         meta: Mapping[str, Any] = tup.metadata or {}
         parent = _parent_id(tup)
-        # The graph, or a stand-in with the thread's node names, names each task.
         task_names = {t.id: t.name for t in snap.tasks}
         task_names_of[cid] = task_names
         records.append(
@@ -200,7 +188,6 @@ def records_from(
     for r in records:  # a failed task named by the writers of the steps after it
         r.errors = _name_errors(r, tuples, by_id)
         if not any(by_id[c].source == "loop" for c in r.children):
-            # The step from here was not applied: did the log refuse its writes?
             tup, names = tuples[r.checkpoint_id], task_names_of[r.checkpoint_id]
             found = refused(graph.channels, tup.pending_writes or (), r.values, names)
             r.errors += tuple(TaskError(task, error) for task, error in found)
@@ -209,8 +196,8 @@ def records_from(
 
 
 def linked(records: list[CheckpointRecord]) -> dict[str, CheckpointRecord]:
-    """Sorts `records` oldest first (uuid6 checkpoint ids sort by creation time, which is
-    also LangGraph's own order), fills in each one's `children`, and returns them by id."""
+    """Sorts `records` oldest first (uuid6 ids sort by creation time), fills in `children`,
+    and returns them by id."""
     records.sort(key=lambda r: r.checkpoint_id)
     by_id = {r.checkpoint_id: r for r in records}
     for r in records:
@@ -251,8 +238,7 @@ def pause(
     graph: Graph | None = None,
     interrupted: bool | None = None,
 ) -> str | None:
-    """`pause_of` from its parts (the listing has a head's snapshot, not a record);
-    `interrupted` defaults to whether any task is `interrupted_in`."""
+    """`pause_of` from its parts (the listing has a head's snapshot, not a record)."""
     if interrupted or (interrupted is None and interrupted_in):
         where = ", ".join(dict.fromkeys(interrupted_in))
         return f"interrupted in {where}" if where else "interrupted"
@@ -284,24 +270,22 @@ def _parent_id(tup: CheckpointTuple) -> str | None:
 
 
 def _interrupts(tup: CheckpointTuple) -> tuple[str, ...]:
-    # An `__interrupt__` write holds a list of `Interrupt`s (one per interrupt() call).
-    out: list[str] = []
-    for _, channel, value in tup.pending_writes or ():
-        if channel == _INTERRUPT:
-            items = value if isinstance(value, (list, tuple)) else [value]
-            out.extend(str(getattr(v, "value", v)) for v in items)
-    return tuple(out)
+    writes = [v for _, ch, v in tup.pending_writes or () if ch == _INTERRUPT]
+    items = [x for v in writes for x in (v if isinstance(v, (list, tuple)) else [v])]
+    return tuple(str(getattr(v, "value", v)) for v in items)
 
 
 def _errors(tup: CheckpointTuple, names: Mapping[str, str]) -> tuple[TaskError, ...]:
-    out = []
-    for task_id, channel, value in tup.pending_writes or ():
-        if channel == _ERROR:
-            name = names.get(task_id) or f"task {task_id[:8]}"
-            # Savers store the error as its repr (a str) or as the exception itself.
-            text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-            out.append(TaskError(name, text))
-    return tuple(out)
+    return tuple(
+        TaskError(names.get(task_id) or f"task {task_id[:8]}", error_text(value))
+        for task_id, channel, value in tup.pending_writes or ()
+        if channel == _ERROR
+    )
+
+
+def error_text(value: Any) -> str:
+    # Savers store an error as its repr (a str) or as the exception itself.
+    return value if isinstance(value, str) else f"{type(value).__name__}: {value}"
 
 
 def _name_errors(
@@ -309,18 +293,14 @@ def _name_errors(
     tuples: Mapping[str, CheckpointTuple],
     by_id: Mapping[str, CheckpointRecord],
 ) -> tuple[TaskError, ...]:
-    # Without the graph a failed task is known by id only: when the tasks that ran from
-    # this checkpoint are a single node, it is the failed task's node.
+    # Without the graph a failed task is known by id: name it when one node ran from here.
     if not any(e.task.startswith("task ") for e in rec.errors):
         return rec.errors
     names: set[str] = set()
     for child in rec.children:
         names.update(by_id[child].writers)
     if not names and rec.parent_id in tuples:
-        ptup = tuples[rec.parent_id or ""]
-        names = {
-            v.node for _, ch, v in ptup.pending_writes or () if ch == TASKS and isinstance(v, Send)
-        }
+        names = set(_sent_to(tuples[rec.parent_id or ""]))
     if len(names) != 1:
         return rec.errors
     (name,) = names
@@ -334,28 +314,26 @@ def _writers(
 ) -> tuple[str, ...]:
     if rec.parent_id is not None and rec.parent_id not in tuples:
         return ()  # the parent was not loaded (`last=N`): nothing to compare with
-    tup = tuples[rec.checkpoint_id]
-    seen: Mapping[str, Any] = tup.checkpoint.get("versions_seen") or {}
-    parent_seen: Mapping[str, Any] = {}
-    grand: CheckpointTuple | None = None
+    seen: Mapping[str, Any] = tuples[rec.checkpoint_id].checkpoint.get("versions_seen") or {}
     pid = rec.parent_id
-    if pid is not None and pid in tuples:
+    parent_seen: Mapping[str, Any] = {}
+    if pid is not None:
         parent_seen = tuples[pid].checkpoint.get("versions_seen") or {}
-        gp = by_id[pid].parent_id
-        grand = tuples.get(gp) if gp else None
+    gp = by_id[pid].parent_id if pid is not None else None
+    grand = tuples.get(gp) if gp else None
     names = [n for n, v in seen.items() if not _bookkeeping(n) and v and parent_seen.get(n) != v]
     if rec.source == "update":
-        # update_state applies the writes "as" a node without running it; the checkpoint
-        # does not always say which, so name the call itself.
+        # update_state writes "as" a node it does not always name: name the call itself.
         names = names or [n for n in seen if n not in parent_seen and not _bookkeeping(n)]
         names = names or ["update_state"]
     elif grand is not None and rec.source == "loop":
-        # Tasks pushed by the previous step (Send) ran in this one: a Send written in
-        # step k is saved against checkpoint k-1 and runs in step k+1.
-        names += [
-            v.node for _, ch, v in grand.pending_writes or () if ch == TASKS and isinstance(v, Send)
-        ]
+        # A Send written in step k is saved against checkpoint k-1 and runs in step k+1.
+        names += _sent_to(grand)
     return tuple(dict.fromkeys(names))
+
+
+def _sent_to(tup: CheckpointTuple) -> list[str]:
+    return [v.node for _, ch, v in tup.pending_writes or () if ch == TASKS and isinstance(v, Send)]
 
 
 def refused(
@@ -364,8 +342,7 @@ def refused(
     values: Mapping[str, Any],
     task_names: Mapping[str, str],
 ) -> list[tuple[str, str]]:
-    """One `(task, error)` per message-log channel that refuses its pending writes
-    ("the log refused the write to messages: ToolPairingError: …")."""
+    """One `(task, error)` per message-log channel that refuses its pending writes."""
     out: list[tuple[str, str]] = []
     for key, spec in channels.items():
         if not isinstance(spec, MessageLogChannel):

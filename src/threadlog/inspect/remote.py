@@ -1,16 +1,7 @@
 """Reading threads served by a LangGraph server (`langgraph dev`, LangGraph Platform).
 
-Contract: `Server(url)` is a context manager over `langgraph_sdk.get_sync_client(url=url)`;
-entering checks `GET /info` (else `SourceError`, one line). Then:
-
-* `records(thread_id, last=None)` — the checkpoints as `CheckpointRecord`s, oldest first,
-  from `threads.get_history`; stored bytes unknown (None).
-* `threads(search=, limit=)` — `ThreadSummary`s, newest update first (checkpoints 0).
-* `state(thread_id, checkpoint_id=None)` — the messages at the head or a checkpoint.
-* `thread_ids()` / `history_pages(thread_id)` — every thread id and a thread's states,
-  a page at a time, none kept.
-
-Messages are rebuilt with `messages_from_dict`.
+`Server(url)` is a context manager over `langgraph_sdk.get_sync_client`; entering checks
+`GET /info` (else `SourceError`, one line). Stored bytes are unknown (None).
 """
 
 from __future__ import annotations
@@ -33,8 +24,7 @@ _PAGE = 100
 
 
 def refuse_namespace(namespace: str, read: str) -> None:
-    """A server's API reaches the root namespace only: a `namespace` is refused, naming
-    what was to be `read`."""
+    """A server's API reaches the root namespace only: a `namespace` is refused."""
     if namespace:
         raise ValueError(
             "namespace= reads a local checkpointer's subgraph namespaces; a LangGraph "
@@ -100,14 +90,12 @@ class Server:
             raise SourceError(f"{describe(self.url)}: reading {what}: {one_line(exc)}") from None
 
     def history(self, thread_id: str, last: int | None = None) -> list[dict[str, Any]]:
-        """The server's state history of a thread, newest first (`last` newest only)."""
         return [state for page in self.history_pages(thread_id, last) for state in page]
 
     def history_pages(
         self, thread_id: str, last: int | None = None
     ) -> Iterator[list[dict[str, Any]]]:
-        """The server's state history of a thread, newest first, one page at a time
-        (`last` newest only)."""
+        """The server's state history of a thread, newest first, a page at a time."""
         before: Any = None
         seen = 0
         while last is None or seen < last:
@@ -127,15 +115,13 @@ class Server:
             before = _before(batch[-1])
 
     def thread_ids(self) -> Iterator[str]:
-        """Every thread id the server lists, newest created first, paged."""
         for t in self._search("created_at", select=["thread_id"]):
             yield str(t["thread_id"])
 
     def _search(
         self, sort_by: str, page: Callable[[], int] = lambda: _PAGE, **fields: Any
     ) -> Iterator[Mapping[str, Any]]:
-        """The server's threads, newest by `sort_by` first, asked for `page()` at a time
-        (read when the next page is due)."""
+        """The server's threads, newest by `sort_by` first, `page()` (read when due) at a time."""
         offset = 0
         while True:
             size = page()
@@ -194,13 +180,9 @@ class Server:
         return records
 
     def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if checkpoint_id:
-            kwargs["checkpoint_id"] = checkpoint_id
-        state = self._call(
-            f"thread {thread_id!r}", self.client.threads.get_state, thread_id, **kwargs
-        )
-        return dict(state)
+        kwargs = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
+        get = self.client.threads.get_state
+        return dict(self._call(f"thread {thread_id!r}", get, thread_id, **kwargs))
 
     def threads(self, *, search: str | None = None, limit: int = 20) -> list[ThreadSummary]:
         needle = (search or "").lower()
@@ -221,15 +203,15 @@ class Server:
 
     def _summary(self, t: Mapping[str, Any]) -> ThreadSummary:
         messages = to_messages(_messages_of(t))
+        status = t.get("status")
+        state = self.state(str(t["thread_id"])) if status in ("error", "interrupted") else {}
+        tasks = state.get("tasks") or []
         errors: list[str] = []
-        if t.get("status") == "error":
-            state = self.state(str(t["thread_id"]))
-            errors = [str(x["error"]) for x in state.get("tasks") or [] if x.get("error")]
+        if status == "error":
+            errors = [str(x["error"]) for x in tasks if x.get("error")]
             errors = errors or ["the last run failed (thread status 'error')"]
         paused = None
-        if t.get("status") == "interrupted":  # interrupt_before/after, or interrupt()
-            state = self.state(str(t["thread_id"]))
-            tasks = state.get("tasks") or []
+        if status == "interrupted":  # interrupt_before/after, or interrupt()
             paused = pause(
                 next_nodes=tuple(state.get("next") or ()),
                 interrupted_in=tuple(str(x.get("name")) for x in tasks if x.get("interrupts")),
@@ -242,8 +224,7 @@ class Server:
 
 
 def _before(state: Mapping[str, Any]) -> dict[str, Any]:
-    # The server hands `before` to its checkpointer's `list` as is: a config, not the
-    # bare checkpoint dict the SDK's type suggests (that fails inside the server).
+    # A config, not the bare checkpoint dict the SDK's type suggests (the server fails).
     return {"configurable": dict(state["checkpoint"])}
 
 

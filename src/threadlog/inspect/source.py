@@ -1,12 +1,9 @@
 """Where a thread is read from when there is no graph: a stand-in graph over its saver.
 
-Contract: `stand_in(saver, schema, shape)` compiles a graph that owns threadlog's
-channels (`threadlog.AgentState` unless `schema` is given) so LangGraph's loader rebuilds
-each checkpoint as the original graph would; given the head's `Shape`
-(`head_shape(saver, config)`) it also owns every other key the head stores (a delta key
-as a `Messages` log, any other as stored) and a node (never run) of each name the head
-knows, so tasks are named as the real graph names them. `quiet_stand_in()` silences
-LangGraph's warning about `Send`s to nodes the stand-in lacks.
+`stand_in(saver, schema, shape)` owns threadlog's channels (`AgentState` unless `schema`),
+every other key the head's `Shape` stores (a delta key as a `Messages` log) and a node
+(never run) of each name the head knows, so LangGraph's loader rebuilds each checkpoint and
+names its tasks as the original graph would.
 """
 
 from __future__ import annotations
@@ -61,9 +58,8 @@ def _last(_: Any, new: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """What a thread's head checkpoint says about the graph that wrote it: the state keys
-    it stores beyond the default schema (`{key: is_delta_log}`) and the node names it
-    knows (those that ran, and those it would run next)."""
+    """The state keys a head stores beyond the default schema (`{key: is_delta_log}`) and
+    the node names it knows (those that ran, and those it would run next)."""
 
     keys: frozenset[tuple[str, bool]] = frozenset()
     nodes: frozenset[str] = frozenset()
@@ -85,8 +81,7 @@ def shape_of(tup: CheckpointTuple | None) -> Shape:
             continue
         value = stored.get(key, MISSING)
         keys[key] = value is MISSING or isinstance(value, DeltaSnapshot)
-    # A node that ran has its `versions_seen` entry; one to run next is the target of a
-    # `branch:to:<node>` trigger or of a `Send` waiting in the checkpoint.
+    # Nodes that ran (`versions_seen`), and those `branch:to:` triggers and `Send`s target.
     nodes = {n for n in checkpoint.get("versions_seen") or {} if not _langgraph_own(n)}
     nodes.update(k[len(PREGEL.branch_to) :] for k in stored if str(k).startswith(PREGEL.branch_to))
     waiting = (v for _, ch, v in tup.pending_writes or () if ch == TASKS)
@@ -117,8 +112,6 @@ _READER = "threadlog_inspect"
 def stand_in(
     saver: BaseCheckpointSaver[Any], schema: type[Any] | None, shape: Shape | None = None
 ) -> Graph:
-    # Owning the right channels and node names, LangGraph's loader reads each checkpoint
-    # (and names its tasks) as the original graph would.
     from threadlog.checkpoint.state_types import allow_state_types
 
     given = schema is not None
@@ -130,11 +123,8 @@ def stand_in(
     for name in sorted(shape.nodes if shape is not None else ()):
         if name in builder.channels:
             continue  # a node never shares a state key's name; a stored oddity: skip it
-        try:
+        with contextlib.suppress(ValueError):  # a name StateGraph refuses (reserved characters)
             builder.add_node(name, lambda state: None)
-        except ValueError:  # a name StateGraph refuses (reserved characters)
-            continue
     graph = builder.compile(checkpointer=saver)
-    # A schema the caller passed is code: its state types are allowed, as in the app.
-    # One built from the stored keys names no type, so nothing stored widens the list.
+    # A schema the caller passed is code: its state types are allowed; stored keys are not.
     return allow_state_types(graph) if given else graph

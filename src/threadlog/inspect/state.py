@@ -1,9 +1,4 @@
-"""`StateValues`: every key of the state at one checkpoint — what Studio shows per step.
-
-Contract: `Thread.state(checkpoint=None)` has one row per state key, in name order: its
-kind (`messages`, `compactions` or `value`), its value's one-line text and whether the
-step changed it (`changed`: the previous text, else None).
-"""
+"""`StateValues`: every key of the state at one checkpoint — what Studio shows per step."""
 
 from __future__ import annotations
 
@@ -37,8 +32,7 @@ class StateValues(Table):
         self._rows: list[dict[str, Any]] = []
         for key in sorted(self.at.values):
             value = self.at.values[key]
-            if key == "compactions" and not value:
-                # The stand-in schema always has the key; no event stored, none to show.
+            if key == "compactions" and not value:  # the stand-in schema always has it
                 continue
             message_key = key in thread.message_keys or is_message_list(value)
             kind = "messages" if message_key else "compactions" if key == "compactions" else "value"

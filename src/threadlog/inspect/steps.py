@@ -1,10 +1,6 @@
 """What one checkpoint changed, compared with its parent: the facts behind every view.
 
-Contract: pure functions over `CheckpointRecord`s. `appended(rec, parent)`: the messages
-whose ids are not in the parent's log, in log order. `open_calls(messages)`: ids of calls
-with no result (`""` for a call without an id). `usage(messages)`: summed
-`usage_metadata`. `message_line`: the one-line form of a message. `edits_added(rec,
-parent)`: the reviewer edits the step recorded (`edit_line` renders one).
+Pure functions over `CheckpointRecord`s, memoized on the record when the step only appended.
 """
 
 from __future__ import annotations
@@ -31,27 +27,24 @@ __all__ = [
     "open_at",
     "open_calls",
     "short_id",
+    "text_of",
     "usage",
     "usage_at",
 ]
 
 
 def extends(rec: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
-    """Whether `rec`'s log is `parent`'s, the very same messages, plus new ones after
-    them — the usual step, which lets a view look at the new messages only."""
+    """Whether `rec`'s log is `parent`'s very messages plus new ones (the usual step)."""
     if parent is None:
         return False
     key = f"extends:{parent.checkpoint_id}:{rec.message_key}"
     if key not in rec.memo:
         old, new = parent.messages, rec.messages
-        # `map(is_, ...)` compares identities in C: each step holds the whole log.
         rec.memo[key] = len(old) <= len(new) and all(map(is_, old, new))
     return bool(rec.memo[key])
 
 
 def open_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[str]:
-    """`open_calls(rec.messages)`, continued from the parent's open calls when the step
-    only appended."""
     key = f"open:{rec.message_key}"
     if key not in rec.memo:
         if parent is not None and extends(rec, parent):
@@ -66,8 +59,6 @@ def open_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[str]
 
 
 def usage_at(rec: CheckpointRecord, parent: CheckpointRecord | None) -> dict[str, int]:
-    """`usage(rec.messages)`, from the parent's total plus the step's new messages when
-    the step only appended (each checkpoint of a long thread would rescan its log)."""
     key = f"usage:{rec.message_key}"
     if key not in rec.memo:
         if parent is not None and extends(rec, parent):
@@ -86,23 +77,19 @@ def appended(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[Bas
 
 
 def removed_since(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[BaseMessage]:
-    """The messages `rec`'s step hid from the view by a removal event (`RemoveMessage`):
-    in the parent's view, not in this one."""
-    if parent is None:
+    """The messages `rec`'s step hid from the view (`RemoveMessage`)."""
+    if parent is None or extends(rec, parent):
         return []
-    if extends(rec, parent):
-        return []  # the parent's very messages are all still here
     now = {m.id for m in rec.messages}
     return [m for m in parent.messages if m.id not in now]
 
 
 def edits_added(rec: CheckpointRecord, parent: CheckpointRecord | None) -> list[dict[str, Any]]:
-    """The edits `rec`'s step recorded: message id, the edit's id / time / who / why, and
-    the calls before (superseded) and after it."""
+    """The reviewer edits `rec`'s step recorded, with the calls and content they superseded."""
     before: set[str] = set()
     scan = rec.messages
     if parent is not None and extends(rec, parent):
-        scan = scan[len(parent.messages) :]  # the parent's messages, unchanged: no new edit
+        scan = scan[len(parent.messages) :]
     elif parent is not None:
         before = {str(e.get("id")) for m in parent.messages for e in edits_of(m)}
     out: list[dict[str, Any]] = []
@@ -149,7 +136,6 @@ def _calls(calls: Any) -> list[dict[str, Any]]:
 
 
 def _calls_line(calls: Any) -> str:
-    """`get_weather(Beijing), get_weather(Shanghai)`: each call with its argument values."""
     return ", ".join(
         f"{c['name']}({', '.join(str(v) for v in (c.get('args') or {}).values())})" for c in calls
     )
@@ -160,19 +146,14 @@ def edit_line(edit: dict[str, Any]) -> str:
     that kept the calls, `content '<old>' → '<new>'`."""
     who = f" by {edit['by']}" if edit.get("by") else ""
     via = f" ({edit['source']})" if edit.get("source") else ""
-
-    def show(calls: list[dict[str, Any]]) -> str:
-        return _calls_line(calls) or "no calls"
-
     head = f"✎ edit of {short_id(edit['message_id'])}{who}{via}: "
     calls, old = edit["calls"], edit["superseded_calls"]
     if calls == old or (not calls and not old):
-        # The calls stayed: the edit changed what the message says.
         before, after = edit.get("superseded_content"), edit.get("content")
         if before is not None and after is not None and before != after:
             return f"{head}content {_quote(before)} → {_quote(after)}"
         return f"{head}content changed"
-    return f"{head}{show(calls)} supersede {show(old)}"
+    return f"{head}{_calls_line(calls) or 'no calls'} supersede {_calls_line(old) or 'no calls'}"
 
 
 def _quote(text: str, width: int = 40) -> str:
@@ -189,7 +170,6 @@ def compactions_added(
 
 def open_calls(messages: list[BaseMessage]) -> list[str]:
     """Ids of tool calls still waiting for a result, in log order (one per call)."""
-    # One pass, no index: building a MessageLog per checkpoint cost O(log) each time.
     return [call_id(o.call) for o in open_in(messages)]
 
 
@@ -203,20 +183,16 @@ def usage(messages: list[BaseMessage]) -> dict[str, int]:
     return total
 
 
-def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
-    """A message as a flat dict, the same keys for every message (None where n/a); the
-    content whole unless `width` asks for a preview."""
-    text = m.text if isinstance(m.content, list) else str(m.content)
+def message_row(m: BaseMessage) -> dict[str, Any]:
+    """A message as a flat dict, the same keys for every message (None where n/a)."""
     return {
         "role": role_of(m),
         "id": m.id,
-        "content": text if width is None else preview(m, width),
+        "content": text_of(m),
         "tool_calls": [c.get("id") for c in m.tool_calls] if isinstance(m, AIMessage) else None,
         "calls": _calls(m.tool_calls) if isinstance(m, AIMessage) else None,
         "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
         "status": m.status if isinstance(m, ToolMessage) else None,
-        # An edited request: the calls as the model first made them (superseded), and
-        # each edit since. None for messages never edited.
         "original_calls": _calls(calls_of(original_of(m))) if edits_of(m) else None,
         "edits": [
             {k: e.get(k) for k in ("id", "at", "by", "reason", "source")} for e in edits_of(m)
@@ -226,8 +202,7 @@ def message_row(m: BaseMessage, width: int | None = None) -> dict[str, Any]:
 
 
 def message_line(m: BaseMessage, width: int = 120) -> str:
-    """`role id: content`; a request without text reads as its calls with their argument
-    values (`calls get_weather(Beijing), get_weather(Shanghai)`)."""
+    """`role id: content`; a request without text reads as its calls (`calls f(1), g(2)`)."""
     role = role_of(m)
     status = " ⚠error" if isinstance(m, ToolMessage) and m.status == "error" else ""
     text = preview(m, width)
@@ -237,7 +212,6 @@ def message_line(m: BaseMessage, width: int = 120) -> str:
 
 
 def describe_compaction(event: dict[str, Any]) -> str:
-    """A one-line description of a compaction event, whatever keys its producer used."""
     kind = event.get("kind") or event.get("type") or "compaction"
     parts = [f"✂ {kind}"]
     for key in ("cut_to", "summary_id", "hidden", "tokens_before", "tokens_after", "reason"):
@@ -248,6 +222,10 @@ def describe_compaction(event: dict[str, Any]) -> str:
             value = f"{len(value)} messages"
         parts.append(f"{key}={value}")
     return " ".join(str(p) for p in parts)
+
+
+def text_of(m: BaseMessage) -> str:
+    return m.text if isinstance(m.content, list) else str(m.content)
 
 
 def short_id(mid: str | None, width: int = 12) -> str:

@@ -1,10 +1,5 @@
-"""The `BaseStore` items each step of a thread read and wrote
-(`checkpoint/store_ops.py` records them), read back for people.
+"""The `BaseStore` items each step of a thread read and wrote, read back for people.
 
-Contract: `store_items(source, thread_id)` reads them from the recorded-calls writes
-(every namespace and branch, read-only) into a `StoreUse` list, in order. A `StoreOp`:
-where it ran, the operation (`get`, `search`, `put`, `delete`, `list_namespaces`), store
-namespace and key, the value, a search's query, filter and items. `rows()` is JSON-ready;
 `json_text()` escapes C1 and bidi controls; `str()` is terminal-safe; `_repr_html_()`
 escapes everything.
 """
@@ -49,19 +44,11 @@ class StoreOp:
         return self.op in ("put", "delete")
 
     def row(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "namespace": self.namespace,
-            "agent": self.agent,
-            "node": self.node,
-            "step": self.step,
-            "checkpoint_id": self.checkpoint_id,
-            "op": self.op,
-            "store_namespace": self.store_namespace,
-        }
+        where = ("namespace", "agent", "node", "step", "checkpoint_id", "op", "store_namespace")
+        out = {k: getattr(self, k) for k in where}
         for name in ("key", "value", "found", "query", "filter", "count"):
-            v = getattr(self, name)
-            if v is not None:
-                out[name] = v
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         if self.op == "search":
             out["items"] = self.items
         return out
@@ -85,10 +72,10 @@ class StoreOp:
             out.append("    " + safe(_json(self.value)))
         if self.op == "search":
             out.append(f"    → {len(self.items)} item(s)")
-            for i in self.items:
-                out.append(
-                    "      " + safe(f"{'/'.join(i['namespace'])} [{i['key']}] {_json(i['value'])}")
-                )
+            out += [
+                "      " + safe(f"{'/'.join(i['namespace'])} [{i['key']}] {_json(i['value'])}")
+                for i in self.items
+            ]
         return out
 
     def html(self) -> str:
@@ -122,8 +109,6 @@ def _json(value: Any) -> str:
 
 @dataclass
 class StoreUse(RecordedRows[StoreOp]):
-    """A thread's store operations, in the order they happened."""
-
     thread_id: str
     ops: list[StoreOp] = field(default_factory=list)
 
@@ -156,7 +141,6 @@ class StoreUse(RecordedRows[StoreOp]):
 
 
 def store_items(source: Any, thread_id: str) -> StoreUse:
-    """The store items `thread_id` recorded, from a saver, a graph or a checkpointer URL."""
     from threadlog.inspect.calls import thread_tuples
 
     return store_items_from(thread_tuples(source, thread_id), thread_id)

@@ -1,6 +1,4 @@
-"""`ThreadSummary`: one thread in a listing (id, times, counts, last user text, open calls,
-errors), made from its head's messages by `summarize` — shared by the database listing
-(`threads.py`) and the LangGraph server reader (`remote.py`)."""
+"""`ThreadSummary`: one thread in a listing, made from its head's messages by `summarize`."""
 
 from __future__ import annotations
 
@@ -9,7 +7,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from threadlog.inspect.catalog import Head, id_time
-from threadlog.inspect.steps import open_calls
+from threadlog.inspect.steps import open_calls, text_of
 
 __all__ = ["ThreadSummary", "matches", "summarize", "tool_failed"]
 
@@ -26,14 +24,10 @@ class ThreadSummary:
     open_calls: list[str]
     errors: list[str]
     head_checkpoint_id: str
-    # Subgraph namespaces with checkpoints on the thread (None: unknown, a server source).
-    subgraphs: int | None = None
-    # Messages per message key at the head (`messages` counts them all).
-    message_keys: dict[str, int] = field(default_factory=dict)
-    # How the thread waits at its head: "paused before tools", "interrupted in review".
+    subgraphs: int | None = None  # None: unknown (a server source)
+    message_keys: dict[str, int] = field(default_factory=dict)  # other keys' message counts
     paused: str | None = None
-    # Tool results the app wrote with status="error" on purpose (no tool failed): listed,
-    # not counted in `errors`.
+    # Tool results the app wrote with status="error" on purpose: not counted in `errors`.
     reported_errors: list[str] = field(default_factory=list)
 
 
@@ -44,8 +38,7 @@ def summarize(
     updated_at: str = "",
     others: dict[str, list[BaseMessage]] | None = None,
 ) -> ThreadSummary:
-    """`messages`: the main key's (turns and the last user message come from it);
-    `others`: the thread's other message keys, counted in messages, open calls, errors."""
+    """`messages`: the main key's; `others`: the other message keys' (counted, not read)."""
     every = [messages, *(others or {}).values()]
     users = [m for m in messages if isinstance(m, HumanMessage)]
     results = [
@@ -74,8 +67,7 @@ _LANGGRAPH_ERROR = ("Error: ", "Please fix your mistakes.")
 
 
 def tool_failed(result: ToolMessage) -> bool:
-    """Whether an error result says a tool failed, rather than the app answering a call
-    with `status="error"` on purpose."""
+    """Whether an error result says a tool failed (not the app's deliberate error result)."""
     if "threadlog_error" in (result.response_metadata or {}):
         return True  # threadlog's tool node, and its repairs of open calls
     if str(result.id or "").startswith("tl-repair-"):
@@ -89,12 +81,9 @@ def _error_line(m: ToolMessage) -> str:
 
 
 def matches(needle: str, s: ThreadSummary, messages: list[BaseMessage]) -> bool:
-    if needle in s.thread_id.lower():
-        return True
-    return any(needle in _text(m).lower() for m in messages)
+    return needle in s.thread_id.lower() or any(needle in _text(m).lower() for m in messages)
 
 
 def _text(m: BaseMessage) -> str:
-    text = m.text if isinstance(m.content, list) else str(m.content)
     calls = getattr(m, "tool_calls", None) or []
-    return text + "".join(f" {c.get('name')} {c.get('args')}" for c in calls)
+    return text_of(m) + "".join(f" {c.get('name')} {c.get('args')}" for c in calls)

@@ -1,18 +1,10 @@
 """`Table`: the one shape every inspector object has.
 
-Contract: a `Table` has a `title`, `columns`, `rows()` (JSON-ready dicts) and
-`display_rows()` (the same rows as cells of text lines). `str(table)` is plain text;
-`_repr_html_()` an HTML table; `to_dataframe()` `pandas.DataFrame(table.rows())`.
-
-Text (`render_text`): every line is at most `width` (100) terminal columns, East Asian
-wide characters counting two. Fixed-width columns keep their width; the width-0 column
-takes the rest. A cell line longer than its column is cut with "…". A `below` column's
-lines follow the row, indented. All text goes through `threadlog.terminal.fit`, so
-control characters print as visible escapes; `repr(table)` escapes its title.
-
-HTML (`render_html`): one self-contained
-`<div class="threadlog-inspect">` with a class-scoped style block. All text is escaped,
-and ids are whole (`Table.html_rows`)."""
+A `Table` has a `title`, `columns`, `rows()` (JSON-ready dicts) and `display_rows()` (the
+same rows as cells of text lines). `str(table)`: every line at most 100 terminal columns
+(wide characters count two; a cell line too long is cut with "…"; control characters print
+as visible escapes). `_repr_html_()`: one self-contained `<div class="threadlog-inspect">`,
+all text escaped, ids whole (`html_rows`). `to_dataframe()`: `pandas.DataFrame(rows())`."""
 
 from __future__ import annotations
 
@@ -48,8 +40,7 @@ class Column:
     width: int = 0  # 0: take the width the other columns leave
     align: str = "<"  # "<" left, ">" right
     below: bool = False  # in text: printed on its own indented lines under the row
-    # Below the row, each line's spaces kept as they are (a diff's columns mean something).
-    verbatim: bool = False
+    verbatim: bool = False  # below the row, spaces kept (a diff's columns mean something)
 
 
 class Table:
@@ -66,16 +57,13 @@ class Table:
         raise NotImplementedError
 
     def html_rows(self) -> list[dict[str, Cell]]:
-        """The rows as HTML shows them: the display rows, except that a view whose text
-        shortens ids to fit 100 columns gives them whole here (a reader copies them)."""
+        """The display rows, with ids whole where the text shortens them."""
         return self.display_rows()
 
     def summary(self) -> list[str]:
-        """Lines shown above the table."""
         return []
 
     def notes(self) -> list[str]:
-        """Lines shown below the table (caveats, how a figure was derived)."""
         return []
 
     def to_dataframe(self) -> pandas.DataFrame:
@@ -98,21 +86,12 @@ class Table:
         return f"<{type(self).__name__}: {safe(self.title)}>"
 
 
-# -- plain text ------------------------------------------------------------------
-
 WIDTH = 100
 
 
 def _pad(text: str, width: int, align: str) -> str:
     gap = " " * max(0, width - display_width(text))
     return gap + text if align == ">" else text + gap
-
-
-def _widths(columns: tuple[Column, ...], width: int) -> list[int]:
-    gaps = len(columns) - 1
-    fixed = sum(c.width for c in columns)
-    rest = max(8, width - fixed - gaps)
-    return [c.width or rest for c in columns]
 
 
 def _lines(cell: Cell) -> list[str]:
@@ -125,7 +104,8 @@ INDENT = 6
 def render_text(table: Table, width: int = WIDTH) -> str:
     cols = tuple(c for c in table.columns if not c.below)
     below = [c for c in table.columns if c.below]
-    widths = _widths(cols, width)
+    rest = max(8, width - sum(c.width for c in cols) - (len(cols) - 1))  # the width-0 column's
+    widths = [c.width or rest for c in cols]
     out = [fit(line, width) for line in [table.title, *table.summary()] if line]
 
     def line(cells: list[str]) -> str:
@@ -154,8 +134,6 @@ def render_text(table: Table, width: int = WIDTH) -> str:
         out.extend(fit(line, width) for line in textwrap.wrap(safe(note, keep="\n\t"), width))
     return "\n".join(out)
 
-
-# -- HTML ------------------------------------------------------------------------
 
 # Scoped to .threadlog-inspect; `!important` beats JupyterLab's more specific cell rules.
 STYLE = """<style>

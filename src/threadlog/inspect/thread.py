@@ -1,23 +1,16 @@
 """`Thread`: every checkpoint of one conversation thread, loaded once, ready to inspect.
 
-Contract: `thread(source, thread_or_config)` reads a whole thread into memory and returns a
-`Thread`. `source` is one of
+`thread(source, thread_or_config)` reads a whole thread into memory. `source` is one of
 
 * a compiled graph with a checkpointer, and a config (or a thread id): the state is
   rebuilt by that graph's own channels;
 * a checkpointer or a database URL (`sqlite:///path`, a path, `postgresql://…`), and a
-  thread id: rebuilt by a stand-in graph (`schema=` for one with more keys); a URL is
-  opened read-only and closed here;
+  thread id: rebuilt by a stand-in graph (`schema=` for one with more keys);
 * a LangGraph server URL and a thread id: the server's own state history.
-
-`progress(done, total)` is called as checkpoints are rebuilt. `subgraphs()` lists a local
-thread's namespaces (`inspect.namespaces`); `thread(..., namespace=NS)` loads one of them
-instead of the root, with the same views.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -44,7 +37,7 @@ from threadlog.inspect.namespaces import (
     subgraph_namespaces,
 )
 from threadlog.inspect.pairs import ToolPairs
-from threadlog.inspect.readonly import describe, is_server_url, open_readonly
+from threadlog.inspect.readonly import describe, is_server_url, local_saver
 from threadlog.inspect.records import (
     CheckpointRecord,
     Graph,
@@ -76,8 +69,7 @@ class Removed:
 
 
 class Thread:
-    """The loaded checkpoints of one thread, oldest first, how they link up (parents,
-    paths, lookup by id), and the views over them."""
+    """The loaded checkpoints of one thread, oldest first, how they link up, and the views."""
 
     def __init__(
         self,
@@ -94,26 +86,20 @@ class Thread:
         self.namespace = namespace  # a subgraph's checkpoint_ns, or "" (the root)
         self.subgraph_list = subgraph_list or []
         self.source = source  # a LangGraph server's URL when read from one
-        # With `last=N`, the oldest loaded checkpoints have parents that were not loaded.
-        loaded = {r.checkpoint_id for r in records}
-        self.partial = any(r.parent_id and r.parent_id not in loaded for r in records)
         self.graph = graph
         self.records = records
         self.bytes_known = bytes_known
         self._by_id = {r.checkpoint_id: r for r in records}
+        self.partial = any(r.parent_id and r.parent_id not in self._by_id for r in records)
         self._inherited: frozenset[str] | None = None
-        # The state keys holding messages, and the one the views read (`thread(key=)`).
         self.message_keys: list[str] = ["messages"]
-        self.key = "messages"
-        # The recorded model calls, when loaded (`thread(..., calls=True)`).
+        self.key = "messages"  # the message key the views read
+        # With `calls=True`: the recorded model calls and the store items (`StoreUse`).
         self.recorded: Any = None
-        # The store items its steps read and wrote (`inspect.store_items.StoreUse`), ditto.
         self.store_used: Any = None
 
     @property
     def label(self) -> str:
-        """ "thread ID", or "thread ID, namespace NS" for a subgraph's checkpoints, then
-        ", key KEY" when the views read another key than `messages`."""
         where = f", namespace {self.namespace}" if self.namespace else ""
         which = f", key {self.key}" if self.key != "messages" else ""
         return f"thread {self.thread_id}{where}{which}"
@@ -127,7 +113,7 @@ class Thread:
 
     @property
     def head(self) -> CheckpointRecord:
-        """The most recent checkpoint (what `graph.get_state(config)` returns)."""
+        """The most recent checkpoint."""
         return self.records[-1]
 
     def get(self, checkpoint: str | None = None) -> CheckpointRecord:
@@ -146,7 +132,7 @@ class Thread:
         return self._by_id.get(record.parent_id) if record.parent_id else None
 
     def path(self, checkpoint: str | None = None) -> list[CheckpointRecord]:
-        """The checkpoints from the root to `checkpoint` (default: the head), oldest first."""
+        """The checkpoints from the root to `checkpoint` (default: the head)."""
         out: list[CheckpointRecord] = []
         rec: CheckpointRecord | None = self.get(checkpoint)
         while rec is not None:
@@ -155,9 +141,8 @@ class Thread:
         return out[::-1]
 
     def inherited_ids(self) -> frozenset[str]:
-        """In a subgraph's namespace, the ids of the messages it received as input from
-        the enclosing graph; empty for the root."""
-        if self._inherited is None:  # every turn of the page asks: computed once
+        """In a subgraph's namespace, the ids of the messages it got from the enclosing graph."""
+        if self._inherited is None:
             out: set[str] = set()
             for rec in self.records if self.namespace else ():
                 parent = self.parent(rec)
@@ -171,7 +156,6 @@ class Thread:
         """The graph's model node, when the thread was loaded from a graph that has one."""
         if self.graph is None:
             return None
-        # Imported here: reading a database thread needs no model node (a faster start).
         from threadlog.nodes.model import ModelNode
 
         for node in self.graph.nodes.values():
@@ -180,15 +164,12 @@ class Thread:
                     return obj
         return None
 
-    # -- views ---------------------------------------------------------------
-
     def timeline(self, branch: str | None = None) -> Timeline:
         """One row per checkpoint (all branches; `branch=` limits to root → that one)."""
         return Timeline(self, self.path(branch) if branch else self.records)
 
     def removed(self, branch: str | None = None) -> list[Removed]:
-        """Every message a removal event hid along `branch` (default: the head's path),
-        oldest first, with the step, checkpoint and node whose `RemoveMessage` hid it."""
+        """Every message a removal event hid along `branch` (default: the head's path)."""
         path = self.path(branch)
         out: list[Removed] = []
         for parent, rec in pairwise(path):
@@ -199,12 +180,11 @@ class Thread:
         return out
 
     def handoffs(self, checkpoint: str | None = None) -> Handoffs:
-        """Each handoff from one agent to another in the log at `checkpoint` (default
-        head): from, to, the call (`inspect.handoffs`)."""
+        """Each handoff from one agent to another in the log at `checkpoint`."""
         return Handoffs(self, checkpoint)
 
     def pairs(self, checkpoint: str | None = None) -> ToolPairs:
-        """Each tool call in the log at `checkpoint` (default head) with its result."""
+        """Each tool call in the log at `checkpoint` with its result."""
         return ToolPairs(self, checkpoint)
 
     def context(
@@ -225,11 +205,11 @@ class Thread:
         return CheckpointDiff(self.get(a), self.get(b))
 
     def state(self, checkpoint: str | None = None) -> StateValues:
-        """Every state key at `checkpoint` (default: the head): messages, values, changes."""
+        """Every state key at `checkpoint`: messages, values, changes."""
         return StateValues(self, checkpoint)
 
     def subgraphs(self) -> SubgraphTable:
-        """The thread's subgraph namespaces (loaded with the root namespace, locally)."""
+        """The thread's subgraph namespaces."""
         return SubgraphTable(self.thread_id, self.subgraph_list)
 
     def forks(self) -> ForkTree:
@@ -237,14 +217,13 @@ class Thread:
         return ForkTree(self)
 
     def plot(self) -> ThreadPlot:
-        """Messages, context tokens, stored bytes and tool latency; shows inline in Jupyter."""
+        """Messages, context tokens, stored bytes and tool latency."""
         from threadlog.inspect.plot import ThreadPlot
 
         return ThreadPlot(self)
 
     def html(self, *extra: Table) -> str:
-        """The thread as one standalone HTML page (turns, full content, waterfall), then
-        any `extra` views (e.g. `self.context(call)`)."""
+        """The thread as one standalone HTML page, then any `extra` views."""
         from threadlog.inspect.page import thread_page
 
         return thread_page(self, extra=extra)
@@ -268,54 +247,52 @@ def thread(
 ) -> Thread:
     """Load one thread for inspection (see the module docstring for `source`).
 
-    `calls=True` also loads the model calls the thread recorded (`Thread.recorded`; a
-    local thread only). `key`: the state key whose messages the views read (default
-    `messages`, else the first message key). `namespace`: a subgraph's `checkpoint_ns` to
-    load instead of the root. `last=N` loads only the newest N checkpoints.
+    `calls=True` also loads the recorded model calls (local threads only). `key`: the
+    message key the views read. `namespace`: a subgraph's `checkpoint_ns` to load instead
+    of the root. `last=N` loads only the newest N checkpoints.
     """
     config: RunnableConfig = (
         {"configurable": {"thread_id": thread}} if isinstance(thread, str) else thread
     )
-    thread_id = (config.get("configurable") or {}).get("thread_id")
-    if not thread_id:
+    conf = dict(config.get("configurable") or {})
+    if not conf.get("thread_id"):
         raise ValueError(
             "no thread id: pass a thread id string or a config with "
             "{'configurable': {'thread_id': ...}}"
         )
-    namespace = namespace or str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+    thread_id = str(conf["thread_id"])
+    namespace = namespace or str(conf.get("checkpoint_ns") or "")
     if namespace:
-        config = {"configurable": {**(config.get("configurable") or {}), "checkpoint_ns": ""}}
+        config = {"configurable": {**conf, "checkpoint_ns": ""}}
     if isinstance(source, str) and is_server_url(source):
         from threadlog.inspect.remote import Server, refuse_namespace
 
         refuse_namespace(namespace, "state history")
         with Server(source) as server:
-            records = server.records(str(thread_id), last=last)
-        loaded = Thread(str(thread_id), records, bytes_known=False, source=describe(source))
+            records = server.records(thread_id, last=last)
+        loaded = Thread(thread_id, records, bytes_known=False, source=describe(source))
         return _keyed(loaded, None, key)
-    with contextlib.ExitStack() as opened:
-        graph = source if isinstance(source, Pregel) else None
-        saver = source.checkpointer if isinstance(source, Pregel) else source
+    graph = source if isinstance(source, Pregel) else None
+    if graph is not None and not isinstance(graph.checkpointer, BaseCheckpointSaver):
+        raise ValueError(
+            "this graph was compiled without a checkpointer, so it has no checkpoints "
+            "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
+        )
+    refusal = (
+        "cannot inspect a {}: pass a compiled graph, a checkpointer, or a checkpointer URL "
+        "such as 'sqlite:///threads.db'"
+    )
+    with local_saver(graph.checkpointer if graph is not None else source, refusal) as saver:
         if isinstance(source, str):
-            saver = with_history_cache(opened.enter_context(open_readonly(source)))
-        elif graph is not None and not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(
-                "this graph was compiled without a checkpointer, so it has no checkpoints "
-                "to inspect; compile it with checkpointer=... (e.g. threadlog.checkpointer(url))"
-            )
-        elif not isinstance(saver, BaseCheckpointSaver):
-            raise TypeError(
-                f"cannot inspect a {type(source).__name__}: pass a compiled graph, a "
-                "checkpointer, or a checkpointer URL such as 'sqlite:///threads.db'"
-            )
-        loaded = _load(graph, saver, config, str(thread_id), last, progress, namespace, schema, key)
+            saver = with_history_cache(saver)
+        loaded = _load(graph, saver, config, thread_id, last, progress, namespace, schema, key)
         if calls:
             from threadlog.inspect.calls import calls_from, thread_tuples
             from threadlog.inspect.store_items import store_items_from
 
-            stored = thread_tuples(saver, str(thread_id))
-            loaded.recorded = calls_from(stored, str(thread_id))
-            loaded.store_used = store_items_from(stored, str(thread_id))
+            stored = thread_tuples(saver, thread_id)
+            loaded.recorded = calls_from(stored, thread_id)
+            loaded.store_used = store_items_from(stored, thread_id)
         return loaded
 
 
@@ -333,8 +310,7 @@ def _load(
     if namespace and graph is not None and not _has_subgraph(graph, namespace):
         graph = None  # the subgraph is not a node of this graph
     real_graph = graph is not None
-    # A real graph reads a subgraph's checkpoints through the subgraph itself (its own
-    # channels); the stand-in reads them through a view whose root is that namespace.
+    # The stand-in reads a subgraph's checkpoints through a view rooted at its namespace.
     reader = InNamespace(saver, namespace) if namespace and graph is None else saver
     conf = {**(config.get("configurable") or {}), "checkpoint_ns": namespace if real_graph else ""}
     with quiet_stand_in(not real_graph):
@@ -349,7 +325,6 @@ def _load(
             if not namespace:
                 raise
             raise no_such_namespace(saver, thread_id, namespace) from None
-    # Each checkpoint's rows: checkpoint, the blobs first stored with it, its writes.
     sizes = backend_of(saver).stored_bytes(thread_id, namespace)
     if sizes is not None:
         for r in records:
@@ -368,7 +343,6 @@ def _load(
 
 
 def _keyed(loaded: Thread, graph: Graph | None, key: str | None) -> Thread:
-    # The graph's message channels, and any key holding a list of messages somewhere.
     channels = dict(graph.channels) if graph is not None else None
     loaded.message_keys = message_keys((r.values for r in loaded.records), channels)
     loaded.key = pick_key(loaded.message_keys, key)

@@ -1,16 +1,8 @@
 """`ThreadList`: the threads of a checkpointer, newest first — how to find the one to inspect.
 
-Contract: `threads(source, search=None, limit=20)` returns a `ThreadList`, one row per
-thread: id, created and updated (ISO 8601 UTC), checkpoints, turns, messages, the last
-user message a run's input brought (`last_input_text`), calls open at the head, errors
-(failed tasks, refused writes, tool results that say a tool failed; an app's deliberate
-`status="error"` is under `reported_errors`), counted over every message key
-(`message_keys` counts the others), `subgraphs` (None from a server) and `paused`
-(`inspect.records.pause_of`). `source` is a database URL or SQLite path (read-only), a
-checkpointer, or a LangGraph server URL.
-
-Threads are ordered by their newest checkpoint. `limit` (0 = none) bounds how many heads
-are rebuilt; `search` keeps threads whose id or message text contains it (ignoring case).
+`threads(source, search=None, limit=20)`: errors are failed tasks, refused writes and tool
+results that say a tool failed, counted over every message key. `limit` (0 = none) bounds
+how many heads are rebuilt; `search` keeps threads whose id or text contains it (any case).
 """
 
 from __future__ import annotations
@@ -23,9 +15,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import START
 
+from threadlog.checkpoint.backends import backend_of
 from threadlog.inspect.catalog import head_errors, thread_heads
 from threadlog.inspect.keys import message_keys, pick_key
-from threadlog.inspect.namespaces import subgraph_counts
 from threadlog.inspect.records import Progress, pause, refused
 from threadlog.inspect.summary import ThreadSummary, matches, summarize
 from threadlog.inspect.table import Cell, Column, Table
@@ -47,7 +39,7 @@ def summaries(
     if not search and limit > 0:
         heads = heads[:limit]
     errors = head_errors(saver, heads)
-    nested = subgraph_counts(saver, [h.thread_id for h in heads])
+    nested = backend_of(saver).subgraph_counts() if heads else {}
     graphs: dict[Shape, Any] = {}  # one stand-in per shape of head
     needle = (search or "").lower()
     shown = 0
@@ -61,7 +53,7 @@ def summaries(
             if spec not in graphs:
                 graphs[spec] = stand_in(saver, None, spec)
             snap = graphs[spec].get_state({"configurable": conf})
-            # Writes the log refused at the head: the run raised, no task error was stored.
+            # Writes the log refused at the head: the run raised, storing no task error.
             names = {t.id: t.name for t in snap.tasks}
             pending = (tup.pending_writes if tup else None) or ()
             refusals = refused(graphs[spec].channels, pending, snap.values or {}, names)
@@ -74,18 +66,15 @@ def summaries(
                 k: [m for m in values.get(k) or [] if isinstance(m, BaseMessage)] for k in found
             }
             messages = lists.pop(main, [])
-            s = summarize(
-                head,
-                messages,
-                failed,
-                snap.created_at or "",
-                others={k: v for k, v in lists.items() if v},
-            )
-            paused = _paused(snap, bool(failed))
-            s = replace(s, subgraphs=nested.get(head.thread_id, 0), paused=paused)
+            others = {k: v for k, v in lists.items() if v}
+            s = summarize(head, messages, failed, snap.created_at or "", others=others)
             said = last_input_text(saver, head.thread_id)
-            if said is not None:
-                s = replace(s, last_user=said)
+            s = replace(
+                s,
+                subgraphs=nested.get(head.thread_id, 0),
+                paused=_paused(snap, bool(failed)),
+                last_user=s.last_user if said is None else said,
+            )
             if needle and not matches(needle, s, messages):
                 continue
             yield s
@@ -97,22 +86,15 @@ def summaries(
 
 
 def last_input_text(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """The text of the last user message a run's input brought (not one a node wrote);
-    None when the newest few inputs hold none (a resume, a `Command`)."""
+    """The text of the last user message a run's input brought (not one a node wrote)."""
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
-        inputs = saver.list(config, filter={"source": "input"}, limit=3)
-        for tup in inputs:
-            start = (tup.checkpoint.get("channel_values") or {}).get(START)
-            if not isinstance(start, Mapping):
-                continue
-            for value in start.values():
-                text = _user_text(value)
-                if text is not None:
-                    return text
+        inputs = list(saver.list(config, filter={"source": "input"}, limit=3))
     except Exception:  # a saver that cannot filter: the head's last user message
         return None
-    return None
+    starts = [(t.checkpoint.get("channel_values") or {}).get(START) for t in inputs]
+    texts = (_user_text(v) for s in starts if isinstance(s, Mapping) for v in s.values())
+    return next((t for t in texts if t is not None), None)
 
 
 def _user_text(value: Any) -> str | None:
@@ -143,8 +125,7 @@ class ThreadList(Table):
         self.items = items
         self.title = f"threads in {source}"
         self.more = more
-        # Ids are what you pass to `inspect --thread`: shown whole (a uuid is 36 columns),
-        # measured as printed (control characters escaped, wide characters two columns).
+        # Ids are what `inspect --thread` takes: shown whole (a uuid is 36 columns).
         width = min(36, max([6, *(display_width(safe(s.thread_id)) for s in items)]))
         self.columns = tuple(
             Column(c.key, c.header, width) if c.key == "thread" else c for c in self.columns
@@ -194,14 +175,12 @@ class ThreadList(Table):
 
 
 def _named(errors: list[str], snap: Any) -> list[str]:
-    # A failed task's error, prefixed by its node (the stand-in names the head's tasks).
     by_text = {str(t.error): t.name for t in snap.tasks if t.error is not None}
     by_text.update({f"{type(t.error).__name__}: {t.error}": t.name for t in snap.tasks if t.error})
     return [f"{by_text[e]}: {e}" if e in by_text else e for e in errors]
 
 
 def _paused(snap: Any, failed: bool) -> str | None:
-    # The head's tasks, named by the stand-in (it has a node of each name the head knows).
     tasks = list(snap.tasks)
     return pause(
         next_nodes=tuple(snap.next),
@@ -233,5 +212,4 @@ def threads(
         with local_saver(source, refusal) as saver:
             items = list(summaries(saver, search=search, limit=limit, progress=progress))
     name = describe(source) if isinstance(source, str) else type(source).__name__
-    # At the limit, more may exist; the listing does not count them to stay cheap.
     return ThreadList(items, name, more=limit > 0 and len(items) >= limit)

@@ -1,12 +1,4 @@
-"""`Timeline`: one row per checkpoint of a thread.
-
-Contract: for each checkpoint (all branches oldest first, or one branch's path): step,
-checkpoint id, parent id, source, the writing node(s), messages appended, reviewer edits
-(`edited`), messages a removal hid (`removed`, with the node), calls still open,
-compaction events, failed tasks, `paused` (`records.pause_of`), changed values and other
-keys' messages (`state`, `other_messages`), cumulative token usage, stored bytes and the
-bytes along the path.
-"""
+"""`Timeline`: one row per checkpoint of a thread (all branches, or one branch's path)."""
 
 from __future__ import annotations
 
@@ -62,7 +54,6 @@ class Timeline(Table):
     def __init__(self, thread: Thread, records: list[CheckpointRecord]) -> None:
         self.thread = thread
         self.records = records
-        # Per checkpoint, the other keys' changes as lines (the thread page shows them too).
         self.state_lines: dict[str, list[str]] = {}
         self._changed: dict[str, tuple[list[BaseMessage], list[BaseMessage]]] = {}
         self._rows = [self._row(r) for r in records]
@@ -84,18 +75,15 @@ class Timeline(Table):
 
     def _row(self, rec: CheckpointRecord) -> dict[str, Any]:
         parent = self.thread.parent(rec)
-        # A parent that was not loaded (`last=N`) leaves what the step changed unknown.
-        known = rec.parent_id is None or parent is not None
-        # Bytes along the path (what rebuilding this state reads), unless it runs into
-        # checkpoints that were not loaded.
+        known = rec.parent_id is None or parent is not None  # not with `last=N`
+        # Bytes along the path (what rebuilding this state reads), when all were loaded.
         path = self.thread.path(rec.checkpoint_id)
         cum = None if path[0].parent_id else sum(r.stored_bytes or 0 for r in path)
         before = parent.values if parent is not None else None
         keys = self.thread.message_keys
         changes = value_changes(rec.values, before, [*keys, "compactions"]) if known else []
-        others = {}
-        if known:
-            others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+        others = other_appended(rec.values, before, [k for k in keys if k != rec.message_key])
+        others = others if known else {}
         self.state_lines[rec.checkpoint_id] = state_lines(changes, others)
         new = appended(rec, parent) if known else []
         gone = removed_since(rec, parent) if known else []
