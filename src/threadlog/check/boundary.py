@@ -35,8 +35,8 @@ StandInFor = Callable[[BaseTool], BaseTool]
 _SESSION: contextvars.ContextVar[StandInFor | None] = contextvars.ContextVar(
     "threadlog_replay_tools", default=None
 )
-_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = (
-    contextvars.ContextVar("threadlog_replay_model", default=None)
+_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = contextvars.ContextVar(
+    "threadlog_replay_model", default=None
 )
 _RUN = BaseTool.run
 _ARUN = BaseTool.arun

@@ -68,8 +68,7 @@ class Problem:
     thread_id: str
     checkpoint_id: str
     channel: str
-    format: str
-    """`threadlog` (the message log) or `add_messages` (a plain list of messages)."""
+    format: str  # `threadlog` (the message log) or `add_messages` (a plain list)
     kind: str
     position: int
     message_id: str | None
@@ -77,11 +76,8 @@ class Problem:
     call_name: str | None
     detail: str
     profiles: list[str]
-    repairable: bool
-    """Whether `check --repair` can answer it by appending."""
-    namespace: str = ""
-    """The checkpoint namespace it was found in: "" the root, else a subgraph's
-    (`"node:task_id"`, nested ones joined by `|`)."""
+    repairable: bool  # `check --repair` can answer it by appending
+    namespace: str = ""  # "" the root, else a subgraph's (`node:task_id`, nested joined by `|`)
 
 
 @dataclass(slots=True)
@@ -92,13 +88,10 @@ class ThreadCheck:
     checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
     error: str | None = None
-    notes: list[Problem] = field(default_factory=list)
-    """Findings that are not failures (module doc): `in_progress` calls, and
-    `first_not_user` unless strict."""
+    notes: list[Problem] = field(default_factory=list)  # not failures (module doc)
 
 
-IN_PROGRESS = "in_progress"
-"""The kind of a note for a call open at a checkpoint whose pending step runs next."""
+IN_PROGRESS = "in_progress"  # a call open at a checkpoint whose pending step runs next
 
 
 def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
@@ -113,8 +106,7 @@ def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
 def sort_findings(
     findings: Sequence[Finding], pending: Sequence[str], *, strict_first_turn: bool = False
 ) -> tuple[list[Finding], list[Finding]]:
-    """`(problems, notes)` of one history (module doc): a call open at its end while a
-    step is `pending` is in progress; `first_not_user` is a note unless strict."""
+    """`(problems, notes)` of one history (module doc)."""
     problems: list[Finding] = []
     notes: list[Finding] = []
     for f in findings:
@@ -157,6 +149,23 @@ def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
         yield chain_writes(saver)
 
 
+@contextlib.contextmanager
+def opened(source: Any, verb: str) -> Iterator[tuple[BaseCheckpointSaver[Any], str]]:
+    """A checkpointer as it is, or a database URL or path opened read-only; and its name."""
+    from threadlog.inspect.readonly import describe
+
+    if isinstance(source, BaseCheckpointSaver):
+        yield source, type(source).__name__
+    elif isinstance(source, str):
+        with open_database(source) as saver:
+            yield saver, describe(source)
+    else:
+        raise TypeError(
+            f"cannot {verb} a {type(source).__name__}: pass a checkpointer or a database URL "
+            "or path"
+        )
+
+
 def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
     """`profiles` as `Profile`s (default: every one in `PROFILES`); unknown: ValueError."""
     if profiles is None:
@@ -168,16 +177,14 @@ def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
 
 
 class StandIns:
-    """One stand-in graph per set of stored keys (`source.stand_in`), made on first use:
-    a thread's log keys are read through a graph that owns them."""
+    """One stand-in graph per set of stored keys, made on first use (`source.stand_in`)."""
 
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
         self.graphs: dict[Shape, Any] = {}
 
     def __call__(self, tup: CheckpointTuple) -> Any:
-        # Only the keys matter for reading values: the node names would make one graph
-        # per thread.
+        # Only the keys matter for reading values: node names would make a graph per thread.
         shape = Shape(shape_of(tup).keys)
         if shape not in self.graphs:
             self.graphs[shape] = stand_in(self.saver, None, shape)
@@ -241,8 +248,7 @@ def problems_of(
     *,
     writable: bool = True,
 ) -> list[Problem]:
-    """`find_problems`' findings of one history as rows; `writable=False` for a source
-    `--repair` never writes to (a server)."""
+    """`find_problems`' findings of one history as rows; `writable=False`: not repairable."""
     return [
         Problem(
             thread_id=thread_id,
@@ -320,9 +326,8 @@ def _check_at(
     profiles: Sequence[Profile],
     strict: bool,
 ) -> None:
-    """Add the problems and notes of checkpoints `ids` of one namespace to `result` (its
-    `checkpoints` count the root's). A call in progress at an older checkpoint is every
-    tool step's history: noted at the head only."""
+    """Add the findings of checkpoints `ids` of one namespace to `result`; a call in
+    progress is noted at the head only (at older checkpoints every tool step has one)."""
     for cid in ids:
         tup = checkpoint_tuple(saver, result.thread_id, cid)
         channels = tuple_channels(saver, readers, tup)
@@ -345,8 +350,7 @@ def add_findings(
     at_head: bool = True,
     writable: bool = True,
 ) -> None:
-    """Add the problems and notes `find_problems` finds in each `(channel, format,
-    messages)` of checkpoint `cid` to `result` (`problems_of` rows, `sort_findings`)."""
+    """Add what `find_problems` finds in each `(channel, format, messages)` to `result`."""
     tid = result.thread_id
     for channel, fmt, messages in channels:
         found, noted = sort_findings(
@@ -366,8 +370,7 @@ def _subgraph_problems(
     result: ThreadCheck,
     strict: bool,
 ) -> None:
-    """The problems of the thread's subgraph namespaces that ran from the root's head;
-    with `every`, of every checkpoint of every namespace."""
+    """The problems of the subgraph namespaces that ran from the root's head (`every`: all)."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
     for sub in subgraph_namespaces(saver, head.thread_id):
@@ -477,8 +480,7 @@ class CheckReport(Table):
         self.title = f"check of {source}"
         self.tally = tally
         self.results = results
-        self.noted = list(notes)
-        """The notes (module doc) of every thread checked: not problems."""
+        self.noted = list(notes)  # of every thread checked: not problems
 
     @property
     def problems(self) -> list[Problem]:
@@ -533,8 +535,7 @@ def report_of(
     chosen: list[Profile],
     report: type[CheckReport] = CheckReport,
 ) -> CheckReport:
-    """The `report` of `results`: each tallied, their notes gathered, and those with a
-    problem or an error kept."""
+    """The `report` of `results`: all tallied and their notes kept, and those that failed."""
     tally = Tally(chosen)
     kept: list[ThreadCheck] = []
     notes: list[Problem] = []
@@ -556,11 +557,8 @@ def check(
     strict_first_turn: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` against `profiles` (module doc)."""
-    from threadlog.inspect.readonly import describe
-
     chosen = resolve_profiles(profiles)
-
-    def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
+    with opened(source, "check") as (saver, name):
         results = check_threads(
             saver,
             profiles=chosen,
@@ -570,15 +568,6 @@ def check(
             strict_first_turn=strict_first_turn,
         )
         return report_of(results, name, chosen)
-
-    if isinstance(source, BaseCheckpointSaver):
-        return run(source, type(source).__name__)
-    if isinstance(source, str):
-        with open_database(source) as saver:
-            return run(saver, describe(source))
-    raise TypeError(
-        f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
-    )
 
 
 def problem_line(p: Problem) -> str:

@@ -5,22 +5,19 @@ returns a `ReplayReport`, one row per turn (a user message and what followed it)
 or the turn's first divergence:
 
 * `context` — a model call sends other than the stored call sent: the recorded request
-  (`threadlog.check.requests`: system prompt with a unified diff, messages, then tools and
-  model), else `ModelNode`'s trace (system prompt id, message count).
+  (`threadlog.check.requests`), else `ModelNode`'s trace (system prompt id, message count).
 * `tool_schema` — a stored call no longer fits the current graph's tool.
 * `call` — another call, more or fewer calls; `args` — other arguments; `answer` — another
   final answer.
 * `interrupt` — the turn paused in `interrupt()` after everything before it matched.
 
 Each turn runs from the state stored right before its user message on a scratch thread in
-an in-memory saver: the source is never written, and a divergence does not cascade. Every
-tool invoked inside the turn, at any depth (`threadlog.check.boundary`), is served the
-stored result of the same call (by name and arguments, else position); a handoff tool
-(`__handoff_destination` metadata) runs as it is; a call the stored turn did not make is
-reported, not run (`tools="live"` runs it). A graph whose tools the boundary cannot reach
-is refused (`ValueError` naming the node). `model="stored"` serves the stored replies in
-order (through `ModelNode`s, else at every chat model's `invoke`); `model="live"` calls
-the graph's own model.
+an in-memory saver: the source is never written. Every tool invoked inside the turn, at
+any depth (`threadlog.check.boundary`), is served the stored result of the same call (by
+name and arguments, else position); a handoff tool runs as it is; a call the stored turn
+did not make is reported, not run (`tools="live"` runs it). A graph whose tools the
+boundary cannot reach is refused (`ValueError` naming the node). `model="stored"` serves
+the stored replies in order; `model="live"` calls the graph's own model.
 """
 
 from __future__ import annotations
@@ -53,21 +50,15 @@ ToolsMode = Literal["stored", "live"]
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
-    turn: int
-    """1-based: the turn's user message is the thread's `turn`-th."""
+    turn: int  # 1-based
     user_message_id: str | None
     user_text: str
-    kind: str
-    """`match`, or the first divergence: context, tool_schema, call, args, answer, or
-    `interrupt` (the turn paused where the stored one was resumed)."""
-    model_call: int | None
-    """Which model call of the turn diverged (1-based), when one did."""
+    kind: str  # `match`, or the first divergence (module doc)
+    model_call: int | None  # which model call of the turn diverged (1-based)
     detail: str
     stored: str | None = None
     replayed: str | None = None
-    diff: str | None = None
-    """A unified diff of the recorded and the replayed text (a system prompt, a tool
-    schema), when that is how the divergence reads best."""
+    diff: str | None = None  # recorded → replayed, for a system prompt or tool schema
 
     @property
     def matched(self) -> bool:
@@ -134,7 +125,8 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
             if prev_source == "input":
                 # The step applying a run's input: the other keys that input set.
                 inputs[m.id or ""] = {
-                    k: v for k, v in values.items()
+                    k: v
+                    for k, v in values.items()
                     if k not in ("messages", "compactions") and prev.get(k) != v
                 }
         for vanished in shown - ids:
@@ -257,8 +249,7 @@ class _Served:
         )
 
     def _take(self, name: str, args: dict[str, Any] | None = None) -> int | None:
-        """The stored call a call of `name` answers to, by name (and `args`), else by
-        position; marked used."""
+        """The unused stored call of `name` (and `args`), else at this position; now used."""
         with self.lock:
             position = self.tool_calls
             self.tool_calls += 1
@@ -277,9 +268,7 @@ class _Served:
                 self.used.add(found)
             return found
 
-    def result(
-        self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
-    ) -> Any:
+    def result(self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]) -> Any:
         found = self._take(name, args)
         if found is not None:
             stored = self.results.get(self.stored_calls[found][2])
@@ -412,14 +401,6 @@ Found = tuple[str, int | None, str, str | None, str | None, str | None]
 """kind, model call, detail, stored, replayed, diff."""
 
 
-def _recorded_request(call: Any) -> Request | None:
-    """A recorded call (`threadlog.inspect.calls.RecordedCall`) as a `Request`; None when
-    part of what it sent is no longer stored (a pruned step)."""
-    if any(m.get("missing") for m in call.messages):
-        return None
-    return Request(call.messages, list(call.tools), call.tool_schemas, call.model, call.params)
-
-
 def _context(k: int, d: Difference) -> Found:
     return ("context", k + 1, d.detail, d.recorded, d.replayed, d.diff)
 
@@ -458,7 +439,12 @@ def _compare(
         sc, rc = _calls(stored), _calls(got)
         if [n for n, _ in sc] != [n for n, _ in rc]:
             return (
-                "call", k + 1, "the model made other calls", _summary(stored), _summary(got), None
+                "call",
+                k + 1,
+                "the model made other calls",
+                _summary(stored),
+                _summary(got),
+                None,
             )
         if sc != rc:
             other = "the same tools with other arguments"
@@ -486,7 +472,8 @@ def _seed(graph: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """The stored values a scratch thread starts from: the graph's own state keys."""
     keys = {k for k in getattr(graph, "channels", {}) if not k.startswith(("__", "branch:"))}
     return {
-        k: v for k, v in values.items()
+        k: v
+        for k, v in values.items()
         if (v if k in ("messages", "compactions") else v is not None) and k in keys
     }
 
@@ -534,31 +521,28 @@ def _replay_turn(
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
         # The turn paused (interrupt()): what ran before the pause matched; the decision
         # that let the stored turn go on is not replayed.
-        kind, detail = "interrupt", (
-            f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
-            "answer interrupts: what ran before the pause matches"
+        kind, detail = (
+            "interrupt",
+            (
+                f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
+                "answer interrupts: what ran before the pause matches"
+            ),
         )
     if stopped is not None and stopped.kind == "unanswered":
         if kind == "match":  # everything up to the call the stored run stopped at matched
             detail = stopped.detail
     elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-    elif stopped is not None and stopped.kind == "tool_schema" and not (
-        kind == "context" and (call or 0) < (stopped.model_call or 0)
+    elif (
+        stopped is not None
+        and stopped.kind == "tool_schema"
+        and not (kind == "context" and (call or 0) < (stopped.model_call or 0))
     ):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
         stored = replayed = diff = None
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
-
-
-def _skipped(turn: _Turn) -> TurnResult:
-    detail = (
-        f"skipped: {turn.removed} (a summarizing or trimming step); what followed it is "
-        "not in the head to compare against"
-    )
-    return TurnResult(turn.index, turn.user.id, _text(turn.user), "skipped", None, detail)
 
 
 def _wrapped(line: str) -> list[str]:
@@ -647,7 +631,10 @@ def _requests(saver: Any, thread_id: str) -> dict[str, Request | None]:
     out: dict[str, Request | None] = {}
     for call in recorded_calls(saver, thread_id):  # in the order they started
         if call.reply_id is not None and call.error is None:
-            out[call.reply_id] = _recorded_request(call)
+            # None when part of what it sent is no longer stored (a pruned step).
+            missing = any(m.get("missing") for m in call.messages)
+            args = (call.messages, list(call.tools), call.tool_schemas, call.model, call.params)
+            out[call.reply_id] = None if missing else Request(*args)
     return out
 
 
@@ -661,26 +648,13 @@ def replay(
     tools: ToolsMode = "stored",
 ) -> ReplayReport:
     """Replay `thread_id` of `source` through `graph` (module doc)."""
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from threadlog.check.database import opened
 
-    from threadlog.check.database import open_database
-    from threadlog.inspect.readonly import describe
-
-    if model not in ("stored", "live"):
-        raise ValueError(f"model must be 'stored' or 'live', not {model!r}")
-    if tools not in ("stored", "live"):
-        raise ValueError(f"tools must be 'stored' or 'live', not {tools!r}")
-    if isinstance(source, BaseCheckpointSaver):
-        stored, name = _turns(source, thread_id), type(source).__name__
-        requests = _requests(source, thread_id)
-    elif isinstance(source, str):
-        with open_database(source) as saver:
-            stored, name = _turns(saver, thread_id), describe(source)
-            requests = _requests(saver, thread_id)
-    else:
-        raise TypeError(
-            f"cannot replay from a {type(source).__name__}: pass a database URL or saver"
-        )
+    for what, mode in (("model", model), ("tools", tools)):
+        if mode not in ("stored", "live"):
+            raise ValueError(f"{what} must be 'stored' or 'live', not {mode!r}")
+    with opened(source, "replay from") as (saver, name):
+        stored, requests = _turns(saver, thread_id), _requests(saver, thread_id)
     refused = refusal(graph)
     if refused:
         raise ValueError(f"cannot replay safely: {refused}")
@@ -689,7 +663,11 @@ def replay(
     for n in chosen:
         turn = stored[n - 1]
         if turn.removed:
-            results.append(_skipped(turn))
+            detail = (
+                f"skipped: {turn.removed} (a summarizing or trimming step); what followed it "
+                "is not in the head to compare against"
+            )
+            results.append(TurnResult(n, turn.user.id, _text(turn.user), "skipped", None, detail))
             continue
         # With recorded calls, serve only the AIMessages a model call produced.
         made = [ai for ai in turn.replies if str(ai.id) in requests]

@@ -146,11 +146,19 @@ def _system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, 
 
 def _seen(m: Mapping[str, Any]) -> Any:
     """What the model reads of one message (ids left out: a replay writes them anew)."""
-    calls = [(c.get("name"), json.dumps(c.get("args"), sort_keys=True, default=str))
-             for c in m.get("tool_calls") or () if isinstance(c, Mapping)]
+    calls = [
+        (c.get("name"), json.dumps(c.get("args"), sort_keys=True, default=str))
+        for c in m.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    ]
     status = m.get("status") if m.get("tool_call_id") is not None else None
-    return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str),
-            m.get("name"), calls, status)
+    return (
+        m.get("role"),
+        json.dumps(m.get("content"), sort_keys=True, default=str),
+        m.get("name"),
+        calls,
+        status,
+    )
 
 
 def _show(m: Mapping[str, Any]) -> str:
@@ -167,8 +175,11 @@ def difference(recorded: Request, now: Request) -> Difference | None:
     new_prompt, new_rest = _system(now.messages)
     if old_prompt != new_prompt:
         if old_prompt is None or new_prompt is None:
-            detail = ("a system prompt is sent that the stored call did not send"
-                      if old_prompt is None else "the stored call's system prompt is not sent")
+            detail = (
+                "a system prompt is sent that the stored call did not send"
+                if old_prompt is None
+                else "the stored call's system prompt is not sent"
+            )
             return Difference("system_prompt", detail, old_prompt, new_prompt)
         return Difference(
             "system_prompt",
@@ -186,9 +197,11 @@ def difference(recorded: Request, now: Request) -> Difference | None:
         )
         detail = f"message {at + offset + 1} sent differs from the recorded one"
         if len(old_seen) != len(new_seen):
-            detail = (f"the model was sent another context: {len(new_rest) + offset} "
-                      f"message(s), recorded {len(old_rest) + offset}; the first that "
-                      f"differs is message {at + offset + 1}")
+            detail = (
+                f"the model was sent another context: {len(new_rest) + offset} "
+                f"message(s), recorded {len(old_rest) + offset}; the first that "
+                f"differs is message {at + offset + 1}"
+            )
         return Difference(
             "messages",
             detail,
@@ -202,7 +215,9 @@ def difference(recorded: Request, now: Request) -> Difference | None:
             bits = [f"added {added}" if added else "", f"removed {gone}" if gone else ""]
             what = "; ".join(b for b in bits if b) or "their order changed"
             return Difference(
-                "tools", f"other tools are bound: {what}", ", ".join(recorded.tools),
+                "tools",
+                f"other tools are bound: {what}",
+                ", ".join(recorded.tools),
                 ", ".join(now.tools),
             )
         if (recorded.tool_schemas or []) != (now.tool_schemas or []):
@@ -213,14 +228,15 @@ def difference(recorded: Request, now: Request) -> Difference | None:
             old = json.dumps(old_by.get(name), indent=1, sort_keys=True, ensure_ascii=False)
             new = json.dumps(new_by.get(name), indent=1, sort_keys=True, ensure_ascii=False)
             return Difference(
-                "tools", f"the schema of tool {name!r} differs from the recorded one",
-                None, None, _unified(old, new),
+                "tools",
+                f"the schema of tool {name!r} differs from the recorded one",
+                None,
+                None,
+                _unified(old, new),
             )
     if recorded.params is not None and now.params is not None:
         if recorded.model != now.model:
-            return Difference(
-                "model", "another model is called", recorded.model, now.model
-            )
+            return Difference("model", "another model is called", recorded.model, now.model)
         if recorded.params != now.params:
             keys = sorted(set(recorded.params) | set(now.params))
             changed = [k for k in keys if recorded.params.get(k) != now.params.get(k)]

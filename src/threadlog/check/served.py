@@ -52,8 +52,9 @@ def message_lists(values: Any) -> list[tuple[str, list[Any]]]:
     first, then by name."""
     if not isinstance(values, Mapping):
         return []
-    keys = sorted((k for k, v in values.items() if _is_message_list(v)),
-                  key=lambda k: (k != DEFAULT_KEY, k))
+    keys = sorted(
+        (k for k, v in values.items() if _is_message_list(v)), key=lambda k: (k != DEFAULT_KEY, k)
+    )
     return [(k, to_messages(values[k])) for k in keys]
 
 

@@ -233,8 +233,7 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
     _summary(
         args,
         {"repaired": repaired, "refused": refused, "unanswerable_calls": left},
-        f"repaired {repaired} thread(s); {refused} refused; "
-        f"{left} call(s) appending cannot answer",
+        f"repaired {repaired} thread(s); {refused} refused; {left} call(s) appending cannot answer",
     )
     return 1 if refused or left else 0
 

@@ -411,9 +411,7 @@ def _errors_explained(
     except (openai.APIError, ValueError) as e:
         if profile is None:
             raise
-        looks_like = (
-            None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
-        )
+        looks_like = None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
         line = explain_failure(
             e, profile=profile, endpoint=endpoint, thread_id=thread_id, suggest=looks_like
         )
@@ -444,7 +442,7 @@ def text_call_hint(messages: list[Any]) -> str | None:
         f"threadlog demo: hint: the answer is a call to {call.name} written as text "
         f"({call.form}) that the server did not return as a tool call; the server's chat "
         "template likely renders tool calls in another form than the model writes them "
-        "(docs/profiles.md, \"The chat template decides whether calls parse\"; "
+        '(docs/profiles.md, "The chat template decides whether calls parse"; '
         "scripts/qwen_json_tools.jinja parses ```json blocks)"
     )
 
@@ -466,8 +464,7 @@ def _print_turn(
         model_name += f" · profile {profile.name}"
     print(
         safe_line(
-            f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · "
-            f"model {model_name}"
+            f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}"
         ),
         file=out,
     )

@@ -179,8 +179,6 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> Any:
     """`parser.parse_args(argv)`, with a mistyped flag reported by its subcommand."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        sub = next(
-            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
-        )
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args

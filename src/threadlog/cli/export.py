@@ -26,7 +26,9 @@ THREAD_HELP = "thread id"
 def register(sub: Any) -> None:
     p = source_parser(sub, "export", HELP, DESCRIPTION, thread=THREAD_HELP)
     p.add_argument(
-        "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
+        "--format",
+        choices=("jsonl", "openai", "langchain"),
+        default="jsonl",
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "
         "langchain: messages_to_dict",
     )

@@ -105,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
-            args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
+            args.db,
+            args.thread,
+            last=args.last,
+            progress=progress,
+            namespace=args.namespace,
             key=args.key,
             calls=bool(args.html or args.context is not None) and not is_server_url(args.db),
         )

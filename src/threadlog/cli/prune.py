@@ -102,9 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from threadlog.flows import run as run_flow
     from threadlog.inspect.readonly import sqlite_path
 
-    with checkpointer(
-        url, multitask_strategy="reject", cache=False, allowed_types=types
-    ) as opened:
+    with checkpointer(url, multitask_strategy="reject", cache=False, allowed_types=types) as opened:
         saver: Any = opened  # a GuardedSaver: exclusive(), maintenance
         backend = backend_of(saver.inner)
         heads = {tid: head for tid, head, _, _ in backend.thread_heads()}

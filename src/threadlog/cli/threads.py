@@ -19,6 +19,7 @@ DESCRIPTION = (
     "the last user message. Reads only."
 )
 
+
 def register(sub: Any) -> None:
     from threadlog.cli.errors import positive
     from threadlog.cli.types import add_flags, finish, source_parser
