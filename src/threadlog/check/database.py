@@ -103,6 +103,12 @@ def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
     return tuple(dict.fromkeys(nodes))
 
 
+_PENDING = "; in progress: the pending step ({}) runs next when the thread resumes"
+_NOT_STRICT = (
+    " (fine when the app sends its own prompt first; --strict-first-turn makes it a problem)"
+)
+
+
 def sort_findings(
     findings: Sequence[Finding], pending: Sequence[str], *, strict_first_turn: bool = False
 ) -> tuple[list[Finding], list[Finding]]:
@@ -111,24 +117,10 @@ def sort_findings(
     notes: list[Finding] = []
     for f in findings:
         if f.kind == "open_call" and f.closed_by is None and pending:
-            steps = ", ".join(pending)
-            notes.append(
-                replace(
-                    f,
-                    kind=IN_PROGRESS,
-                    detail=f"{f.detail}; in progress: the pending step ({steps}) runs next "
-                    "when the thread resumes",
-                    profiles=(),
-                )
-            )
+            detail = f.detail + _PENDING.format(", ".join(pending))
+            notes.append(replace(f, kind=IN_PROGRESS, detail=detail, profiles=()))
         elif f.kind == "first_not_user" and not strict_first_turn:
-            notes.append(
-                replace(
-                    f,
-                    detail=f"{f.detail} (fine when the app sends its own prompt first; "
-                    "--strict-first-turn makes it a problem)",
-                )
-            )
+            notes.append(replace(f, detail=f.detail + _NOT_STRICT))
         else:
             problems.append(f)
     return problems, notes
@@ -249,6 +241,7 @@ def problems_of(
     writable: bool = True,
 ) -> list[Problem]:
     """`find_problems`' findings of one history as rows; `writable=False`: not repairable."""
+    root = writable and not namespace  # `--repair` writes at the root only
     return [
         Problem(
             thread_id=thread_id,
@@ -263,11 +256,7 @@ def problems_of(
             detail=f.detail,
             profiles=list(f.profiles),
             # A plain list only appends: a call the conversation moved past stays open.
-            # `--repair` writes at the root only.
-            repairable=writable
-            and not namespace
-            and f.kind in REPAIRABLE
-            and (fmt == LOG_FORMAT or f.closed_by is None),
+            repairable=root and f.kind in REPAIRABLE and (fmt == LOG_FORMAT or f.closed_by is None),
             namespace=namespace,
         )
         for f in findings
@@ -503,18 +492,15 @@ class CheckReport(Table):
                 out.append(
                     {"thread": r.thread_id, "kind": "unreadable", "where": "-", "detail": r.error}
                 )
-            for p in r.problems:
-                out.append(
-                    {
-                        "thread": p.thread_id,
-                        "kind": p.kind,
-                        "where": where(p),
-                        "detail": [
-                            p.detail,
-                            "rejected by " + profiles_cell(p.profiles),
-                        ],
-                    }
-                )
+            out += [
+                {
+                    "thread": p.thread_id,
+                    "kind": p.kind,
+                    "where": where(p),
+                    "detail": [p.detail, "rejected by " + profiles_cell(p.profiles)],
+                }
+                for p in r.problems
+            ]
         for n in self.noted:
             note = {"thread": n.thread_id, "kind": f"note: {n.kind}", "where": where(n)}
             out.append({**note, "detail": n.detail})

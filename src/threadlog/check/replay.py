@@ -224,8 +224,7 @@ class _Served:
     def stand_in(self, real: BaseTool) -> BaseTool:
         """The tool answering for `real` in this turn (`threadlog.check.boundary`)."""
         if HANDOFF_KEY in (real.metadata or {}):
-            # A handoff only routes (a `Command` to the next agent): it runs, and takes
-            # the stored call of its name, as a stand-in would.
+            # A handoff only routes (a `Command` to the next agent): it runs as it is.
             self._take(real.name)
             return real
         fields = _call_fields(real)
@@ -253,17 +252,11 @@ class _Served:
         with self.lock:
             position = self.tool_calls
             self.tool_calls += 1
-            found = next(
-                (
-                    i
-                    for i, (n, a, _) in enumerate(self.stored_calls)
-                    if i not in self.used and n == name and (args is None or a == args)
-                ),
-                None,
-            )
-            if found is None and position < len(self.stored_calls) and position not in self.used:
-                if self.stored_calls[position][0] == name:
-                    found = position
+            calls = self.stored_calls
+            named = [i for i, c in enumerate(calls) if i not in self.used and c[0] == name]
+            found = next((i for i in named if args is None or calls[i][1] == args), None)
+            if found is None and position in named:
+                found = position
             if found is not None:
                 self.used.add(found)
             return found
@@ -278,8 +271,7 @@ class _Served:
                 if real.response_format == "content_and_artifact":
                     return stored.content, stored.artifact
                 return stored.content
-            # The stored turn made this call and stored no result: its tool raised and
-            # the run stopped there. The replay stops there too.
+            # No stored result: its tool raised and the run stopped there; so does the replay.
             raise _Stop(
                 "unanswered",
                 None,
@@ -310,8 +302,7 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
     tool = tools.get(name)
     if tool is None:
         return f"the stored call {name!r} names no tool of the graph now ({sorted(tools)})"
-    # What the model fills in: arguments a tool node injects (state, the call's id)
-    # are not the model's to give.
+    # What the model fills in: arguments a tool node injects are not the model's to give.
     schema: Any = tool.tool_call_schema
     if isinstance(schema, dict) or not hasattr(schema, "model_validate"):
         return ""
@@ -343,13 +334,9 @@ def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
 
     from threadlog.nodes.model import ModelNode
 
-    models, tools = [], []
-    for _, node in _walk(graph):
-        if isinstance(node, ModelNode):
-            models.append(node)
-        elif isinstance(node, LangGraphToolNode):
-            tools.append(node)
-    return models, tools
+    nodes = [node for _, node in _walk(graph)]
+    models = [n for n in nodes if isinstance(n, ModelNode)]
+    return models, [n for n in nodes if isinstance(n, LangGraphToolNode)]
 
 
 def refusal(graph: Any) -> str:
@@ -397,8 +384,8 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
 _FEWER = "the replay made"
 
 
+# kind, model call, detail, stored, replayed, diff
 Found = tuple[str, int | None, str, str | None, str | None, str | None]
-"""kind, model call, detail, stored, replayed, diff."""
 
 
 def _context(k: int, d: Difference) -> Found:
@@ -437,18 +424,11 @@ def _compare(
                         detail += f"stored {then}"
                     return ("context", k + 1, detail, str(then), str(now), None)
         sc, rc = _calls(stored), _calls(got)
-        if [n for n, _ in sc] != [n for n, _ in rc]:
-            return (
-                "call",
-                k + 1,
-                "the model made other calls",
-                _summary(stored),
-                _summary(got),
-                None,
-            )
         if sc != rc:
-            other = "the same tools with other arguments"
-            return ("args", k + 1, other, _summary(stored), _summary(got), None)
+            kind, what = "args", "the same tools with other arguments"
+            if [n for n, _ in sc] != [n for n, _ in rc]:
+                kind, what = "call", "the model made other calls"
+            return (kind, k + 1, what, _summary(stored), _summary(got), None)
         if not sc and _text(stored) != _text(got):
             return ("answer", k + 1, "a different final answer", _text(stored), _text(got), None)
         if late is not None:
@@ -486,8 +466,7 @@ def _replay_turn(
     recorded: Sequence[Request | None] = (),
     models_only: bool = False,
 ) -> TurnResult:
-    """One turn replayed; `models_only`: compare only the AIMessages a model call
-    produced (not one a node wrote itself)."""
+    """One turn replayed; `models_only`: compare only the AIMessages a model call produced."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -521,33 +500,27 @@ def _replay_turn(
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
         # The turn paused (interrupt()): what ran before the pause matched; the decision
         # that let the stored turn go on is not replayed.
-        kind, detail = (
-            "interrupt",
-            (
-                f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
-                "answer interrupts: what ran before the pause matches"
-            ),
+        kind = "interrupt"
+        detail = (
+            f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
+            "answer interrupts: what ran before the pause matches"
         )
     if stopped is not None and stopped.kind == "unanswered":
         if kind == "match":  # everything up to the call the stored run stopped at matched
             detail = stopped.detail
     elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-    elif (
-        stopped is not None
-        and stopped.kind == "tool_schema"
-        and not (kind == "context" and (call or 0) < (stopped.model_call or 0))
-    ):
-        kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-        stored = replayed = diff = None
+    elif stopped is not None and stopped.kind == "tool_schema":
+        if not (kind == "context" and (call or 0) < (stopped.model_call or 0)):
+            kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
+            stored = replayed = diff = None
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
 
 
 def _wrapped(line: str) -> list[str]:
-    """One diff line as terminal lines that fit under a row, none cut: a longer line goes
-    on after a `↪` (its spaces as they were)."""
+    """One diff line as terminal lines under a row, none cut: the rest goes on after `↪`."""
     text = safe(line.expandtabs(4))
     width = WIDTH - INDENT
     out: list[str] = []
@@ -602,15 +575,13 @@ class ReplayReport(Table):
     def display_rows(self) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for r in self.results:
-            diff: list[str] = []
             if r.diff is not None:  # a text diff, every line shown (wrapped, escaped)
-                for line in r.diff.split("\n"):
-                    diff.extend(_wrapped(line))
+                diff = [part for line in r.diff.split("\n") for part in _wrapped(line)]
             else:
-                if r.stored is not None:
-                    diff.append(fit(f"stored:   {r.stored}", WIDTH - INDENT))
-                if r.replayed is not None:
-                    diff.append(fit(f"replayed: {r.replayed}", WIDTH - INDENT))
+                shown = (("stored:   ", r.stored), ("replayed: ", r.replayed))
+                diff = [
+                    fit(label + text, WIDTH - INDENT) for label, text in shown if text is not None
+                ]
             out.append(
                 {
                     "turn": str(r.turn),

@@ -1,16 +1,12 @@
 """What a replayed model call sends, next to what the stored call sent
 (`threadlog.checkpoint.calls` recorded it).
 
-Contract: `RequestCapture` is a LangChain callback handler that keeps, for every
-chat-model call inside a replayed turn, the `Request` it sends (messages, tool names and
-schemas, model and parameters), in start order, and the ids of the replies (`.replies`).
-`Request.from_wire(messages)` is a request known by its messages only.
-
-`difference(recorded, now)` is None when both send the same thing, else a `Difference`:
-`part` (`system_prompt`, `messages`, `tools`, `model`, compared in that order; the last
-two only when both requests hold them), one line saying what differs, both values as
-text, and a unified diff for a system prompt or tool schema. Messages are compared by
-what the model reads, not by ids.
+`RequestCapture` is a callback handler keeping each chat-model call's `Request` (messages,
+tool names and schemas, model, parameters) in start order, and the ids of the replies.
+`difference(recorded, now)` is None when both send the same thing, else the first part
+that differs (`system_prompt`, `messages`, `tools`, `model`; the last two only when both
+requests hold them), with a unified diff for a system prompt or tool schema. Messages are
+compared by what the model reads, not by ids.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """`check` of the threads a LangGraph server (`langgraph dev`, LangGraph Platform) serves.
 
-Contract: `check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
+`check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
 `ThreadCheck` per thread the server lists (paged, none kept) or per id of `threads` (an
-unknown one raises `LookupError`). The head state, or every state with `all_checkpoints`,
-is checked by `find_problems`: every key holding LangChain message dicts, `messages`
-first. Only the top-level namespace is read. Problems carry the format `server` and
-`repairable=False`.
-
-`check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
-else by `threadlog.check.database.check`.
+unknown one raises `LookupError`): every key of the head state (or every state) holding
+LangChain message dicts, `messages` first; the top-level namespace only. Problems carry
+the format `server` and are not `repairable`. `check(source, …)` sends a server URL here,
+anything else to `threadlog.check.database.check`.
 """
 
 from __future__ import annotations

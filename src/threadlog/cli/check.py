@@ -1,13 +1,7 @@
 """`threadlog check --db SOURCE [--profile P …] [--thread T …] [--all-checkpoints] [--json]
-[--repair [--dry-run]]`.
+[--repair [--dry-run]]`: `threadlog.check.database` per thread, streamed, then a summary.
 
-Contract: reports, per thread, what each profile (default: all of `PROFILES`) would reject
-in its stored history (`threadlog.inspect.check`), streaming thread by thread, then one
-summary line; text is terminal-safe. `--json` prints JSON Lines: one object per problem,
-one `{"thread_id", "kind": "unreadable", "detail"}` per unreadable thread, and a last
-`{"summary": {...}}`. Exit status: 0 clean, 1 problems, 2 unreadable or bad input (one
-line on stderr, `cli/errors.py`). `--repair` appends a "not completed" result to every
-call appending can answer (`threadlog.check.repair`); `--dry-run` prints the plan. Without
+Exit 0 clean, 1 problems, 2 unreadable or bad input (docs/check-and-replay.md). Without
 `--repair` the database is opened read-only; a server URL refuses `--repair`.
 """
 
@@ -36,6 +30,7 @@ DB_HELP = (
 
 
 def register(sub: Any) -> None:
+    from threadlog.cli.errors import positive
     from threadlog.cli.types import add_flags, finish, source_parser
 
     p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
@@ -59,23 +54,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--lock-timeout",
-        type=_seconds,
+        type=positive("seconds", kind=float, below=86400),
         default=10.0,
         metavar="SECONDS",
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
         "released within SECONDS (default 10)",
     )
     finish(p, run, error_status=2)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 86400:
-        raise argparse.ArgumentTypeError(f"{text!r}: give seconds, more than 0")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,14 +181,12 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
     with open_database(args.db) as saver:  # plan from a read-only look first
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
-    if args.json and args.dry_run:
-        for plan in plans:
-            print(dumps(plan.row()))
-    elif args.dry_run:
-        for plan in plans:
-            for line in plan.lines():
-                print(" " * (len(line) - len(line.lstrip())) + safe_line(line))
     if args.dry_run:
+        for plan in plans:
+            if args.json:
+                print(dumps(plan.row()))
+            for line in [] if args.json else plan.lines():
+                print(" " * (len(line) - len(line.lstrip())) + safe_line(line))
         appended = sum(len(p.results) for p in plans)
         touched = len({p.thread_id for p in plans if p.results})
         _summary(
@@ -219,17 +202,11 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         url, [p for p in plans if p.results], args.allowed_types, lock_timeout=args.lock_timeout
     )
     for res in results:
-        if args.json:
-            print(dumps(asdict(res)))
-        else:
-            print(safe_line(res.line()))
+        print(dumps(asdict(res)) if args.json else safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
     # A thread with open calls under several message keys has one result per key.
-    refused = len({r.thread_id for r in results if r.refused is not None})
-    repaired = len(
-        {r.thread_id for r in results if r.refused is None}
-        - {r.thread_id for r in results if r.refused is not None}
-    )
+    refused_ids = {r.thread_id for r in results if r.refused is not None}
+    refused, repaired = len(refused_ids), len({r.thread_id for r in results} - refused_ids)
     _summary(
         args,
         {"repaired": repaired, "refused": refused, "unanswerable_calls": left},
@@ -239,5 +216,4 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
 
 def _summary(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
-    """The closing line of a repair: `{"summary": …}` with --json, else `text`."""
     print(dumps({"summary": summary}) if args.json else text)

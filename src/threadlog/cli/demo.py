@@ -66,14 +66,6 @@ examples:
 """
 
 
-class DemoError(CommandFailed):
-    """A failure the user fixes by changing a flag or an environment variable (exit 1)."""
-
-
-class BadInput(CommandError):
-    """Bad input: a flag, a value, a database that is not LangGraph's (exit 2)."""
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
@@ -175,7 +167,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-model-calls",
         metavar="N",
-        type=positive("--max-model-calls", "model calls"),
+        type=positive("model calls"),
         default=DEMO_MAX_MODEL_CALLS,
         help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
     )
@@ -203,18 +195,18 @@ def _failures_explained(args: argparse.Namespace, out: TextIO) -> int:
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         if isinstance(e, OSError) or _module_root(e) in _DB_DRIVERS:
-            text = f"the checkpoint database {db_url(args.db)} failed: {_one_line(e)}"
-            raise DemoError(text) from None
+            text = f"the checkpoint database {db_url(args.db)} failed: {one_line(e)}"
+            raise CommandFailed(text) from None
         if isinstance(e, ValueError):
-            text = f"{type(e).__name__}: {_one_line(e)} (THREADLOG_DEBUG=1 shows the traceback)"
-            raise DemoError(text) from None
+            text = f"{type(e).__name__}: {one_line(e)} (THREADLOG_DEBUG=1 shows the traceback)"
+            raise CommandFailed(text) from None
         raise
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json and args.question is None:
         if not args.thread:
-            raise BadInput(
+            raise CommandError(
                 "--json without a question prints a thread's history: give --thread ID "
                 "(or a question to ask on a new thread)"
             )
@@ -222,7 +214,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
     if not question:
-        raise BadInput("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
+        raise CommandError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
     model = chat_model(
         args.model,
         args.base_url,
@@ -284,13 +276,13 @@ def chat_model(
         return OfflineChatModel()
     provider, _, name = spec.partition(":")
     if provider != "openai" or not name:
-        raise BadInput(
+        raise CommandError(
             f"--model {spec!r} is not supported; use 'offline' or openai:MODEL "
             "(e.g. openai:gpt-4o-mini) for any OpenAI-compatible endpoint"
         )
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key:
-        raise BadInput(
+        raise CommandError(
             f"--model {spec} needs an API key: set OPENAI_API_KEY (any non-empty value for a "
             "local server that does not check keys)"
         )
@@ -316,7 +308,7 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
         try:
             return get_profile(args.profile)
         except ValueError as e:  # names the known profiles
-            raise BadInput(f"--profile: {e}") from None
+            raise CommandError(f"--profile: {e}") from None
     if args.model == "offline":
         return None
     base = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -357,20 +349,20 @@ def _open_db(value: str) -> Iterator[Any]:
     try:
         url = writable_database(value, "demo", create=True)
     except Exception as e:
-        raise BadInput(one_line(e)) from None
+        raise CommandError(one_line(e)) from None
     with ExitStack() as stack:
         try:
             saver = stack.enter_context(checkpointer(url))
         except ImportError as e:
-            raise BadInput(
+            raise CommandError(
                 f"cannot open {url}: {e.name or e} is not installed; for Postgres install "
                 "threadlog[postgres]"
             ) from None
         except Exception as e:
             # The drivers raise their own error types; anything else is a bug to show whole.
             if isinstance(e, (OSError, ValueError)) or _module_root(e) in _DB_DRIVERS:
-                raise BadInput(
-                    f"cannot open the checkpoint database {url}: {_one_line(e)}"
+                raise CommandError(
+                    f"cannot open the checkpoint database {url}: {one_line(e)}"
                 ) from None
             raise
         yield saver
@@ -398,13 +390,13 @@ def _errors_explained(
         yield
     except (ConcurrentRunError, MessageLogError) as e:
         # Already a sentence naming the thread or the message and the fix.
-        raise DemoError(_one_line(e)) from None
+        raise CommandFailed(one_line(e)) from None
     except openai.AuthenticationError:
-        raise DemoError(
+        raise CommandFailed(
             f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
         ) from None
     except openai.NotFoundError:
-        raise DemoError(
+        raise CommandFailed(
             f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
             "check --model and --base-url"
         ) from None
@@ -417,11 +409,7 @@ def _errors_explained(
         )
         if line is None:
             raise
-        raise DemoError(line) from None
-
-
-def _one_line(e: BaseException) -> str:
-    return safe_line(str(e)) or type(e).__name__
+        raise CommandFailed(line) from None
 
 
 def text_call_hint(messages: list[Any]) -> str | None:

@@ -19,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -45,8 +46,7 @@ class CommandError(Exception):
 
 
 class CommandFailed(Exception):
-    """A failure the user fixes by changing a setting (a key, an endpoint): its one line
-    as it is, exit `error_status`."""
+    """A failure the user fixes by changing a setting (a key, an endpoint): exit 1."""
 
 
 def one_line(exc: BaseException) -> str:
@@ -158,20 +158,21 @@ def resolve_thread(db: str, thread: str) -> str:
     )
 
 
-def positive(flag: str, what: str, zero: bool = False) -> Callable[[str], int]:
-    """An argparse `type` for `flag`: a positive whole number (or 0 when `zero`)."""
+def positive(
+    what: str, zero: bool = False, kind: type[float] = int, below: float = math.inf
+) -> Callable[[str], Any]:
+    """An argparse `type`: a positive number of `kind` (or 0 when `zero`) under `below`."""
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
             value = -1
-        if value < 0 or (value == 0 and not zero):
+        if not 0 <= value < below or (value == 0 and not zero):
             least = "0 or more" if zero else "a positive number of"
             raise argparse.ArgumentTypeError(f"{text!r}: give {least} {what}")
         return value
 
-    parse.__name__ = flag  # argparse names the type in its default message
     return parse
 
 

@@ -1,11 +1,6 @@
 """`threadlog export --db SOURCE --thread ID [--namespace NS] [--format jsonl|openai|langchain]
-[--checkpoint C]`.
-
-Contract: prints one thread's message history, complete, read-only: every message ever
-written, including those a removal hid, marked where they stood
-(`threadlog.inspect.export.whole_history`). `--checkpoint` exports the log at an earlier
-checkpoint; `--namespace NS` a subgraph's log; `-o FILE` writes to a file. Bad input: one
-line, exit 2 (`cli/errors.py`).
+[--checkpoint C] [-o FILE]`: one thread's whole message history
+(`threadlog.inspect.export.whole_history`), read-only.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
-[--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`.
-
-Contract: prints the thread's timeline and tool pairs (and the fork tree, subgraphs and
-state views when there are some) as text that fits in 100 columns, for any source
-`threadlog.inspect.thread` reads. `--checkpoint` narrows to one branch (its path, the
-pairs at it, the diff from its parent). `--context CALL` adds what the model saw for one
-model call (an AIMessage id or an index: -1 is the last). `--json` prints the views'
-`.rows()` in one JSON object. `--html FILE` writes the thread page and prints `wrote FILE`
-(to stderr with `--json`). `--last N` reads only the newest N checkpoints. `--namespace`
-shows a subgraph's checkpoints; `--key` another message key. `--calls` prints every
-recorded model call (`threadlog.inspect.calls`), `--store` the `BaseStore` items each step
-used (`threadlog.inspect.store_items`), as text or a JSON list. Exit 0; bad input is one
-line on stderr, exit 2.
+[--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`: a thread's views
+(`threadlog.inspect.thread`) as text, JSON or HTML; reads only (docs/inspect.md).
 """
 
 from __future__ import annotations
@@ -62,7 +51,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--last",
-        type=positive("--last", "checkpoints"),
+        type=positive("checkpoints"),
         metavar="N",
         help="read only the newest N checkpoints (long threads)",
     )

@@ -242,20 +242,15 @@ def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None
     by_thread = Counter(tid for tid, _, _ in report.dropped)
     freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
     verb = "would prune" if dry else "pruned"
+    snapshots = report.snapshot_bytes
+    gain = f" (heads gain snapshots of {snapshots:,} bytes)" if snapshots else ""
     print(
         f"{verb} {len(by_thread)} thread(s) ({report.strategy}): "
-        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes of rows"
-        + (
-            " (heads gain snapshots of " + f"{report.snapshot_bytes:,} bytes)"
-            if report.snapshot_bytes
-            else ""
-        )
+        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes of rows{gain}"
     )
     for tid in sorted(by_thread):
-        print(
-            f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), "
-            f"{sizes.get(tid, 0):,} bytes of rows"
-        )
+        bytes_ = sizes.get(tid, 0)
+        print(f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), {bytes_:,} bytes of rows")
     if archive and by_thread:
         where = safe_line(archive)
         print(f"{'would archive' if dry else 'archived'} {len(by_thread)} thread(s) to {where}")
@@ -267,36 +262,30 @@ def _archive(saver: Any, path: str, threads: list[str]) -> None:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(path)
     try:
-        archive = SqliteSaver(conn, serde=saver.inner.serde)
-        archive.setup()
-        for tid in threads:
-            tups = sorted(
-                saver.inner.list({"configurable": {"thread_id": tid}}),
-                key=lambda t: str(t.config["configurable"]["checkpoint_id"]),
-            )
-            for tup in tups:
-                conf = dict(tup.config["configurable"])
-                parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-                where: Any = {
-                    "configurable": {
-                        "thread_id": tid,
-                        "checkpoint_ns": conf.get("checkpoint_ns", ""),
-                    }
-                }
-                if parent:
-                    where["configurable"]["checkpoint_id"] = parent
-                versions = tup.checkpoint.get("channel_versions") or {}
-                stored = archive.put(where, tup.checkpoint, tup.metadata, versions)
-                by_task: dict[str, list[tuple[str, Any]]] = {}
-                for task_id, channel, value in tup.pending_writes or ():
-                    by_task.setdefault(str(task_id), []).append((channel, value))
-                for task_id, writes in by_task.items():
-                    archive.put_writes(stored, writes, task_id)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            archive = SqliteSaver(conn, serde=saver.inner.serde)
+            archive.setup()
+            for tid in threads:
+                tups = sorted(
+                    saver.inner.list({"configurable": {"thread_id": tid}}),
+                    key=lambda t: str(t.config["configurable"]["checkpoint_id"]),
+                )
+                for tup in tups:
+                    ns = tup.config["configurable"].get("checkpoint_ns", "")
+                    where: Any = {"thread_id": tid, "checkpoint_ns": ns}
+                    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                    if parent:
+                        where["checkpoint_id"] = parent
+                    versions = tup.checkpoint.get("channel_versions") or {}
+                    meta = tup.metadata
+                    stored = archive.put({"configurable": where}, tup.checkpoint, meta, versions)
+                    by_task: dict[str, list[tuple[str, Any]]] = {}
+                    for task_id, channel, value in tup.pending_writes or ():
+                        by_task.setdefault(str(task_id), []).append((channel, value))
+                    for task_id, writes in by_task.items():
+                        archive.put_writes(stored, writes, task_id)
     except BaseException:
-        conn.close()
         with contextlib.suppress(OSError):
             os.remove(path)
         raise
-    conn.close()

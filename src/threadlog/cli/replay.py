@@ -1,11 +1,7 @@
 """`threadlog replay --db SOURCE --thread T --graph module:attr [--turns A:B]
-[--model stored|live] [--tools live] [--json]`.
+[--model stored|live] [--tools live] [--json]`: `threadlog.check.replay`, one line per turn.
 
-Contract: re-runs each stored turn of `T` through the graph `module:attr` (a compiled
-graph, or a function returning one; imported with the current directory on the path) on
-a scratch copy (`threadlog.check.replay`) and prints one line per turn, then a summary.
-`--json` prints one JSON object: thread, source, graph, modes, summary and rows. Exit
-status: 0 every turn matches, 1 a turn diverges, 2 bad input (one line on stderr).
+Exit 0 every turn matches, 1 a turn diverges, 2 bad input.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
-
-Contract: lists the threads of a database or a LangGraph server, newest first, as text
-that fits in 100 columns or as JSON (`threadlog.inspect.threads` rows). Reads only. Bad
-input: one line, exit 2 (`cli/errors.py`).
+"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`: the threads of a
+database or LangGraph server, newest first (`threadlog.inspect.threads`); reads only.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--limit",
-        type=positive("--limit", "threads", zero=True),
+        type=positive("threads", zero=True),
         default=20,
         metavar="N",
         help="at most N (0: all; default 20)",

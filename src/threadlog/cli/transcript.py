@@ -1,8 +1,7 @@
-"""A turn printed as a paired transcript (role, call ids on calls and results, the answer
-streamed, then usage), and the thread as JSON (`history_json`). Used by `threadlog demo`.
+"""A turn printed as a paired transcript for `threadlog demo`, and the thread as JSON.
 
-Everything printed is terminal-safe (`threadlog.terminal.safe`); a message's text keeps
-its newlines and tabs, other fields are one line. The JSON carries the exact text."""
+Everything printed is terminal-safe; a message's text keeps its newlines and tabs, other
+fields are one line. The JSON carries the exact text."""
 
 from __future__ import annotations
 
