@@ -115,26 +115,24 @@ async def _hooked_astream(self: BaseChatModel, input: Any, *args: Any, **kwargs:
         yield await _hooked_ainvoke(self, input, *args, **kwargs)
 
 
-def _hooks() -> list[tuple[type, str, Any, Any]]:
-    # (class, method, the replay's hook, the original): set and restored as one table.
-    return [
-        (BaseTool, "run", _hooked_run, _RUN),
-        (BaseTool, "arun", _hooked_arun, _ARUN),
-        (BaseChatModel, "invoke", _hooked_invoke, _INVOKE),
-        (BaseChatModel, "ainvoke", _hooked_ainvoke, _AINVOKE),
-        (BaseChatModel, "stream", _hooked_stream, _STREAM),
-        (BaseChatModel, "astream", _hooked_astream, _ASTREAM),
-    ]
+# (class, method, the replay's hook, the original): set and restored as one table.
+_HOOKS: list[tuple[type, str, Any, Any]] = [
+    (BaseTool, "run", _hooked_run, _RUN),
+    (BaseTool, "arun", _hooked_arun, _ARUN),
+    (BaseChatModel, "invoke", _hooked_invoke, _INVOKE),
+    (BaseChatModel, "ainvoke", _hooked_ainvoke, _AINVOKE),
+    (BaseChatModel, "stream", _hooked_stream, _STREAM),
+    (BaseChatModel, "astream", _hooked_astream, _ASTREAM),
+]
 
 
 def _hooked(step: int) -> None:
-    """Count a block in (1) or out (-1): the first in sets the hooks, the last out takes
-    them off."""
+    """Count a block in (1) or out (-1): the first in sets the hooks, the last out unsets."""
     global _users
     with _lock:
         _users += step
         if _users == (1 if step > 0 else 0):
-            for cls, name, hooked, original in _hooks():
+            for cls, name, hooked, original in _HOOKS:
                 setattr(cls, name, hooked if step > 0 else original)
 
 

@@ -2,22 +2,13 @@
 
 Contract: `check(source, profiles=None, threads=None, all_checkpoints=False)` reads every
 thread head of `source` (a database URL or SQLite path, opened read-only, or a
-checkpointer) — or every checkpoint — and returns a `CheckReport`: a `Table` of the
-problems found (`threadlog.providers.problems`), with a summary by kind and by profile.
-
-* Every message channel is checked, each problem naming its key: threadlog logs (rebuilt
-  through a stand-in, `threadlog.inspect.source`) and plain lists of messages.
-* Only what a provider would reject is a problem (exit 1). Notes (`ThreadCheck.notes`,
-  exit 0): `in_progress`, calls open at a checkpoint whose next step is pending
-  (`pending_steps`); `first_not_user`, unless `strict_first_turn=True`.
-* Subgraph namespaces (`check_threads(subgraphs=True)`): at the head, every namespace that
-  ran from the root's head; with `all_checkpoints`, every checkpoint of each. Their
-  problems name the `namespace` and are not `repairable`.
-* `profiles`: names or `Profile`s (default every one in `PROFILES`); an unknown name raises
-  `ValueError`. `threads`: only those ids; an unknown one raises `LookupError`.
-* `check_threads(saver, ...)` streams one `ThreadCheck` per thread and keeps none; an
-  undecodable thread is a `ThreadCheck` with `error` set, not an exception.
-* A LangGraph server URL is checked through its API (`threadlog.check.served`).
+checkpointer) — or every checkpoint — and returns a `CheckReport` of the problems
+(`threadlog.providers.problems`) of every message channel, a threadlog log or a plain list,
+and of the subgraph namespaces that ran from the head (not `repairable`). Notes
+(`in_progress`, `first_not_user` unless `strict_first_turn`) are not problems. An unknown
+profile raises `ValueError`, an unknown thread `LookupError`. `check_threads` streams one
+`ThreadCheck` per thread, an undecodable one with `error` set. Kinds, notes and exit
+status: docs/check-and-replay.md.
 """
 
 from __future__ import annotations
@@ -82,8 +73,6 @@ class Problem:
 
 @dataclass(slots=True)
 class ThreadCheck:
-    """What `check_threads` found in one thread."""
-
     thread_id: str
     checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
@@ -112,7 +101,6 @@ _NOT_STRICT = (
 def sort_findings(
     findings: Sequence[Finding], pending: Sequence[str], *, strict_first_turn: bool = False
 ) -> tuple[list[Finding], list[Finding]]:
-    """`(problems, notes)` of one history (module doc)."""
     problems: list[Finding] = []
     notes: list[Finding] = []
     for f in findings:
@@ -186,7 +174,6 @@ class StandIns:
 def checkpoint_tuple(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str
 ) -> CheckpointTuple:
-    """One stored checkpoint of the root namespace; LookupError when it is not there."""
     conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
@@ -315,8 +302,6 @@ def _check_at(
     profiles: Sequence[Profile],
     strict: bool,
 ) -> None:
-    """Add the findings of checkpoints `ids` of one namespace to `result`; a call in
-    progress is noted at the head only (at older checkpoints every tool step has one)."""
     for cid in ids:
         tup = checkpoint_tuple(saver, result.thread_id, cid)
         channels = tuple_channels(saver, readers, tup)
@@ -339,7 +324,6 @@ def add_findings(
     at_head: bool = True,
     writable: bool = True,
 ) -> None:
-    """Add what `find_problems` finds in each `(channel, format, messages)` to `result`."""
     tid = result.thread_id
     for channel, fmt, messages in channels:
         found, noted = sort_findings(
@@ -359,7 +343,6 @@ def _subgraph_problems(
     result: ThreadCheck,
     strict: bool,
 ) -> None:
-    """The problems of the subgraph namespaces that ran from the root's head (`every`: all)."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
     for sub in subgraph_namespaces(saver, head.thread_id):
@@ -376,11 +359,7 @@ class Tally:
 
     def __init__(self, profiles: Sequence[Profile]) -> None:
         self.profiles = [p.name for p in profiles]
-        self.threads = 0
-        self.checkpoints = 0
-        self.clean = 0
-        self.with_problems = 0
-        self.unreadable = 0
+        self.threads = self.checkpoints = self.clean = self.with_problems = self.unreadable = 0
         self.by_kind: Counter[str] = Counter()
         self.by_profile: Counter[str] = Counter()  # threads each profile rejects
         self.notes: Counter[str] = Counter()  # notes by kind (not failures)
@@ -427,12 +406,9 @@ class Tally:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        counts = ("threads", "checkpoints", "clean", "with_problems", "unreadable")
         return {
-            "threads": self.threads,
-            "checkpoints": self.checkpoints,
-            "clean": self.clean,
-            "with_problems": self.with_problems,
-            "unreadable": self.unreadable,
+            **{name: getattr(self, name) for name in counts},
             "by_kind": dict(sorted(self.by_kind.items())),
             "by_profile": {n: self.by_profile[n] for n in self.profiles if self.by_profile[n]},
             "notes": dict(sorted(self.notes.items())),
@@ -440,7 +416,6 @@ class Tally:
 
 
 def profiles_cell(names: Sequence[str]) -> str:
-    """`names` for people: "every profile" when they are all of `PROFILES`."""
     return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
 
 
@@ -454,8 +429,6 @@ def where(p: Problem) -> str:
 
 
 class CheckReport(Table):
-    """The problems `check` found: one row per problem (module doc)."""
-
     columns: tuple[Column, ...] = (
         Column("thread", "thread", 24),
         Column("kind", "kind", 19),

@@ -64,8 +64,7 @@ class RepairPlan:
     channel: str
     format: str
     results: list[ToolMessage] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    """Open calls appending cannot answer, each with why."""
+    refused: list[str] = field(default_factory=list)  # open calls appending cannot answer: why
 
     def row(self) -> dict[str, Any]:
         """The plan as `check --repair --dry-run --json` prints it."""
@@ -120,8 +119,7 @@ def plan_for(
     *,
     in_progress: bool = False,
 ) -> RepairPlan | None:
-    """The repair of one message channel, or None when it has no open call; `receipts`
-    answer their calls instead; with `in_progress` the calls open at the end are left."""
+    """The repair of one message channel, or None when it has no open call (module doc)."""
     index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
     pending = [
         (request, result, call)
@@ -156,26 +154,20 @@ def receipts_at(
     checkpoint_id: str,
     messages: Sequence[BaseMessage],
 ) -> dict[str, ToolMessage]:
-    """The open calls of `messages` whose idempotent tool returned (its receipt is stored
-    on the step it ran from): call id -> the result the receipt stands for."""
+    """Call id → the result a stored receipt stands for, for each open call whose
+    idempotent tool returned."""
     wanted = {call_id(c): request for request, _, c in open_in(messages) if call_id(c)}
     if not wanted:
         return {}
-    config: RunnableConfig = {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": checkpoint_id,
-        }
-    }
+    conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    config: RunnableConfig = {"configurable": conf}
     requests = {m.id for m in wanted.values() if m.id is not None}
     found = recover_results(saver, config, list(wanted), requests=requests)
     return {cid: m for cid, m in found.items() if KEY_METADATA in m.response_metadata}
 
 
 def _at_tail(messages: Sequence[BaseMessage], where: int, request: AIMessage) -> bool:
-    # Only results of the request's own calls may follow it for an appended result to be
-    # in place.
+    # An appended result is in place only when nothing but the request's own results follow.
     ids = {call_id(c) for c in calls_of(request)}
     return where >= 0 and all(
         isinstance(m, ToolMessage) and m.tool_call_id in ids for m in messages[where + 1 :]
@@ -199,7 +191,6 @@ def plan_repairs(
 def _plans_at(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> Iterator[RepairPlan]:
-    """The repair of each message channel of checkpoint `tup` that has an open call."""
     from threadlog.inspect.source import quiet_stand_in
 
     conf = tup.config["configurable"]
@@ -217,8 +208,8 @@ def _plans_at(
 
 
 class _Appending(BaseCheckpointSaver[Any]):
-    """The guarded saver as the repair's stand-in graph sees it: a put keeps the stored
-    value of every channel the stand-in does not own, and records the repair event."""
+    """The guarded saver under the repair's stand-in graph: a put keeps the stored values of
+    the channels the stand-in does not own, and records the repair event."""
 
     def __init__(
         self, inner: BaseCheckpointSaver[Any], kept: Mapping[str, Any], event: dict[str, Any]

@@ -179,8 +179,6 @@ def parse_turns(text: str | None, count: int) -> range:
 
 
 class _Served:
-    """What the stand-ins serve and note for one turn."""
-
     def __init__(self, turn: _Turn, tools_live: bool, schemas: Mapping[str, BaseTool]) -> None:
         self.turn = turn
         self.requests = RequestCapture()  # what each model call of the turn sends
@@ -217,12 +215,10 @@ class _Served:
         return stored.model_copy(update={"response_metadata": meta})
 
     def node_reply(self, wire: Any) -> AIMessage:
-        """A `ModelNode`'s call: what it sends is noted (no chat model sees it), then served."""
         self.requests.add(Request.from_wire(wire))
         return self.reply(wire)
 
     def stand_in(self, real: BaseTool) -> BaseTool:
-        """The tool answering for `real` in this turn (`threadlog.check.boundary`)."""
         if HANDOFF_KEY in (real.metadata or {}):
             # A handoff only routes (a `Command` to the next agent): it runs as it is.
             self._take(real.name)
@@ -319,7 +315,6 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
 
 
 def _walk(graph: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Every node of `graph` and of the compiled subgraphs it holds, as (path, runnable)."""
     builder = getattr(graph, "builder", None)
     for name, spec in getattr(builder, "nodes", {}).items():
         path = f"{prefix}{name}"
@@ -329,7 +324,6 @@ def _walk(graph: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
-    """The graph's `ModelNode`s and tool nodes, at any subgraph depth (module doc)."""
     from langgraph.prebuilt import ToolNode as LangGraphToolNode
 
     from threadlog.nodes.model import ModelNode
@@ -449,7 +443,6 @@ def _summary(ai: AIMessage) -> str:
 
 
 def _seed(graph: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored values a scratch thread starts from: the graph's own state keys."""
     keys = {k for k in getattr(graph, "channels", {}) if not k.startswith(("__", "branch:"))}
     return {
         k: v
@@ -596,7 +589,6 @@ class ReplayReport(Table):
 
 
 def _requests(saver: Any, thread_id: str) -> dict[str, Request | None]:
-    """The recorded request of each stored reply, by the reply's id (none recorded: {})."""
     from threadlog.inspect.calls import recorded_calls
 
     out: dict[str, Request | None] = {}

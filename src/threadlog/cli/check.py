@@ -150,7 +150,6 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
 
 @contextmanager
 def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator[Any]]:
-    """The `ThreadCheck`s of `--db`: a database opened read-only, or a LangGraph server."""
     from threadlog.check.database import check_threads, open_database
     from threadlog.inspect.readonly import is_server_url
 

@@ -1,19 +1,10 @@
 """`threadlog demo`: one turn of the weather agent, printed as a paired transcript.
 
-Contract:
-
 * Runs `threadlog.examples.weather.build_graph` with `OfflineChatModel` unless `--model
-  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`).
-* Without `--thread` a new thread starts; `--thread ID` continues one.
-* Text output: one line per message of the turn with its role, call ids on calls and
-  results, the answer streamed, then token usage, the checkpoint id and how to continue.
-  `--json` prints the thread's whole history as one JSON document instead.
-* Bad input is one line on stderr naming the flag or value, exit 2; an unreachable
-  endpoint, a failing database or a server failure is one line, exit 1
-  (`threadlog.models.servers.explain_failure`).
-* Every line printed is terminal-safe; `--json` prints the exact text.
-* `--profile`, `--tool-choice`, `--max-model-calls` (default 6), and `--max-tokens`,
-  `--timeout`, `--max-retries` for `ChatOpenAI`.
+  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`); without
+  `--thread` a new thread starts. `--json` prints the thread's whole history instead.
+* Bad input is one line on stderr, exit 2; an unreachable endpoint, a failing database or a
+  server failure is one line, exit 1 (`threadlog.models.servers.explain_failure`).
 * An answer whose text reads as a call to one of the agent's tools gets one hint line on
   stderr naming the server's chat template; the exit status does not change.
 """
@@ -107,7 +98,6 @@ def register(sub: Any) -> None:
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    """The flags that choose and tune the chat model (`--model` and its settings)."""
     p.add_argument(
         "--model",
         metavar="SPEC",
@@ -174,7 +164,6 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one turn; the exit status is 0, or one line on stderr (`cli/errors.py`)."""
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):
         # A console that cannot show Chinese must not crash the demo.
@@ -228,7 +217,6 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, out: Any) -> None:
-    """One turn of `question` on `thread_id`, printed (a transcript, or `--json`)."""
     profile = server_profile(args)
     with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
         from langchain_core.messages import HumanMessage
@@ -320,7 +308,6 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
 
 
 def _number(kind: type[int] | type[float], least: float, strict: bool = False) -> Any:
-    """An argparse type: a number of `kind`, at least (or, `strict`, above) `least`."""
 
     def parse(text: str) -> Any:
         try:
@@ -337,7 +324,6 @@ def _number(kind: type[int] | type[float], least: float, strict: bool = False) -
 
 
 def db_url(value: str) -> str:
-    """`--db` as a checkpointer URL: a plain path means a SQLite file."""
     return value if "://" in value else f"sqlite:///{value}"
 
 
@@ -379,7 +365,6 @@ def _module_root(e: BaseException) -> str:
 def _errors_explained(
     args: argparse.Namespace, profile: Profile | None = None, thread_id: str | None = None
 ) -> Iterator[None]:
-    """Turn provider failures into one line that says what to set."""
     import openai
 
     from threadlog import ConcurrentRunError, MessageLogError
@@ -484,7 +469,6 @@ def _print_turn(
 
 
 def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
-    """The thread's history as stored, read-only: nothing is asked, nothing written."""
     from threadlog.cli.errors import resolve_thread
     from threadlog.inspect.export import messages_at
 

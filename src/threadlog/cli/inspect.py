@@ -104,17 +104,12 @@ def run(args: argparse.Namespace) -> int:
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
-    views: dict[str, Any] = {
-        "timeline": t.timeline(branch=cid),
-        "pairs": t.pairs(cid),
-    }
+    views: dict[str, Any] = {"timeline": t.timeline(branch=cid), "pairs": t.pairs(cid)}
     if set((at or t.head).values) - {*t.message_keys[:1], "compactions"}:
         views["state"] = t.state(cid)
-    handoffs = t.handoffs(cid)
-    if handoffs.rows():
+    if (handoffs := t.handoffs(cid)).rows():
         views["handoffs"] = handoffs
-    forks = t.forks()
-    if len(forks.branches) > 1:
+    if len((forks := t.forks()).branches) > 1:
         views["forks"] = forks
     if t.subgraph_list:
         views["subgraphs"] = t.subgraphs()
@@ -126,9 +121,8 @@ def run(args: argparse.Namespace) -> int:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(t.html(*[v for k, v in views.items() if k == "context"]))
         # One line, naming the file (escaped: a path is the user's, but may hold anything).
-        print(f"wrote {safe(args.html)}", file=sys.stderr if args.json else sys.stdout)
+        print(f"wrote {safe(args.html)}", file=sys.stderr if args.json else sys.stdout, flush=True)
         if not args.json:
-            sys.stdout.flush()
             return 0
     if args.json:
         doc = {
@@ -140,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
         text = dumps(doc, indent=1)
     else:
         text = "\n\n".join(str(v) for v in views.values())
-    print(text)
-    sys.stdout.flush()
+    print(text, flush=True)
     return 0
 
 
@@ -159,6 +152,5 @@ def _calls(args: argparse.Namespace) -> int:
     if args.calls and args.store:
         raise ValueError("--calls and --store are two listings: pass one")
     shown = (recorded_calls if args.calls else store_items)(args.db, args.thread)
-    print(shown.json_text() if args.json else str(shown))
-    sys.stdout.flush()
+    print(shown.json_text() if args.json else str(shown), flush=True)
     return 0

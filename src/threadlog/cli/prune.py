@@ -1,21 +1,10 @@
 """`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
-[--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`.
+[--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`: retention by the rules
+of `saver.prune` (`threadlog.checkpoint.lifecycle`; docs/durability.md).
 
-Contract: retention by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
-
-* `--keep-latest`: each selected thread keeps its head, materialized, and loses every
-  older checkpoint.
-* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): threads whose newest checkpoint is
-  older than D are deleted whole.
-* `--thread T` (ids or unique prefixes) selects threads; default every thread.
-* `--archive FILE`: first writes each thread to prune, whole, to a new SQLite database
-  the inspector opens; removed again if the prune fails.
-* `--dry-run`: per thread, the checkpoints and bytes that would go; nothing changes.
-* SQLite: prints the file's size and its size after `VACUUM` (`--dry-run` measures on a
-  temporary copy); `--vacuum` runs it after the prune (Postgres: `VACUUM` of the tables).
-
-Every selected thread is held (the run guard's lock) for the whole call, then all are
-pruned in one transaction. Errors are one line on stderr, exit 2, nothing changed.
+`--archive FILE` first writes each thread to prune, whole, to a new SQLite file (removed
+again if the prune fails). Every selected thread is held (the run guard's lock) for the
+whole call, then all are pruned in one transaction. Errors: one line, exit 2, nothing changed.
 """
 
 from __future__ import annotations
@@ -147,12 +136,11 @@ def run(args: argparse.Namespace) -> int:
             _print(report, sizes, dry=False, archive=args.archive)
     if args.vacuum:
         vacuum(url)
-    _print_weight(url, report, sizes, vacuum=args.vacuum)
+    _print_weight(url, vacuum=args.vacuum)
     return 0
 
 
 def vacuum(url: str) -> None:
-    """`VACUUM` the database `url` names (module doc)."""
     from threadlog.checkpoint.backends import postgres, sqlite
     from threadlog.inspect.readonly import sqlite_path
 
@@ -165,9 +153,10 @@ def vacuum(url: str) -> None:
 
 def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
     """What the SQLite file at `path` weighs after this prune and `VACUUM`, measured on a
-    copy (SQLite's backup of it, read-only) that is pruned and vacuumed, then deleted."""
+    copy that is pruned and vacuumed, then deleted."""
     import sqlite3
     import tempfile
+    from contextlib import closing
     from urllib.parse import quote
 
     from threadlog.checkpoint import lifecycle
@@ -177,13 +166,9 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
 
     with tempfile.TemporaryDirectory(prefix="threadlog-prune-") as folder:
         copy = os.path.join(folder, "rehearsal.db")
-        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
-        target = sqlite3.connect(copy)
-        try:
-            source.backup(target)
-        finally:
-            source.close()
-            target.close()
+        ro = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        with closing(sqlite3.connect(ro, uri=True)) as source, closing(sqlite3.connect(copy)) as to:
+            source.backup(to)
         with checkpointer(
             f"sqlite:///{copy}", multitask_strategy="reject", cache=False, allowed_types=types
         ) as opened:
@@ -193,7 +178,7 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
         return file_weight(copy)[0]
 
 
-def _print_weight(url: str, report: Any, sizes: dict[str, int], *, vacuum: bool) -> None:
+def _print_weight(url: str, *, vacuum: bool) -> None:
     from threadlog.checkpoint.backends.sqlite import file_weight
     from threadlog.inspect.readonly import sqlite_path
 
@@ -225,7 +210,6 @@ def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
 
 
 def _sizes(backend: Any, report: Any) -> dict[str, int]:
-    """Per thread, the bytes its dropped rows hold (the rows' own lengths)."""
     dropped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for tid, ns, cid in report.dropped:
         dropped[tid, ns].add(cid)
@@ -257,7 +241,6 @@ def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None
 
 
 def _archive(saver: Any, path: str, threads: list[str]) -> None:
-    """The threads whole, as stored, in a new SQLite database of LangGraph's tables."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver

@@ -95,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "summary": report.summary()[0],
             "turns": report.rows(),
         }
-        print(dumps(doc, indent=1))
+        print(dumps(doc, indent=1), flush=True)
     else:
-        print(str(report))
-    sys.stdout.flush()
+        print(str(report), flush=True)
     return report.status

@@ -5,7 +5,6 @@ database or LangGraph server, newest first (`threadlog.inspect.threads`); reads 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -43,6 +42,5 @@ def run(args: argparse.Namespace) -> int:
 
     with Progress("reading threads") as progress:
         listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
-    print(dumps(listing.rows(), indent=1) if args.json else str(listing))
-    sys.stdout.flush()
+    print(dumps(listing.rows(), indent=1) if args.json else str(listing), flush=True)
     return 0
