@@ -1,18 +1,14 @@
 """The tool boundary of a replay: every `BaseTool` invoked inside it is answered by the
 replay's stand-in, whatever node, subgraph or agent calls it.
 
-Contract: `serving(stand_in)` is a context manager; inside it (and in threads and tasks
-that copy its context) `BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same
-name, schema and output format) instead of `tool`. `outside()` runs a block with no replay
-in force. The hook is on `BaseTool` only while a block is open and reads a `ContextVar`,
-so a graph running elsewhere meanwhile runs its tools as usual.
-
+`serving(stand_in)`: inside it (and in threads and tasks that copy its context)
+`BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same name, schema and output
+format). `replying(reply)`: `BaseChatModel.invoke` / `ainvoke` return `reply(model, input)`
+as a cache hit (callbacks see request and reply), `stream` / `astream` as one chunk.
+`outside()` runs a block with no replay in force. The hooks are set only while a block is
+open and read a `ContextVar`: a graph running elsewhere meanwhile runs as usual.
 `unreachable(tool)` names why the hook cannot reach a tool (its class overrides
 `invoke`/`run` or their async twins); replay refuses a graph that holds one.
-
-`replying(reply)` does the same for chat models: `BaseChatModel.invoke` / `ainvoke`
-return `reply(model, input)`, served as a cache hit so callbacks see the request and the
-reply; `stream` / `astream` give that reply as one chunk.
 """
 
 from __future__ import annotations

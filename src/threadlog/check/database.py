@@ -116,8 +116,7 @@ def sort_findings(
 
 @contextlib.contextmanager
 def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """`source` opened read-only, its writes checked against their checksums
-    (`threadlog.checkpoint.integrity`); a server URL is refused."""
+    """`source` opened read-only, its writes checked against their checksums; no server URL."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -184,8 +183,7 @@ def checkpoint_tuple(
 def tuple_channels(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> list[tuple[str, str, list[Any]]]:
-    """`(channel, format, messages)` for every message channel of one checkpoint: the
-    threadlog logs first (`messages`, then by name), then the plain lists."""
+    """`(channel, format, messages)` of each message channel: the logs first, then plain lists."""
     from threadlog.channel import MessageLogChannel
 
     stored = tup.config["configurable"]

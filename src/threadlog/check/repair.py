@@ -1,22 +1,18 @@
 """`threadlog check --repair`: answer a thread's calls that have no result, by appending.
 
-Contract:
-
-* `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
-  `RepairPlan` per thread whose head has an `open_call` problem — never for a call whose
-  next step is pending (`check`'s `in_progress` note). Each open call gets the result
-  `ModelNode` gives a stopped call (`threadlog.log.pairing.not_completed`, same id), or
-  its real result rebuilt from a stored receipt (`threadlog.checkpoint.receipts`), or a
-  reason it cannot be answered (`refused`: a plain `add_messages` list the conversation
-  has moved past, a call without an id). No tool runs.
-* `apply_repairs(url, plans)` writes through the guarded saver: per thread it holds
-  `saver.exclusive(thread_id)` (a thread a run holds is refused, `ConcurrentRunError`),
-  re-plans on the head it reads, and appends the results as one checkpoint made by
-  `update_state(as_node="check")`, whose metadata records
-  `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`. Nothing stored is
-  rewritten. On Postgres, `lock_timeout=seconds` bounds each lock wait and the update is
-  one transaction: a timeout raises `SourceError` with nothing written.
+* `plan_repairs(saver, profiles, threads)` reads only and returns one `RepairPlan` per
+  thread whose head has an `open_call` problem (never for a call whose next step is
+  pending). Each open call gets `threadlog.log.pairing.not_completed` (same id), or its real
+  result rebuilt from a stored receipt, or a reason it cannot be answered (`refused`: a
+  plain `add_messages` list the conversation has moved past, a call without an id). No
+  tool runs.
+* `apply_repairs(url, plans)` writes through the guarded saver, holding
+  `saver.exclusive(thread_id)` per thread (a thread a run holds is refused), re-plans on the
+  head it reads, and appends the results as one `update_state(as_node="check")` checkpoint
+  whose metadata `threadlog_repair` records author, kind, channel, calls and results
+  (docs/check-and-replay.md). Nothing stored is rewritten. On Postgres, `lock_timeout`
+  bounds each lock wait and the update is one transaction: a timeout raises `SourceError`
+  with nothing written.
 """
 
 from __future__ import annotations
@@ -154,8 +150,7 @@ def receipts_at(
     checkpoint_id: str,
     messages: Sequence[BaseMessage],
 ) -> dict[str, ToolMessage]:
-    """Call id → the result a stored receipt stands for, for each open call whose
-    idempotent tool returned."""
+    """Call id → the result a stored receipt stands for, for open calls whose tool returned."""
     wanted = {call_id(c): request for request, _, c in open_in(messages) if call_id(c)}
     if not wanted:
         return {}

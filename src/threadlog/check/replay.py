@@ -163,12 +163,10 @@ def parse_turns(text: str | None, count: int) -> range:
     """`A:B` (1-based, inclusive, either side optional) or `N` as a range of turns."""
     if not text:
         return range(1, count + 1)
+    a, colon, b = text.partition(":")
     try:
-        if ":" in text:
-            a, b = text.split(":", 1)
-            lo, hi = int(a) if a else 1, int(b) if b else count
-        else:
-            lo = hi = int(text)
+        lo = int(a) if a or not colon else 1
+        hi = (int(b) if b else count) if colon else lo
     except ValueError:
         raise ValueError(
             f"--turns {text!r}: give A:B, A:, :B or N (1-based turn numbers)"
@@ -184,8 +182,7 @@ class _Served:
         self.requests = RequestCapture()  # what each model call of the turn sends
         self.tools_live = tools_live
         self.schemas = schemas
-        self.model_calls = 0
-        self.tool_calls = 0
+        self.model_calls = self.tool_calls = 0
         self.used: set[int] = set()
         self.stored_calls = [
             (c["name"], c["args"], c["id"]) for ai in turn.replies for c in ai.tool_calls

@@ -37,22 +37,17 @@ _MESSAGE_TYPES = frozenset(
 
 
 def _is_message_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, Mapping) and m.get("type") in _MESSAGE_TYPES for m in value)
-    )
+    if not isinstance(value, list) or not value:
+        return False
+    return all(isinstance(m, Mapping) and m.get("type") in _MESSAGE_TYPES for m in value)
 
 
 def message_lists(values: Any) -> list[tuple[str, list[Any]]]:
-    """`(key, messages)` for every key of a served state holding messages, `messages`
-    first, then by name."""
+    """`(key, messages)` for every key of a served state holding messages, `messages` first."""
     if not isinstance(values, Mapping):
         return []
-    keys = sorted(
-        (k for k, v in values.items() if _is_message_list(v)), key=lambda k: (k != DEFAULT_KEY, k)
-    )
-    return [(k, to_messages(values[k])) for k in keys]
+    keys = [k for k, v in values.items() if _is_message_list(v)]
+    return [(k, to_messages(values[k])) for k in sorted(keys, key=lambda k: (k != DEFAULT_KEY, k))]
 
 
 def _states(server: Server, thread_id: str, all_checkpoints: bool) -> Iterator[dict[str, Any]]:
@@ -126,8 +121,7 @@ def check(
     all_checkpoints: bool = False,
     strict_first_turn: bool = False,
 ) -> CheckReport:
-    """Check the threads of `source` — a checkpointer, a database URL or path, or a
-    LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
+    """Check the threads of `source` (a checkpointer, database URL or path, or server URL)."""
     options: Any = {
         "threads": threads,
         "all_checkpoints": all_checkpoints,

@@ -44,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(build_parser(), argv)
     except SystemExit as stopped:  # --help, --version, or bad input (already printed)
         return stopped.code if isinstance(stopped.code, int) else 2
-    result: int = args.func(args)
-    return result
+    return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -172,8 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _failures_explained(args: argparse.Namespace, out: TextIO) -> int:
-    """`_run`, with a database failing mid-turn, or a `ValueError` from the model's side,
-    one line of exit 1 (they are bad input to the other commands)."""
+    """`_run`, with a database or model-side failure mid-turn one line of exit 1."""
     from threadlog.inspect.readonly import SourceError
 
     try:
@@ -235,9 +234,8 @@ def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, ou
         if args.json:
             graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
             state = graph.get_state(config)
-            messages = state.values.get("messages", [])
             head = state.config["configurable"]["checkpoint_id"]
-            _write_json(out, thread_id, head, args.db, messages)
+            _write_json(out, thread_id, head, args.db, state.values.get("messages", []))
         else:
             _print_turn(graph, config, turn, args, out, profile)
         hint = text_call_hint(graph.get_state(config).values.get("messages", []))
@@ -398,8 +396,7 @@ def _errors_explained(
 
 
 def text_call_hint(messages: list[Any]) -> str | None:
-    """One line for stderr when the turn's answer is a tool call written as text (most
-    likely the server's chat template, docs/profiles.md)."""
+    """A stderr hint when the answer is a tool call written as text (docs/profiles.md)."""
     from langchain_core.messages import AIMessage
 
     from threadlog.examples.weather import get_weather
@@ -435,12 +432,8 @@ def _print_turn(
     model_name = args.model if args.model != "offline" else "offline (OfflineChatModel)"
     if profile is not None:
         model_name += f" · profile {profile.name}"
-    print(
-        safe_line(
-            f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · model {model_name}"
-        ),
-        file=out,
-    )
+    tid = config["configurable"]["thread_id"]
+    print(safe_line(f"thread {tid} · {db_url(args.db)} · model {model_name}"), file=out)
     if earlier:
         print(f"(continuing: {earlier} earlier messages on this thread)", file=out)
     from langchain_core.messages import AIMessageChunk
@@ -464,7 +457,7 @@ def _print_turn(
     state = graph.get_state(config)
     transcript.line("tokens", transcript.usage_summary())
     transcript.line("checkpoint", state.config["configurable"]["checkpoint_id"])
-    again = f'threadlog demo "…" --thread {config["configurable"]["thread_id"]}'
+    again = f'threadlog demo "…" --thread {tid}'
     transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
 
 

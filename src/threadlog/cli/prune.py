@@ -152,8 +152,7 @@ def vacuum(url: str) -> None:
 
 
 def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
-    """What the SQLite file at `path` weighs after this prune and `VACUUM`, measured on a
-    copy that is pruned and vacuumed, then deleted."""
+    """What the SQLite file weighs after this prune and `VACUUM`, measured on a temporary copy."""
     import sqlite3
     import tempfile
     from contextlib import closing
