@@ -300,8 +300,7 @@ def apply_repairs(
 
 @contextmanager
 def _one_transaction(saver: Any) -> Iterator[None]:
-    # update_state stores the update's writes on the head before the new checkpoint: on
-    # Postgres both go in one transaction, so a lock timeout between them leaves neither.
+    # update_state's writes and new checkpoint in one transaction: a lock timeout leaves neither.
     from threadlog.checkpoint.backends.base import unwrap
 
     conn: Any = getattr(unwrap(saver), "conn", None)

@@ -100,13 +100,12 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
     # Every key the head stores, not only the messages: a turn starts from all of them.
     graph = stand_in(saver, None, head_shape(saver, config))
     with quiet_stand_in(True):
-        history = list(graph.get_state_history(config))
+        history = list(graph.get_state_history(config))[::-1]
     if not history:
         raise LookupError(f"no thread {thread_id!r} in this database")
-    history.reverse()
     head = [m for m in history[-1].values.get("messages") or [] if isinstance(m, BaseMessage)]
     in_head = {m.id for m in head if isinstance(m, HumanMessage)}
-    users: list[HumanMessage] = []  # every user message ever stored, in the order written
+    users: dict[str | None, HumanMessage] = {}  # every user message ever stored, in order
     gone: dict[str, str] = {}  # a removed one's id → where it went
     before: dict[str, dict[str, Any]] = {}  # a user message's id → the values before it
     inputs: dict[str, dict[str, Any]] = {}
@@ -117,10 +116,8 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         values = snap.values if isinstance(snap.values, dict) else {}
         now = [m for m in values.get("messages") or [] if isinstance(m, HumanMessage)]
         ids = {m.id for m in now}
-        for m in now:
-            if m.id in {u.id for u in users}:
-                continue
-            users.append(m)
+        for m in (m for m in now if m.id not in users):
+            users[m.id] = m
             before[m.id or ""] = prev
             if prev_source == "input":
                 # The step applying a run's input: the other keys that input set.
@@ -131,15 +128,13 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
                 }
         for vanished in shown - ids:
             if vanished not in in_head and str(vanished) not in gone:
-                step = (snap.metadata or {}).get("step")
+                step = f"step {(snap.metadata or {}).get('step')}"
                 cid = snap.config["configurable"]["checkpoint_id"]
-                gone[str(vanished)] = (
-                    f"its user message was removed at step {step} (checkpoint {cid})"
-                )
+                gone[str(vanished)] = f"its user message was removed at {step} (checkpoint {cid})"
         shown = ids
         prev, prev_source = values, (snap.metadata or {}).get("source")
     out: list[_Turn] = []
-    for n, user in enumerate(users, 1):
+    for n, user in enumerate(users.values(), 1):
         if user.id not in in_head:
             why = gone.get(str(user.id), "its user message is not in the thread's head")
             out.append(_Turn(n, user, {}, [], [], removed=why))
@@ -202,8 +197,7 @@ class _Served:
             )
         stored = self.turn.replies[k]
         self.requests.replies.add(str(stored.id))
-        # A graph whose tools sit out of its node list (an agent a node function invokes)
-        # has no schemas to check against: the stand-ins still answer its calls.
+        # Tools out of the node list (an agent a node function invokes) have no schemas here.
         for call in stored.tool_calls if self.schemas else []:
             problem = _schema_problem(self.schemas, call["name"], call["args"])
             if problem:
@@ -488,8 +482,7 @@ def _replay_turn(
         turn, after, recorded, served.requests.requests
     )
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
-        # The turn paused (interrupt()): what ran before the pause matched; the decision
-        # that let the stored turn go on is not replayed.
+        # The decision that let the stored turn go on past interrupt() is not replayed.
         kind = "interrupt"
         detail = (
             f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "

@@ -34,8 +34,7 @@ __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run", "text_call_hint"
 
 DEFAULT_QUESTION = "北京今天适合带伞吗？"
 DEFAULT_DB = "sqlite:///threadlog-demo.db"
-# Each step is stored before the next starts: a demo stopped mid-turn (Ctrl-C) keeps
-# every finished step, and the checkpoint id printed at the end is already on disk.
+# Each step is stored before the next starts: Ctrl-C mid-turn keeps every finished step.
 DURABILITY: Literal["sync"] = "sync"
 # A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
 DEMO_MAX_MODEL_CALLS = 6

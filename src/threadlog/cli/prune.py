@@ -32,9 +32,6 @@ DB_HELP = "sqlite:///path, a path, or postgresql://…"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-UsageError = CommandError  # bad input: one line, exit 2, nothing changed
-
-
 def register(sub: Any) -> None:
     from threadlog.cli.types import add_flags, finish, source_parser
 
@@ -54,9 +51,9 @@ def register(sub: Any) -> None:
 
 
 def parse_duration(text: str) -> timedelta:
-    """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
+    """`30d` → 30 days (units s, m, h, d, w); CommandError otherwise."""
     found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
-    bad = UsageError(
+    bad = CommandError(
         f"bad duration {text!r} for --older-than: a positive number and a unit "
         "s, m, h, d or w (30d, 12h), at most 999999999 days; nothing was pruned"
     )
@@ -71,12 +68,12 @@ def parse_duration(text: str) -> timedelta:
 def run(args: argparse.Namespace) -> int:
     types = args.allowed_types
     if bool(args.keep_latest) == (args.older_than is not None):
-        raise UsageError(
+        raise CommandError(
             "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"
         )
     older = parse_duration(args.older_than) if args.older_than is not None else None
     if args.archive and os.path.lexists(args.archive):
-        raise UsageError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
+        raise CommandError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
     from threadlog.cli.errors import resolve_thread, writable_database
 
     url = writable_database(args.db, "prune")
@@ -97,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         heads = {tid: head for tid, head, _, _ in backend.thread_heads()}
         missing = [t for t in args.thread if t not in heads]
         if missing:
-            raise UsageError(f"no thread {missing[0]!r} in the database; nothing was pruned")
+            raise CommandError(f"no thread {missing[0]!r} in the database; nothing was pruned")
         chosen = sorted(args.thread or heads)
         strategy = "keep_latest" if older is None else "delete"
         if older is not None:
@@ -107,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 try:
                     held.enter_context(saver.exclusive(tid))
                 except ConcurrentRunError:
-                    raise UsageError(
+                    raise CommandError(
                         f"thread {tid!r} is held by a run; nothing was pruned (retry later)"
                     ) from None
             m = saver.maintenance

@@ -97,11 +97,9 @@ class Transcript:
         if self.model_calls and not self.usage_reported:
             return f"usage not reported by the server ({calls})"
         u = self.usage
-        partial = (
-            f", usage reported for {self.usage_reported} of them"
-            if self.usage_reported < self.model_calls
-            else ""
-        )
+        partial = ""
+        if self.usage_reported < self.model_calls:
+            partial = f", usage reported for {self.usage_reported} of them"
         return (
             f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
             f"({calls}{partial})"
