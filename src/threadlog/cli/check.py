@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from threadlog.cli.errors import CommandError, positive, resolve_thread, writable_database
 from threadlog.cli.jsonout import dumps
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["register", "run"]
 
@@ -30,9 +32,6 @@ DB_HELP = (
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.errors import positive
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument(
         "--profile",
@@ -64,41 +63,33 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.inspect.readonly import waiting_at_most
+    from threadlog.check.database import resolve_profiles
+    from threadlog.inspect.readonly import describe, is_server_url, waiting_at_most
 
     with waiting_at_most(args.lock_timeout):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from threadlog.check.database import resolve_profiles
-    from threadlog.cli.errors import CommandError, resolve_thread, writable_database
-
-    try:
-        profiles = resolve_profiles(args.profile)
-    except ValueError as exc:
-        raise CommandError(f"--profile: {exc}") from None
-    if args.dry_run and not args.repair:
-        raise CommandError("--dry-run goes with --repair")
-    if args.thread:
-        args.thread = [resolve_thread(args.db, t) for t in args.thread]
-    if args.repair:
-        from threadlog.inspect.readonly import describe, is_server_url
-
-        if is_server_url(args.db):
-            raise CommandError(
-                f"{describe(args.db)} is a LangGraph server; --repair writes through "
-                "threadlog's guarded saver to the database itself, never through a server: "
-                "pass that as --db (a SQLite file or postgresql://…)"
-            )
-        if args.all_checkpoints:
-            raise CommandError(
-                "--repair answers calls at each thread's head: drop --all-checkpoints"
-            )
-        if not args.dry_run:
-            writable_database(args.db, "check --repair")
-        return _repair(args, profiles)
-    return _check(args, profiles)
+        try:
+            profiles = resolve_profiles(args.profile)
+        except ValueError as exc:
+            raise CommandError(f"--profile: {exc}") from None
+        if args.dry_run and not args.repair:
+            raise CommandError("--dry-run goes with --repair")
+        if args.thread:
+            args.thread = [resolve_thread(args.db, t) for t in args.thread]
+        if args.repair:
+            if is_server_url(args.db):
+                raise CommandError(
+                    f"{describe(args.db)} is a LangGraph server; --repair writes through "
+                    "threadlog's guarded saver to the database itself, never through a server: "
+                    "pass that as --db (a SQLite file or postgresql://…)"
+                )
+            if args.all_checkpoints:
+                raise CommandError(
+                    "--repair answers calls at each thread's head: drop --all-checkpoints"
+                )
+            if not args.dry_run:
+                writable_database(args.db, "check --repair")
+            return _repair(args, profiles)
+        return _check(args, profiles)
 
 
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:

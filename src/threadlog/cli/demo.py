@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from threadlog.cli.errors import CommandError, CommandFailed, one_line, run_command
+from threadlog.cli.errors import CommandError, CommandFailed, one_line, positive, run_command
 from threadlog.terminal import safe_line
 
 if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
@@ -129,8 +129,6 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         help="sampling temperature sent to the model (default: the server's); 0 makes a "
         "small local model's calls repeatable",
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--max-tokens",
         metavar="N",
@@ -305,7 +303,6 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
 
 
 def _number(kind: type[int] | type[float], least: float, strict: bool = False) -> Any:
-
     def parse(text: str) -> Any:
         try:
             value = kind(text)

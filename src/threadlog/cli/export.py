@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from threadlog.cli.errors import resolve_thread
 from threadlog.cli.types import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
@@ -36,7 +37,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import resolve_thread
     from threadlog.cli.inspect import check_output_path
     from threadlog.inspect.export import dumps, whole_history
 

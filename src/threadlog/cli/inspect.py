@@ -10,6 +10,11 @@ import os
 import sys
 from typing import Any
 
+from threadlog.cli.errors import CommandError, positive, resolve_thread
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.progress import Progress
+from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
+
 __all__ = ["check_output_path", "register", "run"]
 
 HELP = "show a thread's checkpoints: timeline, tool pairs, forks, what the model saw"
@@ -18,9 +23,6 @@ THREAD_HELP = "thread id (see `threadlog threads`)"
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.errors import positive
-    from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
-
     p = source_parser(sub, "inspect", HELP, DESCRIPTION, thread=THREAD_HELP)
     add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")
     p.add_argument(
@@ -60,7 +62,6 @@ def register(sub: Any) -> None:
 
 def check_output_path(path: str) -> None:
     """Refuse an output file that cannot be written, before any slow read."""
-    from threadlog.cli.errors import CommandError
 
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -79,9 +80,6 @@ def _call(value: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.progress import Progress
     from threadlog.inspect.readonly import is_server_url
     from threadlog.inspect.thread import thread
     from threadlog.terminal import safe

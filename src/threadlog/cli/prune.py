@@ -17,7 +17,8 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from threadlog.cli.errors import CommandError
+from threadlog.cli.errors import CommandError, resolve_thread, writable_database
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["parse_duration", "register", "run"]
 
@@ -33,8 +34,6 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "prune", HELP, DESCRIPTION, db=DB_HELP, db_metavar="URL")
     add_flags(p, keep_latest="keep only each thread's head")
     p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
@@ -74,7 +73,6 @@ def run(args: argparse.Namespace) -> int:
     older = parse_duration(args.older_than) if args.older_than is not None else None
     if args.archive and os.path.lexists(args.archive):
         raise CommandError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
-    from threadlog.cli.errors import resolve_thread, writable_database
 
     url = writable_database(args.db, "prune")
     args.thread = [resolve_thread(url, t) for t in args.thread]

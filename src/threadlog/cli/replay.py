@@ -12,6 +12,10 @@ import os
 import sys
 from typing import Any
 
+from threadlog.cli.errors import resolve_thread
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.types import add_flags, finish, source_parser
+
 __all__ = ["load_graph", "register", "run"]
 
 HELP = "re-run a stored thread's turns through the current graph; report divergences"
@@ -23,8 +27,6 @@ DB_HELP = "a SQLite file (path or sqlite:///path) or postgresql://…"
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "replay", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument("--thread", required=True, metavar="T", help="the thread to replay")
     p.add_argument(
@@ -76,8 +78,6 @@ def load_graph(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.check.replay import replay
-    from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
     from threadlog.inspect.readonly import describe
 
     graph = load_graph(args.graph)

@@ -7,6 +7,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from threadlog.cli.errors import positive
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.progress import Progress
+from threadlog.cli.types import add_flags, finish, source_parser
+
 __all__ = ["register", "run"]
 
 HELP = "list the threads of a database or LangGraph server, newest first"
@@ -17,9 +22,6 @@ DESCRIPTION = (
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.errors import positive
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "threads", HELP, DESCRIPTION)
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
@@ -36,8 +38,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.progress import Progress
     from threadlog.inspect.threads import threads
 
     with Progress("reading threads") as progress:

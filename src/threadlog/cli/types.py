@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from threadlog.cli.errors import CommandError, run_command
+
 __all__ = ["add_flags", "add_namespace", "allowing", "finish", "source_parser"]
 
 ALLOW_TYPE_HELP = (
@@ -72,8 +74,6 @@ def finish(
 def _run(
     args: argparse.Namespace, body: Callable[[argparse.Namespace], int], error_status: int
 ) -> int:
-    from threadlog.cli.errors import run_command
-
     def allowed() -> int:
         with allowing(args) as args.allowed_types:
             return body(args)
@@ -84,7 +84,6 @@ def _run(
 @contextlib.contextmanager
 def allowing(args: argparse.Namespace) -> Iterator[list[tuple[str, str]]]:
     from threadlog.checkpoint.serde import ALLOW_TYPES_ENV, parse_type_names
-    from threadlog.cli.errors import CommandError
     from threadlog.inspect.readonly import reading_types
 
     flags: list[tuple[str, str]] = []
@@ -107,8 +106,6 @@ def allowing(args: argparse.Namespace) -> Iterator[list[tuple[str, str]]]:
 
 
 def _check_importable(where: str, module: str, name: str) -> None:
-    from threadlog.cli.errors import CommandError
-
     try:
         found = getattr(importlib.import_module(module), name, None)
     except ImportError as exc:
