@@ -418,12 +418,9 @@ def profiles_cell(names: Sequence[str]) -> str:
 
 
 def where(p: Problem) -> str:
-    text = f"{p.channel}[{p.position}]"
-    if p.message_id:
-        text += f" id {p.message_id}"
-    if p.namespace:
-        text += f" (namespace {p.namespace})"
-    return text
+    message = f" id {p.message_id}" if p.message_id else ""
+    namespace = f" (namespace {p.namespace})" if p.namespace else ""
+    return f"{p.channel}[{p.position}]{message}{namespace}"
 
 
 class CheckReport(Table):

@@ -341,8 +341,7 @@ def _lock_error(exc: BaseException, seconds: float, out: Sequence[RepairResult])
     from threadlog.inspect.readonly import SourceError
 
     done = [r for r in out if r.refused is None and r.written]
-    stopped = out[-1].thread_id if out else None
-    where = f" at thread {stopped}" if stopped is not None else ""
+    where = f" at thread {out[-1].thread_id}" if out else ""
     before = f"; {len(done)} thread(s) before it were repaired" if done else ""
     return SourceError(
         f"another connection holds a lock on the checkpoint tables; the repair gave up"

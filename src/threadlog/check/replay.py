@@ -43,9 +43,8 @@ from threadlog.terminal import display_width, fit, safe
 __all__ = ["ModelMode", "ReplayReport", "ToolsMode", "TurnResult", "parse_turns", "replay"]
 
 ModelMode = Literal["stored", "live"]
-HANDOFF_KEY = "__handoff_destination"
-"""The metadata key langgraph-swarm's and langgraph-supervisor's handoff tools carry."""
 ToolsMode = Literal["stored", "live"]
+HANDOFF_KEY = "__handoff_destination"  # in langgraph-swarm's and -supervisor's handoff tools
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,8 @@ __all__ = ["register", "run"]
 
 HELP = "find stored threads a provider would reject (and repair them by appending)"
 DESCRIPTION = (
-    "Check every thread of a database against provider profiles: calls "
-    "without results, results without calls, misplaced system text, … Exit 0 clean, "
-    "1 problems, 2 unreadable or bad input."
+    "Check every thread of a database against provider profiles: calls without results, results "
+    "without calls, misplaced system text, … Exit 0 clean, 1 problems, 2 unreadable or bad input."
 )
 DB_HELP = (
     "a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
