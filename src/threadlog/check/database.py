@@ -199,13 +199,8 @@ def tuple_channels(
         if isinstance(value, list) and value and all(isinstance(m, BaseMessage) for m in value):
             out.append((key, PLAIN_FORMAT, value))
     graph = readers(tup)
-    logs = [
-        k
-        for k, ch in graph.channels.items()
-        if isinstance(ch, MessageLogChannel)
-        and k in versions
-        and not isinstance(values.get(k), list)
-    ]
+    logs = [k for k, ch in graph.channels.items() if isinstance(ch, MessageLogChannel)]
+    logs = [k for k in logs if k in versions and not isinstance(values.get(k), list)]
     if logs:
         # threadlog's log stores deltas: LangGraph's loader rebuilds it (a stand-in graph).
         snap = graph.get_state({"configurable": conf})

@@ -11,13 +11,8 @@ or the turn's first divergence:
   final answer.
 * `interrupt` — the turn paused in `interrupt()` after everything before it matched.
 
-Each turn runs from the state stored right before its user message on a scratch thread in
-an in-memory saver: the source is never written. Every tool invoked inside the turn, at
-any depth (`threadlog.check.boundary`), is served the stored result of the same call (by
-name and arguments, else position); a handoff tool runs as it is; a call the stored turn
-did not make is reported, not run (`tools="live"` runs it). A graph whose tools the
-boundary cannot reach is refused (`ValueError` naming the node). `model="stored"` serves
-the stored replies in order; `model="live"` calls the graph's own model.
+Each turn runs on a scratch thread in an in-memory saver (the source is never written);
+how tools and models are served, and which graphs are refused: docs/check-and-replay.md.
 """
 
 from __future__ import annotations

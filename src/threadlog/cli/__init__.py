@@ -7,7 +7,6 @@ LangChain and LangGraph only inside `run`, so `--help` and `--version` load no L
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
@@ -45,7 +44,3 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stopped:  # --help, --version, or bad input (already printed)
         return stopped.code if isinstance(stopped.code, int) else 2
     return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

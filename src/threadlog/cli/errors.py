@@ -1,19 +1,14 @@
 """The one convention every `threadlog` command follows for bad input and errors.
 
-Contract:
-
-* `run_command(name, body)` runs `body()` and returns its exit status. Bad input
-  (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) is one line,
-  `threadlog NAME: error: <what>`, on stderr, exit 2 (`BAD_INPUT`), nothing written; a
-  `CommandFailed`, its line, exit `error_status` (1). Any other exception is one line
-  prefixed with its type, exit `error_status`. The line is terminal-safe.
-  `THREADLOG_DEBUG=1` re-raises. Ctrl-C exits 130; a closed stdout, 0.
+* `run_command(name, body)`: bad input (`CommandError`, `SourceError`, `LookupError`,
+  `ValueError`, `OSError`) is one terminal-safe line, `threadlog NAME: error: <what>`, on
+  stderr, exit 2, nothing written; a `CommandFailed` its line, exit `error_status` (1); any
+  other exception one line prefixed with its type. `THREADLOG_DEBUG=1` re-raises. Ctrl-C
+  exits 130; a closed stdout, 0.
 * `Parser`: a mistyped or missing flag shows the subcommand's usage, then the error; a bad
   value of a known flag is one line naming the flag (exit 2).
-* `writable_database(db, command, create=False)` refuses, before opening it for writing,
-  a file or database that is not LangGraph's.
-* `resolve_thread(db, thread)` takes a thread id or a unique prefix and returns the full
-  id; no match or several is bad input.
+* `writable_database` refuses a file or database that is not LangGraph's before writing;
+  `resolve_thread` takes a thread id or a unique prefix (no match or several: bad input).
 """
 
 from __future__ import annotations

@@ -24,9 +24,8 @@ def messages_in(update: Any) -> list[BaseMessage]:
     if not isinstance(update, dict):
         return []
     found = update.get("messages") or []
-    return [
-        m for m in (found if isinstance(found, list) else [found]) if isinstance(m, BaseMessage)
-    ]
+    found = found if isinstance(found, list) else [found]
+    return [m for m in found if isinstance(m, BaseMessage)]
 
 
 class Transcript:

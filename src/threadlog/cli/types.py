@@ -60,9 +60,7 @@ def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
 
 
 def finish(
-    p: argparse.ArgumentParser,
-    body: Callable[[argparse.Namespace], int],
-    error_status: int = 1,
+    p: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int], error_status: int = 1
 ) -> None:
     """Add `--allow-type`, and run `body(args)` inside `allowing(args)` by `run_command`."""
     p.add_argument(
