@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, TypedDict, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -64,17 +64,8 @@ class RepairPlan:
 
     def row(self) -> dict[str, Any]:
         """The plan as `check --repair --dry-run --json` prints it."""
-        results = [
-            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results
-        ]
-        return {
-            "thread_id": self.thread_id,
-            "checkpoint_id": self.checkpoint_id,
-            "channel": self.channel,
-            "format": self.format,
-            "results": results,
-            "refused": self.refused,
-        }
+        calls = [{"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results]
+        return {**asdict(replace(self, results=[])), "results": calls}
 
     def lines(self) -> list[str]:
         out = [
