@@ -75,12 +75,10 @@ class RequestCapture(BaseCallbackHandler):
         self._lock = threading.Lock()
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        for gens in getattr(response, "generations", None) or ():
-            for g in gens:
-                mid = getattr(getattr(g, "message", None), "id", None)
-                if mid is not None:
-                    with self._lock:
-                        self.replies.add(str(mid))
+        gens = (g for row in getattr(response, "generations", None) or () for g in row)
+        ids = {getattr(getattr(g, "message", None), "id", None) for g in gens}
+        with self._lock:
+            self.replies.update(str(i) for i in ids if i is not None)
 
     def add(self, request: Request) -> None:
         with self._lock:

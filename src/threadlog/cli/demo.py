@@ -240,9 +240,6 @@ def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, ou
             print(hint, file=sys.stderr)
 
 
-# -- model and database -----------------------------------------------------------
-
-
 def chat_model(
     spec: str,
     base_url: str | None = None,
@@ -411,9 +408,6 @@ def text_call_hint(messages: list[Any]) -> str | None:
         '(docs/profiles.md, "The chat template decides whether calls parse"; '
         "scripts/qwen_json_tools.jinja parses ```json blocks)"
     )
-
-
-# -- output -----------------------------------------------------------------------
 
 
 def _print_turn(
