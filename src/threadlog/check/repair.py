@@ -1,18 +1,13 @@
 """`threadlog check --repair`: answer a thread's calls that have no result, by appending.
 
-* `plan_repairs(saver, profiles, threads)` reads only and returns one `RepairPlan` per
-  thread whose head has an `open_call` problem (never for a call whose next step is
-  pending). Each open call gets `threadlog.log.pairing.not_completed` (same id), or its real
-  result rebuilt from a stored receipt, or a reason it cannot be answered (`refused`: a
-  plain `add_messages` list the conversation has moved past, a call without an id). No
-  tool runs.
-* `apply_repairs(url, plans)` writes through the guarded saver, holding
-  `saver.exclusive(thread_id)` per thread (a thread a run holds is refused), re-plans on the
-  head it reads, and appends the results as one `update_state(as_node="check")` checkpoint
-  whose metadata `threadlog_repair` records author, kind, channel, calls and results
-  (docs/check-and-replay.md). Nothing stored is rewritten. On Postgres, `lock_timeout`
-  bounds each lock wait and the update is one transaction: a timeout raises `SourceError`
-  with nothing written.
+`plan_repairs` reads only: one `RepairPlan` per thread whose head has an `open_call`
+problem (never a call whose next step is pending), each open call answered by
+`pairing.not_completed` (same id) or by the result a stored receipt stands for, or
+`refused` with why. No tool runs. `apply_repairs` re-plans at each head and appends the
+results through the guarded saver under `saver.exclusive`: one `update_state(as_node=
+"check")` checkpoint recording `metadata["threadlog_repair"]`; nothing stored is rewritten.
+On Postgres `lock_timeout` bounds each lock wait and the update is one transaction (a
+timeout raises `SourceError`, nothing written). docs/check-and-replay.md says the rest.
 """
 
 from __future__ import annotations

@@ -33,11 +33,10 @@ class Transcript:
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self._streaming = False
-        self._streamed = False
+        self._streaming = self._streamed = False
         self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        self.model_calls = 0
-        self.usage_reported = 0  # model calls whose reply carried token usage
+        # Model calls, and those whose reply carried token usage.
+        self.model_calls = self.usage_reported = 0
 
     def line(self, label: str, text: str, *, prose: bool = False) -> None:
         """`label  text`; `prose`: `text` is a message's text (keeps newlines and tabs)."""
