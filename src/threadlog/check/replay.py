@@ -429,11 +429,8 @@ def _summary(ai: AIMessage) -> str:
 
 def _seed(graph: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     keys = {k for k in getattr(graph, "channels", {}) if not k.startswith(("__", "branch:"))}
-    return {
-        k: v
-        for k, v in values.items()
-        if (v if k in ("messages", "compactions") else v is not None) and k in keys
-    }
+    kept = {k: v for k, v in values.items() if k in keys and v is not None}
+    return {k: v for k, v in kept.items() if v or k not in ("messages", "compactions")}
 
 
 def _replay_turn(

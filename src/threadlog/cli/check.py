@@ -174,7 +174,8 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         for plan in plans:
             if args.json:
                 print(dumps(plan.row()))
-            for line in [] if args.json else plan.lines():
+                continue
+            for line in plan.lines():
                 print(" " * (len(line) - len(line.lstrip())) + safe_line(line))
         appended = sum(len(p.results) for p in plans)
         touched = len({p.thread_id for p in plans if p.results})
