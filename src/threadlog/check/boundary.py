@@ -1,18 +1,14 @@
 """The tool boundary of a replay: every `BaseTool` invoked inside it is answered by the
 replay's stand-in, whatever node, subgraph or agent calls it.
 
-Contract: `serving(stand_in)` is a context manager; inside it (and in threads and tasks
-that copy its context) `BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same
-name, schema and output format) instead of `tool`. `outside()` runs a block with no replay
-in force. The hook is on `BaseTool` only while a block is open and reads a `ContextVar`,
-so a graph running elsewhere meanwhile runs its tools as usual.
-
+`serving(stand_in)`: inside it (and in threads and tasks that copy its context)
+`BaseTool.run` / `arun` run `stand_in(tool)` (a `StandIn`: same name, schema and output
+format). `replying(reply)`: `BaseChatModel.invoke` / `ainvoke` return `reply(model, input)`
+as a cache hit (callbacks see request and reply), `stream` / `astream` as one chunk.
+`outside()` runs a block with no replay in force. The hooks are set only while a block is
+open and read a `ContextVar`: a graph running elsewhere meanwhile runs as usual.
 `unreachable(tool)` names why the hook cannot reach a tool (its class overrides
 `invoke`/`run` or their async twins); replay refuses a graph that holds one.
-
-`replying(reply)` does the same for chat models: `BaseChatModel.invoke` / `ainvoke`
-return `reply(model, input)`, served as a cache hit so callbacks see the request and the
-reply; `stream` / `astream` give that reply as one chunk.
 """
 
 from __future__ import annotations
@@ -35,8 +31,8 @@ StandInFor = Callable[[BaseTool], BaseTool]
 _SESSION: contextvars.ContextVar[StandInFor | None] = contextvars.ContextVar(
     "threadlog_replay_tools", default=None
 )
-_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = (
-    contextvars.ContextVar("threadlog_replay_model", default=None)
+_REPLY: contextvars.ContextVar[Callable[[BaseChatModel, Any], Any] | None] = contextvars.ContextVar(
+    "threadlog_replay_model", default=None
 )
 _RUN = BaseTool.run
 _ARUN = BaseTool.arun
@@ -115,26 +111,24 @@ async def _hooked_astream(self: BaseChatModel, input: Any, *args: Any, **kwargs:
         yield await _hooked_ainvoke(self, input, *args, **kwargs)
 
 
-def _hooks() -> list[tuple[type, str, Any, Any]]:
-    # (class, method, the replay's hook, the original): set and restored as one table.
-    return [
-        (BaseTool, "run", _hooked_run, _RUN),
-        (BaseTool, "arun", _hooked_arun, _ARUN),
-        (BaseChatModel, "invoke", _hooked_invoke, _INVOKE),
-        (BaseChatModel, "ainvoke", _hooked_ainvoke, _AINVOKE),
-        (BaseChatModel, "stream", _hooked_stream, _STREAM),
-        (BaseChatModel, "astream", _hooked_astream, _ASTREAM),
-    ]
+# (class, method, the replay's hook, the original): set and restored as one table.
+_HOOKS: list[tuple[type, str, Any, Any]] = [
+    (BaseTool, "run", _hooked_run, _RUN),
+    (BaseTool, "arun", _hooked_arun, _ARUN),
+    (BaseChatModel, "invoke", _hooked_invoke, _INVOKE),
+    (BaseChatModel, "ainvoke", _hooked_ainvoke, _AINVOKE),
+    (BaseChatModel, "stream", _hooked_stream, _STREAM),
+    (BaseChatModel, "astream", _hooked_astream, _ASTREAM),
+]
 
 
 def _hooked(step: int) -> None:
-    """Count a block in (1) or out (-1): the first in sets the hooks, the last out takes
-    them off."""
+    """Count a block in (1) or out (-1): the first in sets the hooks, the last out unsets."""
     global _users
     with _lock:
         _users += step
         if _users == (1 if step > 0 else 0):
-            for cls, name, hooked, original in _hooks():
+            for cls, name, hooked, original in _HOOKS:
                 setattr(cls, name, hooked if step > 0 else original)
 
 

@@ -2,22 +2,13 @@
 
 Contract: `check(source, profiles=None, threads=None, all_checkpoints=False)` reads every
 thread head of `source` (a database URL or SQLite path, opened read-only, or a
-checkpointer) — or every checkpoint — and returns a `CheckReport`: a `Table` of the
-problems found (`threadlog.providers.problems`), with a summary by kind and by profile.
-
-* Every message channel is checked, each problem naming its key: threadlog logs (rebuilt
-  through a stand-in, `threadlog.inspect.source`) and plain lists of messages.
-* Only what a provider would reject is a problem (exit 1). Notes (`ThreadCheck.notes`,
-  exit 0): `in_progress`, calls open at a checkpoint whose next step is pending
-  (`pending_steps`); `first_not_user`, unless `strict_first_turn=True`.
-* Subgraph namespaces (`check_threads(subgraphs=True)`): at the head, every namespace that
-  ran from the root's head; with `all_checkpoints`, every checkpoint of each. Their
-  problems name the `namespace` and are not `repairable`.
-* `profiles`: names or `Profile`s (default every one in `PROFILES`); an unknown name raises
-  `ValueError`. `threads`: only those ids; an unknown one raises `LookupError`.
-* `check_threads(saver, ...)` streams one `ThreadCheck` per thread and keeps none; an
-  undecodable thread is a `ThreadCheck` with `error` set, not an exception.
-* A LangGraph server URL is checked through its API (`threadlog.check.served`).
+checkpointer) — or every checkpoint — and returns a `CheckReport` of the problems
+(`threadlog.providers.problems`) of every message channel, a threadlog log or a plain list,
+and of the subgraph namespaces that ran from the head (not `repairable`). Notes
+(`in_progress`, `first_not_user` unless `strict_first_turn`) are not problems. An unknown
+profile raises `ValueError`, an unknown thread `LookupError`. `check_threads` streams one
+`ThreadCheck` per thread, an undecodable one with `error` set. Kinds, notes and exit
+status: docs/check-and-replay.md.
 """
 
 from __future__ import annotations
@@ -68,8 +59,7 @@ class Problem:
     thread_id: str
     checkpoint_id: str
     channel: str
-    format: str
-    """`threadlog` (the message log) or `add_messages` (a plain list of messages)."""
+    format: str  # `threadlog` (the message log) or `add_messages` (a plain list)
     kind: str
     position: int
     message_id: str | None
@@ -77,28 +67,20 @@ class Problem:
     call_name: str | None
     detail: str
     profiles: list[str]
-    repairable: bool
-    """Whether `check --repair` can answer it by appending."""
-    namespace: str = ""
-    """The checkpoint namespace it was found in: "" the root, else a subgraph's
-    (`"node:task_id"`, nested ones joined by `|`)."""
+    repairable: bool  # `check --repair` can answer it by appending
+    namespace: str = ""  # "" the root, else a subgraph's (`node:task_id`, nested joined by `|`)
 
 
 @dataclass(slots=True)
 class ThreadCheck:
-    """What `check_threads` found in one thread."""
-
     thread_id: str
     checkpoints: int = 0
     problems: list[Problem] = field(default_factory=list)
     error: str | None = None
-    notes: list[Problem] = field(default_factory=list)
-    """Findings that are not failures (module doc): `in_progress` calls, and
-    `first_not_user` unless strict."""
+    notes: list[Problem] = field(default_factory=list)  # not failures (module doc)
 
 
-IN_PROGRESS = "in_progress"
-"""The kind of a note for a call open at a checkpoint whose pending step runs next."""
+IN_PROGRESS = "in_progress"  # a call open at a checkpoint whose pending step runs next
 
 
 def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
@@ -110,33 +92,23 @@ def pending_steps(tup: CheckpointTuple) -> tuple[str, ...]:
     return tuple(dict.fromkeys(nodes))
 
 
+_PENDING = "; in progress: the pending step ({}) runs next when the thread resumes"
+_NOT_STRICT = (
+    " (fine when the app sends its own prompt first; --strict-first-turn makes it a problem)"
+)
+
+
 def sort_findings(
     findings: Sequence[Finding], pending: Sequence[str], *, strict_first_turn: bool = False
 ) -> tuple[list[Finding], list[Finding]]:
-    """`(problems, notes)` of one history (module doc): a call open at its end while a
-    step is `pending` is in progress; `first_not_user` is a note unless strict."""
     problems: list[Finding] = []
     notes: list[Finding] = []
     for f in findings:
         if f.kind == "open_call" and f.closed_by is None and pending:
-            steps = ", ".join(pending)
-            notes.append(
-                replace(
-                    f,
-                    kind=IN_PROGRESS,
-                    detail=f"{f.detail}; in progress: the pending step ({steps}) runs next "
-                    "when the thread resumes",
-                    profiles=(),
-                )
-            )
+            detail = f.detail + _PENDING.format(", ".join(pending))
+            notes.append(replace(f, kind=IN_PROGRESS, detail=detail, profiles=()))
         elif f.kind == "first_not_user" and not strict_first_turn:
-            notes.append(
-                replace(
-                    f,
-                    detail=f"{f.detail} (fine when the app sends its own prompt first; "
-                    "--strict-first-turn makes it a problem)",
-                )
-            )
+            notes.append(replace(f, detail=f.detail + _NOT_STRICT))
         else:
             problems.append(f)
     return problems, notes
@@ -144,8 +116,7 @@ def sort_findings(
 
 @contextlib.contextmanager
 def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """`source` opened read-only, its writes checked against their checksums
-    (`threadlog.checkpoint.integrity`); a server URL is refused."""
+    """`source` opened read-only, its writes checked against their checksums; no server URL."""
     from threadlog.inspect.readonly import SourceError, describe, is_server_url, open_readonly
 
     if is_server_url(source):
@@ -155,6 +126,23 @@ def open_database(source: str) -> Iterator[BaseCheckpointSaver[Any]]:
         )
     with open_readonly(source) as saver:
         yield chain_writes(saver)
+
+
+@contextlib.contextmanager
+def opened(source: Any, verb: str) -> Iterator[tuple[BaseCheckpointSaver[Any], str]]:
+    """A checkpointer as it is, or a database URL or path opened read-only; and its name."""
+    from threadlog.inspect.readonly import describe
+
+    if isinstance(source, BaseCheckpointSaver):
+        yield source, type(source).__name__
+    elif isinstance(source, str):
+        with open_database(source) as saver:
+            yield saver, describe(source)
+    else:
+        raise TypeError(
+            f"cannot {verb} a {type(source).__name__}: pass a checkpointer or a database URL "
+            "or path"
+        )
 
 
 def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
@@ -168,16 +156,14 @@ def resolve_profiles(profiles: Iterable[str | Profile] | None) -> list[Profile]:
 
 
 class StandIns:
-    """One stand-in graph per set of stored keys (`source.stand_in`), made on first use:
-    a thread's log keys are read through a graph that owns them."""
+    """One stand-in graph per set of stored keys, made on first use (`source.stand_in`)."""
 
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
         self.graphs: dict[Shape, Any] = {}
 
     def __call__(self, tup: CheckpointTuple) -> Any:
-        # Only the keys matter for reading values: the node names would make one graph
-        # per thread.
+        # Only the keys matter for reading values: node names would make a graph per thread.
         shape = Shape(shape_of(tup).keys)
         if shape not in self.graphs:
             self.graphs[shape] = stand_in(self.saver, None, shape)
@@ -187,7 +173,6 @@ class StandIns:
 def checkpoint_tuple(
     saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str
 ) -> CheckpointTuple:
-    """One stored checkpoint of the root namespace; LookupError when it is not there."""
     conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
@@ -198,8 +183,7 @@ def checkpoint_tuple(
 def tuple_channels(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> list[tuple[str, str, list[Any]]]:
-    """`(channel, format, messages)` for every message channel of one checkpoint: the
-    threadlog logs first (`messages`, then by name), then the plain lists."""
+    """`(channel, format, messages)` of each message channel: the logs first, then plain lists."""
     from threadlog.channel import MessageLogChannel
 
     stored = tup.config["configurable"]
@@ -215,13 +199,8 @@ def tuple_channels(
         if isinstance(value, list) and value and all(isinstance(m, BaseMessage) for m in value):
             out.append((key, PLAIN_FORMAT, value))
     graph = readers(tup)
-    logs = [
-        k
-        for k, ch in graph.channels.items()
-        if isinstance(ch, MessageLogChannel)
-        and k in versions
-        and not isinstance(values.get(k), list)
-    ]
+    logs = [k for k, ch in graph.channels.items() if isinstance(ch, MessageLogChannel)]
+    logs = [k for k in logs if k in versions and not isinstance(values.get(k), list)]
     if logs:
         # threadlog's log stores deltas: LangGraph's loader rebuilds it (a stand-in graph).
         snap = graph.get_state({"configurable": conf})
@@ -241,8 +220,8 @@ def problems_of(
     *,
     writable: bool = True,
 ) -> list[Problem]:
-    """`find_problems`' findings of one history as rows; `writable=False` for a source
-    `--repair` never writes to (a server)."""
+    """`find_problems`' findings of one history as rows; `writable=False`: not repairable."""
+    root = writable and not namespace  # `--repair` writes at the root only
     return [
         Problem(
             thread_id=thread_id,
@@ -257,11 +236,7 @@ def problems_of(
             detail=f.detail,
             profiles=list(f.profiles),
             # A plain list only appends: a call the conversation moved past stays open.
-            # `--repair` writes at the root only.
-            repairable=writable
-            and not namespace
-            and f.kind in REPAIRABLE
-            and (fmt == LOG_FORMAT or f.closed_by is None),
+            repairable=root and f.kind in REPAIRABLE and (fmt == LOG_FORMAT or f.closed_by is None),
             namespace=namespace,
         )
         for f in findings
@@ -320,9 +295,6 @@ def _check_at(
     profiles: Sequence[Profile],
     strict: bool,
 ) -> None:
-    """Add the problems and notes of checkpoints `ids` of one namespace to `result` (its
-    `checkpoints` count the root's). A call in progress at an older checkpoint is every
-    tool step's history: noted at the head only."""
     for cid in ids:
         tup = checkpoint_tuple(saver, result.thread_id, cid)
         channels = tuple_channels(saver, readers, tup)
@@ -345,8 +317,6 @@ def add_findings(
     at_head: bool = True,
     writable: bool = True,
 ) -> None:
-    """Add the problems and notes `find_problems` finds in each `(channel, format,
-    messages)` of checkpoint `cid` to `result` (`problems_of` rows, `sort_findings`)."""
     tid = result.thread_id
     for channel, fmt, messages in channels:
         found, noted = sort_findings(
@@ -366,8 +336,6 @@ def _subgraph_problems(
     result: ThreadCheck,
     strict: bool,
 ) -> None:
-    """The problems of the thread's subgraph namespaces that ran from the root's head;
-    with `every`, of every checkpoint of every namespace."""
     from threadlog.inspect.namespaces import InNamespace, subgraph_namespaces
 
     for sub in subgraph_namespaces(saver, head.thread_id):
@@ -384,11 +352,7 @@ class Tally:
 
     def __init__(self, profiles: Sequence[Profile]) -> None:
         self.profiles = [p.name for p in profiles]
-        self.threads = 0
-        self.checkpoints = 0
-        self.clean = 0
-        self.with_problems = 0
-        self.unreadable = 0
+        self.threads = self.checkpoints = self.clean = self.with_problems = self.unreadable = 0
         self.by_kind: Counter[str] = Counter()
         self.by_profile: Counter[str] = Counter()  # threads each profile rejects
         self.notes: Counter[str] = Counter()  # notes by kind (not failures)
@@ -435,12 +399,9 @@ class Tally:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        counts = ("threads", "checkpoints", "clean", "with_problems", "unreadable")
         return {
-            "threads": self.threads,
-            "checkpoints": self.checkpoints,
-            "clean": self.clean,
-            "with_problems": self.with_problems,
-            "unreadable": self.unreadable,
+            **{name: getattr(self, name) for name in counts},
             "by_kind": dict(sorted(self.by_kind.items())),
             "by_profile": {n: self.by_profile[n] for n in self.profiles if self.by_profile[n]},
             "notes": dict(sorted(self.notes.items())),
@@ -448,22 +409,16 @@ class Tally:
 
 
 def profiles_cell(names: Sequence[str]) -> str:
-    """`names` for people: "every profile" when they are all of `PROFILES`."""
     return "every profile" if list(names) == list(PROFILES) else ", ".join(names)
 
 
 def where(p: Problem) -> str:
-    text = f"{p.channel}[{p.position}]"
-    if p.message_id:
-        text += f" id {p.message_id}"
-    if p.namespace:
-        text += f" (namespace {p.namespace})"
-    return text
+    message = f" id {p.message_id}" if p.message_id else ""
+    namespace = f" (namespace {p.namespace})" if p.namespace else ""
+    return f"{p.channel}[{p.position}]{message}{namespace}"
 
 
 class CheckReport(Table):
-    """The problems `check` found: one row per problem (module doc)."""
-
     columns: tuple[Column, ...] = (
         Column("thread", "thread", 24),
         Column("kind", "kind", 19),
@@ -477,8 +432,7 @@ class CheckReport(Table):
         self.title = f"check of {source}"
         self.tally = tally
         self.results = results
-        self.noted = list(notes)
-        """The notes (module doc) of every thread checked: not problems."""
+        self.noted = list(notes)  # of every thread checked: not problems
 
     @property
     def problems(self) -> list[Problem]:
@@ -501,18 +455,15 @@ class CheckReport(Table):
                 out.append(
                     {"thread": r.thread_id, "kind": "unreadable", "where": "-", "detail": r.error}
                 )
-            for p in r.problems:
-                out.append(
-                    {
-                        "thread": p.thread_id,
-                        "kind": p.kind,
-                        "where": where(p),
-                        "detail": [
-                            p.detail,
-                            "rejected by " + profiles_cell(p.profiles),
-                        ],
-                    }
-                )
+            out += [
+                {
+                    "thread": p.thread_id,
+                    "kind": p.kind,
+                    "where": where(p),
+                    "detail": [p.detail, "rejected by " + profiles_cell(p.profiles)],
+                }
+                for p in r.problems
+            ]
         for n in self.noted:
             note = {"thread": n.thread_id, "kind": f"note: {n.kind}", "where": where(n)}
             out.append({**note, "detail": n.detail})
@@ -533,8 +484,7 @@ def report_of(
     chosen: list[Profile],
     report: type[CheckReport] = CheckReport,
 ) -> CheckReport:
-    """The `report` of `results`: each tallied, their notes gathered, and those with a
-    problem or an error kept."""
+    """The `report` of `results`: all tallied and their notes kept, and those that failed."""
     tally = Tally(chosen)
     kept: list[ThreadCheck] = []
     notes: list[Problem] = []
@@ -556,11 +506,8 @@ def check(
     strict_first_turn: bool = False,
 ) -> CheckReport:
     """Check the threads of `source` against `profiles` (module doc)."""
-    from threadlog.inspect.readonly import describe
-
     chosen = resolve_profiles(profiles)
-
-    def run(saver: BaseCheckpointSaver[Any], name: str) -> CheckReport:
+    with opened(source, "check") as (saver, name):
         results = check_threads(
             saver,
             profiles=chosen,
@@ -570,15 +517,6 @@ def check(
             strict_first_turn=strict_first_turn,
         )
         return report_of(results, name, chosen)
-
-    if isinstance(source, BaseCheckpointSaver):
-        return run(source, type(source).__name__)
-    if isinstance(source, str):
-        with open_database(source) as saver:
-            return run(saver, describe(source))
-    raise TypeError(
-        f"cannot check a {type(source).__name__}: pass a checkpointer or a database URL or path"
-    )
 
 
 def problem_line(p: Problem) -> str:

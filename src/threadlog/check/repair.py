@@ -1,29 +1,20 @@
 """`threadlog check --repair`: answer a thread's calls that have no result, by appending.
 
-Contract:
-
-* `plan_repairs(saver, profiles, threads)` reads (never writes) and returns one
-  `RepairPlan` per thread whose head has an `open_call` problem — never for a call whose
-  next step is pending (`check`'s `in_progress` note). Each open call gets the result
-  `ModelNode` gives a stopped call (`threadlog.log.pairing.not_completed`, same id), or
-  its real result rebuilt from a stored receipt (`threadlog.checkpoint.receipts`), or a
-  reason it cannot be answered (`refused`: a plain `add_messages` list the conversation
-  has moved past, a call without an id). No tool runs.
-* `apply_repairs(url, plans)` writes through the guarded saver: per thread it holds
-  `saver.exclusive(thread_id)` (a thread a run holds is refused, `ConcurrentRunError`),
-  re-plans on the head it reads, and appends the results as one checkpoint made by
-  `update_state(as_node="check")`, whose metadata records
-  `metadata["threadlog_repair"] = {"author": "check", "kind": "not_completed",
-  "channel": …, "calls": [call ids], "results": [message ids]}`. Nothing stored is
-  rewritten. On Postgres, `lock_timeout=seconds` bounds each lock wait and the update is
-  one transaction: a timeout raises `SourceError` with nothing written.
+`plan_repairs` reads only: one `RepairPlan` per thread whose head has an `open_call`
+problem (never a call whose next step is pending), each open call answered by
+`pairing.not_completed` (same id) or by the result a stored receipt stands for, or
+`refused` with why. No tool runs. `apply_repairs` re-plans at each head and appends the
+results through the guarded saver under `saver.exclusive`: one `update_state(as_node=
+"check")` checkpoint recording `metadata["threadlog_repair"]`; nothing stored is rewritten.
+On Postgres `lock_timeout` bounds each lock wait and the update is one transaction (a
+timeout raises `SourceError`, nothing written). docs/check-and-replay.md says the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, TypedDict, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -64,22 +55,12 @@ class RepairPlan:
     channel: str
     format: str
     results: list[ToolMessage] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    """Open calls appending cannot answer, each with why."""
+    refused: list[str] = field(default_factory=list)  # open calls appending cannot answer: why
 
     def row(self) -> dict[str, Any]:
         """The plan as `check --repair --dry-run --json` prints it."""
-        results = [
-            {"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results
-        ]
-        return {
-            "thread_id": self.thread_id,
-            "checkpoint_id": self.checkpoint_id,
-            "channel": self.channel,
-            "format": self.format,
-            "results": results,
-            "refused": self.refused,
-        }
+        calls = [{"tool_call_id": r.tool_call_id, "id": r.id, "name": r.name} for r in self.results]
+        return {**asdict(replace(self, results=[])), "results": calls}
 
     def lines(self) -> list[str]:
         out = [
@@ -120,8 +101,7 @@ def plan_for(
     *,
     in_progress: bool = False,
 ) -> RepairPlan | None:
-    """The repair of one message channel, or None when it has no open call; `receipts`
-    answer their calls instead; with `in_progress` the calls open at the end are left."""
+    """The repair of one message channel, or None when it has no open call (module doc)."""
     index = {m.id: i for i, m in enumerate(messages) if m.id is not None}
     pending = [
         (request, result, call)
@@ -156,26 +136,19 @@ def receipts_at(
     checkpoint_id: str,
     messages: Sequence[BaseMessage],
 ) -> dict[str, ToolMessage]:
-    """The open calls of `messages` whose idempotent tool returned (its receipt is stored
-    on the step it ran from): call id -> the result the receipt stands for."""
+    """Call id → the result a stored receipt stands for, for open calls whose tool returned."""
     wanted = {call_id(c): request for request, _, c in open_in(messages) if call_id(c)}
     if not wanted:
         return {}
-    config: RunnableConfig = {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": checkpoint_id,
-        }
-    }
+    conf = {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    config: RunnableConfig = {"configurable": conf}
     requests = {m.id for m in wanted.values() if m.id is not None}
     found = recover_results(saver, config, list(wanted), requests=requests)
     return {cid: m for cid, m in found.items() if KEY_METADATA in m.response_metadata}
 
 
 def _at_tail(messages: Sequence[BaseMessage], where: int, request: AIMessage) -> bool:
-    # Only results of the request's own calls may follow it for an appended result to be
-    # in place.
+    # An appended result is in place only when nothing but the request's own results follow.
     ids = {call_id(c) for c in calls_of(request)}
     return where >= 0 and all(
         isinstance(m, ToolMessage) and m.tool_call_id in ids for m in messages[where + 1 :]
@@ -199,7 +172,6 @@ def plan_repairs(
 def _plans_at(
     saver: BaseCheckpointSaver[Any], readers: StandIns, tup: CheckpointTuple
 ) -> Iterator[RepairPlan]:
-    """The repair of each message channel of checkpoint `tup` that has an open call."""
     from threadlog.inspect.source import quiet_stand_in
 
     conf = tup.config["configurable"]
@@ -217,8 +189,8 @@ def _plans_at(
 
 
 class _Appending(BaseCheckpointSaver[Any]):
-    """The guarded saver as the repair's stand-in graph sees it: a put keeps the stored
-    value of every channel the stand-in does not own, and records the repair event."""
+    """The guarded saver under the repair's stand-in graph: a put keeps the stored values of
+    the channels the stand-in does not own, and records the repair event."""
 
     def __init__(
         self, inner: BaseCheckpointSaver[Any], kept: Mapping[str, Any], event: dict[str, Any]
@@ -314,8 +286,7 @@ def apply_repairs(
 
 @contextmanager
 def _one_transaction(saver: Any) -> Iterator[None]:
-    # update_state stores the update's writes on the head before the new checkpoint: on
-    # Postgres both go in one transaction, so a lock timeout between them leaves neither.
+    # update_state's writes and new checkpoint in one transaction: a lock timeout leaves neither.
     from threadlog.checkpoint.backends.base import unwrap
 
     conn: Any = getattr(unwrap(saver), "conn", None)
@@ -356,8 +327,7 @@ def _lock_error(exc: BaseException, seconds: float, out: Sequence[RepairResult])
     from threadlog.inspect.readonly import SourceError
 
     done = [r for r in out if r.refused is None and r.written]
-    stopped = out[-1].thread_id if out else None
-    where = f" at thread {stopped}" if stopped is not None else ""
+    where = f" at thread {out[-1].thread_id}" if out else ""
     before = f"; {len(done)} thread(s) before it were repaired" if done else ""
     return SourceError(
         f"another connection holds a lock on the checkpoint tables; the repair gave up"

@@ -5,22 +5,14 @@ returns a `ReplayReport`, one row per turn (a user message and what followed it)
 or the turn's first divergence:
 
 * `context` — a model call sends other than the stored call sent: the recorded request
-  (`threadlog.check.requests`: system prompt with a unified diff, messages, then tools and
-  model), else `ModelNode`'s trace (system prompt id, message count).
+  (`threadlog.check.requests`), else `ModelNode`'s trace (system prompt id, message count).
 * `tool_schema` — a stored call no longer fits the current graph's tool.
 * `call` — another call, more or fewer calls; `args` — other arguments; `answer` — another
   final answer.
 * `interrupt` — the turn paused in `interrupt()` after everything before it matched.
 
-Each turn runs from the state stored right before its user message on a scratch thread in
-an in-memory saver: the source is never written, and a divergence does not cascade. Every
-tool invoked inside the turn, at any depth (`threadlog.check.boundary`), is served the
-stored result of the same call (by name and arguments, else position); a handoff tool
-(`__handoff_destination` metadata) runs as it is; a call the stored turn did not make is
-reported, not run (`tools="live"` runs it). A graph whose tools the boundary cannot reach
-is refused (`ValueError` naming the node). `model="stored"` serves the stored replies in
-order (through `ModelNode`s, else at every chat model's `invoke`); `model="live"` calls
-the graph's own model.
+Each turn runs on a scratch thread in an in-memory saver (the source is never written);
+how tools and models are served, and which graphs are refused: docs/check-and-replay.md.
 """
 
 from __future__ import annotations
@@ -46,28 +38,21 @@ from threadlog.terminal import display_width, fit, safe
 __all__ = ["ModelMode", "ReplayReport", "ToolsMode", "TurnResult", "parse_turns", "replay"]
 
 ModelMode = Literal["stored", "live"]
-HANDOFF_KEY = "__handoff_destination"
-"""The metadata key langgraph-swarm's and langgraph-supervisor's handoff tools carry."""
 ToolsMode = Literal["stored", "live"]
+HANDOFF_KEY = "__handoff_destination"  # in langgraph-swarm's and -supervisor's handoff tools
 
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
-    turn: int
-    """1-based: the turn's user message is the thread's `turn`-th."""
+    turn: int  # 1-based
     user_message_id: str | None
     user_text: str
-    kind: str
-    """`match`, or the first divergence: context, tool_schema, call, args, answer, or
-    `interrupt` (the turn paused where the stored one was resumed)."""
-    model_call: int | None
-    """Which model call of the turn diverged (1-based), when one did."""
+    kind: str  # `match`, or the first divergence (module doc)
+    model_call: int | None  # which model call of the turn diverged (1-based)
     detail: str
     stored: str | None = None
     replayed: str | None = None
-    diff: str | None = None
-    """A unified diff of the recorded and the replayed text (a system prompt, a tool
-    schema), when that is how the divergence reads best."""
+    diff: str | None = None  # recorded → replayed, for a system prompt or tool schema
 
     @property
     def matched(self) -> bool:
@@ -109,13 +94,12 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
     # Every key the head stores, not only the messages: a turn starts from all of them.
     graph = stand_in(saver, None, head_shape(saver, config))
     with quiet_stand_in(True):
-        history = list(graph.get_state_history(config))
+        history = list(graph.get_state_history(config))[::-1]
     if not history:
         raise LookupError(f"no thread {thread_id!r} in this database")
-    history.reverse()
     head = [m for m in history[-1].values.get("messages") or [] if isinstance(m, BaseMessage)]
     in_head = {m.id for m in head if isinstance(m, HumanMessage)}
-    users: list[HumanMessage] = []  # every user message ever stored, in the order written
+    users: dict[str | None, HumanMessage] = {}  # every user message ever stored, in order
     gone: dict[str, str] = {}  # a removed one's id → where it went
     before: dict[str, dict[str, Any]] = {}  # a user message's id → the values before it
     inputs: dict[str, dict[str, Any]] = {}
@@ -126,28 +110,25 @@ def _turns(saver: Any, thread_id: str) -> list[_Turn]:
         values = snap.values if isinstance(snap.values, dict) else {}
         now = [m for m in values.get("messages") or [] if isinstance(m, HumanMessage)]
         ids = {m.id for m in now}
-        for m in now:
-            if m.id in {u.id for u in users}:
-                continue
-            users.append(m)
+        for m in (m for m in now if m.id not in users):
+            users[m.id] = m
             before[m.id or ""] = prev
             if prev_source == "input":
                 # The step applying a run's input: the other keys that input set.
                 inputs[m.id or ""] = {
-                    k: v for k, v in values.items()
+                    k: v
+                    for k, v in values.items()
                     if k not in ("messages", "compactions") and prev.get(k) != v
                 }
         for vanished in shown - ids:
             if vanished not in in_head and str(vanished) not in gone:
-                step = (snap.metadata or {}).get("step")
+                step = f"step {(snap.metadata or {}).get('step')}"
                 cid = snap.config["configurable"]["checkpoint_id"]
-                gone[str(vanished)] = (
-                    f"its user message was removed at step {step} (checkpoint {cid})"
-                )
+                gone[str(vanished)] = f"its user message was removed at {step} (checkpoint {cid})"
         shown = ids
         prev, prev_source = values, (snap.metadata or {}).get("source")
     out: list[_Turn] = []
-    for n, user in enumerate(users, 1):
+    for n, user in enumerate(users.values(), 1):
         if user.id not in in_head:
             why = gone.get(str(user.id), "its user message is not in the thread's head")
             out.append(_Turn(n, user, {}, [], [], removed=why))
@@ -171,12 +152,10 @@ def parse_turns(text: str | None, count: int) -> range:
     """`A:B` (1-based, inclusive, either side optional) or `N` as a range of turns."""
     if not text:
         return range(1, count + 1)
+    a, colon, b = text.partition(":")
     try:
-        if ":" in text:
-            a, b = text.split(":", 1)
-            lo, hi = int(a) if a else 1, int(b) if b else count
-        else:
-            lo = hi = int(text)
+        lo = int(a) if a or not colon else 1
+        hi = (int(b) if b else count) if colon else lo
     except ValueError:
         raise ValueError(
             f"--turns {text!r}: give A:B, A:, :B or N (1-based turn numbers)"
@@ -187,15 +166,12 @@ def parse_turns(text: str | None, count: int) -> range:
 
 
 class _Served:
-    """What the stand-ins serve and note for one turn."""
-
     def __init__(self, turn: _Turn, tools_live: bool, schemas: Mapping[str, BaseTool]) -> None:
         self.turn = turn
         self.requests = RequestCapture()  # what each model call of the turn sends
         self.tools_live = tools_live
         self.schemas = schemas
-        self.model_calls = 0
-        self.tool_calls = 0
+        self.model_calls = self.tool_calls = 0
         self.used: set[int] = set()
         self.stored_calls = [
             (c["name"], c["args"], c["id"]) for ai in turn.replies for c in ai.tool_calls
@@ -215,8 +191,7 @@ class _Served:
             )
         stored = self.turn.replies[k]
         self.requests.replies.add(str(stored.id))
-        # A graph whose tools sit out of its node list (an agent a node function invokes)
-        # has no schemas to check against: the stand-ins still answer its calls.
+        # Tools out of the node list (an agent a node function invokes) have no schemas here.
         for call in stored.tool_calls if self.schemas else []:
             problem = _schema_problem(self.schemas, call["name"], call["args"])
             if problem:
@@ -225,15 +200,12 @@ class _Served:
         return stored.model_copy(update={"response_metadata": meta})
 
     def node_reply(self, wire: Any) -> AIMessage:
-        """A `ModelNode`'s call: what it sends is noted (no chat model sees it), then served."""
         self.requests.add(Request.from_wire(wire))
         return self.reply(wire)
 
     def stand_in(self, real: BaseTool) -> BaseTool:
-        """The tool answering for `real` in this turn (`threadlog.check.boundary`)."""
         if HANDOFF_KEY in (real.metadata or {}):
-            # A handoff only routes (a `Command` to the next agent): it runs, and takes
-            # the stored call of its name, as a stand-in would.
+            # A handoff only routes (a `Command` to the next agent): it runs as it is.
             self._take(real.name)
             return real
         fields = _call_fields(real)
@@ -257,29 +229,20 @@ class _Served:
         )
 
     def _take(self, name: str, args: dict[str, Any] | None = None) -> int | None:
-        """The stored call a call of `name` answers to, by name (and `args`), else by
-        position; marked used."""
+        """The unused stored call of `name` (and `args`), else at this position; now used."""
         with self.lock:
             position = self.tool_calls
             self.tool_calls += 1
-            found = next(
-                (
-                    i
-                    for i, (n, a, _) in enumerate(self.stored_calls)
-                    if i not in self.used and n == name and (args is None or a == args)
-                ),
-                None,
-            )
-            if found is None and position < len(self.stored_calls) and position not in self.used:
-                if self.stored_calls[position][0] == name:
-                    found = position
+            calls = self.stored_calls
+            named = [i for i, c in enumerate(calls) if i not in self.used and c[0] == name]
+            found = next((i for i in named if args is None or calls[i][1] == args), None)
+            if found is None and position in named:
+                found = position
             if found is not None:
                 self.used.add(found)
             return found
 
-    def result(
-        self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]
-    ) -> Any:
+    def result(self, name: str, args: dict[str, Any], real: BaseTool, given: dict[str, Any]) -> Any:
         found = self._take(name, args)
         if found is not None:
             stored = self.results.get(self.stored_calls[found][2])
@@ -289,8 +252,7 @@ class _Served:
                 if real.response_format == "content_and_artifact":
                     return stored.content, stored.artifact
                 return stored.content
-            # The stored turn made this call and stored no result: its tool raised and
-            # the run stopped there. The replay stops there too.
+            # No stored result: its tool raised and the run stopped there; so does the replay.
             raise _Stop(
                 "unanswered",
                 None,
@@ -321,8 +283,7 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
     tool = tools.get(name)
     if tool is None:
         return f"the stored call {name!r} names no tool of the graph now ({sorted(tools)})"
-    # What the model fills in: arguments a tool node injects (state, the call's id)
-    # are not the model's to give.
+    # What the model fills in: arguments a tool node injects are not the model's to give.
     schema: Any = tool.tool_call_schema
     if isinstance(schema, dict) or not hasattr(schema, "model_validate"):
         return ""
@@ -339,7 +300,6 @@ def _schema_problem(tools: Mapping[str, BaseTool], name: str, args: Mapping[str,
 
 
 def _walk(graph: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Every node of `graph` and of the compiled subgraphs it holds, as (path, runnable)."""
     builder = getattr(graph, "builder", None)
     for name, spec in getattr(builder, "nodes", {}).items():
         path = f"{prefix}{name}"
@@ -349,18 +309,13 @@ def _walk(graph: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _nodes(graph: Any) -> tuple[list[Any], list[Any]]:
-    """The graph's `ModelNode`s and tool nodes, at any subgraph depth (module doc)."""
     from langgraph.prebuilt import ToolNode as LangGraphToolNode
 
     from threadlog.nodes.model import ModelNode
 
-    models, tools = [], []
-    for _, node in _walk(graph):
-        if isinstance(node, ModelNode):
-            models.append(node)
-        elif isinstance(node, LangGraphToolNode):
-            tools.append(node)
-    return models, tools
+    nodes = [node for _, node in _walk(graph)]
+    models = [n for n in nodes if isinstance(n, ModelNode)]
+    return models, [n for n in nodes if isinstance(n, LangGraphToolNode)]
 
 
 def refusal(graph: Any) -> str:
@@ -408,16 +363,8 @@ def _swapped(graph: Any, served: _Served, model: ModelMode) -> Iterator[None]:
 _FEWER = "the replay made"
 
 
+# kind, model call, detail, stored, replayed, diff
 Found = tuple[str, int | None, str, str | None, str | None, str | None]
-"""kind, model call, detail, stored, replayed, diff."""
-
-
-def _recorded_request(call: Any) -> Request | None:
-    """A recorded call (`threadlog.inspect.calls.RecordedCall`) as a `Request`; None when
-    part of what it sent is no longer stored (a pruned step)."""
-    if any(m.get("missing") for m in call.messages):
-        return None
-    return Request(call.messages, list(call.tools), call.tool_schemas, call.model, call.params)
 
 
 def _context(k: int, d: Difference) -> Found:
@@ -456,13 +403,11 @@ def _compare(
                         detail += f"stored {then}"
                     return ("context", k + 1, detail, str(then), str(now), None)
         sc, rc = _calls(stored), _calls(got)
-        if [n for n, _ in sc] != [n for n, _ in rc]:
-            return (
-                "call", k + 1, "the model made other calls", _summary(stored), _summary(got), None
-            )
         if sc != rc:
-            other = "the same tools with other arguments"
-            return ("args", k + 1, other, _summary(stored), _summary(got), None)
+            kind, what = "args", "the same tools with other arguments"
+            if [n for n, _ in sc] != [n for n, _ in rc]:
+                kind, what = "call", "the model made other calls"
+            return (kind, k + 1, what, _summary(stored), _summary(got), None)
         if not sc and _text(stored) != _text(got):
             return ("answer", k + 1, "a different final answer", _text(stored), _text(got), None)
         if late is not None:
@@ -483,12 +428,9 @@ def _summary(ai: AIMessage) -> str:
 
 
 def _seed(graph: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored values a scratch thread starts from: the graph's own state keys."""
     keys = {k for k in getattr(graph, "channels", {}) if not k.startswith(("__", "branch:"))}
-    return {
-        k: v for k, v in values.items()
-        if (v if k in ("messages", "compactions") else v is not None) and k in keys
-    }
+    kept = {k: v for k, v in values.items() if k in keys and v is not None}
+    return {k: v for k, v in kept.items() if v or k not in ("messages", "compactions")}
 
 
 def _replay_turn(
@@ -499,8 +441,7 @@ def _replay_turn(
     recorded: Sequence[Request | None] = (),
     models_only: bool = False,
 ) -> TurnResult:
-    """One turn replayed; `models_only`: compare only the AIMessages a model call
-    produced (not one a node wrote itself)."""
+    """One turn replayed; `models_only`: compare only the AIMessages a model call produced."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from threadlog.nodes.model import ModelNode
@@ -532,9 +473,9 @@ def _replay_turn(
         turn, after, recorded, served.requests.requests
     )
     if stopped is None and snap.next and (kind == "match" or detail.startswith(_FEWER)):
-        # The turn paused (interrupt()): what ran before the pause matched; the decision
-        # that let the stored turn go on is not replayed.
-        kind, detail = "interrupt", (
+        # The decision that let the stored turn go on past interrupt() is not replayed.
+        kind = "interrupt"
+        detail = (
             f"the turn paused at {', '.join(snap.next)} (interrupt()); replay does not "
             "answer interrupts: what ran before the pause matches"
         )
@@ -543,27 +484,17 @@ def _replay_turn(
             detail = stopped.detail
     elif stopped is not None and (kind == "match" or detail.startswith(_FEWER)):
         kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-    elif stopped is not None and stopped.kind == "tool_schema" and not (
-        kind == "context" and (call or 0) < (stopped.model_call or 0)
-    ):
-        kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
-        stored = replayed = diff = None
+    elif stopped is not None and stopped.kind == "tool_schema":
+        if not (kind == "context" and (call or 0) < (stopped.model_call or 0)):
+            kind, call, detail = stopped.kind, stopped.model_call, stopped.detail
+            stored = replayed = diff = None
     return TurnResult(
         turn.index, turn.user.id, _text(turn.user), kind, call, detail, stored, replayed, diff
     )
 
 
-def _skipped(turn: _Turn) -> TurnResult:
-    detail = (
-        f"skipped: {turn.removed} (a summarizing or trimming step); what followed it is "
-        "not in the head to compare against"
-    )
-    return TurnResult(turn.index, turn.user.id, _text(turn.user), "skipped", None, detail)
-
-
 def _wrapped(line: str) -> list[str]:
-    """One diff line as terminal lines that fit under a row, none cut: a longer line goes
-    on after a `↪` (its spaces as they were)."""
+    """One diff line as terminal lines under a row, none cut: the rest goes on after `↪`."""
     text = safe(line.expandtabs(4))
     width = WIDTH - INDENT
     out: list[str] = []
@@ -618,15 +549,13 @@ class ReplayReport(Table):
     def display_rows(self) -> list[dict[str, Cell]]:
         out: list[dict[str, Cell]] = []
         for r in self.results:
-            diff: list[str] = []
             if r.diff is not None:  # a text diff, every line shown (wrapped, escaped)
-                for line in r.diff.split("\n"):
-                    diff.extend(_wrapped(line))
+                diff = [part for line in r.diff.split("\n") for part in _wrapped(line)]
             else:
-                if r.stored is not None:
-                    diff.append(fit(f"stored:   {r.stored}", WIDTH - INDENT))
-                if r.replayed is not None:
-                    diff.append(fit(f"replayed: {r.replayed}", WIDTH - INDENT))
+                shown = (("stored:   ", r.stored), ("replayed: ", r.replayed))
+                diff = [
+                    fit(label + text, WIDTH - INDENT) for label, text in shown if text is not None
+                ]
             out.append(
                 {
                     "turn": str(r.turn),
@@ -641,13 +570,15 @@ class ReplayReport(Table):
 
 
 def _requests(saver: Any, thread_id: str) -> dict[str, Request | None]:
-    """The recorded request of each stored reply, by the reply's id (none recorded: {})."""
     from threadlog.inspect.calls import recorded_calls
 
     out: dict[str, Request | None] = {}
     for call in recorded_calls(saver, thread_id):  # in the order they started
         if call.reply_id is not None and call.error is None:
-            out[call.reply_id] = _recorded_request(call)
+            # None when part of what it sent is no longer stored (a pruned step).
+            missing = any(m.get("missing") for m in call.messages)
+            args = (call.messages, list(call.tools), call.tool_schemas, call.model, call.params)
+            out[call.reply_id] = None if missing else Request(*args)
     return out
 
 
@@ -661,26 +592,13 @@ def replay(
     tools: ToolsMode = "stored",
 ) -> ReplayReport:
     """Replay `thread_id` of `source` through `graph` (module doc)."""
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from threadlog.check.database import opened
 
-    from threadlog.check.database import open_database
-    from threadlog.inspect.readonly import describe
-
-    if model not in ("stored", "live"):
-        raise ValueError(f"model must be 'stored' or 'live', not {model!r}")
-    if tools not in ("stored", "live"):
-        raise ValueError(f"tools must be 'stored' or 'live', not {tools!r}")
-    if isinstance(source, BaseCheckpointSaver):
-        stored, name = _turns(source, thread_id), type(source).__name__
-        requests = _requests(source, thread_id)
-    elif isinstance(source, str):
-        with open_database(source) as saver:
-            stored, name = _turns(saver, thread_id), describe(source)
-            requests = _requests(saver, thread_id)
-    else:
-        raise TypeError(
-            f"cannot replay from a {type(source).__name__}: pass a database URL or saver"
-        )
+    for what, mode in (("model", model), ("tools", tools)):
+        if mode not in ("stored", "live"):
+            raise ValueError(f"{what} must be 'stored' or 'live', not {mode!r}")
+    with opened(source, "replay from") as (saver, name):
+        stored, requests = _turns(saver, thread_id), _requests(saver, thread_id)
     refused = refusal(graph)
     if refused:
         raise ValueError(f"cannot replay safely: {refused}")
@@ -689,7 +607,11 @@ def replay(
     for n in chosen:
         turn = stored[n - 1]
         if turn.removed:
-            results.append(_skipped(turn))
+            detail = (
+                f"skipped: {turn.removed} (a summarizing or trimming step); what followed it "
+                "is not in the head to compare against"
+            )
+            results.append(TurnResult(n, turn.user.id, _text(turn.user), "skipped", None, detail))
             continue
         # With recorded calls, serve only the AIMessages a model call produced.
         made = [ai for ai in turn.replies if str(ai.id) in requests]

@@ -1,16 +1,12 @@
 """What a replayed model call sends, next to what the stored call sent
 (`threadlog.checkpoint.calls` recorded it).
 
-Contract: `RequestCapture` is a LangChain callback handler that keeps, for every
-chat-model call inside a replayed turn, the `Request` it sends (messages, tool names and
-schemas, model and parameters), in start order, and the ids of the replies (`.replies`).
-`Request.from_wire(messages)` is a request known by its messages only.
-
-`difference(recorded, now)` is None when both send the same thing, else a `Difference`:
-`part` (`system_prompt`, `messages`, `tools`, `model`, compared in that order; the last
-two only when both requests hold them), one line saying what differs, both values as
-text, and a unified diff for a system prompt or tool schema. Messages are compared by
-what the model reads, not by ids.
+`RequestCapture` is a callback handler keeping each chat-model call's `Request` (messages,
+tool names and schemas, model, parameters) in start order, and the ids of the replies.
+`difference(recorded, now)` is None when both send the same thing, else the first part
+that differs (`system_prompt`, `messages`, `tools`, `model`; the last two only when both
+requests hold them), with a unified diff for a system prompt or tool schema. Messages are
+compared by what the model reads, not by ids.
 """
 
 from __future__ import annotations
@@ -59,7 +55,6 @@ class Request:
 
 
 def as_dict(message: BaseMessage) -> dict[str, Any]:
-    """A message as `threadlog.inspect.calls` shows a recorded one."""
     return shown_message(fingerprint_of(message))  # one shape for both
 
 
@@ -80,12 +75,10 @@ class RequestCapture(BaseCallbackHandler):
         self._lock = threading.Lock()
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        for gens in getattr(response, "generations", None) or ():
-            for g in gens:
-                mid = getattr(getattr(g, "message", None), "id", None)
-                if mid is not None:
-                    with self._lock:
-                        self.replies.add(str(mid))
+        gens = (g for row in getattr(response, "generations", None) or () for g in row)
+        ids = {getattr(getattr(g, "message", None), "id", None) for g in gens}
+        with self._lock:
+            self.replies.update(str(i) for i in ids if i is not None)
 
     def add(self, request: Request) -> None:
         with self._lock:
@@ -102,9 +95,8 @@ class RequestCapture(BaseCallbackHandler):
     ) -> Any:
         # The same reading as `checkpoint.calls.CallsLayer.started`, so the two compare.
         meta = metadata or {}
-        params = kwargs.get("invocation_params") or {}
-        if not isinstance(params, dict):
-            params = {}
+        params = kwargs.get("invocation_params")
+        params = params if isinstance(params, dict) else {}
         raw = {k: plain(v) for k, v in params.items() if k not in PARAM_SKIP}
         raw.update({k: plain(v) for k, v in meta.items() if k.startswith("ls_")})
         tools = params.get("tools") or []
@@ -121,13 +113,11 @@ class RequestCapture(BaseCallbackHandler):
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    part: str
-    """`system_prompt`, `messages`, `tools` or `model`."""
+    part: str  # `system_prompt`, `messages`, `tools` or `model`
     detail: str
     recorded: str | None
     replayed: str | None
-    diff: str | None = None
-    """A unified diff, recorded → replayed (a system prompt, a tool schema)."""
+    diff: str | None = None  # recorded → replayed, for a system prompt or tool schema
 
 
 def _unified(recorded: str, replayed: str) -> str:
@@ -138,19 +128,18 @@ def _unified(recorded: str, replayed: str) -> str:
 
 
 def _system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
-    """The system prompt sent (the leading system/developer message) and the rest."""
     if messages and messages[0].get("role") in ("system", "developer"):
         return content_text(messages[0].get("content")), messages[1:]
     return None, messages
 
 
-def _seen(m: Mapping[str, Any]) -> Any:
+def _seen(m: Mapping[str, Any]) -> str:
     """What the model reads of one message (ids left out: a replay writes them anew)."""
-    calls = [(c.get("name"), json.dumps(c.get("args"), sort_keys=True, default=str))
-             for c in m.get("tool_calls") or () if isinstance(c, Mapping)]
+    calls = m.get("tool_calls") or ()
+    called = [(c.get("name"), c.get("args")) for c in calls if isinstance(c, Mapping)]
     status = m.get("status") if m.get("tool_call_id") is not None else None
-    return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str),
-            m.get("name"), calls, status)
+    seen = [m.get("role"), m.get("content"), m.get("name"), called, status]
+    return json.dumps(seen, sort_keys=True, default=str)
 
 
 def _show(m: Mapping[str, Any]) -> str:
@@ -166,17 +155,15 @@ def difference(recorded: Request, now: Request) -> Difference | None:
     old_prompt, old_rest = _system(recorded.messages)
     new_prompt, new_rest = _system(now.messages)
     if old_prompt != new_prompt:
-        if old_prompt is None or new_prompt is None:
-            detail = ("a system prompt is sent that the stored call did not send"
-                      if old_prompt is None else "the stored call's system prompt is not sent")
-            return Difference("system_prompt", detail, old_prompt, new_prompt)
-        return Difference(
-            "system_prompt",
-            "the system prompt sent differs from the recorded one",
-            old_prompt,
-            new_prompt,
-            _unified(old_prompt, new_prompt),
-        )
+        diff = None
+        if old_prompt is None:
+            detail = "a system prompt is sent that the stored call did not send"
+        elif new_prompt is None:
+            detail = "the stored call's system prompt is not sent"
+        else:
+            detail = "the system prompt sent differs from the recorded one"
+            diff = _unified(old_prompt, new_prompt)
+        return Difference("system_prompt", detail, old_prompt, new_prompt, diff)
     old_seen, new_seen = [_seen(m) for m in old_rest], [_seen(m) for m in new_rest]
     if old_seen != new_seen:
         offset = 0 if old_prompt is None else 1
@@ -186,9 +173,11 @@ def difference(recorded: Request, now: Request) -> Difference | None:
         )
         detail = f"message {at + offset + 1} sent differs from the recorded one"
         if len(old_seen) != len(new_seen):
-            detail = (f"the model was sent another context: {len(new_rest) + offset} "
-                      f"message(s), recorded {len(old_rest) + offset}; the first that "
-                      f"differs is message {at + offset + 1}")
+            detail = (
+                f"the model was sent another context: {len(new_rest) + offset} "
+                f"message(s), recorded {len(old_rest) + offset}; the first that "
+                f"differs is message {at + offset + 1}"
+            )
         return Difference(
             "messages",
             detail,
@@ -201,10 +190,8 @@ def difference(recorded: Request, now: Request) -> Difference | None:
             added = [t for t in now.tools if t not in recorded.tools]
             bits = [f"added {added}" if added else "", f"removed {gone}" if gone else ""]
             what = "; ".join(b for b in bits if b) or "their order changed"
-            return Difference(
-                "tools", f"other tools are bound: {what}", ", ".join(recorded.tools),
-                ", ".join(now.tools),
-            )
+            old, new = ", ".join(recorded.tools), ", ".join(now.tools)
+            return Difference("tools", f"other tools are bound: {what}", old, new)
         if (recorded.tool_schemas or []) != (now.tool_schemas or []):
             old_by = dict(zip(recorded.tools, recorded.tool_schemas or [], strict=False))
             new_by = dict(zip(now.tools, now.tool_schemas or [], strict=False))
@@ -212,15 +199,11 @@ def difference(recorded: Request, now: Request) -> Difference | None:
             name = changed[0] if changed else now.tools[0]
             old = json.dumps(old_by.get(name), indent=1, sort_keys=True, ensure_ascii=False)
             new = json.dumps(new_by.get(name), indent=1, sort_keys=True, ensure_ascii=False)
-            return Difference(
-                "tools", f"the schema of tool {name!r} differs from the recorded one",
-                None, None, _unified(old, new),
-            )
+            what = f"the schema of tool {name!r} differs from the recorded one"
+            return Difference("tools", what, None, None, _unified(old, new))
     if recorded.params is not None and now.params is not None:
         if recorded.model != now.model:
-            return Difference(
-                "model", "another model is called", recorded.model, now.model
-            )
+            return Difference("model", "another model is called", recorded.model, now.model)
         if recorded.params != now.params:
             keys = sorted(set(recorded.params) | set(now.params))
             changed = [k for k in keys if recorded.params.get(k) != now.params.get(k)]

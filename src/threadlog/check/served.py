@@ -1,14 +1,11 @@
 """`check` of the threads a LangGraph server (`langgraph dev`, LangGraph Platform) serves.
 
-Contract: `check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
+`check_served(server, profiles=, threads=None, all_checkpoints=False)` yields one
 `ThreadCheck` per thread the server lists (paged, none kept) or per id of `threads` (an
-unknown one raises `LookupError`). The head state, or every state with `all_checkpoints`,
-is checked by `find_problems`: every key holding LangChain message dicts, `messages`
-first. Only the top-level namespace is read. Problems carry the format `server` and
-`repairable=False`.
-
-`check(source, …)` is `threadlog.inspect.check`: a server URL is checked here, anything
-else by `threadlog.check.database.check`.
+unknown one raises `LookupError`): every key of the head state (or every state) holding
+LangChain message dicts, `messages` first; the top-level namespace only. Problems carry
+the format `server` and are not `repairable`. `check(source, …)` sends a server URL here,
+anything else to `threadlog.check.database.check`.
 """
 
 from __future__ import annotations
@@ -40,21 +37,17 @@ _MESSAGE_TYPES = frozenset(
 
 
 def _is_message_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, Mapping) and m.get("type") in _MESSAGE_TYPES for m in value)
-    )
+    if not isinstance(value, list) or not value:
+        return False
+    return all(isinstance(m, Mapping) and m.get("type") in _MESSAGE_TYPES for m in value)
 
 
 def message_lists(values: Any) -> list[tuple[str, list[Any]]]:
-    """`(key, messages)` for every key of a served state holding messages, `messages`
-    first, then by name."""
+    """`(key, messages)` for every key of a served state holding messages, `messages` first."""
     if not isinstance(values, Mapping):
         return []
-    keys = sorted((k for k, v in values.items() if _is_message_list(v)),
-                  key=lambda k: (k != DEFAULT_KEY, k))
-    return [(k, to_messages(values[k])) for k in keys]
+    keys = [k for k, v in values.items() if _is_message_list(v)]
+    return [(k, to_messages(values[k])) for k in sorted(keys, key=lambda k: (k != DEFAULT_KEY, k))]
 
 
 def _states(server: Server, thread_id: str, all_checkpoints: bool) -> Iterator[dict[str, Any]]:
@@ -128,8 +121,7 @@ def check(
     all_checkpoints: bool = False,
     strict_first_turn: bool = False,
 ) -> CheckReport:
-    """Check the threads of `source` — a checkpointer, a database URL or path, or a
-    LangGraph server URL — against `profiles` (`threadlog.check.database`)."""
+    """Check the threads of `source` (a checkpointer, database URL or path, or server URL)."""
     options: Any = {
         "threads": threads,
         "all_checkpoints": all_checkpoints,

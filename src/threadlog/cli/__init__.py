@@ -7,7 +7,6 @@ LangChain and LangGraph only inside `run`, so `--help` and `--version` load no L
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
@@ -44,9 +43,4 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(build_parser(), argv)
     except SystemExit as stopped:  # --help, --version, or bad input (already printed)
         return stopped.code if isinstance(stopped.code, int) else 2
-    result: int = args.func(args)
-    return result
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return int(args.func(args))

@@ -1,13 +1,7 @@
 """`threadlog check --db SOURCE [--profile P …] [--thread T …] [--all-checkpoints] [--json]
-[--repair [--dry-run]]`.
+[--repair [--dry-run]]`: `threadlog.check.database` per thread, streamed, then a summary.
 
-Contract: reports, per thread, what each profile (default: all of `PROFILES`) would reject
-in its stored history (`threadlog.inspect.check`), streaming thread by thread, then one
-summary line; text is terminal-safe. `--json` prints JSON Lines: one object per problem,
-one `{"thread_id", "kind": "unreadable", "detail"}` per unreadable thread, and a last
-`{"summary": {...}}`. Exit status: 0 clean, 1 problems, 2 unreadable or bad input (one
-line on stderr, `cli/errors.py`). `--repair` appends a "not completed" result to every
-call appending can answer (`threadlog.check.repair`); `--dry-run` prints the plan. Without
+Exit 0 clean, 1 problems, 2 unreadable or bad input (docs/check-and-replay.md). Without
 `--repair` the database is opened read-only; a server URL refuses `--repair`.
 """
 
@@ -19,15 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from threadlog.cli.errors import CommandError, positive, resolve_thread, writable_database
 from threadlog.cli.jsonout import dumps
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["register", "run"]
 
 HELP = "find stored threads a provider would reject (and repair them by appending)"
 DESCRIPTION = (
-    "Check every thread of a database against provider profiles: calls "
-    "without results, results without calls, misplaced system text, … Exit 0 clean, "
-    "1 problems, 2 unreadable or bad input."
+    "Check every thread of a database against provider profiles: calls without results, results "
+    "without calls, misplaced system text, … Exit 0 clean, 1 problems, 2 unreadable or bad input."
 )
 DB_HELP = (
     "a SQLite file (path or sqlite:///path), postgresql://…, or a LangGraph "
@@ -36,8 +31,6 @@ DB_HELP = (
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "check", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument(
         "--profile",
@@ -59,7 +52,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--lock-timeout",
-        type=_seconds,
+        type=positive("seconds", kind=float, below=86400),
         default=10.0,
         metavar="SECONDS",
         help="Postgres: give up (exit 2) when a lock another connection holds is not "
@@ -68,52 +61,34 @@ def register(sub: Any) -> None:
     finish(p, run, error_status=2)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 86400:
-        raise argparse.ArgumentTypeError(f"{text!r}: give seconds, more than 0")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
-    from threadlog.inspect.readonly import waiting_at_most
+    from threadlog.check.database import resolve_profiles
+    from threadlog.inspect.readonly import describe, is_server_url, waiting_at_most
 
     with waiting_at_most(args.lock_timeout):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from threadlog.check.database import resolve_profiles
-    from threadlog.cli.errors import CommandError, resolve_thread, writable_database
-
-    try:
-        profiles = resolve_profiles(args.profile)
-    except ValueError as exc:
-        raise CommandError(f"--profile: {exc}") from None
-    if args.dry_run and not args.repair:
-        raise CommandError("--dry-run goes with --repair")
-    if args.thread:
-        args.thread = [resolve_thread(args.db, t) for t in args.thread]
-    if args.repair:
-        from threadlog.inspect.readonly import describe, is_server_url
-
-        if is_server_url(args.db):
-            raise CommandError(
-                f"{describe(args.db)} is a LangGraph server; --repair writes through "
-                "threadlog's guarded saver to the database itself, never through a server: "
-                "pass that as --db (a SQLite file or postgresql://…)"
-            )
-        if args.all_checkpoints:
-            raise CommandError(
-                "--repair answers calls at each thread's head: drop --all-checkpoints"
-            )
-        if not args.dry_run:
-            writable_database(args.db, "check --repair")
-        return _repair(args, profiles)
-    return _check(args, profiles)
+        try:
+            profiles = resolve_profiles(args.profile)
+        except ValueError as exc:
+            raise CommandError(f"--profile: {exc}") from None
+        if args.dry_run and not args.repair:
+            raise CommandError("--dry-run goes with --repair")
+        if args.thread:
+            args.thread = [resolve_thread(args.db, t) for t in args.thread]
+        if args.repair:
+            if is_server_url(args.db):
+                raise CommandError(
+                    f"{describe(args.db)} is a LangGraph server; --repair writes through "
+                    "threadlog's guarded saver to the database itself, never through a server: "
+                    "pass that as --db (a SQLite file or postgresql://…)"
+                )
+            if args.all_checkpoints:
+                raise CommandError(
+                    "--repair answers calls at each thread's head: drop --all-checkpoints"
+                )
+            if not args.dry_run:
+                writable_database(args.db, "check --repair")
+            return _repair(args, profiles)
+        return _check(args, profiles)
 
 
 def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
@@ -165,7 +140,6 @@ def _check(args: argparse.Namespace, profiles: list[Any]) -> int:
 
 @contextmanager
 def _results(args: argparse.Namespace, profiles: list[Any]) -> Iterator[Iterator[Any]]:
-    """The `ThreadCheck`s of `--db`: a database opened read-only, or a LangGraph server."""
     from threadlog.check.database import check_threads, open_database
     from threadlog.inspect.readonly import is_server_url
 
@@ -196,14 +170,13 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
 
     with open_database(args.db) as saver:  # plan from a read-only look first
         plans = list(plan_repairs(saver, profiles=profiles, threads=args.thread))
-    if args.json and args.dry_run:
+    if args.dry_run:
         for plan in plans:
-            print(dumps(plan.row()))
-    elif args.dry_run:
-        for plan in plans:
+            if args.json:
+                print(dumps(plan.row()))
+                continue
             for line in plan.lines():
                 print(" " * (len(line) - len(line.lstrip())) + safe_line(line))
-    if args.dry_run:
         appended = sum(len(p.results) for p in plans)
         touched = len({p.thread_id for p in plans if p.results})
         _summary(
@@ -219,26 +192,18 @@ def _repair(args: argparse.Namespace, profiles: list[Any]) -> int:
         url, [p for p in plans if p.results], args.allowed_types, lock_timeout=args.lock_timeout
     )
     for res in results:
-        if args.json:
-            print(dumps(asdict(res)))
-        else:
-            print(safe_line(res.line()))
+        print(dumps(asdict(res)) if args.json else safe_line(res.line()))
     left = sum(len(p.refused) for p in plans)
     # A thread with open calls under several message keys has one result per key.
-    refused = len({r.thread_id for r in results if r.refused is not None})
-    repaired = len(
-        {r.thread_id for r in results if r.refused is None}
-        - {r.thread_id for r in results if r.refused is not None}
-    )
+    refused_ids = {r.thread_id for r in results if r.refused is not None}
+    refused, repaired = len(refused_ids), len({r.thread_id for r in results} - refused_ids)
     _summary(
         args,
         {"repaired": repaired, "refused": refused, "unanswerable_calls": left},
-        f"repaired {repaired} thread(s); {refused} refused; "
-        f"{left} call(s) appending cannot answer",
+        f"repaired {repaired} thread(s); {refused} refused; {left} call(s) appending cannot answer",
     )
     return 1 if refused or left else 0
 
 
 def _summary(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
-    """The closing line of a repair: `{"summary": …}` with --json, else `text`."""
     print(dumps({"summary": summary}) if args.json else text)

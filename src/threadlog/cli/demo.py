@@ -1,19 +1,10 @@
 """`threadlog demo`: one turn of the weather agent, printed as a paired transcript.
 
-Contract:
-
 * Runs `threadlog.examples.weather.build_graph` with `OfflineChatModel` unless `--model
-  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`).
-* Without `--thread` a new thread starts; `--thread ID` continues one.
-* Text output: one line per message of the turn with its role, call ids on calls and
-  results, the answer streamed, then token usage, the checkpoint id and how to continue.
-  `--json` prints the thread's whole history as one JSON document instead.
-* Bad input is one line on stderr naming the flag or value, exit 2; an unreachable
-  endpoint, a failing database or a server failure is one line, exit 1
-  (`threadlog.models.servers.explain_failure`).
-* Every line printed is terminal-safe; `--json` prints the exact text.
-* `--profile`, `--tool-choice`, `--max-model-calls` (default 6), and `--max-tokens`,
-  `--timeout`, `--max-retries` for `ChatOpenAI`.
+  openai:MODEL`, on `threadlog.checkpointer(--db)` (default `threadlog-demo.db`); without
+  `--thread` a new thread starts. `--json` prints the thread's whole history instead.
+* Bad input is one line on stderr, exit 2; an unreachable endpoint, a failing database or a
+  server failure is one line, exit 1 (`threadlog.models.servers.explain_failure`).
 * An answer whose text reads as a call to one of the agent's tools gets one hint line on
   stderr naming the server's chat template; the exit status does not change.
 """
@@ -29,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from threadlog.cli.errors import CommandError, CommandFailed, one_line, run_command
+from threadlog.cli.errors import CommandError, CommandFailed, one_line, positive, run_command
 from threadlog.terminal import safe_line
 
 if TYPE_CHECKING:  # imported when a turn runs: `threadlog --help` loads no LangChain
@@ -43,8 +34,7 @@ __all__ = ["DEFAULT_DB", "DEFAULT_QUESTION", "register", "run", "text_call_hint"
 
 DEFAULT_QUESTION = "北京今天适合带伞吗？"
 DEFAULT_DB = "sqlite:///threadlog-demo.db"
-# Each step is stored before the next starts: a demo stopped mid-turn (Ctrl-C) keeps
-# every finished step, and the checkpoint id printed at the end is already on disk.
+# Each step is stored before the next starts: Ctrl-C mid-turn keeps every finished step.
 DURABILITY: Literal["sync"] = "sync"
 # A small model that keeps calling tools stops here, not at LangGraph's recursion limit.
 DEMO_MAX_MODEL_CALLS = 6
@@ -64,14 +54,6 @@ examples:
   OPENAI_API_KEY=sk-... threadlog demo --model openai:deepseek-chat \\
       --base-url https://api.deepseek.com/v1
 """
-
-
-class DemoError(CommandFailed):
-    """A failure the user fixes by changing a flag or an environment variable (exit 1)."""
-
-
-class BadInput(CommandError):
-    """Bad input: a flag, a value, a database that is not LangGraph's (exit 2)."""
 
 
 def register(sub: Any) -> None:
@@ -115,7 +97,6 @@ def register(sub: Any) -> None:
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    """The flags that choose and tune the chat model (`--model` and its settings)."""
     p.add_argument(
         "--model",
         metavar="SPEC",
@@ -148,8 +129,6 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         help="sampling temperature sent to the model (default: the server's); 0 makes a "
         "small local model's calls repeatable",
     )
-    from threadlog.cli.errors import positive
-
     p.add_argument(
         "--max-tokens",
         metavar="N",
@@ -175,14 +154,13 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-model-calls",
         metavar="N",
-        type=positive("--max-model-calls", "model calls"),
+        type=positive("model calls"),
         default=DEMO_MAX_MODEL_CALLS,
         help=f"stop a turn after N model calls (default: {DEMO_MAX_MODEL_CALLS})",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one turn; the exit status is 0, or one line on stderr (`cli/errors.py`)."""
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):
         # A console that cannot show Chinese must not crash the demo.
@@ -191,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _failures_explained(args: argparse.Namespace, out: TextIO) -> int:
-    """`_run`, with a database failing mid-turn, or a `ValueError` from the model's side,
-    one line of exit 1 (they are bad input to the other commands)."""
+    """`_run`, with a database or model-side failure mid-turn one line of exit 1."""
     from threadlog.inspect.readonly import SourceError
 
     try:
@@ -203,18 +180,18 @@ def _failures_explained(args: argparse.Namespace, out: TextIO) -> int:
         if os.environ.get("THREADLOG_DEBUG"):
             raise
         if isinstance(e, OSError) or _module_root(e) in _DB_DRIVERS:
-            text = f"the checkpoint database {db_url(args.db)} failed: {_one_line(e)}"
-            raise DemoError(text) from None
+            text = f"the checkpoint database {db_url(args.db)} failed: {one_line(e)}"
+            raise CommandFailed(text) from None
         if isinstance(e, ValueError):
-            text = f"{type(e).__name__}: {_one_line(e)} (THREADLOG_DEBUG=1 shows the traceback)"
-            raise DemoError(text) from None
+            text = f"{type(e).__name__}: {one_line(e)} (THREADLOG_DEBUG=1 shows the traceback)"
+            raise CommandFailed(text) from None
         raise
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json and args.question is None:
         if not args.thread:
-            raise BadInput(
+            raise CommandError(
                 "--json without a question prints a thread's history: give --thread ID "
                 "(or a question to ask on a new thread)"
             )
@@ -222,7 +199,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     question = (DEFAULT_QUESTION if args.question is None else args.question).strip()
     if not question:
-        raise BadInput("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
+        raise CommandError("the question is empty; ask something, e.g. 北京今天适合带伞吗？")
     model = chat_model(
         args.model,
         args.base_url,
@@ -236,7 +213,6 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, out: Any) -> None:
-    """One turn of `question` on `thread_id`, printed (a transcript, or `--json`)."""
     profile = server_profile(args)
     with _errors_explained(args, profile, thread_id), _open_db(args.db) as saver:
         from langchain_core.messages import HumanMessage
@@ -255,17 +231,13 @@ def _ask(args: argparse.Namespace, model: Any, question: str, thread_id: str, ou
         if args.json:
             graph.invoke({"messages": [turn]}, config, durability=DURABILITY)
             state = graph.get_state(config)
-            messages = state.values.get("messages", [])
             head = state.config["configurable"]["checkpoint_id"]
-            _write_json(out, thread_id, head, args.db, messages)
+            _write_json(out, thread_id, head, args.db, state.values.get("messages", []))
         else:
             _print_turn(graph, config, turn, args, out, profile)
         hint = text_call_hint(graph.get_state(config).values.get("messages", []))
         if hint is not None:
             print(hint, file=sys.stderr)
-
-
-# -- model and database -----------------------------------------------------------
 
 
 def chat_model(
@@ -284,13 +256,13 @@ def chat_model(
         return OfflineChatModel()
     provider, _, name = spec.partition(":")
     if provider != "openai" or not name:
-        raise BadInput(
+        raise CommandError(
             f"--model {spec!r} is not supported; use 'offline' or openai:MODEL "
             "(e.g. openai:gpt-4o-mini) for any OpenAI-compatible endpoint"
         )
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key:
-        raise BadInput(
+        raise CommandError(
             f"--model {spec} needs an API key: set OPENAI_API_KEY (any non-empty value for a "
             "local server that does not check keys)"
         )
@@ -316,7 +288,7 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
         try:
             return get_profile(args.profile)
         except ValueError as e:  # names the known profiles
-            raise BadInput(f"--profile: {e}") from None
+            raise CommandError(f"--profile: {e}") from None
     if args.model == "offline":
         return None
     base = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -328,8 +300,6 @@ def server_profile(args: argparse.Namespace) -> Profile | None:
 
 
 def _number(kind: type[int] | type[float], least: float, strict: bool = False) -> Any:
-    """An argparse type: a number of `kind`, at least (or, `strict`, above) `least`."""
-
     def parse(text: str) -> Any:
         try:
             value = kind(text)
@@ -345,7 +315,6 @@ def _number(kind: type[int] | type[float], least: float, strict: bool = False) -
 
 
 def db_url(value: str) -> str:
-    """`--db` as a checkpointer URL: a plain path means a SQLite file."""
     return value if "://" in value else f"sqlite:///{value}"
 
 
@@ -357,20 +326,20 @@ def _open_db(value: str) -> Iterator[Any]:
     try:
         url = writable_database(value, "demo", create=True)
     except Exception as e:
-        raise BadInput(one_line(e)) from None
+        raise CommandError(one_line(e)) from None
     with ExitStack() as stack:
         try:
             saver = stack.enter_context(checkpointer(url))
         except ImportError as e:
-            raise BadInput(
+            raise CommandError(
                 f"cannot open {url}: {e.name or e} is not installed; for Postgres install "
                 "threadlog[postgres]"
             ) from None
         except Exception as e:
             # The drivers raise their own error types; anything else is a bug to show whole.
             if isinstance(e, (OSError, ValueError)) or _module_root(e) in _DB_DRIVERS:
-                raise BadInput(
-                    f"cannot open the checkpoint database {url}: {_one_line(e)}"
+                raise CommandError(
+                    f"cannot open the checkpoint database {url}: {one_line(e)}"
                 ) from None
             raise
         yield saver
@@ -387,7 +356,6 @@ def _module_root(e: BaseException) -> str:
 def _errors_explained(
     args: argparse.Namespace, profile: Profile | None = None, thread_id: str | None = None
 ) -> Iterator[None]:
-    """Turn provider failures into one line that says what to set."""
     import openai
 
     from threadlog import ConcurrentRunError, MessageLogError
@@ -398,37 +366,30 @@ def _errors_explained(
         yield
     except (ConcurrentRunError, MessageLogError) as e:
         # Already a sentence naming the thread or the message and the fix.
-        raise DemoError(_one_line(e)) from None
+        raise CommandFailed(one_line(e)) from None
     except openai.AuthenticationError:
-        raise DemoError(
+        raise CommandFailed(
             f"{endpoint} rejected the API key (HTTP 401); set OPENAI_API_KEY to a valid key"
         ) from None
     except openai.NotFoundError:
-        raise DemoError(
+        raise CommandFailed(
             f"{endpoint} has no model {args.model.partition(':')[2]!r} (HTTP 404); "
             "check --model and --base-url"
         ) from None
     except (openai.APIError, ValueError) as e:
         if profile is None:
             raise
-        looks_like = (
-            None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
-        )
+        looks_like = None if isinstance(e, openai.APIConnectionError) else detect_profile(endpoint)
         line = explain_failure(
             e, profile=profile, endpoint=endpoint, thread_id=thread_id, suggest=looks_like
         )
         if line is None:
             raise
-        raise DemoError(line) from None
-
-
-def _one_line(e: BaseException) -> str:
-    return safe_line(str(e)) or type(e).__name__
+        raise CommandFailed(line) from None
 
 
 def text_call_hint(messages: list[Any]) -> str | None:
-    """One line for stderr when the turn's answer is a tool call written as text (most
-    likely the server's chat template, docs/profiles.md)."""
+    """A stderr hint when the answer is a tool call written as text (docs/profiles.md)."""
     from langchain_core.messages import AIMessage
 
     from threadlog.examples.weather import get_weather
@@ -444,12 +405,9 @@ def text_call_hint(messages: list[Any]) -> str | None:
         f"threadlog demo: hint: the answer is a call to {call.name} written as text "
         f"({call.form}) that the server did not return as a tool call; the server's chat "
         "template likely renders tool calls in another form than the model writes them "
-        "(docs/profiles.md, \"The chat template decides whether calls parse\"; "
+        '(docs/profiles.md, "The chat template decides whether calls parse"; '
         "scripts/qwen_json_tools.jinja parses ```json blocks)"
     )
-
-
-# -- output -----------------------------------------------------------------------
 
 
 def _print_turn(
@@ -464,13 +422,8 @@ def _print_turn(
     model_name = args.model if args.model != "offline" else "offline (OfflineChatModel)"
     if profile is not None:
         model_name += f" · profile {profile.name}"
-    print(
-        safe_line(
-            f"thread {config['configurable']['thread_id']} · {db_url(args.db)} · "
-            f"model {model_name}"
-        ),
-        file=out,
-    )
+    tid = config["configurable"]["thread_id"]
+    print(safe_line(f"thread {tid} · {db_url(args.db)} · model {model_name}"), file=out)
     if earlier:
         print(f"(continuing: {earlier} earlier messages on this thread)", file=out)
     from langchain_core.messages import AIMessageChunk
@@ -494,12 +447,11 @@ def _print_turn(
     state = graph.get_state(config)
     transcript.line("tokens", transcript.usage_summary())
     transcript.line("checkpoint", state.config["configurable"]["checkpoint_id"])
-    again = f'threadlog demo "…" --thread {config["configurable"]["thread_id"]}'
+    again = f'threadlog demo "…" --thread {tid}'
     transcript.line("continue", again + ("" if args.db == DEFAULT_DB else f" --db {args.db}"))
 
 
 def _print_stored_json(thread_id: str, db: str, out: TextIO) -> None:
-    """The thread's history as stored, read-only: nothing is asked, nothing written."""
     from threadlog.cli.errors import resolve_thread
     from threadlog.inspect.export import messages_at
 

@@ -1,24 +1,20 @@
 """The one convention every `threadlog` command follows for bad input and errors.
 
-Contract:
-
-* `run_command(name, body)` runs `body()` and returns its exit status. Bad input
-  (`CommandError`, `SourceError`, `LookupError`, `ValueError`, `OSError`) is one line,
-  `threadlog NAME: error: <what>`, on stderr, exit 2 (`BAD_INPUT`), nothing written; a
-  `CommandFailed`, its line, exit `error_status` (1). Any other exception is one line
-  prefixed with its type, exit `error_status`. The line is terminal-safe.
-  `THREADLOG_DEBUG=1` re-raises. Ctrl-C exits 130; a closed stdout, 0.
+* `run_command(name, body)`: bad input (`CommandError`, `SourceError`, `LookupError`,
+  `ValueError`, `OSError`) is one terminal-safe line, `threadlog NAME: error: <what>`, on
+  stderr, exit 2, nothing written; a `CommandFailed` its line, exit `error_status` (1); any
+  other exception one line prefixed with its type. `THREADLOG_DEBUG=1` re-raises. Ctrl-C
+  exits 130; a closed stdout, 0.
 * `Parser`: a mistyped or missing flag shows the subcommand's usage, then the error; a bad
   value of a known flag is one line naming the flag (exit 2).
-* `writable_database(db, command, create=False)` refuses, before opening it for writing,
-  a file or database that is not LangGraph's.
-* `resolve_thread(db, thread)` takes a thread id or a unique prefix and returns the full
-  id; no match or several is bad input.
+* `writable_database` refuses a file or database that is not LangGraph's before writing;
+  `resolve_thread` takes a thread id or a unique prefix (no match or several: bad input).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -45,8 +41,7 @@ class CommandError(Exception):
 
 
 class CommandFailed(Exception):
-    """A failure the user fixes by changing a setting (a key, an endpoint): its one line
-    as it is, exit `error_status`."""
+    """A failure the user fixes by changing a setting (a key, an endpoint): exit 1."""
 
 
 def one_line(exc: BaseException) -> str:
@@ -158,20 +153,21 @@ def resolve_thread(db: str, thread: str) -> str:
     )
 
 
-def positive(flag: str, what: str, zero: bool = False) -> Callable[[str], int]:
-    """An argparse `type` for `flag`: a positive whole number (or 0 when `zero`)."""
+def positive(
+    what: str, zero: bool = False, kind: type[float] = int, below: float = math.inf
+) -> Callable[[str], Any]:
+    """An argparse `type`: a positive number of `kind` (or 0 when `zero`) under `below`."""
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
             value = -1
-        if value < 0 or (value == 0 and not zero):
+        if not 0 <= value < below or (value == 0 and not zero):
             least = "0 or more" if zero else "a positive number of"
             raise argparse.ArgumentTypeError(f"{text!r}: give {least} {what}")
         return value
 
-    parse.__name__ = flag  # argparse names the type in its default message
     return parse
 
 
@@ -179,8 +175,6 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> Any:
     """`parser.parse_args(argv)`, with a mistyped flag reported by its subcommand."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        sub = next(
-            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
-        )
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args

@@ -1,11 +1,6 @@
 """`threadlog export --db SOURCE --thread ID [--namespace NS] [--format jsonl|openai|langchain]
-[--checkpoint C]`.
-
-Contract: prints one thread's message history, complete, read-only: every message ever
-written, including those a removal hid, marked where they stood
-(`threadlog.inspect.export.whole_history`). `--checkpoint` exports the log at an earlier
-checkpoint; `--namespace NS` a subgraph's log; `-o FILE` writes to a file. Bad input: one
-line, exit 2 (`cli/errors.py`).
+[--checkpoint C] [-o FILE]`: one thread's whole message history
+(`threadlog.inspect.export.whole_history`), read-only.
 """
 
 from __future__ import annotations
@@ -14,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from threadlog.cli.errors import resolve_thread
 from threadlog.cli.types import add_namespace, finish, source_parser
 
 __all__ = ["register", "run"]
@@ -26,7 +22,9 @@ THREAD_HELP = "thread id"
 def register(sub: Any) -> None:
     p = source_parser(sub, "export", HELP, DESCRIPTION, thread=THREAD_HELP)
     p.add_argument(
-        "--format", choices=("jsonl", "openai", "langchain"), default="jsonl",
+        "--format",
+        choices=("jsonl", "openai", "langchain"),
+        default="jsonl",
         help="jsonl (default): a message per line; openai: the Chat Completions messages; "
         "langchain: messages_to_dict",
     )
@@ -39,7 +37,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import resolve_thread
     from threadlog.cli.inspect import check_output_path
     from threadlog.inspect.export import dumps, whole_history
 

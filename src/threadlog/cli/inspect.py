@@ -1,17 +1,6 @@
 """`threadlog inspect --db SOURCE --thread ID [--namespace NS] [--key KEY] [--checkpoint ID]
-[--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`.
-
-Contract: prints the thread's timeline and tool pairs (and the fork tree, subgraphs and
-state views when there are some) as text that fits in 100 columns, for any source
-`threadlog.inspect.thread` reads. `--checkpoint` narrows to one branch (its path, the
-pairs at it, the diff from its parent). `--context CALL` adds what the model saw for one
-model call (an AIMessage id or an index: -1 is the last). `--json` prints the views'
-`.rows()` in one JSON object. `--html FILE` writes the thread page and prints `wrote FILE`
-(to stderr with `--json`). `--last N` reads only the newest N checkpoints. `--namespace`
-shows a subgraph's checkpoints; `--key` another message key. `--calls` prints every
-recorded model call (`threadlog.inspect.calls`), `--store` the `BaseStore` items each step
-used (`threadlog.inspect.store_items`), as text or a JSON list. Exit 0; bad input is one
-line on stderr, exit 2.
+[--json] [--html FILE] [--last N] [--context CALL] [--calls] [--store]`: a thread's views
+(`threadlog.inspect.thread`) as text, JSON or HTML; reads only (docs/inspect.md).
 """
 
 from __future__ import annotations
@@ -21,6 +10,11 @@ import os
 import sys
 from typing import Any
 
+from threadlog.cli.errors import CommandError, positive, resolve_thread
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.progress import Progress
+from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
+
 __all__ = ["check_output_path", "register", "run"]
 
 HELP = "show a thread's checkpoints: timeline, tool pairs, forks, what the model saw"
@@ -29,9 +23,6 @@ THREAD_HELP = "thread id (see `threadlog threads`)"
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.errors import positive
-    from threadlog.cli.types import add_flags, add_namespace, finish, source_parser
-
     p = source_parser(sub, "inspect", HELP, DESCRIPTION, thread=THREAD_HELP)
     add_namespace(p, "a subgraph's namespace (listed under 'subgraphs'): show its checkpoints")
     p.add_argument(
@@ -62,7 +53,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--last",
-        type=positive("--last", "checkpoints"),
+        type=positive("checkpoints"),
         metavar="N",
         help="read only the newest N checkpoints (long threads)",
     )
@@ -71,7 +62,6 @@ def register(sub: Any) -> None:
 
 def check_output_path(path: str) -> None:
     """Refuse an output file that cannot be written, before any slow read."""
-    from threadlog.cli.errors import CommandError
 
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -90,9 +80,6 @@ def _call(value: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.progress import Progress
     from threadlog.inspect.readonly import is_server_url
     from threadlog.inspect.thread import thread
     from threadlog.terminal import safe
@@ -105,23 +92,22 @@ def run(args: argparse.Namespace) -> int:
     hint = "" if args.last else "--last N reads only the newest N checkpoints"
     with Progress(f"reading thread {args.thread}", hint) as progress:
         t = thread(
-            args.db, args.thread, last=args.last, progress=progress, namespace=args.namespace,
+            args.db,
+            args.thread,
+            last=args.last,
+            progress=progress,
+            namespace=args.namespace,
             key=args.key,
             calls=bool(args.html or args.context is not None) and not is_server_url(args.db),
         )
     at = t.get(args.checkpoint) if args.checkpoint else None
     cid = at.checkpoint_id if at else None
-    views: dict[str, Any] = {
-        "timeline": t.timeline(branch=cid),
-        "pairs": t.pairs(cid),
-    }
+    views: dict[str, Any] = {"timeline": t.timeline(branch=cid), "pairs": t.pairs(cid)}
     if set((at or t.head).values) - {*t.message_keys[:1], "compactions"}:
         views["state"] = t.state(cid)
-    handoffs = t.handoffs(cid)
-    if handoffs.rows():
+    if (handoffs := t.handoffs(cid)).rows():
         views["handoffs"] = handoffs
-    forks = t.forks()
-    if len(forks.branches) > 1:
+    if len((forks := t.forks()).branches) > 1:
         views["forks"] = forks
     if t.subgraph_list:
         views["subgraphs"] = t.subgraphs()
@@ -133,9 +119,8 @@ def run(args: argparse.Namespace) -> int:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(t.html(*[v for k, v in views.items() if k == "context"]))
         # One line, naming the file (escaped: a path is the user's, but may hold anything).
-        print(f"wrote {safe(args.html)}", file=sys.stderr if args.json else sys.stdout)
+        print(f"wrote {safe(args.html)}", file=sys.stderr if args.json else sys.stdout, flush=True)
         if not args.json:
-            sys.stdout.flush()
             return 0
     if args.json:
         doc = {
@@ -147,8 +132,7 @@ def run(args: argparse.Namespace) -> int:
         text = dumps(doc, indent=1)
     else:
         text = "\n\n".join(str(v) for v in views.values())
-    print(text)
-    sys.stdout.flush()
+    print(text, flush=True)
     return 0
 
 
@@ -166,6 +150,5 @@ def _calls(args: argparse.Namespace) -> int:
     if args.calls and args.store:
         raise ValueError("--calls and --store are two listings: pass one")
     shown = (recorded_calls if args.calls else store_items)(args.db, args.thread)
-    print(shown.json_text() if args.json else str(shown))
-    sys.stdout.flush()
+    print(shown.json_text() if args.json else str(shown), flush=True)
     return 0

@@ -1,10 +1,8 @@
 """Progress on stderr for reads that take more than a second.
 
-Contract: `Progress(label)` is a callable `(done, total)` and a context manager. Nothing is
-printed before 1 second (`THREADLOG_PROGRESS_AFTER` sets another); then, on a
+Nothing is printed before 1 second (`THREADLOG_PROGRESS_AFTER` sets another); then, on a
 terminal, one line rewritten in place (`label 120/551`), elsewhere one line at the start
-and one at the end. A hint is printed once with the first line. Label and hint are
-terminal-safe.
+and one at the end, the hint with the first. Label and hint are terminal-safe.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """`threadlog prune --db URL (--keep-latest | --older-than 30d) [--thread T…]
-[--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`.
+[--archive FILE] [--dry-run] [--vacuum] [--allow-type module:Class]`: retention by the rules
+of `saver.prune` (`threadlog.checkpoint.lifecycle`; docs/durability.md).
 
-Contract: retention by the rules of `saver.prune` (`threadlog.checkpoint.lifecycle`):
-
-* `--keep-latest`: each selected thread keeps its head, materialized, and loses every
-  older checkpoint.
-* `--older-than D` (`30d`, `12h`, `90m`, `45s`, `2w`): threads whose newest checkpoint is
-  older than D are deleted whole.
-* `--thread T` (ids or unique prefixes) selects threads; default every thread.
-* `--archive FILE`: first writes each thread to prune, whole, to a new SQLite database
-  the inspector opens; removed again if the prune fails.
-* `--dry-run`: per thread, the checkpoints and bytes that would go; nothing changes.
-* SQLite: prints the file's size and its size after `VACUUM` (`--dry-run` measures on a
-  temporary copy); `--vacuum` runs it after the prune (Postgres: `VACUUM` of the tables).
-
-Every selected thread is held (the run guard's lock) for the whole call, then all are
-pruned in one transaction. Errors are one line on stderr, exit 2, nothing changed.
+`--archive FILE` first writes each thread to prune, whole, to a new SQLite file (removed
+again if the prune fails). Every selected thread is held (the run guard's lock) for the
+whole call, then all are pruned in one transaction. Errors: one line, exit 2, nothing changed.
 """
 
 from __future__ import annotations
@@ -28,7 +17,8 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from threadlog.cli.errors import CommandError
+from threadlog.cli.errors import CommandError, resolve_thread, writable_database
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["parse_duration", "register", "run"]
 
@@ -43,12 +33,7 @@ DB_HELP = "sqlite:///path, a path, or postgresql://…"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-UsageError = CommandError  # bad input: one line, exit 2, nothing changed
-
-
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "prune", HELP, DESCRIPTION, db=DB_HELP, db_metavar="URL")
     add_flags(p, keep_latest="keep only each thread's head")
     p.add_argument("--older-than", metavar="DURATION", help="delete threads idle longer (30d, 12h)")
@@ -65,9 +50,9 @@ def register(sub: Any) -> None:
 
 
 def parse_duration(text: str) -> timedelta:
-    """`30d` → 30 days (units s, m, h, d, w); UsageError otherwise."""
+    """`30d` → 30 days (units s, m, h, d, w); CommandError otherwise."""
     found = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
-    bad = UsageError(
+    bad = CommandError(
         f"bad duration {text!r} for --older-than: a positive number and a unit "
         "s, m, h, d or w (30d, 12h), at most 999999999 days; nothing was pruned"
     )
@@ -82,13 +67,12 @@ def parse_duration(text: str) -> timedelta:
 def run(args: argparse.Namespace) -> int:
     types = args.allowed_types
     if bool(args.keep_latest) == (args.older_than is not None):
-        raise UsageError(
+        raise CommandError(
             "choose one strategy: --keep-latest or --older-than DURATION; nothing was pruned"
         )
     older = parse_duration(args.older_than) if args.older_than is not None else None
     if args.archive and os.path.lexists(args.archive):
-        raise UsageError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
-    from threadlog.cli.errors import resolve_thread, writable_database
+        raise CommandError(f"archive {args.archive!r} exists; nothing was pruned (name a new file)")
 
     url = writable_database(args.db, "prune")
     args.thread = [resolve_thread(url, t) for t in args.thread]
@@ -102,15 +86,13 @@ def run(args: argparse.Namespace) -> int:
     from threadlog.flows import run as run_flow
     from threadlog.inspect.readonly import sqlite_path
 
-    with checkpointer(
-        url, multitask_strategy="reject", cache=False, allowed_types=types
-    ) as opened:
+    with checkpointer(url, multitask_strategy="reject", cache=False, allowed_types=types) as opened:
         saver: Any = opened  # a GuardedSaver: exclusive(), maintenance
         backend = backend_of(saver.inner)
         heads = {tid: head for tid, head, _, _ in backend.thread_heads()}
         missing = [t for t in args.thread if t not in heads]
         if missing:
-            raise UsageError(f"no thread {missing[0]!r} in the database; nothing was pruned")
+            raise CommandError(f"no thread {missing[0]!r} in the database; nothing was pruned")
         chosen = sorted(args.thread or heads)
         strategy = "keep_latest" if older is None else "delete"
         if older is not None:
@@ -120,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                 try:
                     held.enter_context(saver.exclusive(tid))
                 except ConcurrentRunError:
-                    raise UsageError(
+                    raise CommandError(
                         f"thread {tid!r} is held by a run; nothing was pruned (retry later)"
                     ) from None
             m = saver.maintenance
@@ -149,12 +131,11 @@ def run(args: argparse.Namespace) -> int:
             _print(report, sizes, dry=False, archive=args.archive)
     if args.vacuum:
         vacuum(url)
-    _print_weight(url, report, sizes, vacuum=args.vacuum)
+    _print_weight(url, vacuum=args.vacuum)
     return 0
 
 
 def vacuum(url: str) -> None:
-    """`VACUUM` the database `url` names (module doc)."""
     from threadlog.checkpoint.backends import postgres, sqlite
     from threadlog.inspect.readonly import sqlite_path
 
@@ -166,10 +147,10 @@ def vacuum(url: str) -> None:
 
 
 def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
-    """What the SQLite file at `path` weighs after this prune and `VACUUM`, measured on a
-    copy (SQLite's backup of it, read-only) that is pruned and vacuumed, then deleted."""
+    """What the SQLite file weighs after this prune and `VACUUM`, measured on a temporary copy."""
     import sqlite3
     import tempfile
+    from contextlib import closing
     from urllib.parse import quote
 
     from threadlog.checkpoint import lifecycle
@@ -179,13 +160,9 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
 
     with tempfile.TemporaryDirectory(prefix="threadlog-prune-") as folder:
         copy = os.path.join(folder, "rehearsal.db")
-        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
-        target = sqlite3.connect(copy)
-        try:
-            source.backup(target)
-        finally:
-            source.close()
-            target.close()
+        ro = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        with closing(sqlite3.connect(ro, uri=True)) as source, closing(sqlite3.connect(copy)) as to:
+            source.backup(to)
         with checkpointer(
             f"sqlite:///{copy}", multitask_strategy="reject", cache=False, allowed_types=types
         ) as opened:
@@ -195,7 +172,7 @@ def _rehearsed(path: str, threads: list[str], strategy: str, types: Any) -> int:
         return file_weight(copy)[0]
 
 
-def _print_weight(url: str, report: Any, sizes: dict[str, int], *, vacuum: bool) -> None:
+def _print_weight(url: str, *, vacuum: bool) -> None:
     from threadlog.checkpoint.backends.sqlite import file_weight
     from threadlog.inspect.readonly import sqlite_path
 
@@ -227,7 +204,6 @@ def _idle(saver: Any, thread_id: str, head: str) -> timedelta:
 
 
 def _sizes(backend: Any, report: Any) -> dict[str, int]:
-    """Per thread, the bytes its dropped rows hold (the rows' own lengths)."""
     dropped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for tid, ns, cid in report.dropped:
         dropped[tid, ns].add(cid)
@@ -244,61 +220,49 @@ def _print(report: Any, sizes: dict[str, int], *, dry: bool, archive: str | None
     by_thread = Counter(tid for tid, _, _ in report.dropped)
     freed = max(sum(sizes.values()) - report.snapshot_bytes, 0)
     verb = "would prune" if dry else "pruned"
+    snapshots = report.snapshot_bytes
+    gain = f" (heads gain snapshots of {snapshots:,} bytes)" if snapshots else ""
     print(
         f"{verb} {len(by_thread)} thread(s) ({report.strategy}): "
-        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes of rows"
-        + (
-            " (heads gain snapshots of " + f"{report.snapshot_bytes:,} bytes)"
-            if report.snapshot_bytes
-            else ""
-        )
+        f"{len(report.dropped)} checkpoint(s), {freed:,} bytes of rows{gain}"
     )
     for tid in sorted(by_thread):
-        print(
-            f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), "
-            f"{sizes.get(tid, 0):,} bytes of rows"
-        )
+        bytes_ = sizes.get(tid, 0)
+        print(f"  {safe_line(tid)}: {by_thread[tid]} checkpoint(s), {bytes_:,} bytes of rows")
     if archive and by_thread:
         where = safe_line(archive)
         print(f"{'would archive' if dry else 'archived'} {len(by_thread)} thread(s) to {where}")
 
 
 def _archive(saver: Any, path: str, threads: list[str]) -> None:
-    """The threads whole, as stored, in a new SQLite database of LangGraph's tables."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(path)
     try:
-        archive = SqliteSaver(conn, serde=saver.inner.serde)
-        archive.setup()
-        for tid in threads:
-            tups = sorted(
-                saver.inner.list({"configurable": {"thread_id": tid}}),
-                key=lambda t: str(t.config["configurable"]["checkpoint_id"]),
-            )
-            for tup in tups:
-                conf = dict(tup.config["configurable"])
-                parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-                where: Any = {
-                    "configurable": {
-                        "thread_id": tid,
-                        "checkpoint_ns": conf.get("checkpoint_ns", ""),
-                    }
-                }
-                if parent:
-                    where["configurable"]["checkpoint_id"] = parent
-                versions = tup.checkpoint.get("channel_versions") or {}
-                stored = archive.put(where, tup.checkpoint, tup.metadata, versions)
-                by_task: dict[str, list[tuple[str, Any]]] = {}
-                for task_id, channel, value in tup.pending_writes or ():
-                    by_task.setdefault(str(task_id), []).append((channel, value))
-                for task_id, writes in by_task.items():
-                    archive.put_writes(stored, writes, task_id)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            archive = SqliteSaver(conn, serde=saver.inner.serde)
+            archive.setup()
+            for tid in threads:
+                tups = sorted(
+                    saver.inner.list({"configurable": {"thread_id": tid}}),
+                    key=lambda t: str(t.config["configurable"]["checkpoint_id"]),
+                )
+                for tup in tups:
+                    ns = tup.config["configurable"].get("checkpoint_ns", "")
+                    where: Any = {"thread_id": tid, "checkpoint_ns": ns}
+                    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                    if parent:
+                        where["checkpoint_id"] = parent
+                    versions = tup.checkpoint.get("channel_versions") or {}
+                    meta = tup.metadata
+                    stored = archive.put({"configurable": where}, tup.checkpoint, meta, versions)
+                    by_task: dict[str, list[tuple[str, Any]]] = {}
+                    for task_id, channel, value in tup.pending_writes or ():
+                        by_task.setdefault(str(task_id), []).append((channel, value))
+                    for task_id, writes in by_task.items():
+                        archive.put_writes(stored, writes, task_id)
     except BaseException:
-        conn.close()
         with contextlib.suppress(OSError):
             os.remove(path)
         raise
-    conn.close()

@@ -1,11 +1,7 @@
 """`threadlog replay --db SOURCE --thread T --graph module:attr [--turns A:B]
-[--model stored|live] [--tools live] [--json]`.
+[--model stored|live] [--tools live] [--json]`: `threadlog.check.replay`, one line per turn.
 
-Contract: re-runs each stored turn of `T` through the graph `module:attr` (a compiled
-graph, or a function returning one; imported with the current directory on the path) on
-a scratch copy (`threadlog.check.replay`) and prints one line per turn, then a summary.
-`--json` prints one JSON object: thread, source, graph, modes, summary and rows. Exit
-status: 0 every turn matches, 1 a turn diverges, 2 bad input (one line on stderr).
+Exit 0 every turn matches, 1 a turn diverges, 2 bad input.
 """
 
 from __future__ import annotations
@@ -15,6 +11,10 @@ import importlib
 import os
 import sys
 from typing import Any
+
+from threadlog.cli.errors import resolve_thread
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["load_graph", "register", "run"]
 
@@ -27,8 +27,6 @@ DB_HELP = "a SQLite file (path or sqlite:///path) or postgresql://…"
 
 
 def register(sub: Any) -> None:
-    from threadlog.cli.types import add_flags, finish, source_parser
-
     p = source_parser(sub, "replay", HELP, DESCRIPTION, db=DB_HELP)
     p.add_argument("--thread", required=True, metavar="T", help="the thread to replay")
     p.add_argument(
@@ -80,8 +78,6 @@ def load_graph(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from threadlog.check.replay import replay
-    from threadlog.cli.errors import resolve_thread
-    from threadlog.cli.jsonout import dumps
     from threadlog.inspect.readonly import describe
 
     graph = load_graph(args.graph)
@@ -99,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "summary": report.summary()[0],
             "turns": report.rows(),
         }
-        print(dumps(doc, indent=1))
+        print(dumps(doc, indent=1), flush=True)
     else:
-        print(str(report))
-    sys.stdout.flush()
+        print(str(report), flush=True)
     return report.status

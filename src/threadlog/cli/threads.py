@@ -1,15 +1,16 @@
-"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`.
-
-Contract: lists the threads of a database or a LangGraph server, newest first, as text
-that fits in 100 columns or as JSON (`threadlog.inspect.threads` rows). Reads only. Bad
-input: one line, exit 2 (`cli/errors.py`).
+"""`threadlog threads --db SOURCE [--search TEXT] [--limit N] [--json]`: the threads of a
+database or LangGraph server, newest first (`threadlog.inspect.threads`); reads only.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
+
+from threadlog.cli.errors import positive
+from threadlog.cli.jsonout import dumps
+from threadlog.cli.progress import Progress
+from threadlog.cli.types import add_flags, finish, source_parser
 
 __all__ = ["register", "run"]
 
@@ -19,17 +20,15 @@ DESCRIPTION = (
     "the last user message. Reads only."
 )
 
-def register(sub: Any) -> None:
-    from threadlog.cli.errors import positive
-    from threadlog.cli.types import add_flags, finish, source_parser
 
+def register(sub: Any) -> None:
     p = source_parser(sub, "threads", HELP, DESCRIPTION)
     p.add_argument(
         "--search", metavar="TEXT", help="only threads whose id or messages contain TEXT"
     )
     p.add_argument(
         "--limit",
-        type=positive("--limit", "threads", zero=True),
+        type=positive("threads", zero=True),
         default=20,
         metavar="N",
         help="at most N (0: all; default 20)",
@@ -39,12 +38,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from threadlog.cli.jsonout import dumps
-    from threadlog.cli.progress import Progress
     from threadlog.inspect.threads import threads
 
     with Progress("reading threads") as progress:
         listing = threads(args.db, search=args.search, limit=args.limit, progress=progress)
-    print(dumps(listing.rows(), indent=1) if args.json else str(listing))
-    sys.stdout.flush()
+    print(dumps(listing.rows(), indent=1) if args.json else str(listing), flush=True)
     return 0

@@ -1,8 +1,7 @@
-"""A turn printed as a paired transcript (role, call ids on calls and results, the answer
-streamed, then usage), and the thread as JSON (`history_json`). Used by `threadlog demo`.
+"""A turn printed as a paired transcript for `threadlog demo`, and the thread as JSON.
 
-Everything printed is terminal-safe (`threadlog.terminal.safe`); a message's text keeps
-its newlines and tabs, other fields are one line. The JSON carries the exact text."""
+Everything printed is terminal-safe; a message's text keeps its newlines and tabs, other
+fields are one line. The JSON carries the exact text."""
 
 from __future__ import annotations
 
@@ -25,9 +24,8 @@ def messages_in(update: Any) -> list[BaseMessage]:
     if not isinstance(update, dict):
         return []
     found = update.get("messages") or []
-    return [
-        m for m in (found if isinstance(found, list) else [found]) if isinstance(m, BaseMessage)
-    ]
+    found = found if isinstance(found, list) else [found]
+    return [m for m in found if isinstance(m, BaseMessage)]
 
 
 class Transcript:
@@ -35,11 +33,10 @@ class Transcript:
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self._streaming = False
-        self._streamed = False
+        self._streaming = self._streamed = False
         self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        self.model_calls = 0
-        self.usage_reported = 0  # model calls whose reply carried token usage
+        # Model calls, and those whose reply carried token usage.
+        self.model_calls = self.usage_reported = 0
 
     def line(self, label: str, text: str, *, prose: bool = False) -> None:
         """`label  text`; `prose`: `text` is a message's text (keeps newlines and tabs)."""
@@ -98,11 +95,9 @@ class Transcript:
         if self.model_calls and not self.usage_reported:
             return f"usage not reported by the server ({calls})"
         u = self.usage
-        partial = (
-            f", usage reported for {self.usage_reported} of them"
-            if self.usage_reported < self.model_calls
-            else ""
-        )
+        partial = ""
+        if self.usage_reported < self.model_calls:
+            partial = f", usage reported for {self.usage_reported} of them"
         return (
             f"{u['input_tokens']} in · {u['output_tokens']} out · {u['total_tokens']} total "
             f"({calls}{partial})"

@@ -1,13 +1,7 @@
-"""`--allow-type module:Class`: every command that reads stored values rebuilds an app's
-own state types by it; and the other options the reading commands share.
-
-Contract: `add_allow_type(parser)` adds the flag (repeatable, each value may be a
-comma-separated list, like `THREADLOG_ALLOW_TYPES`). `allowing(args)` is the block the
-command reads in: each named module is imported first (from the current folder too), so a
-name that does not import is a one-line error; it yields the `(module, class)` pairs for a
-command that opens a writing saver. `source_parser`, `add_namespace`, `add_flags` and
-`finish` declare the shared `--db`, `--thread`, `--namespace`, switches and the closing
-`--allow-type` with the command's run.
+"""The options reading commands share: `--db`, `--thread`, `--namespace`, switches, and
+`--allow-type module:Class` (repeatable or comma-separated, like `THREADLOG_ALLOW_TYPES`),
+whose modules are imported before the command reads (a name that does not import is a
+one-line error).
 """
 
 from __future__ import annotations
@@ -21,31 +15,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = [
-    "ALLOW_TYPE_HELP",
-    "add_allow_type",
-    "add_flags",
-    "add_namespace",
-    "allowing",
-    "finish",
-    "source_parser",
-]
+from threadlog.cli.errors import CommandError, run_command
+
+__all__ = ["add_flags", "add_namespace", "allowing", "finish", "source_parser"]
 
 ALLOW_TYPE_HELP = (
     "a type your state stores, as module:Class (repeatable, or comma-separated; also read "
     "from THREADLOG_ALLOW_TYPES); values of other types show as <not decoded: module.Class>"
 )
-
-
-def add_allow_type(parser: Any) -> None:
-    parser.add_argument(
-        "--allow-type",
-        action="append",
-        default=[],
-        metavar="MODULE:CLASS",
-        dest="allow_type",
-        help=ALLOW_TYPE_HELP,
-    )
 
 
 SOURCE_HELP = (
@@ -64,8 +41,7 @@ def source_parser(
     db: str = SOURCE_HELP,
     db_metavar: str = "SOURCE",
 ) -> argparse.ArgumentParser:
-    """The parser of a subcommand that reads `--db SOURCE` (`db` its help), and with
-    `thread` its help, one `--thread`."""
+    """A subcommand's parser with `--db` (`db`: its help) and, given its help, `--thread`."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
     p.add_argument("--db", required=True, metavar=db_metavar, help=db)
     if thread is not None:
@@ -84,21 +60,18 @@ def add_flags(p: argparse.ArgumentParser, **helps: str) -> None:
 
 
 def finish(
-    p: argparse.ArgumentParser,
-    body: Callable[[argparse.Namespace], int],
-    error_status: int = 1,
+    p: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int], error_status: int = 1
 ) -> None:
-    """The last option every reading command takes, and its run: `body(args)` inside
-    `allowing(args)` (its types as `args.allowed_types`), errors by `run_command`."""
-    add_allow_type(p)
+    """Add `--allow-type`, and run `body(args)` inside `allowing(args)` by `run_command`."""
+    p.add_argument(
+        "--allow-type", action="append", default=[], metavar="MODULE:CLASS", help=ALLOW_TYPE_HELP
+    )
     p.set_defaults(func=functools.partial(_run, body=body, error_status=error_status))
 
 
 def _run(
     args: argparse.Namespace, body: Callable[[argparse.Namespace], int], error_status: int
 ) -> int:
-    from threadlog.cli.errors import run_command
-
     def allowed() -> int:
         with allowing(args) as args.allowed_types:
             return body(args)
@@ -109,7 +82,6 @@ def _run(
 @contextlib.contextmanager
 def allowing(args: argparse.Namespace) -> Iterator[list[tuple[str, str]]]:
     from threadlog.checkpoint.serde import ALLOW_TYPES_ENV, parse_type_names
-    from threadlog.cli.errors import CommandError
     from threadlog.inspect.readonly import reading_types
 
     flags: list[tuple[str, str]] = []
@@ -132,8 +104,6 @@ def allowing(args: argparse.Namespace) -> Iterator[list[tuple[str, str]]]:
 
 
 def _check_importable(where: str, module: str, name: str) -> None:
-    from threadlog.cli.errors import CommandError
-
     try:
         found = getattr(importlib.import_module(module), name, None)
     except ImportError as exc:
