@@ -66,11 +66,8 @@ class Finding:
     profiles: tuple[str, ...]
     call_id: str | None = None
     call_name: str | None = None
-    closed_by: int | None = None
-    """For `open_call`: the position of the message that moved on without the result
-    (None: the call is open at the end of the history)."""
+    closed_by: int | None = None  # open_call: the message moving on (None: open at the end)
     error: MessageLogError | None = field(default=None, compare=False, repr=False)
-    """For `invalid_message`: the error reading the value raised."""
 
 
 def _is_empty(msg: BaseMessage) -> bool:
@@ -93,12 +90,9 @@ def validate(
     allow_pending_calls: bool = True,
     checked: bool = False,
 ) -> None:
-    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`: the
-    first problem `find_problems` finds for it; None when the history is acceptable.
+    """Raise the first problem `find_problems` finds for `profile` as a `MessageLogError`.
 
-    Every message is re-coerced unless `checked=True` says they come from a log (those of the
-    exact stored types with an id are then taken as they are). Calls open at the very end are
-    allowed unless `allow_pending_calls=False`."""
+    `checked=True`: messages come from a log (stored types with an id are not re-coerced)."""
     prof = get_profile(profile)
     walk = _Walk((prof,), is_stored_form if checked else lambda m: False)
     for found in walk.run(messages):
@@ -108,7 +102,6 @@ def validate(
 
 
 def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) -> Exception:
-    """`found` as the error `validate` raises, at the message it names."""
     if found.error is not None:
         return found.error
     pos, mid = found.position, found.message_id
@@ -127,7 +120,8 @@ def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) ->
         mid = closing.id if closing is not None else None
     msg = msgs[pos]
     role = role_of(msg) if msg is not None else None
-    cls, text, fix = _ERRORS[found.kind]
+    text, fix = _ERRORS[found.kind]
+    cls = InvalidMessageError if found.kind in _PROFILE_KINDS else ToolPairingError
     return cls(
         text.format(found=found, profile=prof.description, role=role),
         message_id=mid,
@@ -137,47 +131,34 @@ def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) ->
     )
 
 
-_ERRORS: dict[str, tuple[type[MessageLogError], str, str]] = {
+_PROFILE_KINDS = ("system_out_of_place", "first_not_user", "empty_content")
+_ERRORS: dict[str, tuple[str, str]] = {
     "open_call": (
-        ToolPairingError,
         "call {found.call_id!r} of an earlier AIMessage has no result before this {role} message",
         "answer every call first "
         "(threadlog.ModelNode repairs unanswered calls with an explicit error result)",
     ),
     "orphan_result": (
-        ToolPairingError,
         "tool result answers call {found.call_id!r}, which "
         "no earlier AIMessage made (or a later message already closed it)",
         "keep each result right after the AIMessage that requested it",
     ),
     "result_before_call": (
-        ToolPairingError,
         "tool {found.detail}",
         "keep each result right after the AIMessage that requested it",
     ),
-    "duplicate_result": (
-        ToolPairingError,
-        "{found.detail}",
-        "drop the duplicate; each call gets exactly one result",
-    ),
-    "duplicate_call_id": (
-        ToolPairingError,
-        "{found.detail}",
-        "each tool call needs an id unique in the history",
-    ),
-    "call_without_id": (ToolPairingError, "{found.detail}", "give each tool call an id"),
+    "duplicate_result": ("{found.detail}", "drop the duplicate; each call gets exactly one result"),
+    "duplicate_call_id": ("{found.detail}", "each tool call needs an id unique in the history"),
+    "call_without_id": ("{found.detail}", "give each tool call an id"),
     "system_out_of_place": (
-        InvalidMessageError,
         "{profile} takes system text only before the conversation",
         "put system/developer messages first",
     ),
     "first_not_user": (
-        InvalidMessageError,
         "{profile} needs the conversation to start with a user message, not {role}",
         "keep the turn's user message when trimming",
     ),
     "empty_content": (
-        InvalidMessageError,
         "{profile} refuses a {role} message with no content",
         "drop the message, or give it text",
     ),
@@ -185,8 +166,7 @@ _ERRORS: dict[str, tuple[type[MessageLogError], str, str]] = {
 
 
 class _Walk:
-    """One walk of a history for some profiles: `run` returns the findings, in log order;
-    `msgs` holds the messages read (None where a value could not be read)."""
+    """One walk of a history for some profiles; `msgs`: the messages read (None: unreadable)."""
 
     def __init__(self, profiles: Sequence[Profile], taken: Callable[[Any], bool]) -> None:
         self.every = tuple(p.name for p in profiles)
