@@ -125,9 +125,7 @@ def _refuse_overwrite(value: Any) -> None:
         )
 
 
-def append_events(
-    left: Sequence[Mapping[str, Any]] | None, right: Any
-) -> list[dict[str, Any]]:
+def append_events(left: Sequence[Mapping[str, Any]] | None, right: Any) -> list[dict[str, Any]]:
     """The pure reducer of the event list (same rules as the channel)."""
     log = EventLog(left or ())
     log.extend(_items(right), start=len(log.events))
