@@ -211,6 +211,25 @@ class LogChannel(DeltaChannel[Any]):
     def _items_of(log: Any) -> Any:
         raise NotImplementedError
 
+    @staticmethod
+    def _load(items: Any) -> Any:
+        raise NotImplementedError
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        new = self._new()
+        if isinstance(checkpoint, CachedSeed | SeededSnapshot):
+            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
+            new._seeded = True
+            new._set(seed.log, seed.version)
+            return new
+        if isinstance(checkpoint, DeltaSnapshot):
+            new._set(self._load(checkpoint.value or ()))
+            if isinstance(checkpoint, SnapshotToCache):
+                checkpoint.register(new._log, new._ver)
+        else:  # nothing yet, or the plain list a non-delta channel stored: migrated
+            new._set(self._load(() if checkpoint is MISSING or checkpoint is None else checkpoint))
+        return new
+
     def _new(self) -> Self:
         new = self.__class__(snapshot_frequency=self._fixed_frequency)
         new.key = self.key
@@ -289,22 +308,17 @@ class MessageLogChannel(LogChannel):
         own.extend_writes(writes, single_writer=single_writer, stored=stored)
         self._set(own)
 
+    @staticmethod
+    def _load(items: Any) -> MessageLog:
+        # Dicts read back by a serializer that does not rebuild messages are coerced.
+        return MessageLog(
+            m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
+            for i, m in enumerate(items)
+        )
+
     def from_checkpoint(self, checkpoint: Any) -> Self:
         install_hooks()  # a channel given to a graph directly, not through its state
-        new = self._new()
-        if checkpoint is MISSING or checkpoint is None:
-            new._set(MessageLog())
-        elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
-            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
-            new._seeded = True
-            new._set(seed.log, seed.version)
-        elif isinstance(checkpoint, DeltaSnapshot):
-            new._set(MessageLog(_stored_messages(checkpoint.value or ())))
-            if isinstance(checkpoint, SnapshotToCache):
-                checkpoint.register(new._log, new._ver)
-        else:  # a plain list stored by add_messages: migrate in place
-            new._set(MessageLog(_stored_messages(checkpoint)))
-        return new
+        return super().from_checkpoint(checkpoint)
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
         self._loaded_by(writes)
@@ -351,14 +365,6 @@ class MessageLogChannel(LogChannel):
 # One lock keeps "am I at the tip?" and the write together when threads share a log;
 # the history cache takes it to read a shared log while a run may append.
 WRITE_LOCK = threading.Lock()
-
-
-def _stored_messages(items: Any) -> list[BaseMessage]:
-    # Dicts read back by a serializer that does not rebuild messages are coerced.
-    return [
-        m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
-        for i, m in enumerate(items)
-    ]
 
 
 def _refuse_overwrite(value: Any) -> None:
