@@ -261,20 +261,13 @@ class MessageLogChannel(LogChannel):
 
     @property
     def log(self) -> MessageLog:
-        """The log at this channel's version, maybe shared (`snapshot()` copies)."""
+        """The log at this channel's version, maybe shared with other channels."""
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
             with WRITE_LOCK:
                 self._set(self._log.at(self._ver))
         return self._log
-
-    def snapshot(self) -> MessageLog:
-        """A private copy of the log at this channel's version (under the lock)."""
-        if self._log is None:
-            raise EmptyChannelError()
-        with WRITE_LOCK:
-            return self._log.at(self._ver)
 
     @staticmethod
     def _items_of(log: MessageLog) -> list[BaseMessage]:

@@ -60,20 +60,6 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(lines)
 
 
-def _summary_request(
-    policy: ContextPolicy, previous: str | None, dropped: Sequence[BaseMessage]
-) -> list[BaseMessage]:
-    body = transcript(dropped)
-    if previous:
-        body = f"Summary so far:\n{previous}\n\nThen:\n{body}"
-    return [SystemMessage(content=policy.summary_prompt), HumanMessage(content=body)]
-
-
-def _event_id(compactions: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]) -> str:
-    blob = json.dumps([len(compactions), payload], sort_keys=True, ensure_ascii=False)
-    return "cmp-" + hashlib.blake2b(blob.encode("utf-8"), digest_size=10).hexdigest()
-
-
 class _Step:
     """One planning round: the view, the cut to record, and what it newly hides."""
 
@@ -137,7 +123,8 @@ def _event(
         "hidden": list(step.view.hidden),
         "summary": summary,
     }
-    eid = _event_id(compactions, payload)
+    blob = json.dumps([len(compactions), payload], sort_keys=True, ensure_ascii=False)
+    eid = "cmp-" + hashlib.blake2b(blob.encode("utf-8"), digest_size=10).hexdigest()
     return {
         "id": eid,
         **payload,
@@ -192,7 +179,10 @@ def compact_flow(
             prev = next((e for e in reversed(all_events) if e.get("kind") == "summary"), None)
             summary = None if prev is None else str(prev["summary"])
             if step.moved:
-                request = _summary_request(policy, summary, step.dropped)
+                body = transcript(step.dropped)
+                if summary:
+                    body = f"Summary so far:\n{summary}\n\nThen:\n{body}"
+                request = [SystemMessage(policy.summary_prompt), HumanMessage(body)]
                 model = policy.summarizer
                 reply = yield Io(model.invoke, model.ainvoke, (request, _quiet(config)))
                 summary = reply.text if isinstance(reply, BaseMessage) else str(reply)

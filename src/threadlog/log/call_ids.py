@@ -58,9 +58,7 @@ def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIM
     if not renamed:
         return reply
     n_valid = len(reply.tool_calls)
-    tool_calls = [
-        {**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)
-    ]
+    tool_calls = [{**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)]
     invalid = [
         {**c, "id": renamed.get(n_valid + i, c["id"])}
         for i, c in enumerate(reply.invalid_tool_calls)

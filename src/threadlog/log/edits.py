@@ -199,9 +199,6 @@ def fields_of(message: BaseMessage) -> dict[str, Any]:
     }
 
 
-RESENT_REASON = "the AIMessage was changed in place and written again under its id"
-
-
 def snapshot_fields(message: AIMessage) -> dict[str, Any]:
     """`fields_of(message)` as an independent copy: what a request read when logged."""
     return _plain_copy(fields_of(message))  # type: ignore[no-any-return]
@@ -226,7 +223,8 @@ def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]
     """The edit event standing for `message` re-sent with `fields` (id stable on a replay)."""
     calls = [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]
     edited = message.model_copy(update=copy.deepcopy(dict(fields)))
-    return _log_made(edited, RESENT_REASON, "resent", [message.id, fields["content"], calls])
+    reason = "the AIMessage was changed in place and written again under its id"
+    return _log_made(edited, reason, "resent", [message.id, fields["content"], calls])
 
 
 def _edit_id(seed: str) -> str:

@@ -332,7 +332,8 @@ def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = 
         seen: set[str] = set()
         for i, call in enumerate(calls_of(message)):
             cid = call.get("id")
-            field = _call_field(message, i)
+            n = len(message.tool_calls)
+            field = f"tool_calls[{i}]" if i < n else f"invalid_tool_calls[{i - n}]"
             if not cid:
                 raise bad(f"{field} ({call.get('name')!r}) has no id", _NEEDS_ID)
             if cid in seen:
@@ -349,11 +350,6 @@ def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:
     if not message.invalid_tool_calls:
         return list(message.tool_calls)
     return [*message.tool_calls, *message.invalid_tool_calls]
-
-
-def _call_field(message: AIMessage, i: int) -> str:
-    n = len(message.tool_calls)
-    return f"tool_calls[{i}]" if i < n else f"invalid_tool_calls[{i - n}]"
 
 
 def fingerprint(message: BaseMessage) -> dict[str, Any]:
