@@ -57,17 +57,13 @@ def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIM
         seen.add(renamed.get(i, cid))
     if not renamed:
         return reply
-    n_valid = len(reply.tool_calls)
-    tool_calls = [{**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)]
-    invalid = [
-        {**c, "id": renamed.get(n_valid + i, c["id"])}
-        for i, c in enumerate(reply.invalid_tool_calls)
-    ]
+    new = [{**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(calls)]
+    n = len(reply.tool_calls)
     was = {renamed[i]: calls[i]["id"] for i in renamed}
     return reply.model_copy(
         update={
-            "tool_calls": tool_calls,
-            "invalid_tool_calls": invalid,
+            "tool_calls": new[:n],
+            "invalid_tool_calls": new[n:],
             "response_metadata": {**reply.response_metadata, REKEYED_KEY: was},
         }
     )

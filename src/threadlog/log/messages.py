@@ -54,15 +54,7 @@ Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "developer", "user", "assistant", "tool")
 
 # Accepted spellings of a role (OpenAI roles plus LangChain's message types).
-_ROLE_ALIASES: dict[str, Role] = {
-    "system": "system",
-    "developer": "developer",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "tool": "tool",
-}
+_ROLE_ALIASES: dict[str, Role] = {**{r: r for r in ROLES}, "human": "user", "ai": "assistant"}
 DEVELOPER_KWARG = "__openai_role__"
 
 _REMOVE_HINT = (

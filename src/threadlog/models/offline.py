@@ -206,14 +206,11 @@ class OfflineChatModel(BaseChatModel):
                 "finish_reason": "tool_calls" if calls else "stop",
             },
         )
-        ai.usage_metadata = self._usage(messages, ai)
+        inp, out = count_tokens_approximately(messages), count_tokens_approximately([ai])
+        ai.usage_metadata = UsageMetadata(
+            input_tokens=inp, output_tokens=out, total_tokens=inp + out
+        )
         return ai
-
-    @staticmethod
-    def _usage(messages: Sequence[BaseMessage], ai: AIMessage) -> UsageMetadata:
-        inp = count_tokens_approximately(messages)
-        out = count_tokens_approximately([ai])
-        return UsageMetadata(input_tokens=inp, output_tokens=out, total_tokens=inp + out)
 
     @staticmethod
     def _answer(question: str, turn: Sequence[BaseMessage]) -> str:

@@ -34,9 +34,7 @@ def call_in_text(text: str, tool_names: Collection[str]) -> TextCall | None:
     """The first call to one of `tool_names` written in `text` (see the module), or None."""
     if not text or not tool_names:
         return None
-    candidates: list[tuple[str, str]] = []
-    for m in _FENCED.finditer(text):
-        candidates.append((m.group(2), f"a ```{m.group(1)} fenced block"))
+    candidates = [(m.group(2), f"a ```{m.group(1)} fenced block") for m in _FENCED.finditer(text)]
     candidates += [(m.group(1), "<tool_call> tags") for m in _TAGGED.finditer(text)]
     candidates.append((text, "bare JSON"))
     for body, form in candidates:

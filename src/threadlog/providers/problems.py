@@ -41,18 +41,6 @@ from threadlog.providers.profiles import Profile, get_profile
 
 __all__ = ["KINDS", "REPAIRABLE", "Finding", "find_problems", "validate"]
 
-KINDS: tuple[str, ...] = (
-    "open_call",
-    "orphan_result",
-    "result_before_call",
-    "duplicate_result",
-    "duplicate_call_id",
-    "call_without_id",
-    "system_out_of_place",
-    "first_not_user",
-    "empty_content",
-    "invalid_message",
-)
 REPAIRABLE = frozenset({"open_call"})
 """Kinds `threadlog check --repair` answers by appending (a "not completed" result)."""
 
@@ -163,6 +151,7 @@ _ERRORS: dict[str, tuple[str, str]] = {
         "drop the message, or give it text",
     ),
 }
+KINDS: tuple[str, ...] = (*_ERRORS, "invalid_message")
 
 
 class _Walk:
