@@ -1,8 +1,7 @@
 """`MessageLogChannel`: the message log as a LangGraph channel, and the `Messages` type.
 
-A channel sees each superstep's writes grouped by task: so the log refuses two parallel
-branches that both append conversation (`ParallelWriteError`) while parallel tool
-branches each add their result, placed in call order.
+* **Parallel writers.** Two branches of one superstep that both append conversation raise
+  `ParallelWriteError`; parallel tool branches each add their result, placed in call order.
 
 * **Delta storage.** A `DeltaChannel`: a checkpoint stores only its step's writes and a
   thread is rebuilt by replaying them (the log's writes are batching-invariant, which

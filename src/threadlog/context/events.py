@@ -1,5 +1,4 @@
-"""The compaction event list as an append-only `DeltaChannel`: storage grows with the events
-(each step's new events are stored, as `MessageLogChannel` stores new messages).
+"""The compaction event list as an append-only `DeltaChannel` (each step's new events stored).
 
 Contract (a node's write, a replay of stored writes, a migration from a plain list):
 

@@ -1,8 +1,5 @@
-"""The one rule for call ids a reply cannot keep: re-keying.
-
-Some models and servers reuse call ids (`call_0` every reply) and LangGraph's own tests
-send calls without ids; a log where a result pairs by id cannot keep them. Before an
-AIMessage is logged, each call whose id is
+"""The one rule for call ids a reply cannot keep: re-keying. Before an AIMessage is logged,
+each call whose id is
 
 * empty (`None` or `""`),
 * repeated within the message, or
@@ -10,9 +7,7 @@ AIMessage is logged, each call whose id is
 
 gets `call_<blake2b(message id, call index, old id)>`: deterministic, so a replay
 re-keys the same way. The replaced ids are kept in
-`response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id).
-Results pair with the new ids because every tool step answers the view's last message;
-`threadlog.ModelNode` applies the rule to its replies before writing them."""
+`response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A tool call a model wrote as text, which a server hands back when its chat template
-renders calls in another form than the model writes them (no `tool_calls`, so an agent
-ends the turn on it). `call_in_text(text, tool_names)` recognises it, so a caller can say
-why.
+"""A tool call a model wrote as text (no `tool_calls`, so an agent ends the turn on it):
+`call_in_text(text, tool_names)` recognises it, so a caller can say why.
 
 Recognised: ```` ``` ```` / ```` ```json ```` fenced blocks, `<tool_call>` tags, or the
 whole text, holding `{"name": T, "arguments": {...}}` (or `"parameters"`) with T one of
