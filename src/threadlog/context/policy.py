@@ -97,22 +97,14 @@ class ContextPolicy:
         return n
 
     def describe(self) -> dict[str, Any]:
-        counter = self.token_counter
-        model = self.summarizer
+        counter, model = self.token_counter or count_tokens_approximately, self.summarizer
+        name = getattr(model, "model_name", None) or getattr(model, "model", None)
         return {
             "max_turns": self.max_turns,
             "max_tokens": self.max_tokens,
-            "token_counter": getattr(counter, "__name__", repr(counter))
-            if counter
-            else "count_tokens_approximately",
+            "token_counter": getattr(counter, "__name__", repr(counter)),
             "trim_to": self.effective_trim_to(),
-            "summarizer": None
-            if model is None
-            else str(
-                getattr(model, "model_name", None)
-                or getattr(model, "model", None)
-                or type(model).__name__
-            ),
+            "summarizer": None if model is None else str(name or type(model).__name__),
         }
 
 
@@ -286,30 +278,26 @@ def _walk(
     return walk, max(j + 1, lo)
 
 
+@dataclass(eq=False)
 class _Walk:
     """The backward walk over units and turns (state of `plan_context`)."""
 
-    def __init__(
-        self,
-        messages: Sequence[BaseMessage],
-        policy: ContextPolicy,
-        budget: float,
-        max_turns: float,
-    ) -> None:
-        self.messages = messages
-        self.policy = policy
-        self.budget = budget
-        self.max_turns = max_turns
-        self.need: set[str] = set()
-        self.unit_tokens = 0
-        self.unit_end = len(messages)  # exclusive end of the unit being collected
-        self.units: list[tuple[int, int, int]] = []  # this turn's units, newest first
-        self.kept_start = len(messages)
-        self.used = 0
-        self.turns = 0
-        self.hidden_at: set[int] = set()
-        self.done = False
-        self.turn_end = len(messages)  # start of the newer turn last decided
+    messages: Sequence[BaseMessage]
+    policy: ContextPolicy
+    budget: float
+    max_turns: float
+    need: set[str] = field(default_factory=set)
+    unit_tokens: int = 0
+    units: list[tuple[int, int, int]] = field(default_factory=list)  # this turn's, newest first
+    used: int = 0
+    turns: int = 0
+    hidden_at: set[int] = field(default_factory=set)
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        # The unit being collected ends here (exclusive), as do the kept part and the newer
+        # turn last decided.
+        self.unit_end = self.kept_start = self.turn_end = len(self.messages)
 
     def step(self, j: int, m: BaseMessage) -> None:
         if isinstance(m, ToolMessage):
