@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
@@ -109,36 +110,29 @@ class Replacing:
     last_kept: int = -1
 
 
-_END = object()  # marks the end of a run in `after_removals`
-
-
 def after_removals(
     log: MessageLog, run: list[Any], removed: set[str], *, stored: bool
 ) -> list[BaseMessage]:
     """A run after `RemoveMessage(id=X)` in one write: a message under id X is shown again,
     revised by a `source="replace"` edit; others as usual."""
     out: list[BaseMessage] = []
-    plain: list[Any] = []
-    for item in [*run, _END]:
-        iid = None if item is _END else item_id(item)
-        if item is not _END and not (isinstance(iid, str) and iid in removed):
-            plain.append(item)
+    for rewrite, items in groupby(
+        run, lambda it: isinstance(i := item_id(it), str) and i in removed
+    ):
+        if not rewrite:
+            out += log.extend_writes([list(items)], stored=stored)
             continue
-        if plain:
-            out += log.extend_writes([plain], stored=stored)
-            plain = []
-        if item is _END:
-            break
-        assert isinstance(iid, str)
-        msg = coerce_message(item, position=len(log.messages), rekeyable=True)
-        current = log._by_id[iid]
-        eid = log._hidden.get(iid)
-        if eid is not None:  # shown again, with the pair the removal hid with it
-            show = [m for m in group(log, iid) if log._hidden.get(m) == eid]
-            record_removal(log, new_removal_id(log, f"show\x00{iid}"), iid, (), show)
-        if log._digest_of(current) != digest(msg) and not is_version(current, msg):
-            earlier = len(edits_of(log._by_id[iid]))
-            apply_edit(log, update_edit(msg, earlier, REPLACE_SOURCE), len(log.messages))
+        for item in items:
+            iid = item_id(item)
+            msg = coerce_message(item, position=len(log.messages), rekeyable=True)
+            current = log._by_id[iid]
+            eid = log._hidden.get(iid)
+            if eid is not None:  # shown again, with the pair the removal hid with it
+                show = [m for m in group(log, iid) if log._hidden.get(m) == eid]
+                record_removal(log, new_removal_id(log, f"show\x00{iid}"), iid, (), show)
+            if log._digest_of(current) != digest(msg) and not is_version(current, msg):
+                earlier = len(edits_of(log._by_id[iid]))
+                apply_edit(log, update_edit(msg, earlier, REPLACE_SOURCE), len(log.messages))
     return out
 
 
