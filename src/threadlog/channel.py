@@ -1,8 +1,7 @@
 """`MessageLogChannel`: the message log as a LangGraph channel, and the `Messages` type.
 
-A channel sees each superstep's writes grouped by task: so the log refuses two parallel
-branches that both append conversation (`ParallelWriteError`) while parallel tool
-branches each add their result, placed in call order.
+* **Parallel writers.** Two branches of one superstep that both append conversation raise
+  `ParallelWriteError`; parallel tool branches each add their result, placed in call order.
 
 * **Delta storage.** A `DeltaChannel`: a checkpoint stores only its step's writes and a
   thread is rebuilt by replaying them (the log's writes are batching-invariant, which
@@ -21,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Protocol, Self
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
@@ -67,16 +67,13 @@ class SeedRegistry(Protocol):
     def put(self, slot: _Slot, checkpoint_id: str, log: Any, version: int) -> None: ...
 
 
+@dataclass(slots=True, eq=False)
 class CachedSeed:
     """A seed handed from a history cache to a channel: `log` at `version`."""
 
-    __slots__ = ("at", "log", "version")
-
-    def __init__(self, log: Any, version: int, at: str | None = None) -> None:
-        self.log = log
-        self.version = version
-        # The checkpoint this is the value of, when not the cache entry's own (an older one).
-        self.at = at
+    log: Any
+    version: int
+    at: str | None = None  # the checkpoint it is the value of, when not the entry's own
 
 
 class SeededSnapshot(DeltaSnapshot):
@@ -86,9 +83,8 @@ class SeededSnapshot(DeltaSnapshot):
 
 
 class SnapshotToCache(DeltaSnapshot):
-    """A stored snapshot read while the history cache holds nothing for its slot: threadlog's
-    channels `register` the log they build from it, the log at `checkpoint_id` (so a reader
-    can `rewind` from a snapshot head)."""
+    """A stored snapshot the history cache holds nothing for: channels `register` the log they
+    build from it, the log at `checkpoint_id`."""
 
     cache: SeedRegistry
     slot: _Slot
@@ -99,10 +95,8 @@ class SnapshotToCache(DeltaSnapshot):
 
 
 class KeyedWrites(list[PendingWrite]):
-    """The writes of one channel's history, carrying where to register the result.
-
-    A plain list to every reader; `replay_writes` calls `register` with the rebuilt log, the
-    log at `checkpoint_id`. `states`: `(n, checkpoint_id)` for each checkpoint on the walk
+    """The writes of one channel's history (a plain list to every reader), carrying where to
+    `register` the rebuilt log. `states`: `(n, checkpoint_id)` for each checkpoint on the walk
     (the seed plus the first `n` writes); the channel reports the log's version there."""
 
     __slots__ = ("cache", "checkpoint_id", "passed", "slot", "states")
@@ -144,10 +138,8 @@ LOG_KINDS: list[type[LogChannel]] = []
 
 
 class LogChannel(DeltaChannel[Any]):
-    """What threadlog's two delta channels share: a fixed reducer, equality by kind and cadence,
-    the value as a view `(_log, _ver)` of a log that copies and the history cache may share,
-    and a snapshot cadence decided by how the channel was loaded (`snapshot_frequency`).
-    Subclasses say how to read their log's items (`_items_of`) and how to append."""
+    """What threadlog's delta channels share: a fixed reducer, equality by kind and cadence, the
+    value as a view `(_log, _ver)` of a shared log, a cadence decided by how it was loaded."""
 
     __slots__ = ("_fixed_frequency", "_log", "_seeded", "_ver", "_walked")
     _threadlog_own = True  # `_upstream.OWN_MARK`: a graph with this channel is threadlog's
@@ -167,14 +159,11 @@ class LogChannel(DeltaChannel[Any]):
         *,
         snapshot_frequency: int | None = None,
     ) -> None:
-        # LangGraph re-creates annotated DeltaChannels as cls(reducer, typ, ...): the
-        # reducer is fixed. That is a graph declaring this channel: install the hooks.
+        # A reducer: LangGraph re-creating the channel for a graph declaring it.
         if reducer is not None:
             install_hooks()
-        # Set when a history cache seeded the channel / when a plain saver's walk rebuilt it.
-        self._seeded = self._walked = False
-        # LangGraph re-creates a channel passing back `snapshot_frequency`: the default
-        # value means "decide per instance" too.
+        self._seeded = self._walked = False  # loaded from a history cache / a saver's walk
+        # LangGraph passes `snapshot_frequency` back: the default means "decide per instance".
         self._fixed_frequency = (
             None
             if snapshot_frequency is None or snapshot_frequency == DEFAULT_SNAPSHOT_FREQUENCY
@@ -193,10 +182,9 @@ class LogChannel(DeltaChannel[Any]):
 
     @property
     def snapshot_frequency(self) -> int:
-        """Updates between LangGraph's full snapshots of this channel. Unless set explicitly:
-        never by count when a history cache seeded it (or a new thread); every
-        `PLAIN_SAVER_SNAPSHOT_FREQUENCY` updates when a plain saver's own walk rebuilt it, since
-        that saver walks back to the nearest snapshot on every load."""
+        """Updates between full snapshots. Unless set: never by count when a history cache seeded
+        it (or a new thread); `PLAIN_SAVER_SNAPSHOT_FREQUENCY` when a plain saver's walk
+        rebuilt it, since that saver walks back to the nearest snapshot on every load."""
         if self._fixed_frequency is not None:
             return self._fixed_frequency
         if self._walked and not self._seeded and self._may_snapshot():
@@ -209,19 +197,37 @@ class LogChannel(DeltaChannel[Any]):
         pass
 
     def _may_snapshot(self) -> bool:
-        """Whether a count-based snapshot keeps everything this channel's log holds."""
+        # Whether a count-based snapshot keeps everything this channel's log holds.
         return True
 
     def _loaded_by(self, writes: Sequence[PendingWrite]) -> None:
-        # Writes a history cache handed over mean cached loads; else a plain saver's walk.
         if isinstance(writes, KeyedWrites):
-            self._seeded = True
+            self._seeded = True  # a history cache handed the writes over
         else:
             self._walked = True
 
     @staticmethod
     def _items_of(log: Any) -> Any:
         raise NotImplementedError
+
+    @staticmethod
+    def _load(items: Any) -> Any:
+        raise NotImplementedError
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        new = self._new()
+        if isinstance(checkpoint, CachedSeed | SeededSnapshot):
+            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
+            new._seeded = True
+            new._set(seed.log, seed.version)
+            return new
+        if isinstance(checkpoint, DeltaSnapshot):
+            new._set(self._load(checkpoint.value or ()))
+            if isinstance(checkpoint, SnapshotToCache):
+                checkpoint.register(new._log, new._ver)
+        else:  # nothing yet, or the plain list a non-delta channel stored: migrated
+            new._set(self._load(() if checkpoint is MISSING or checkpoint is None else checkpoint))
+        return new
 
     def _new(self) -> Self:
         new = self.__class__(snapshot_frequency=self._fixed_frequency)
@@ -254,7 +260,7 @@ class MessageLogChannel(LogChannel):
 
     @property
     def log(self) -> MessageLog:
-        """The log at this channel's version, maybe shared (`snapshot()` copies)."""
+        """The log at this channel's version, maybe shared with other channels."""
         if self._log is None:
             raise EmptyChannelError()
         if self._ver != self._log.version:
@@ -262,20 +268,12 @@ class MessageLogChannel(LogChannel):
                 self._set(self._log.at(self._ver))
         return self._log
 
-    def snapshot(self) -> MessageLog:
-        """A private copy of the log at this channel's version (under the lock)."""
-        if self._log is None:
-            raise EmptyChannelError()
-        with WRITE_LOCK:
-            return self._log.at(self._ver)
-
     @staticmethod
     def _items_of(log: MessageLog) -> list[BaseMessage]:
         return log.messages
 
     def _may_snapshot(self) -> bool:
-        # LangGraph snapshots `get()`, the view, which lacks hidden messages: no
-        # count-based snapshot once the log hides any.
+        # LangGraph snapshots the view: none by count once the log hides messages.
         return self._log is None or not self._log.hides_any
 
     def _write(self, writes: list[list[Any]], *, single_writer: bool, stored: bool = False) -> None:
@@ -292,7 +290,8 @@ class MessageLogChannel(LogChannel):
                 self._ver = log.version
                 return
             # Someone sharing this log wrote first; if exactly these messages, move up.
-            if not single_writer or sum(1 for w in writes if _conversational(w)) <= 1:
+            talking = sum(any(not isinstance(m, ToolMessage) for m in w) for w in writes)
+            if not single_writer or talking <= 1:
                 ver = log.fast_forward(self._ver, [m for w in writes for m in w])
                 if ver is not None:
                     self._ver = ver
@@ -301,22 +300,17 @@ class MessageLogChannel(LogChannel):
         own.extend_writes(writes, single_writer=single_writer, stored=stored)
         self._set(own)
 
+    @staticmethod
+    def _load(items: Any) -> MessageLog:
+        # Dicts read back by a serializer that does not rebuild messages are coerced.
+        return MessageLog(
+            m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
+            for i, m in enumerate(items)
+        )
+
     def from_checkpoint(self, checkpoint: Any) -> Self:
         install_hooks()  # a channel given to a graph directly, not through its state
-        new = self._new()
-        if checkpoint is MISSING or checkpoint is None:
-            new._set(MessageLog())
-        elif isinstance(checkpoint, CachedSeed | SeededSnapshot):
-            seed = checkpoint if isinstance(checkpoint, CachedSeed) else checkpoint.seed
-            new._seeded = True
-            new._set(seed.log, seed.version)
-        elif isinstance(checkpoint, DeltaSnapshot):
-            new._set(MessageLog(_stored_messages(checkpoint.value or ())))
-            if isinstance(checkpoint, SnapshotToCache):
-                checkpoint.register(new._log, new._ver)
-        else:  # a plain list stored by add_messages: migrate in place
-            new._set(MessageLog(_stored_messages(checkpoint)))
-        return new
+        return super().from_checkpoint(checkpoint)
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
         self._loaded_by(writes)
@@ -330,7 +324,6 @@ class MessageLogChannel(LogChannel):
                 writes.passed.append((states[s][1], self._ver))
                 s += 1
             _refuse_overwrite(value)
-            # One write at a time: batching invariance makes it equal to all at once.
             self._write([flatten_write(value)], single_writer=False, stored=True)
         if self._log is not None:
             with WRITE_LOCK:
@@ -338,7 +331,6 @@ class MessageLogChannel(LogChannel):
         if isinstance(writes, KeyedWrites) and self._log is not None:
             for _, cid in states[s:]:  # checkpoints whose writes were none
                 writes.passed.append((cid, self._ver))
-            # The history cache asked for the rebuilt log of this checkpoint.
             writes.register(self._log, self._ver)
 
     def update(self, values: Sequence[Any]) -> bool:
@@ -359,25 +351,12 @@ class MessageLogChannel(LogChannel):
         if self._log is None:
             raise EmptyChannelError()
         with WRITE_LOCK:  # a shared log may be growing in another thread
-            # The view: messages a removal event hid stay in the log, not in the state.
             return self._log.view_at(self._ver)  # type: ignore[return-value]
 
 
 # One lock keeps "am I at the tip?" and the write together when threads share a log;
 # the history cache takes it to read a shared log while a run may append.
 WRITE_LOCK = threading.Lock()
-
-
-def _stored_messages(items: Any) -> list[BaseMessage]:
-    # Dicts read back by a serializer that does not rebuild messages are coerced.
-    return [
-        m if isinstance(m, BaseMessage) else coerce_message(m, position=i)
-        for i, m in enumerate(items)
-    ]
-
-
-def _conversational(items: list[Any]) -> bool:
-    return any(not isinstance(m, ToolMessage) for m in items)
 
 
 def _refuse_overwrite(value: Any) -> None:
@@ -422,7 +401,6 @@ on_update_state(_update_state_writes)
 
 
 def _stamp_input_ids(run_input: Any, specs: Any) -> None:
-    """Stamp missing ids on a run's input messages before the input is stored."""
     keys = [k for k, spec in specs.items() if isinstance(spec, MessageLogChannel)]
     if not keys:
         return
@@ -432,8 +410,7 @@ def _stamp_input_ids(run_input: Any, specs: Any) -> None:
         values = {k: getattr(run_input, k) for k in keys if hasattr(run_input, k)}
     try:
         stamp_message_ids(specs, values)
-    except Exception:
-        # A write LangGraph cannot read fails where it always has, with its own error.
+    except Exception:  # a write LangGraph cannot read fails where it always has
         return
 
 

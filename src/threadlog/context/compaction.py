@@ -60,26 +60,6 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(lines)
 
 
-def _summary_request(
-    policy: ContextPolicy, previous: str | None, dropped: Sequence[BaseMessage]
-) -> list[BaseMessage]:
-    body = transcript(dropped)
-    if previous:
-        body = f"Summary so far:\n{previous}\n\nThen:\n{body}"
-    return [SystemMessage(content=policy.summary_prompt), HumanMessage(content=body)]
-
-
-def _text_of(reply: Any) -> str:
-    if isinstance(reply, BaseMessage):
-        return reply.text if isinstance(reply.content, list) else str(reply.content)
-    return str(reply)
-
-
-def _event_id(compactions: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]) -> str:
-    blob = json.dumps([len(compactions), payload], sort_keys=True, ensure_ascii=False)
-    return "cmp-" + hashlib.blake2b(blob.encode("utf-8"), digest_size=10).hexdigest()
-
-
 class _Step:
     """One planning round: the view, the cut to record, and what it newly hides."""
 
@@ -143,7 +123,8 @@ def _event(
         "hidden": list(step.view.hidden),
         "summary": summary,
     }
-    eid = _event_id(compactions, payload)
+    blob = json.dumps([len(compactions), payload], sort_keys=True, ensure_ascii=False)
+    eid = "cmp-" + hashlib.blake2b(blob.encode("utf-8"), digest_size=10).hexdigest()
     return {
         "id": eid,
         **payload,
@@ -155,10 +136,10 @@ def _event(
 
 
 def _explain(event: dict[str, Any], view: ContextView, policy: ContextPolicy) -> None:
-    """Fill `tokens` and `reason` from the context the event produced."""
     limits = [
-        f"{k}={v}" for k, v in (("max_turns", policy.max_turns),
-                                ("max_tokens", policy.max_tokens)) if v is not None
+        f"{k}={v}"
+        for k, v in (("max_turns", policy.max_turns), ("max_tokens", policy.max_tokens))
+        if v is not None
     ]
     event["tokens"] = view.tokens
     event["reason"] = (
@@ -172,11 +153,6 @@ def _quiet(config: RunnableConfig | None) -> RunnableConfig:
     # The summarizer's tokens are bookkeeping: out of stream_mode="messages", named in traces.
     tags = [*((config or {}).get("tags") or []), TAG_NOSTREAM, "threadlog:summary"]
     return {**(config or {}), "tags": tags, "run_name": "threadlog_summary"}
-
-
-def _previous_summary(compactions: Sequence[Mapping[str, Any]]) -> str | None:
-    ev = next((e for e in reversed(compactions) if e.get("kind") == "summary"), None)
-    return None if ev is None else str(ev["summary"])
 
 
 _Result = tuple[ContextView, list[dict[str, Any]]]
@@ -200,12 +176,16 @@ def compact_flow(
             break
         summary = None
         if policy.summarizer is not None:
-            summary = _previous_summary(all_events)
+            prev = next((e for e in reversed(all_events) if e.get("kind") == "summary"), None)
+            summary = None if prev is None else str(prev["summary"])
             if step.moved:
-                request = _summary_request(policy, summary, step.dropped)
+                body = transcript(step.dropped)
+                if summary:
+                    body = f"Summary so far:\n{summary}\n\nThen:\n{body}"
+                request = [SystemMessage(policy.summary_prompt), HumanMessage(body)]
                 model = policy.summarizer
                 reply = yield Io(model.invoke, model.ainvoke, (request, _quiet(config)))
-                summary = _text_of(reply)
+                summary = reply.text if isinstance(reply, BaseMessage) else str(reply)
         event = _event(step, all_events, policy, summary)
         events.append(event)
         all_events.append(event)
@@ -225,16 +205,12 @@ compact, acompact = drivers(
 )
 
 
-# -- the compaction event list -------------------------------------------------------
-
-
 append_compactions = append_events
 """The pure reducer of the `compactions` key (`threadlog.context.events`)."""
 
 
 Compactions = Annotated[list[dict[str, Any]], CompactionsChannel()]
-"""Annotate a state key with this to record compaction events: `compactions: Compactions`
-(stored as each step's new events, `threadlog.context.events`)."""
+"""Annotate a state key with this to record compaction events: `compactions: Compactions`."""
 
 
 class AgentState(MessagesState):

@@ -1,5 +1,4 @@
-"""The compaction event list as an append-only `DeltaChannel`: storage grows with the events
-(each step's new events are stored, as `MessageLogChannel` stores new messages).
+"""The compaction event list as an append-only `DeltaChannel` (each step's new events stored).
 
 Contract (a node's write, a replay of stored writes, a migration from a plain list):
 
@@ -17,13 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Any
 
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.errors import EmptyChannelError
 
-from threadlog._upstream import MISSING, DeltaSnapshot, is_overwrite
-from threadlog.channel import CachedSeed, KeyedWrites, LogChannel, SnapshotToCache
+from threadlog._upstream import is_overwrite
+from threadlog.channel import KeyedWrites, LogChannel
 from threadlog.errors import AppendOnlyError, ConflictingIdError, InvalidMessageError
 
 __all__ = ["CompactionsChannel", "EventLog", "append_events"]
@@ -125,9 +124,7 @@ def _refuse_overwrite(value: Any) -> None:
         )
 
 
-def append_events(
-    left: Sequence[Mapping[str, Any]] | None, right: Any
-) -> list[dict[str, Any]]:
+def append_events(left: Sequence[Mapping[str, Any]] | None, right: Any) -> list[dict[str, Any]]:
     """The pure reducer of the event list (same rules as the channel)."""
     log = EventLog(left or ())
     log.extend(_items(right), start=len(log.events))
@@ -152,6 +149,10 @@ class CompactionsChannel(LogChannel):
     _log: EventLog | None
 
     @staticmethod
+    def _load(items: Any) -> EventLog:
+        return EventLog(items)
+
+    @staticmethod
     def _items_of(log: EventLog) -> list[dict[str, Any]]:
         return log.events
 
@@ -174,21 +175,6 @@ class CompactionsChannel(LogChannel):
         own = log.at(self._ver)
         own.extend(items, start=self._ver)
         self._set(own)
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = self._new()
-        if checkpoint is MISSING or checkpoint is None:
-            new._set(EventLog())
-        elif isinstance(checkpoint, CachedSeed):
-            new._seeded = True
-            new._set(checkpoint.log, checkpoint.version)
-        elif isinstance(checkpoint, DeltaSnapshot):
-            new._set(EventLog(checkpoint.value or ()))
-            if isinstance(checkpoint, SnapshotToCache):
-                checkpoint.register(new._log, new._ver)
-        else:  # the whole list, stored by the plain list channel of earlier versions
-            new._set(EventLog(checkpoint))
-        return new
 
     def replay_writes(self, writes: Sequence[PendingWrite]) -> None:
         self._loaded_by(writes)

@@ -1,7 +1,5 @@
 """What the model sees: a `ContextPolicy` applied to the log and its compaction events.
 
-Contract:
-
 * The log is never shortened: `build_context(messages, compactions, policy)` is a pure,
   deterministic function of the log, the recorded compaction events and the policy.
 * Leading system/developer messages are always kept, first; then the latest summary (if
@@ -32,7 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.messages.utils import count_tokens_approximately
 
 from threadlog.errors import InvalidMessageError
-from threadlog.log.edits import APPROVAL_KEY, apply_edits, cache_key
+from threadlog.log.edits import apply_edits, cache_key
 from threadlog.log.messages import calls_of
 
 __all__ = ["ContextPolicy", "ContextView", "build_context", "plan_context", "summary_message"]
@@ -65,7 +63,6 @@ class ContextPolicy:
         "keep facts, names, numbers, decisions and open questions; be brief."
     )
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
-    # Caches that make a turn cost O(kept turns), not O(kept messages); see plan_context.
     _turns: dict[str, tuple[str, int, int]] = field(default_factory=dict, repr=False)
     _where: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -78,7 +75,7 @@ class ContextPolicy:
             raise ValueError(f"ContextPolicy.trim_to must be in (0, 1], got {self.trim_to!r}")
 
     def effective_trim_to(self) -> float | None:
-        """`trim_to`, with its default filled in (None: cut just enough)."""
+        """`trim_to` with its default filled in (None: cut just enough)."""
         if self.trim_to is not None:
             return self.trim_to if self.trim_to < 1 else None
         return 0.5 if self.summarizer is not None else None
@@ -100,23 +97,14 @@ class ContextPolicy:
         return n
 
     def describe(self) -> dict[str, Any]:
-        """The policy as a plain dict (stored in compaction events)."""
-        counter = self.token_counter
-        model = self.summarizer
+        counter, model = self.token_counter or count_tokens_approximately, self.summarizer
+        name = getattr(model, "model_name", None) or getattr(model, "model", None)
         return {
             "max_turns": self.max_turns,
             "max_tokens": self.max_tokens,
-            "token_counter": getattr(counter, "__name__", repr(counter))
-            if counter
-            else "count_tokens_approximately",
+            "token_counter": getattr(counter, "__name__", repr(counter)),
             "trim_to": self.effective_trim_to(),
-            "summarizer": None
-            if model is None
-            else str(
-                getattr(model, "model_name", None)
-                or getattr(model, "model", None)
-                or type(model).__name__
-            ),
+            "summarizer": None if model is None else str(name or type(model).__name__),
         }
 
 
@@ -186,7 +174,6 @@ def _locate(
     policy: ContextPolicy,
     event: Mapping[str, Any],
 ) -> int:
-    """Index of the event's `cut_to` message: remembered, else searched once."""
     k = policy._where.get(stop_id)
     if k is not None and k < len(messages) and messages[k].id == stop_id:
         return k
@@ -226,10 +213,10 @@ def plan_context(
     )
     max_turns = policy.max_turns or math.inf
     walk, lowest = _walk(messages, lo, policy, budget, max_turns)
-    # A reviewer's edit on a thread stored before edits were events: the model sees the
-    # args that ran. Only what the walk read can differ, and a call's results follow it,
-    # so only that range is searched (the whole log would cost O(history) per call).
-    if _has_legacy_edit(messages, lowest):
+    # A legacy approval edit: the model sees the args that ran. Only what the walk read
+    # can differ (a call's results follow it), so only that range is searched.
+    read = messages[lowest:]
+    if apply_edits(read) is not read:
         messages = [*messages[:lo], *apply_edits(messages[lo:])]
         # Caches hold unedited counts and totals: a scratch policy walks the edited view.
         scratch = replace(policy, _counts={}, _turns={}, _where={})
@@ -273,9 +260,8 @@ def _walk(
     j = len(messages) - 1
     while j >= lo and not walk.done:
         if walk.turns and walk.turn_end == j + 1:
-            # At a turn boundary: a closed turn seen before is decided from its cached
-            # total without walking it (checked by position, since a late result can
-            # be inserted into an old turn and shift everything after it).
+            # A closed turn seen before is decided from its cached total (checked by
+            # position: a late result inserted into an old turn shifts what follows).
             key = messages[j + 1].id
             hit = turns.get(key) if key is not None else None
             if hit is not None:
@@ -292,40 +278,26 @@ def _walk(
     return walk, max(j + 1, lo)
 
 
-def _has_legacy_edit(messages: Sequence[BaseMessage], start: int) -> bool:
-    for k in range(start, len(messages)):
-        m = messages[k]
-        if isinstance(m, ToolMessage):
-            record = m.response_metadata.get(APPROVAL_KEY)
-            if isinstance(record, dict) and record.get("action") == "edit":
-                return True
-    return False
-
-
+@dataclass(eq=False)
 class _Walk:
     """The backward walk over units and turns (state of `plan_context`)."""
 
-    def __init__(
-        self,
-        messages: Sequence[BaseMessage],
-        policy: ContextPolicy,
-        budget: float,
-        max_turns: float,
-    ) -> None:
-        self.messages = messages
-        self.policy = policy
-        self.budget = budget
-        self.max_turns = max_turns
-        self.need: set[str] = set()
-        self.unit_tokens = 0
-        self.unit_end = len(messages)  # exclusive end of the unit being collected
-        self.units: list[tuple[int, int, int]] = []  # this turn's units, newest first
-        self.kept_start = len(messages)
-        self.used = 0
-        self.turns = 0
-        self.hidden_at: set[int] = set()
-        self.done = False
-        self.turn_end = len(messages)  # start of the newer turn last decided
+    messages: Sequence[BaseMessage]
+    policy: ContextPolicy
+    budget: float
+    max_turns: float
+    need: set[str] = field(default_factory=set)
+    unit_tokens: int = 0
+    units: list[tuple[int, int, int]] = field(default_factory=list)  # this turn's, newest first
+    used: int = 0
+    turns: int = 0
+    hidden_at: set[int] = field(default_factory=set)
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        # The unit being collected ends here (exclusive), as do the kept part and the newer
+        # turn last decided.
+        self.unit_end = self.kept_start = self.turn_end = len(self.messages)
 
     def step(self, j: int, m: BaseMessage) -> None:
         if isinstance(m, ToolMessage):
@@ -346,9 +318,7 @@ class _Walk:
         """Decide the turn whose units were collected (oldest unit last)."""
         units = self.units
         self.units = []
-        # An unfinished unit here holds results whose request lies beyond the limit:
-        # it is left out (it lies before every kept unit), never sent as orphans.
-        self.need = set()
+        self.need = set()  # an unfinished unit's request lies beyond the limit: left out
         if not units:
             return
         start = units[-1][0]
@@ -375,8 +345,7 @@ class _Walk:
             self.done = True
 
     def _keep_newest(self, units: list[tuple[int, int, int]]) -> None:
-        # The newest turn: its user message (oldest unit, when it is one) and newest
-        # unit always; the units between, newest first, while they fit.
+        # The newest turn: its user message and newest unit always; the rest while they fit.
         first = units[-1]
         user = isinstance(self.messages[first[0]], HumanMessage)
         middle = units[:-1] if user else units

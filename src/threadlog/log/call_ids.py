@@ -1,8 +1,5 @@
-"""The one rule for call ids a reply cannot keep: re-keying.
-
-Some models and servers reuse call ids (`call_0` every reply) and LangGraph's own tests
-send calls without ids; a log where a result pairs by id cannot keep them. Before an
-AIMessage is logged, each call whose id is
+"""The one rule for call ids a reply cannot keep: re-keying. Before an AIMessage is logged,
+each call whose id is
 
 * empty (`None` or `""`),
 * repeated within the message, or
@@ -10,9 +7,7 @@ AIMessage is logged, each call whose id is
 
 gets `call_<blake2b(message id, call index, old id)>`: deterministic, so a replay
 re-keys the same way. The replaced ids are kept in
-`response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id).
-Results pair with the new ids because every tool step answers the view's last message;
-`threadlog.ModelNode` applies the rule to its replies before writing them."""
+`response_metadata["threadlog_call_ids_rekeyed"]` (`REKEYED_KEY`, new id -> old id)."""
 
 from __future__ import annotations
 
@@ -57,19 +52,13 @@ def rekey_calls(reply: AIMessage, used: set[str] | Callable[[str], bool]) -> AIM
         seen.add(renamed.get(i, cid))
     if not renamed:
         return reply
-    n_valid = len(reply.tool_calls)
-    tool_calls = [
-        {**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(reply.tool_calls)
-    ]
-    invalid = [
-        {**c, "id": renamed.get(n_valid + i, c["id"])}
-        for i, c in enumerate(reply.invalid_tool_calls)
-    ]
+    new = [{**c, "id": renamed.get(i, c["id"])} for i, c in enumerate(calls)]
+    n = len(reply.tool_calls)
     was = {renamed[i]: calls[i]["id"] for i in renamed}
     return reply.model_copy(
         update={
-            "tool_calls": tool_calls,
-            "invalid_tool_calls": invalid,
+            "tool_calls": new[:n],
+            "invalid_tool_calls": new[n:],
             "response_metadata": {**reply.response_metadata, REKEYED_KEY: was},
         }
     )

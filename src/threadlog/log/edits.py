@@ -55,18 +55,13 @@ __all__ = [
     "original_of",
 ]
 
-EDIT_TYPE = "threadlog.edit"
-"""The `type` of an edit's stored dict (no message type or role uses it)."""
-EDIT_KEY = "threadlog_edit"
-"""`response_metadata` key of an edited message: its audit record."""
-APPROVAL_KEY = "threadlog_approval"
-"""`response_metadata` key of a result whose call a reviewer decided on (`nodes.tools.approval`)."""
+EDIT_TYPE = "threadlog.edit"  # the `type` of an edit's stored dict
+EDIT_KEY = "threadlog_edit"  # `response_metadata` key of an edited message's audit record
+APPROVAL_KEY = "threadlog_approval"  # ... of a result whose call a reviewer decided on
 
 _FIELDS = ("content", "tool_calls", "invalid_tool_calls")
-UPDATE_STATE_SOURCE = "update_state"
-"""`source` of an edit from a same-id message with new content that `update_state` wrote."""
-REPLACE_SOURCE = "replace"
-"""`source` of an edit from `RemoveMessage(id=X)` then a message under id X in one write."""
+UPDATE_STATE_SOURCE = "update_state"  # a same-id message with new content from update_state
+REPLACE_SOURCE = "replace"  # RemoveMessage(id=X) then a message under id X in one write
 REVISION_SOURCES = frozenset({UPDATE_STATE_SOURCE, REPLACE_SOURCE})
 
 
@@ -135,9 +130,7 @@ class EditEvent:
         eid = raw.get("id")
         if not isinstance(eid, str) or not eid:
             # Written by hand: an id from its content, the same on a replay.
-            blob = json.dumps(
-                [msg.id, digest(msg), raw.get("at")], sort_keys=True, default=repr
-            )
+            blob = json.dumps([msg.id, digest(msg), raw.get("at")], sort_keys=True, default=repr)
             eid = _edit_id(blob)
         base = raw.get("base")
         return cls(
@@ -194,11 +187,7 @@ def _edited_message(value: Any, position: int | None, any_role: bool = False) ->
     return msg
 
 
-# -- the fields an edit changes, and the audit record --------------------------------
-
-
 def fields_of(message: BaseMessage) -> dict[str, Any]:
-    """The edited fields of `message` as plain data (what the audit record stores)."""
     if not isinstance(message, AIMessage):
         return {"content": message.content}
     return {
@@ -208,9 +197,6 @@ def fields_of(message: BaseMessage) -> dict[str, Any]:
             {**c, "type": "invalid_tool_call"} for c in message.invalid_tool_calls
         ],
     }
-
-
-RESENT_REASON = "the AIMessage was changed in place and written again under its id"
 
 
 def snapshot_fields(message: AIMessage) -> dict[str, Any]:
@@ -237,7 +223,8 @@ def resent_edit(message: AIMessage, fields: Mapping[str, Any]) -> dict[str, Any]
     """The edit event standing for `message` re-sent with `fields` (id stable on a replay)."""
     calls = [call_key(c) for k in ("tool_calls", "invalid_tool_calls") for c in fields[k]]
     edited = message.model_copy(update=copy.deepcopy(dict(fields)))
-    return _log_made(edited, RESENT_REASON, "resent", [message.id, fields["content"], calls])
+    reason = "the AIMessage was changed in place and written again under its id"
+    return _log_made(edited, reason, "resent", [message.id, fields["content"], calls])
 
 
 def _edit_id(seed: str) -> str:
@@ -245,7 +232,6 @@ def _edit_id(seed: str) -> str:
 
 
 def _log_made(message: BaseMessage, reason: str, source: str, key: list[Any]) -> dict[str, Any]:
-    """An edit event the log makes itself; its id comes from `key`, the same on a replay."""
     return {
         "type": EDIT_TYPE,
         "id": _edit_id(json.dumps(key, sort_keys=True, default=repr)),
@@ -266,14 +252,12 @@ def is_update(value: Any) -> bool:
 
 
 def update_item(message: Any) -> dict[str, Any]:
-    """How a message with an id that `update_state` wrote is stored: a plain dict."""
     return {"type": UPDATE_TYPE, "message": message}
 
 
 def update_edit(
     message: BaseMessage, earlier: int, source: str = UPDATE_STATE_SOURCE
 ) -> dict[str, Any]:
-    """The edit event a changed `update_state` message amounts to (id stable on a replay)."""
     reason = (
         "update_state wrote the message again with new content"
         if source == UPDATE_STATE_SOURCE
@@ -283,8 +267,11 @@ def update_edit(
 
 
 def call_key(call: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (call.get("id"), call.get("name"), json.dumps(call.get("args"), sort_keys=True,
-                                                          default=repr))
+    return (
+        call.get("id"),
+        call.get("name"),
+        json.dumps(call.get("args"), sort_keys=True, default=repr),
+    )
 
 
 def same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -325,7 +312,6 @@ def record_of(message: BaseMessage) -> Mapping[str, Any] | None:
 
 
 def applied(current: BaseMessage, event: EditEvent, fields: Mapping[str, Any]) -> BaseMessage:
-    """`current` after `event` (with `fields`), its audit record extended."""
     rec = record_of(current)
     original = rec["original"] if rec else fields_of(current)
     entry = {
@@ -338,8 +324,9 @@ def applied(current: BaseMessage, event: EditEvent, fields: Mapping[str, Any]) -
     }
     edits = [*(rec["edits"] if rec else ()), entry]
     meta = {**current.response_metadata, EDIT_KEY: {"original": original, "edits": edits}}
-    return current.model_copy(update={**{k: fields[k] for k in _keys(current)},
-                                      "response_metadata": meta})
+    return current.model_copy(
+        update={**{k: fields[k] for k in _keys(current)}, "response_metadata": meta}
+    )
 
 
 def versions(message: BaseMessage) -> list[BaseMessage]:
@@ -350,8 +337,9 @@ def versions(message: BaseMessage) -> list[BaseMessage]:
     plain = {k: v for k, v in message.response_metadata.items() if k != EDIT_KEY}
     edits: Sequence[Mapping[str, Any]] = rec["edits"]
     keys = _keys(message)
-    out = [message.model_copy(update={**_fields(rec["original"], keys),
-                                      "response_metadata": plain})]
+    out = [
+        message.model_copy(update={**_fields(rec["original"], keys), "response_metadata": plain})
+    ]
     for i, e in enumerate(edits[:-1]):
         meta = {**plain, EDIT_KEY: {"original": rec["original"], "edits": list(edits[: i + 1])}}
         out.append(message.model_copy(update={**_fields(e, keys), "response_metadata": meta}))
@@ -395,9 +383,7 @@ def cache_key(message: BaseMessage) -> str | None:
 
 
 def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """What the model sees of an approval edit on a thread stored before edits were events
-    (the edit lives on the call's result, `APPROVAL_KEY`). `messages` itself when nothing changes.
-    """
+    """What the model sees of a legacy approval edit (`APPROVAL_KEY`); `messages` if none."""
     edits: dict[str, dict[str, Any]] = {}
     for m in messages:
         if isinstance(m, ToolMessage):
@@ -420,9 +406,6 @@ def apply_edits(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
             m = m.model_copy(update={"tool_calls": calls})
         out.append(m)
     return out
-
-
-# -- the log's edit handling: functions over a `MessageLog`'s state --------------------------
 
 
 def item_id(item: Any) -> Any:
@@ -457,12 +440,9 @@ def restore_edits(log: MessageLog, message: BaseMessage) -> list[str]:
 def resent_as_edits(
     log: MessageLog, writes: Sequence[Sequence[Any]], *, stored: bool, dry_run: bool
 ) -> tuple[list[list[Any]], dict[str, AIMessage]] | None:
-    """`writes` with each AIMessage changed in place and written again under its id replaced
-    by the edit event it amounts to, and the requests as logged (by id); None when none.
-
-    A node that sets `ai.tool_calls = [...]` on the state's message and returns it changes
-    the log's own object: live, the change shows against the request's `_baseline`; replayed
-    from storage, a different AIMessage under a logged id is such a change."""
+    """`writes` with each AIMessage changed in place and re-sent replaced by its edit event,
+    and the requests as logged (by id); None when none. Live, a change shows against the
+    request's `_baseline`; from storage, a different AIMessage under a logged id is one."""
     out: list[list[Any]] | None = None
     restored: dict[str, AIMessage] = {}
     for w, write in enumerate(writes):
@@ -490,7 +470,6 @@ def resent_as_edits(
 def changed_in_place(
     log: MessageLog, existing: AIMessage, raw: AIMessage, *, stored: bool
 ) -> dict[str, Any] | None:
-    """The fields `raw` sets if it is `existing` changed in place, else None."""
     if stored:
         if existing is raw:
             return None  # one object for identical stored records: unchanged
@@ -534,12 +513,9 @@ def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
     answered = [
         (c.get("id") or "", call.result_id)
         for c in calls_of(current)
-        if (call := log._calls.get(c.get("id") or "")) is not None
-        and call.result_id is not None
+        if (call := log._calls.get(c.get("id") or "")) is not None and call.result_id is not None
     ]
-    content_only = revision and same_fields(
-        {**new, "content": None}, {**now, "content": None}
-    )
+    content_only = revision and same_fields({**new, "content": None}, {**now, "content": None})
     if len(answered) == len(calls_of(current)) and not content_only:
         what = (
             f"its calls all have results (call {answered[0][0]!r}: {answered[0][1]!r})"
@@ -547,8 +523,7 @@ def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
             else "it has no tool calls"
         )
         raise EditError(
-            f"edit {event.id!r} targets message {target!r}, which is not under review: "
-            f"{what}",
+            f"edit {event.id!r} targets message {target!r}, which is not under review: {what}",
             message_id=target,
             role="assistant",
             position=position,
@@ -565,7 +540,6 @@ def apply_edit(log: MessageLog, raw: Mapping[str, Any], position: int) -> bool:
 
 
 def commit_edit(log: MessageLog, eid: str, current: BaseMessage, edited: BaseMessage) -> None:
-    """Commit a checked edit: `edited` takes `current`'s place, its calls re-indexed."""
     mid = current.id
     assert mid is not None
     old = [c.get("id") or "" for c in calls_of(current)]
@@ -626,7 +600,10 @@ def _check_target(event: EditEvent, current: BaseMessage, position: int, log: Me
 
 
 def _check_calls(
-    log: MessageLog, event: EditEvent, current: BaseMessage, keys: Mapping[Any, Any],
+    log: MessageLog,
+    event: EditEvent,
+    current: BaseMessage,
+    keys: Mapping[Any, Any],
     position: int,
 ) -> None:
     target = event.target
@@ -662,7 +639,6 @@ def _check_calls(
 
 
 def apply_update(log: MessageLog, raw: Mapping[str, Any], *, stored: bool) -> list[BaseMessage]:
-    """One message `update_state` wrote: appended, a replay, or an edit event."""
     pos = len(log.messages)
     msg = coerce_message(raw.get("message"), position=pos, rekeyable=True)
     current = log._by_id.get(msg.id or "")

@@ -30,7 +30,7 @@ _END = object()  # marks the end of a write
 
 
 def has_event(write: Sequence[Any]) -> bool:
-    """Whether a write holds an edit or a removal (the hot path: usually not)."""
+    # The hot path: usually not.
     for raw in write:
         if type(raw) is RemoveMessage:
             return True
@@ -40,9 +40,9 @@ def has_event(write: Sequence[Any]) -> bool:
 
 
 def _is_event(raw: Any) -> bool:
-    return (
-        isinstance(raw, Mapping) and raw.get("type") in (EDIT_TYPE, UPDATE_TYPE)
-    ) or is_removal(raw)
+    return (isinstance(raw, Mapping) and raw.get("type") in (EDIT_TYPE, UPDATE_TYPE)) or is_removal(
+        raw
+    )
 
 
 def extend_with_events(

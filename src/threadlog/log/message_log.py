@@ -81,8 +81,7 @@ __all__ = [
     "resent_write",
 ]
 
-RESENT_TYPE = "threadlog.resent"
-"""The stored form of a write that re-sent messages the log already held."""
+RESENT_TYPE = "threadlog.resent"  # a write that re-sent messages the log already held
 
 
 @dataclass(slots=True)
@@ -98,9 +97,8 @@ class _Staging:
 
 
 def flatten_write(value: Any) -> list[Any]:
-    """One channel write (a message-like or a list/tuple of them) as a list of items. A
-    two-item tuple or list whose first item is a role name is one `(role, content)`
-    message: checkpoints store tuples as lists."""
+    """One channel write as a list of items; a `(role, content)` pair is one message
+    (checkpoints store tuples as lists)."""
     if is_pair(value):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -110,14 +108,9 @@ def flatten_write(value: Any) -> list[Any]:
     return [value]
 
 
-def resent_write(
-    at: str, count: int, items: list[Any], ns: str | None = None
-) -> dict[str, Any]:
-    """A write stored as what it adds: its first `count` items were the first `count`
-    messages of the view at checkpoint `at`, unchanged; `items` is the rest. Without `ns`,
-    `at` is in the write's own namespace and applying the write is applying `items`; with
-    `ns` (a subgraph's input re-sending its parent's history), the saver rebuilds the whole
-    write first (`threadlog.checkpoint.resent`)."""
+def resent_write(at: str, count: int, items: list[Any], ns: str | None = None) -> dict[str, Any]:
+    """A write stored as what it adds: its first `count` items were the view's first at
+    checkpoint `at` (in namespace `ns`, else the write's own); `items` is the rest."""
     out: dict[str, Any] = {"type": RESENT_TYPE, "at": at, "count": count, "items": items}
     if ns is not None:
         out["ns"] = ns
@@ -147,8 +140,7 @@ class MessageLog:
     )
 
     def __init__(self, messages: Iterable[BaseMessage] = ()) -> None:
-        """Index messages that are already a log (read back from a checkpoint): stored history
-        is trusted, checked when it was written. New writes go through `extend`."""
+        """Index messages that are already a log (stored history is trusted)."""
         self.messages: list[BaseMessage] = []
         self._by_id: dict[str, BaseMessage] = {}
         self._calls: dict[str, LoggedCall] = {}
@@ -161,8 +153,7 @@ class MessageLog:
         self._superseded: dict[str, tuple[str, str]] = {}
         # What each request with open calls read when logged: to see changes in place.
         self._baseline: dict[str, dict[str, Any]] = {}
-        # Changes in place taken as edits, by message id: a log taken `at` an older
-        # version gets the same re-sent object again.
+        # Changes in place taken as edits: a log taken `at` an older version gets them again.
         self._changed: dict[str, list[dict[str, Any]]] = {}
         # hidden message id -> removal event id; event id -> [(message id, before, after)]
         self._hidden: dict[str, str] = {}
@@ -179,8 +170,7 @@ class MessageLog:
             edited.extend(restore_removal(self, m))
         if self._hidden:
             self._anchor = view_anchor(self)
-        # Edits a snapshot's messages carry follow the messages in the journal (`rewind`
-        # checks ids, so this order is never stepped through).
+        # A snapshot's edits follow its messages in the journal (never stepped through).
         self._journal.extend(edited)
         self.note_open_requests()
 
@@ -218,15 +208,12 @@ class MessageLog:
                 setattr(self, name, getattr(other, name))
         self.messages[:] = other.messages  # the same list object: channels hold it
 
-    # -- versions: one log object serves every reader of the same history --------
-
     @property
     def version(self) -> int:
-        """How many messages were committed to this log object so far."""
         return len(self._journal)
 
     def messages_at(self, version: int) -> list[BaseMessage]:
-        """The log as it was at `version` (a new list): later commits undone."""
+        """The log as it was at `version` (a new list)."""
         if version >= len(self._journal):
             return list(self.messages)
         tail = self._journal[version:]
@@ -288,9 +275,8 @@ class MessageLog:
         return start
 
     def _derived_at(self, j: int, item: Any) -> str | None:
-        """The id of the message at journal position `j` when `item`, written there, becomes
-        exactly that message (its derived id and every field), else None. Only for a log that
-        never edited or hid a message: anything else reads normally."""
+        """The id of the message at journal position `j` if `item` written there becomes exactly
+        it, else None (only for a log that never edited or hid a message)."""
         if self._edits or self._removals or self._hidden or j >= len(self._journal):
             return None
         held = self._by_id.get(self._journal[j])
@@ -303,17 +289,19 @@ class MessageLog:
         if msg.id is None:
             journal, by_id = self._journal, self._by_id
             anchor = next(
-                (journal[k] for k in range(j - 1, -1, -1)
-                 if not isinstance(by_id.get(journal[k]), ToolMessage)),
+                (
+                    journal[k]
+                    for k in range(j - 1, -1, -1)
+                    if not isinstance(by_id.get(journal[k]), ToolMessage)
+                ),
                 None,
             )
             msg = msg.model_copy(update={"id": derive_id(j, anchor, msg)})
         return held.id if msg == held else None
 
     def resent_prefix(self, items: Sequence[Any], version: int) -> int:
-        """How many leading `items` are the first messages of the view at `version`, unchanged
-        (no request among them changed in place since it was logged): a replay at any later
-        version."""
+        """How many leading `items` are the view's first at `version`, unchanged (none changed
+        in place since logged): a replay at any later version."""
         first = items[0] if items else None
         if not isinstance(first, BaseMessage) or first.id not in self._by_id:
             return 0  # the usual write: new messages only (no view built for it)
@@ -367,10 +355,8 @@ class MessageLog:
         return self._by_id.get(message_id)
 
     def open_calls(self) -> list[tuple[AIMessage, ToolCall | InvalidToolCall]]:
-        """Calls that have no result yet, as (request, call) in log order (`pairing.open_in`)."""
+        """Calls with no result yet, as (request, call) in log order."""
         return [(o.request, o.call) for o in open_in(self.view)]
-
-    # -- writing -------------------------------------------------------------
 
     def extend(self, items: Iterable[Any]) -> list[BaseMessage]:
         """Append one batch; returns the messages actually added (replays dropped)."""
@@ -386,10 +372,9 @@ class MessageLog:
     ) -> list[BaseMessage]:
         """Append the writes of one superstep (one sequence per task), all or nothing.
 
-        `single_writer=True`: more than one writer adding conversation (non-tool) messages is
-        an error. `stored=True` (replaying a checkpoint's writes) skips re-checking the fields of
-        plain messages that carry an id; every log rule still applies. `dry_run=True` checks and
-        commits nothing."""
+        `single_writer`: more than one writer adding conversation is an error. `stored`
+        (replaying a checkpoint) skips re-checking plain messages' fields; every log rule
+        still applies. `dry_run`: check, commit nothing."""
         # Stored new messages or records the log holds (same objects): no event, no edit.
         by_id = self._by_id
         plain = stored and all(
@@ -400,7 +385,10 @@ class MessageLog:
             writes, restored = resent if resent is not None else (writes, None)
             return extend_with_events(
                 self,
-                writes, single_writer=single_writer, stored=stored, dry_run=dry_run,
+                writes,
+                single_writer=single_writer,
+                stored=stored,
+                dry_run=dry_run,
                 restored=restored,
             )
         # Derived ids count the view, as a log read back from a snapshot (of the view) does.
@@ -485,14 +473,12 @@ class MessageLog:
                 )
             dropped = self._superseded.get(cid)
             if dropped is not None and not stored:
-                # The edited message's audit record still holds the id (stored history
-                # is trusted: its later message owns the id, see `_index`).
+                # The edited message's audit record holds it (stored: the later owner wins).
                 raise reused_superseded(i, call, dropped, mid, pos)
             stage.calls[cid] = LoggedCall(mid, i, call["name"])
 
     def _commit(self, stage: _Staging, stored: bool = False) -> None:
-        # Nothing before this touched the log, so a failure left it as it was. Stored requests
-        # get their baseline after the replay (`note_open_requests`): most are answered by then.
+        # Stored requests get their baseline after the replay: most are answered by then.
         for msg in stage.staged:
             self._index(msg, stage.calls, baseline=not stored)
             self._journal.append(msg.id)  # type: ignore[arg-type]
@@ -507,10 +493,12 @@ class MessageLog:
                 self.messages.append(msg)
         self._anchor = stage.anchor
 
-    # -- internals -----------------------------------------------------------
-
-    def _index(self, msg: BaseMessage, new_calls: dict[str, LoggedCall] | None = None,
-               baseline: bool = True) -> None:
+    def _index(
+        self,
+        msg: BaseMessage,
+        new_calls: dict[str, LoggedCall] | None = None,
+        baseline: bool = True,
+    ) -> None:
         mid = msg.id
         assert mid is not None  # extend_writes and __init__ give every message an id
         self._by_id[mid] = msg
@@ -562,9 +550,7 @@ class MessageLog:
         for j in range(len(self.messages) - 1, -1, -1):
             if self.messages[j] is existing:
                 return j
-        return len(self.messages) + next(
-            (k for k, m in enumerate(staged) if m is existing), 0
-        )
+        return len(self.messages) + next((k for k, m in enumerate(staged) if m is existing), 0)
 
 
 def append_messages(
@@ -573,16 +559,13 @@ def append_messages(
     *,
     format: Literal["langchain-openai"] | None = None,
 ) -> list[BaseMessage]:
-    """The pure reducer: `left` with `right` appended under the log's rules; returns a new
-    list, the view. Raises a `MessageLogError` subclass on a bad write.
-    `format="langchain-openai"` converts content blocks as `add_messages` does;
-    `append_messages(format=...)` alone is such a reducer."""
+    """The pure reducer: `left` with `right` appended under the log's rules (a new list, the
+    view); raises a `MessageLogError` on a bad write. `format="langchain-openai"` converts
+    content blocks as `add_messages` does; `append_messages(format=...)` is such a reducer."""
     if left is None and right is None:
         return functools.partial(append_messages, format=format)  # type: ignore[return-value]
     if format not in (None, "langchain-openai"):
-        raise ValueError(
-            f"Unrecognized format={format!r}: expected 'langchain-openai' or None"
-        )
+        raise ValueError(f"Unrecognized format={format!r}: expected 'langchain-openai' or None")
     items = [] if left is None else flatten_write(left)
     log = MessageLog([coerce_message(m, position=i) for i, m in enumerate(items)])
     log.extend(flatten_write([] if right is None else right))

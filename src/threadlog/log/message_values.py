@@ -1,7 +1,5 @@
 """What a message may carry: text that is valid Unicode, bounded nesting, storable values.
-
-LangChain's message classes accept values a checkpoint cannot hold or give back; each is
-refused up front with `InvalidMessageError` naming the message and the field path.
+Each violation is refused with `InvalidMessageError` naming the message and the field path.
 
 Contract: `check_message_values(message, position)` raises for
 
@@ -26,8 +24,7 @@ from threadlog.errors import InvalidMessageError
 
 __all__ = ["MAX_DEPTH", "check_dict_values", "check_message_values"]
 
-MAX_DEPTH = 100
-"""Deepest nesting accepted in any message field (content blocks, arguments, kwargs)."""
+MAX_DEPTH = 100  # deepest nesting accepted in any message field
 
 _PLAIN = (str, int, float, bool, type(None))
 

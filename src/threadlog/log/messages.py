@@ -54,15 +54,7 @@ Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "developer", "user", "assistant", "tool")
 
 # Accepted spellings of a role (OpenAI roles plus LangChain's message types).
-_ROLE_ALIASES: dict[str, Role] = {
-    "system": "system",
-    "developer": "developer",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "tool": "tool",
-}
+_ROLE_ALIASES: dict[str, Role] = {**{r: r for r in ROLES}, "human": "user", "ai": "assistant"}
 DEVELOPER_KWARG = "__openai_role__"
 
 _REMOVE_HINT = (
@@ -75,7 +67,6 @@ _REMOVE_HINT = (
 
 
 def is_developer(message: BaseMessage) -> bool:
-    """Whether `message` is a developer message (a marked `SystemMessage`)."""
     return (
         isinstance(message, SystemMessage)
         and message.additional_kwargs.get(DEVELOPER_KWARG) == "developer"
@@ -104,10 +95,8 @@ def coerce_message(
 ) -> BaseMessage:
     """Turn one message-like input into a checked LangChain message.
 
-    Raises `InvalidMessageError` naming the field for anything the log cannot store, and
-    `AppendOnlyError` for `RemoveMessage` and `Overwrite` (the log records a removal before
-    coercing). `rekeyable=True` lets calls without an id or repeating one through: the log
-    re-keys them (`threadlog.log.call_ids`)."""
+    Raises `InvalidMessageError` naming the field, `AppendOnlyError` for `RemoveMessage` and
+    `Overwrite`. `rekeyable=True` lets calls without an id or repeating one through."""
     if isinstance(value, RemoveMessage):
         _refuse_remove(value.id, position)
     if is_overwrite(value):
@@ -143,12 +132,10 @@ _STORED_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 
 
 def is_stored_form(value: Any) -> bool:
-    """Whether `value` is in the form a log stores: an exact stored type with an id."""
     return type(value) in _STORED_TYPES and bool(value.id)
 
 
 def is_pair(value: Any) -> bool:
-    """Whether `value` is a `(role, content)` pair (a list after a checkpoint round-trip)."""
     return (
         isinstance(value, (tuple, list))
         and len(value) == 2
@@ -168,9 +155,8 @@ def _refuse_remove(message_id: Any, position: int | None) -> None:
     )
 
 
-# LangChain's own dict form (`message.model_dump()`), rebuilt by the message class so
-# that fields convert_to_messages does not know (invalid_tool_calls, usage_metadata,
-# artifact…) survive instead of landing in additional_kwargs.
+# LangChain's own dict form, rebuilt by its class: fields convert_to_messages does not know
+# (invalid_tool_calls, usage_metadata, artifact…) survive.
 _LC_TYPES: dict[str, type[BaseMessage]] = {
     "human": HumanMessage,
     "ai": AIMessage,
@@ -220,33 +206,23 @@ def _from_dict(
     if value.get("type") == "constructor" and "role" not in value:
         # langchain's serialized envelope {"lc": 1, "type": "constructor", ...}
         return _convert(value, position)
-    if "role" in value:
-        role = _role_from(value["role"], field="role", message_id=mid, position=position)
-    elif "type" in value:
-        role = _role_from(value["type"], field="type", message_id=mid, position=position)
-    else:
-        raise InvalidMessageError(
+
+    def bad(problem: str, fix: str, role: str | None = None) -> InvalidMessageError:
+        return InvalidMessageError(problem, message_id=mid, role=role, position=position, fix=fix)
+
+    field = "role" if "role" in value else "type" if "type" in value else None
+    if field is None:
+        raise bad(
             "a message dict needs a 'role' (or LangChain 'type') field",
-            message_id=mid,
-            position=position,
-            fix="add 'role': one of system, developer, user, assistant, tool",
+            "add 'role': one of system, developer, user, assistant, tool",
         )
+    role = _role_from(value[field], field=field, message_id=mid, position=position)
     if "content" not in value and not value.get("tool_calls"):
-        raise InvalidMessageError(
-            "a message dict needs a 'content' field",
-            message_id=mid,
-            role=role,
-            position=position,
-            fix="add 'content' (a string or a list of content blocks)",
-        )
+        fix = "add 'content' (a string or a list of content blocks)"
+        raise bad("a message dict needs a 'content' field", fix, role)
     if role == "tool" and not value.get("tool_call_id"):
-        raise InvalidMessageError(
-            "a tool message needs a non-empty 'tool_call_id'",
-            message_id=mid,
-            role=role,
-            position=position,
-            fix="set tool_call_id to the id of the AIMessage tool call it answers",
-        )
+        fix = "set tool_call_id to the id of the AIMessage tool call it answers"
+        raise bad("a tool message needs a non-empty 'tool_call_id'", fix, role)
     _check_content_type(value, mid, role, position)
     check_dict_values(value, role, position)
     _check_calls(value, mid, role, position, rekeyable)
@@ -267,8 +243,8 @@ def _from_dict(
 def _check_content_type(
     value: Mapping[str, Any], mid: Any, role: Role, position: int | None
 ) -> None:
-    # The message classes turn None into "" and bytes into text without a word; an
-    # assistant message that only calls tools is the one place None is meant.
+    # The classes silently turn None into "" and bytes into text; None is meant only
+    # beside tool calls.
     if "content" not in value:
         return
     content = value["content"]
@@ -291,8 +267,7 @@ _NEEDS_ID = "every tool call needs an id so its result can be paired"
 def _check_calls(
     value: Mapping[str, Any], mid: Any, role: Role, position: int | None, rekeyable: bool
 ) -> None:
-    # convert_to_messages and the message classes fail on these with a bare
-    # KeyError / TypeError / JSON error that names no field.
+    # convert_to_messages fails on these with an error that names no field.
     def bad(problem: str, fix: str | None = None) -> InvalidMessageError:
         return InvalidMessageError(problem, message_id=mid, role=role, position=position, fix=fix)
 
@@ -349,7 +324,8 @@ def _check_fields(message: BaseMessage, position: int | None, rekeyable: bool = 
         seen: set[str] = set()
         for i, call in enumerate(calls_of(message)):
             cid = call.get("id")
-            field = _call_field(message, i)
+            n = len(message.tool_calls)
+            field = f"tool_calls[{i}]" if i < n else f"invalid_tool_calls[{i - n}]"
             if not cid:
                 raise bad(f"{field} ({call.get('name')!r}) has no id", _NEEDS_ID)
             if cid in seen:
@@ -366,11 +342,6 @@ def calls_of(message: BaseMessage) -> list[ToolCall | InvalidToolCall]:
     if not message.invalid_tool_calls:
         return list(message.tool_calls)
     return [*message.tool_calls, *message.invalid_tool_calls]
-
-
-def _call_field(message: AIMessage, i: int) -> str:
-    n = len(message.tool_calls)
-    return f"tool_calls[{i}]" if i < n else f"invalid_tool_calls[{i - n}]"
 
 
 def fingerprint(message: BaseMessage) -> dict[str, Any]:
@@ -392,7 +363,6 @@ def fingerprint(message: BaseMessage) -> dict[str, Any]:
 
 
 def digest(message: BaseMessage) -> str:
-    """A short stable hash of `fingerprint` (survives a checkpoint round-trip)."""
     blob = json.dumps(fingerprint(message), sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
 

@@ -1,6 +1,5 @@
 """Calls without a result, defined once: which calls of a log are open, where a result
-goes, and the result that answers an abandoned call. The log, the model node's repair,
-the tool step, `checkpoint.stopped_work` and the inspector all ask this module.
+goes, and the result that answers an abandoned call.
 
 Contract:
 
@@ -75,19 +74,16 @@ OUTCOME_UNKNOWN = (
     "before the tool reported back, so it may have taken effect. Do not assume it did not "
     "happen, and do not repeat it blindly: check its effect first, or ask the user."
 )
-UNKNOWN_OUTCOME_KIND = "outcome_unknown"
-"""`response_metadata["threadlog_error"]` of an `outcome_unknown` result."""
+UNKNOWN_OUTCOME_KIND = "outcome_unknown"  # `response_metadata["threadlog_error"]` of one
 _ERROR_KEY = "threadlog_error"  # the tool node's key for an error result's kind
 _REPAIR_PREFIX = "tl-repair-"
 
 RepairKind = Literal["not_completed", "outcome_unknown"]
 
-NO_ID = ""
-"""The id a call without one is listed under: never a result's `tool_call_id`."""
+NO_ID = ""  # the id a call without one is listed under: never a result's `tool_call_id`
 
 
 def call_id(call: Mapping[str, Any]) -> str:
-    """The id a call is paired by; `NO_ID` for a call without one (module doc)."""
     return call.get("id") or NO_ID
 
 
@@ -97,9 +93,6 @@ class OpenCall(NamedTuple):
     request: AIMessage
     call_index: int
     call: AnyCall
-
-
-# -- the scan: one implementation for whole logs and incremental ones ----------------
 
 
 _Found = tuple[AIMessage, int, AnyCall]  # an `OpenCall` while scanning (a plain tuple: cheaper)
@@ -136,12 +129,10 @@ def _scan(
 
 
 def open_in(messages: Sequence[BaseMessage]) -> list[OpenCall]:
-    """The open calls of `messages`, in log order (module doc: "Open")."""
     return [OpenCall(*f) for f in _scan({}, messages).values()]
 
 
 def open_calls(messages: Sequence[BaseMessage]) -> dict[str, AIMessage]:
-    """The calls of `messages` with no result, in order: call id -> its request."""
     return _by_id(_scan({}, messages))
 
 
@@ -169,12 +160,6 @@ class _Resumable:
         live = {id(m) for m, _, _ in self.found.values()}
         self.where = {i: m for i, m in self.where.items() if id(m) in live}
         return self
-
-
-def _unedited(scan: _Resumable, messages: Sequence[BaseMessage]) -> bool:
-    return all(
-        messages[i] is m or calls_of(messages[i]) == calls_of(m) for i, m in scan.where.items()
-    )
 
 
 class OpenCalls:
@@ -210,7 +195,10 @@ class OpenCalls:
             old is not None
             and 0 < old.count <= len(messages)
             and messages[old.count - 1].id == old.last_id
-            and _unedited(old, messages)
+            and all(
+                messages[i] is m or calls_of(messages[i]) == calls_of(m)
+                for i, m in old.where.items()
+            )
         ):
             with self._lock:
                 used = old.used if old.owns_used else set(old.used)
@@ -219,13 +207,9 @@ class OpenCalls:
         return _Resumable()
 
 
-# -- answering open calls ----------------------------------------------------------
-
-
 def unanswerable(
     call: Mapping[str, Any], request: BaseMessage | None = None, index: int | None = None
 ) -> ToolPairingError:
-    """The error of a path asked to answer a call without an id (module doc)."""
     which = f"call {index}" if index is not None else "a tool call"
     return ToolPairingError(
         f"{which} ({call.get('name')!r}, args {call.get('args')!r}) has no id, so no "
@@ -239,12 +223,10 @@ def unanswerable(
 
 
 def not_completed(call: Mapping[str, Any]) -> ToolMessage:
-    """The explicit error result of a call whose step stopped before recording one."""
     return _repair(call, NOT_COMPLETED)
 
 
 def outcome_unknown(call: Mapping[str, Any]) -> ToolMessage:
-    """The result of a call whose tool started and never reported back (module doc)."""
     return _repair(call, OUTCOME_UNKNOWN, response_metadata={_ERROR_KEY: UNKNOWN_OUTCOME_KIND})
 
 
@@ -261,7 +243,6 @@ def _repair(call: Mapping[str, Any], content: str, **fields: Any) -> ToolMessage
 
 
 def repair_kind(message: BaseMessage) -> RepairKind | None:
-    """Which repair `message` is ("not_completed", "outcome_unknown"), or None."""
     if not isinstance(message, ToolMessage) or not (message.id or "").startswith(_REPAIR_PREFIX):
         return None
     if message.content == NOT_COMPLETED:
@@ -289,7 +270,7 @@ def result_slot(
     index: int,
     call_at: Callable[[str], tuple[str, int] | None],
 ) -> int:
-    """Where the result of call `index` of request `request_id` goes in `messages`.
+    """Where the result of call `index` of request `request_id` goes in `messages`;
     `call_at(call id)` is (request id, index) of a call, or None."""
     for j in range(len(messages) - 1, -1, -1):
         m = messages[j]
@@ -308,13 +289,10 @@ def repair_open_calls(
     repair: Repair = "error-result",
     recovered: Mapping[str, ToolMessage] | None = None,
 ) -> tuple[list[BaseMessage], list[ToolMessage]]:
-    """Answer every call of `context` that has no result.
-
-    A call with a result in `recovered` gets it as it is (a tool that ran is never re-run);
-    the others by the `repair` policy: `"error-result"` answers each with
-    `outcome_unknown(call)` when its tool started (`Recovered.started`), else
-    `not_completed(call)`; `"refuse"` raises `ToolPairingError`. A call without an id raises
-    under either policy. Returns the answered context and the new results, in call order."""
+    """Answer every call of `context` that has no result: with its result in `recovered` (a
+    tool that ran is never re-run), else per `repair`: `"error-result"` (`outcome_unknown`
+    when its tool started, else `not_completed`) or `"refuse"` (`ToolPairingError`, as for
+    a call without an id). Returns the answered context and the new results, in call order."""
     pending = open_in(context)
     if not pending:
         return list(context), []
@@ -370,7 +348,6 @@ def check_result(
     new_calls: Mapping[str, Any],
     answered: Mapping[str, str],
 ) -> None:
-    """Refuse a result for a call the log does not have open (superseded, unknown, answered)."""
     cid = msg.tool_call_id
 
     def bad(problem: str, fix: str) -> ToolPairingError:

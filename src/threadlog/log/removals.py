@@ -1,8 +1,4 @@
-"""Deletions as events: what `RemoveMessage` means to an append-only log.
-
-Apps shorten history with `RemoveMessage(id)` and `RemoveMessage(id=REMOVE_ALL_MESSAGES)`
-plus replacements (summarizing chatbots, `SummarizationMiddleware`, "keep the last N").
-threadlog records each as a **removal event** and deletes nothing:
+"""Deletions as events: each `RemoveMessage` is a **removal event**; nothing is deleted.
 
 * **The view.** What the app reads (`MessageLog.view`) no longer holds a removed message;
   the log (`MessageLog.messages`, the audit) keeps it, marked:
@@ -33,6 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
@@ -63,25 +60,21 @@ __all__ = [
     "unmarked",
 ]
 
-REMOVED_KEY = "threadlog_removed"
-"""`response_metadata` key of a message a removal event hid: `{"event", "target"}`."""
+REMOVED_KEY = "threadlog_removed"  # `response_metadata` key of a hidden message
 
 
 def is_removal(value: Any) -> bool:
-    """Whether a written item is a removal: a `RemoveMessage`, or its dict read back."""
     if isinstance(value, RemoveMessage):
         return True
     return isinstance(value, Mapping) and value.get("type") == "remove" and "role" not in value
 
 
 def removal_target(value: Any) -> str:
-    """The id a removal names (`REMOVE_ALL_MESSAGES` for all)."""
     target = value.id if isinstance(value, RemoveMessage) else value.get("id")
     return str(target or "")
 
 
 def removal_id(count: int, anchor: str | None, target: str) -> str:
-    """The deterministic id of a removal event: log length, anchor and target."""
     seed = f"{count}\x00{anchor or ''}\x00{target}"
     return "tl-remove-" + hashlib.blake2b(seed.encode("utf-8"), digest_size=12).hexdigest()
 
@@ -93,7 +86,6 @@ def removed_by(message: BaseMessage) -> Mapping[str, Any] | None:
 
 
 def mark_removed(message: BaseMessage, event: str, target: str) -> BaseMessage:
-    """A copy of `message` marked as hidden by removal `event`."""
     meta = {**message.response_metadata, REMOVED_KEY: {"event": event, "target": target}}
     return message.model_copy(update={"response_metadata": meta})
 
@@ -104,9 +96,6 @@ def unmarked(message: BaseMessage) -> BaseMessage:
         return message
     meta = {k: v for k, v in message.response_metadata.items() if k != REMOVED_KEY}
     return message.model_copy(update={"response_metadata": meta})
-
-
-# -- the log's removal handling: functions over a `MessageLog`'s state -----------------------
 
 
 @dataclass(slots=True)
@@ -121,41 +110,33 @@ class Replacing:
     last_kept: int = -1
 
 
-_END = object()  # marks the end of a run in `after_removals`
-
-
 def after_removals(
     log: MessageLog, run: list[Any], removed: set[str], *, stored: bool
 ) -> list[BaseMessage]:
-    """A run of messages after `RemoveMessage(id=X)` in the same write: one under id X is a
-    delete-and-rewrite (shown again, revised by a `source="replace"` edit); others as usual."""
+    """A run after `RemoveMessage(id=X)` in one write: a message under id X is shown again,
+    revised by a `source="replace"` edit; others as usual."""
     out: list[BaseMessage] = []
-    plain: list[Any] = []
-    for item in [*run, _END]:
-        iid = None if item is _END else item_id(item)
-        if item is not _END and not (isinstance(iid, str) and iid in removed):
-            plain.append(item)
+    for rewrite, items in groupby(
+        run, lambda it: isinstance(i := item_id(it), str) and i in removed
+    ):
+        if not rewrite:
+            out += log.extend_writes([list(items)], stored=stored)
             continue
-        if plain:
-            out += log.extend_writes([plain], stored=stored)
-            plain = []
-        if item is _END:
-            break
-        assert isinstance(iid, str)
-        msg = coerce_message(item, position=len(log.messages), rekeyable=True)
-        current = log._by_id[iid]
-        eid = log._hidden.get(iid)
-        if eid is not None:  # shown again, with the pair the removal hid with it
-            show = [m for m in group(log, iid) if log._hidden.get(m) == eid]
-            record_removal(log, new_removal_id(log, f"show\x00{iid}"), iid, (), show)
-        if log._digest_of(current) != digest(msg) and not is_version(current, msg):
-            earlier = len(edits_of(log._by_id[iid]))
-            apply_edit(log, update_edit(msg, earlier, REPLACE_SOURCE), len(log.messages))
+        for item in items:
+            iid = item_id(item)
+            msg = coerce_message(item, position=len(log.messages), rekeyable=True)
+            current = log._by_id[iid]
+            eid = log._hidden.get(iid)
+            if eid is not None:  # shown again, with the pair the removal hid with it
+                show = [m for m in group(log, iid) if log._hidden.get(m) == eid]
+                record_removal(log, new_removal_id(log, f"show\x00{iid}"), iid, (), show)
+            if log._digest_of(current) != digest(msg) and not is_version(current, msg):
+                earlier = len(edits_of(log._by_id[iid]))
+                apply_edit(log, update_edit(msg, earlier, REPLACE_SOURCE), len(log.messages))
     return out
 
 
 def apply_removal(log: MessageLog, target: str, position: int) -> bool:
-    """Record `RemoveMessage(id=target)`, hiding its `group`; False for a replay."""
     if target not in log._by_id:
         raise AppendOnlyError(
             f"RemoveMessage(id={target!r}): Attempting to delete a message with an ID "
@@ -208,8 +189,6 @@ def start_remove_all(log: MessageLog) -> Replacing:
 def replace_all(
     log: MessageLog, state: Replacing, run: list[Any], *, stored: bool
 ) -> list[BaseMessage]:
-    """Write the replacements after REMOVE_ALL_MESSAGES one by one: one already logged is kept
-    where it is, visible; a new one goes right before the next kept one."""
     out: list[BaseMessage] = []
     for item in run:
         added = log.extend_writes([[item]], stored=stored)
@@ -288,7 +267,6 @@ def record_removal(
 
 
 def restore_removal(log: MessageLog, message: BaseMessage) -> list[str]:
-    """Index the removal mark a snapshot's `message` carries; the event's id if it is new."""
     rec = removed_by(message)
     if rec is None or message.id is None:
         return []
@@ -300,7 +278,6 @@ def restore_removal(log: MessageLog, message: BaseMessage) -> list[str]:
 
 
 def view_anchor(log: MessageLog) -> str | None:
-    """The last non-tool message of the view: the anchor of derived ids."""
     for m in reversed(log.messages):
         if not isinstance(m, ToolMessage) and m.id not in log._hidden:
             return m.id
@@ -308,7 +285,6 @@ def view_anchor(log: MessageLog) -> str | None:
 
 
 def hide_late_result(log: MessageLog, msg: ToolMessage) -> BaseMessage:
-    """A new result for a call of a hidden request, hidden by the request's event."""
     ai_id = log._calls[msg.tool_call_id].ai_id
     eid = log._hidden[ai_id]
     rec = removed_by(log._by_id[ai_id]) or {}

@@ -99,7 +99,6 @@ def find_cities(text: str) -> list[tuple[str, str]]:
 
 
 def _city_tool(tools: Sequence[dict[str, Any]]) -> str | None:
-    """The name of the first bound tool that takes a `city` argument."""
     for tool in tools:
         fn = tool.get("function", tool)
         props = (fn.get("parameters") or {}).get("properties") or {}
@@ -109,7 +108,6 @@ def _city_tool(tools: Sequence[dict[str, Any]]) -> str | None:
 
 
 def _seed(messages: Sequence[BaseMessage]) -> str:
-    """A digest of the request, so replies and call ids are stable for one request."""
     blob = json.dumps(
         [[m.type, m.id, m.content] for m in messages], ensure_ascii=False, default=repr
     )
@@ -117,11 +115,8 @@ def _seed(messages: Sequence[BaseMessage]) -> str:
 
 
 class OfflineChatModel(BaseChatModel):
-    """A deterministic, offline chat model (see the module docstring for its behaviour).
-
-        model = OfflineChatModel().bind_tools([get_weather])
-        model.invoke("Beijing and Shanghai: umbrella today?").tool_calls  # two calls
-    """
+    """A deterministic, offline chat model (module doc): with a `city` tool bound,
+    `invoke("Beijing and Shanghai: umbrella today?").tool_calls` holds two calls."""
 
     model: str = Field(default="offline-weather", alias="model_name")
     temperature: float | None = None
@@ -176,8 +171,6 @@ class OfflineChatModel(BaseChatModel):
         # Every method maps to tool calling here; there is no JSON mode offline.
         return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
-    # -- generation ------------------------------------------------------------
-
     def _reply(self, messages: list[BaseMessage], tools: Sequence[dict[str, Any]]) -> AIMessage:
         seed = _seed(messages)
         last_user = max(
@@ -213,14 +206,11 @@ class OfflineChatModel(BaseChatModel):
                 "finish_reason": "tool_calls" if calls else "stop",
             },
         )
-        ai.usage_metadata = self._usage(messages, ai)
+        inp, out = count_tokens_approximately(messages), count_tokens_approximately([ai])
+        ai.usage_metadata = UsageMetadata(
+            input_tokens=inp, output_tokens=out, total_tokens=inp + out
+        )
         return ai
-
-    @staticmethod
-    def _usage(messages: Sequence[BaseMessage], ai: AIMessage) -> UsageMetadata:
-        inp = count_tokens_approximately(messages)
-        out = count_tokens_approximately([ai])
-        return UsageMetadata(input_tokens=inp, output_tokens=out, total_tokens=inp + out)
 
     @staticmethod
     def _answer(question: str, turn: Sequence[BaseMessage]) -> str:
@@ -237,11 +227,12 @@ class OfflineChatModel(BaseChatModel):
                 continue
             what = args.get(m.tool_call_id, m.tool_call_id)
             body = " ".join(m.text.split())
+            colon = "：" if chinese else ": "
             if m.status == "error":
-                parts.append(f"{what}：查询失败（{body}）" if chinese else
-                             f"{what}: the lookup failed ({body})")
+                failed = f"查询失败（{body}）" if chinese else f"the lookup failed ({body})"
+                parts.append(f"{what}{colon}{failed}")
                 continue
-            parts.append(f"{what}：{body}" if chinese else f"{what}: {body}")
+            parts.append(f"{what}{colon}{body}")
             if re.search(r"雨|rain|shower", body, re.IGNORECASE):
                 umbrella.append(what)
         sep = "；" if chinese else "; "
@@ -251,7 +242,8 @@ class OfflineChatModel(BaseChatModel):
                 text += "。" + (f"{'、'.join(umbrella)}建议带伞。" if umbrella else "不用带伞。")
             else:
                 text += ". " + (
-                    f"Take an umbrella in {', '.join(umbrella)}." if umbrella
+                    f"Take an umbrella in {', '.join(umbrella)}."
+                    if umbrella
                     else "No umbrella needed."
                 )
         elif text:
@@ -261,12 +253,11 @@ class OfflineChatModel(BaseChatModel):
     @staticmethod
     def _plain(messages: Sequence[BaseMessage], question: str, tools: Sequence[Any]) -> str:
         system = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
-        if _SUMMARIZE.search(system):
-            # Extractive: earlier summary items plus the user lines of the transcript.
+        if _SUMMARIZE.search(system):  # earlier summary items plus the transcript's user lines
             items: list[str] = []
             for ln in question.splitlines():
                 if ln.startswith(_SUMMARY_HEAD):
-                    items += [x.strip() for x in ln[len(_SUMMARY_HEAD):].split(";")]
+                    items += [x.strip() for x in ln[len(_SUMMARY_HEAD) :].split(";")]
                 elif ln.lower().startswith(("user:", "human:")):
                     items.append(ln.split(":", 1)[1].strip())
             shown = "; ".join([x for x in items if x][-8:])
@@ -295,22 +286,18 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         ai = self._reply(messages, kwargs.get("tools") or ())
-        text = str(ai.content)
-        step = max(1, self.chunk_chars)
-        for i in range(0, len(text), step):
-            piece = text[i : i + step]
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece, id=ai.id))
-            if run_manager:
-                run_manager.on_llm_new_token(piece, chunk=chunk)
-            yield chunk
+        text, step = str(ai.content), max(1, self.chunk_chars)
+        parts = [
+            AIMessageChunk(content=text[i : i + step], id=ai.id) for i in range(0, len(text), step)
+        ]
         for index, call in enumerate(ai.tool_calls):
             args = json.dumps(call["args"], ensure_ascii=False)
             part = tool_call_chunk(name=call["name"], args=args, id=call["id"], index=index)
-            chunk = ChatGenerationChunk(
-                message=AIMessageChunk(content="", id=ai.id, tool_call_chunks=[part])
-            )
+            parts.append(AIMessageChunk(content="", id=ai.id, tool_call_chunks=[part]))
+        for message in parts:
+            chunk = ChatGenerationChunk(message=message)
             if run_manager:
-                run_manager.on_llm_new_token("", chunk=chunk)
+                run_manager.on_llm_new_token(str(message.content), chunk=chunk)
             yield chunk
         yield ChatGenerationChunk(
             message=AIMessageChunk(

@@ -85,8 +85,7 @@ def explain_failure(
             "tool_choice 'auto'): try --profile llama-cpp-python, or --tool-choice none"
         )
         return (
-            f"{where} answered HTTP 200 with an empty stream (no tokens, no error){hint}"
-            f"{going_on}"
+            f"{where} answered HTTP 200 with an empty stream (no tokens, no error){hint}{going_on}"
         )
     return None
 

@@ -1,7 +1,5 @@
-"""A tool call a model wrote as text, which a server hands back when its chat template
-renders calls in another form than the model writes them (no `tool_calls`, so an agent
-ends the turn on it). `call_in_text(text, tool_names)` recognises it, so a caller can say
-why.
+"""A tool call a model wrote as text (no `tool_calls`, so an agent ends the turn on it):
+`call_in_text(text, tool_names)` recognises it, so a caller can say why.
 
 Recognised: ```` ``` ```` / ```` ```json ```` fenced blocks, `<tool_call>` tags, or the
 whole text, holding `{"name": T, "arguments": {...}}` (or `"parameters"`) with T one of
@@ -34,9 +32,7 @@ def call_in_text(text: str, tool_names: Collection[str]) -> TextCall | None:
     """The first call to one of `tool_names` written in `text` (see the module), or None."""
     if not text or not tool_names:
         return None
-    candidates: list[tuple[str, str]] = []
-    for m in _FENCED.finditer(text):
-        candidates.append((m.group(2), f"a ```{m.group(1)} fenced block"))
+    candidates = [(m.group(2), f"a ```{m.group(1)} fenced block") for m in _FENCED.finditer(text)]
     candidates += [(m.group(1), "<tool_call> tags") for m in _TAGGED.finditer(text)]
     candidates.append((text, "bare JSON"))
     for body, form in candidates:

@@ -41,18 +41,6 @@ from threadlog.providers.profiles import Profile, get_profile
 
 __all__ = ["KINDS", "REPAIRABLE", "Finding", "find_problems", "validate"]
 
-KINDS: tuple[str, ...] = (
-    "open_call",
-    "orphan_result",
-    "result_before_call",
-    "duplicate_result",
-    "duplicate_call_id",
-    "call_without_id",
-    "system_out_of_place",
-    "first_not_user",
-    "empty_content",
-    "invalid_message",
-)
 REPAIRABLE = frozenset({"open_call"})
 """Kinds `threadlog check --repair` answers by appending (a "not completed" result)."""
 
@@ -66,11 +54,8 @@ class Finding:
     profiles: tuple[str, ...]
     call_id: str | None = None
     call_name: str | None = None
-    closed_by: int | None = None
-    """For `open_call`: the position of the message that moved on without the result
-    (None: the call is open at the end of the history)."""
+    closed_by: int | None = None  # open_call: the message moving on (None: open at the end)
     error: MessageLogError | None = field(default=None, compare=False, repr=False)
-    """For `invalid_message`: the error reading the value raised."""
 
 
 def _is_empty(msg: BaseMessage) -> bool:
@@ -93,12 +78,9 @@ def validate(
     allow_pending_calls: bool = True,
     checked: bool = False,
 ) -> None:
-    """Raise a `MessageLogError` subclass if `profile`'s provider would reject `messages`: the
-    first problem `find_problems` finds for it; None when the history is acceptable.
+    """Raise the first problem `find_problems` finds for `profile` as a `MessageLogError`.
 
-    Every message is re-coerced unless `checked=True` says they come from a log (those of the
-    exact stored types with an id are then taken as they are). Calls open at the very end are
-    allowed unless `allow_pending_calls=False`."""
+    `checked=True`: messages come from a log (stored types with an id are not re-coerced)."""
     prof = get_profile(profile)
     walk = _Walk((prof,), is_stored_form if checked else lambda m: False)
     for found in walk.run(messages):
@@ -108,7 +90,6 @@ def validate(
 
 
 def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) -> Exception:
-    """`found` as the error `validate` raises, at the message it names."""
     if found.error is not None:
         return found.error
     pos, mid = found.position, found.message_id
@@ -117,7 +98,9 @@ def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) ->
             return ToolPairingError(
                 f"call {found.call_id!r} of the AIMessage at position {pos} has no result "
                 "at the end of the history",
-                message_id=mid, role="assistant", position=pos,
+                message_id=mid,
+                role="assistant",
+                position=pos,
                 fix="run the tools, or repair the unanswered call before the model call",
             )
         pos = found.closed_by
@@ -125,48 +108,69 @@ def _error(found: Finding, prof: Profile, msgs: Sequence[BaseMessage | None]) ->
         mid = closing.id if closing is not None else None
     msg = msgs[pos]
     role = role_of(msg) if msg is not None else None
-    cls, text, fix = _ERRORS[found.kind]
-    return cls(text.format(found=found, profile=prof.description, role=role),
-               message_id=mid, role=role, position=pos, fix=fix)
+    text, fix = _ERRORS[found.kind]
+    cls = InvalidMessageError if found.kind in _PROFILE_KINDS else ToolPairingError
+    return cls(
+        text.format(found=found, profile=prof.description, role=role),
+        message_id=mid,
+        role=role,
+        position=pos,
+        fix=fix,
+    )
 
 
-_ERRORS: dict[str, tuple[type[MessageLogError], str, str]] = {
-    "open_call": (ToolPairingError, "call {found.call_id!r} of an earlier AIMessage has no "
-                  "result before this {role} message", "answer every call first "
-                  "(threadlog.ModelNode repairs unanswered calls with an explicit error result)"),
-    "orphan_result": (ToolPairingError, "tool result answers call {found.call_id!r}, which "
-                      "no earlier AIMessage made (or a later message already closed it)",
-                      "keep each result right after the AIMessage that requested it"),
-    "result_before_call": (ToolPairingError, "tool {found.detail}",
-                           "keep each result right after the AIMessage that requested it"),
-    "duplicate_result": (ToolPairingError, "{found.detail}",
-                         "drop the duplicate; each call gets exactly one result"),
-    "duplicate_call_id": (ToolPairingError, "{found.detail}",
-                          "each tool call needs an id unique in the history"),
-    "call_without_id": (ToolPairingError, "{found.detail}", "give each tool call an id"),
-    "system_out_of_place": (InvalidMessageError, "{profile} takes system text only before "
-                            "the conversation", "put system/developer messages first"),
-    "first_not_user": (InvalidMessageError, "{profile} needs the conversation to start with "
-                       "a user message, not {role}", "keep the turn's user message when "
-                       "trimming"),
-    "empty_content": (InvalidMessageError, "{profile} refuses a {role} message with no "
-                      "content", "drop the message, or give it text"),
+_PROFILE_KINDS = ("system_out_of_place", "first_not_user", "empty_content")
+_ERRORS: dict[str, tuple[str, str]] = {
+    "open_call": (
+        "call {found.call_id!r} of an earlier AIMessage has no result before this {role} message",
+        "answer every call first "
+        "(threadlog.ModelNode repairs unanswered calls with an explicit error result)",
+    ),
+    "orphan_result": (
+        "tool result answers call {found.call_id!r}, which "
+        "no earlier AIMessage made (or a later message already closed it)",
+        "keep each result right after the AIMessage that requested it",
+    ),
+    "result_before_call": (
+        "tool {found.detail}",
+        "keep each result right after the AIMessage that requested it",
+    ),
+    "duplicate_result": ("{found.detail}", "drop the duplicate; each call gets exactly one result"),
+    "duplicate_call_id": ("{found.detail}", "each tool call needs an id unique in the history"),
+    "call_without_id": ("{found.detail}", "give each tool call an id"),
+    "system_out_of_place": (
+        "{profile} takes system text only before the conversation",
+        "put system/developer messages first",
+    ),
+    "first_not_user": (
+        "{profile} needs the conversation to start with a user message, not {role}",
+        "keep the turn's user message when trimming",
+    ),
+    "empty_content": (
+        "{profile} refuses a {role} message with no content",
+        "drop the message, or give it text",
+    ),
 }
+KINDS: tuple[str, ...] = (*_ERRORS, "invalid_message")
 
 
 class _Walk:
-    """One walk of a history for some profiles: `run` returns the findings, in log order;
-    `msgs` holds the messages read (None where a value could not be read)."""
+    """One walk of a history for some profiles; `msgs`: the messages read (None: unreadable)."""
 
     def __init__(self, profiles: Sequence[Profile], taken: Callable[[Any], bool]) -> None:
         self.every = tuple(p.name for p in profiles)
         self.late_system = tuple(p.name for p in profiles if not p.system_anywhere)
         self.user_first = tuple(p.name for p in profiles if p.first_turn_user)
         self.no_empty = tuple(p.name for p in profiles if p.tool_results == "user-block")
+        self.narrow = {
+            "system_out_of_place": self.late_system,
+            "first_not_user": self.user_first,
+            "empty_content": self.no_empty,
+        }
         self.taken = taken  # a value used as it is, not read again by `coerce_message`
         self.out: list[Finding] = []
         self.msgs: list[BaseMessage | None] = []
-        self.open: dict[str, tuple[int, str | None, str | None]] = {}  # id -> (pos, ai id, name)
+        self.open: dict[str, tuple[int, BaseMessage, str | None]] = {}  # id -> (pos, ai, name)
         self.answered: dict[str, int] = {}
         self.moved_past: dict[str, int] = {}  # call id -> position of the message moving on
         self.seen: set[str] = set()
@@ -192,68 +196,63 @@ class _Walk:
                 self._result(pos, m, made_at)
             elif m is not None:
                 self._message(pos, m, last)
-        for cid, (at, ai_id, name) in self.open.items():
-            self._add("open_call", at, ai_id,
-                      f"call {cid!r} ({name}) has no result (the history ends here)",
-                      cid, name)
+        self._close("(the history ends here)", None)
         self.out.sort(key=lambda f: f.position)
         return self.out
 
-    def _add(self, kind: str, pos: int, mid: str | None, detail: str,
-             call_id: str | None = None, name: str | None = None,
-             closed_by: int | None = None, profiles: tuple[str, ...] | None = None) -> None:
-        self.out.append(Finding(kind, pos, mid, detail, profiles or self.every, call_id, name,
-                                closed_by))
+    def _add(self, kind: str, pos: int, m: BaseMessage, detail: str, *call: Any) -> None:
+        who = self.narrow.get(kind, self.every)
+        self.out.append(Finding(kind, pos, m.id, detail, who, *call))
 
     def _result(self, pos: int, m: ToolMessage, made_at: dict[str, int]) -> None:
         cid = m.tool_call_id
         if cid in self.open:
             del self.open[cid]
             self.answered[cid] = pos
-        elif cid in self.answered:
-            self._add("duplicate_result", pos, m.id, f"second result for call {cid!r} "
-                      f"(first at position {self.answered[cid]})", cid, m.name)
+            return
+        kind, what = "orphan_result", f"result for call {cid!r}"
+        if cid in self.answered:
+            kind = "duplicate_result"
+            what = f"second result for call {cid!r} (first at position {self.answered[cid]})"
         elif made_at.get(cid, -1) > pos:
-            self._add("result_before_call", pos, m.id, f"result for call {cid!r}, which the "
-                      f"message at position {made_at[cid]} makes later", cid, m.name)
+            kind = "result_before_call"
+            what += f", which the message at position {made_at[cid]} makes later"
         elif cid in self.moved_past:
-            self._add("orphan_result", pos, m.id, f"result for call {cid!r} comes after the "
-                      f"conversation moved on (position {self.moved_past[cid]})", cid, m.name)
+            what += f" comes after the conversation moved on (position {self.moved_past[cid]})"
         else:
-            self._add("orphan_result", pos, m.id,
-                      f"result for call {cid!r}, which no earlier message made", cid, m.name)
+            what += ", which no earlier message made"
+        self._add(kind, pos, m, what, cid, m.name)
 
     def _message(self, pos: int, m: BaseMessage, last: int) -> None:
         role = role_of(m)
-        for cid, (at, ai_id, name) in self.open.items():
-            self._add("open_call", at, ai_id, f"call {cid!r} ({name}) has no result before "
-                      f"the {role} message at position {pos}", cid, name, pos)
-            self.moved_past[cid] = pos
-        self.open.clear()
+        self._close(f"before the {role} message at position {pos}", pos)
         if role in ("system", "developer"):
             if self.conversation and self.late_system:
-                self._add("system_out_of_place", pos, m.id,
-                          f"{role} message after the conversation started",
-                          profiles=self.late_system)
+                what = f"{role} message after the conversation started"
+                self._add("system_out_of_place", pos, m, what)
         elif not self.conversation:
             self.conversation = True
             if role != "user" and self.user_first:
-                self._add("first_not_user", pos, m.id, f"the conversation starts with a "
-                          f"{role} message, not a user one", profiles=self.user_first)
+                what = f"the conversation starts with a {role} message, not a user one"
+                self._add("first_not_user", pos, m, what)
         calls = calls_of(m) if isinstance(m, AIMessage) else []
         if not calls and pos != last and self.no_empty and _is_empty(m):
-            self._add("empty_content", pos, m.id, f"{role} message with no content",
-                      profiles=self.no_empty)
+            self._add("empty_content", pos, m, f"{role} message with no content")
         for call in calls:
-            self._call(pos, m, call.get("id") or "", call.get("name"))
+            cid, name = call.get("id") or "", call.get("name")
+            if not cid:
+                what = f"call {name!r} has no id, so no result can answer it"
+                self._add("call_without_id", pos, m, what, None, name)
+            elif cid in self.seen:
+                self._add("duplicate_call_id", pos, m, f"call id {cid!r} is used twice", cid, name)
+            else:
+                self.seen.add(cid)
+                self.open[cid] = (pos, m, name)
 
-    def _call(self, pos: int, m: BaseMessage, cid: str, name: str | None) -> None:
-        if not cid:
-            self._add("call_without_id", pos, m.id,
-                      f"call {name!r} has no id, so no result can answer it", None, name)
-        elif cid in self.seen:
-            self._add("duplicate_call_id", pos, m.id, f"call id {cid!r} is used twice",
-                      cid, name)
-        else:
-            self.seen.add(cid)
-            self.open[cid] = (pos, m.id, name)
+    def _close(self, where: str, closed_by: int | None) -> None:
+        for cid, (at, ai, name) in self.open.items():
+            detail = f"call {cid!r} ({name}) has no result {where}"
+            self._add("open_call", at, ai, detail, cid, name, closed_by)
+            if closed_by is not None:
+                self.moved_past[cid] = closed_by
+        self.open.clear()

@@ -1,12 +1,5 @@
-"""Provider and server profiles as data.
-
-A profile states a provider's rules about message *structure* (where system and developer
-text go, how tool results travel, whether `name` is sent) as plain fields (`PROFILES`);
-`threadlog.providers.problems` applies them with the structural rules every tool-calling
-provider shares. Server profiles (`openai`, `llama-cpp-python`, `llama-server`, `ollama`,
-`vllm`, `lmstudio`, `deepseek`, `qwen`) add the *wire* rules of one OpenAI-compatible
-server, applied by `wire.rewrite_payload` and `ModelNode`; each row says where its rules
-come from (`source`)."""
+"""Provider profiles (message *structure* rules) and server profiles (the *wire* rules of one
+OpenAI-compatible server), as data; each server row says where its rules come from."""
 
 from __future__ import annotations
 
@@ -36,7 +29,7 @@ class Profile:
     first_turn_user: bool
     """Whether the first non-system message must be a user message."""
 
-    # -- wire rules of one server (defaults: what OpenAI itself does) -----------------
+    # Wire rules of one server (defaults: what OpenAI itself does).
     tool_call_content: Literal["null", "empty"] = "null"
     """`content` of an assistant message with only tool calls: JSON null, or "" (rewritten)."""
     tool_results_as_text: bool = False
@@ -65,9 +58,7 @@ class Profile:
     """Where the rules come from: a recorded session here, or the server's own docs."""
 
     def allows_name(self, name: str | None) -> bool:
-        return bool(
-            name and self.name_pattern and re.fullmatch(self.name_pattern, name)
-        )
+        return bool(name and self.name_pattern and re.fullmatch(self.name_pattern, name))
 
 
 # The message structure of OpenAI's Chat Completions as most servers speak it: no `name`,
@@ -96,7 +87,6 @@ def _profile(name: str, description: str, base: dict[str, Any], **rules: Any) ->
 
 
 def _server(name: str, description: str, **rules: Any) -> Profile:
-    """A Chat Completions server: `_CHAT`'s message structure plus `rules`."""
     return _profile(name, description, _CHAT, **rules)
 
 

@@ -105,8 +105,7 @@ def to_wire(
 ) -> list[BaseMessage]:
     """The provider-bound copies of `messages` (module doc).
 
-    `cache` (owned by the caller) maps (message id, profile) to its copy: a message never
-    changes under its id (an edit changes the key: `cache_key`). `checked=True`: messages of
+    `cache` (the caller's) maps (`cache_key`, profile) to a copy. `checked=True`: messages of
     the exact stored types with an id come from a log, and are not checked again."""
     prof = get_profile(profile)
     out: list[BaseMessage] = []
@@ -179,9 +178,6 @@ def infer_profile(base_url: str, models: Any = None) -> Profile:
     return get_profile("openai-compatible")
 
 
-# -- server wire rules on the request body -------------------------------------------
-
-
 def needs_rewrite(profile: str | Profile) -> bool:
     """Whether `rewrite_payload` can change a body for `profile` (else it is skipped)."""
     p = get_profile(profile)
@@ -227,7 +223,6 @@ def rewrite_payload(body: dict[str, Any], profile: str | Profile) -> dict[str, A
 
 
 def _map_call_ids(messages: list[dict[str, Any]], pattern: str) -> None:
-    """Give each call id not matching `pattern` one stand-in that does (call and result)."""
     mapping: dict[str, str] = {}
 
     def stand_in(cid: str) -> str:
@@ -235,7 +230,6 @@ def _map_call_ids(messages: list[dict[str, Any]], pattern: str) -> None:
             return cid
         if cid not in mapping:
             digest = hashlib.blake2b(cid.encode(), digest_size=16).hexdigest()
-            # Try the common id shapes; the first that matches the pattern wins.
             for candidate in (f"call_{digest[:24]}", digest[:9], digest[:24], digest):
                 if re.fullmatch(pattern, candidate):
                     mapping[cid] = candidate
@@ -261,8 +255,7 @@ def _results_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not run:
             return
         said = [
-            (names.get(str(m.get("tool_call_id")), "tool"), _text(m.get("content")))
-            for m in run
+            (names.get(str(m.get("tool_call_id")), "tool"), _text(m.get("content"))) for m in run
         ]
         if len(said) == 1:
             text = f"The {said[0][0]} tool returned: {said[0][1]}\nUse it to answer my question."
@@ -289,9 +282,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(
-            str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
-        )
+        return " ".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
     return json.dumps(content, ensure_ascii=False)
 
 
