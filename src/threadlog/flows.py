@@ -94,9 +94,7 @@ async def arun(flow: Flow[T]) -> T:
 
 def call(saver: Any, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
     """`saver.<name>(...)`, or `await saver.a<name>(...)` under `arun`."""
-    return (
-        yield Io(getattr(saver, name), getattr(saver, "a" + name, None), args, kwargs)
-    )
+    return (yield Io(getattr(saver, name), getattr(saver, "a" + name, None), args, kwargs))
 
 
 def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:

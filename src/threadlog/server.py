@@ -38,9 +38,7 @@ DEFAULT_FILE = Path(".threadlog") / "checkpoints.sqlite"
 """The default SQLite file, relative to the server's working folder."""
 
 
-def checkpointer_url(
-    environ: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> str:
+def checkpointer_url(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     """The URL `checkpointer` opens (module doc); creates the default file's folder.
 
     A bad `THREADLOG_CHECKPOINTER_URL` raises one `ValueError` naming the variable."""

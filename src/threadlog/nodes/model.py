@@ -277,8 +277,10 @@ class ModelNode(RunnableCallable):
                 system = self._system_for(text)
         assert chosen is not None
         # `bound` / `bound_first` stay the node's runnables (`threadlog replay` sets them).
-        if self.bound is not None and self.bound_first is not None and (
-            chosen.bound is not self.bound or chosen.bound_first is not self.bound_first
+        if (
+            self.bound is not None
+            and self.bound_first is not None
+            and (chosen.bound is not self.bound or chosen.bound_first is not self.bound_first)
         ):
             chosen = dataclasses.replace(chosen, bound=self.bound, bound_first=self.bound_first)
         return chosen, system

@@ -60,9 +60,7 @@ def timed(
         record["system_prompt_digest"] = digest(system)
         if not text_recorded:
             record["system_prompt_text"] = system.text
-    return ai.model_copy(
-        update={"response_metadata": {**ai.response_metadata, TRACE_KEY: record}}
-    )
+    return ai.model_copy(update={"response_metadata": {**ai.response_metadata, TRACE_KEY: record}})
 
 
 def record_of(message: BaseMessage) -> Mapping[str, Any]:

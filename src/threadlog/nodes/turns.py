@@ -71,5 +71,3 @@ def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
             out.update(c["id"] or "" for c in calls_of(m))
             out |= audit_call_ids(m)
     return out
-
-
