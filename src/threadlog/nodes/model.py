@@ -70,7 +70,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_MODEL_CALLS = 25
-"""Model calls one turn may make by default."""
 
 _log = logging.getLogger("threadlog")
 # Wire copies a node keeps (`to_wire`'s cache): enough for a few hundred concurrent threads.
@@ -78,21 +77,12 @@ _WIRE_CACHED = 8192
 
 
 class ModelNode(RunnableCallable):
-    """A LangGraph node that calls a chat model on a pairing-safe context.
+    """A LangGraph node that calls a chat model on a pairing-safe context (module doc).
 
-    model: any LangChain chat model (e.g. `ChatOpenAI(base_url=...)`), or a callable
-        `(state, runtime) -> model` (sync or async) choosing it per run, e.g. from
-        `runtime.context` (`threadlog.nodes.choice`).
-    tools: bound with `model.bind_tools(tools)` when given.
-    system_prompt: sent first on every call; not written to the log. A string, or a
-        callable `(state, runtime) -> str | None` (sync or async) choosing it per run.
-    context: a `ContextPolicy` (default: the whole log).
-    profile: provider or server profile name or `Profile`; default inferred from the
-        model (`threadlog.profile_for`; a chosen model's own, per call).
-    repair: `"error-result"` (default) or `"refuse"` for calls without a result.
-    tool_choice: sent on the first model call of each turn (`"auto"`, `"required"`,
-        `"none"`, a tool name); default: the profile's (`Profile.tool_choice`).
-    max_model_calls: model calls one turn may make (default 25); None: no cap.
+    model: a LangChain chat model, or a callable `(state, runtime) -> model` (sync or async).
+    system_prompt: sent first on every call, not logged; a string or such a callable.
+    profile: provider or server profile name or `Profile`; default inferred from the model.
+    tool_choice: sent on each turn's first model call; default: the profile's.
     """
 
     def __init__(
@@ -150,8 +140,7 @@ class ModelNode(RunnableCallable):
     def plan_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> ContextView:
-        """The policy's view of `messages` (what is kept, cut, hidden) as this node plans
-        it: the system prompt's tokens reserved with the policy's own counter."""
+        """The policy's view of `messages` (kept, cut, hidden), the system prompt reserved."""
         return plan_context(
             messages, compactions, self.policy, reserve_tokens=self._reserve(self._system)
         )
@@ -159,9 +148,7 @@ class ModelNode(RunnableCallable):
     def context_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> list[BaseMessage]:
-        """The messages this node sends the model (before the wire conversion) for a log and its
-        compaction events: pure; calls still open get the node's error results. The inspector's
-        "what the model saw" uses this."""
+        """The messages this node sends the model (before the wire conversion); pure."""
         return self._assemble(self.plan_for(messages, compactions).messages, {}, self._system)[0]
 
     # -- the steps ---------------------------------------------------------------
@@ -236,7 +223,6 @@ class ModelNode(RunnableCallable):
         system: SystemMessage | None,
         log: Sequence[BaseMessage],
     ) -> Any:
-        # Recorded at run time for the inspector (trace.py).
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
         if not isinstance(ai, AIMessage):
@@ -261,7 +247,6 @@ class ModelNode(RunnableCallable):
     def _chosen(
         self, state: Any, config: RunnableConfig
     ) -> Flow[tuple[Chosen, SystemMessage | None]]:
-        """This run's model and system prompt: fixed, or chosen by the callables."""
         chosen, system = self._fixed, self._system
         if self.choose_model is not None or self.choose_prompt is not None:
             runtime = runtime_of(config)
@@ -298,8 +283,7 @@ class ModelNode(RunnableCallable):
     def _open(
         self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
     ) -> tuple[dict[str, AIMessage], dict[str, AIMessage], set[str]]:
-        """Open calls inside the context, those the policy left outside it, and every call
-        id the log uses (both scans resume where the thread's last call stopped)."""
+        """Open calls inside the context, those outside it, and every call id the log uses."""
         inside = open_calls(view.messages)
         everywhere, used = self._open_calls.scan(messages, _thread_key(config))
         return inside, {c: m for c, m in everywhere.items() if c not in inside}, used
@@ -307,8 +291,7 @@ class ModelNode(RunnableCallable):
     def _outside(
         self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
     ) -> list[ToolMessage]:
-        # Calls the context no longer shows are answered too (logged, not sent), so the
-        # log never keeps a call open forever.
+        # Calls the context no longer shows are answered too, so none stays open forever.
         if not outside:
             return []
         requests = list({id(m): m for m in outside.values()}.values())
@@ -322,7 +305,6 @@ class ModelNode(RunnableCallable):
         return await arun(self._call(state, config))
 
     def _call(self, state: Any, config: RunnableConfig) -> Flow[dict[str, Any]]:
-        """One model step as one flow (`threadlog.flows`), for `invoke` and `ainvoke`."""
         step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         chosen, system = yield from self._chosen(state, config)
@@ -338,15 +320,13 @@ class ModelNode(RunnableCallable):
             return self._update(capped, repairs, events, has_events)
         runnable = chosen.bound_first if turn_started(messages) else chosen.bound
         wall0, call0 = time.time(), time.perf_counter()
-        # Inside a graph the step's context already carries this config (passing it again
-        # costs two merges per call); called on its own, the node passes its config.
+        # Inside a graph the step's context already carries this config.
         given = None if var_child_runnable_config.get() is config else config
         reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, given))
         ai = self._timed(reply, wire, (step0, call0, wall0), chosen, system, messages)
         return self._update(ai, repairs, events, has_events, used)
 
     def _step_cap(self, log: Sequence[BaseMessage]) -> AIMessage | None:
-        """The message ending this turn if it reached `max_model_calls`, else None."""
         limit = self.max_model_calls
         if limit is None:
             return None

@@ -116,12 +116,6 @@ class ToolNode(_LangGraphToolNode):
     argument of `langgraph.prebuilt.ToolNode` is accepted with the same meaning.
 
     Args:
-        tools: `BaseTool`s or plain functions.
-        name, tags: the node's name in the graph and its runnable's tags.
-        handle_tool_errors: LangGraph's setting, every form (`handling`). Default `True`:
-            every failure is an error `ToolMessage`. `False`: raise.
-        messages_key: the state key holding the message log.
-        wrap_tool_call / awrap_tool_call: LangGraph's interceptors, `(request, execute)`.
         max_concurrency: at most this many calls at once (default: all of a step).
         timeout: seconds a call may run, or a `{tool_name: seconds}` mapping.
         requires_approval: tool names whose calls pause with `interrupt()` for review.
@@ -197,7 +191,6 @@ class ToolNode(_LangGraphToolNode):
         self.requires_approval = frozenset(requires_approval)
         self.max_content_chars = max_content_chars
         self.record_durations = record_durations
-        # (tool, change) pairs whose "reads back as other types" warning was logged.
         self._changes_warned: set[tuple[str, str]] = set()
 
     @property
@@ -224,8 +217,6 @@ class ToolNode(_LangGraphToolNode):
         return await arun(self._step(input, config, runtime))
 
     def _step(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Flow[Any]:
-        """The node's one step: plan the calls, run the planned ones at once (in threads,
-        or as tasks on the event loop under `arun`), put the results in call order."""
         calls, input_type, state = self._parse(input, config)
         slots = self._plan(calls, state, config, runtime)
         planned = [s for s in slots if isinstance(s, _Planned)]
@@ -305,8 +296,7 @@ class ToolNode(_LangGraphToolNode):
                 return self._interceptor_failed(e, request)
 
     def _interceptor_failed(self, e: Exception, request: ToolCallRequest) -> Output:
-        # LangGraph's rule: anything an interceptor raises (interrupts excepted) is a
-        # result under any truthy handle_tool_errors, whatever its type.
+        # LangGraph's rule: any truthy handle_tool_errors handles an interceptor's error.
         return from_error(e, request.tool_call, None, self._handling, filter_types=False)
 
     def _execute(
@@ -316,8 +306,7 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         pool: LazyPool | None,
     ) -> Flow[Output]:
-        """One call's work as one flow: note that its tool starts, run it, classify what
-        happened (a tool that raised, an interrupt included, is noted as stopped)."""
+        """One call's work: note that its tool starts, run it, classify what happened."""
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
@@ -355,8 +344,7 @@ class ToolNode(_LangGraphToolNode):
                 yield from note_flow(job.config, job.call, "stopped")
             raise
         if isinstance(out, ToolMessage) and not marked and input_type == "tool_calls":
-            # Stored by the node before its task ends: a failing sibling task can cut off
-            # the callback that stores the task's own write. With an id, as LangGraph's.
+            # Stored now: a failing sibling task can cut off the task's own write.
             if not out.id:  # the task's write and the marker's copy: one message, one id
                 out = out.model_copy(update={"id": str(uuid.uuid4())})
             yield from note_flow(job.config, job.call, "finished", out)
@@ -365,8 +353,6 @@ class ToolNode(_LangGraphToolNode):
     def _retry_timed_out(
         self, job: Job, outcome: Outcome, async_run: Callable[..., Any] | None
     ) -> Flow[Outcome]:
-        """A marked call past its timeout, run again with its key (module doc): the same
-        key makes a second attempt safe, so the log gets the real result, not a guess."""
         attempts = 1
         spent = outcome.duration_ms or 0.0
         while outcome.kind == "timeout" and attempts <= self.timeout_retries:
@@ -438,7 +424,6 @@ class ToolNode(_LangGraphToolNode):
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]
     ) -> list[ToolMessage | _Planned]:
-        """Each call becomes a ready result or a planned run; approvals asked here."""
         slots: list[ToolMessage | _Planned] = []
         configs = get_config_list(config, len(calls))
         for call, cfg in zip(calls, configs, strict=True):
