@@ -5,26 +5,7 @@
     class State(MessagesState):
         ...
 
-The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the map):
-
-* The log: `Messages`, `MessagesState`, `MessageLogChannel`, `MessageLog`,
-  `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
-  and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
-  `AppendOnlyError`, `ParallelWriteError`, `EditError`.
-* Human review: `Edit` (an edit of an AIMessage's calls, recorded as an event),
-  `original_of`, `edits_of`.
-* Providers and servers: `validate`, `PROFILES`, `SERVER_PROFILES`, `Profile`,
-  `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
-  `infer_profile`, `rewrite_payload`, `with_profile`.
-* Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
-  `ApprovalError`; `idempotent` (a tool whose effect happens once per call),
-  `idempotency_key`, `IdempotencyError`; `ModelNode`; `ContextPolicy`, `ContextNode`,
-  `build_context`, `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
-* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
-  `with_history_cache`, `HistoryCache`; `allow_state_types` (your state's own types on a
-  saver's strict serializer), `UndecodedValue` (what a reader shows for a type it may not
-  rebuild); `UpstreamChangedError` (an incompatible LangGraph).
-* Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
+README.md has the quickstart, docs/ARCHITECTURE.md the map of the modules behind `__all__`.
 """
 
 import functools

@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadlog.errors import ApprovalError, ToolCallError
 
-# The tool node's names load on first use (PEP 562): a submodule such as `nodes.trace`
-# (what the inspector reads) then does not import the tool node and `langgraph.prebuilt`
-# with it (`threadlog inspect` starts faster).
+# Loaded on first use (PEP 562): `nodes.trace` alone does not import `langgraph.prebuilt`.
 if TYPE_CHECKING:
     from threadlog.nodes.tools.node import ToolNode
     from threadlog.nodes.tools.routing import send_tool_calls, tools_condition

@@ -86,8 +86,7 @@ def prompt_recorded(log: Sequence[BaseMessage], system: SystemMessage) -> bool:
 
 
 def prompt_text(log: Sequence[BaseMessage], record: Mapping[str, Any]) -> str | None:
-    """The system prompt text a call's `record` sent, read from it or from the earlier
-    call of `log` that stored it; None when it sent none or the text is not stored."""
+    """The system prompt text a call's `record` sent (from it or an earlier call), or None."""
     if record.get("system_prompt") is None:
         return None
     if "system_prompt_text" in record:

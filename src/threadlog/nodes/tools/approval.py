@@ -90,8 +90,7 @@ def ask_approval(call: ToolCall) -> Decision:
 def approval_edits(
     decisions: Mapping[str, Decision], messages: Sequence[BaseMessage]
 ) -> list[Edit]:
-    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> an
-    "edit" decision), oldest first, each with `base`, so parallel branches' edits compose."""
+    """One `Edit` (with `base`, so branches compose) per AIMessage a reviewer edited."""
     todo = {cid: d.args or {} for cid, d in decisions.items()}
     out: list[Edit] = []
     for m in reversed(messages):

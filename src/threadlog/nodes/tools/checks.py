@@ -135,8 +135,8 @@ def normalize_response(
     input_type: InputType = "dict",
     stored: Mapping[str, BaseMessage] | None = None,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Check a tool's return value for `call`; raise `Refused` when it must be refused. A
-    `Command` may re-send `stored` messages (by id) unchanged: they are not judged again."""
+    """Check a tool's return value for `call`, or raise `Refused`; `stored` messages a
+    `Command` re-sends unchanged are not judged again."""
     stored = stored or {}
     if isinstance(response, ToolMessage):
         return _own_result(response, call)

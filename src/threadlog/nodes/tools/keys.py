@@ -1,6 +1,4 @@
-"""The key of an idempotent tool's call, and the mark of an idempotent tool:
-`call_key(thread_id, checkpoint_ns, tool_call_id)` (module doc of
-`threadlog.nodes.tools.idempotent`) and `is_idempotent(tool)`."""
+"""The key of an idempotent tool's call (`threadlog.nodes.tools.idempotent`) and its mark."""
 
 from __future__ import annotations
 
@@ -14,12 +12,10 @@ from threadlog._upstream import PREGEL
 
 __all__ = ["IDEMPOTENT_KEY", "call_key", "config_key", "is_idempotent"]
 
-IDEMPOTENT_KEY = "threadlog_idempotent"
-"""`tool.metadata` flag of a marked tool (also what `is_idempotent` reads)."""
+IDEMPOTENT_KEY = "threadlog_idempotent"  # the `tool.metadata` flag of a marked tool
 
 
 def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
-    """The key of one call (module doc)."""
     parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
     digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
     return f"tl-idem-{digest}"

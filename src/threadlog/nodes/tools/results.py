@@ -139,8 +139,7 @@ class Outcome:
 
 
 def refuse_or_raise(outcome: Outcome, raises: bool) -> ToolMessage:
-    """A ready error result, or (`raises`, i.e. handle_tool_errors=False) the matching
-    `ToolCallError`. A reviewer's rejection is always a result."""
+    """A ready error result, or (`raises`) its `ToolCallError`; a rejection is a result."""
     message = outcome.message
     assert message is not None and outcome.kind is not None
     if raises and outcome.kind != "rejected":
@@ -169,9 +168,7 @@ def classify(
     warned: set[tuple[str, str]],
     meta: Mapping[str, Any],
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """The output for `call` (see module doc); `state` is the graph state the tool saw;
-    `warned`: the (tool, change) pairs already warned about, which this adds to; `meta`:
-    put in the `response_metadata` of each of the call's results."""
+    """The output for `call` (module doc); `meta` goes in each result's `response_metadata`."""
     output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
     if outcome.message is not None:
         output = refuse_or_raise(outcome, handling.raises_refusals)
@@ -213,9 +210,7 @@ def from_error(
     *,
     filter_types: bool = True,
 ) -> ToolMessage:
-    """The error result for an exception raised by a tool (or an interceptor), or raise it. A
-    schema failure is first wrapped in LangGraph's `ToolInvocationError`;
-    `filter_types=False` (an interceptor's exception) makes any truthy handler apply."""
+    """The error result for an exception a tool (or interceptor) raised, or raise it."""
     if isinstance(e, GraphBubbleUp) or is_invalid_resume(e):
         raise e
     name = call["name"]

@@ -1,15 +1,12 @@
-"""Can the checkpointer store (and load back) what a tool returned? Asked at the tool node.
-
-`check_storage` asks the run's own serializer up front, on the whole `ToolMessage` as it
-will be stored (its `model_dump`), instead of failing later naming neither tool nor type:
+"""Can the checkpointer store (and load back) what a tool returned? `check_storage` asks
+the run's own serializer up front, on the whole `ToolMessage` as it will be stored:
 
 * encoding fails → the offending type, found by walking the value;
 * a strict msgpack allowlist would refuse to rebuild a type on load → that type;
 * it loads back as other types (a tuple as a list, a model as a dict) → a *change*: the
   result is kept as returned, and the node logs a warning (`change_warning`).
 
-`check_storage` returns both (`StorageCheck`); `storage_problem` the problem alone, or
-None. The round trip is made only when something could change."""
+The round trip is made only when something could change."""
 
 from __future__ import annotations
 
@@ -44,8 +41,6 @@ def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
 
 @dataclass(frozen=True, slots=True)
 class StorageCheck:
-    """What storing a result would do: a `problem` (refused) or a `change` (warned)."""
-
     problem: str | None = None
     change: str | None = None
 
@@ -56,7 +51,6 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
 
 
 def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageCheck:
-    """Store `message` with `serde` and read it back, without storing anything (module doc)."""
     try:
         kind, data = serde.dumps_typed(message)
     except Exception:
@@ -104,8 +98,7 @@ def _same(before: Any, after: Any) -> bool:
 
 
 def _changed(before: Any, after: Any, where: str) -> str | None:
-    """The first place where `after` (read back) has another type than `before`, as
-    "<where> is a <type> and reads back as a <type>", or None."""
+    """The first place where `after` (read back) has another type than `before`, or None."""
     if _same(before, after):
         return None
     stack: list[tuple[Any, Any, str]] = [(before, after, where)]
