@@ -93,7 +93,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import BaseMessage
@@ -160,7 +160,6 @@ MISSING: Any = DeltaChannel(operator.add, list).checkpoint()
 
 
 def is_overwrite(value: Any) -> bool:
-    """Whether `value` is LangGraph's `Overwrite` (object or dict form)."""
     return bool(_get_overwrite(value)[0])
 
 
@@ -213,7 +212,6 @@ _MESSAGE_CLASSES: dict[tuple[Any, Any], tuple[type[BaseMessage], frozenset[str]]
 
 
 def msgpack_ext_hook(serde: Any) -> Callable[[int, bytes], Any] | None:
-    """`serde`'s msgpack record loader, or None."""
     hook = getattr(serde, "_unpack_ext_hook", None)
     return hook if callable(hook) else None
 
@@ -258,15 +256,13 @@ PREGEL = _PregelFormat()
 # -- hooks: what LangGraph is doing right now, in this context --------------------------------
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
     """One hooked call in progress: its target and the thread / task making it."""
 
-    __slots__ = ("live", "owner", "target")
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-        self.owner = _owner()
-        self.live = True
+    target: Any
+    owner: tuple[int, object] = field(default_factory=lambda: _owner())
+    live: bool = True
 
 
 def _owner() -> tuple[int, object]:
@@ -336,7 +332,6 @@ def _lost_attribute(owner: object, name: str | None) -> UpstreamChangedError:
 
 
 def run_store(loop: RunningLoop) -> Any:
-    """The `BaseStore` the run hands its tasks, or None."""
     try:
         return loop.loop.store  # type: ignore[attr-defined]
     except AttributeError as exc:
@@ -617,17 +612,17 @@ async def averify_hooks() -> None:
     _VERIFIED.add(True)
 
 
+@dataclass(eq=False)
 class _Seen:
     """What the canary's saver, nodes and reducer saw, per phase (facts, never the loop)."""
 
-    def __init__(self, given: Any) -> None:
-        self.given = given
-        self.phase = "run"
-        self.reads: list[tuple[str, _LoopFacts | None, bool]] = []
-        self.in_nodes: list[tuple[str, bool]] = []  # (phase, a loop was published)
-        self.updates: list[tuple[str, bool]] = []  # (phase, in_state_preview())
-        self.unwound = False
-        self.error: UpstreamChangedError | None = None
+    given: Any
+    phase: str = "run"
+    reads: list[tuple[str, _LoopFacts | None, bool]] = field(default_factory=list)
+    in_nodes: list[tuple[str, bool]] = field(default_factory=list)  # (phase, loop published)
+    updates: list[tuple[str, bool]] = field(default_factory=list)  # (phase, in_state_preview())
+    unwound: bool = False
+    error: UpstreamChangedError | None = None
 
     def read(self) -> None:
         try:

@@ -60,7 +60,6 @@ InputType = Literal["list", "dict", "tool_calls"]
 
 
 def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:
-    """The error `ToolMessage` answering `call`."""
     return ToolMessage(
         content=text,
         name=call.get("name") or "unknown",
@@ -158,7 +157,7 @@ def normalize_response(
 
 
 class Refused(Exception):
-    """Internal: a tool's return value that must become an error result."""
+    """A tool's return value that must become an error result."""
 
     def __init__(self, kind: ErrorKind, text: str) -> None:
         self.kind = kind

@@ -22,7 +22,6 @@ def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
 
 
 def config_key(config: Mapping[str, Any], tool_call_id: str) -> str:
-    """The key of a call run under `config` (its thread and namespace)."""
     conf = config.get("configurable") or {}
     return call_key(conf.get("thread_id"), str(conf.get("checkpoint_ns") or ""), tool_call_id)
 

@@ -289,7 +289,6 @@ def _each_result(
     messages_key: str,
     fn: Any,
 ) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Apply `fn` to each of this call's results, wherever the tool put it."""
     if isinstance(output, list):
         return [_one(o, call, messages_key, fn) for o in output]
     return _one(output, call, messages_key, fn)

@@ -50,8 +50,6 @@ class LazyPool:
 
 @dataclass(slots=True)
 class Job:
-    """A call that will run: its tool, the (possibly edited, injected) input, config."""
-
     call: ToolCall
     tool: BaseTool
     tool_input: dict[str, Any]

@@ -33,7 +33,6 @@ _NESTED_CODES = {6, 7}  # numpy arrays and delta snapshots: no user type inside 
 
 
 def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
-    """The serializer the running graph's checkpointer will use for this write."""
     saver = (config or {}).get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
     serde = getattr(saver, "serde", None)
     return serde if serde is not None else _DEFAULT
@@ -81,7 +80,6 @@ def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageChe
 
 
 def change_warning(tool: str, change: str) -> str:
-    """The warning logged for a result kept although it reads back changed."""
     return (
         f"threadlog: tool {tool!r} returned a result the checkpointer stores as other "
         f"types: {change}. The result is kept as returned, but every later read of the "
@@ -142,7 +140,6 @@ def _walk(data: bytes, rebuilds: Callable[[tuple[str, ...]], bool], blocked: lis
 
 
 def _unencodable_type(value: Any, serde: SerializerProtocol) -> str:
-    """The innermost part of `value` that does not encode, as a qualified type name."""
     seen: set[int] = set()
     node = value
     while id(node) not in seen:
