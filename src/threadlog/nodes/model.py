@@ -119,11 +119,8 @@ class ModelNode(RunnableCallable):
         else:
             self.model, self.profile = model, self._models.profile
             self.bound = self.bound_first = None
-        self.tool_choice = (
-            tool_choice
-            if tool_choice is not None
-            else (self.profile.tool_choice if self.profile is not None else None)
-        )
+        fallback = self.profile.tool_choice if self.profile is not None else None
+        self.tool_choice = tool_choice if tool_choice is not None else fallback
         self.choose_prompt: Callable[..., Any] | None = (
             system_prompt if callable(system_prompt) and is_choice(system_prompt) else None
         )

@@ -217,10 +217,13 @@ class ToolNode(_LangGraphToolNode):
         return await arun(self._step(input, config, runtime))
 
     def _step(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Flow[Any]:
-        calls, input_type, state = self._parse(input, config)
+        calls, input_type, state, request = self._calls_in(input, config)
+        if (no_id := next((c for c in calls if not call_id(c)), None)) is not None:
+            raise unanswerable(no_id, request)
         slots = self._plan(calls, state, config, runtime)
         planned = [s for s in slots if isinstance(s, _Planned)]
-        workers = max(self._workers(config, len(planned)), 1)
+        n = len(planned)
+        workers = max(min(self.max_concurrency or config.get("max_concurrency") or n, n), 1)
         run_all = Io(self._in_threads, self._as_tasks, (planned, input_type, workers))
         results: list[Output | _Raised] = yield run_all
         return self._finish(slots, results, input_type)
@@ -247,15 +250,10 @@ class ToolNode(_LangGraphToolNode):
             )
         finally:
             pool.shutdown()
-        settled: list[Output | _Raised] = []
         for r in results:
-            if isinstance(r, Exception):
-                settled.append(_Raised(r))
-            elif isinstance(r, BaseException):
+            if isinstance(r, BaseException) and not isinstance(r, Exception):
                 raise r  # cancellation and the like
-            else:
-                settled.append(r)
-        return settled
+        return [_Raised(r) if isinstance(r, Exception) else cast(Output, r) for r in results]
 
     # -- one call: the interceptor around `execute` -------------------------------
 
@@ -384,22 +382,15 @@ class ToolNode(_LangGraphToolNode):
 
     # -- input and planning -----------------------------------------------------
 
-    def _parse(self, input: Any, config: RunnableConfig) -> tuple[list[AnyCall], InputType, Any]:
-        calls, input_type, state, request = self._calls_in(input, config)
-        for call in calls:
-            if not call_id(call):
-                raise unanswerable(call, request)
-        return calls, input_type, state
-
     def _calls_in(
         self, input: Any, config: RunnableConfig
     ) -> tuple[list[AnyCall], InputType, Any, AIMessage | None]:
-        if isinstance(input, list) and input and isinstance(input[-1], dict):
-            if input[-1].get("type") in ("tool_call", "invalid_tool_call"):
-                calls = cast(list[AnyCall], input)
-                valid = [c for c in calls if c.get("type") == "tool_call"]
-                state = self._extract_state(cast(Any, valid), config) if valid else {}
-                return self._unanswered(calls, state), "tool_calls", state, None
+        last = input[-1] if isinstance(input, list) and input else None
+        if isinstance(last, dict) and last.get("type") in ("tool_call", "invalid_tool_call"):
+            calls = cast(list[AnyCall], input)
+            valid = [c for c in calls if c.get("type") == "tool_call"]
+            state = self._extract_state(cast(Any, valid), config) if valid else {}
+            return self._unanswered(calls, state), "tool_calls", state, None
         if isinstance(input, dict) and input.get("__type") == "tool_call_with_context":
             return [input["tool_call"]], "tool_calls", input["state"], None
         messages = messages_of(input, self._messages_key)
@@ -458,10 +449,6 @@ class ToolNode(_LangGraphToolNode):
             return self.timeout.get(tool.name)
         return self.timeout
 
-    def _workers(self, config: RunnableConfig, n: int) -> int:
-        limit = self.max_concurrency or config.get("max_concurrency") or n
-        return min(limit, n)
-
     # -- output -----------------------------------------------------------------
 
     def _finish(
@@ -471,11 +458,8 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
     ) -> Any:
         raised = [r.error for r in results if isinstance(r, _Raised)]
-        for e in raised:  # interrupts win, once every started call has finished
-            if isinstance(e, GraphBubbleUp):
-                raise e
-        if raised:
-            raise raised[0]
+        if raised:  # interrupts win, once every started call has finished
+            raise next((e for e in raised if isinstance(e, GraphBubbleUp)), raised[0])
         done = iter(results)
         outputs: list[Output] = [
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots

@@ -24,6 +24,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -122,10 +123,8 @@ def _stored(saver: Any, at: RunnableConfig, run: RunnableConfig) -> Flow[None]:
     guard = layer_of(saver, GuardLayer)
     if guard is not None:
         # threadlog's saver wakes the marker when that put ends (no polling reads).
-        try:
+        with contextlib.suppress(Exception):  # as below: the marker is stored anyway
             yield from guard.stored_flow(saver, at, _STORED_WAIT, run)
-        except Exception:  # as below: the marker is stored anyway
-            pass
         return
     deadline = time.monotonic() + _STORED_WAIT
     try:
