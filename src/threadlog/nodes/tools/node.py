@@ -73,12 +73,7 @@ from threadlog.nodes.tools.checks import InputType
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.idempotent import check_unique, is_idempotent, mark_by_name
 from threadlog.nodes.tools.keys import config_key
-from threadlog.nodes.tools.results import (
-    Outcome,
-    classify,
-    from_error,
-    refuse_or_raise,
-)
+from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
 from threadlog.nodes.tools.started import finished_flow, note_flow
@@ -271,11 +266,7 @@ class ToolNode(_LangGraphToolNode):
             return self._interceptor_failed(e, request)
 
     async def _run_one_async(
-        self,
-        p: _Planned,
-        input_type: InputType,
-        gate: asyncio.Semaphore,
-        pool: LazyPool,
+        self, p: _Planned, input_type: InputType, gate: asyncio.Semaphore, pool: LazyPool
     ) -> Output:
         request = p.request()
 

@@ -70,10 +70,7 @@ def note_flow(
 
 
 def put_on_step(
-    config: RunnableConfig | None,
-    task_id: str,
-    writes: list[tuple[str, Any]],
-    what: str,
+    config: RunnableConfig | None, task_id: str, writes: list[tuple[str, Any]], what: str
 ) -> Flow[bool]:
     """Store `writes` on the step's checkpoint as the markers are; False (and a warning
     naming `what`) when nothing could be stored."""
