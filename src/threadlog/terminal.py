@@ -23,14 +23,12 @@ _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 CONTROLS: frozenset[int] = frozenset((*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI))
 
 
-def _escape(cp: int) -> str:
-    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
-
-
 @cache
 def _table(keep: str) -> dict[int, str]:
     kept = {ord(ch) for ch in keep}
-    return {cp: _escape(cp) for cp in CONTROLS if cp not in kept}
+    return {
+        cp: f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" for cp in CONTROLS if cp not in kept
+    }
 
 
 def safe(text: str, keep: str = "") -> str:

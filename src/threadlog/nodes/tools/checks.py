@@ -74,7 +74,11 @@ def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
     if limit is None:
         return message
     content = message.content
-    total = _text_length(content)
+    total = (
+        len(content)
+        if isinstance(content, str)
+        else sum(len(_block_text(b) or "") for b in content)
+    )
     if total <= limit:
         return message
     marker = (
@@ -88,12 +92,6 @@ def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
     artifact = message.artifact
     full = content if artifact is None else {"content": content, "artifact": artifact}
     return message.model_copy(update={"content": cut, "artifact": full})
-
-
-def _text_length(content: str | list[str | dict[Any, Any]]) -> int:
-    if isinstance(content, str):
-        return len(content)
-    return sum(len(_block_text(b) or "") for b in content)
 
 
 def _block_text(block: str | dict[Any, Any]) -> str | None:

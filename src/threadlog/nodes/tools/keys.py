@@ -16,7 +16,11 @@ IDEMPOTENT_KEY = "threadlog_idempotent"  # the `tool.metadata` flag of a marked 
 
 
 def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
-    parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
+    # The namespace without task ids: a re-run task may get another id.
+    ns = PREGEL.ns_sep.join(
+        part.split(PREGEL.ns_end, 1)[0] for part in checkpoint_ns.split(PREGEL.ns_sep) if part
+    )
+    parts = (str(thread_id or ""), ns, tool_call_id)
     digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
     return f"tl-idem-{digest}"
 
@@ -24,12 +28,6 @@ def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
 def config_key(config: Mapping[str, Any], tool_call_id: str) -> str:
     conf = config.get("configurable") or {}
     return call_key(conf.get("thread_id"), str(conf.get("checkpoint_ns") or ""), tool_call_id)
-
-
-def _without_task_ids(ns: str) -> str:
-    return PREGEL.ns_sep.join(
-        part.split(PREGEL.ns_end, 1)[0] for part in ns.split(PREGEL.ns_sep) if part
-    )
 
 
 def is_idempotent(tool: Any) -> bool:

@@ -369,7 +369,10 @@ class ToolNode(_LangGraphToolNode):
             return refuse_or_raise(Outcome.unknown(call, sorted(self.tools_by_name)), False)
         injected = self._inject_tool_args(call, request.runtime, tool)
         tool_input = {**injected, "type": "tool_call"}
-        return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
+        timeout = self.timeout
+        if isinstance(timeout, Mapping):
+            timeout = timeout.get(tool.name)
+        return Job(call, tool, tool_input, request.runtime.config, timeout)
 
     # -- input and planning -----------------------------------------------------
 
@@ -434,11 +437,6 @@ class ToolNode(_LangGraphToolNode):
             tool = self.tools_by_name.get(valid["name"])
             slots.append(_Planned(valid, tool, tool_runtime, decision))
         return slots
-
-    def _timeout_for(self, tool: BaseTool) -> float | None:
-        if isinstance(self.timeout, Mapping):
-            return self.timeout.get(tool.name)
-        return self.timeout
 
     # -- output -----------------------------------------------------------------
 
