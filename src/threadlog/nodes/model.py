@@ -245,25 +245,18 @@ class ModelNode(RunnableCallable):
         self, state: Any, config: RunnableConfig
     ) -> Flow[tuple[Chosen, SystemMessage | None]]:
         chosen, system = self._fixed, self._system
-        if self.choose_model is not None or self.choose_prompt is not None:
-            runtime = runtime_of(config)
-            if self.choose_model is not None:
-                picked = yield from resolve("model", self.choose_model, state, runtime)
-                if picked is None:
-                    raise TypeError(
-                        "the ModelNode's model callable returned None, not a chat model"
-                    )
-                chosen = self._models.prepare(picked)
-            if self.choose_prompt is not None:
-                text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
-                system = self._system_for(text)
+        runtime = runtime_of(config)
+        if self.choose_model is not None:
+            picked = yield from resolve("model", self.choose_model, state, runtime)
+            if picked is None:
+                raise TypeError("the ModelNode's model callable returned None, not a chat model")
+            chosen = self._models.prepare(picked)
+        if self.choose_prompt is not None:
+            text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
+            system = self._system_for(text)
         assert chosen is not None
         # `bound` / `bound_first` stay the node's runnables (`threadlog replay` sets them).
-        if (
-            self.bound is not None
-            and self.bound_first is not None
-            and (chosen.bound is not self.bound or chosen.bound_first is not self.bound_first)
-        ):
+        if self.bound is not None and self.bound_first is not None:
             chosen = dataclasses.replace(chosen, bound=self.bound, bound_first=self.bound_first)
         return chosen, system
 
