@@ -518,16 +518,11 @@ def _install_hooks() -> None:
             setattr(cls, attr, _hooked(original, kind, is_async))
 
 
-_INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
-
-
+@functools.cache
 def install_hooks() -> None:
     """Wrap the entry points, once per process (module doc, "Hooks")."""
-    if not _INSTALLED:
-        with _INSTALL_LOCK:
-            if not _INSTALLED:
-                _install_hooks()
-                _INSTALLED.append(True)
+    with _INSTALL_LOCK:
+        _install_hooks()
 
 
 _INSTALL_LOCK = threading.Lock()

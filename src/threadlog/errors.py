@@ -60,9 +60,8 @@ class ThreadlogError(Exception):
         return (_rebuild, (type(self), {name: getattr(self, name) for name in self._fields}))
 
 
-def _rebuild(cls: Any, fields: dict[str, Any]) -> ThreadlogError:
-    error: ThreadlogError = cls(**fields)
-    return error
+def _rebuild(cls: type[ThreadlogError], fields: dict[str, Any]) -> ThreadlogError:
+    return cls(**fields)
 
 
 class MessageLogError(ThreadlogError, ValueError):

@@ -118,15 +118,10 @@ def runtime_of(config: RunnableConfig | None) -> Runtime[Any]:
     return found if isinstance(found, Runtime) else Runtime()
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
-
-
 def resolve(what: str, choose: Callable[..., Any], state: Any, runtime: Runtime[Any]) -> Flow[Any]:
     """`choose(state, runtime)`, awaited under the async driver when it is `async def`."""
-    if not _is_async(choose):
+    call = getattr(choose, "__call__", None)  # noqa: B004 - an object with an async __call__
+    if not (inspect.iscoroutinefunction(choose) or inspect.iscoroutinefunction(call)):
         return choose(state, runtime)
 
     def in_sync_run(*_: Any) -> Any:

@@ -21,6 +21,7 @@ Contract:
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import logging
@@ -158,9 +159,7 @@ def mark_by_name(tools: Sequence[BaseTool], names: Iterable[str], *, where: str)
 def check_unique(tools: Sequence[BaseTool], names: Iterable[str] = (), *, where: str) -> None:
     """Refuse two tools of one name where either is marked or named: a key names no tool."""
     wanted = set(names)
-    seen: dict[str, int] = {}
-    for t in tools:
-        seen[t.name] = seen.get(t.name, 0) + 1
+    seen = collections.Counter(t.name for t in tools)
     for t in tools:
         if seen[t.name] > 1 and (is_idempotent(t) or t.name in wanted):
             raise IdempotencyError(
@@ -195,13 +194,12 @@ def _wrap(tool: BaseTool) -> None:
             tool.coroutine = _async_wrapper(coroutine, tool, fmt)
         return
     cls = type(tool)
-    own_arun = cls._arun is not BaseTool._arun
     body: dict[str, Any] = {
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "_run": _sync_wrapper(cls._run, None, fmt),
     }
-    if own_arun:
+    if cls._arun is not BaseTool._arun:
         body["_arun"] = _async_wrapper(cls._arun, None, fmt)
     tool.__class__ = type(cls.__name__, (cls,), body)
 

@@ -176,11 +176,7 @@ def classify(
         output = from_error(outcome.error, call, injected, handling)
     else:
         try:
-            stored = (
-                _stored(state, messages_key)
-                if isinstance(outcome.response, (Command, list))
-                else {}
-            )
+            stored = _stored(state, messages_key, outcome.response)
             response = normalize_response(outcome.response, call, messages_key, input_type, stored)
             output = _each_result(
                 response,
@@ -315,8 +311,10 @@ def _one(
     return replace(item, update={**update, messages_key: mine(update[messages_key])})
 
 
-def _stored(state: Any, messages_key: str) -> dict[str, BaseMessage]:
+def _stored(state: Any, messages_key: str, response: Any) -> dict[str, BaseMessage]:
     """The state's messages by id (what a `Command` may re-send unchanged)."""
+    if not isinstance(response, (Command, list)):
+        return {}
     try:
         messages = messages_of(state, messages_key)
     except ValueError:
