@@ -132,8 +132,6 @@ class ModelNode(RunnableCallable):
         # The id names the text: caches are by id, and nodes may share a policy.
         self._system = system_message(system_prompt if isinstance(system_prompt, str) else None)
 
-    # -- what the model is sent: one definition, used by the node and the inspector ----
-
     def plan_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> ContextView:
@@ -147,8 +145,6 @@ class ModelNode(RunnableCallable):
     ) -> list[BaseMessage]:
         """The messages this node sends the model (before the wire conversion); pure."""
         return self._assemble(self.plan_for(messages, compactions).messages, {}, self._system)[0]
-
-    # -- the steps ---------------------------------------------------------------
 
     def _inputs(self, state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]], bool]:
         messages, events = read_state(state, "model")
@@ -341,9 +337,6 @@ def _thread_key(config: RunnableConfig | None) -> tuple[str, str] | None:
     # A task's namespace is its graph's namespace plus "node:task_id" (new every step).
     task_ns = str(conf.get("checkpoint_ns") or "")
     return str(thread_id), task_ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in task_ns else ""
-
-
-# -- ContextNode: the same context policy as a node of its own ----------------------
 
 
 def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

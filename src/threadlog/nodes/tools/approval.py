@@ -26,17 +26,9 @@ from pydantic import BaseModel, ValidationError, model_validator
 from threadlog.errors import ApprovalError
 
 # Re-exported: what the model sees of an edit lives below both (`threadlog.log.edits`).
-from threadlog.log.edits import APPROVAL_KEY, Edit, apply_edits
+from threadlog.log.edits import APPROVAL_KEY, Edit
 
-__all__ = [
-    "APPROVAL_KEY",
-    "ApprovalError",
-    "Decision",
-    "apply_edits",
-    "approval_edits",
-    "approval_payload",
-    "ask_approval",
-]
+__all__ = ["APPROVAL_KEY", "Decision", "approval_edits", "approval_payload", "ask_approval"]
 
 ACTIONS = ("approve", "edit", "reject")
 _HINT = (

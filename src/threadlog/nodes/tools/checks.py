@@ -29,17 +29,10 @@ from langchain_core.messages import (
 from langgraph.prebuilt.tool_node import msg_content_output
 from langgraph.types import Command
 
-from threadlog.errors import MessageLogError, ToolCallError
+from threadlog.errors import MessageLogError
 from threadlog.log.messages import role_of
 
-__all__ = [
-    "ErrorKind",
-    "InputType",
-    "ToolCallError",
-    "cut_content",
-    "error_result",
-    "normalize_response",
-]
+__all__ = ["ErrorKind", "InputType", "cut_content", "error_result", "normalize_response"]
 
 ErrorKind = Literal[
     "raised",
@@ -120,9 +113,6 @@ def _cut_blocks(
         out.append(piece if isinstance(b, str) else {**b, "text": piece})
     out.append({"type": "text", "text": marker})
     return out
-
-
-# -- checking what a tool returned --------------------------------------------------
 
 
 def normalize_response(

@@ -197,8 +197,6 @@ class ToolNode(_LangGraphToolNode):
         """Whether failures become results at all (`handle_tool_errors` is not False)."""
         return self._handling.flag is not False
 
-    # -- the node ---------------------------------------------------------------
-
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         return super().invoke(input, _with_runtime(config), **kwargs)
 
@@ -249,8 +247,6 @@ class ToolNode(_LangGraphToolNode):
             if isinstance(r, BaseException) and not isinstance(r, Exception):
                 raise r  # cancellation and the like
         return [_Raised(r) if isinstance(r, Exception) else cast(Output, r) for r in results]
-
-    # -- one call: the interceptor around `execute` -------------------------------
 
     def _run_one_sync(self, p: _Planned, input_type: InputType) -> Output:
         request = p.request()
@@ -374,8 +370,6 @@ class ToolNode(_LangGraphToolNode):
             timeout = timeout.get(tool.name)
         return Job(call, tool, tool_input, request.runtime.config, timeout)
 
-    # -- input and planning -----------------------------------------------------
-
     def _calls_in(
         self, input: Any, config: RunnableConfig
     ) -> tuple[list[AnyCall], InputType, Any, AIMessage | None]:
@@ -437,8 +431,6 @@ class ToolNode(_LangGraphToolNode):
             tool = self.tools_by_name.get(valid["name"])
             slots.append(_Planned(valid, tool, tool_runtime, decision))
         return slots
-
-    # -- output -----------------------------------------------------------------
 
     def _finish(
         self,

@@ -29,13 +29,13 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import filter_validation_errors
+from threadlog.errors import ToolCallError
 from threadlog.log.edits import APPROVAL_KEY
 from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
     InputType,
     Refused,
-    ToolCallError,
     cut_content,
     error_result,
     normalize_response,
