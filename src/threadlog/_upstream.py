@@ -633,11 +633,8 @@ class _Seen:
                 callable(getattr(loop.stack, "callback", None)),
             )
             if facts.has_callback and self.phase == "run":
-                loop.stack.callback(self.unwind)
+                loop.stack.callback(setattr, self, "unwound", True)
         self.reads.append((self.phase, facts, in_get_state()))
-
-    def unwind(self) -> None:
-        self.unwound = True
 
 
 class _LoopFacts(NamedTuple):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,22 +31,14 @@ P = ParamSpec("P")
 _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
+@dataclass(slots=True, eq=False)
 class Io:
     """One storage call a flow needs, in both forms."""
 
-    __slots__ = ("args", "async_", "kwargs", "sync")
-
-    def __init__(
-        self,
-        sync: Callable[..., Any],
-        async_: Callable[..., Any] | None = None,
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] = _NO_KWARGS,
-    ) -> None:
-        self.sync = sync
-        self.async_ = async_
-        self.args = args
-        self.kwargs = kwargs
+    sync: Callable[..., Any]
+    async_: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: _NO_KWARGS)
 
     def __repr__(self) -> str:
         return f"Io({getattr(self.sync, '__qualname__', self.sync)!s}, args={self.args!r})"

@@ -446,8 +446,7 @@ class ToolNode(_LangGraphToolNode):
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
         ]
         # A reviewer's edits go first, so the results answer the edited calls.
-        edits: list[Any] = self._edits(slots)
-        return self._combine_tool_outputs([*edits, *outputs], input_type)
+        return self._combine_tool_outputs([*self._edits(slots), *outputs], input_type)
 
     def _edits(self, slots: list[ToolMessage | _Planned]) -> list[Any]:
         planned = [s for s in slots if isinstance(s, _Planned)]
