@@ -32,7 +32,7 @@ from langgraph.types import Command
 from threadlog.errors import MessageLogError
 from threadlog.log.messages import role_of
 
-__all__ = ["ErrorKind", "InputType", "cut_content", "error_result", "normalize_response"]
+__all__ = ["ErrorKind", "InputType", "Output", "cut_content", "error_result", "normalize_response"]
 
 ErrorKind = Literal[
     "raised",
@@ -50,6 +50,7 @@ ErrorKind = Literal[
 ERROR_KEY = "threadlog_error"
 # How the node was called: a state dict, a list of messages, or tool calls (LangGraph's).
 InputType = Literal["list", "dict", "tool_calls"]
+Output = ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
 
 
 def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:
@@ -121,7 +122,7 @@ def normalize_response(
     messages_key: str,
     input_type: InputType = "dict",
     stored: Mapping[str, BaseMessage] | None = None,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+) -> Output:
     """Check a tool's return value for `call`, or raise `Refused`; `stored` messages a
     `Command` re-sends unchanged are not judged again."""
     stored = stored or {}

@@ -62,14 +62,13 @@ from langgraph.prebuilt.tool_node import (
     ToolRuntime,
 )
 from langgraph.runtime import DEFAULT_RUNTIME
-from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
 from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.flows import Flow, Io, arun, run
 from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
-from threadlog.nodes.tools.checks import InputType
+from threadlog.nodes.tools.checks import InputType, Output
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.idempotent import check_unique, is_idempotent, mark_by_name
 from threadlog.nodes.tools.keys import config_key
@@ -82,8 +81,6 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = ["ToolNode"]
-
-Output = ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -35,6 +35,7 @@ from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
     InputType,
+    Output,
     Refused,
     cut_content,
     error_result,
@@ -167,9 +168,9 @@ def classify(
     state: Any,
     warned: set[tuple[str, str]],
     meta: Mapping[str, Any],
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+) -> Output:
     """The output for `call` (module doc); `meta` goes in each result's `response_metadata`."""
-    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
+    output: Output
     if outcome.message is not None:
         output = refuse_or_raise(outcome, handling.raises_refusals)
     elif outcome.error is not None:
@@ -279,12 +280,7 @@ def _with_meta(message: ToolMessage, meta: Mapping[str, Any]) -> ToolMessage:
     return message.model_copy(update={"response_metadata": {**message.response_metadata, **meta}})
 
 
-def _each_result(
-    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]],
-    call: ToolCall,
-    messages_key: str,
-    fn: Any,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
+def _each_result(output: Output, call: ToolCall, messages_key: str, fn: Any) -> Output:
     if isinstance(output, list):
         return [_one(o, call, messages_key, fn) for o in output]
     return _one(output, call, messages_key, fn)
@@ -294,8 +290,7 @@ def _one(
     item: ToolMessage | Command[Any], call: ToolCall, messages_key: str, fn: Any
 ) -> ToolMessage | Command[Any]:
     if isinstance(item, ToolMessage):
-        out: ToolMessage = fn(item)
-        return out
+        return cast(ToolMessage, fn(item))
 
     def mine(messages: list[Any]) -> list[Any]:
         return [
