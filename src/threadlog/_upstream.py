@@ -461,14 +461,11 @@ def _rewritten(graph: Any, supersteps: Any) -> Any:
     out = []
     for step in supersteps:
         updates = []
-        for update in step:
-            values = update.values if isinstance(update, StateUpdate) else update[0]
+        for update in step:  # a StateUpdate, or a plain (values, as_node[, task_id]) tuple
+            values = update[0]
             for rewrite in _UPDATE_REWRITES:
                 values = rewrite(graph, values)
-            if isinstance(update, StateUpdate):
-                updates.append(update._replace(values=values))
-            else:  # a plain tuple (values, as_node[, task_id]), as LangGraph also takes
-                updates.append(StateUpdate(values, *tuple(update)[1:]))
+            updates.append(StateUpdate(values, *tuple(update)[1:]))
         out.append(updates)
     return out
 

@@ -135,9 +135,7 @@ def idempotent(tool: T) -> T:
 
 def mark_by_name(tools: Sequence[BaseTool], names: Iterable[str], *, where: str) -> None:
     """Mark the tools named in `names`; `where` names the caller in errors."""
-    if isinstance(names, str):
-        names = (names,)
-    names = list(names)
+    names = [names] if isinstance(names, str) else list(names)
     for name in names:
         if not isinstance(name, str):
             raise IdempotencyError(
