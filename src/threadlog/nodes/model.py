@@ -167,9 +167,7 @@ class ModelNode(RunnableCallable):
         system: SystemMessage | None,
     ) -> tuple[list[BaseMessage], list[ToolMessage]]:
         context, repairs = repair_open_calls(list(kept), repair=self.repair, recovered=recovered)
-        if system is not None:
-            context = [system, *context]
-        return context, repairs
+        return ([system, *context] if system is not None else context), repairs
 
     def _prepare(
         self,
