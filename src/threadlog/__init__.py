@@ -5,34 +5,13 @@
     class State(MessagesState):
         ...
 
-The public API, by idea (README.md has the quickstart, docs/ARCHITECTURE.md the map):
-
-* The log: `Messages`, `MessagesState`, `MessageLogChannel`, `MessageLog`,
-  `append_messages`, `coerce_message`, `role_of`, `digest`; errors `MessageLogError`
-  and its subclasses `InvalidMessageError`, `ConflictingIdError`, `ToolPairingError`,
-  `AppendOnlyError`, `ParallelWriteError`, `EditError`.
-* Human review: `Edit` (an edit of an AIMessage's calls, recorded as an event),
-  `original_of`, `edits_of`.
-* Providers and servers: `validate`, `PROFILES`, `SERVER_PROFILES`, `Profile`,
-  `get_profile`; the wire boundary `to_wire`, `openai_payload`, `profile_for`,
-  `infer_profile`, `rewrite_payload`, `with_profile`.
-* Nodes: `ToolNode`, `tools_condition`, `send_tool_calls`, `ToolCallError`,
-  `ApprovalError`; `idempotent` (a tool whose effect happens once per call),
-  `idempotency_key`, `IdempotencyError`; `ModelNode`; `ContextPolicy`, `ContextNode`,
-  `build_context`, `plan_context`, `Compactions`, `AgentState`; `OfflineChatModel`; `create_agent`.
-* Checkpoints: `checkpointer`, `acheckpointer`, `ConcurrentRunError`, `StoredDataError`,
-  `with_history_cache`, `HistoryCache`; `allow_state_types` (your state's own types on a
-  saver's strict serializer), `UndecodedValue` (what a reader shows for a type it may not
-  rebuild); `UpstreamChangedError` (an incompatible LangGraph).
-* Inspection: the `threadlog.inspect` subpackage (`threadlog.inspect.thread(...)`).
+README.md has the quickstart, docs/ARCHITECTURE.md the map of the modules behind `__all__`.
 """
 
+import functools
 from typing import TYPE_CHECKING, Any
 
-from threadlog import errors as _errors  # small, imports nothing; its `__all__` is the list
-
-# The names below load on first use (PEP 562), so `threadlog --help` and `import threadlog`
-# stay fast and load no LangGraph until something from it is needed.
+# These names load on first use (PEP 562): `import threadlog` loads no LangGraph.
 if TYPE_CHECKING:
     from threadlog.agent import create_agent
     from threadlog.channel import MessageLogChannel, Messages, MessagesState
@@ -77,41 +56,19 @@ if TYPE_CHECKING:
         with_profile,
     )
 
-_MODULES: dict[str, tuple[str, ...]] = {
-    "threadlog.agent": ("create_agent",),
-    "threadlog.channel": ("MessageLogChannel", "Messages", "MessagesState"),
-    "threadlog.checkpoint.cache": ("HistoryCache", "with_history_cache"),
-    "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
-    "threadlog.checkpoint.serde": ("UndecodedValue",),
-    "threadlog.checkpoint.state_types": ("allow_state_types",),
-    "threadlog.context.compaction": ("AgentState", "Compactions"),
-    "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
-    "threadlog.log.edits": ("Edit", "edits_of", "original_of"),
-    "threadlog.errors": tuple(_errors.__all__),
-    "threadlog.log.message_log": ("MessageLog", "append_messages"),
-    "threadlog.log.messages": ("coerce_message", "digest", "role_of"),
-    "threadlog.models.offline": ("OfflineChatModel",),
-    "threadlog.nodes.model": ("ContextNode", "ModelNode"),
-    "threadlog.nodes.tools.idempotent": ("idempotency_key", "idempotent"),
-    "threadlog.nodes.tools.node": ("ToolNode",),
-    "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
-    "threadlog.providers.problems": ("validate",),
-    "threadlog.providers.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile"),
-    "threadlog.providers.wire": (
-        "infer_profile",
-        "openai_payload",
-        "profile_for",
-        "rewrite_payload",
-        "to_wire",
-        "with_profile",
-    ),
-}
-_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+_SUBPACKAGES = ("inspect",)  # reachable as attributes after a plain `import threadlog`
 
 
-# Subpackages reachable as attributes (`threadlog.inspect.thread(...)` after a plain
-# `import threadlog`); importing one binds it on this package.
-_SUBPACKAGES = ("inspect",)
+@functools.cache
+def _lazy() -> dict[str, str]:
+    # The TYPE_CHECKING imports above are the one list of what loads on first use.
+    import ast
+    import pathlib
+
+    tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If))
+    imports = [node for node in block.body if isinstance(node, ast.ImportFrom)]
+    return {alias.name: str(node.module) for node in imports for alias in node.names}
 
 
 def __getattr__(name: str) -> Any:
@@ -119,7 +76,7 @@ def __getattr__(name: str) -> Any:
 
     if name in _SUBPACKAGES:
         return importlib.import_module(f"threadlog.{name}")
-    module = _LAZY.get(name)
+    module = _lazy().get(name)
     if module is None:
         raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -128,7 +85,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY, *_SUBPACKAGES])
+    return sorted([*globals(), *_lazy(), *_SUBPACKAGES])
 
 
 __version__ = "0.1.0"

@@ -1,10 +1,7 @@
 """Every private LangGraph / langchain name threadlog relies on, in one place.
 
-Upstream may rename or change any of these in a minor release: this is the file to read
-then, and `tests/upstream/test_upstream.py` resolves and exercises every row below on the
-installed packages. Public names are used where they are, not listed here.
-
-One row per touch point (a sync method and its async twin are one row). Kinds: **name**
+`tests/upstream/test_upstream.py` resolves and exercises every row below on the installed
+packages. One row per touch point (a sync method and its async twin are one row). Kinds: **name**
 (a private class, function or constant), **format** (how LangGraph spells what it stores
 and passes: `PREGEL`), **hook** (a method wrapped, see "Hooks"), **fork** (a method
 overridden or a private helper called by `checkpoint/backends/postgres_inline.py`).
@@ -74,15 +71,13 @@ overridden or a private helper called by `checkpoint/backends/postgres_inline.py
  30  fork    langgraph.checkpoint.postgres.base.BasePostgresSaver.UPSERT_CHECKPOINTS_SQL
              and its 3 other statements
 
-**Hooks.** LangGraph has no callback for a run's loop reading its thread
-(`running_loop()`), `get_state` reading it (`in_get_state()`) and previewing its stored
-writes (`in_state_preview()`), or `update_state`'s values (`on_update_state`), so those
-entry points are wrapped, never at import: `install_hooks()` wraps them once per process
-when threadlog's own objects are first used. Each wrapper acts only for threadlog's
-graphs and savers (`OWN_MARK`, `own()`); any other call goes straight to LangGraph's own
-function. For threadlog's, the call is published in a `ContextVar` for exactly that call.
-`verify_hooks()` / `averify_hooks()` run a canary graph once per process and raise
-`UpstreamChangedError` if a hook no longer fires.
+**Hooks.** LangGraph has no callback for a run's loop reading its thread, `get_state`
+reading it or previewing its writes, or `update_state`'s values, so those entry points are
+wrapped, never at import: `install_hooks()` wraps them once per process when threadlog's
+own objects are first used. A wrapper acts only for threadlog's graphs and savers (`own()`)
+and publishes the call in a `ContextVar`; any other call goes straight to LangGraph.
+`verify_hooks()` runs a canary graph once per process (`UpstreamChangedError` if one no
+longer fires).
 """
 
 from __future__ import annotations
@@ -98,7 +93,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import BaseMessage
@@ -165,21 +160,18 @@ MISSING: Any = DeltaChannel(operator.add, list).checkpoint()
 
 
 def is_overwrite(value: Any) -> bool:
-    """Whether `value` is LangGraph's `Overwrite` (object or dict form)."""
     return bool(_get_overwrite(value)[0])
 
 
 def saver_task_path(saver: Any, value: bool | None = None) -> bool:
-    """A SqliteSaver's flag for whether its writes table has the `task_path` column; with
-    `value`, set it first (a read-only saver never runs the `setup()` that finds out)."""
+    """A SqliteSaver's `task_path`-column flag; set first with `value` (read-only savers)."""
     if value is not None:
         saver._has_task_path = value
     return bool(saver._has_task_path)
 
 
 def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
-    """Whether `serde`'s msgpack loader rebuilds a stored `(module, class)` or calls a
-    stored `(module, class, method)`, or None when it is not strict (rebuilds all)."""
+    """Whether `serde`'s loader rebuilds a stored `(module, class[, method])`; None: all."""
     allowed = getattr(serde, "_allowed_msgpack_modules", True)
     if allowed is True:
         return None
@@ -194,14 +186,9 @@ def msgpack_rebuilds(serde: Any) -> Callable[[tuple[str, ...]], bool] | None:
 
 
 def built_message(module: Any, name: Any, fields: dict[str, Any]) -> BaseMessage | None:
-    """`cls(**fields)` for a stored record of one of LangGraph's safe message classes
-    (`SAFE_MSGPACK_TYPES`) holding exactly the class's fields with a string id (what
-    `model_dump` stored), without validating them again; else None.
-
-    LangGraph's loader validates each record and, should that fail, builds it unvalidated
-    (`model_construct`), so this trusts nothing it would not. The object is set up as
-    pydantic's own constructors leave it (`__dict__`, `__pydantic_fields_set__`,
-    `__pydantic_extra__`, `__pydantic_private__`: no public way to skip the re-check)."""
+    """`cls(**fields)` unvalidated for a stored record of a safe message class holding
+    exactly its fields and a string id, else None: LangGraph's loader falls back to
+    `model_construct` anyway, so this trusts nothing it would not."""
     found = _MESSAGE_CLASSES.get((module, name))
     if found is None:
         if (module, name) not in _msgpack.SAFE_MSGPACK_TYPES:
@@ -225,17 +212,12 @@ _MESSAGE_CLASSES: dict[tuple[Any, Any], tuple[type[BaseMessage], frozenset[str]]
 
 
 def msgpack_ext_hook(serde: Any) -> Callable[[int, bytes], Any] | None:
-    """`serde`'s msgpack record loader (the hook its `loads_typed` hands ormsgpack), or
-    None."""
     hook = getattr(serde, "_unpack_ext_hook", None)
     return hook if callable(hook) else None
 
 
-def schema_types(
-    schemas: Sequence[Any], channels: Mapping[str, Any]
-) -> set[tuple[str, ...]]:
-    """The `(module, class)` pairs LangGraph's strict serializer must allow for these
-    schemas and channels (`ValueType` / `UpdateType`), as `compile()` collects them."""
+def schema_types(schemas: Sequence[Any], channels: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The `(module, class)` pairs a strict serializer allows, as `compile()` collects them."""
     found: set[tuple[str, ...]] = collect_allowlist_from_schemas(
         schemas=[s for s in schemas if s is not None], channels=dict(channels)
     )
@@ -254,8 +236,7 @@ def ls_provider(model: Any) -> str | None:
 
 @dataclass(frozen=True)
 class _PregelFormat:
-    """How LangGraph spells what it stores and passes: threads already stored depend on
-    these, so they are facts to check (`tests/upstream/test_upstream.py`), not names."""
+    """How LangGraph spells what it stores and passes (stored threads depend on it)."""
 
     ns_sep: str = NS_SEP  # joins nested checkpoint namespaces
     ns_end: str = NS_END  # ends the node name in a namespace segment, "<node>:<task_id>"
@@ -275,15 +256,13 @@ PREGEL = _PregelFormat()
 # -- hooks: what LangGraph is doing right now, in this context --------------------------------
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
-    """One hooked call in progress: its target, and the thread / task making it."""
+    """One hooked call in progress: its target and the thread / task making it."""
 
-    __slots__ = ("live", "owner", "target")
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-        self.owner = _owner()
-        self.live = True
+    target: Any
+    owner: tuple[int, object] = field(default_factory=lambda: _owner())
+    live: bool = True
 
 
 def _owner() -> tuple[int, object]:
@@ -300,8 +279,7 @@ _CALLS: dict[str, contextvars.ContextVar[_Call | None]] = {
     for kind in ("loop_enter", "get_state", "state_preview", "update_state")
 }
 
-# (class, attribute, kind, is async): the entry points wrapped, as data. While one runs,
-# `_CALLS[kind]` holds it; `verify_hooks` proves each still fires.
+# (class, attribute, kind, is async): while one runs, `_CALLS[kind]` holds it.
 _ENTRY_POINTS: tuple[tuple[type, str, str, bool], ...] = (
     # The loop reads the thread's head while it enters: a saver can tell a run from a reader.
     (SyncPregelLoop, "__enter__", "loop_enter", False),
@@ -324,8 +302,7 @@ def _active(kind: str) -> Any | None:
 
 
 class RunningLoop(NamedTuple):
-    """What threadlog reads off the Pregel loop whose enter is running (`running_loop()`);
-    other modules read these fields, never the loop's own attributes."""
+    """What threadlog reads off the Pregel loop whose enter is running (`running_loop()`)."""
 
     loop: object  # for its lifetime (`weakref.finalize`), nothing else
     stack: Any  # its (Async)ExitStack, unwound however the run ends
@@ -336,8 +313,7 @@ class RunningLoop(NamedTuple):
 
 
 def running_loop() -> RunningLoop | None:
-    """The Pregel loop whose `__enter__` / `__aenter__` is running in this thread / task,
-    else None; `UpstreamChangedError` if the loop lacks what `RunningLoop` reads."""
+    """The Pregel loop entering in this thread / task, else None."""
     loop = _active("loop_enter")
     if loop is None:
         return None
@@ -356,7 +332,6 @@ def _lost_attribute(owner: object, name: str | None) -> UpstreamChangedError:
 
 
 def run_store(loop: RunningLoop) -> Any:
-    """The `BaseStore` the run hands its tasks, or None."""
     try:
         return loop.loop.store  # type: ignore[attr-defined]
     except AttributeError as exc:
@@ -380,8 +355,7 @@ def in_state_preview() -> bool:
 
 
 def declared_channels() -> Mapping[str, Any] | None:
-    """The channels (name -> channel) of the graph whose LangGraph read is running in this
-    context (a loop entering, `get_state`, `update_state`), or None."""
+    """The channels of the graph whose LangGraph read runs in this context, or None."""
     for kind in ("state_preview", "get_state", "update_state"):
         graph = _active(kind)
         if graph is not None:
@@ -391,12 +365,9 @@ def declared_channels() -> Mapping[str, Any] | None:
     return None if loop is None else loop.specs
 
 
-# LangGraph stores a run's input from a background thread while step 0 stamps missing
-# message ids in place, so the stored input has the ids or not by timing. Callbacks
-# registered here run on the loop's `input` and `specs` before it enters.
-
+# LangGraph stores a run's input from a background thread while step 0 stamps message ids
+# in place: these callbacks see `(input, specs)` before the loop enters, to stamp them first.
 RunInputHook = Callable[[Any, Mapping[str, Any]], None]
-"""(the run's input, channel name -> channel) -> None; may stamp the input in place."""
 _RUN_INPUT_HOOKS: list[RunInputHook] = []
 
 
@@ -407,8 +378,7 @@ def on_run_input(hook: RunInputHook) -> None:
 
 
 def stamp_message_ids(specs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
-    """Give the message objects written to a `DeltaChannel` in `values` the uuid4 ids
-    LangGraph would stamp on them, now and in place (dict messages are left)."""
+    """Stamp LangGraph's uuid4 ids on message objects written to a `DeltaChannel`, now."""
     for key, value in values.items():
         if not isinstance(specs.get(key), DeltaChannel):
             continue
@@ -433,7 +403,6 @@ def _before_enter(loop: Any) -> None:
 
 @contextlib.contextmanager
 def _published(kind: str, target: Any) -> Any:
-    """`target` published as the running `kind` call for exactly this block."""
     if kind == "loop_enter":
         _before_enter(target)
     call = _Call(target)
@@ -474,12 +443,9 @@ def _hooked(original: Callable[..., Any], kind: str, is_async: bool) -> Callable
     return hook
 
 
-# Every `update_state` goes through `bulk_update_state`, which stores an update's writes
-# before any channel sees them: each registered rewrite maps one update's values to what is
-# stored, so the write itself can say "a human revised this message".
-
+# Every `update_state` stores its writes through `bulk_update_state` before any channel sees
+# them: a rewrite `(graph, values) -> values` lets the write say "a human revised this".
 UpdateRewrite = Callable[[Any, Any], Any]
-"""(graph, one update's values) -> the values to write instead."""
 _UPDATE_REWRITES: list[UpdateRewrite] = []
 
 
@@ -495,21 +461,16 @@ def _rewritten(graph: Any, supersteps: Any) -> Any:
     out = []
     for step in supersteps:
         updates = []
-        for update in step:
-            values = update.values if isinstance(update, StateUpdate) else update[0]
+        for update in step:  # a StateUpdate, or a plain (values, as_node[, task_id]) tuple
+            values = update[0]
             for rewrite in _UPDATE_REWRITES:
                 values = rewrite(graph, values)
-            if isinstance(update, StateUpdate):
-                updates.append(update._replace(values=values))
-            else:  # a plain tuple (values, as_node[, task_id]), as LangGraph also takes
-                updates.append(StateUpdate(values, *tuple(update)[1:]))
+            updates.append(StateUpdate(values, *tuple(update)[1:]))
         out.append(updates)
     return out
 
 
 def _updated(kind: str, graph: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
-    """`bulk_update_state`'s arguments with its values rewritten, for a graph with
-    threadlog's channels; any other call's as they are."""
     if kind != "update_state" or not _owns_channels(graph):
         return args, kwargs
     if "supersteps" in kwargs:
@@ -532,7 +493,6 @@ def update_state_hooked() -> bool:
 
 
 def _is_hooked(fn: Any) -> bool:
-    """Whether `fn` is our hook, or wraps it (`functools.wraps` keeps `__wrapped__`)."""
     for _ in range(100):
         if fn is None:
             return False
@@ -543,7 +503,6 @@ def _is_hooked(fn: Any) -> bool:
 
 
 def _install_hooks() -> None:
-    """Wrap each entry point once; again only if something replaced it since."""
     updates = ((cls, attr, "update_state", a) for cls, attr, a in _UPDATE_ENTRY_POINTS)
     for cls, attr, kind, is_async in (*_ENTRY_POINTS, *updates):
         name = f"{cls.__name__}.{attr}"
@@ -556,16 +515,11 @@ def _install_hooks() -> None:
             setattr(cls, attr, _hooked(original, kind, is_async))
 
 
-_INSTALLED: list[bool] = []  # [True] once `install_hooks` ran in this process
-
-
+@functools.cache
 def install_hooks() -> None:
     """Wrap the entry points, once per process (module doc, "Hooks")."""
-    if not _INSTALLED:
-        with _INSTALL_LOCK:
-            if not _INSTALLED:
-                _install_hooks()
-                _INSTALLED.append(True)
+    with _INSTALL_LOCK:
+        _install_hooks()
 
 
 _INSTALL_LOCK = threading.Lock()
@@ -576,8 +530,7 @@ OWN_MARK = "_threadlog_own"
 
 
 def own(obj: Any) -> Any:
-    """Mark `obj` (a saver object, or a channel class) as threadlog's, install the hooks,
-    and return it."""
+    """Mark `obj` (a saver, or a channel class) as threadlog's and install the hooks."""
     install_hooks()
     if isinstance(obj, type):
         setattr(obj, OWN_MARK, True)
@@ -634,8 +587,7 @@ def _version() -> str:
 
 
 def verify_hooks() -> None:
-    """Prove the hooks fire on the installed LangGraph (a canary graph's `invoke` and
-    `get_state`, in an empty context), once per process; raise `UpstreamChangedError`."""
+    """Prove the hooks fire on a canary graph, once per process, or raise."""
     if False in _VERIFIED:
         return
     install_hooks()
@@ -652,17 +604,17 @@ async def averify_hooks() -> None:
     _VERIFIED.add(True)
 
 
+@dataclass(eq=False)
 class _Seen:
     """What the canary's saver, nodes and reducer saw, per phase (facts, never the loop)."""
 
-    def __init__(self, given: Any) -> None:
-        self.given = given
-        self.phase = "run"
-        self.reads: list[tuple[str, _LoopFacts | None, bool]] = []
-        self.in_nodes: list[tuple[str, bool]] = []  # (phase, a loop was published)
-        self.updates: list[tuple[str, bool]] = []  # (phase, in_state_preview())
-        self.unwound = False
-        self.error: UpstreamChangedError | None = None
+    given: Any
+    phase: str = "run"
+    reads: list[tuple[str, _LoopFacts | None, bool]] = field(default_factory=list)
+    in_nodes: list[tuple[str, bool]] = field(default_factory=list)  # (phase, loop published)
+    updates: list[tuple[str, bool]] = field(default_factory=list)  # (phase, in_state_preview())
+    unwound: bool = False
+    error: UpstreamChangedError | None = None
 
     def read(self) -> None:
         try:
@@ -678,11 +630,8 @@ class _Seen:
                 callable(getattr(loop.stack, "callback", None)),
             )
             if facts.has_callback and self.phase == "run":
-                loop.stack.callback(self.unwind)
+                loop.stack.callback(setattr, self, "unwound", True)
         self.reads.append((self.phase, facts, in_get_state()))
-
-    def unwind(self) -> None:
-        self.unwound = True
 
 
 class _LoopFacts(NamedTuple):
@@ -741,8 +690,7 @@ def _canary_graph() -> Any:
 
 
 def _canary(*, is_async: bool) -> Flow[None]:
-    """A run (one node interrupts, so the other's result is a pending write), then
-    `get_state` on it, untraced."""
+    """A run (one node interrupts: the other's result is a pending write), then get_state."""
     from langsmith import tracing_context
 
     given = {"n": 0}
@@ -811,11 +759,7 @@ def _problems(seen: _Seen, enter: str, get_state: str, preview: str) -> list[str
     return out
 
 
-# langchain-openai: `_get_request_payload` builds the body every request sends. Imported
-# on first use (it brings `openai`, which a reader never needs).
-
-
-@functools.cache
+@functools.cache  # imported on first use: it brings `openai`
 def _payload_model(responses_api: bool) -> Any:
     from langchain_openai import ChatOpenAI
 
@@ -823,8 +767,7 @@ def _payload_model(responses_api: bool) -> Any:
 
 
 def openai_message_json(messages: Sequence[Any], *, responses_api: bool) -> list[dict[str, Any]]:
-    """The JSON langchain-openai sends for `messages`: Chat Completions `messages` dicts,
-    or (`responses_api`) Responses API `input` items."""
+    """The JSON langchain-openai sends for `messages` (Chat Completions or Responses API)."""
     body = _payload_model(responses_api)._get_request_payload(list(messages))
     return list(body["input" if responses_api else "messages"])
 
@@ -835,8 +778,8 @@ _REWRITING: dict[tuple[type, str], type] = {}
 
 
 def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
-    """A copy of a langchain-openai chat model whose request body goes through
-    `rewrite(body) -> body` before it is sent; `key` names the rewrite (one subclass each)."""
+    """A copy of a langchain-openai model whose request body goes through `rewrite`;
+    `key` names the rewrite (one subclass each)."""
     base = type(model)
     if getattr(base, "_threadlog_rewrite_key", None) is not None:
         base = base.__mro__[1]  # already rewritten: replace, never stack, the rule
@@ -863,9 +806,6 @@ def with_request_payload_rewrite(model: Any, key: str, rewrite: Any) -> Any:
     return copy
 
 
-# `langgraph.prebuilt` is imported on first use: only the tool node needs it.
-
-
 def filter_validation_errors(validation_error: Any, injected_args: Any) -> list[Any]:
     """ToolNode's filter of injected arguments out of a validation error."""
     from langgraph.prebuilt.tool_node import _filter_validation_errors
@@ -874,24 +814,20 @@ def filter_validation_errors(validation_error: Any, injected_args: Any) -> list[
 
 
 def infer_handled_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]:
-    """Which exception types a `handle_tool_errors` callable handles, as ToolNode reads
-    its annotation."""
+    """The exception types a `handle_tool_errors` callable handles, as ToolNode reads them."""
     from langgraph.prebuilt.tool_node import _infer_handled_types
 
     return _infer_handled_types(handler)
 
 
-# LangGraph Server wraps a custom checkpointer in `_CustomCheckpointerAdapter`, which does
-# not forward the base-class `get_delta_channel_history`: a load through it would take the
-# base walk (one `aget_tuple` per checkpoint) past the saver's own history read.
+# LangGraph Server's checkpointer adapter does not forward `get_delta_channel_history`.
 SERVER_ADAPTER = ("langgraph_api._checkpointer._adapter", "_CustomCheckpointerAdapter")
 _DELTA_HISTORY = ("get_delta_channel_history", "aget_delta_channel_history")
 
 
 def forward_server_delta_history() -> bool:
-    """Make LangGraph Server's checkpointer adapter forward delta-channel history reads to
-    the saver it wraps. False, changing nothing, when no server loaded its adapter in this
-    process (langgraph-api is never imported here) or the adapter changed."""
+    """Make LangGraph Server's adapter forward delta-history reads to its saver; False when
+    no server loaded it in this process (never imported here) or it changed."""
     module_name, class_name = SERVER_ADAPTER
     adapter: Any = getattr(sys.modules.get(module_name), class_name, None)
     if not isinstance(adapter, type) or not callable(getattr(adapter, "aget_tuple", None)):

@@ -59,22 +59,9 @@ def create_agent(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile a model ⇄ tools agent over `AgentState` (module doc).
 
-    Args:
-        model: any LangChain chat model, or a callable `(state, runtime) -> model`.
-        tools: the tools the model may call (`BaseTool`s or plain functions).
-        system_prompt: sent first on every model call, not logged; or a callable
-            `(state, runtime) -> str | None`.
-        context: a `ContextPolicy`; the model step records its compaction events.
-        checkpointer: any LangGraph saver, e.g. `threadlog.checkpointer(url)`.
-        per_call_branches: run each tool call as its own task (`Send`).
-        requires_approval: tool names that pause for a reviewer before running.
-        idempotent: tool names whose calls get an idempotency key and a receipt.
-        profile: the provider or server profile; default inferred from the model.
-        tool_choice: `tool_choice` of the first model call of each turn.
-        max_model_calls: model calls one turn may make (default 25); None: no cap.
-        name: the compiled graph's name.
-        state_schema: your state, extending `threadlog.AgentState` (default: it).
-        context_schema: the run context's type, read through `runtime.context`."""
+    `model`, `system_prompt`, `context`, `profile`, `tool_choice` and `max_model_calls` are
+    `ModelNode`'s; `requires_approval` and `idempotent` are `ToolNode`'s. `state_schema`
+    extends `threadlog.AgentState` (default: it)."""
     tools = list(tools)
     builder = StateGraph(state_schema or AgentState, context_schema=context_schema)
     builder.add_node(
@@ -90,20 +77,13 @@ def create_agent(
         ),
     )
     tool_node = ToolNode(
-        tools,
-        requires_approval=requires_approval,
-        record_durations=True,
-        idempotent=idempotent,
+        tools, requires_approval=requires_approval, record_durations=True, idempotent=idempotent
     )
     builder.add_node("tools", tool_node)
-
     builder.add_edge(START, "model")
     builder.add_edge("tools", "model")
-
-    if per_call_branches:
-        builder.add_conditional_edges("model", _one_task_per_call, ["tools", END])
-    else:
-        builder.add_conditional_edges("model", tools_condition, ["tools", END])
+    route = _one_task_per_call if per_call_branches else tools_condition
+    builder.add_conditional_edges("model", route, ["tools", END])
     graph = builder.compile(checkpointer=checkpointer, name=name)
     if isinstance(checkpointer, BaseCheckpointSaver):
         allow_state_types(graph)

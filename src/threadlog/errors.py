@@ -22,9 +22,8 @@
                                         threadlog hooks into; names its version and the
                                         entry point (raised before anything runs unguarded)
 
-The builtin bases are kept so code that catches `ValueError` / `RuntimeError` (as for
-LangGraph's own errors) keeps working. Errors pickle with all their fields: they cross
-process boundaries (worker pools, `langgraph dev`).
+Builtin bases keep `except ValueError` / `RuntimeError` working. Errors pickle with all
+their fields: they cross process boundaries (worker pools, `langgraph dev`).
 """
 
 from __future__ import annotations
@@ -52,20 +51,17 @@ __all__ = [
 class ThreadlogError(Exception):
     """Base class of every error threadlog raises on purpose."""
 
-    _fields: tuple[str, ...] = ()
-    """The `__init__` arguments, kept as attributes of the same names, that rebuild it."""
+    _fields: tuple[str, ...] = ()  # the `__init__` arguments, kept as attributes
 
     def __reduce__(self) -> str | tuple[Any, ...]:
-        # Keyword-only arguments do not survive the default pickling, and errors cross
-        # process boundaries (worker pools, langgraph dev).
+        # Keyword-only arguments do not survive the default pickling.
         if not self._fields:
             return super().__reduce__()
         return (_rebuild, (type(self), {name: getattr(self, name) for name in self._fields}))
 
 
-def _rebuild(cls: Any, fields: dict[str, Any]) -> ThreadlogError:
-    error: ThreadlogError = cls(**fields)
-    return error
+def _rebuild(cls: type[ThreadlogError], fields: dict[str, Any]) -> ThreadlogError:
+    return cls(**fields)
 
 
 class MessageLogError(ThreadlogError, ValueError):
@@ -87,13 +83,9 @@ class MessageLogError(ThreadlogError, ValueError):
         self.role = role
         self.position = position
         self.fix = fix
-        where = []
-        if position is not None:
-            where.append(f"position {position}")
-        if role is not None:
-            where.append(f"role={role}")
-        if message_id is not None:
-            where.append(f"id={message_id!r}")
+        parts = (f"position {position}", f"role={role}", f"id={message_id!r}")
+        given = (position, role, message_id)
+        where = [part for part, value in zip(parts, given, strict=True) if value is not None]
         text = problem
         if where:
             text += f" [message at {', '.join(where)}]"
@@ -115,13 +107,11 @@ class ToolPairingError(MessageLogError):
 
 
 class AppendOnlyError(MessageLogError):
-    """An attempt to overwrite history (`Overwrite`), or a `RemoveMessage` naming a message
-    the log never held. (`RemoveMessage` itself is recorded as a removal event.)"""
+    """An `Overwrite`, or a `RemoveMessage` naming a message the log never held."""
 
 
 class EditError(MessageLogError):
-    """A `threadlog.Edit` the log refuses: its target is unknown or not an AIMessage, or
-    it would change or drop a call that already has a result."""
+    """A `threadlog.Edit` the log refuses (unknown or non-AI target, an answered call)."""
 
 
 class ParallelWriteError(MessageLogError):
@@ -129,8 +119,7 @@ class ParallelWriteError(MessageLogError):
 
 
 class ConcurrentRunError(ThreadlogError, RuntimeError):
-    """The thread moved on under this write (another run wrote first, or the checkpoint
-    it started from is no longer the head); retry from the thread's head."""
+    """The thread moved on under this write; retry from the thread's head."""
 
     _fields = ("problem", "thread_id", "checkpoint_id", "head")
 
@@ -146,7 +135,6 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.head = head
-        # The problem says who moved the thread: the advice must not guess.
         super().__init__(
             f"thread {thread_id!r}: {problem}. Nothing of this step was stored — retry the "
             "call without a checkpoint_id (it starts from the thread's head), or fork on "
@@ -155,8 +143,7 @@ class ConcurrentRunError(ThreadlogError, RuntimeError):
 
 
 class ToolCallError(ThreadlogError, RuntimeError):
-    """A tool call that failed, raised instead of returned when `handle_errors=False`;
-    `kind` is the `ErrorKind`, the original exception `__cause__`."""
+    """A failed tool call under `handle_errors=False`; the original exception is `__cause__`."""
 
     _fields = ("kind", "text", "call_id", "tool")
 
@@ -169,26 +156,19 @@ class ToolCallError(ThreadlogError, RuntimeError):
 
 
 class ApprovalError(ThreadlogError, ValueError):
-    """A resume value for a tool approval that is not one of the accepted decisions.
-
-    Nothing is saved for such a value, so the same approval can be answered again.
-    """
+    """A resume value for a tool approval that is no accepted decision (nothing is saved)."""
 
 
 class IdempotencyError(ThreadlogError, ValueError):
-    """Idempotent tools misused: `threadlog.idempotent()` given something that is not a
-    tool, a name that is no tool or that two tools share, or `threadlog.idempotency_key()`
-    called outside the run of a marked tool for a tool call. The message names it."""
+    """`threadlog.idempotent()` or `threadlog.idempotency_key()` misused (module doc)."""
 
 
 class StoredDataError(ThreadlogError, ValueError):
-    """Stored checkpoint data that reads back as something other than what was written:
-    a type outside the allowlist, or writes that no longer form their stored chain."""
+    """Stored checkpoint data that cannot be trusted (module doc)."""
 
 
 class UpstreamChangedError(ThreadlogError, RuntimeError):
-    """The installed LangGraph (or langchain) release no longer does what threadlog relies
-    on; `package` and `version` name it, `problem` says what stopped working."""
+    """The installed LangGraph (or langchain) no longer does what threadlog relies on."""
 
     _fields = ("problem", "package", "version")
 
@@ -199,5 +179,5 @@ class UpstreamChangedError(ThreadlogError, RuntimeError):
         super().__init__(
             f"threadlog does not work with the installed {package} {version}: {problem}. "
             f"Install a {package} version threadlog supports (docs/compatibility.md, "
-            "\"Tested versions\"), or a threadlog release that supports this one"
+            '"Tested versions"), or a threadlog release that supports this one'
         )

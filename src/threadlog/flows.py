@@ -5,10 +5,8 @@ Contract (httpx's `_auth.py` pattern):
 * A *flow* is a generator that does no I/O itself. Each time it needs storage it yields
   one `Io` — the call in both forms, `sync(*args)` and `async_(*args)` — and is sent the
   result (or has the call's exception thrown into it, so its `try`/`finally` run).
-* `run(flow)` performs each `Io` with its sync form; `arun(flow)` awaits its async form.
-  An `Io` with no async form is a blocking call: `arun` runs it in a worker thread. Those
-  are the only two places where threadlog's savers do I/O, so the sync and the async
-  paths of an operation cannot drift apart.
+* `run(flow)` performs each `Io` with its sync form; `arun(flow)` awaits its async form
+  (an `Io` with no async form runs in a worker thread).
 * `call(saver, "get_tuple", config)` is the `Io` of a `BaseCheckpointSaver` method
   (`aget_tuple` in async); `listed(saver, config, ...)` reads `list` / `alist` whole.
 * `drivers(flow_fn, name)`: an operation's sync and async functions, made from the one
@@ -20,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
 
@@ -32,23 +31,14 @@ P = ParamSpec("P")
 _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
+@dataclass(slots=True, eq=False)
 class Io:
     """One storage call a flow needs, in both forms."""
 
-    # A plain slotted class: one is made per storage call, cheaper than a frozen dataclass.
-    __slots__ = ("args", "async_", "kwargs", "sync")
-
-    def __init__(
-        self,
-        sync: Callable[..., Any],
-        async_: Callable[..., Any] | None = None,
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] = _NO_KWARGS,
-    ) -> None:
-        self.sync = sync
-        self.async_ = async_
-        self.args = args
-        self.kwargs = kwargs
+    sync: Callable[..., Any]
+    async_: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: _NO_KWARGS)
 
     def __repr__(self) -> str:
         return f"Io({getattr(self.sync, '__qualname__', self.sync)!s}, args={self.args!r})"
@@ -94,9 +84,7 @@ async def arun(flow: Flow[T]) -> T:
 
 def call(saver: Any, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
     """`saver.<name>(...)`, or `await saver.a<name>(...)` under `arun`."""
-    return (
-        yield Io(getattr(saver, name), getattr(saver, "a" + name, None), args, kwargs)
-    )
+    return (yield Io(getattr(saver, name), getattr(saver, "a" + name, None), args, kwargs))
 
 
 def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
@@ -115,9 +103,7 @@ def listed(saver: Any, config: Any, **kwargs: Any) -> Flow[list[Any]]:
 def drivers(
     flow: Callable[P, Flow[T]], name: str, doc: str | None = None
 ) -> tuple[Callable[P, T], Callable[P, Awaitable[T]]]:
-    """`name` and `a<name>`: `run(flow(...))` and `await arun(flow(...))`, with `flow`'s
-    parameters (and `doc`, else its docstring), so an operation's two forms are one
-    definition."""
+    """`name` and `a<name>` driving `flow(...)`, with its parameters (and `doc`)."""
 
     def sync(*args: P.args, **kwargs: P.kwargs) -> T:
         return run(flow(*args, **kwargs))

@@ -34,16 +34,11 @@ from threadlog.checkpoint.saver import acheckpointer, parse_url
 __all__ = ["DEFAULT_FILE", "ENV_VAR", "checkpointer", "checkpointer_url"]
 
 ENV_VAR = "THREADLOG_CHECKPOINTER_URL"
-DEFAULT_FILE = Path(".threadlog") / "checkpoints.sqlite"
-"""The default SQLite file, relative to the server's working folder."""
+DEFAULT_FILE = Path(".threadlog") / "checkpoints.sqlite"  # under the server's working folder
 
 
-def checkpointer_url(
-    environ: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> str:
-    """The URL `checkpointer` opens (module doc); creates the default file's folder.
-
-    A bad `THREADLOG_CHECKPOINTER_URL` raises one `ValueError` naming the variable."""
+def checkpointer_url(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    """The URL `checkpointer` opens (module doc); creates the default file's folder."""
     env = os.environ if environ is None else environ
     url = env.get(ENV_VAR, "").strip()
     if not url:
@@ -75,15 +70,9 @@ async def checkpointer(
     max_input_chars: int | None = None,
     max_lock_connections: int | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """The saver for LangGraph Server (module doc), closed when the server stops.
-
-    The server calls it with no arguments; a one-line file can fix others with
-    `functools.partial` (`url` instead of the variable, and `acheckpointer`'s
-    `allowed_types`, `max_input_chars`, `max_lock_connections`)."""
-    # Else the server's adapter walks delta history itself, past the cache and checksums.
+    """The saver for LangGraph Server (module doc), closed when the server stops."""
     forward_server_delta_history()
     url = checkpointer_url() if url is None else _checked(url, "url")
-    # "enqueue": the server's run queue decides; the guard never refuses a run it started.
     async with acheckpointer(
         url,
         multitask_strategy="enqueue",

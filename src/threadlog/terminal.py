@@ -1,8 +1,5 @@
 """Text for a terminal: stored text made safe to print, then measured and cut.
 
-Stored text is untrusted: printed raw, ESC sequences, C1 bytes and bidi controls could
-clear the screen, hide output or reorder what is shown, and break the 100-column widths.
-
 Contract:
 
 * `safe(text, keep="")`: every C0 control except those in `keep`, DEL, every C1 control
@@ -24,26 +21,21 @@ __all__ = ["CONTROLS", "display_width", "fit", "safe", "safe_line"]
 
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 CONTROLS: frozenset[int] = frozenset((*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI))
-"""The code points `safe` escapes (unless kept)."""
-
-
-def _escape(cp: int) -> str:
-    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
 
 
 @cache
 def _table(keep: str) -> dict[int, str]:
     kept = {ord(ch) for ch in keep}
-    return {cp: _escape(cp) for cp in CONTROLS if cp not in kept}
+    return {
+        cp: f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" for cp in CONTROLS if cp not in kept
+    }
 
 
 def safe(text: str, keep: str = "") -> str:
-    """`text` with its control characters as visible escapes (module doc)."""
     return str(text).translate(_table(keep))
 
 
 def safe_line(text: str) -> str:
-    """`text` escaped, each run of whitespace (newlines, tabs) one space (module doc)."""
     return " ".join(safe(str(text), keep="\n\t").split())
 
 
@@ -54,12 +46,10 @@ def _char_width(ch: str) -> int:
 
 
 def display_width(text: str) -> int:
-    """Terminal columns `text` occupies (wide CJK characters count two)."""
     return sum(_char_width(ch) for ch in text)
 
 
 def fit(text: str, width: int) -> str:
-    """`text` escaped, on one line, cut to `width` terminal columns with an ellipsis."""
     text = safe_line(text)
     if width <= 0:
         return ""

@@ -22,8 +22,6 @@ __all__ = ["assert_replays", "stored_threads"]
 
 
 class ReplayOptions(TypedDict, total=False):
-    """`replay`'s keyword options, passed through unchanged (its defaults apply)."""
-
     turns: str | range | None
     model: ModelMode
     tools: ToolsMode

@@ -1,14 +1,8 @@
 """The weather demo: "北京今天适合带伞吗？" in, a `get_weather` call per city, an answer out.
 
-The template to copy into your own LangGraph app:
-
-* `get_weather(city)` — a tool with deterministic offline data; each city answers after
-  its own latency, so parallel calls finish out of order.
-* `build_graph(model=None, checkpointer=None, ...)` — the agent, `threadlog.create_agent`.
-* `build_branching_graph(model=None, checkpointer=None, ...)` — the same agent wired by
-  hand from the nodes, one `Send` task per tool call.
-
-With no model given, both use `threadlog.OfflineChatModel`.
+`get_weather(city)` answers from fixed data after a per-city latency (parallel calls finish
+out of order); `build_graph` is `threadlog.create_agent`, `build_branching_graph` the same
+agent wired by hand. With no model given, both use `threadlog.OfflineChatModel`.
 """
 
 from __future__ import annotations
@@ -53,7 +47,7 @@ SYSTEM_PROMPT = (
 
 @dataclass(frozen=True, slots=True)
 class Forecast:
-    """Today's weather for one city (made-up, fixed data: the demo must be reproducible)."""
+    """Today's weather for one city (made-up, fixed data)."""
 
     city: str
     city_zh: str
@@ -64,7 +58,6 @@ class Forecast:
     latency_s: float  # how long the pretend weather service takes for this city
 
     def report(self, chinese: bool) -> str:
-        """What the model sees, in the language the city was named in."""
         if chinese:
             return (
                 f"{self.condition_zh}，降水概率 {self.rain_probability}%，"
@@ -77,8 +70,7 @@ class Forecast:
 
 
 FORECASTS = (
-    # Beijing is slower than Shanghai on purpose: ask about both, and the second call
-    # finishes first.
+    # Beijing is slower than Shanghai on purpose: ask about both, the second finishes first.
     Forecast("Beijing", "北京", "light rain", "小雨", 70, 22, 0.30),
     Forecast("Shanghai", "上海", "cloudy", "多云", 20, 26, 0.05),
     Forecast("Guangzhou", "广州", "thundershowers", "雷阵雨", 85, 31, 0.20),
@@ -110,8 +102,7 @@ def _forecast(city: str) -> Forecast:
     key = city.strip().lower().removesuffix("市").removesuffix(" city").strip()
     found = _BY_NAME.get(key)
     if found is None:
-        # Small models write "Beijing, China" or "the city of Beijing": one known name
-        # inside the text is taken as meant; none or several is an error.
+        # "Beijing, China": one known name inside the text is taken as meant.
         inside = {f for name, f in _BY_NAME.items() if name in key}
         found = inside.pop() if len(inside) == 1 else None
     if found is None:
@@ -136,8 +127,7 @@ async def _aget_weather(city: str) -> str:
     return forecast.report(_is_chinese(city))
 
 
-# Both a sync and an async body, so the tool runs without blocking under `graph.invoke`
-# and under `langgraph dev`'s event loop alike.
+# Both a sync and an async body: no blocking under `langgraph dev`'s event loop.
 get_weather = StructuredTool.from_function(
     func=_get_weather,
     coroutine=_aget_weather,
@@ -150,8 +140,7 @@ get_weather = StructuredTool.from_function(
 
 
 def _context() -> ContextPolicy:
-    # Keep the last 20 turns in view; older turns stay in the log, recorded as compacted.
-    return ContextPolicy(max_turns=20)
+    return ContextPolicy(max_turns=20)  # older turns stay in the log, recorded as compacted
 
 
 def build_graph(
@@ -162,10 +151,7 @@ def build_graph(
     per_call_branches: bool = False,
     **agent_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent: `create_agent` with the weather tool and prompt.
-
-    `agent_options` go to `create_agent` as they are (`profile`, `tool_choice`,
-    `max_model_calls`, ...)."""
+    """The weather agent: `create_agent` (with `agent_options`) and the weather tool."""
     return create_agent(
         model or OfflineChatModel(),
         [get_weather],
@@ -184,11 +170,9 @@ def build_branching_graph(
     *,
     context: ContextPolicy | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The weather agent wired by hand, one `Send` task per tool call: context → model →
-    tools → context … until the model answers without calls."""
+    """The weather agent wired by hand, one `Send` task per tool call."""
     policy = context or _context()
     tools = [get_weather]
-
     builder = StateGraph(AgentState)
     # Trimming is its own checkpointed step, so a failing model call never redoes it.
     builder.add_node("context", ContextNode(policy))

@@ -35,8 +35,7 @@ __all__ = ["Chosen", "Models", "is_choice", "resolve", "runtime_of", "system_mes
 
 @dataclass(frozen=True, slots=True)
 class Chosen:
-    """One model as a node calls it: the model (profile rules applied), its profile, and
-    the runnables for a turn's later calls and its first call (`tool_choice`)."""
+    """One model as a node calls it, with the runnables for a turn's later and first call."""
 
     model: Any
     profile: Profile
@@ -62,8 +61,7 @@ def _bind(model: Any, tools: list[Any], **kwargs: Any) -> Runnable[Any, Any]:
 
 
 class Models:
-    """Prepares models for one node (its tools, `tool_choice`, `profile`); remembers the
-    few a chooser returns, by object, so each is bound once."""
+    """Prepares models for one node; remembers the few a chooser returns, bound once each."""
 
     _KEEP = 16
 
@@ -79,8 +77,7 @@ class Models:
         self._seen: dict[int, tuple[Any, Chosen]] = {}
 
     def prepare(self, model: Any, *, fixed: bool = False) -> Chosen:
-        """`model` ready to call (contract). `fixed`: the node's own model, which is
-        bound whatever its type (as `ModelNode` always did)."""
+        """`model` ready to call; `fixed`: the node's own model, bound whatever its type."""
         original = model
         hit = self._seen.get(id(original))
         if hit is not None and hit[0] is original:
@@ -109,7 +106,6 @@ class Models:
 
 @functools.lru_cache(maxsize=64)  # one message per prompt text: caches key on its id
 def system_message(text: str | None) -> SystemMessage | None:
-    """The system prompt as the message sent, its id naming its text (module doc)."""
     if not text:
         return None
     digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -122,15 +118,10 @@ def runtime_of(config: RunnableConfig | None) -> Runtime[Any]:
     return found if isinstance(found, Runtime) else Runtime()
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
-
-
 def resolve(what: str, choose: Callable[..., Any], state: Any, runtime: Runtime[Any]) -> Flow[Any]:
     """`choose(state, runtime)`, awaited under the async driver when it is `async def`."""
-    if not _is_async(choose):
+    call = getattr(choose, "__call__", None)  # noqa: B004 - an object with an async __call__
+    if not (inspect.iscoroutinefunction(choose) or inspect.iscoroutinefunction(call)):
         return choose(state, runtime)
 
     def in_sync_run(*_: Any) -> Any:

@@ -70,7 +70,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_MODEL_CALLS = 25
-"""Model calls one turn may make by default."""
 
 _log = logging.getLogger("threadlog")
 # Wire copies a node keeps (`to_wire`'s cache): enough for a few hundred concurrent threads.
@@ -78,21 +77,12 @@ _WIRE_CACHED = 8192
 
 
 class ModelNode(RunnableCallable):
-    """A LangGraph node that calls a chat model on a pairing-safe context.
+    """A LangGraph node that calls a chat model on a pairing-safe context (module doc).
 
-    model: any LangChain chat model (e.g. `ChatOpenAI(base_url=...)`), or a callable
-        `(state, runtime) -> model` (sync or async) choosing it per run, e.g. from
-        `runtime.context` (`threadlog.nodes.choice`).
-    tools: bound with `model.bind_tools(tools)` when given.
-    system_prompt: sent first on every call; not written to the log. A string, or a
-        callable `(state, runtime) -> str | None` (sync or async) choosing it per run.
-    context: a `ContextPolicy` (default: the whole log).
-    profile: provider or server profile name or `Profile`; default inferred from the
-        model (`threadlog.profile_for`; a chosen model's own, per call).
-    repair: `"error-result"` (default) or `"refuse"` for calls without a result.
-    tool_choice: sent on the first model call of each turn (`"auto"`, `"required"`,
-        `"none"`, a tool name); default: the profile's (`Profile.tool_choice`).
-    max_model_calls: model calls one turn may make (default 25); None: no cap.
+    model: a LangChain chat model, or a callable `(state, runtime) -> model` (sync or async).
+    system_prompt: sent first on every call, not logged; a string or such a callable.
+    profile: provider or server profile name or `Profile`; default inferred from the model.
+    tool_choice: sent on each turn's first model call; default: the profile's.
     """
 
     def __init__(
@@ -129,11 +119,8 @@ class ModelNode(RunnableCallable):
         else:
             self.model, self.profile = model, self._models.profile
             self.bound = self.bound_first = None
-        self.tool_choice = (
-            tool_choice
-            if tool_choice is not None
-            else (self.profile.tool_choice if self.profile is not None else None)
-        )
+        fallback = self.profile.tool_choice if self.profile is not None else None
+        self.tool_choice = tool_choice if tool_choice is not None else fallback
         self.choose_prompt: Callable[..., Any] | None = (
             system_prompt if callable(system_prompt) and is_choice(system_prompt) else None
         )
@@ -145,13 +132,10 @@ class ModelNode(RunnableCallable):
         # The id names the text: caches are by id, and nodes may share a policy.
         self._system = system_message(system_prompt if isinstance(system_prompt, str) else None)
 
-    # -- what the model is sent: one definition, used by the node and the inspector ----
-
     def plan_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> ContextView:
-        """The policy's view of `messages` (what is kept, cut, hidden) as this node plans
-        it: the system prompt's tokens reserved with the policy's own counter."""
+        """The policy's view of `messages` (kept, cut, hidden), the system prompt reserved."""
         return plan_context(
             messages, compactions, self.policy, reserve_tokens=self._reserve(self._system)
         )
@@ -159,12 +143,8 @@ class ModelNode(RunnableCallable):
     def context_for(
         self, messages: Sequence[BaseMessage], compactions: Sequence[Mapping[str, Any]] = ()
     ) -> list[BaseMessage]:
-        """The messages this node sends the model (before the wire conversion) for a log and its
-        compaction events: pure; calls still open get the node's error results. The inspector's
-        "what the model saw" uses this."""
+        """The messages this node sends the model (before the wire conversion); pure."""
         return self._assemble(self.plan_for(messages, compactions).messages, {}, self._system)[0]
-
-    # -- the steps ---------------------------------------------------------------
 
     def _inputs(self, state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]], bool]:
         messages, events = read_state(state, "model")
@@ -187,9 +167,7 @@ class ModelNode(RunnableCallable):
         system: SystemMessage | None,
     ) -> tuple[list[BaseMessage], list[ToolMessage]]:
         context, repairs = repair_open_calls(list(kept), repair=self.repair, recovered=recovered)
-        if system is not None:
-            context = [system, *context]
-        return context, repairs
+        return ([system, *context] if system is not None else context), repairs
 
     def _prepare(
         self,
@@ -236,7 +214,6 @@ class ModelNode(RunnableCallable):
         system: SystemMessage | None,
         log: Sequence[BaseMessage],
     ) -> Any:
-        # Recorded at run time for the inspector (trace.py).
         if isinstance(ai, BaseMessageChunk):
             ai = message_chunk_to_message(ai)
         if not isinstance(ai, AIMessage):
@@ -261,25 +238,19 @@ class ModelNode(RunnableCallable):
     def _chosen(
         self, state: Any, config: RunnableConfig
     ) -> Flow[tuple[Chosen, SystemMessage | None]]:
-        """This run's model and system prompt: fixed, or chosen by the callables."""
         chosen, system = self._fixed, self._system
-        if self.choose_model is not None or self.choose_prompt is not None:
-            runtime = runtime_of(config)
-            if self.choose_model is not None:
-                picked = yield from resolve("model", self.choose_model, state, runtime)
-                if picked is None:
-                    raise TypeError(
-                        "the ModelNode's model callable returned None, not a chat model"
-                    )
-                chosen = self._models.prepare(picked)
-            if self.choose_prompt is not None:
-                text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
-                system = self._system_for(text)
+        runtime = runtime_of(config)
+        if self.choose_model is not None:
+            picked = yield from resolve("model", self.choose_model, state, runtime)
+            if picked is None:
+                raise TypeError("the ModelNode's model callable returned None, not a chat model")
+            chosen = self._models.prepare(picked)
+        if self.choose_prompt is not None:
+            text = yield from resolve("system_prompt", self.choose_prompt, state, runtime)
+            system = self._system_for(text)
         assert chosen is not None
         # `bound` / `bound_first` stay the node's runnables (`threadlog replay` sets them).
-        if self.bound is not None and self.bound_first is not None and (
-            chosen.bound is not self.bound or chosen.bound_first is not self.bound_first
-        ):
+        if self.bound is not None and self.bound_first is not None:
             chosen = dataclasses.replace(chosen, bound=self.bound, bound_first=self.bound_first)
         return chosen, system
 
@@ -296,8 +267,7 @@ class ModelNode(RunnableCallable):
     def _open(
         self, messages: list[BaseMessage], view: ContextView, config: RunnableConfig
     ) -> tuple[dict[str, AIMessage], dict[str, AIMessage], set[str]]:
-        """Open calls inside the context, those the policy left outside it, and every call
-        id the log uses (both scans resume where the thread's last call stopped)."""
+        """Open calls inside the context, those outside it, and every call id the log uses."""
         inside = open_calls(view.messages)
         everywhere, used = self._open_calls.scan(messages, _thread_key(config))
         return inside, {c: m for c, m in everywhere.items() if c not in inside}, used
@@ -305,8 +275,7 @@ class ModelNode(RunnableCallable):
     def _outside(
         self, outside: Mapping[str, AIMessage], recovered: Mapping[str, ToolMessage]
     ) -> list[ToolMessage]:
-        # Calls the context no longer shows are answered too (logged, not sent), so the
-        # log never keeps a call open forever.
+        # Calls the context no longer shows are answered too, so none stays open forever.
         if not outside:
             return []
         requests = list({id(m): m for m in outside.values()}.values())
@@ -320,7 +289,6 @@ class ModelNode(RunnableCallable):
         return await arun(self._call(state, config))
 
     def _call(self, state: Any, config: RunnableConfig) -> Flow[dict[str, Any]]:
-        """One model step as one flow (`threadlog.flows`), for `invoke` and `ainvoke`."""
         step0 = time.perf_counter()
         messages, events_in, has_events = self._inputs(state)
         chosen, system = yield from self._chosen(state, config)
@@ -336,15 +304,13 @@ class ModelNode(RunnableCallable):
             return self._update(capped, repairs, events, has_events)
         runnable = chosen.bound_first if turn_started(messages) else chosen.bound
         wall0, call0 = time.time(), time.perf_counter()
-        # Inside a graph the step's context already carries this config (passing it again
-        # costs two merges per call); called on its own, the node passes its config.
+        # Inside a graph the step's context already carries this config.
         given = None if var_child_runnable_config.get() is config else config
         reply = yield Io(runnable.invoke, runnable.ainvoke, (wire, given))
         ai = self._timed(reply, wire, (step0, call0, wall0), chosen, system, messages)
         return self._update(ai, repairs, events, has_events, used)
 
     def _step_cap(self, log: Sequence[BaseMessage]) -> AIMessage | None:
-        """The message ending this turn if it reached `max_model_calls`, else None."""
         limit = self.max_model_calls
         if limit is None:
             return None
@@ -369,9 +335,6 @@ def _thread_key(config: RunnableConfig | None) -> tuple[str, str] | None:
     # A task's namespace is its graph's namespace plus "node:task_id" (new every step).
     task_ns = str(conf.get("checkpoint_ns") or "")
     return str(thread_id), task_ns.rsplit(PREGEL.ns_sep, 1)[0] if PREGEL.ns_sep in task_ns else ""
-
-
-# -- ContextNode: the same context policy as a node of its own ----------------------
 
 
 def _inputs(state: Any) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

@@ -60,9 +60,7 @@ def timed(
         record["system_prompt_digest"] = digest(system)
         if not text_recorded:
             record["system_prompt_text"] = system.text
-    return ai.model_copy(
-        update={"response_metadata": {**ai.response_metadata, TRACE_KEY: record}}
-    )
+    return ai.model_copy(update={"response_metadata": {**ai.response_metadata, TRACE_KEY: record}})
 
 
 def record_of(message: BaseMessage) -> Mapping[str, Any]:
@@ -88,8 +86,7 @@ def prompt_recorded(log: Sequence[BaseMessage], system: SystemMessage) -> bool:
 
 
 def prompt_text(log: Sequence[BaseMessage], record: Mapping[str, Any]) -> str | None:
-    """The system prompt text a call's `record` sent, read from it or from the earlier
-    call of `log` that stored it; None when it sent none or the text is not stored."""
+    """The system prompt text a call's `record` sent (from it or an earlier call), or None."""
     if record.get("system_prompt") is None:
         return None
     if "system_prompt_text" in record:

@@ -3,9 +3,8 @@
 * A *turn* is everything after the last user message; `model_calls_in_turn(log)` counts
   its assistant messages (the log is the counter, so a resumed turn counts right).
 * `step_cap_message(n)` ends a turn that reached its cap: text saying why, no calls.
-* `rekey_calls(reply, used)` gives a reply's call ids that collide with ids in the log
-  (an edit's dropped ones included) or with each other fresh ones before it is logged
-  (`threadlog.log.call_ids`' rule)."""
+* `rekey_calls(reply, used)` gives a reply's call ids that collide with the log's (an
+  edit's dropped ones included) or each other fresh ones (`threadlog.log.call_ids`)."""
 
 from __future__ import annotations
 
@@ -71,5 +70,3 @@ def call_ids(messages: Iterable[BaseMessage]) -> set[str]:
             out.update(c["id"] or "" for c in calls_of(m))
             out |= audit_call_ids(m)
     return out
-
-

@@ -26,17 +26,9 @@ from pydantic import BaseModel, ValidationError, model_validator
 from threadlog.errors import ApprovalError
 
 # Re-exported: what the model sees of an edit lives below both (`threadlog.log.edits`).
-from threadlog.log.edits import APPROVAL_KEY, Edit, apply_edits
+from threadlog.log.edits import APPROVAL_KEY, Edit
 
-__all__ = [
-    "APPROVAL_KEY",
-    "ApprovalError",
-    "Decision",
-    "apply_edits",
-    "approval_edits",
-    "approval_payload",
-    "ask_approval",
-]
+__all__ = ["APPROVAL_KEY", "Decision", "approval_edits", "approval_payload", "ask_approval"]
 
 ACTIONS = ("approve", "edit", "reject")
 _HINT = (
@@ -90,8 +82,7 @@ def ask_approval(call: ToolCall) -> Decision:
 def approval_edits(
     decisions: Mapping[str, Decision], messages: Sequence[BaseMessage]
 ) -> list[Edit]:
-    """One `Edit` per AIMessage of `messages` whose calls a reviewer edited (call id -> an
-    "edit" decision), oldest first, each with `base`, so parallel branches' edits compose."""
+    """One `Edit` (with `base`, so branches compose) per AIMessage a reviewer edited."""
     todo = {cid: d.args or {} for cid, d in decisions.items()}
     out: list[Edit] = []
     for m in reversed(messages):

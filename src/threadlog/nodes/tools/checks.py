@@ -29,17 +29,10 @@ from langchain_core.messages import (
 from langgraph.prebuilt.tool_node import msg_content_output
 from langgraph.types import Command
 
-from threadlog.errors import MessageLogError, ToolCallError
+from threadlog.errors import MessageLogError
 from threadlog.log.messages import role_of
 
-__all__ = [
-    "ErrorKind",
-    "InputType",
-    "ToolCallError",
-    "cut_content",
-    "error_result",
-    "normalize_response",
-]
+__all__ = ["ErrorKind", "InputType", "Output", "cut_content", "error_result", "normalize_response"]
 
 ErrorKind = Literal[
     "raised",
@@ -57,10 +50,10 @@ ErrorKind = Literal[
 ERROR_KEY = "threadlog_error"
 # How the node was called: a state dict, a list of messages, or tool calls (LangGraph's).
 InputType = Literal["list", "dict", "tool_calls"]
+Output = ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
 
 
 def error_result(call: ToolCall | InvalidToolCall, kind: ErrorKind, text: str) -> ToolMessage:
-    """The error `ToolMessage` answering `call`."""
     return ToolMessage(
         content=text,
         name=call.get("name") or "unknown",
@@ -75,7 +68,11 @@ def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
     if limit is None:
         return message
     content = message.content
-    total = _text_length(content)
+    total = (
+        len(content)
+        if isinstance(content, str)
+        else sum(len(_block_text(b) or "") for b in content)
+    )
     if total <= limit:
         return message
     marker = (
@@ -89,12 +86,6 @@ def cut_content(message: ToolMessage, limit: int | None) -> ToolMessage:
     artifact = message.artifact
     full = content if artifact is None else {"content": content, "artifact": artifact}
     return message.model_copy(update={"content": cut, "artifact": full})
-
-
-def _text_length(content: str | list[str | dict[Any, Any]]) -> int:
-    if isinstance(content, str):
-        return len(content)
-    return sum(len(_block_text(b) or "") for b in content)
 
 
 def _block_text(block: str | dict[Any, Any]) -> str | None:
@@ -125,18 +116,15 @@ def _cut_blocks(
     return out
 
 
-# -- checking what a tool returned --------------------------------------------------
-
-
 def normalize_response(
     response: Any,
     call: ToolCall,
     messages_key: str,
     input_type: InputType = "dict",
     stored: Mapping[str, BaseMessage] | None = None,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Check a tool's return value for `call`; raise `Refused` when it must be refused. A
-    `Command` may re-send `stored` messages (by id) unchanged: they are not judged again."""
+) -> Output:
+    """Check a tool's return value for `call`, or raise `Refused`; `stored` messages a
+    `Command` re-sends unchanged are not judged again."""
     stored = stored or {}
     if isinstance(response, ToolMessage):
         return _own_result(response, call)
@@ -158,7 +146,7 @@ def normalize_response(
 
 
 class Refused(Exception):
-    """Internal: a tool's return value that must become an error result."""
+    """A tool's return value that must become an error result."""
 
     def __init__(self, kind: ErrorKind, text: str) -> None:
         self.kind = kind

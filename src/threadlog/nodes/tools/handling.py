@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import TypeAlias, cast
 
 from threadlog._upstream import infer_handled_types
 
@@ -63,18 +63,15 @@ class ErrorHandling:
 
     @property
     def raises_refusals(self) -> bool:
-        """Threadlog's own refusals raise `ToolCallError` only when handling is off."""
         return self.flag is False
 
     def handles(self, error: BaseException) -> bool:
         return isinstance(error, self.types)
 
     def custom_text(self, error: Exception) -> str | None:
-        """The user's text for a handled `error` (a str or a callable's), or None for
-        threadlog's own text. A callable may itself raise (LangGraph's contract)."""
+        """The user's text for a handled `error`, or None for threadlog's own."""
         if isinstance(self.flag, str):
             return self.flag
         if callable(self.flag) and not isinstance(self.flag, type):
-            text: Any = self.flag(error)
-            return str(text)
+            return str(self.flag(error))
         return None

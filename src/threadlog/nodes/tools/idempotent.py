@@ -1,9 +1,5 @@
 """Idempotent tools: one key per tool call, the same on every attempt; receipts served.
 
-A tool's side effect happens in the world; killed before its step is stored, a resume
-runs the call again. A tool call already has a stable identity (thread, namespace, call
-id), so threadlog derives an idempotency key from it.
-
 Contract:
 
 * `idempotent(tool)` marks a tool and returns it (a plain function is made a tool first);
@@ -15,9 +11,8 @@ Contract:
   by NUL; the namespace without task ids, since a re-run task may get another id). Every
   attempt of one call gets the same key; any other call, or a `copy_thread` copy, another.
   Outside a marked tool's run, or without a tool call id, it raises `IdempotencyError`.
-* How the tool learns its call: marking adds a callback handler remembering the
-  `tool_call_id` of each run (`on_tool_start`); inside the run the config's callback
-  manager names that run. Threadlog's and LangGraph's `ToolNode` both call tools this way.
+* The tool learns its call from a callback handler marking adds (`on_tool_start`'s
+  `tool_call_id`), so threadlog's and LangGraph's `ToolNode` both work.
 * **Receipts.** Marking also wraps what the tool runs. Each attempt first looks at the
   checkpoint its step runs from: a receipt of this call (`threadlog.checkpoint.receipts`)
   is returned without running the tool. Otherwise the tool runs with the key set, and its
@@ -26,6 +21,7 @@ Contract:
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import logging
@@ -68,9 +64,6 @@ _KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-# -- the key ------------------------------------------------------------------------
-
-
 def idempotency_key() -> str:
     """The key of the tool call running now (module doc); `IdempotencyError` outside one."""
     key = _KEY.get()
@@ -83,11 +76,8 @@ def idempotency_key() -> str:
     return key
 
 
-# -- which call is running: the handler ------------------------------------------------
-
-
 class _CallIds(BaseCallbackHandler):
-    """Remembers each running tool run's `tool_call_id` (module doc)."""
+    """Remembers each running tool run's `tool_call_id`."""
 
     run_inline = True
     raise_error = True
@@ -126,9 +116,6 @@ class _CallIds(BaseCallbackHandler):
 _CALL_IDS = _CallIds()
 
 
-# -- marking ------------------------------------------------------------------------
-
-
 def idempotent(tool: T) -> T:
     """Mark `tool` idempotent and return it (module doc)."""
     if callable(tool) and not isinstance(tool, (BaseTool, type)):
@@ -147,10 +134,8 @@ def idempotent(tool: T) -> T:
 
 
 def mark_by_name(tools: Sequence[BaseTool], names: Iterable[str], *, where: str) -> None:
-    """Mark the tools of `tools` named in `names` (module doc); `where` names the caller."""
-    if isinstance(names, str):
-        names = (names,)
-    names = list(names)
+    """Mark the tools named in `names`; `where` names the caller in errors."""
+    names = [names] if isinstance(names, str) else list(names)
     for name in names:
         if not isinstance(name, str):
             raise IdempotencyError(
@@ -170,12 +155,9 @@ def mark_by_name(tools: Sequence[BaseTool], names: Iterable[str], *, where: str)
 
 
 def check_unique(tools: Sequence[BaseTool], names: Iterable[str] = (), *, where: str) -> None:
-    """Two tools with one name where either is marked (or named in `names`): the key and
-    the receipts could not tell which tool ran, so it is refused."""
+    """Refuse two tools of one name where either is marked or named: a key names no tool."""
     wanted = set(names)
-    seen: dict[str, int] = {}
-    for t in tools:
-        seen[t.name] = seen.get(t.name, 0) + 1
+    seen = collections.Counter(t.name for t in tools)
     for t in tools:
         if seen[t.name] > 1 and (is_idempotent(t) or t.name in wanted):
             raise IdempotencyError(
@@ -210,13 +192,12 @@ def _wrap(tool: BaseTool) -> None:
             tool.coroutine = _async_wrapper(coroutine, tool, fmt)
         return
     cls = type(tool)
-    own_arun = cls._arun is not BaseTool._arun
     body: dict[str, Any] = {
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "_run": _sync_wrapper(cls._run, None, fmt),
     }
-    if own_arun:
+    if cls._arun is not BaseTool._arun:
         body["_arun"] = _async_wrapper(cls._arun, None, fmt)
     tool.__class__ = type(cls.__name__, (cls,), body)
 
@@ -236,9 +217,6 @@ def _async_wrapper(func: Callable[..., Any], tool: BaseTool | None, fmt: str) ->
         return await _aonce(args[0] if tool is None else tool, fmt, lambda: func(*args, **kwargs))
 
     return wrapper
-
-
-# -- one attempt: the receipt, or the tool then its receipt ------------------------------
 
 
 class _Attempt:
@@ -262,8 +240,7 @@ class _Attempt:
         guard = layer_of(saver, GuardLayer)
         try:
             if guard is not None:
-                # threadlog's saver: one cheap query of the step's write keys; the
-                # checkpoint is read only when a receipt of this call is there.
+                # threadlog's saver: the checkpoint is read only when a receipt is there.
                 keys = yield from guard.write_keys_flow(at)
                 if not any(is_receipt_task(task, self.cid) for task, _ in keys):
                     return None

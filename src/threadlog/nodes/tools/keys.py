@@ -1,6 +1,4 @@
-"""The key of an idempotent tool's call, and the mark of an idempotent tool:
-`call_key(thread_id, checkpoint_ns, tool_call_id)` (module doc of
-`threadlog.nodes.tools.idempotent`) and `is_idempotent(tool)`."""
+"""The key of an idempotent tool's call (`threadlog.nodes.tools.idempotent`) and its mark."""
 
 from __future__ import annotations
 
@@ -14,27 +12,22 @@ from threadlog._upstream import PREGEL
 
 __all__ = ["IDEMPOTENT_KEY", "call_key", "config_key", "is_idempotent"]
 
-IDEMPOTENT_KEY = "threadlog_idempotent"
-"""`tool.metadata` flag of a marked tool (also what `is_idempotent` reads)."""
+IDEMPOTENT_KEY = "threadlog_idempotent"  # the `tool.metadata` flag of a marked tool
 
 
 def call_key(thread_id: Any, checkpoint_ns: str, tool_call_id: str) -> str:
-    """The key of one call (module doc)."""
-    parts = (str(thread_id or ""), _without_task_ids(checkpoint_ns), tool_call_id)
+    # The namespace without task ids: a re-run task may get another id.
+    ns = PREGEL.ns_sep.join(
+        part.split(PREGEL.ns_end, 1)[0] for part in checkpoint_ns.split(PREGEL.ns_sep) if part
+    )
+    parts = (str(thread_id or ""), ns, tool_call_id)
     digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=16).hexdigest()
     return f"tl-idem-{digest}"
 
 
 def config_key(config: Mapping[str, Any], tool_call_id: str) -> str:
-    """The key of a call run under `config` (its thread and namespace)."""
     conf = config.get("configurable") or {}
     return call_key(conf.get("thread_id"), str(conf.get("checkpoint_ns") or ""), tool_call_id)
-
-
-def _without_task_ids(ns: str) -> str:
-    return PREGEL.ns_sep.join(
-        part.split(PREGEL.ns_end, 1)[0] for part in ns.split(PREGEL.ns_sep) if part
-    )
 
 
 def is_idempotent(tool: Any) -> bool:

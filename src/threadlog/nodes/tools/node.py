@@ -62,23 +62,17 @@ from langgraph.prebuilt.tool_node import (
     ToolRuntime,
 )
 from langgraph.runtime import DEFAULT_RUNTIME
-from langgraph.types import Command
 
 from threadlog._upstream import CONFIG_KEY_RUNTIME
 from threadlog.checkpoint.receipts import KEY_METADATA
 from threadlog.flows import Flow, Io, arun, run
 from threadlog.log.pairing import call_id, unanswerable
 from threadlog.nodes.tools.approval import Decision, approval_edits, ask_approval
-from threadlog.nodes.tools.checks import InputType
+from threadlog.nodes.tools.checks import InputType, Output
 from threadlog.nodes.tools.handling import ErrorHandling, HandleToolErrors
 from threadlog.nodes.tools.idempotent import check_unique, is_idempotent, mark_by_name
 from threadlog.nodes.tools.keys import config_key
-from threadlog.nodes.tools.results import (
-    Outcome,
-    classify,
-    from_error,
-    refuse_or_raise,
-)
+from threadlog.nodes.tools.results import Outcome, classify, from_error, refuse_or_raise
 from threadlog.nodes.tools.routing import AnyCall, last_request, messages_of, open_calls
 from threadlog.nodes.tools.running import Job, LazyPool, run_async, run_sync
 from threadlog.nodes.tools.started import finished_flow, note_flow
@@ -87,8 +81,6 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = ["ToolNode"]
-
-Output = ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
 
 
 @dataclass(slots=True)
@@ -116,12 +108,6 @@ class ToolNode(_LangGraphToolNode):
     argument of `langgraph.prebuilt.ToolNode` is accepted with the same meaning.
 
     Args:
-        tools: `BaseTool`s or plain functions.
-        name, tags: the node's name in the graph and its runnable's tags.
-        handle_tool_errors: LangGraph's setting, every form (`handling`). Default `True`:
-            every failure is an error `ToolMessage`. `False`: raise.
-        messages_key: the state key holding the message log.
-        wrap_tool_call / awrap_tool_call: LangGraph's interceptors, `(request, execute)`.
         max_concurrency: at most this many calls at once (default: all of a step).
         timeout: seconds a call may run, or a `{tool_name: seconds}` mapping.
         requires_approval: tool names whose calls pause with `interrupt()` for review.
@@ -197,7 +183,6 @@ class ToolNode(_LangGraphToolNode):
         self.requires_approval = frozenset(requires_approval)
         self.max_content_chars = max_content_chars
         self.record_durations = record_durations
-        # (tool, change) pairs whose "reads back as other types" warning was logged.
         self._changes_warned: set[tuple[str, str]] = set()
 
     @property
@@ -208,8 +193,6 @@ class ToolNode(_LangGraphToolNode):
     def handle_errors(self) -> bool:
         """Whether failures become results at all (`handle_tool_errors` is not False)."""
         return self._handling.flag is not False
-
-    # -- the node ---------------------------------------------------------------
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         return super().invoke(input, _with_runtime(config), **kwargs)
@@ -224,12 +207,13 @@ class ToolNode(_LangGraphToolNode):
         return await arun(self._step(input, config, runtime))
 
     def _step(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Flow[Any]:
-        """The node's one step: plan the calls, run the planned ones at once (in threads,
-        or as tasks on the event loop under `arun`), put the results in call order."""
-        calls, input_type, state = self._parse(input, config)
+        calls, input_type, state, request = self._calls_in(input, config)
+        if (no_id := next((c for c in calls if not call_id(c)), None)) is not None:
+            raise unanswerable(no_id, request)
         slots = self._plan(calls, state, config, runtime)
         planned = [s for s in slots if isinstance(s, _Planned)]
-        workers = max(self._workers(config, len(planned)), 1)
+        n = len(planned)
+        workers = max(min(self.max_concurrency or config.get("max_concurrency") or n, n), 1)
         run_all = Io(self._in_threads, self._as_tasks, (planned, input_type, workers))
         results: list[Output | _Raised] = yield run_all
         return self._finish(slots, results, input_type)
@@ -256,17 +240,10 @@ class ToolNode(_LangGraphToolNode):
             )
         finally:
             pool.shutdown()
-        settled: list[Output | _Raised] = []
         for r in results:
-            if isinstance(r, Exception):
-                settled.append(_Raised(r))
-            elif isinstance(r, BaseException):
+            if isinstance(r, BaseException) and not isinstance(r, Exception):
                 raise r  # cancellation and the like
-            else:
-                settled.append(r)
-        return settled
-
-    # -- one call: the interceptor around `execute` -------------------------------
+        return [_Raised(r) if isinstance(r, Exception) else cast(Output, r) for r in results]
 
     def _run_one_sync(self, p: _Planned, input_type: InputType) -> Output:
         request = p.request()
@@ -282,11 +259,7 @@ class ToolNode(_LangGraphToolNode):
             return self._interceptor_failed(e, request)
 
     async def _run_one_async(
-        self,
-        p: _Planned,
-        input_type: InputType,
-        gate: asyncio.Semaphore,
-        pool: LazyPool,
+        self, p: _Planned, input_type: InputType, gate: asyncio.Semaphore, pool: LazyPool
     ) -> Output:
         request = p.request()
 
@@ -305,8 +278,7 @@ class ToolNode(_LangGraphToolNode):
                 return self._interceptor_failed(e, request)
 
     def _interceptor_failed(self, e: Exception, request: ToolCallRequest) -> Output:
-        # LangGraph's rule: anything an interceptor raises (interrupts excepted) is a
-        # result under any truthy handle_tool_errors, whatever its type.
+        # LangGraph's rule: any truthy handle_tool_errors handles an interceptor's error.
         return from_error(e, request.tool_call, None, self._handling, filter_types=False)
 
     def _execute(
@@ -316,8 +288,7 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
         pool: LazyPool | None,
     ) -> Flow[Output]:
-        """One call's work as one flow: note that its tool starts, run it, classify what
-        happened (a tool that raised, an interrupt included, is noted as stopped)."""
+        """One call's work: note that its tool starts, run it, classify what happened."""
         job = self._job(request)
         if isinstance(job, ToolMessage):
             return job
@@ -355,8 +326,7 @@ class ToolNode(_LangGraphToolNode):
                 yield from note_flow(job.config, job.call, "stopped")
             raise
         if isinstance(out, ToolMessage) and not marked and input_type == "tool_calls":
-            # Stored by the node before its task ends: a failing sibling task can cut off
-            # the callback that stores the task's own write. With an id, as LangGraph's.
+            # Stored now: a failing sibling task can cut off the task's own write.
             if not out.id:  # the task's write and the marker's copy: one message, one id
                 out = out.model_copy(update={"id": str(uuid.uuid4())})
             yield from note_flow(job.config, job.call, "finished", out)
@@ -365,8 +335,6 @@ class ToolNode(_LangGraphToolNode):
     def _retry_timed_out(
         self, job: Job, outcome: Outcome, async_run: Callable[..., Any] | None
     ) -> Flow[Outcome]:
-        """A marked call past its timeout, run again with its key (module doc): the same
-        key makes a second attempt safe, so the log gets the real result, not a guess."""
         attempts = 1
         spent = outcome.duration_ms or 0.0
         while outcome.kind == "timeout" and attempts <= self.timeout_retries:
@@ -394,26 +362,20 @@ class ToolNode(_LangGraphToolNode):
             return refuse_or_raise(Outcome.unknown(call, sorted(self.tools_by_name)), False)
         injected = self._inject_tool_args(call, request.runtime, tool)
         tool_input = {**injected, "type": "tool_call"}
-        return Job(call, tool, tool_input, request.runtime.config, self._timeout_for(tool))
-
-    # -- input and planning -----------------------------------------------------
-
-    def _parse(self, input: Any, config: RunnableConfig) -> tuple[list[AnyCall], InputType, Any]:
-        calls, input_type, state, request = self._calls_in(input, config)
-        for call in calls:
-            if not call_id(call):
-                raise unanswerable(call, request)
-        return calls, input_type, state
+        timeout = self.timeout
+        if isinstance(timeout, Mapping):
+            timeout = timeout.get(tool.name)
+        return Job(call, tool, tool_input, request.runtime.config, timeout)
 
     def _calls_in(
         self, input: Any, config: RunnableConfig
     ) -> tuple[list[AnyCall], InputType, Any, AIMessage | None]:
-        if isinstance(input, list) and input and isinstance(input[-1], dict):
-            if input[-1].get("type") in ("tool_call", "invalid_tool_call"):
-                calls = cast(list[AnyCall], input)
-                valid = [c for c in calls if c.get("type") == "tool_call"]
-                state = self._extract_state(cast(Any, valid), config) if valid else {}
-                return self._unanswered(calls, state), "tool_calls", state, None
+        last = input[-1] if isinstance(input, list) and input else None
+        if isinstance(last, dict) and last.get("type") in ("tool_call", "invalid_tool_call"):
+            calls = cast(list[AnyCall], input)
+            valid = [c for c in calls if c.get("type") == "tool_call"]
+            state = self._extract_state(cast(Any, valid), config) if valid else {}
+            return self._unanswered(calls, state), "tool_calls", state, None
         if isinstance(input, dict) and input.get("__type") == "tool_call_with_context":
             return [input["tool_call"]], "tool_calls", input["state"], None
         messages = messages_of(input, self._messages_key)
@@ -438,7 +400,6 @@ class ToolNode(_LangGraphToolNode):
     def _plan(
         self, calls: list[AnyCall], state: Any, config: RunnableConfig, runtime: Runtime[Any]
     ) -> list[ToolMessage | _Planned]:
-        """Each call becomes a ready result or a planned run; approvals asked here."""
         slots: list[ToolMessage | _Planned] = []
         configs = get_config_list(config, len(calls))
         for call, cfg in zip(calls, configs, strict=True):
@@ -468,17 +429,6 @@ class ToolNode(_LangGraphToolNode):
             slots.append(_Planned(valid, tool, tool_runtime, decision))
         return slots
 
-    def _timeout_for(self, tool: BaseTool) -> float | None:
-        if isinstance(self.timeout, Mapping):
-            return self.timeout.get(tool.name)
-        return self.timeout
-
-    def _workers(self, config: RunnableConfig, n: int) -> int:
-        limit = self.max_concurrency or config.get("max_concurrency") or n
-        return min(limit, n)
-
-    # -- output -----------------------------------------------------------------
-
     def _finish(
         self,
         slots: list[ToolMessage | _Planned],
@@ -486,18 +436,14 @@ class ToolNode(_LangGraphToolNode):
         input_type: InputType,
     ) -> Any:
         raised = [r.error for r in results if isinstance(r, _Raised)]
-        for e in raised:  # interrupts win, once every started call has finished
-            if isinstance(e, GraphBubbleUp):
-                raise e
-        if raised:
-            raise raised[0]
+        if raised:  # interrupts win, once every started call has finished
+            raise next((e for e in raised if isinstance(e, GraphBubbleUp)), raised[0])
         done = iter(results)
         outputs: list[Output] = [
             slot if isinstance(slot, ToolMessage) else cast(Output, next(done)) for slot in slots
         ]
         # A reviewer's edits go first, so the results answer the edited calls.
-        edits: list[Any] = self._edits(slots)
-        return self._combine_tool_outputs([*edits, *outputs], input_type)
+        return self._combine_tool_outputs([*self._edits(slots), *outputs], input_type)
 
     def _edits(self, slots: list[ToolMessage | _Planned]) -> list[Any]:
         planned = [s for s in slots if isinstance(s, _Planned)]

@@ -3,12 +3,10 @@
 
 Contract:
 
-* `rerun_flow(nodes, saver, head, calls, recovered)` is called by the new-input repair
-  (through `checkpoint.receipts.rerun_flow`, set when this module is imported) for the
-  calls it is about to answer, after the walk for stored results (which win). For each
-  call whose tool, found by name on a tool node of the running graph, is marked
-  idempotent, the tool runs once, here, with the key it had (namespace `"<node>:rerun"`,
-  the head as step checkpoint), so a receipt is stored on the head as it returns.
+* `rerun_flow(nodes, saver, head, calls, recovered)`: for each call the new-input repair
+  is about to answer (stored results win) whose tool, found by name on a tool node of the
+  running graph, is marked idempotent, the tool runs once, here, with the key it had
+  (namespace `"<node>:rerun"`, the head as step checkpoint), storing a receipt on the head.
 * What it returned becomes the call's result (id `tl-rerun-<blake2b(call id)>`, the key
   in `response_metadata`), logged before the new input. A tool that raises, or needs what
   only its node injects, gets "outcome unknown".
@@ -41,8 +39,7 @@ _MAX_DEPTH = 8  # subgraph levels looked through for a tool node
 
 
 def _marked(nodes: Mapping[str, Any], name: str, depth: int = 0) -> tuple[str, BaseTool] | None:
-    """(namespace path of the tool node without task ids, the tool), looked for in the
-    graph's nodes and, below them, in compiled subgraphs used as nodes."""
+    """(the tool node's namespace path, the tool), in the nodes and compiled subgraphs."""
     for node_name, node in nodes.items():
         bound = getattr(node, "bound", None)
         tools = getattr(bound, "tools_by_name", None)
@@ -117,6 +114,5 @@ def rerun_flow(
     return Recovered(found, started - found.keys())
 
 
-# The new-input repair (`threadlog.checkpoint.stopped_work`) sits below the tool nodes and
-# asks through this hook; it is set whenever a tool can have been marked.
+# The new-input repair sits below the tool nodes and asks through this hook.
 set_rerun(rerun_flow)

@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -29,13 +29,14 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from threadlog._upstream import filter_validation_errors
+from threadlog.errors import ToolCallError
 from threadlog.log.edits import APPROVAL_KEY
 from threadlog.nodes.tools.approval import Decision
 from threadlog.nodes.tools.checks import (
     ErrorKind,
     InputType,
+    Output,
     Refused,
-    ToolCallError,
     cut_content,
     error_result,
     normalize_response,
@@ -139,8 +140,7 @@ class Outcome:
 
 
 def refuse_or_raise(outcome: Outcome, raises: bool) -> ToolMessage:
-    """A ready error result, or (`raises`, i.e. handle_tool_errors=False) the matching
-    `ToolCallError`. A reviewer's rejection is always a result."""
+    """A ready error result, or (`raises`) its `ToolCallError`; a rejection is a result."""
     message = outcome.message
     assert message is not None and outcome.kind is not None
     if raises and outcome.kind != "rejected":
@@ -168,22 +168,16 @@ def classify(
     state: Any,
     warned: set[tuple[str, str]],
     meta: Mapping[str, Any],
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """The output for `call` (see module doc); `state` is the graph state the tool saw;
-    `warned`: the (tool, change) pairs already warned about, which this adds to; `meta`:
-    put in the `response_metadata` of each of the call's results."""
-    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]
+) -> Output:
+    """The output for `call` (module doc); `meta` goes in each result's `response_metadata`."""
+    output: Output
     if outcome.message is not None:
         output = refuse_or_raise(outcome, handling.raises_refusals)
     elif outcome.error is not None:
         output = from_error(outcome.error, call, injected, handling)
     else:
         try:
-            stored = (
-                _stored(state, messages_key)
-                if isinstance(outcome.response, (Command, list))
-                else {}
-            )
+            stored = _stored(state, messages_key, outcome.response)
             response = normalize_response(outcome.response, call, messages_key, input_type, stored)
             output = _each_result(
                 response,
@@ -213,9 +207,7 @@ def from_error(
     *,
     filter_types: bool = True,
 ) -> ToolMessage:
-    """The error result for an exception raised by a tool (or an interceptor), or raise it. A
-    schema failure is first wrapped in LangGraph's `ToolInvocationError`;
-    `filter_types=False` (an interceptor's exception) makes any truthy handler apply."""
+    """The error result for an exception a tool (or interceptor) raised, or raise it."""
     if isinstance(e, GraphBubbleUp) or is_invalid_resume(e):
         raise e
     name = call["name"]
@@ -288,13 +280,7 @@ def _with_meta(message: ToolMessage, meta: Mapping[str, Any]) -> ToolMessage:
     return message.model_copy(update={"response_metadata": {**message.response_metadata, **meta}})
 
 
-def _each_result(
-    output: ToolMessage | Command[Any] | list[ToolMessage | Command[Any]],
-    call: ToolCall,
-    messages_key: str,
-    fn: Any,
-) -> ToolMessage | Command[Any] | list[ToolMessage | Command[Any]]:
-    """Apply `fn` to each of this call's results, wherever the tool put it."""
+def _each_result(output: Output, call: ToolCall, messages_key: str, fn: Any) -> Output:
     if isinstance(output, list):
         return [_one(o, call, messages_key, fn) for o in output]
     return _one(output, call, messages_key, fn)
@@ -304,8 +290,7 @@ def _one(
     item: ToolMessage | Command[Any], call: ToolCall, messages_key: str, fn: Any
 ) -> ToolMessage | Command[Any]:
     if isinstance(item, ToolMessage):
-        out: ToolMessage = fn(item)
-        return out
+        return cast(ToolMessage, fn(item))
 
     def mine(messages: list[Any]) -> list[Any]:
         return [
@@ -321,8 +306,10 @@ def _one(
     return replace(item, update={**update, messages_key: mine(update[messages_key])})
 
 
-def _stored(state: Any, messages_key: str) -> dict[str, BaseMessage]:
+def _stored(state: Any, messages_key: str, response: Any) -> dict[str, BaseMessage]:
     """The state's messages by id (what a `Command` may re-send unchanged)."""
+    if not isinstance(response, (Command, list)):
+        return {}
     try:
         messages = messages_of(state, messages_key)
     except ValueError:

@@ -49,7 +49,6 @@ def messages_of(state: Any, messages_key: str = "messages") -> Sequence[AnyMessa
 
 
 def last_request(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage] | None:
-    """The last AIMessage and its position, or None."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, AIMessage):

@@ -30,8 +30,7 @@ __all__ = ["Job", "LazyPool", "run_async", "run_sync"]
 
 
 class LazyPool:
-    """A step's worker threads, made when a sync tool (or interceptor) first needs one:
-    a step of async tools — the common case under `ainvoke` — starts no pool at all."""
+    """A step's worker threads, made when a sync tool (or interceptor) first needs one."""
 
     __slots__ = ("_pool", "_workers")
 
@@ -51,8 +50,6 @@ class LazyPool:
 
 @dataclass(slots=True)
 class Job:
-    """A call that will run: its tool, the (possibly edited, injected) input, config."""
-
     call: ToolCall
     tool: BaseTool
     tool_input: dict[str, Any]
@@ -94,9 +91,7 @@ def _run_sync(job: Job) -> Outcome:
 
 async def _run_async(job: Job, pool: LazyPool) -> Outcome:
     sync_only = _sync_only(job.tool)
-    # With a timeout, a sync tool gets a thread of its own, as under `run_sync`: once
-    # timed out it keeps running there, not in one of the node's threads, where the
-    # next call would wait for it (a call that passed the node's gate starts at once).
+    # With a timeout, a sync tool gets a thread of its own: timed out, it holds no node thread.
     own_thread = (
         ContextThreadPoolExecutor(max_workers=1) if sync_only and job.timeout is not None else None
     )
@@ -125,8 +120,7 @@ async def _run_async(job: Job, pool: LazyPool) -> Outcome:
 def _failure(e: Exception | SystemExit) -> Exception:
     if not isinstance(e, SystemExit):
         return e
-    # A tool that calls sys.exit() would end the whole run and lose its siblings'
-    # results; it is one failed call like any other.
+    # sys.exit() in a tool is one failed call, not the end of the run.
     error = RuntimeError(f"the tool called sys.exit({e.code!r})")
     error.__cause__ = e
     return error

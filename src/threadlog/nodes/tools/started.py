@@ -1,6 +1,5 @@
-"""Which calls' tools started: a marker stored before a tool runs, so a repair can tell a
-call whose tool started and never reported back ("outcome unknown") from one that never
-started ("not completed", `threadlog.log.pairing`).
+"""Which calls' tools started: a marker stored before a tool runs ("outcome unknown" vs
+"not completed", `threadlog.log.pairing`; why: docs/durability.md).
 
 Contract:
 
@@ -14,24 +13,18 @@ Contract:
 * Not written outside a checkpointed run, with `durability="exit"`, or when the saver
   cannot store it (logged; the tool runs anyway).
 * Under any durability but `"sync"` the marker first waits until the step's checkpoint is
-  stored (at most `_STORED_WAIT`), so a kill cannot lose the checkpoint it hangs on. On
-  threadlog's saver the guard does the waiting (`GuardLayer.stored_flow`); on any other,
-  `get_tuple` every `_STORED_POLL` seconds.
+  stored (at most `_STORED_WAIT`), so a kill cannot lose the checkpoint it hangs on.
 * **Finished calls.** A call whose tool returned also gets a `"finished"` marker carrying
   the result, stored before the task ends: when a sibling branch fails, LangGraph can
   shut its executor down before storing the task's own write. On resume `finished_flow`
   finds the marker and the node returns the stored result instead of running the tool.
-* Cost: one `put_writes` per call attempt, one more per call that returns.
-
-Why through the checkpointer: LangGraph stores a task's writes only when the task ends,
-so a task that is killed, cancelled or cut off by a step timeout stores nothing. A
-`put_writes` through the run's checkpointer is stored before the tool starts and
-survives all of those. LangGraph applies only the writes of tasks it schedules, so a
-marker changes no state; readers of messages skip its value."""
+* Cost: one `put_writes` per call attempt, one more per call that returns. A marker
+  changes no state (LangGraph applies only the writes of tasks it schedules)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -57,10 +50,8 @@ __all__ = ["finished_flow", "note_flow", "put_on_step"]
 
 _log = logging.getLogger("threadlog.tools")
 
-_STORED_POLL = 0.005
-"""Seconds between reads while the step's checkpoint is not stored yet ("async")."""
-_STORED_WAIT = 5.0
-"""Seconds a marker waits for its checkpoint at most (a stalled background put)."""
+_STORED_POLL = 0.005  # seconds between reads while the step's checkpoint is not stored
+_STORED_WAIT = 5.0  # seconds a marker waits for its checkpoint at most
 
 
 def note_flow(
@@ -69,8 +60,7 @@ def note_flow(
     event: MarkerEvent,
     result: ToolMessage | None = None,
 ) -> Flow[None]:
-    """Store `event` for `call` on the checkpoint the running node's step runs from; a no-op
-    outside a checkpointed run or with `durability="exit"`. `result`: a "finished" marker's."""
+    """Store `event` for `call` on the checkpoint the running node's step runs from."""
     cid = call.get("id")
     if not cid:
         return
@@ -80,13 +70,10 @@ def note_flow(
 
 
 def put_on_step(
-    config: RunnableConfig | None,
-    task_id: str,
-    writes: list[tuple[str, Any]],
-    what: str,
+    config: RunnableConfig | None, task_id: str, writes: list[tuple[str, Any]], what: str
 ) -> Flow[bool]:
-    """Store `writes` under `task_id` on the checkpoint the running node's step runs from, as
-    the markers are; False (and a warning naming `what`) when nothing could be stored."""
+    """Store `writes` on the step's checkpoint as the markers are; False (and a warning
+    naming `what`) when nothing could be stored."""
     conf = (config or {}).get("configurable") or {}
     if conf.get(PREGEL.durability) == "exit":
         return False
@@ -94,8 +81,7 @@ def put_on_step(
     if found is None:
         return False
     saver, at = found
-    # The run's own config (its runtime, its hold on the thread) with the step's
-    # checkpoint: the guard passes the write as the run's own.
+    # The run's own config with the step's checkpoint: the guard passes it as the run's.
     target: RunnableConfig = {"configurable": {**conf, **at["configurable"]}}
     if "checkpoint_id" not in at["configurable"]:
         return False  # no step checkpoint to hang it on
@@ -130,16 +116,12 @@ def finished_flow(
 
 
 def _stored(saver: Any, at: RunnableConfig, run: RunnableConfig) -> Flow[None]:
-    """Wait until the checkpoint `at` names is stored (module doc: "async"). Read without
-    the run's runtime: a plain read by id, no run's hold on the thread."""
+    """Wait until the checkpoint `at` names is stored (module doc), read by plain id."""
     guard = layer_of(saver, GuardLayer)
     if guard is not None:
-        # threadlog's saver knows what it stored and what it is storing: it wakes the
-        # marker when that put ends (no reads while the put is queued behind another).
-        try:
+        # threadlog's saver wakes the marker when that put ends (no polling reads).
+        with contextlib.suppress(Exception):  # as below: the marker is stored anyway
             yield from guard.stored_flow(saver, at, _STORED_WAIT, run)
-        except Exception:  # as below: the marker is stored anyway
-            pass
         return
     deadline = time.monotonic() + _STORED_WAIT
     try:

@@ -1,15 +1,12 @@
-"""Can the checkpointer store (and load back) what a tool returned? Asked at the tool node.
-
-`check_storage` asks the run's own serializer up front, on the whole `ToolMessage` as it
-will be stored (its `model_dump`), instead of failing later naming neither tool nor type:
+"""Can the checkpointer store (and load back) what a tool returned? `check_storage` asks
+the run's own serializer up front, on the whole `ToolMessage` as it will be stored:
 
 * encoding fails → the offending type, found by walking the value;
 * a strict msgpack allowlist would refuse to rebuild a type on load → that type;
 * it loads back as other types (a tuple as a list, a model as a dict) → a *change*: the
   result is kept as returned, and the node logs a warning (`change_warning`).
 
-`check_storage` returns both (`StorageCheck`); `storage_problem` the problem alone, or
-None. The round trip is made only when something could change."""
+The round trip is made only when something could change."""
 
 from __future__ import annotations
 
@@ -36,7 +33,6 @@ _NESTED_CODES = {6, 7}  # numpy arrays and delta snapshots: no user type inside 
 
 
 def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
-    """The serializer the running graph's checkpointer will use for this write."""
     saver = (config or {}).get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
     serde = getattr(saver, "serde", None)
     return serde if serde is not None else _DEFAULT
@@ -44,8 +40,6 @@ def serializer_for(config: RunnableConfig | None) -> SerializerProtocol:
 
 @dataclass(frozen=True, slots=True)
 class StorageCheck:
-    """What storing a result would do: a `problem` (refused) or a `change` (warned)."""
-
     problem: str | None = None
     change: str | None = None
 
@@ -56,7 +50,6 @@ def storage_problem(message: ToolMessage, serde: SerializerProtocol) -> str | No
 
 
 def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageCheck:
-    """Store `message` with `serde` and read it back, without storing anything (module doc)."""
     try:
         kind, data = serde.dumps_typed(message)
     except Exception:
@@ -87,7 +80,6 @@ def check_storage(message: ToolMessage, serde: SerializerProtocol) -> StorageChe
 
 
 def change_warning(tool: str, change: str) -> str:
-    """The warning logged for a result kept although it reads back changed."""
     return (
         f"threadlog: tool {tool!r} returned a result the checkpointer stores as other "
         f"types: {change}. The result is kept as returned, but every later read of the "
@@ -104,8 +96,7 @@ def _same(before: Any, after: Any) -> bool:
 
 
 def _changed(before: Any, after: Any, where: str) -> str | None:
-    """The first place where `after` (read back) has another type than `before`, as
-    "<where> is a <type> and reads back as a <type>", or None."""
+    """The first place where `after` (read back) has another type than `before`, or None."""
     if _same(before, after):
         return None
     stack: list[tuple[Any, Any, str]] = [(before, after, where)]
@@ -149,7 +140,6 @@ def _walk(data: bytes, rebuilds: Callable[[tuple[str, ...]], bool], blocked: lis
 
 
 def _unencodable_type(value: Any, serde: SerializerProtocol) -> str:
-    """The innermost part of `value` that does not encode, as a qualified type name."""
     seen: set[int] = set()
     node = value
     while id(node) not in seen:
