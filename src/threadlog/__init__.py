@@ -8,8 +8,9 @@
 README.md has the quickstart, docs/ARCHITECTURE.md the map of the modules behind `__all__`.
 """
 
-import functools
 from typing import TYPE_CHECKING, Any
+
+from threadlog import errors as _errors  # small, imports nothing; its `__all__` is the list
 
 # These names load on first use (PEP 562): `import threadlog` loads no LangGraph.
 if TYPE_CHECKING:
@@ -56,19 +57,39 @@ if TYPE_CHECKING:
         with_profile,
     )
 
+_MODULES: dict[str, tuple[str, ...]] = {
+    "threadlog.agent": ("create_agent",),
+    "threadlog.channel": ("MessageLogChannel", "Messages", "MessagesState"),
+    "threadlog.checkpoint.cache": ("HistoryCache", "with_history_cache"),
+    "threadlog.checkpoint.saver": ("acheckpointer", "checkpointer"),
+    "threadlog.checkpoint.serde": ("UndecodedValue",),
+    "threadlog.checkpoint.state_types": ("allow_state_types",),
+    "threadlog.context.compaction": ("AgentState", "Compactions"),
+    "threadlog.context.policy": ("ContextPolicy", "build_context", "plan_context"),
+    "threadlog.log.edits": ("Edit", "edits_of", "original_of"),
+    "threadlog.errors": tuple(_errors.__all__),
+    "threadlog.log.message_log": ("MessageLog", "append_messages"),
+    "threadlog.log.messages": ("coerce_message", "digest", "role_of"),
+    "threadlog.models.offline": ("OfflineChatModel",),
+    "threadlog.nodes.model": ("ContextNode", "ModelNode"),
+    "threadlog.nodes.tools.idempotent": ("idempotency_key", "idempotent"),
+    "threadlog.nodes.tools.node": ("ToolNode",),
+    "threadlog.nodes.tools.routing": ("send_tool_calls", "tools_condition"),
+    "threadlog.providers.problems": ("validate",),
+    "threadlog.providers.profiles": ("PROFILES", "SERVER_PROFILES", "Profile", "get_profile"),
+    "threadlog.providers.wire": (
+        "infer_profile",
+        "openai_payload",
+        "profile_for",
+        "rewrite_payload",
+        "to_wire",
+        "with_profile",
+    ),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+
 _SUBPACKAGES = ("inspect",)  # reachable as attributes after a plain `import threadlog`
-
-
-@functools.cache
-def _lazy() -> dict[str, str]:
-    # The TYPE_CHECKING imports above are the one list of what loads on first use.
-    import ast
-    import pathlib
-
-    tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If))
-    imports = [node for node in block.body if isinstance(node, ast.ImportFrom)]
-    return {alias.name: str(node.module) for node in imports for alias in node.names}
 
 
 def __getattr__(name: str) -> Any:
@@ -76,7 +97,7 @@ def __getattr__(name: str) -> Any:
 
     if name in _SUBPACKAGES:
         return importlib.import_module(f"threadlog.{name}")
-    module = _lazy().get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -85,7 +106,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_lazy(), *_SUBPACKAGES])
+    return sorted([*globals(), *_LAZY, *_SUBPACKAGES])
 
 
 __version__ = "0.1.0"
