@@ -3,39 +3,12 @@
     with threadlog.checkpointer("sqlite:///threads.db") as saver:
         graph = builder.compile(checkpointer=saver)
 
-Contract:
-
-* **URLs.** `sqlite:///relative/path.db`, `sqlite:////absolute/path.db` (and
-  `sqlite:///:memory:`) → LangGraph's `SqliteSaver` / `AsyncSqliteSaver`;
-  `postgresql://…` or `postgres://…` → `PostgresSaver` / `AsyncPostgresSaver` from
-  `langgraph-checkpoint-postgres` (the `threadlog[postgres]` extra), tables created on
-  first use (the async one dumps small writes on the loop: `backends/postgres_inline.py`);
-  `memory://` → `InMemorySaver`. Anything else raises one `ValueError` naming the
-  supported schemes.
-* **Strict serializer.** Every saver gets `strict_serializer()`: stored blobs only
-  rebuild allowlisted types (`threadlog.checkpoint.serde`), whatever
-  `LANGGRAPH_STRICT_MSGPACK` says. `threadlog.allow_state_types(graph)` allows the
-  types your state's annotations name; `allowed_types=` any others.
-* **Run guard.** With `guard=True` (the default) the saver is wrapped in `GuardedSaver`
-  (`threadlog.checkpoint.guard`): a run holds its thread for its whole turn, and a
-  second run meanwhile waits for it (`multitask_strategy="enqueue"`, the default) or
-  gets `ConcurrentRunError` before anything is stored (`"reject"`); writes that would
-  fork the thread silently are refused. A turn's input is checked against the stored log
-  before it is stored (`threadlog.checkpoint.input_check`; `max_input_chars` caps a message's
-  text), so bad input raises the log's own error and leaves the thread unchanged.
-* **Run locks** (`max_lock_connections`). The guard's locks share a bounded set of
-  connections per saver, however many runs hold a thread: on Postgres at most that many
-  sessions (default 2), each holding any number of advisory locks, so a process opens
-  2 + N connections per saver (the saver's, the guard's reads, N lock sessions) for 1 or
-  1000 concurrent runs, and no run waits for a session longer than one statement; on
-  SQLite at most that many run-lock files open at once (default 256: a held run lock is
-  an open file), past which runs queue for a file instead of failing; memory holds
-  nothing to bound. A held thread is waited for by polling (1 ms doubling to 20 ms),
-  never inside the database or in a worker thread.
-* **History cache.** With `cache=True` (the default) the backend saver gets
-  `threadlog.with_history_cache`: a warm process rebuilds a thread's log from the new
-  writes only, instead of re-reading the whole thread every turn.
-* The saver and its connections are closed when the `with` block ends.
+`sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite:///:memory:` → `SqliteSaver` /
+`AsyncSqliteSaver`; `postgresql://…`, `postgres://…` → `PostgresSaver` / `AsyncPostgresSaver`
+(the `threadlog[postgres]` extra; tables created on first use); `memory://` → `InMemorySaver`;
+anything else raises one `ValueError` naming the schemes. Every saver gets
+`strict_serializer()`, and by default the run guard and the history cache
+(docs/durability.md). The saver and its connections are closed when the block ends.
 """
 
 from __future__ import annotations
@@ -149,8 +122,7 @@ def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
     Callable[P, contextlib.AbstractContextManager[BaseCheckpointSaver[Any]]],
     Callable[P, contextlib.AbstractAsyncContextManager[BaseCheckpointSaver[Any]]],
 ]:
-    """`checkpointer` and `acheckpointer`, each with the parameters of `options` (checked
-    when called, as a signature's are): one build flow (`_build`) driven by `run` / `arun`."""
+    # Both take the parameters of `options`, checked when called, as a signature's are.
 
     def checkpointer(
         *args: P.args, **kwargs: P.kwargs
@@ -174,8 +146,7 @@ def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
                 `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before
                 anything is stored (per thread: `saver.set_multitask_strategy`).
             max_lock_connections: how many connections the run guard's locks may hold
-                open (module doc, "Run locks"); None: 2 Postgres sessions, 256 SQLite
-                lock files.
+                open (docs/durability.md); None: 2 Postgres sessions, 256 SQLite lock files.
             record_calls: store what every chat-model call of a run sent, with the step
                 that made it (`threadlog.checkpoint.calls`; `threadlog inspect --calls`).
         """
@@ -215,8 +186,7 @@ checkpointer, acheckpointer = _openers(_options)
 
 
 def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
-    """The one build path, for both: open the backend (each `Io` names its sync and async
-    opener), its head store, the schema once per process, then the layers (`_finish`)."""
+    """Open the backend, its head store, the schema once per process, then the layers."""
     target = parse_url(url)
     serde = strict_serializer(options.allowed_types)
     if options.guard:
@@ -255,30 +225,11 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
 def _finish(
     saver: BaseCheckpointSaver[Any], store: HeadStore, options: _Options
 ) -> BaseCheckpointSaver[Any]:
-    """The one place a ready saver gets its layers, in this order (outermost first):
-
-    1. the run guard (`guard.GuardLayer`, `guard=True`): whole turns, checked writes;
-    1b. recorded calls (`calls.CallsLayer`, `record_calls=True`): each run's model calls,
-       stored with the steps that made them, under the guard so they are part of the
-       run's own writes;
-    1c. re-sent messages (`resent.ResentLayer`): with `cache=True` a message-log write
-       that re-sends what the log holds is stored as what it adds; with `cache=False`
-       it only rebuilds such stored writes on read;
-    2. stopped work (`stopped_work.StoppedWorkLayer`): a head read carries what a
-       stopped step stored, so new input does not drop it;
-    3. checksums (`integrity.ChecksumLayer`): a count and checksum of the message writes
-       each checkpoint is rebuilt from, checked on read;
-    4. own writes (`own_writes.OwnWritesLayer`, `cache=True`): what this saver stored,
-       so a warm turn's history walk needs no query;
-    5. the history cache (`cache.HistoryLayer`, `cache=True`): a warm process rebuilds a
-       thread from the new writes only (without it every turn re-reads and re-checks
-       the whole history; BENCHMARKS.md).
-
-    Then the backend, after the user's `wrap`. With the guard the result is one wrapper,
-    `GuardedSaver`; without it the layers are bound onto the backend object itself, which
-    stays the LangGraph class it is (`layered.bind_layers`). A backend `wrap` already gave
-    a history cache keeps it: the layer serves that cache, so there is one.
-    """
+    """The one place a ready saver gets its layers, outermost first: the run guard (the
+    `GuardedSaver` wrapper; without it the layers are bound onto the backend object),
+    recorded calls, re-sent messages, stopped work, checksums, own writes, the history
+    cache; then the user's `wrap`, then the backend. A `wrap` that gave a history cache
+    keeps it."""
     inner = options.wrap(saver) if options.wrap is not None else saver
     layers: list[Layer] = []
     history: HistoryCache | None = None
@@ -310,9 +261,6 @@ def _finish(
 def _setup(saver: BaseCheckpointSaver[Any]) -> Io:
     # LangGraph's async savers name their coroutine `setup` too.
     return Io(saver.setup, saver.setup)  # type: ignore[attr-defined]
-
-
-# The openers: one per backend and form, each only connects (the build path does the rest).
 
 
 def _open_sqlite(

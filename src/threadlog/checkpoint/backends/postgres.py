@@ -1,33 +1,8 @@
 """LangGraph's Postgres tables (`checkpoints`, `checkpoint_blobs`, `checkpoint_writes`):
 every query threadlog runs on them, and its advisory locks.
 
-Contract:
-
-* `PostgresBackend` (`PostgresSaver`, psycopg `Connection`) and `AsyncPostgresBackend`
-  (`AsyncPostgresSaver`, `AsyncConnection`) run the same step generators, under the
-  saver's own `lock`, on the saver's own public `conn` — a connection, or a pool that
-  lends one — with a cursor of their own (tuple rows, whatever the connection's row
-  factory). So the async saver's walk never blocks its event loop.
-  - `walk` / `awalk`: one query: the checkpoints from the target down to the cached id,
-    each with whether it stores a value of the channels (inline, or a blob at its
-    version: the probe of `PostgresSaver`'s own walk) and its writes to them. Ids only
-    order checkpoints of one process; a parent outside that window ends the walk (None:
-    the saver reads), as does a stored snapshot on the way (a fork).
-  - `read` / `aread`: the saver's own delta read (same walk to each channel's nearest
-    stored value, same answer), in two round trips, saying where each checkpoint's
-    writes start (`Stepped.states`): a history page's older checkpoints then need no
-    read of their own. Only the chains' writes are decoded, each distinct stored
-    message once (`SharedRecords`).
-* `PostgresBackend` also answers the inspector's listings and sizes (`octet_length()`
-  only: no value is decoded for a size).
-* `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
-  advisory locks per thread (run, write) on a bounded pool of sessions shared by all
-  locks (`LockSessions`: `max_lock_connections`) — released by Postgres itself when
-  their holder dies. Async callers (an async saver's runs) take and release them on
-  async sessions of their event loop, awaited there (`atry_run_lock`, ...): no worker
-  thread per lock statement.
-* `table_columns(conn)` / `TABLES`: the shape check of `open_readonly`.
-
+The backends run on the saver's own public `conn` (a connection, or a pool that lends one)
+with a cursor of their own (tuple rows, whatever the connection's row factory).
 psycopg is imported only inside functions: `import threadlog` never loads it.
 """
 
@@ -38,29 +13,27 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from threadlog.checkpoint.backends.base import (
-    ERROR_CHANNEL,
     AsyncSteps,
     Backend,
-    CheckpointsListings,
+    Dialect,
+    HeadReads,
     HeadStore,
     LocalRuns,
     Plan,
     Query,
     Steps,
-    StoredWrite,
     SyncSteps,
     Walk,
     add_sizes,
     attribute_blobs,
     collect_writes,
     lock_bound,
-    one_query,
     parse_rows,
     queries,
 )
@@ -78,6 +51,9 @@ __all__ = [
     "table_columns",
     "vacuum_tables",
 ]
+
+_DIALECT = Dialect("%s", "checkpoint_writes", "blob")
+
 
 def vacuum_tables(url: str) -> None:
     """`VACUUM (ANALYZE)` LangGraph's tables: their dead rows' space becomes reusable
@@ -100,8 +76,8 @@ TABLES = {
 
 
 def table_columns(conn: Any) -> dict[str, set[str]]:
-    """`{table: its columns}` for those of `TABLES` in the current schema (a psycopg
-    `Connection`; raises `psycopg.Error`)."""
+    """`{table: its columns}` of those of `TABLES` in the current schema (`open_readonly`'s
+    shape check; a psycopg `Connection`; raises `psycopg.Error`)."""
     from psycopg.rows import tuple_row
 
     with conn.cursor(row_factory=tuple_row) as cur:
@@ -118,8 +94,7 @@ def table_columns(conn: Any) -> dict[str, set[str]]:
 
 # -- the history walk (sans-IO) -------------------------------------------------------------
 
-# Newest-first checkpoints from the target down to the cached id, each with whether it
-# stores a value for any of the channels and its writes to them — one round trip.
+# Checkpoints from the target down to the cached id, whether each stores a channel's value.
 _WALK_SQL = (
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
     "w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob FROM ("
@@ -142,7 +117,6 @@ def walk_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str,
     cached_id: str, max_walk: int,
 ) -> Steps[Walk | None]:
-    """The walk of `Backend.walk`, as one query."""
     channels = list(channels)
     if target == cached_id:
         return {ch: [] for ch in channels}
@@ -182,9 +156,8 @@ def walk_steps(
 
 # -- the cold read (sans-IO) ------------------------------------------------------------------
 
-# A page of checkpoints newest first from the target (`<=` on the first page, `<` after):
-# per channel its version, whether a value is stored for it as a blob at that version,
-# and its inline value — the probe of `PostgresSaver`'s own read.
+# A page of checkpoints newest first: per channel its version, whether a blob is stored at
+# that version, and its inline value (the probe of `PostgresSaver`'s own read).
 _PAGE = 1024
 
 
@@ -218,11 +191,9 @@ _CHAIN_WRITES_SQL = (
 def read_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
 ) -> Steps[dict[str, DeltaChannelHistory] | None]:
-    """The cold read of `Backend.read`: `PostgresSaver.get_delta_channel_history`'s answer
-    (the same walk to each channel's nearest stored value, blob before inline), with each
-    checkpoint's place in the writes (`Stepped.states`) — so a history page's older
-    checkpoints are the read's log at earlier versions. Two round trips (one more per
-    `_PAGE` checkpoints walked); only the chains' writes are decoded."""
+    """`PostgresSaver.get_delta_channel_history`'s answer (the same walk to each channel's
+    nearest stored value, blob before inline), with each checkpoint's place in the writes
+    (`Stepped.states`). Two round trips (one more per `_PAGE` checkpoints walked)."""
     channels = list(channels)
     parents: dict[str, str | None] = {}
     held: dict[str, list[tuple[str | None, bool, Any]]] = {}
@@ -314,7 +285,6 @@ _LINKS_SQL = (
 
 
 def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
-    """The statements of `Backend.maintain` (the caller opens the transaction)."""
     from psycopg.types.json import Jsonb
 
     serde = saver.serde
@@ -330,7 +300,7 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
         )
         if not rows:
             continue
-        ckpt, meta = dict(rows[0][0]), dict(rows[0][1] or {})
+        ckpt, meta = dict(rows[0][0]), rows[0][1] or {}
         if rw.snapshots:
             values = dict(ckpt.get("channel_values") or {})
             for ch, (version, value) in rw.snapshots.items():
@@ -345,15 +315,10 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
                 )
                 values[ch] = True
             ckpt["channel_values"] = values
-        for k, v in rw.metadata.items():
-            if v is None:
-                meta.pop(k, None)
-            else:
-                meta[k] = v
         yield Query(
             "UPDATE checkpoints SET parent_checkpoint_id = %s, checkpoint = %s, metadata = %s "
             "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-            (rw.parent_id, Jsonb(ckpt), Jsonb(meta), *key),
+            (rw.parent_id, Jsonb(ckpt), Jsonb(rw.merged(meta)), *key),
         )
     for (tid, ns), ids in plan.drops_by_namespace().items():
         where = "thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"
@@ -395,19 +360,19 @@ async def _aconnection(conn: Any) -> AsyncIterator[Any]:
 # -- the backends ---------------------------------------------------------------------------
 
 
-class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
+class PostgresBackend(SyncSteps, Backend):
     """A `PostgresSaver`: its connection (or pool) under its lock."""
 
     kind: ClassVar[str] = "postgres"
-    placeholder: ClassVar[str] = "%s"
+    dialect: ClassVar[Dialect] = _DIALECT
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
 
     def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
-        # Maintenance is one transaction (a process killed inside it leaves the database
-        # as it was) of one-off statements, not worth preparing; it writes rows too.
+        # Maintenance: one transaction of one-off statements, not worth preparing.
         with (
             self.saver.lock,
             _connection(self.saver.conn) as conn,
@@ -424,30 +389,8 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     def maintain(self, plan: Plan) -> None:
         self._run(maintain_steps(self.saver, plan), maintain=True)
 
-    def read(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
-
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._run(one_query(Query(sql, params)))  # type: ignore[no-any-return]
-
-    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
-        wanted = set(heads)
-        rows = self._rows(
-            "SELECT thread_id, checkpoint_id, type, blob FROM checkpoint_writes "
-            "WHERE checkpoint_ns = '' AND channel = %s",
-            (ERROR_CHANNEL,),
-        )
-        serde = self.saver.serde
-        return [
-            (tid, cid, serde.loads_typed((typ, blob)))
-            for tid, cid, typ, blob in rows
-            if (tid, cid) in wanted
-        ]
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         checkpoints = self._rows(
@@ -477,12 +420,12 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
 
 
 class AsyncPostgresBackend(AsyncSteps, Backend):
-    """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock. The
-    sync listings are the saver's API (the base class)."""
+    """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock."""
 
     kind: ClassVar[str] = "postgres"
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
 
     async def _arun(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
@@ -503,34 +446,11 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
     async def amaintain(self, plan: Plan) -> None:
         await self._arun(maintain_steps(self.saver, plan), maintain=True)
 
-    async def aread(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return await self._arun(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
-
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
 
 
 # -- the run guard's heads and locks ------------------------------------------------------
-
-_HEAD_SQL = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_HAS_CHILD_SQL = (
-    "SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-    "AND parent_checkpoint_id = %s LIMIT 1"
-)
-_TASK_WRITES_SQL = (
-    "SELECT idx, type, blob FROM checkpoint_writes WHERE thread_id = %s "
-    "AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s"
-)
-_WRITE_KEYS_SQL = (
-    "SELECT task_id, channel FROM checkpoint_writes WHERE thread_id = %s "
-    "AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
-
 
 # Sessions one head store holds for its locks by default (`max_lock_connections`).
 DEFAULT_LOCK_SESSIONS = 2
@@ -549,8 +469,7 @@ class _Session:
 
 
 class _AsyncSession:
-    """One async lock session, bound to the event loop it was opened on: used by one
-    statement at a time (`mutex`, an asyncio lock of that loop)."""
+    """One async lock session of the event loop it was opened on (`mutex` of that loop)."""
 
     __slots__ = ("conn", "loop", "mutex")
 
@@ -572,22 +491,12 @@ async def _atry_advisory_lock(conn: Any, key: int) -> Any:
 class LockSessions:
     """A bounded pool of Postgres sessions shared by every lock of one head store.
 
-    Advisory locks belong to the session that took them, so each lock is taken with
-    `pg_try_advisory_lock` on whichever session is free and released with
-    `pg_advisory_unlock` on that same session (`_held` remembers which). One session holds
-    any number of locks, so the bound limits connections, never runs: at most `size`
-    sessions, opened as statements need them, and a statement that finds them all busy
-    waits for the next one's statement to end (one round trip). No statement waits
-    inside the server (a blocking `pg_advisory_lock` would pin its session): a held lock
-    is waited for by polling (`take_lock`). A session that dies — its process SIGKILLed,
-    the server gone — releases every lock it held, so a dead worker never blocks a thread.
-
-    Async callers (`atake` / `agive_back`) use async sessions of their own event loop,
-    at most `size` per loop, awaited there (a sync session would cost a worker thread per
-    statement). A lock is still released on the session that took it: from the loop
-    itself, awaited; from anywhere else (a sync exit, a garbage-collection finalizer) the
-    unlock is handed to that loop, or — the loop closed, so every run that held a lock
-    there is gone — the session is closed, which releases its locks.
+    An advisory lock belongs to the session that took it (`pg_try_advisory_lock`), so it
+    is released on that session (`_held`); one session holds any number of locks, so the
+    bound limits connections, never runs. No statement waits inside the server: a held
+    lock is polled for (`take_lock`). A session that dies releases every lock it held.
+    Async callers use async sessions of their own event loop (at most `size` per loop); an
+    unlock from outside that loop is handed to it, or, the loop closed, the session closed.
     """
 
     def __init__(self, url: str, size: int) -> None:
@@ -603,14 +512,12 @@ class LockSessions:
         self._mutex = threading.Lock()  # guards the fields above; held for no I/O
 
     def take(self, key: int) -> bool:
-        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there). A
-        session found dead (the server restarted, the connection cut) is dropped and the
-        attempt made once more on another."""
+        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there); a session
+        found dead is dropped and the attempt made once more on another."""
         return run(self._take_flow(key, Io(self._session), self._drop))
 
     def _take_flow(self, key: int, pick: Io, drop: Any) -> Flow[bool]:
-        """`take` and `atake` as one flow: `pick` gets a session whose mutex is held (a
-        sync one, or an async one of the running loop), `drop` closes a torn one."""
+        # `pick` gets a session whose mutex is held, `drop` closes a torn one.
         import psycopg
 
         for retry in (True, False):
@@ -623,8 +530,7 @@ class LockSessions:
                     continue
                 raise
             except BaseException:
-                # Its state is unknown (an async attempt is shielded: the loop is going
-                # down): closing it is what releases whatever it holds.
+                # Its state is unknown: closing it releases whatever it holds.
                 drop(session)
                 raise
             else:
@@ -717,11 +623,9 @@ class LockSessions:
     # -- async sessions (each used only on its own event loop)
 
     async def atake(self, key: int) -> bool:
-        """`take` on an async session of the running loop."""
         return await arun(self._take_flow(key, Io(self._session, self._asession), self._adrop))
 
     async def agive_back(self, key: int) -> None:
-        """`give_back` from a coroutine: awaited on the session's own loop."""
         with self._mutex:
             session = self._held.pop(key, None)
         if session is None:
@@ -744,9 +648,7 @@ class LockSessions:
                 raise
 
     def _unlock_on_its_loop(self, session: _AsyncSession, key: int) -> None:
-        """An async session's unlock from outside its loop: handed to the loop (not
-        waited for: that loop's thread may be the caller); a closed loop's session is
-        closed instead — every run that held a lock on it went with the loop."""
+        # Not waited for: that loop's thread may be the caller.
         if not session.loop.is_closed():
             try:
                 asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
@@ -756,8 +658,6 @@ class LockSessions:
         self._adrop(session)
 
     async def _asession(self) -> _AsyncSession:
-        """An async session of the running loop whose mutex the caller now holds (as
-        `_session`: a free one, else a new one below the bound, else the next in turn)."""
         import psycopg
 
         loop = asyncio.get_running_loop()
@@ -809,7 +709,6 @@ class LockSessions:
                 self._async.setdefault(loop, []).append(session)
 
     def _prune(self) -> None:
-        """Close the sessions of loops that are closed (their runs are gone)."""
         with self._mutex:
             dead = [s for loop, ss in self._async.items() if loop.is_closed() for s in ss]
         for session in dead:
@@ -846,25 +745,17 @@ class LockSessions:
 
 
 def _finish(conn: Any) -> None:
-    """Close an async connection from sync code (on any thread): ending the session is
-    what releases its advisory locks (psycopg's own `close()` is a coroutine)."""
+    # An async connection closed from sync code (psycopg's `close()` is a coroutine).
     with contextlib.suppress(Exception):
         conn.pgconn.finish()
 
 
-class PostgresHeadStore:
-    """Reads through its own connection; locks on a bounded pool of sessions.
+class PostgresHeadStore(HeadReads):
+    """Reads through its own connection; two advisory locks per thread (run, write) on the
+    store's `LockSessions`. Two runs of this process on one thread are kept apart in the
+    process (`LocalRuns`): on one session Postgres would grant the same lock twice."""
 
-    Every thread has two advisory locks, the run lock and the short write lock, each
-    taken on one of the store's `LockSessions` (at most `max_lock_connections`, default
-    `DEFAULT_LOCK_SESSIONS`; so a process holds 2 + that many connections for a saver —
-    its own, this store's reads, its lock sessions — however many runs it holds; sync
-    callers and each event loop have their own sessions under that bound, and an async
-    saver's runs use only their loop's). Two
-    runs of this process on one thread are kept apart in the process (`LocalRuns`): on
-    one session Postgres would grant the same advisory lock twice. Locks are released by
-    Postgres itself when the holder's process dies.
-    """
+    dialect: ClassVar[Dialect] = _DIALECT
 
     def __init__(self, url: str, max_lock_connections: int | None = None) -> None:
         import psycopg
@@ -875,46 +766,32 @@ class PostgresHeadStore:
         self._writers = LocalRuns()
 
     def try_run_lock(self, thread_id: str) -> bool:
-        return self._try(self._runs, "run:" + thread_id, thread_id)
+        return run(self._try_flow(self._runs, "run:" + thread_id, thread_id))
 
     def run_unlock(self, thread_id: str) -> None:
-        self._untake(self._runs, "run:" + thread_id, thread_id)
+        run(self._untake_flow(self._runs, "run:" + thread_id, thread_id))
 
     def try_lock(self, thread_id: str) -> bool:
-        return self._try(self._writers, thread_id, thread_id)
+        return run(self._try_flow(self._writers, thread_id, thread_id))
 
     def unlock(self, thread_id: str) -> None:
-        self._untake(self._writers, thread_id, thread_id)
+        run(self._untake_flow(self._writers, thread_id, thread_id))
 
-    # The same from a coroutine, on the running loop's lock sessions (`take_lock` and
-    # `release_lock` use these async twins).
+    # The async twins `take_lock` / `release_lock` await, on the loop's lock sessions.
 
     async def atry_run_lock(self, thread_id: str) -> bool:
-        return await self._atry(self._runs, "run:" + thread_id, thread_id)
+        return await arun(self._try_flow(self._runs, "run:" + thread_id, thread_id))
 
     async def arun_unlock(self, thread_id: str) -> None:
-        await self._auntake(self._runs, "run:" + thread_id, thread_id)
+        await arun(self._untake_flow(self._runs, "run:" + thread_id, thread_id))
 
     async def atry_lock(self, thread_id: str) -> bool:
-        return await self._atry(self._writers, thread_id, thread_id)
+        return await arun(self._try_flow(self._writers, thread_id, thread_id))
 
     async def aunlock(self, thread_id: str) -> None:
-        await self._auntake(self._writers, thread_id, thread_id)
+        await arun(self._untake_flow(self._writers, thread_id, thread_id))
 
-    async def _atry(self, local: LocalRuns, name: str, thread_id: str) -> bool:
-        return await arun(self._try_flow(local, name, thread_id))
-
-    async def _auntake(self, local: LocalRuns, name: str, thread_id: str) -> None:
-        await arun(self._untake_flow(local, name, thread_id))
-
-    def _try(self, local: LocalRuns, name: str, thread_id: str) -> bool:
-        return run(self._try_flow(local, name, thread_id))
-
-    def _untake(self, local: LocalRuns, name: str, thread_id: str) -> None:
-        run(self._untake_flow(local, name, thread_id))
-
-    # One flow each for the sync and async forms: this process's own claim on the thread
-    # first (`LocalRuns`), then the session lock; a failed or refused lock gives it back.
+    # This process's own claim on the thread first, then the session lock.
 
     def _try_flow(self, local: LocalRuns, name: str, thread_id: str) -> Flow[bool]:
         if not local.acquire(thread_id):
@@ -941,24 +818,8 @@ class PostgresHeadStore:
         digest = hashlib.blake2b(f"threadlog:{thread_id}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big", signed=True)
 
-    def head(self, thread_id: str, ns: str) -> str | None:
-        row = self._conn.execute(_HEAD_SQL, (thread_id, ns)).fetchone()
-        return None if row is None else str(row[0])
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        row = self._conn.execute(_HAS_CHILD_SQL, (thread_id, ns, checkpoint_id)).fetchone()
-        return row is not None
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        args = (thread_id, ns, checkpoint_id, task_id)
-        rows = self._conn.execute(_TASK_WRITES_SQL, args).fetchall()
-        return {int(idx): (str(typ), bytes(blob)) for idx, typ, blob in rows}
-
-    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
-        rows = self._conn.execute(_WRITE_KEYS_SQL, (thread_id, ns, checkpoint_id)).fetchall()
-        return frozenset((str(t), str(c)) for t, c in rows)
+    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        return self._conn.execute(sql, args).fetchall()
 
     def close(self) -> None:
         self.locks.close()
