@@ -130,12 +130,6 @@ class SaverView(BaseCheckpointSaver[Any]):
         """This operation as a flow, for a layer above to `yield from`."""
         return self._stack.flow(name, self._level, args, kwargs)
 
-    def _direct(self, name: str) -> Any | None:
-        # No layer from here hooks it: the backend's method itself, no driver.
-        if self._stack.entry[name][self._level] is None:
-            return getattr(self._stack.end, name)
-        return None
-
     @property
     def config_specs(self) -> list[Any]:
         return self._stack.inner.config_specs  # type: ignore[no-any-return]
@@ -188,9 +182,6 @@ class SaverView(BaseCheckpointSaver[Any]):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        direct = self._direct("get_delta_channel_history")
-        if direct is not None:
-            return direct(config=config, channels=channels)  # type: ignore[no-any-return]
         return run(self.flow("get_delta_channel_history", config=config, channels=channels))
 
     async def aget_delta_channel_history(

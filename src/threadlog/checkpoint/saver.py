@@ -26,15 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadlog._upstream import averify_hooks, verify_hooks
-from threadlog.checkpoint.backends import (
-    HeadStore,
-    MemoryHeadStore,
-    PostgresHeadStore,
-    SqliteHeadStore,
-    lock_bound,
-    release_lock,
-    take_lock,
-)
+from threadlog.checkpoint.backends import HeadStore, backend_of, lock_bound, release_lock, take_lock
 from threadlog.checkpoint.cache import HistoryCache, HistoryLayer, history_cache_of
 from threadlog.checkpoint.calls import CallsLayer
 from threadlog.checkpoint.guard import GuardedSaver, MultitaskStrategy
@@ -194,18 +186,14 @@ def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[
         # guard's hook no longer sees (`_upstream.verify_hooks`), never an unguarded run.
         yield Io(verify_hooks, averify_hooks)
     saver: BaseCheckpointSaver[Any]
-    store: HeadStore
     if target.kind == "memory":
-        mem = InMemorySaver(serde=serde)
-        saver, store = mem, MemoryHeadStore(mem)
-    elif target.kind == "sqlite":
-        saver, shared = yield Io(_open_sqlite, _aopen_sqlite, (target.location, serde, stack))
-        # ":memory:" is private to one connection: the head store reads through it.
-        store = SqliteHeadStore(target.location, shared, options.max_lock_connections)
+        saver = InMemorySaver(serde=serde)
     else:
-        _require_postgres()
-        saver = yield Io(_open_postgres, _aopen_postgres, (target.location, serde, stack))
-        store = PostgresHeadStore(target.location, options.max_lock_connections)
+        if target.kind == "postgres":
+            _require_postgres()
+        opener, aopener = _OPENERS[target.kind]
+        saver = yield Io(opener, aopener, (target.location, serde, stack))
+    store = backend_of(saver).head_store(target.location, options.max_lock_connections)
     stack.callback(store.close)
     if target.kind == "sqlite":
         yield _setup(saver)  # CREATE TABLE IF NOT EXISTS; SQLite serializes it
@@ -265,27 +253,24 @@ def _setup(saver: BaseCheckpointSaver[Any]) -> Io:
 
 def _open_sqlite(
     path: str, serde: JsonPlusSerializer, stack: contextlib.ExitStack
-) -> tuple[BaseCheckpointSaver[Any], sqlite3.Connection | None]:
+) -> BaseCheckpointSaver[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     # check_same_thread=False: LangGraph writes from its background threads (as
     # SqliteSaver.from_conn_string does); timeout: other processes may hold the file.
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
     stack.callback(conn.close)
-    return SqliteSaver(conn, serde=serde), conn if path == ":memory:" else None
+    return SqliteSaver(conn, serde=serde)
 
 
 async def _aopen_sqlite(
     path: str, serde: JsonPlusSerializer, stack: contextlib.AsyncExitStack
-) -> tuple[BaseCheckpointSaver[Any], sqlite3.Connection | None]:
+) -> BaseCheckpointSaver[Any]:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     conn = await stack.enter_async_context(aiosqlite.connect(path, check_same_thread=False))
-    # aiosqlite runs its sqlite3 connection on its own thread; ":memory:" lives only in
-    # that connection, so the head store shares it (`_conn`: aiosqlite has no public
-    # accessor; tests/storage cover it).
-    return AsyncSqliteSaver(conn, serde=serde), conn._conn if path == ":memory:" else None
+    return AsyncSqliteSaver(conn, serde=serde)
 
 
 def _open_postgres(
@@ -318,6 +303,7 @@ async def _aopen_postgres(
     return inline_dump_async_postgres_saver()(conn, serde=serde)  # type: ignore[no-any-return]
 
 
+_OPENERS = {"sqlite": (_open_sqlite, _aopen_sqlite), "postgres": (_open_postgres, _aopen_postgres)}
 _SET_UP: set[str] = set()
 
 

@@ -459,24 +459,29 @@ LOCK_APPLICATION_NAME = "threadlog-locks"
 
 
 class _Session:
-    """One lock session: used by one statement at a time (`mutex`)."""
-
-    __slots__ = ("conn", "mutex")
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.mutex = threading.Lock()
-
-
-class _AsyncSession:
-    """One async lock session of the event loop it was opened on (`mutex` of that loop)."""
+    """One lock session, used by one statement at a time (`mutex`); an async one belongs
+    to the event loop it was opened on (`loop`; None: a sync session)."""
 
     __slots__ = ("conn", "loop", "mutex")
 
-    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.conn = conn
         self.loop = loop
-        self.mutex = asyncio.Lock()
+        self.mutex: Any = threading.Lock() if loop is None else asyncio.Lock()
+
+    def grab(self) -> bool:
+        return self.mutex.acquire(blocking=False)  # type: ignore[no-any-return]
+
+    async def agrab(self) -> bool:
+        if self.mutex.locked():
+            return False
+        return await self.mutex.acquire()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self.loop is None:
+            self.conn.close()
+        else:
+            _finish(self.conn)
 
 
 def _try_advisory_lock(conn: Any, key: int) -> Any:
@@ -502,36 +507,36 @@ class LockSessions:
     def __init__(self, url: str, size: int) -> None:
         self._url = url
         self.size = size
-        self._sessions: list[_Session] = []
-        self._opening = 0
         self._turn = 0
-        self._held: dict[int, _Session | _AsyncSession] = {}
-        # Per event loop: its async sessions, and how many are being opened.
-        self._async: dict[asyncio.AbstractEventLoop, list[_AsyncSession]] = {}
-        self._aopening: dict[asyncio.AbstractEventLoop, int] = {}
+        self._held: dict[int, _Session] = {}
+        # Per event loop (None: sync callers): its sessions, and how many are being opened.
+        self._pools: dict[asyncio.AbstractEventLoop | None, list[_Session]] = {}
+        self._opening: dict[asyncio.AbstractEventLoop | None, int] = {}
         self._mutex = threading.Lock()  # guards the fields above; held for no I/O
 
     def take(self, key: int) -> bool:
         """`pg_try_advisory_lock(key)` on a session (True: taken, and held there); a session
         found dead is dropped and the attempt made once more on another."""
-        return run(self._take_flow(key, Io(self._session), self._drop))
+        return run(self._take_flow(key, None))
 
-    def _take_flow(self, key: int, pick: Io, drop: Any) -> Flow[bool]:
-        # `pick` gets a session whose mutex is held, `drop` closes a torn one.
+    async def atake(self, key: int) -> bool:
+        return await arun(self._take_flow(key, asyncio.get_running_loop()))
+
+    def _take_flow(self, key: int, loop: asyncio.AbstractEventLoop | None) -> Flow[bool]:
         import psycopg
 
         for retry in (True, False):
-            session = yield pick
+            session = yield from self._pick(loop)
             try:
                 row = yield Io(_try_advisory_lock, _atry_advisory_lock, (session.conn, key))
             except psycopg.OperationalError:
-                drop(session)
+                self._drop(session)
                 if retry:
                     continue
                 raise
             except BaseException:
                 # Its state is unknown: closing it releases whatever it holds.
-                drop(session)
+                self._drop(session)
                 raise
             else:
                 taken = bool(row and row[0])
@@ -549,10 +554,22 @@ class LockSessions:
             session = self._held.pop(key, None)
         if session is None:
             return
-        if isinstance(session, _AsyncSession):
+        if session.loop is not None:
             self._unlock_on_its_loop(session, key)
             return
         self._unlock(session, key)
+
+    async def agive_back(self, key: int) -> None:
+        with self._mutex:
+            session = self._held.pop(key, None)
+        if session is None:
+            return
+        if session.loop is None:
+            await asyncio.to_thread(self._unlock, session, key)
+        elif session.loop is asyncio.get_running_loop():
+            await self._aunlock(session, key)
+        else:
+            self._unlock_on_its_loop(session, key)
 
     def _unlock(self, session: _Session, key: int) -> None:
         with session.mutex:
@@ -564,46 +581,80 @@ class LockSessions:
                 # A torn session: closing it is what releases whatever it still holds.
                 self._drop(session)
 
-    def _session(self) -> _Session:
-        """A session whose mutex the caller now holds: a free one, else a new one while
-        below the bound, else the next one in turn once its statement ends."""
+    async def _aunlock(self, session: _Session, key: int) -> None:
+        async with session.mutex:
+            if session.conn.closed:
+                return  # its locks went with it
+            try:
+                await session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except BaseException:
+                self._drop(session)  # closing it releases whatever it still holds
+                raise
+
+    def _unlock_on_its_loop(self, session: _Session, key: int) -> None:
+        # Not waited for: that loop's thread may be the caller.
+        assert session.loop is not None
+        if not session.loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
+                return
+            except RuntimeError:
+                pass  # closed meanwhile
+        self._drop(session)
+
+    def _pick(self, loop: asyncio.AbstractEventLoop | None) -> Flow[_Session]:
+        """A session of `loop` whose mutex the caller now holds: a free one, else a new one
+        while below the bound, else the next one in turn once its statement ends."""
+        with self._mutex:
+            dead = [s for lp, ss in self._pools.items() if lp and lp.is_closed() for s in ss]
+        for session in dead:
+            self._drop(session)
         while True:
             with self._mutex:
-                sessions = list(self._sessions)
-                grow = len(sessions) + self._opening < self.size
-                self._opening += grow
+                sessions = list(self._pools.get(loop, ()))
+                opening = self._opening.get(loop, 0)
+                grow = len(sessions) + opening < self.size
+                self._opening[loop] = opening + grow
             for session in sessions:
-                if session.mutex.acquire(blocking=False):
+                if (yield Io(session.grab, session.agrab)):
                     if session.conn.closed:  # dropped meanwhile
                         session.mutex.release()
                         continue
-                    with self._mutex:
-                        self._opening -= grow
+                    self._opened(loop, grow, None)
                     return session
             if grow:
                 try:
-                    session = _Session(self._connect())
-                except Exception:
-                    with self._mutex:
-                        self._opening -= 1
-                    if not sessions:
+                    conn = yield Io(self._connect, self._aconnect)
+                except BaseException as exc:
+                    self._opened(loop, True, None)
+                    if not sessions or not isinstance(exc, Exception):
                         raise  # no session at all: the server refuses this process
                 else:
-                    session.mutex.acquire()
-                    with self._mutex:
-                        self._opening -= 1
-                        self._sessions.append(session)
+                    session = _Session(conn, loop)
+                    yield Io(session.mutex.acquire, session.mutex.acquire)
+                    self._opened(loop, True, session)
                     return session
             if not sessions:
-                time.sleep(0.001)  # the bound's sessions are being opened right now
+                # The bound's sessions are being opened right now.
+                yield Io(time.sleep, asyncio.sleep, (0.001,))
                 continue
             with self._mutex:
                 self._turn += 1
             session = sessions[self._turn % len(sessions)]
-            session.mutex.acquire()  # bounded: the one statement running on it
+            # Bounded: the one statement running on it.
+            yield Io(session.mutex.acquire, session.mutex.acquire)
             if not session.conn.closed:
                 return session
             session.mutex.release()  # it died meanwhile: pick again
+
+    def _opened(
+        self, loop: asyncio.AbstractEventLoop | None, grew: bool, session: _Session | None
+    ) -> None:
+        with self._mutex:
+            if grew:
+                self._opening[loop] -= 1
+            if session is not None:
+                self._pools.setdefault(loop, []).append(session)
 
     def _connect(self) -> Any:
         import psycopg
@@ -612,136 +663,38 @@ class LockSessions:
             self._url, autocommit=True, prepare_threshold=0, application_name=LOCK_APPLICATION_NAME
         )
 
-    def _drop(self, session: _Session) -> None:
-        with self._mutex:
-            if session in self._sessions:
-                self._sessions.remove(session)
-            for key in [k for k, s in self._held.items() if s is session]:
-                del self._held[key]
-        session.conn.close()
-
-    # -- async sessions (each used only on its own event loop)
-
-    async def atake(self, key: int) -> bool:
-        return await arun(self._take_flow(key, Io(self._session, self._asession), self._adrop))
-
-    async def agive_back(self, key: int) -> None:
-        with self._mutex:
-            session = self._held.pop(key, None)
-        if session is None:
-            return
-        if not isinstance(session, _AsyncSession):
-            await asyncio.to_thread(self._unlock, session, key)
-        elif session.loop is asyncio.get_running_loop():
-            await self._aunlock(session, key)
-        else:
-            self._unlock_on_its_loop(session, key)
-
-    async def _aunlock(self, session: _AsyncSession, key: int) -> None:
-        async with session.mutex:
-            if session.conn.closed:
-                return  # its locks went with it
-            try:
-                await session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            except BaseException:
-                self._adrop(session)  # closing it releases whatever it still holds
-                raise
-
-    def _unlock_on_its_loop(self, session: _AsyncSession, key: int) -> None:
-        # Not waited for: that loop's thread may be the caller.
-        if not session.loop.is_closed():
-            try:
-                asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
-                return
-            except RuntimeError:
-                pass  # closed meanwhile
-        self._adrop(session)
-
-    async def _asession(self) -> _AsyncSession:
+    async def _aconnect(self) -> Any:
         import psycopg
 
-        loop = asyncio.get_running_loop()
-        self._prune()
-        while True:
-            with self._mutex:
-                sessions = list(self._async.get(loop, ()))
-                opening = self._aopening.get(loop, 0)
-                grow = len(sessions) + opening < self.size
-                self._aopening[loop] = opening + grow
-            for session in sessions:
-                if not session.mutex.locked() and not session.conn.closed:
-                    await session.mutex.acquire()  # free: returns at once
-                    self._opened(loop, grow, None)
-                    return session
-            if grow:
-                try:
-                    conn = await psycopg.AsyncConnection.connect(
-                        self._url, autocommit=True, prepare_threshold=0,
-                        application_name=LOCK_APPLICATION_NAME,
-                    )
-                except BaseException as exc:
-                    self._opened(loop, True, None)
-                    if not sessions or not isinstance(exc, Exception):
-                        raise  # no session at all: the server refuses this process
-                else:
-                    session = _AsyncSession(conn, loop)
-                    await session.mutex.acquire()
-                    self._opened(loop, True, session)
-                    return session
-            if not sessions:
-                await asyncio.sleep(0.001)  # the bound's sessions are being opened now
-                continue
-            with self._mutex:
-                self._turn += 1
-            session = sessions[self._turn % len(sessions)]
-            await session.mutex.acquire()  # bounded: the one statement running on it
-            if not session.conn.closed:
-                return session
-            session.mutex.release()  # it died meanwhile: pick again
+        return await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, prepare_threshold=0, application_name=LOCK_APPLICATION_NAME
+        )
 
-    def _opened(
-        self, loop: asyncio.AbstractEventLoop, grew: bool, session: _AsyncSession | None
-    ) -> None:
+    def _drop(self, session: _Session) -> None:
         with self._mutex:
-            if grew:
-                self._aopening[loop] -= 1
-            if session is not None:
-                self._async.setdefault(loop, []).append(session)
-
-    def _prune(self) -> None:
-        with self._mutex:
-            dead = [s for loop, ss in self._async.items() if loop.is_closed() for s in ss]
-        for session in dead:
-            self._adrop(session)
-
-    def _adrop(self, session: _AsyncSession) -> None:
-        with self._mutex:
-            sessions = self._async.get(session.loop, [])
+            sessions = self._pools.get(session.loop, [])
             if session in sessions:
                 sessions.remove(session)
             if not sessions:
-                self._async.pop(session.loop, None)
-                if not self._aopening.get(session.loop):
-                    self._aopening.pop(session.loop, None)
+                self._pools.pop(session.loop, None)
+                if not self._opening.get(session.loop):
+                    self._opening.pop(session.loop, None)
             for key in [k for k, s in self._held.items() if s is session]:
                 del self._held[key]
-        _finish(session.conn)
+        session.close()
 
     def sessions(self) -> int:
         """How many sessions are open now (sync and async)."""
         with self._mutex:
-            return len(self._sessions) + sum(len(ss) for ss in self._async.values())
+            return sum(len(ss) for ss in self._pools.values())
 
     def close(self) -> None:
         with self._mutex:
-            sessions, self._sessions = self._sessions, []
-            asessions = [s for ss in self._async.values() for s in ss]
-            self._async.clear()
+            sessions = [s for ss in self._pools.values() for s in ss]
+            self._pools.clear()
             self._held.clear()
         for session in sessions:
-            session.conn.close()
-        for asession in asessions:
-            _finish(asession.conn)
+            session.close()
 
 
 def _finish(conn: Any) -> None:

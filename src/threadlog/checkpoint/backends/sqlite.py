@@ -441,7 +441,9 @@ class AsyncSqliteBackend(AsyncSteps, Backend):
             return await arun(queries(steps, aexecute=execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
-        return SqliteHeadStore(location, None, max_lock_connections)
+        # aiosqlite runs its sqlite3 connection on its own thread (`_conn`: no public name).
+        shared = self.saver.conn._conn if location == ":memory:" else None
+        return SqliteHeadStore(location, shared, max_lock_connections)
 
     async def amaintain(self, plan: Plan) -> None:
         saver = self.saver
