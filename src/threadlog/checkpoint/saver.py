@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec
 from urllib.parse import urlsplit
 
@@ -78,39 +78,26 @@ def _bad_url(url: object, why: str) -> ValueError:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Options:
-    guard: bool
-    allowed_types: tuple[tuple[str, str] | type, ...]
-    wrap: SaverWrapper | None
-    max_input_chars: int | None
-    cache: bool
-    multitask_strategy: MultitaskStrategy
-    max_lock_connections: int | None
+    """The arguments of `checkpointer` and `acheckpointer`, written once (their doc)."""
+
+    url: str = field(kw_only=False)
+    guard: bool = True
+    allowed_types: Iterable[tuple[str, str] | type] = ()
+    wrap: SaverWrapper | None = None
+    max_input_chars: int | None = None
+    cache: bool = True
+    multitask_strategy: MultitaskStrategy = "enqueue"
+    max_lock_connections: int | None = None
     record_calls: bool = True
 
-
-def _options(
-    url: str,
-    *,
-    guard: bool = True,
-    allowed_types: Iterable[tuple[str, str] | type] = (),
-    wrap: SaverWrapper | None = None,
-    max_input_chars: int | None = None,
-    cache: bool = True,
-    multitask_strategy: MultitaskStrategy = "enqueue",
-    max_lock_connections: int | None = None,
-    record_calls: bool = True,
-) -> tuple[str, _Options]:
-    """The arguments of `checkpointer` and `acheckpointer`, written once (their doc)."""
-    lock_bound(max_lock_connections, 1)  # a bad value fails here, before anything opens
-    return url, _Options(
-        guard, tuple(allowed_types), wrap, max_input_chars, cache, multitask_strategy,
-        max_lock_connections, bool(record_calls),
-    )
+    def __post_init__(self) -> None:
+        lock_bound(self.max_lock_connections, 1)  # a bad value fails here, before anything opens
+        object.__setattr__(self, "allowed_types", tuple(self.allowed_types))
 
 
-def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
+def _openers(options: Callable[P, _Options]) -> tuple[
     Callable[P, contextlib.AbstractContextManager[BaseCheckpointSaver[Any]]],
     Callable[P, contextlib.AbstractAsyncContextManager[BaseCheckpointSaver[Any]]],
 ]:
@@ -142,14 +129,14 @@ def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
             record_calls: store what every chat-model call of a run sent, with the step
                 that made it (`threadlog.checkpoint.calls`; `threadlog inspect --calls`).
         """
-        return _opened(*options(*args, **kwargs))
+        return _opened(options(*args, **kwargs))
 
     def acheckpointer(
         *args: P.args, **kwargs: P.kwargs
     ) -> contextlib.AbstractAsyncContextManager[BaseCheckpointSaver[Any]]:
         """An async saver for `url` (the arguments of `checkpointer`), closed when the
         block ends."""
-        return _aopened(*options(*args, **kwargs))
+        return _aopened(options(*args, **kwargs))
 
     # `help()` and `inspect.signature` show the real parameters, not `*args, **kwargs`.
     signature = inspect.signature(options)
@@ -163,23 +150,23 @@ def _openers(options: Callable[P, tuple[str, _Options]]) -> tuple[
 
 
 @contextlib.contextmanager
-def _opened(url: str, options: _Options) -> Iterator[BaseCheckpointSaver[Any]]:
+def _opened(options: _Options) -> Iterator[BaseCheckpointSaver[Any]]:
     with contextlib.ExitStack() as stack:
-        yield run(_build(url, options, stack))
+        yield run(_build(options, stack))
 
 
 @contextlib.asynccontextmanager
-async def _aopened(url: str, options: _Options) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+async def _aopened(options: _Options) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     async with contextlib.AsyncExitStack() as stack:
-        yield await arun(_build(url, options, stack))
+        yield await arun(_build(options, stack))
 
 
-checkpointer, acheckpointer = _openers(_options)
+checkpointer, acheckpointer = _openers(_Options)
 
 
-def _build(url: str, options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
+def _build(options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
     """Open the backend, its head store, the schema once per process, then the layers."""
-    target = parse_url(url)
+    target = parse_url(options.url)
     serde = strict_serializer(options.allowed_types)
     if options.guard:
         # Once per process: UpstreamChangedError on a LangGraph whose entry points the

@@ -75,9 +75,6 @@ class Stepped(list[PendingWrite]):
 ERROR_CHANNEL = "__error__"  # the channel a failed task's error is stored in
 
 
-# -- sans-IO queries ---------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Query:
     """One statement: its SQL, its parameters, and how each row is read as it arrives."""
@@ -113,9 +110,6 @@ def queries(
 def one_query(query: Query) -> Steps[list[Any]]:
     rows = yield query
     return rows
-
-
-# -- maintenance: what a thread lifecycle operation changes, applied in one transaction --
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,11 +219,12 @@ class HeadReads:
         return str(rows[0][0]) if rows else None
 
     def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        return bool(self._read(
+        rows = self._read(
             "SELECT 1 FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p} "
             "AND parent_checkpoint_id = {p} LIMIT 1",
             (thread_id, ns, checkpoint_id),
-        ))
+        )
+        return bool(rows)
 
     def writes(
         self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
@@ -264,9 +259,10 @@ def take_lock(
     pause = _FIRST_PAUSE
     atry, aunlock = _async_twin(try_lock), _async_twin(unlock)
     if atry is not None and aunlock is not None:
-        attempt = functools.partial(_attempt, atry, _scheduled(aunlock))
+        attempt = functools.partial(_attempt, atry, functools.partial(_undo_on_loop, aunlock))
     else:
-        attempt = functools.partial(_attempt, _threaded(try_lock), _undo_threaded(unlock))
+        start = functools.partial(_in_thread, try_lock)
+        attempt = functools.partial(_attempt, start, functools.partial(_undo_in_thread, unlock))
     while True:
         got = yield Io(try_lock, attempt, (name,))
         if got:
@@ -300,31 +296,23 @@ _Start = Callable[[str], Awaitable[bool | None]]
 _Undo = Callable[[asyncio.AbstractEventLoop, str], None]
 
 
-def _threaded(fn: Callable[[str], bool | None]) -> _Start:
-    def start(name: str) -> Awaitable[bool | None]:
-        return asyncio.to_thread(fn, name)
-
-    return start
+async def _in_thread(try_lock: Callable[[str], bool | None], name: str) -> bool | None:
+    return await asyncio.to_thread(try_lock, name)
 
 
-def _undo_threaded(unlock: Callable[[str], None]) -> _Undo:
-    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
-        loop.run_in_executor(None, unlock, name)
-
-    return undo
-
-
-def _scheduled(aunlock: Callable[[str], Awaitable[None]]) -> _Undo:
-    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
-        _keep(loop.create_task(_ashielded(aunlock, name)))
-
-    return undo
+def _undo_in_thread(
+    unlock: Callable[[str], None], loop: asyncio.AbstractEventLoop, name: str
+) -> None:
+    loop.run_in_executor(None, unlock, name)
 
 
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # undo tasks, kept until done
 
 
-def _keep(task: asyncio.Task[Any]) -> None:
+def _undo_on_loop(
+    aunlock: Callable[[str], Awaitable[None]], loop: asyncio.AbstractEventLoop, name: str
+) -> None:
+    task = loop.create_task(_ashielded(aunlock, name))
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
 
@@ -380,9 +368,6 @@ class LocalRuns:
     def release(self, thread_id: str) -> None:
         with self._mutex:
             self._held.discard(thread_id)
-
-
-# -- the backend ---------------------------------------------------------------------------
 
 
 class Backend:
@@ -567,8 +552,9 @@ class SyncSteps:
             "SELECT thread_id, checkpoint_id, type, {value} FROM {writes} "
             "WHERE checkpoint_ns = '' AND channel = {p}",
             (ERROR_CHANNEL,),
-            lambda r: (r[0], r[1], serde.loads_typed((r[2], r[3])))
-            if (r[0], r[1]) in wanted else None,
+            lambda r: (
+                (r[0], r[1], serde.loads_typed((r[2], r[3]))) if (r[0], r[1]) in wanted else None
+            ),
         )
         return [f for f in found if f is not None]
 
@@ -649,9 +635,6 @@ def unwrap(saver: Any) -> Any:
     return saver
 
 
-# -- shared row handling -------------------------------------------------------------------
-
-
 def collect_writes(
     channels: Sequence[str],
     chain_by_ch: Mapping[str, Sequence[str]],
@@ -689,6 +672,14 @@ def attribute_blobs(
             if key in blobs and key not in counted:
                 counted.add(key)
                 out[cid] = out.get(cid, 0) + int(blobs[key])
+
+
+def histories(by_ch: Walk, seeds: Mapping[str, Any]) -> dict[str, DeltaChannelHistory]:
+    """Each channel's delta history: its writes, and its seed when it has one."""
+    return {
+        ch: {"writes": w, "seed": seeds[ch]} if ch in seeds else {"writes": w}
+        for ch, w in by_ch.items()
+    }
 
 
 def add_sizes(out: dict[str, int], rows: Iterable[Sequence[Any]]) -> None:

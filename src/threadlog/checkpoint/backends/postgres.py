@@ -33,6 +33,7 @@ from threadlog.checkpoint.backends.base import (
     add_sizes,
     attribute_blobs,
     collect_writes,
+    histories,
     lock_bound,
     parse_rows,
     queries,
@@ -245,15 +246,8 @@ def read_steps(
         row,
     )
     by_ch = collect_writes(channels, chain_by_ch, [f for f in found if f and f[0] != "seed"])
-    blob_seeds = {f[1]: f[2] for f in found if f and f[0] == "seed"}
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch in channels:
-        out[ch] = {"writes": by_ch[ch]}
-        if ch in blob_seeds:
-            out[ch]["seed"] = blob_seeds[ch]
-        elif ch in seeds and not seeds[ch][1]:
-            out[ch]["seed"] = seeds[ch][2]
-    return out
+    inline = {ch: s[2] for ch, s in seeds.items() if not s[1]}
+    return histories(by_ch, {**inline, **{f[1]: f[2] for f in found if f and f[0] == "seed"}})
 
 
 # -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
@@ -330,9 +324,6 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
             yield Query(f"DELETE FROM {table} WHERE thread_id = ANY(%s)", (plan.drop_threads,))
 
 
-# -- the saver's connection ---------------------------------------------------------------
-
-
 @contextlib.contextmanager
 def _connection(conn: Any) -> Iterator[Any]:
     import psycopg
@@ -355,9 +346,6 @@ async def _aconnection(conn: Any) -> AsyncIterator[Any]:
     else:
         async with conn.connection() as lent:
             yield lent
-
-
-# -- the backends ---------------------------------------------------------------------------
 
 
 class PostgresBackend(SyncSteps, Backend):

@@ -36,6 +36,7 @@ from threadlog.checkpoint.backends.base import (
     Walk,
     add_sizes,
     collect_writes,
+    histories,
     lock_bound,
     parse_rows,
     queries,
@@ -267,13 +268,7 @@ def read_steps(
         # Only the chain's writes are decoded.
         lambda r: (*r[:5], shared.loads((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
     )
-    by_ch = collect_writes(channels, chain_by_ch, [w for w in writes if w is not None])
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch in channels:
-        out[ch] = {"writes": by_ch[ch]}
-        if ch in seeds:
-            out[ch]["seed"] = seeds[ch]
-    return out
+    return histories(collect_writes(channels, chain_by_ch, [w for w in writes if w]), seeds)
 
 
 def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
@@ -360,9 +355,6 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
         yield Query("DELETE FROM checkpoints WHERE thread_id = ?", (tid,))
 
 
-# -- the backends ---------------------------------------------------------------------------
-
-
 class SqliteBackend(SyncSteps, Backend):
     """A `SqliteSaver`: its connection under its lock."""
 
@@ -427,18 +419,13 @@ class AsyncSqliteBackend(AsyncSteps, Backend):
     walk_steps = staticmethod(walk_steps)
     read_steps = staticmethod(read_steps)
 
+    async def _execute(self, q: Query) -> list[Any]:
+        async with self.saver.conn.execute(q.sql, q.params) as cur:
+            return [r if q.row is None else q.row(r) async for r in cur]
+
     async def _arun(self, steps: Steps[Any]) -> Any:
-        saver = self.saver
-
-        async def execute(q: Query) -> list[Any]:
-            out: list[Any] = []
-            async with saver.conn.execute(q.sql, q.params) as cur:
-                async for r in cur:
-                    out.append(r if q.row is None else q.row(r))
-            return out
-
-        async with saver.lock:
-            return await arun(queries(steps, aexecute=execute))
+        async with self.saver.lock:
+            return await arun(queries(steps, aexecute=self._execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         # aiosqlite runs its sqlite3 connection on its own thread (`_conn`: no public name).
@@ -446,22 +433,17 @@ class AsyncSqliteBackend(AsyncSteps, Backend):
         return SqliteHeadStore(location, shared, max_lock_connections)
 
     async def amaintain(self, plan: Plan) -> None:
-        saver = self.saver
-
-        async def execute(q: Query) -> list[Any]:
-            async with saver.conn.execute(q.sql, q.params) as cur:
-                return list(await cur.fetchall())
-
-        async with saver.lock:
-            if saver.conn.in_transaction:
-                await saver.conn.commit()
-            await saver.conn.execute("BEGIN IMMEDIATE")
+        conn = self.saver.conn
+        async with self.saver.lock:
+            if conn.in_transaction:
+                await conn.commit()
+            await conn.execute("BEGIN IMMEDIATE")
             try:
-                await arun(queries(maintain_steps(saver, plan), aexecute=execute))
-                await saver.conn.execute("COMMIT")
+                await arun(queries(maintain_steps(self.saver, plan), aexecute=self._execute))
+                await conn.execute("COMMIT")
             except BaseException:
-                if saver.conn.in_transaction:
-                    await saver.conn.rollback()
+                if conn.in_transaction:
+                    await conn.rollback()
                 raise
 
 
