@@ -113,13 +113,10 @@ def _openers(options: Callable[P, _Options]) -> tuple[
                 `memory://`.
             guard: wrap the saver in the run guard (no silent forks, input checked first).
             allowed_types: extra `(module, class)` pairs or classes the strict serializer
-                may rebuild from stored blobs, beyond what
-                `threadlog.allow_state_types(graph)` allows (a field typed `Any`, an
-                object inside a `dict`).
+                may rebuild, beyond what `threadlog.allow_state_types(graph)` allows.
             wrap: a function applied to the backend saver (your own wrapper); threadlog's
                 layers sit above what it returns.
-            max_input_chars: refuse a turn's input message longer than this many
-                characters.
+            max_input_chars: refuse a turn's input message longer than this.
             cache: keep the warm-process history cache on (a turn reads only new writes).
             multitask_strategy: what a run does while another run holds its thread:
                 `"enqueue"` waits for it, `"reject"` raises `ConcurrentRunError` before

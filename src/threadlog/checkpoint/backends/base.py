@@ -154,9 +154,6 @@ class Plan:
         return out
 
 
-# -- the run guard's view of a thread ------------------------------------------------------
-
-
 class HeadStore(Protocol):
     """What the guard needs to know about a thread, read under its lock, on a connection
     of its own; the stores read LangGraph's tables, never write. Every lock dies with its

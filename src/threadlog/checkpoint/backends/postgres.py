@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import DeltaChannelHistory
@@ -93,8 +93,6 @@ def table_columns(conn: Any) -> dict[str, set[str]]:
     return out
 
 
-# -- the history walk (sans-IO) -------------------------------------------------------------
-
 # Checkpoints from the target down to the cached id, whether each stores a channel's value.
 _WALK_SQL = (
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
@@ -154,8 +152,6 @@ def walk_steps(
     ]
     return collect_writes(channels, {ch: chain for ch in channels}, decoded)
 
-
-# -- the cold read (sans-IO) ------------------------------------------------------------------
 
 # A page of checkpoints newest first: per channel its version, whether a blob is stored at
 # that version, and its inline value (the probe of `PostgresSaver`'s own read).
@@ -250,8 +246,6 @@ def read_steps(
     return histories(by_ch, {**inline, **{f[1]: f[2] for f in found if f and f[0] == "seed"}})
 
 
-# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
-
 _COPY_SQL = (
     "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "type, checkpoint, metadata) SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
@@ -324,28 +318,13 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
             yield Query(f"DELETE FROM {table} WHERE thread_id = ANY(%s)", (plan.drop_threads,))
 
 
-@contextlib.contextmanager
-def _connection(conn: Any) -> Iterator[Any]:
+def _connection(conn: Any) -> Any:
+    """The saver's public `conn` as a context: a connection itself, or one a pool lends."""
     import psycopg
 
-    # The saver's public `conn` is a Connection or a ConnectionPool (which lends one).
-    if isinstance(conn, psycopg.Connection):
-        yield conn
-    else:
-        with conn.connection() as lent:
-            yield lent
-
-
-@contextlib.asynccontextmanager
-async def _aconnection(conn: Any) -> AsyncIterator[Any]:
-    import psycopg
-
-    # The saver's public `conn` is an AsyncConnection or an AsyncConnectionPool.
-    if isinstance(conn, psycopg.AsyncConnection):
-        yield conn
-    else:
-        async with conn.connection() as lent:
-            yield lent
+    if isinstance(conn, (psycopg.Connection, psycopg.AsyncConnection)):
+        return contextlib.nullcontext(conn)
+    return conn.connection()
 
 
 class PostgresBackend(SyncSteps, Backend):
@@ -420,7 +399,7 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
 
         async with (
             self.saver.lock,
-            _aconnection(self.saver.conn) as conn,
+            _connection(self.saver.conn) as conn,
             conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
@@ -434,8 +413,7 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
     async def amaintain(self, plan: Plan) -> None:
         await self._arun(maintain_steps(self.saver, plan), maintain=True)
 
-    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
-        return PostgresHeadStore(location, max_lock_connections)
+    head_store = PostgresBackend.head_store
 
 
 # -- the run guard's heads and locks ------------------------------------------------------

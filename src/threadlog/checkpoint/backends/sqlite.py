@@ -106,8 +106,6 @@ def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
     }
 
 
-# -- the history walks (sans-IO) ------------------------------------------------------------
-
 # Savers whose `writes` table has `task_path` (only a yes is kept: a migration may add it).
 _TASK_PATH: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -287,8 +285,6 @@ def _skip_ext(code: int, data: bytes) -> None:
     return None  # values are not needed, only which channels have one
 
 
-# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
-
 # Drops go in batches: SQLite allows 32766 parameters per statement.
 _BATCH = 500
 
@@ -364,32 +360,26 @@ class SqliteBackend(SyncSteps, Backend):
     walk_steps = staticmethod(walk_steps)
     read_steps = staticmethod(read_steps)
 
-    def _run(self, steps: Steps[Any]) -> Any:
-        with self.saver.lock:
-            cur = self.saver.conn.cursor()
-            try:
-                return run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
-            finally:
-                cur.close()
-
-    def maintain(self, plan: Plan) -> None:
-        # One IMMEDIATE transaction: a process killed inside it leaves the file as it was.
-        with self.saver.lock:
-            conn = self.saver.conn
-            if conn.in_transaction:
-                conn.commit()  # the saver commits its own statements; nothing is pending
-            cur = conn.cursor()
-            try:
+    def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
+        # Maintenance is one IMMEDIATE transaction: a process killed inside it leaves the
+        # file as it was (the saver commits its own statements: nothing is pending).
+        conn = self.saver.conn
+        with self.saver.lock, contextlib.closing(conn.cursor()) as cur:
+            if maintain:
+                conn.commit()
                 cur.execute("BEGIN IMMEDIATE")
-                steps = maintain_steps(self.saver, plan)
-                run(queries(steps, lambda q: list(cur.execute(q.sql, q.params))))
-                cur.execute("COMMIT")
+            try:
+                out = run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
+                if maintain:
+                    cur.execute("COMMIT")
+                return out
             except BaseException:
-                if conn.in_transaction:
+                if maintain and conn.in_transaction:
                     conn.rollback()
                 raise
-            finally:
-                cur.close()
+
+    def maintain(self, plan: Plan) -> None:
+        self._run(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         # ":memory:" is private to one connection: the guard reads the saver's own.
@@ -466,15 +456,11 @@ def _flock_run_file(path: str) -> int | None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except BlockingIOError:
             os.close(fd)
             return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
+        except FileNotFoundError:  # removed after we opened it
             same = False
         except BaseException:
             os.close(fd)
@@ -542,15 +528,14 @@ class SqliteHeadStore(HeadReads):
         if not self._files.acquire(blocking=False):
             self._runs.release(thread_id)
             return None  # every lock file this store may hold open is in use: queue
+        fd = None
         try:
             fd = _flock_run_file(self._run_path(thread_id))
-        except BaseException:
-            self._files.release()
-            self._runs.release(thread_id)
-            raise
+        finally:
+            if fd is None:
+                self._files.release()
+                self._runs.release(thread_id)
         if fd is None:
-            self._files.release()
-            self._runs.release(thread_id)
             return False
         self._run_fds[thread_id] = fd
         return True
