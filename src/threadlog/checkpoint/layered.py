@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -187,8 +188,7 @@ class SaverView(BaseCheckpointSaver[Any]):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        flow = self.flow("get_delta_channel_history", config=config, channels=channels)
-        return await arun(flow)
+        return await arun(self.flow("get_delta_channel_history", config=config, channels=channels))
 
     def delete_thread(self, thread_id: str) -> None:
         run(self.flow("delete_thread", thread_id))
@@ -226,10 +226,8 @@ class LayeredSaver(SaverView):
         install_hooks()
         SaverView.__init__(self, _Stack(inner, layers, bound=False), 0)
         self.layers = tuple(layers)
-        try:
+        with contextlib.suppress(TypeError):  # not weak-referenceable: layer_of finds nothing
             _SERVING[inner] = self._stack
-        except TypeError:  # not weak-referenceable: layer_of(inner) just finds nothing
-            pass
 
     def __getattr__(self, name: str) -> Any:
         # setup(), conn, … of the backend ("inner" is missing only mid-construction).
@@ -270,10 +268,8 @@ def _stack_of(saver: Any) -> _Stack | None:
         found = saver.__dict__.get("_stack") if isinstance(saver, SaverView) else None
         found = found or getattr(saver, "__dict__", {}).get("_threadlog_stack")
         if found is None:
-            try:
+            with contextlib.suppress(TypeError):
                 found = _SERVING.get(saver)
-            except TypeError:
-                found = None
         if found is not None:
             return found
         saver = getattr(saver, "__dict__", {}).get("inner")

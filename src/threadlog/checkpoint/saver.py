@@ -183,8 +183,7 @@ def _build(options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
         yield _setup(saver)  # CREATE TABLE IF NOT EXISTS; SQLite serializes it
     elif target.kind == "postgres" and target.location not in _SET_UP:
         # Migrations under an advisory lock, so workers starting together do not race on
-        # CREATE TABLE; once per process and URL. Waited for by polling (`take_lock`):
-        # under asyncio neither the event loop nor a worker thread waits on it.
+        # CREATE TABLE; once per process and URL, polled for (`take_lock`).
         yield from take_lock(store.try_lock, store.unlock, "__setup__", True)
         try:
             yield _setup(saver)
@@ -203,31 +202,24 @@ def _finish(
     cache; then the user's `wrap`, then the backend. A `wrap` that gave a history cache
     keeps it."""
     inner = options.wrap(saver) if options.wrap is not None else saver
-    layers: list[Layer] = []
     history: HistoryCache | None = None
-    resent: list[Layer] = []
+    cached: list[Layer] = []
     if options.cache:
         given = history_cache_of(inner)  # (a HistoryCache is falsy while empty)
         history = given if given is not None else HistoryCache()
         own = OwnWritesLayer()
-        layers = [own, HistoryLayer(history, own.record)]
-        resent = [ResentLayer(history, own.record)]
+        resent = ResentLayer(history, own.record)
+        cached = [own, HistoryLayer(history, own.record)]
     else:
         # Reads only: a thread stored with the cache on (its re-sent writes stored as
         # what they add) must read back whole through a saver without it.
-        resent = [ResentLayer(HistoryCache(), None)]
-    layers = [*resent, StoppedWorkLayer(), ChecksumLayer(history), *layers]
-    if options.record_calls:
-        layers.insert(0, CallsLayer())
+        resent = ResentLayer(HistoryCache(), None)
+    calls: list[Layer] = [CallsLayer()] if options.record_calls else []
+    layers = [*calls, resent, StoppedWorkLayer(), ChecksumLayer(history), *cached]
     if not options.guard:
         return bind_layers(inner, layers)
-    return GuardedSaver(
-        inner,
-        store,
-        InputCheck(max_chars=options.max_input_chars),
-        multitask_strategy=options.multitask_strategy,
-        layers=layers,
-    )
+    check, strategy = InputCheck(max_chars=options.max_input_chars), options.multitask_strategy
+    return GuardedSaver(inner, store, check, multitask_strategy=strategy, layers=layers)
 
 
 def _setup(saver: BaseCheckpointSaver[Any]) -> Io:

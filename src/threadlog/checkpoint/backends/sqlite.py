@@ -135,11 +135,11 @@ _CHAIN_SQL = (
 )
 
 
-def _writes_sql(task_path: str, chain: int, channels: int) -> str:
+def _writes_sql(task_path: str, channels: int, chain: int = 0) -> str:
+    on_chain = f"AND checkpoint_id IN ({_marks(chain)}) " if chain else ""
     return (
         f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({_marks(chain)}) "
-        f"AND channel IN ({_marks(channels)})"
+        f"WHERE thread_id = ? AND checkpoint_ns = ? {on_chain}AND channel IN ({_marks(channels)})"
     )
 
 
@@ -172,7 +172,7 @@ def walk_steps(
         return None
     shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
-        _writes_sql(task_path, len(chain), len(channels)),
+        _writes_sql(task_path, len(channels), len(chain)),
         (thread_id, ns, *chain, *channels),
         lambda r: (*r[:5], shared.loads((r[5], r[6]))),
     )
@@ -260,8 +260,7 @@ def read_steps(
     on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
     shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
-        f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({_marks(len(channels))})",
+        _writes_sql(task_path, len(channels)),
         (thread_id, ns, *channels),
         # Only the chain's writes are decoded.
         lambda r: (*r[:5], shared.loads((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
