@@ -368,11 +368,8 @@ class LocalRuns:
 
 
 class Backend:
-    """A saver's storage as threadlog reads it; this base reads through the saver's API.
-
-    `saver` is the concrete saver (its connection, serializer, dicts); `outer` the saver
-    `backend_of` was given, whose public reads the fallbacks use as the caller would.
-    """
+    """A saver's storage as threadlog reads it; this base reads through the public API of
+    `outer` (the saver `backend_of` was given); `saver` is the concrete saver under it."""
 
     kind: ClassVar[str] = "saver"
 

@@ -188,9 +188,8 @@ _CHAIN_WRITES_SQL = (
 def read_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
 ) -> Steps[dict[str, DeltaChannelHistory] | None]:
-    """`PostgresSaver.get_delta_channel_history`'s answer (the same walk to each channel's
-    nearest stored value, blob before inline), with each checkpoint's place in the writes
-    (`Stepped.states`). Two round trips (one more per `_PAGE` checkpoints walked)."""
+    """`PostgresSaver.get_delta_channel_history`'s answer, with each checkpoint's place in
+    the writes (`Stepped.states`). Two round trips (one more per `_PAGE` checkpoints)."""
     channels = list(channels)
     parents: dict[str, str | None] = {}
     held: dict[str, list[tuple[str | None, bool, Any]]] = {}
@@ -460,15 +459,10 @@ async def _atry_advisory_lock(conn: Any, key: int) -> Any:
 
 
 class LockSessions:
-    """A bounded pool of Postgres sessions shared by every lock of one head store.
-
-    An advisory lock belongs to the session that took it (`pg_try_advisory_lock`), so it
-    is released on that session (`_held`); one session holds any number of locks, so the
-    bound limits connections, never runs. No statement waits inside the server: a held
-    lock is polled for (`take_lock`). A session that dies releases every lock it held.
-    Async callers use async sessions of their own event loop (at most `size` per loop); an
-    unlock from outside that loop is handed to it, or, the loop closed, the session closed.
-    """
+    """A bounded pool of Postgres sessions shared by every lock of one head store (at most
+    `size` sync ones, and `size` per event loop for its async callers). An advisory lock is
+    released on the session that took it (`_held`); from outside that session's loop the
+    unlock is handed to the loop, or, the loop closed, the session is closed."""
 
     def __init__(self, url: str, size: int) -> None:
         self._url = url

@@ -470,13 +470,9 @@ def _flock_run_file(path: str) -> int | None:
 
 
 class SqliteHeadStore(HeadReads):
-    """Reads a SQLite checkpoint file through its own connection; `flock` across processes.
-
-    A held run lock is an open file (one per thread, in `<db>.threadlog-runs/`, removed
-    when the run ends), at most `max_lock_connections` at once: past that a run queues
-    (`try_run_lock` answers None). The short write lock is one file for the whole
-    database (`<db>.threadlog-lock`).
-    """
+    """Reads a SQLite checkpoint file through its own connection; `flock` across processes:
+    a run lock is an open file in `<db>.threadlog-runs/` (at most `max_lock_connections`;
+    past that `try_run_lock` answers None), the write lock one file, `<db>.threadlog-lock`."""
 
     dialect: ClassVar[Dialect] = _DIALECT
 
