@@ -182,8 +182,7 @@ def _build(options: _Options, stack: Any) -> Flow[BaseCheckpointSaver[Any]]:
     if target.kind == "sqlite":
         yield _setup(saver)  # CREATE TABLE IF NOT EXISTS; SQLite serializes it
     elif target.kind == "postgres" and target.location not in _SET_UP:
-        # Migrations under an advisory lock, so workers starting together do not race on
-        # CREATE TABLE; once per process and URL, polled for (`take_lock`).
+        # Under an advisory lock: workers starting together do not race on CREATE TABLE.
         yield from take_lock(store.try_lock, store.unlock, "__setup__", True)
         try:
             yield _setup(saver)
@@ -211,8 +210,7 @@ def _finish(
         resent = ResentLayer(history, own.record)
         cached = [own, HistoryLayer(history, own.record)]
     else:
-        # Reads only: a thread stored with the cache on (its re-sent writes stored as
-        # what they add) must read back whole through a saver without it.
+        # Reads only: a thread stored with the cache on must read back whole without it.
         resent = ResentLayer(HistoryCache(), None)
     calls: list[Layer] = [CallsLayer()] if options.record_calls else []
     layers = [*calls, resent, StoppedWorkLayer(), ChecksumLayer(history), *cached]
@@ -232,8 +230,7 @@ def _open_sqlite(
 ) -> BaseCheckpointSaver[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    # check_same_thread=False: LangGraph writes from its background threads (as
-    # SqliteSaver.from_conn_string does); timeout: other processes may hold the file.
+    # LangGraph writes from its background threads; other processes may hold the file.
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
     stack.callback(conn.close)
     return SqliteSaver(conn, serde=serde)

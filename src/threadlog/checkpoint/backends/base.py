@@ -287,8 +287,7 @@ def _async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
     return twin if callable(twin) else None
 
 
-# Both forms of one lock attempt: start it (an awaitable), and undo a lock it took after
-# its waiter was cancelled (called on the loop, must not wait).
+# A lock attempt: start it; undo what it took for a cancelled waiter (on the loop, no wait).
 _Start = Callable[[str], Awaitable[bool | None]]
 _Undo = Callable[[asyncio.AbstractEventLoop, str], None]
 

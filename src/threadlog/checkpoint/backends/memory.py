@@ -78,7 +78,6 @@ class MemoryBackend(Backend):
         versions: dict[str, Mapping[str, Any]] = {}
         for cid, (ckpt, meta, _parent) in saver.storage.get(thread_id, {}).get(ns, {}).items():
             out[cid] = len(ckpt[1]) + len(meta[1])
-            # The saver's own serializer reads the checkpoint (for its channel versions).
             versions[cid] = saver.serde.loads_typed(ckpt).get("channel_versions") or {}
         blobs = {
             (ch, str(ver)): len(blob[1])

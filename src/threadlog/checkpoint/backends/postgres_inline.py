@@ -33,8 +33,7 @@ def small(value: Any) -> bool:
     most `INLINE_DUMP_BYTES` of text. Any other object's dump cost is unknown: not small."""
     from langchain_core.messages import BaseMessage
 
-    # Exact types first (one set lookup each), isinstance only for subclasses: this runs
-    # on every write and read of a step, on the loop.
+    # Exact types first, isinstance only for subclasses: this runs on the loop, every step.
     stack, size, items = [value], 0, 0
     pop, push = stack.pop, stack.extend
     while stack:
@@ -68,8 +67,7 @@ async def _dumped(values: Any, dump: Callable[..., Any], *args: Any) -> Any:
 
 
 def _batched(saver: Any, statements: int) -> bool:
-    # A pipeline batches round trips; for one statement, entering and syncing it costs
-    # more than the statement (a saver made with a pipeline syncs it always).
+    # For one statement a pipeline costs more than it saves (unless the saver was given one).
     return statements > 1 or saver.pipe is not None
 
 

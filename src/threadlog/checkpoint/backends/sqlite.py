@@ -119,8 +119,8 @@ def _task_path(saver: Any) -> Steps[str]:
     return "task_path"
 
 
-# The target's ancestors by parent id, nearest first, stopped after the cached id and after
-# `max_walk` rows (a loop ends there too); CROSS JOIN makes each step one key lookup.
+# The target's ancestors, stopped after the cached id and `max_walk` rows (CROSS JOIN: each
+# step one key lookup).
 _CHAIN_SQL = (
     "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, type, checkpoint, depth) AS ("
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, 1 "
@@ -203,8 +203,7 @@ def read_steps(
     serde = saver.serde
     wanted = set(channels)
     task_path = yield from _task_path(saver)
-    # Per checkpoint: its parent and which wanted channels it holds a value for (no blobs:
-    # memory); should a parent not be older than its child, the rest is read at once.
+    # Per checkpoint: its parent and which wanted channels it holds a value for (no blobs).
     rows: dict[str, tuple[str | None, list[str]]] = {}
 
     def keys_of(r: Any) -> tuple[str, str | None, list[str]]:
@@ -443,10 +442,8 @@ DEFAULT_LOCK_FILES = 256
 
 
 def _flock_run_file(path: str) -> int | None:
-    """An exclusive `flock` on `path` (created, with its folder, if need be): its open
-    descriptor, or None when another holder has it. The lock is on the file the path
-    names once it is held — a holder removes its file on release, so a descriptor locked
-    after that removal is of a file no longer there, and is tried again."""
+    """An exclusive `flock` on the file `path` names once it is held (a holder removes its
+    file on release): its open descriptor, or None when another holder has it."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
