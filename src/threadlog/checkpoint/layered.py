@@ -1,38 +1,20 @@
 """`LayeredSaver`: one wrapper class, the saver's capabilities as an ordered tuple of layers.
 
-Contract (the model is Temporal's interceptor chain, written sans-IO):
-
-* A `Layer` is one capability (the run guard, stopped work, checksums, own writes, the
-  history cache). It defines some of the hooks named in `HOOKS`; each hook is a flow
-  (`threadlog.flows`): `hook(below, *args)` yields the I/O it needs and returns
-  the operation's result. `below` is the saver as seen from under the layer — the layers
-  after it, then the backend — used two ways: `yield from below.flow("get_tuple", cfg)`
-  to pass the operation on, or as an ordinary `BaseCheckpointSaver` handed to code that
-  wants one (LangGraph's channel loader). The `put` and `put_writes` hooks take their
-  arguments as one typed tuple, `*args: *PutArgs` / `*PutWritesArgs`
-  (`task_path` always given), so `yield from below.flow("put", *args)` passes them on.
-  A layer may also define `listed(tup)`, a pure function applied to each checkpoint
-  `list` / `alist` yields.
-* `layers` is a tuple, first = outermost. An operation enters at the first layer that
-  hooks it and goes down in tuple order; layers that do not hook it cost nothing. Layers
-  never look each other up: what one needs of another is passed in when they are built
-  (`threadlog.checkpoint.saver`, the one place the order is stated).
-* Every `BaseCheckpointSaver` method is written once, here, for sync and async alike
-  (`run` / `arun` drive the same flow); anything else (`setup()`, `conn`, …) is the
-  backend's. The maintenance methods (`copy_thread`, `prune`, `delete_for_runs` and their
-  async forms) are the wrapper class's own (`GuardedSaver`'s: the thread lifecycle,
-  `threadlog.checkpoint.lifecycle`, on every backend). The backend's class is never
-  changed.
-* `bind_layers(saver, layers)` gives a saver object the same layers *in place* — its
-  own methods become the layers' entry points, its class is untouched — for the calls
-  documented to return the caller's saver itself (`with_history_cache(saver)`,
-  `checkpointer(url, guard=False)`). Binding again puts the new layers on top.
-* `layer_of(saver, cls)`: the layer of type `cls` serving a saver — the wrapper, a saver
-  with bound layers, or the backend inside a wrapper.
+* A `Layer` defines some of the hooks named in `HOOKS`, each a flow (`threadlog.flows`):
+  `hook(below, *args)` yields the I/O it needs and returns the operation's result. `below`
+  is the saver from under the layer: `yield from below.flow("get_tuple", cfg)` passes the
+  operation on, or it is handed as a `BaseCheckpointSaver` to code that wants one. `put` /
+  `put_writes` hooks take `*PutArgs` / `*PutWritesArgs` (`task_path` always given). A layer
+  may define `listed(tup)`, applied to each checkpoint `list` / `alist` yields.
+* `layers[0]` is outermost; an operation enters at the first layer that hooks it. Layers
+  never look each other up (`threadlog.checkpoint.saver` builds them, in order).
+* `bind_layers(saver, layers)` gives a saver object the same layers in place (its class
+  untouched), for the calls documented to return the caller's saver itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -87,10 +69,6 @@ def _hooks(layer: Layer) -> frozenset[str]:
     return frozenset(h for h in HOOKS if callable(getattr(layer, h, None)))
 
 
-def _lists(layer: Layer) -> bool:
-    return type(layer).listed is not Layer.listed
-
-
 class _Stack:
     """The backend and its layers, with each hook's entry resolved once."""
 
@@ -108,7 +86,7 @@ class _Stack:
             for level in range(n - 1, -1, -1):
                 row[level] = level if name in hooked[level] else row[level + 1]
             self.entry[name] = row
-        self.listers = [i for i, layer in enumerate(self.layers) if _lists(layer)]
+        self.listers = [i for i, x in enumerate(self.layers) if type(x).listed is not Layer.listed]
         self.views = [SaverView(self, level) for level in range(n + 1)]
 
     def flow(
@@ -128,7 +106,7 @@ class _Stack:
 
 
 class _ClassMethods:
-    """A bound saver's own class methods (its instance attributes are the layers')."""
+    # A bound saver's own class methods (its instance attributes are the layers').
 
     __slots__ = ("_saver",)
 
@@ -146,19 +124,12 @@ class SaverView(BaseCheckpointSaver[Any]):
         super().__init__(serde=stack.inner.serde)
         self._stack = stack
         self._level = level
-        # The backend (for a saver with bound layers: the saver itself), as every
-        # threadlog wrapper keeps it: `backends.unwrap` follows `.inner`.
+        # What `backends.unwrap` follows (a saver with bound layers: the saver itself).
         self.inner: Any = stack.inner
 
     def flow(self, name: str, *args: Any, **kwargs: Any) -> Flow[Any]:
         """This operation as a flow, for a layer above to `yield from`."""
         return self._stack.flow(name, self._level, args, kwargs)
-
-    def _direct(self, name: str) -> Any | None:
-        # No layer from here hooks it: the backend's method itself, no driver.
-        if self._stack.entry[name][self._level] is None:
-            return getattr(self._stack.end, name)
-        return None
 
     @property
     def config_specs(self) -> list[Any]:
@@ -212,16 +183,12 @@ class SaverView(BaseCheckpointSaver[Any]):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        direct = self._direct("get_delta_channel_history")
-        if direct is not None:
-            return direct(config=config, channels=channels)  # type: ignore[no-any-return]
         return run(self.flow("get_delta_channel_history", config=config, channels=channels))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        flow = self.flow("get_delta_channel_history", config=config, channels=channels)
-        return await arun(flow)
+        return await arun(self.flow("get_delta_channel_history", config=config, channels=channels))
 
     def delete_thread(self, thread_id: str) -> None:
         run(self.flow("delete_thread", thread_id))
@@ -259,14 +226,11 @@ class LayeredSaver(SaverView):
         install_hooks()
         SaverView.__init__(self, _Stack(inner, layers, bound=False), 0)
         self.layers = tuple(layers)
-        try:
+        with contextlib.suppress(TypeError):  # not weak-referenceable: layer_of finds nothing
             _SERVING[inner] = self._stack
-        except TypeError:  # not weak-referenceable: layer_of(inner) just finds nothing
-            pass
 
     def __getattr__(self, name: str) -> Any:
-        # setup(), conn, … of the backend stay reachable. ("inner" itself is missing
-        # only mid-construction or mid-copy: no recursion then.)
+        # setup(), conn, … of the backend ("inner" is missing only mid-construction).
         if name in ("inner", "_stack"):
             raise AttributeError(name)
         return getattr(self.inner, name)
@@ -282,7 +246,7 @@ class LayeredSaver(SaverView):
 
 
 def bind_layers(saver: S, layers: Sequence[Layer]) -> S:
-    """Give `saver` these layers in place, on top of any it has (module doc)."""
+    """Give `saver` these layers in place, on top of any it has."""
     below = saver.__dict__.get("_threadlog_stack")
     stack = _Stack(saver, [*layers, *(below.layers if below else ())], bound=True)
     top = stack.views[0]
@@ -304,10 +268,8 @@ def _stack_of(saver: Any) -> _Stack | None:
         found = saver.__dict__.get("_stack") if isinstance(saver, SaverView) else None
         found = found or getattr(saver, "__dict__", {}).get("_threadlog_stack")
         if found is None:
-            try:
+            with contextlib.suppress(TypeError):
                 found = _SERVING.get(saver)
-            except TypeError:
-                found = None
         if found is not None:
             return found
         saver = getattr(saver, "__dict__", {}).get("inner")
@@ -315,7 +277,7 @@ def _stack_of(saver: Any) -> _Stack | None:
 
 
 def layer_of(saver: Any, cls: type[L]) -> L | None:
-    """The `cls` layer serving `saver` (module doc), or None."""
+    """The `cls` layer serving `saver` (a wrapper, a bound saver, or a wrapper's backend)."""
     stack = _stack_of(saver)
     while stack is not None:
         for layer in stack.layers:

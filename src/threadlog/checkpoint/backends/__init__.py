@@ -1,15 +1,8 @@
 """A checkpointer's storage as threadlog reads it: one `Backend` per saver kind.
 
-`backend_of(saver)` is the one place that looks at a saver's class: from any saver —
-threadlog's wrappers (`.inner`, unwrapped by `base.unwrap`), LangGraph's sync or async
-SQLite / Postgres / memory savers, a saver `open_readonly` opened — to its `Backend`. A
-saver module that is not loaded cannot have an instance, so nothing is imported to decide
-(`import threadlog` stays light); any other saver gets the base `Backend` (its API). It
-gives: the run guard's `head_store(location)`, the history cache's walks
-(`walk` / `awalk`, `read` / `aread`), the inspector's listings and sizes. `base` holds the
-protocol and the sans-IO query steps; `memory`, `sqlite`, `postgres` hold every SQL
-statement and lock threadlog uses on LangGraph's tables. Nothing outside this package
-knows a table name.
+`backend_of(saver)` is the one place that looks at a saver's class; a saver module that is
+not loaded cannot have an instance, so nothing is imported to decide. Nothing outside this
+package knows a table name.
 """
 
 from __future__ import annotations
@@ -84,7 +77,7 @@ _KNOWN: tuple[tuple[str, str, Callable[[Any, Any], Backend]], ...] = (
 
 
 def backend_of(saver: Any) -> Backend:
-    """The `Backend` of `saver`, found from its concrete saver's class (module doc)."""
+    """The `Backend` of `saver` (any other saver's is the base `Backend`: its API)."""
     raw = unwrap(saver)
     for module, name, make in _KNOWN:
         cls = getattr(sys.modules.get(module), name, None)

@@ -1,41 +1,10 @@
 """What threadlog asks of a checkpointer's storage: the `Backend` and `HeadStore` protocols.
 
-Contract:
-
-* `unwrap(saver)` is THE unwrap: the concrete saver under threadlog's wrappers (each
-  keeps the saver it wraps as `.inner`). `backend_of(saver)` (in the package's
-  `__init__`, above the backends it chooses from) picks the concrete saver's `Backend`.
-* A `Backend` answers, for the saver it was made from:
-  - the run guard: `head_store(location)`, the `HeadStore` for that storage (a thread's
-    head, `has_child`, a task's stored writes, write keys; the short per-thread write lock
-    and the cross-process run lock, `try_lock` / `try_run_lock`, each one attempt), on its
-    own connection;
-  - the history cache: `walk` / `awalk` (a channel's writes from the target's parent back
-    to a cached checkpoint, None when that is not provable by a query) and `read` /
-    `aread` (the cold read, exactly the saver's own `get_delta_channel_history`; None: let
-    the saver read);
-  - the inspector: `thread_heads`, `head_errors`, `checkpoint_ids`, `namespace_counts`,
-    `subgraph_counts`, `stored_bytes`.
-  This base class answers everything through the saver's public API (`list`, `get_tuple`)
-  or not at all (walks, reads, sizes: None); the backends override what their tables
-  answer in one query. Every SQL statement and lock lives in `memory.py`, `sqlite.py`,
-  `postgres.py`.
-* Queries with sync and async users are written once, sans-IO: a step generator yields
-  `Query`s (SQL, params, a per-row parser that runs as rows stream in, so blobs are dropped
-  early) and gets each one's parsed rows back; `queries(steps, execute)` makes it a flow,
-  run by `threadlog.flows`' two drivers over a sync or an async executor. `SyncSteps` /
-  `AsyncSteps` give a dialect's sync and async backends the same walk and maintenance
-  links, over the dialect's `walk_steps` and `links_sql`.
-* Locks are taken by one flow for both drivers, `take_lock` (and given back by
-  `release_lock`, shielded from cancellation): a store's lock call is one
-  attempt that never waits on a lock another run holds (at most one statement's round
-  trip), and waiting is the flow's own polling with backoff — `time.sleep` in a sync
-  caller's thread, `asyncio.sleep` on the event loop. So no worker thread of an event
-  loop's executor ever parks on a thread's lock, and no database session or file is
-  pinned by a waiter. The order in which waiters get a lock is not promised.
-  A store may give a lock call an async twin named `a<name>` (`atry_run_lock`, `aunlock`,
-  ...; Postgres does: a session on the event loop): `take_lock` / `release_lock` then
-  await it on the loop instead of running the sync call in a worker thread.
+`Backend` answers through the saver's public API (`list`, `get_tuple`) or not at all (None);
+the backends override what their tables answer in one query. Queries with sync and async
+users are written once as sans-IO steps (`Query`), driven by `threadlog.flows`. A lock call
+is one attempt; waiting is `take_lock`'s polling with backoff (`time.sleep` / `asyncio.sleep`),
+never inside the database or a worker thread; the order waiters get a lock is not promised.
 """
 
 from __future__ import annotations
@@ -46,7 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
@@ -56,7 +25,8 @@ from threadlog.flows import Flow, Io
 __all__ = [
     "AsyncSteps",
     "Backend",
-    "CheckpointsListings",
+    "Dialect",
+    "HeadReads",
     "HeadRow",
     "HeadStore",
     "Link",
@@ -100,12 +70,9 @@ class Stepped(list[PendingWrite]):
     def __init__(self, writes: Iterable[PendingWrite] = (), states: Any = ()) -> None:
         super().__init__(writes)
         self.states: list[tuple[int, str]] = list(states)
-"""Each channel's writes on a walk, oldest checkpoint first."""
+
 
 ERROR_CHANNEL = "__error__"  # the channel a failed task's error is stored in
-
-
-# -- sans-IO queries ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +89,6 @@ Steps = Generator[Query, list[Any], T]
 
 
 def parse_rows(query: Query, rows: Any) -> list[Any]:
-    """The rows of `query`, each through its parser (rows of a sync cursor stream in)."""
     return list(rows) if query.row is None else [query.row(r) for r in rows]
 
 
@@ -131,9 +97,7 @@ def queries(
     execute: Callable[[Query], list[Any]] | None = None,
     aexecute: Callable[[Query], Awaitable[list[Any]]] | None = None,
 ) -> Flow[T]:
-    """The query steps as one flow (`threadlog.flows`), driven by `run` (with `execute`,
-    a sync executor: query → parsed rows) or `arun` (with `aexecute`): each query is one
-    `Io` whose two forms are the backend's executors."""
+    """The query steps as one flow: each query an `Io` of the backend's two executors."""
     rows: Any = None
     while True:
         try:
@@ -143,7 +107,9 @@ def queries(
         rows = yield Io(execute, aexecute, (query,))  # type: ignore[arg-type]
 
 
-# -- maintenance: what a thread lifecycle operation changes, applied in one transaction --
+def one_query(query: Query) -> Steps[list[Any]]:
+    rows = yield query
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +124,11 @@ class Rewrite:
     parent_id: str | None
     snapshots: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def merged(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """`metadata` with this rewrite's keys set (and its None keys removed)."""
+        out = {**metadata, **self.metadata}
+        return {k: v for k, v in out.items() if not (k in self.metadata and v is None)}
 
 
 @dataclass(slots=True)
@@ -176,15 +147,6 @@ class Plan:
     def __bool__(self) -> bool:
         return bool(self.copies or self.rewrites or self.drops or self.drop_threads)
 
-    def touched(self) -> list[tuple[str, str]]:
-        """(thread, ns) of every rewrite and drop, in first-seen order."""
-        seen: dict[tuple[str, str], None] = {}
-        for r in self.rewrites:
-            seen[(r.thread_id, r.ns)] = None
-        for tid, ns, _ in self.drops:
-            seen[(tid, ns)] = None
-        return list(seen)
-
     def drops_by_namespace(self) -> dict[tuple[str, str], list[str]]:
         out: dict[tuple[str, str], list[str]] = {}
         for tid, ns, cid in self.drops:
@@ -192,21 +154,13 @@ class Plan:
         return out
 
 
-# -- the run guard's view of a thread ------------------------------------------------------
-
-
 class HeadStore(Protocol):
-    """What the guard needs to know about a thread, read under its lock.
-
-    Memory uses `threading` locks, SQLite an `flock` on a file next to the database,
-    Postgres advisory locks on a bounded pool of sessions. Every lock dies with its holder
-    (a file descriptor or a database session), so a SIGKILLed worker never blocks a
-    thread. The stores read LangGraph's own tables; they never write.
-
-    The lock calls are one attempt each (take them with `take_lock`): True, taken; False,
-    another holder has it; None (run locks only), no lock session or file is free in this
-    process right now — try again, whatever the strategy (the thread is not busy).
-    """
+    """What the guard needs to know about a thread, read under its lock, on a connection
+    of its own; the stores read LangGraph's tables, never write. Every lock dies with its
+    holder (a file descriptor or a database session), so a SIGKILLed worker never blocks
+    a thread. Lock calls are one attempt each (take them with `take_lock`): True, taken;
+    False, another holder has it; None (run locks only), nothing to lock with is free in
+    this process right now — try again (the thread is not busy)."""
 
     def try_lock(self, thread_id: str) -> bool | None: ...
 
@@ -231,26 +185,81 @@ class HeadStore(Protocol):
     def close(self) -> None: ...
 
 
-# Seconds between two attempts at a held lock: from 1 ms, doubling, up to 20 ms (a turn
-# takes longer; a waiter then costs ~50 cheap attempts a second).
+class Dialect(NamedTuple):
+    """How SQLite and Postgres name what their shared queries need."""
+
+    p: str  # the parameter placeholder
+    writes: str  # the writes table
+    value: str  # its value column
+
+    def sql(self, template: str) -> str:
+        return template.format(**self._asdict())
+
+
+class HeadReads:
+    """A `HeadStore`'s reads, written once over the `dialect`; `_all` runs one statement."""
+
+    dialect: ClassVar[Dialect]
+
+    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        raise NotImplementedError
+
+    def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        return self._all(self.dialect.sql(sql), args)
+
+    def head(self, thread_id: str, ns: str) -> str | None:
+        rows = self._read(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p} "
+            "ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread_id, ns),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        rows = self._read(
+            "SELECT 1 FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p} "
+            "AND parent_checkpoint_id = {p} LIMIT 1",
+            (thread_id, ns, checkpoint_id),
+        )
+        return bool(rows)
+
+    def writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
+    ) -> dict[int, StoredWrite]:
+        rows = self._read(
+            "SELECT idx, type, {value} FROM {writes} WHERE thread_id = {p} "
+            "AND checkpoint_ns = {p} AND checkpoint_id = {p} AND task_id = {p}",
+            (thread_id, ns, checkpoint_id, task_id),
+        )
+        return {int(idx): (str(typ), bytes(val)) for idx, typ, val in rows}
+
+    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
+        rows = self._read(
+            "SELECT task_id, channel FROM {writes} WHERE thread_id = {p} "
+            "AND checkpoint_ns = {p} AND checkpoint_id = {p}",
+            (thread_id, ns, checkpoint_id),
+        )
+        return frozenset((str(t), str(c)) for t, c in rows)
+
+
+# Seconds between two attempts at a held lock: from 1 ms, doubling, up to 20 ms.
 _FIRST_PAUSE, _LAST_PAUSE = 0.001, 0.02
 
 
 def take_lock(
     try_lock: Callable[[str], bool | None], unlock: Callable[[str], None], name: str, wait: bool
 ) -> Flow[bool]:
-    """Take a lock through its one-attempt call `try_lock(name)` (`HeadStore`): True once
-    taken; False when another holder has it and not `wait`. Meanwhile it polls, backing
-    off: the pause is an `Io` too (`time.sleep` / `asyncio.sleep`), and each attempt a
-    call that returns at once, run by `arun` in a worker thread (or its async twin
-    awaited on the loop, module doc) — where, if the awaiting task is cancelled
-    meanwhile, a lock the attempt took is given back (`unlock`)."""
+    """Take a lock through its one-attempt call `try_lock(name)`: True once taken; False
+    when another holder has it and not `wait`. Under asyncio an attempt runs in a worker
+    thread, or as the store's async twin `a<name>` on the loop; a lock taken by an attempt
+    whose waiter was cancelled meanwhile is given back (`unlock`)."""
     pause = _FIRST_PAUSE
     atry, aunlock = _async_twin(try_lock), _async_twin(unlock)
     if atry is not None and aunlock is not None:
-        attempt = functools.partial(_attempt, atry, _scheduled(aunlock))
+        attempt = functools.partial(_attempt, atry, functools.partial(_undo_on_loop, aunlock))
     else:
-        attempt = functools.partial(_attempt, _threaded(try_lock), _undo_threaded(unlock))
+        start = functools.partial(_in_thread, try_lock)
+        attempt = functools.partial(_attempt, start, functools.partial(_undo_in_thread, unlock))
     while True:
         got = yield Io(try_lock, attempt, (name,))
         if got:
@@ -262,9 +271,8 @@ def take_lock(
 
 
 def release_lock(unlock: Callable[[str], None], name: str) -> Io:
-    """Give a lock back: under asyncio in a worker thread, finished even if the awaiting
-    task is cancelled (shielded) — a lock left taken would block its thread for good.
-    With an async twin of `unlock` (module doc) it is awaited on the loop."""
+    """Give a lock back; under asyncio shielded from cancellation (a lock left taken would
+    block its thread for good), awaited on the loop when `unlock` has an async twin."""
     aunlock = _async_twin(unlock)
     if aunlock is not None:
         return Io(unlock, functools.partial(_ashielded, aunlock), (name,))
@@ -272,7 +280,6 @@ def release_lock(unlock: Callable[[str], None], name: str) -> Io:
 
 
 def _async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
-    """The async twin `a<name>` of a store's bound lock call, when its store has one."""
     owner, name = getattr(fn, "__self__", None), getattr(fn, "__name__", None)
     if owner is None or name is None:
         return None
@@ -280,37 +287,28 @@ def _async_twin(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]] | None:
     return twin if callable(twin) else None
 
 
-# Both forms of one lock attempt: start it (an awaitable), and undo a lock it took after
-# its waiter was cancelled (called on the loop, must not wait).
+# A lock attempt: start it; undo what it took for a cancelled waiter (on the loop, no wait).
 _Start = Callable[[str], Awaitable[bool | None]]
 _Undo = Callable[[asyncio.AbstractEventLoop, str], None]
 
 
-def _threaded(fn: Callable[[str], bool | None]) -> _Start:
-    def start(name: str) -> Awaitable[bool | None]:
-        return asyncio.to_thread(fn, name)
-
-    return start
+async def _in_thread(try_lock: Callable[[str], bool | None], name: str) -> bool | None:
+    return await asyncio.to_thread(try_lock, name)
 
 
-def _undo_threaded(unlock: Callable[[str], None]) -> _Undo:
-    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
-        loop.run_in_executor(None, unlock, name)
-
-    return undo
-
-
-def _scheduled(aunlock: Callable[[str], Awaitable[None]]) -> _Undo:
-    def undo(loop: asyncio.AbstractEventLoop, name: str) -> None:
-        _keep(loop.create_task(_ashielded(aunlock, name)))
-
-    return undo
+def _undo_in_thread(
+    unlock: Callable[[str], None], loop: asyncio.AbstractEventLoop, name: str
+) -> None:
+    loop.run_in_executor(None, unlock, name)
 
 
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # undo tasks, kept until done
 
 
-def _keep(task: asyncio.Task[Any]) -> None:
+def _undo_on_loop(
+    aunlock: Callable[[str], Awaitable[None]], loop: asyncio.AbstractEventLoop, name: str
+) -> None:
+    task = loop.create_task(_ashielded(aunlock, name))
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
 
@@ -368,15 +366,9 @@ class LocalRuns:
             self._held.discard(thread_id)
 
 
-# -- the backend ---------------------------------------------------------------------------
-
-
 class Backend:
-    """A saver's storage as threadlog reads it; this base reads through the saver's API.
-
-    `saver` is the concrete saver (its connection, serializer, dicts); `outer` the saver
-    `backend_of` was given, whose public reads the fallbacks use as the caller would.
-    """
+    """A saver's storage as threadlog reads it; this base reads through the public API of
+    `outer` (the saver `backend_of` was given); `saver` is the concrete saver under it."""
 
     kind: ClassVar[str] = "saver"
 
@@ -391,8 +383,7 @@ class Backend:
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         """The guard's `HeadStore` for this storage (`location`: the SQLite path or the
-        Postgres URL the saver was opened from; "" for memory; `max_lock_connections`:
-        the bound of `checkpointer(url, max_lock_connections=...)`, None its default)."""
+        Postgres URL the saver was opened from; "" for memory)."""
         raise TypeError(
             f"threadlog keeps no thread heads or run locks for a {type(self.saver).__name__}; "
             "use a SQLite, Postgres or in-memory saver"
@@ -431,8 +422,7 @@ class Backend:
     # -- maintenance (threadlog.checkpoint.lifecycle)
 
     def checkpoint_links(self, thread_id: str) -> list[Link]:
-        """Every checkpoint of the thread, all namespaces, as a `Link` (any order); the
-        backends read them without decoding a checkpoint."""
+        """Every checkpoint of the thread, all namespaces, as a `Link` (any order)."""
         return [_link(t) for t in self.outer.list({"configurable": {"thread_id": thread_id}})]
 
     async def acheckpoint_links(self, thread_id: str) -> list[Link]:
@@ -505,23 +495,25 @@ class Backend:
         return None
 
 
-def one_query(query: Query) -> Steps[list[Any]]:
-    """The steps of one query: its parsed rows."""
-    rows = yield query
-    return rows
+_Steps = Callable[..., Steps[Any]]
 
 
 class SyncSteps:
-    """A SQL backend of a sync saver: its dialect's `walk_steps` and `links_sql` run by
-    the class's `_run` (step generator → its answer, on the saver's connection). The
-    async form is `AsyncSteps`: the same steps, so the two cannot drift apart."""
+    """A SQL backend of a sync saver: its dialect's steps run by the class's `_run` (on the
+    saver's connection), and the inspector's listings over the `checkpoints` table, which
+    SQLite and Postgres store alike. `AsyncSteps` awaits the same steps."""
 
     saver: Any
+    dialect: ClassVar[Dialect]
     links_sql: ClassVar[str]
-    walk_steps: ClassVar[Callable[..., Steps[Walk | None]]]
+    walk_steps: ClassVar[_Steps]
+    read_steps: ClassVar[_Steps]
 
     def _run(self, steps: Steps[Any]) -> Any:
         raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any] = (), row: Any = None) -> list[Any]:
+        return self._run(one_query(Query(self.dialect.sql(sql), params, row)))  # type: ignore[no-any-return]
 
     def walk(
         self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
@@ -530,40 +522,13 @@ class SyncSteps:
         steps = self.walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
         return self._run(steps)  # type: ignore[no-any-return]
 
+    def read(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return self._run(self.read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
+
     def checkpoint_links(self, thread_id: str) -> list[Link]:
         return self._run(one_query(Query(self.links_sql, (thread_id,), link_row)))  # type: ignore[no-any-return]
-
-
-class AsyncSteps:
-    """`SyncSteps` for an async saver: the same steps, awaited by the class's `_arun`."""
-
-    saver: Any
-    links_sql: ClassVar[str]
-    walk_steps: ClassVar[Callable[..., Steps[Walk | None]]]
-
-    async def _arun(self, steps: Steps[Any]) -> Any:
-        raise NotImplementedError
-
-    async def awalk(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
-        max_walk: int,
-    ) -> Walk | None:
-        steps = self.walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
-        return await self._arun(steps)  # type: ignore[no-any-return]
-
-    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
-        return await self._arun(one_query(Query(self.links_sql, (thread_id,), link_row)))  # type: ignore[no-any-return]
-
-
-class CheckpointsListings:
-    """The inspector's listings over LangGraph's `checkpoints` table, which SQLite and
-    Postgres store alike: written once, with the dialect's parameter `placeholder`. A
-    backend mixing this in gives `_rows(sql, params)`."""
-
-    placeholder: ClassVar[str]
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        raise NotImplementedError
 
     def thread_heads(self) -> list[HeadRow]:
         return [
@@ -574,10 +539,21 @@ class CheckpointsListings:
             )
         ]
 
+    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
+        wanted, serde = set(heads), self.saver.serde
+        found = self._rows(
+            "SELECT thread_id, checkpoint_id, type, {value} FROM {writes} "
+            "WHERE checkpoint_ns = '' AND channel = {p}",
+            (ERROR_CHANNEL,),
+            lambda r: (
+                (r[0], r[1], serde.loads_typed((r[2], r[3]))) if (r[0], r[1]) in wanted else None
+            ),
+        )
+        return [f for f in found if f is not None]
+
     def checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
-        p = self.placeholder
         rows = self._rows(
-            f"SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p}",
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p}",
             (thread_id, ns),
         )
         return sorted(str(r[0]) for r in rows)
@@ -585,7 +561,7 @@ class CheckpointsListings:
     def namespace_counts(self, thread_id: str) -> list[tuple[str, int, str]]:
         rows = self._rows(
             "SELECT checkpoint_ns, count(*), max(checkpoint_id) FROM checkpoints "
-            f"WHERE thread_id = {self.placeholder} AND checkpoint_ns != '' GROUP BY checkpoint_ns",
+            "WHERE thread_id = {p} AND checkpoint_ns != '' GROUP BY checkpoint_ns",
             (thread_id,),
         )
         return [(str(ns), int(n), str(h)) for ns, n, h in rows]
@@ -598,20 +574,41 @@ class CheckpointsListings:
         return {str(t): int(n) for t, n in rows}
 
 
+class AsyncSteps:
+    """`SyncSteps`' walk and read for an async saver, awaited by the class's `_arun`."""
+
+    saver: Any
+    links_sql: ClassVar[str]
+    walk_steps: ClassVar[_Steps]
+    read_steps: ClassVar[_Steps]
+
+    async def _arun(self, steps: Steps[Any]) -> Any:
+        raise NotImplementedError
+
+    async def awalk(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str, cached_id: str,
+        max_walk: int,
+    ) -> Walk | None:
+        steps = self.walk_steps(self.saver, thread_id, ns, channels, target, cached_id, max_walk)
+        return await self._arun(steps)  # type: ignore[no-any-return]
+
+    async def aread(
+        self, thread_id: str, ns: str, channels: Sequence[str], target: str
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return await self._arun(self.read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
+
+    async def acheckpoint_links(self, thread_id: str) -> list[Link]:
+        return await self._arun(one_query(Query(self.links_sql, (thread_id,), link_row)))  # type: ignore[no-any-return]
+
+
 def _link(tup: Any) -> Link:
     conf = tup.config["configurable"]
     parent = ((tup.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
     run = (tup.metadata or {}).get("run_id")
-    return (
-        str(conf.get("checkpoint_ns") or ""),
-        str(conf["checkpoint_id"]),
-        None if parent is None else str(parent),
-        None if run is None else str(run),
-    )
+    return link_row((conf.get("checkpoint_ns"), conf["checkpoint_id"], parent, run))
 
 
 def link_row(row: Sequence[Any]) -> Link:
-    """A `Link` from a (ns, id, parent id, run id) row."""
     ns, cid, parent, run = row
     return (
         str(ns or ""),
@@ -629,9 +626,6 @@ def unwrap(saver: Any) -> Any:
             return saver
         saver = inner
     return saver
-
-
-# -- shared row handling -------------------------------------------------------------------
 
 
 def collect_writes(
@@ -673,8 +667,15 @@ def attribute_blobs(
                 out[cid] = out.get(cid, 0) + int(blobs[key])
 
 
+def histories(by_ch: Walk, seeds: Mapping[str, Any]) -> dict[str, DeltaChannelHistory]:
+    """Each channel's delta history: its writes, and its seed when it has one."""
+    return {
+        ch: {"writes": w, "seed": seeds[ch]} if ch in seeds else {"writes": w}
+        for ch, w in by_ch.items()
+    }
+
+
 def add_sizes(out: dict[str, int], rows: Iterable[Sequence[Any]]) -> None:
-    """Add (checkpoint_id, bytes) rows to `out`."""
     for cid, size in rows:
         if cid is not None:
             out[str(cid)] = out.get(str(cid), 0) + int(size or 0)

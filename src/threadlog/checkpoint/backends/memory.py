@@ -1,8 +1,4 @@
-"""`InMemorySaver`'s storage: its dicts, read in place; one process, so `threading` locks.
-
-`MemoryBackend` measures stored sizes from the dicts and lists through the saver's API
-(the base class); walks and reads are the saver's own (nothing to save over a dict).
-"""
+"""`InMemorySaver`'s storage: its dicts, read in place; one process, so `threading` locks."""
 
 from __future__ import annotations
 
@@ -82,7 +78,6 @@ class MemoryBackend(Backend):
         versions: dict[str, Mapping[str, Any]] = {}
         for cid, (ckpt, meta, _parent) in saver.storage.get(thread_id, {}).get(ns, {}).items():
             out[cid] = len(ckpt[1]) + len(meta[1])
-            # The saver's own serializer reads the checkpoint (for its channel versions).
             versions[cid] = saver.serde.loads_typed(ckpt).get("channel_versions") or {}
         blobs = {
             (ch, str(ver)): len(blob[1])
@@ -107,8 +102,7 @@ class MemoryBackend(Backend):
         return self.checkpoint_links(thread_id)
 
     def maintain(self, plan: Plan) -> None:
-        """`plan` on the saver's dicts: one process, nothing can stop half-way but this
-        process itself (and then nothing is left)."""
+        # One process: nothing can stop half-way but this process (and then nothing is left).
         saver = self.saver
         serde = saver.serde
         for src, dst in plan.copies:
@@ -123,13 +117,7 @@ class MemoryBackend(Backend):
         for rw in plan.rewrites:
             ckpt, meta, _parent = saver.storage[rw.thread_id][rw.ns][rw.checkpoint_id]
             if rw.metadata:
-                loaded = dict(serde.loads_typed(meta))
-                for k, v in rw.metadata.items():
-                    if v is None:
-                        loaded.pop(k, None)
-                    else:
-                        loaded[k] = v
-                meta = serde.dumps_typed(loaded)
+                meta = serde.dumps_typed(rw.merged(serde.loads_typed(meta)))
             for ch, (version, value) in rw.snapshots.items():
                 saver.blobs[(rw.thread_id, rw.ns, ch, version)] = serde.dumps_typed(value)
             saver.storage[rw.thread_id][rw.ns][rw.checkpoint_id] = (ckpt, meta, rw.parent_id)

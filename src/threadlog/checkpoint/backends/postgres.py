@@ -1,33 +1,8 @@
 """LangGraph's Postgres tables (`checkpoints`, `checkpoint_blobs`, `checkpoint_writes`):
 every query threadlog runs on them, and its advisory locks.
 
-Contract:
-
-* `PostgresBackend` (`PostgresSaver`, psycopg `Connection`) and `AsyncPostgresBackend`
-  (`AsyncPostgresSaver`, `AsyncConnection`) run the same step generators, under the
-  saver's own `lock`, on the saver's own public `conn` — a connection, or a pool that
-  lends one — with a cursor of their own (tuple rows, whatever the connection's row
-  factory). So the async saver's walk never blocks its event loop.
-  - `walk` / `awalk`: one query: the checkpoints from the target down to the cached id,
-    each with whether it stores a value of the channels (inline, or a blob at its
-    version: the probe of `PostgresSaver`'s own walk) and its writes to them. Ids only
-    order checkpoints of one process; a parent outside that window ends the walk (None:
-    the saver reads), as does a stored snapshot on the way (a fork).
-  - `read` / `aread`: the saver's own delta read (same walk to each channel's nearest
-    stored value, same answer), in two round trips, saying where each checkpoint's
-    writes start (`Stepped.states`): a history page's older checkpoints then need no
-    read of their own. Only the chains' writes are decoded, each distinct stored
-    message once (`SharedRecords`).
-* `PostgresBackend` also answers the inspector's listings and sizes (`octet_length()`
-  only: no value is decoded for a size).
-* `PostgresHeadStore`: the run guard's heads on a session of its own, and two session
-  advisory locks per thread (run, write) on a bounded pool of sessions shared by all
-  locks (`LockSessions`: `max_lock_connections`) — released by Postgres itself when
-  their holder dies. Async callers (an async saver's runs) take and release them on
-  async sessions of their event loop, awaited there (`atry_run_lock`, ...): no worker
-  thread per lock statement.
-* `table_columns(conn)` / `TABLES`: the shape check of `open_readonly`.
-
+The backends run on the saver's own public `conn` (a connection, or a pool that lends one)
+with a cursor of their own (tuple rows, whatever the connection's row factory).
 psycopg is imported only inside functions: `import threadlog` never loads it.
 """
 
@@ -38,29 +13,28 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from threadlog.checkpoint.backends.base import (
-    ERROR_CHANNEL,
     AsyncSteps,
     Backend,
-    CheckpointsListings,
+    Dialect,
+    HeadReads,
     HeadStore,
     LocalRuns,
     Plan,
     Query,
     Steps,
-    StoredWrite,
     SyncSteps,
     Walk,
     add_sizes,
     attribute_blobs,
     collect_writes,
+    histories,
     lock_bound,
-    one_query,
     parse_rows,
     queries,
 )
@@ -78,6 +52,9 @@ __all__ = [
     "table_columns",
     "vacuum_tables",
 ]
+
+_DIALECT = Dialect("%s", "checkpoint_writes", "blob")
+
 
 def vacuum_tables(url: str) -> None:
     """`VACUUM (ANALYZE)` LangGraph's tables: their dead rows' space becomes reusable
@@ -100,8 +77,8 @@ TABLES = {
 
 
 def table_columns(conn: Any) -> dict[str, set[str]]:
-    """`{table: its columns}` for those of `TABLES` in the current schema (a psycopg
-    `Connection`; raises `psycopg.Error`)."""
+    """`{table: its columns}` of those of `TABLES` in the current schema (`open_readonly`'s
+    shape check; a psycopg `Connection`; raises `psycopg.Error`)."""
     from psycopg.rows import tuple_row
 
     with conn.cursor(row_factory=tuple_row) as cur:
@@ -116,10 +93,7 @@ def table_columns(conn: Any) -> dict[str, set[str]]:
     return out
 
 
-# -- the history walk (sans-IO) -------------------------------------------------------------
-
-# Newest-first checkpoints from the target down to the cached id, each with whether it
-# stores a value for any of the channels and its writes to them — one round trip.
+# Checkpoints from the target down to the cached id, whether each stores a channel's value.
 _WALK_SQL = (
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.inline, c.blob, "
     "w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob FROM ("
@@ -142,7 +116,6 @@ def walk_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str,
     cached_id: str, max_walk: int,
 ) -> Steps[Walk | None]:
-    """The walk of `Backend.walk`, as one query."""
     channels = list(channels)
     if target == cached_id:
         return {ch: [] for ch in channels}
@@ -180,11 +153,8 @@ def walk_steps(
     return collect_writes(channels, {ch: chain for ch in channels}, decoded)
 
 
-# -- the cold read (sans-IO) ------------------------------------------------------------------
-
-# A page of checkpoints newest first from the target (`<=` on the first page, `<` after):
-# per channel its version, whether a value is stored for it as a blob at that version,
-# and its inline value — the probe of `PostgresSaver`'s own read.
+# A page of checkpoints newest first: per channel its version, whether a blob is stored at
+# that version, and its inline value (the probe of `PostgresSaver`'s own read).
 _PAGE = 1024
 
 
@@ -218,11 +188,8 @@ _CHAIN_WRITES_SQL = (
 def read_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
 ) -> Steps[dict[str, DeltaChannelHistory] | None]:
-    """The cold read of `Backend.read`: `PostgresSaver.get_delta_channel_history`'s answer
-    (the same walk to each channel's nearest stored value, blob before inline), with each
-    checkpoint's place in the writes (`Stepped.states`) — so a history page's older
-    checkpoints are the read's log at earlier versions. Two round trips (one more per
-    `_PAGE` checkpoints walked); only the chains' writes are decoded."""
+    """`PostgresSaver.get_delta_channel_history`'s answer, with each checkpoint's place in
+    the writes (`Stepped.states`). Two round trips (one more per `_PAGE` checkpoints)."""
     channels = list(channels)
     parents: dict[str, str | None] = {}
     held: dict[str, list[tuple[str | None, bool, Any]]] = {}
@@ -274,18 +241,9 @@ def read_steps(
         row,
     )
     by_ch = collect_writes(channels, chain_by_ch, [f for f in found if f and f[0] != "seed"])
-    blob_seeds = {f[1]: f[2] for f in found if f and f[0] == "seed"}
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch in channels:
-        out[ch] = {"writes": by_ch[ch]}
-        if ch in blob_seeds:
-            out[ch]["seed"] = blob_seeds[ch]
-        elif ch in seeds and not seeds[ch][1]:
-            out[ch]["seed"] = seeds[ch][2]
-    return out
+    inline = {ch: s[2] for ch, s in seeds.items() if not s[1]}
+    return histories(by_ch, {**inline, **{f[1]: f[2] for f in found if f and f[0] == "seed"}})
 
-
-# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
 
 _COPY_SQL = (
     "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
@@ -314,7 +272,6 @@ _LINKS_SQL = (
 
 
 def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
-    """The statements of `Backend.maintain` (the caller opens the transaction)."""
     from psycopg.types.json import Jsonb
 
     serde = saver.serde
@@ -330,7 +287,7 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
         )
         if not rows:
             continue
-        ckpt, meta = dict(rows[0][0]), dict(rows[0][1] or {})
+        ckpt, meta = dict(rows[0][0]), rows[0][1] or {}
         if rw.snapshots:
             values = dict(ckpt.get("channel_values") or {})
             for ch, (version, value) in rw.snapshots.items():
@@ -345,15 +302,10 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
                 )
                 values[ch] = True
             ckpt["channel_values"] = values
-        for k, v in rw.metadata.items():
-            if v is None:
-                meta.pop(k, None)
-            else:
-                meta[k] = v
         yield Query(
             "UPDATE checkpoints SET parent_checkpoint_id = %s, checkpoint = %s, metadata = %s "
             "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-            (rw.parent_id, Jsonb(ckpt), Jsonb(meta), *key),
+            (rw.parent_id, Jsonb(ckpt), Jsonb(rw.merged(meta)), *key),
         )
     for (tid, ns), ids in plan.drops_by_namespace().items():
         where = "thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"
@@ -365,49 +317,28 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
             yield Query(f"DELETE FROM {table} WHERE thread_id = ANY(%s)", (plan.drop_threads,))
 
 
-# -- the saver's connection ---------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _connection(conn: Any) -> Iterator[Any]:
+def _connection(conn: Any) -> Any:
+    """The saver's public `conn` as a context: a connection itself, or one a pool lends."""
     import psycopg
 
-    # The saver's public `conn` is a Connection or a ConnectionPool (which lends one).
-    if isinstance(conn, psycopg.Connection):
-        yield conn
-    else:
-        with conn.connection() as lent:
-            yield lent
+    if isinstance(conn, (psycopg.Connection, psycopg.AsyncConnection)):
+        return contextlib.nullcontext(conn)
+    return conn.connection()
 
 
-@contextlib.asynccontextmanager
-async def _aconnection(conn: Any) -> AsyncIterator[Any]:
-    import psycopg
-
-    # The saver's public `conn` is an AsyncConnection or an AsyncConnectionPool.
-    if isinstance(conn, psycopg.AsyncConnection):
-        yield conn
-    else:
-        async with conn.connection() as lent:
-            yield lent
-
-
-# -- the backends ---------------------------------------------------------------------------
-
-
-class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
+class PostgresBackend(SyncSteps, Backend):
     """A `PostgresSaver`: its connection (or pool) under its lock."""
 
     kind: ClassVar[str] = "postgres"
-    placeholder: ClassVar[str] = "%s"
+    dialect: ClassVar[Dialect] = _DIALECT
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
 
     def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
-        # Maintenance is one transaction (a process killed inside it leaves the database
-        # as it was) of one-off statements, not worth preparing; it writes rows too.
+        # Maintenance: one transaction of one-off statements, not worth preparing.
         with (
             self.saver.lock,
             _connection(self.saver.conn) as conn,
@@ -424,30 +355,8 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
     def maintain(self, plan: Plan) -> None:
         self._run(maintain_steps(self.saver, plan), maintain=True)
 
-    def read(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
-
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         return PostgresHeadStore(location, max_lock_connections)
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._run(one_query(Query(sql, params)))  # type: ignore[no-any-return]
-
-    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
-        wanted = set(heads)
-        rows = self._rows(
-            "SELECT thread_id, checkpoint_id, type, blob FROM checkpoint_writes "
-            "WHERE checkpoint_ns = '' AND channel = %s",
-            (ERROR_CHANNEL,),
-        )
-        serde = self.saver.serde
-        return [
-            (tid, cid, serde.loads_typed((typ, blob)))
-            for tid, cid, typ, blob in rows
-            if (tid, cid) in wanted
-        ]
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         checkpoints = self._rows(
@@ -477,19 +386,19 @@ class PostgresBackend(SyncSteps, CheckpointsListings, Backend):
 
 
 class AsyncPostgresBackend(AsyncSteps, Backend):
-    """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock. The
-    sync listings are the saver's API (the base class)."""
+    """An `AsyncPostgresSaver`: its async connection (or pool) under its asyncio lock."""
 
     kind: ClassVar[str] = "postgres"
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
 
     async def _arun(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
         from psycopg.rows import tuple_row
 
         async with (
             self.saver.lock,
-            _aconnection(self.saver.conn) as conn,
+            _connection(self.saver.conn) as conn,
             conn.transaction() if maintain else contextlib.nullcontext(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
@@ -503,34 +412,10 @@ class AsyncPostgresBackend(AsyncSteps, Backend):
     async def amaintain(self, plan: Plan) -> None:
         await self._arun(maintain_steps(self.saver, plan), maintain=True)
 
-    async def aread(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return await self._arun(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
-
-    def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
-        return PostgresHeadStore(location, max_lock_connections)
+    head_store = PostgresBackend.head_store
 
 
 # -- the run guard's heads and locks ------------------------------------------------------
-
-_HEAD_SQL = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_HAS_CHILD_SQL = (
-    "SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-    "AND parent_checkpoint_id = %s LIMIT 1"
-)
-_TASK_WRITES_SQL = (
-    "SELECT idx, type, blob FROM checkpoint_writes WHERE thread_id = %s "
-    "AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s"
-)
-_WRITE_KEYS_SQL = (
-    "SELECT task_id, channel FROM checkpoint_writes WHERE thread_id = %s "
-    "AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
-
 
 # Sessions one head store holds for its locks by default (`max_lock_connections`).
 DEFAULT_LOCK_SESSIONS = 2
@@ -539,25 +424,29 @@ LOCK_APPLICATION_NAME = "threadlog-locks"
 
 
 class _Session:
-    """One lock session: used by one statement at a time (`mutex`)."""
-
-    __slots__ = ("conn", "mutex")
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.mutex = threading.Lock()
-
-
-class _AsyncSession:
-    """One async lock session, bound to the event loop it was opened on: used by one
-    statement at a time (`mutex`, an asyncio lock of that loop)."""
+    """One lock session, used by one statement at a time (`mutex`); an async one belongs
+    to the event loop it was opened on (`loop`; None: a sync session)."""
 
     __slots__ = ("conn", "loop", "mutex")
 
-    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.conn = conn
         self.loop = loop
-        self.mutex = asyncio.Lock()
+        self.mutex: Any = threading.Lock() if loop is None else asyncio.Lock()
+
+    def grab(self) -> bool:
+        return self.mutex.acquire(blocking=False)  # type: ignore[no-any-return]
+
+    async def agrab(self) -> bool:
+        if self.mutex.locked():
+            return False
+        return await self.mutex.acquire()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self.loop is None:
+            self.conn.close()
+        else:
+            _finish(self.conn)
 
 
 def _try_advisory_lock(conn: Any, key: int) -> Any:
@@ -570,62 +459,44 @@ async def _atry_advisory_lock(conn: Any, key: int) -> Any:
 
 
 class LockSessions:
-    """A bounded pool of Postgres sessions shared by every lock of one head store.
-
-    Advisory locks belong to the session that took them, so each lock is taken with
-    `pg_try_advisory_lock` on whichever session is free and released with
-    `pg_advisory_unlock` on that same session (`_held` remembers which). One session holds
-    any number of locks, so the bound limits connections, never runs: at most `size`
-    sessions, opened as statements need them, and a statement that finds them all busy
-    waits for the next one's statement to end (one round trip). No statement waits
-    inside the server (a blocking `pg_advisory_lock` would pin its session): a held lock
-    is waited for by polling (`take_lock`). A session that dies — its process SIGKILLed,
-    the server gone — releases every lock it held, so a dead worker never blocks a thread.
-
-    Async callers (`atake` / `agive_back`) use async sessions of their own event loop,
-    at most `size` per loop, awaited there (a sync session would cost a worker thread per
-    statement). A lock is still released on the session that took it: from the loop
-    itself, awaited; from anywhere else (a sync exit, a garbage-collection finalizer) the
-    unlock is handed to that loop, or — the loop closed, so every run that held a lock
-    there is gone — the session is closed, which releases its locks.
-    """
+    """A bounded pool of Postgres sessions shared by every lock of one head store (at most
+    `size` sync ones, and `size` per event loop for its async callers). An advisory lock is
+    released on the session that took it (`_held`); from outside that session's loop the
+    unlock is handed to the loop, or, the loop closed, the session is closed."""
 
     def __init__(self, url: str, size: int) -> None:
         self._url = url
         self.size = size
-        self._sessions: list[_Session] = []
-        self._opening = 0
         self._turn = 0
-        self._held: dict[int, _Session | _AsyncSession] = {}
-        # Per event loop: its async sessions, and how many are being opened.
-        self._async: dict[asyncio.AbstractEventLoop, list[_AsyncSession]] = {}
-        self._aopening: dict[asyncio.AbstractEventLoop, int] = {}
+        self._held: dict[int, _Session] = {}
+        # Per event loop (None: sync callers): its sessions, and how many are being opened.
+        self._pools: dict[asyncio.AbstractEventLoop | None, list[_Session]] = {}
+        self._opening: dict[asyncio.AbstractEventLoop | None, int] = {}
         self._mutex = threading.Lock()  # guards the fields above; held for no I/O
 
     def take(self, key: int) -> bool:
-        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there). A
-        session found dead (the server restarted, the connection cut) is dropped and the
-        attempt made once more on another."""
-        return run(self._take_flow(key, Io(self._session), self._drop))
+        """`pg_try_advisory_lock(key)` on a session (True: taken, and held there); a session
+        found dead is dropped and the attempt made once more on another."""
+        return run(self._take_flow(key, None))
 
-    def _take_flow(self, key: int, pick: Io, drop: Any) -> Flow[bool]:
-        """`take` and `atake` as one flow: `pick` gets a session whose mutex is held (a
-        sync one, or an async one of the running loop), `drop` closes a torn one."""
+    async def atake(self, key: int) -> bool:
+        return await arun(self._take_flow(key, asyncio.get_running_loop()))
+
+    def _take_flow(self, key: int, loop: asyncio.AbstractEventLoop | None) -> Flow[bool]:
         import psycopg
 
         for retry in (True, False):
-            session = yield pick
+            session = yield from self._pick(loop)
             try:
                 row = yield Io(_try_advisory_lock, _atry_advisory_lock, (session.conn, key))
             except psycopg.OperationalError:
-                drop(session)
+                self._drop(session)
                 if retry:
                     continue
                 raise
             except BaseException:
-                # Its state is unknown (an async attempt is shielded: the loop is going
-                # down): closing it is what releases whatever it holds.
-                drop(session)
+                # Its state is unknown: closing it releases whatever it holds.
+                self._drop(session)
                 raise
             else:
                 taken = bool(row and row[0])
@@ -643,10 +514,22 @@ class LockSessions:
             session = self._held.pop(key, None)
         if session is None:
             return
-        if isinstance(session, _AsyncSession):
+        if session.loop is not None:
             self._unlock_on_its_loop(session, key)
             return
         self._unlock(session, key)
+
+    async def agive_back(self, key: int) -> None:
+        with self._mutex:
+            session = self._held.pop(key, None)
+        if session is None:
+            return
+        if session.loop is None:
+            await asyncio.to_thread(self._unlock, session, key)
+        elif session.loop is asyncio.get_running_loop():
+            await self._aunlock(session, key)
+        else:
+            self._unlock_on_its_loop(session, key)
 
     def _unlock(self, session: _Session, key: int) -> None:
         with session.mutex:
@@ -658,46 +541,80 @@ class LockSessions:
                 # A torn session: closing it is what releases whatever it still holds.
                 self._drop(session)
 
-    def _session(self) -> _Session:
-        """A session whose mutex the caller now holds: a free one, else a new one while
-        below the bound, else the next one in turn once its statement ends."""
+    async def _aunlock(self, session: _Session, key: int) -> None:
+        async with session.mutex:
+            if session.conn.closed:
+                return  # its locks went with it
+            try:
+                await session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except BaseException:
+                self._drop(session)  # closing it releases whatever it still holds
+                raise
+
+    def _unlock_on_its_loop(self, session: _Session, key: int) -> None:
+        # Not waited for: that loop's thread may be the caller.
+        assert session.loop is not None
+        if not session.loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
+                return
+            except RuntimeError:
+                pass  # closed meanwhile
+        self._drop(session)
+
+    def _pick(self, loop: asyncio.AbstractEventLoop | None) -> Flow[_Session]:
+        """A session of `loop` whose mutex the caller now holds: a free one, else a new one
+        while below the bound, else the next one in turn once its statement ends."""
+        with self._mutex:
+            dead = [s for lp, ss in self._pools.items() if lp and lp.is_closed() for s in ss]
+        for session in dead:
+            self._drop(session)
         while True:
             with self._mutex:
-                sessions = list(self._sessions)
-                grow = len(sessions) + self._opening < self.size
-                self._opening += grow
+                sessions = list(self._pools.get(loop, ()))
+                opening = self._opening.get(loop, 0)
+                grow = len(sessions) + opening < self.size
+                self._opening[loop] = opening + grow
             for session in sessions:
-                if session.mutex.acquire(blocking=False):
+                if (yield Io(session.grab, session.agrab)):
                     if session.conn.closed:  # dropped meanwhile
                         session.mutex.release()
                         continue
-                    with self._mutex:
-                        self._opening -= grow
+                    self._opened(loop, grow, None)
                     return session
             if grow:
                 try:
-                    session = _Session(self._connect())
-                except Exception:
-                    with self._mutex:
-                        self._opening -= 1
-                    if not sessions:
+                    conn = yield Io(self._connect, self._aconnect)
+                except BaseException as exc:
+                    self._opened(loop, True, None)
+                    if not sessions or not isinstance(exc, Exception):
                         raise  # no session at all: the server refuses this process
                 else:
-                    session.mutex.acquire()
-                    with self._mutex:
-                        self._opening -= 1
-                        self._sessions.append(session)
+                    session = _Session(conn, loop)
+                    yield Io(session.mutex.acquire, session.mutex.acquire)
+                    self._opened(loop, True, session)
                     return session
             if not sessions:
-                time.sleep(0.001)  # the bound's sessions are being opened right now
+                # The bound's sessions are being opened right now.
+                yield Io(time.sleep, asyncio.sleep, (0.001,))
                 continue
             with self._mutex:
                 self._turn += 1
             session = sessions[self._turn % len(sessions)]
-            session.mutex.acquire()  # bounded: the one statement running on it
+            # Bounded: the one statement running on it.
+            yield Io(session.mutex.acquire, session.mutex.acquire)
             if not session.conn.closed:
                 return session
             session.mutex.release()  # it died meanwhile: pick again
+
+    def _opened(
+        self, loop: asyncio.AbstractEventLoop | None, grew: bool, session: _Session | None
+    ) -> None:
+        with self._mutex:
+            if grew:
+                self._opening[loop] -= 1
+            if session is not None:
+                self._pools.setdefault(loop, []).append(session)
 
     def _connect(self) -> Any:
         import psycopg
@@ -706,165 +623,52 @@ class LockSessions:
             self._url, autocommit=True, prepare_threshold=0, application_name=LOCK_APPLICATION_NAME
         )
 
-    def _drop(self, session: _Session) -> None:
-        with self._mutex:
-            if session in self._sessions:
-                self._sessions.remove(session)
-            for key in [k for k, s in self._held.items() if s is session]:
-                del self._held[key]
-        session.conn.close()
-
-    # -- async sessions (each used only on its own event loop)
-
-    async def atake(self, key: int) -> bool:
-        """`take` on an async session of the running loop."""
-        return await arun(self._take_flow(key, Io(self._session, self._asession), self._adrop))
-
-    async def agive_back(self, key: int) -> None:
-        """`give_back` from a coroutine: awaited on the session's own loop."""
-        with self._mutex:
-            session = self._held.pop(key, None)
-        if session is None:
-            return
-        if not isinstance(session, _AsyncSession):
-            await asyncio.to_thread(self._unlock, session, key)
-        elif session.loop is asyncio.get_running_loop():
-            await self._aunlock(session, key)
-        else:
-            self._unlock_on_its_loop(session, key)
-
-    async def _aunlock(self, session: _AsyncSession, key: int) -> None:
-        async with session.mutex:
-            if session.conn.closed:
-                return  # its locks went with it
-            try:
-                await session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            except BaseException:
-                self._adrop(session)  # closing it releases whatever it still holds
-                raise
-
-    def _unlock_on_its_loop(self, session: _AsyncSession, key: int) -> None:
-        """An async session's unlock from outside its loop: handed to the loop (not
-        waited for: that loop's thread may be the caller); a closed loop's session is
-        closed instead — every run that held a lock on it went with the loop."""
-        if not session.loop.is_closed():
-            try:
-                asyncio.run_coroutine_threadsafe(self._aunlock(session, key), session.loop)
-                return
-            except RuntimeError:
-                pass  # closed meanwhile
-        self._adrop(session)
-
-    async def _asession(self) -> _AsyncSession:
-        """An async session of the running loop whose mutex the caller now holds (as
-        `_session`: a free one, else a new one below the bound, else the next in turn)."""
+    async def _aconnect(self) -> Any:
         import psycopg
 
-        loop = asyncio.get_running_loop()
-        self._prune()
-        while True:
-            with self._mutex:
-                sessions = list(self._async.get(loop, ()))
-                opening = self._aopening.get(loop, 0)
-                grow = len(sessions) + opening < self.size
-                self._aopening[loop] = opening + grow
-            for session in sessions:
-                if not session.mutex.locked() and not session.conn.closed:
-                    await session.mutex.acquire()  # free: returns at once
-                    self._opened(loop, grow, None)
-                    return session
-            if grow:
-                try:
-                    conn = await psycopg.AsyncConnection.connect(
-                        self._url, autocommit=True, prepare_threshold=0,
-                        application_name=LOCK_APPLICATION_NAME,
-                    )
-                except BaseException as exc:
-                    self._opened(loop, True, None)
-                    if not sessions or not isinstance(exc, Exception):
-                        raise  # no session at all: the server refuses this process
-                else:
-                    session = _AsyncSession(conn, loop)
-                    await session.mutex.acquire()
-                    self._opened(loop, True, session)
-                    return session
-            if not sessions:
-                await asyncio.sleep(0.001)  # the bound's sessions are being opened now
-                continue
-            with self._mutex:
-                self._turn += 1
-            session = sessions[self._turn % len(sessions)]
-            await session.mutex.acquire()  # bounded: the one statement running on it
-            if not session.conn.closed:
-                return session
-            session.mutex.release()  # it died meanwhile: pick again
+        return await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, prepare_threshold=0, application_name=LOCK_APPLICATION_NAME
+        )
 
-    def _opened(
-        self, loop: asyncio.AbstractEventLoop, grew: bool, session: _AsyncSession | None
-    ) -> None:
+    def _drop(self, session: _Session) -> None:
         with self._mutex:
-            if grew:
-                self._aopening[loop] -= 1
-            if session is not None:
-                self._async.setdefault(loop, []).append(session)
-
-    def _prune(self) -> None:
-        """Close the sessions of loops that are closed (their runs are gone)."""
-        with self._mutex:
-            dead = [s for loop, ss in self._async.items() if loop.is_closed() for s in ss]
-        for session in dead:
-            self._adrop(session)
-
-    def _adrop(self, session: _AsyncSession) -> None:
-        with self._mutex:
-            sessions = self._async.get(session.loop, [])
+            sessions = self._pools.get(session.loop, [])
             if session in sessions:
                 sessions.remove(session)
             if not sessions:
-                self._async.pop(session.loop, None)
-                if not self._aopening.get(session.loop):
-                    self._aopening.pop(session.loop, None)
+                self._pools.pop(session.loop, None)
+                if not self._opening.get(session.loop):
+                    self._opening.pop(session.loop, None)
             for key in [k for k, s in self._held.items() if s is session]:
                 del self._held[key]
-        _finish(session.conn)
+        session.close()
 
     def sessions(self) -> int:
         """How many sessions are open now (sync and async)."""
         with self._mutex:
-            return len(self._sessions) + sum(len(ss) for ss in self._async.values())
+            return sum(len(ss) for ss in self._pools.values())
 
     def close(self) -> None:
         with self._mutex:
-            sessions, self._sessions = self._sessions, []
-            asessions = [s for ss in self._async.values() for s in ss]
-            self._async.clear()
+            sessions = [s for ss in self._pools.values() for s in ss]
+            self._pools.clear()
             self._held.clear()
         for session in sessions:
-            session.conn.close()
-        for asession in asessions:
-            _finish(asession.conn)
+            session.close()
 
 
 def _finish(conn: Any) -> None:
-    """Close an async connection from sync code (on any thread): ending the session is
-    what releases its advisory locks (psycopg's own `close()` is a coroutine)."""
+    # An async connection closed from sync code (psycopg's `close()` is a coroutine).
     with contextlib.suppress(Exception):
         conn.pgconn.finish()
 
 
-class PostgresHeadStore:
-    """Reads through its own connection; locks on a bounded pool of sessions.
+class PostgresHeadStore(HeadReads):
+    """Reads through its own connection; two advisory locks per thread (run, write) on the
+    store's `LockSessions`. Two runs of this process on one thread are kept apart in the
+    process (`LocalRuns`): on one session Postgres would grant the same lock twice."""
 
-    Every thread has two advisory locks, the run lock and the short write lock, each
-    taken on one of the store's `LockSessions` (at most `max_lock_connections`, default
-    `DEFAULT_LOCK_SESSIONS`; so a process holds 2 + that many connections for a saver —
-    its own, this store's reads, its lock sessions — however many runs it holds; sync
-    callers and each event loop have their own sessions under that bound, and an async
-    saver's runs use only their loop's). Two
-    runs of this process on one thread are kept apart in the process (`LocalRuns`): on
-    one session Postgres would grant the same advisory lock twice. Locks are released by
-    Postgres itself when the holder's process dies.
-    """
+    dialect: ClassVar[Dialect] = _DIALECT
 
     def __init__(self, url: str, max_lock_connections: int | None = None) -> None:
         import psycopg
@@ -875,46 +679,32 @@ class PostgresHeadStore:
         self._writers = LocalRuns()
 
     def try_run_lock(self, thread_id: str) -> bool:
-        return self._try(self._runs, "run:" + thread_id, thread_id)
+        return run(self._try_flow(self._runs, "run:" + thread_id, thread_id))
 
     def run_unlock(self, thread_id: str) -> None:
-        self._untake(self._runs, "run:" + thread_id, thread_id)
+        run(self._untake_flow(self._runs, "run:" + thread_id, thread_id))
 
     def try_lock(self, thread_id: str) -> bool:
-        return self._try(self._writers, thread_id, thread_id)
+        return run(self._try_flow(self._writers, thread_id, thread_id))
 
     def unlock(self, thread_id: str) -> None:
-        self._untake(self._writers, thread_id, thread_id)
+        run(self._untake_flow(self._writers, thread_id, thread_id))
 
-    # The same from a coroutine, on the running loop's lock sessions (`take_lock` and
-    # `release_lock` use these async twins).
+    # The async twins `take_lock` / `release_lock` await, on the loop's lock sessions.
 
     async def atry_run_lock(self, thread_id: str) -> bool:
-        return await self._atry(self._runs, "run:" + thread_id, thread_id)
+        return await arun(self._try_flow(self._runs, "run:" + thread_id, thread_id))
 
     async def arun_unlock(self, thread_id: str) -> None:
-        await self._auntake(self._runs, "run:" + thread_id, thread_id)
+        await arun(self._untake_flow(self._runs, "run:" + thread_id, thread_id))
 
     async def atry_lock(self, thread_id: str) -> bool:
-        return await self._atry(self._writers, thread_id, thread_id)
+        return await arun(self._try_flow(self._writers, thread_id, thread_id))
 
     async def aunlock(self, thread_id: str) -> None:
-        await self._auntake(self._writers, thread_id, thread_id)
+        await arun(self._untake_flow(self._writers, thread_id, thread_id))
 
-    async def _atry(self, local: LocalRuns, name: str, thread_id: str) -> bool:
-        return await arun(self._try_flow(local, name, thread_id))
-
-    async def _auntake(self, local: LocalRuns, name: str, thread_id: str) -> None:
-        await arun(self._untake_flow(local, name, thread_id))
-
-    def _try(self, local: LocalRuns, name: str, thread_id: str) -> bool:
-        return run(self._try_flow(local, name, thread_id))
-
-    def _untake(self, local: LocalRuns, name: str, thread_id: str) -> None:
-        run(self._untake_flow(local, name, thread_id))
-
-    # One flow each for the sync and async forms: this process's own claim on the thread
-    # first (`LocalRuns`), then the session lock; a failed or refused lock gives it back.
+    # This process's own claim on the thread first, then the session lock.
 
     def _try_flow(self, local: LocalRuns, name: str, thread_id: str) -> Flow[bool]:
         if not local.acquire(thread_id):
@@ -941,24 +731,8 @@ class PostgresHeadStore:
         digest = hashlib.blake2b(f"threadlog:{thread_id}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big", signed=True)
 
-    def head(self, thread_id: str, ns: str) -> str | None:
-        row = self._conn.execute(_HEAD_SQL, (thread_id, ns)).fetchone()
-        return None if row is None else str(row[0])
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        row = self._conn.execute(_HAS_CHILD_SQL, (thread_id, ns, checkpoint_id)).fetchone()
-        return row is not None
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        args = (thread_id, ns, checkpoint_id, task_id)
-        rows = self._conn.execute(_TASK_WRITES_SQL, args).fetchall()
-        return {int(idx): (str(typ), bytes(blob)) for idx, typ, blob in rows}
-
-    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
-        rows = self._conn.execute(_WRITE_KEYS_SQL, (thread_id, ns, checkpoint_id)).fetchall()
-        return frozenset((str(t), str(c)) for t, c in rows)
+    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        return self._conn.execute(sql, args).fetchall()
 
     def close(self) -> None:
         self.locks.close()

@@ -1,17 +1,7 @@
-"""`InlineDumpAsyncPostgresSaver`: upstream's `AsyncPostgresSaver` with small values dumped
-and loaded on the event loop instead of in a worker thread.
-
-Upstream serializes with `asyncio.to_thread`: every task's writes (`aput_writes`), every
-checkpoint's blobs (`aput`: a run's input, a delta snapshot) and every read checkpoint's
-pending writes (`_load_checkpoint_tuple`). A step's values are one or two messages, and the
-hop (a thread woken, the GIL handed over and back, a future chained to the loop) costs more
-than the dump (BENCHMARKS.md, "the thread hop"). So values that are plainly small (`small`:
-messages, containers and atoms, at most `INLINE_DUMP_BYTES` of text) are dumped and loaded
-on the loop; anything larger keeps the thread, so a big artifact never stalls the loop. A
-write of one statement (a checkpoint with no blobs, the tool node's one-row marker) skips
-the pipeline upstream opens for it. Same SQL, same rows: the three methods are upstream's
-with the hop made conditional. The private names they use are in `threadlog._upstream`'s
-table (`POSTGRES_PRIVATE`), checked by `tests/upstream/test_upstream.py`.
+"""`InlineDumpAsyncPostgresSaver`: upstream's `AsyncPostgresSaver` with plainly small values
+dumped and loaded on the event loop instead of in a worker thread (the hop costs more than
+the dump: BENCHMARKS.md, "the thread hop"); larger ones keep the thread. Same SQL, same rows;
+its private names are rows of `threadlog._upstream`'s table (`POSTGRES_PRIVATE`).
 
 langgraph-checkpoint-postgres and psycopg are imported on first use only.
 """
@@ -43,8 +33,7 @@ def small(value: Any) -> bool:
     most `INLINE_DUMP_BYTES` of text. Any other object's dump cost is unknown: not small."""
     from langchain_core.messages import BaseMessage
 
-    # Exact types first (one set lookup each), isinstance only for subclasses: this runs
-    # on every write and read of a step, on the loop.
+    # Exact types first, isinstance only for subclasses: this runs on the loop, every step.
     stack, size, items = [value], 0, 0
     pop, push = stack.pop, stack.extend
     while stack:
@@ -74,19 +63,17 @@ def small(value: Any) -> bool:
 
 
 async def _dumped(values: Any, dump: Callable[..., Any], *args: Any) -> Any:
-    """`dump(*args)` on the loop when `values` are small, else in a worker thread."""
     return dump(*args) if small(values) else await asyncio.to_thread(dump, *args)
 
 
 def _batched(saver: Any, statements: int) -> bool:
-    # A pipeline batches round trips; for one statement, entering and syncing it costs
-    # more than the statement (a saver made with a pipeline syncs it always).
+    # For one statement a pipeline costs more than it saves (unless the saver was given one).
     return statements > 1 or saver.pipe is not None
 
 
 def _blob_values(checkpoint: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the checkpoint with its blob values taken out, those values), as upstream's `aput`
-    splits them: a delta snapshot leaves `True` in its place."""
+    """(the checkpoint without its blob values, those values), split as upstream's `aput`
+    does: a delta snapshot leaves `True` in its place."""
     copy = {**checkpoint, "channel_values": dict(checkpoint["channel_values"])}
     blob_values = {}
     for k, v in checkpoint["channel_values"].items():

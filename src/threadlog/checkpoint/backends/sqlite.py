@@ -1,34 +1,9 @@
 """LangGraph's SQLite tables (`checkpoints`, `writes`): every query threadlog runs on them.
 
-Contract:
-
-* `SqliteBackend` (`SqliteSaver`, sqlite3) and `AsyncSqliteBackend` (`AsyncSqliteSaver`,
-  aiosqlite) run the same step generators, each under the saver's own `lock`, on the
-  saver's own connection:
-  - `walk` / `awalk`: the target's ancestors back to the cached checkpoint in one
-    recursive query (stopped there, and after `max_walk` rows), then that chain's writes
-    to the channels in a second. Same walk as `SqliteSaver.get_delta_channel_history`,
-    stopped at the cached id instead of at a stored snapshot; a snapshot on the way means
-    a fork (None).
-  - `read` / `aread`: the saver's own `get_delta_channel_history`, for a cold read of a
-    long thread. Same result; it differs in cost only. The saver's walk fully
-    deserializes every ancestor checkpoint to look for a snapshot, which costs several
-    times the messages' own decoding. Here: the thread's checkpoint rows read newest
-    first from the target, `_WINDOW` at a time, only until the walk meets a snapshot of
-    each channel (the rest at once should a parent not be older than its child), a
-    structural msgpack read (no object construction) to see which hold a snapshot, and
-    one query for the channels' writes. None: the target is not stored.
-  - whether the `writes` table has `task_path` (newer LangGraph) is asked of SQLite
-    itself (`pragma_table_info`), once per saver once it has one.
-* `SqliteBackend` also answers the inspector's listings and sizes in one query each
-  (`length()` only: no value is decoded for a size).
-* `SqliteHeadStore`: the run guard's heads and locks, on a connection of its own (opened
-  on first use) and `flock`s on files next to the database — at most
-  `max_lock_connections` run-lock files open at once (runs past that queue); a run's
-  lock file is removed when the run ends (`_flock_run_file` re-checks the path after
-  locking, so a removal never lets two holders in).
-* `table_columns(conn)` / `TABLES`: the tables and columns LangGraph's saver reads, for
-  `open_readonly`'s shape check.
+The cold read (`read_steps`) differs from `SqliteSaver.get_delta_channel_history` in cost
+only: checkpoint rows are read newest first from the target, `_WINDOW` at a time, until the
+walk meets a snapshot of each channel, seen by a structural msgpack read (nothing decoded).
+`SqliteHeadStore` locks with `flock`s on files next to the database.
 """
 
 from __future__ import annotations
@@ -41,29 +16,28 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import ormsgpack
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from threadlog.checkpoint.backends.base import (
-    ERROR_CHANNEL,
     AsyncSteps,
     Backend,
-    CheckpointsListings,
+    Dialect,
+    HeadReads,
     HeadStore,
     LocalRuns,
     Plan,
     Query,
     Steps,
-    StoredWrite,
     SyncSteps,
     Walk,
     add_sizes,
     collect_writes,
+    histories,
     lock_bound,
-    one_query,
     parse_rows,
     queries,
 )
@@ -92,9 +66,12 @@ TABLES = {
 }
 
 
+_DIALECT = Dialect("?", "writes", "value")
+
+
 def file_weight(path: str) -> tuple[int, int]:
     """A SQLite file's bytes on disk (with its WAL) and the bytes its used pages hold —
-    about what it weighs after `VACUUM` (`threadlog prune`). Read-only."""
+    about what it weighs after `VACUUM`. Read-only."""
     from urllib.parse import quote
 
     on_disk = sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
@@ -119,8 +96,8 @@ def vacuum_file(path: str) -> None:
 
 
 def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    """`{table: its columns}` for those of `TABLES` the database has (raises
-    `sqlite3.DatabaseError` when the file is not a database)."""
+    """`{table: its columns}` of those of `TABLES` the database has (`open_readonly`'s
+    shape check; raises `sqlite3.DatabaseError` when the file is not a database)."""
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     return {
         n: {r[1] for r in conn.execute(f"PRAGMA table_info({n!r})")}
@@ -129,15 +106,11 @@ def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
     }
 
 
-# -- the history walks (sans-IO) ------------------------------------------------------------
-
-# Savers whose `writes` table is known to have `task_path` (a column is never dropped, so
-# only a yes is kept; an older table is asked again, in case a migration added it).
+# Savers whose `writes` table has `task_path` (only a yes is kept: a migration may add it).
 _TASK_PATH: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def _task_path(saver: Any) -> Steps[str]:
-    """The SQL for a write's `task_path`: the column, or '' on an older table."""
     if saver not in _TASK_PATH:
         found = yield Query("SELECT 1 FROM pragma_table_info('writes') WHERE name = 'task_path'")
         if not found:
@@ -146,10 +119,8 @@ def _task_path(saver: Any) -> Steps[str]:
     return "task_path"
 
 
-# The target's parent and its ancestors, nearest first, following parent ids (ids only
-# order checkpoints of one process): stopped after the cached id and after `max_walk`
-# rows (a loop `INSERT OR REPLACE` can make ends there too). CROSS JOIN keeps the chain
-# as the outer loop, so each step is one primary-key lookup.
+# The target's ancestors, stopped after the cached id and `max_walk` rows (CROSS JOIN: each
+# step one key lookup).
 _CHAIN_SQL = (
     "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, type, checkpoint, depth) AS ("
     "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, 1 "
@@ -164,11 +135,11 @@ _CHAIN_SQL = (
 )
 
 
-def _writes_sql(task_path: str, chain: int, channels: int) -> str:
+def _writes_sql(task_path: str, channels: int, chain: int = 0) -> str:
+    on_chain = f"AND checkpoint_id IN ({_marks(chain)}) " if chain else ""
     return (
         f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({_marks(chain)}) "
-        f"AND channel IN ({_marks(channels)})"
+        f"WHERE thread_id = ? AND checkpoint_ns = ? {on_chain}AND channel IN ({_marks(channels)})"
     )
 
 
@@ -180,7 +151,6 @@ def walk_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str,
     cached_id: str, max_walk: int,
 ) -> Steps[Walk | None]:
-    """The walk of `Backend.walk`, as queries."""
     channels = list(channels)
     if target == cached_id:
         return {ch: [] for ch in channels}
@@ -202,7 +172,7 @@ def walk_steps(
         return None
     shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
-        _writes_sql(task_path, len(chain), len(channels)),
+        _writes_sql(task_path, len(channels), len(chain)),
         (thread_id, ns, *chain, *channels),
         lambda r: (*r[:5], shared.loads((r[5], r[6]))),
     )
@@ -229,15 +199,11 @@ _ONE_CHECKPOINT_SQL = (
 def read_steps(
     saver: Any, thread_id: str, ns: str, channels: Sequence[str], target: str
 ) -> Steps[dict[str, DeltaChannelHistory] | None]:
-    """The cold read of `Backend.read`, as queries."""
     channels = list(channels)
     serde = saver.serde
     wanted = set(channels)
     task_path = yield from _task_path(saver)
-    # Per checkpoint: its parent and which wanted channels it holds a value for (no
-    # blobs: memory). Read newest first from the target, a window at a time, until the
-    # walk meets a value of each channel: older checkpoints behind a snapshot are never
-    # scanned. (A parent is older than its child; should one not be, the rest is read.)
+    # Per checkpoint: its parent and which wanted channels it holds a value for (no blobs).
     rows: dict[str, tuple[str | None, list[str]]] = {}
 
     def keys_of(r: Any) -> tuple[str, str | None, list[str]]:
@@ -293,23 +259,16 @@ def read_steps(
     on_chain = {ch: set(chain) for ch, chain in chain_by_ch.items()}
     shared = SharedRecords(serde)  # a message re-sent by several writes: decoded once
     writes = yield Query(
-        f"SELECT checkpoint_id, channel, task_id, idx, {task_path}, type, value FROM writes "
-        f"WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({_marks(len(channels))})",
+        _writes_sql(task_path, len(channels)),
         (thread_id, ns, *channels),
         # Only the chain's writes are decoded.
         lambda r: (*r[:5], shared.loads((r[5], r[6]))) if r[0] in on_chain[r[1]] else None,
     )
-    by_ch = collect_writes(channels, chain_by_ch, [w for w in writes if w is not None])
-    out: dict[str, DeltaChannelHistory] = {}
-    for ch in channels:
-        out[ch] = {"writes": by_ch[ch]}
-        if ch in seeds:
-            out[ch]["seed"] = seeds[ch]
-    return out
+    return histories(collect_writes(channels, chain_by_ch, [w for w in writes if w]), seeds)
 
 
 def _value_keys(serde: Any, type_tag: str, blob: bytes) -> Any:
-    """The keys of a stored checkpoint's `channel_values`, cheaply when it is msgpack."""
+    # The keys of a stored checkpoint's `channel_values`, without building its values.
     if type_tag == "msgpack":
         try:
             ckpt = ormsgpack.unpackb(blob, ext_hook=_skip_ext)
@@ -324,8 +283,6 @@ def _skip_ext(code: int, data: bytes) -> None:
     return None  # values are not needed, only which channels have one
 
 
-# -- maintenance (sans-IO; run in one transaction by the backends) ---------------------------
-
 # Drops go in batches: SQLite allows 32766 parameters per statement.
 _BATCH = 500
 
@@ -337,7 +294,6 @@ _LINKS_SQL = (
 
 
 def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
-    """The statements of `Backend.maintain` (the caller opens and ends the transaction)."""
     serde = saver.serde
     task_path = yield from _task_path(saver)
     write_cols = "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value" + (
@@ -373,12 +329,7 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
             ckpt["channel_values"] = values
             type_tag, blob = serde.dumps_typed(ckpt)
         if rw.metadata:
-            loaded = json.loads(meta) if meta else {}
-            for k, v in rw.metadata.items():
-                if v is None:
-                    loaded.pop(k, None)
-                else:
-                    loaded[k] = v
+            loaded = rw.merged(json.loads(meta) if meta else {})
             meta = json.dumps(loaded, ensure_ascii=False).encode("utf-8", "ignore")
         yield Query(
             "UPDATE checkpoints SET parent_checkpoint_id = ?, type = ?, checkpoint = ?, "
@@ -398,68 +349,40 @@ def maintain_steps(saver: Any, plan: Plan) -> Steps[None]:
         yield Query("DELETE FROM checkpoints WHERE thread_id = ?", (tid,))
 
 
-# -- the backends ---------------------------------------------------------------------------
-
-
-class SqliteBackend(SyncSteps, CheckpointsListings, Backend):
+class SqliteBackend(SyncSteps, Backend):
     """A `SqliteSaver`: its connection under its lock."""
 
     kind: ClassVar[str] = "sqlite"
-    placeholder: ClassVar[str] = "?"
+    dialect: ClassVar[Dialect] = _DIALECT
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
 
-    def _run(self, steps: Steps[Any]) -> Any:
-        with self.saver.lock:
-            cur = self.saver.conn.cursor()
-            try:
-                return run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
-            finally:
-                cur.close()
-
-    def maintain(self, plan: Plan) -> None:
-        # One IMMEDIATE transaction: a process killed inside it leaves the file as it was.
-        with self.saver.lock:
-            conn = self.saver.conn
-            if conn.in_transaction:
-                conn.commit()  # the saver commits its own statements; nothing is pending
-            cur = conn.cursor()
-            try:
+    def _run(self, steps: Steps[Any], *, maintain: bool = False) -> Any:
+        # Maintenance is one IMMEDIATE transaction: a process killed inside it leaves the
+        # file as it was (the saver commits its own statements: nothing is pending).
+        conn = self.saver.conn
+        with self.saver.lock, contextlib.closing(conn.cursor()) as cur:
+            if maintain:
+                conn.commit()
                 cur.execute("BEGIN IMMEDIATE")
-                steps = maintain_steps(self.saver, plan)
-                run(queries(steps, lambda q: list(cur.execute(q.sql, q.params))))
-                cur.execute("COMMIT")
+            try:
+                out = run(queries(steps, lambda q: parse_rows(q, cur.execute(q.sql, q.params))))
+                if maintain:
+                    cur.execute("COMMIT")
+                return out
             except BaseException:
-                if conn.in_transaction:
+                if maintain and conn.in_transaction:
                     conn.rollback()
                 raise
-            finally:
-                cur.close()
+
+    def maintain(self, plan: Plan) -> None:
+        self._run(maintain_steps(self.saver, plan), maintain=True)
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
         # ":memory:" is private to one connection: the guard reads the saver's own.
         shared = self.saver.conn if location == ":memory:" else None
         return SqliteHeadStore(location, shared, max_lock_connections)
-
-    def read(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return self._run(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
-
-    def _rows(self, sql: str, params: Sequence[Any] = (), row: Any = None) -> list[Any]:
-        return self._run(one_query(Query(sql, params, row)))  # type: ignore[no-any-return]
-
-    def head_errors(self, heads: Collection[tuple[str, str]]) -> list[tuple[str, str, Any]]:
-        wanted = set(heads)
-        serde = self.saver.serde
-        found = self._rows(
-            "SELECT thread_id, checkpoint_id, type, value FROM writes "
-            "WHERE checkpoint_ns = '' AND channel = ?",
-            (ERROR_CHANNEL,),
-            lambda r: (r[0], r[1], serde.loads_typed((r[2], r[3])))
-            if (r[0], r[1]) in wanted else None,
-        )
-        return [f for f in found if f is not None]
 
     def stored_bytes(self, thread_id: str, ns: str) -> dict[str, int] | None:
         out: dict[str, int] = {}
@@ -477,84 +400,50 @@ class SqliteBackend(SyncSteps, CheckpointsListings, Backend):
 
 
 class AsyncSqliteBackend(AsyncSteps, Backend):
-    """An `AsyncSqliteSaver`: its aiosqlite connection under its asyncio lock. The sync
-    listings are the saver's API (the base class): an async saver has no sync connection."""
+    """An `AsyncSqliteSaver`: its aiosqlite connection under its asyncio lock."""
 
     kind: ClassVar[str] = "sqlite"
     links_sql: ClassVar[str] = _LINKS_SQL
     walk_steps = staticmethod(walk_steps)
+    read_steps = staticmethod(read_steps)
+
+    async def _execute(self, q: Query) -> list[Any]:
+        async with self.saver.conn.execute(q.sql, q.params) as cur:
+            return [r if q.row is None else q.row(r) async for r in cur]
 
     async def _arun(self, steps: Steps[Any]) -> Any:
-        saver = self.saver
-
-        async def execute(q: Query) -> list[Any]:
-            out: list[Any] = []
-            async with saver.conn.execute(q.sql, q.params) as cur:
-                async for r in cur:
-                    out.append(r if q.row is None else q.row(r))
-            return out
-
-        async with saver.lock:
-            return await arun(queries(steps, aexecute=execute))
+        async with self.saver.lock:
+            return await arun(queries(steps, aexecute=self._execute))
 
     def head_store(self, location: str, max_lock_connections: int | None = None) -> HeadStore:
-        return SqliteHeadStore(location, None, max_lock_connections)
+        # aiosqlite runs its sqlite3 connection on its own thread (`_conn`: no public name).
+        shared = self.saver.conn._conn if location == ":memory:" else None
+        return SqliteHeadStore(location, shared, max_lock_connections)
 
     async def amaintain(self, plan: Plan) -> None:
-        saver = self.saver
-
-        async def execute(q: Query) -> list[Any]:
-            async with saver.conn.execute(q.sql, q.params) as cur:
-                return list(await cur.fetchall())
-
-        async with saver.lock:
-            if saver.conn.in_transaction:
-                await saver.conn.commit()
-            await saver.conn.execute("BEGIN IMMEDIATE")
+        conn = self.saver.conn
+        async with self.saver.lock:
+            if conn.in_transaction:
+                await conn.commit()
+            await conn.execute("BEGIN IMMEDIATE")
             try:
-                await arun(queries(maintain_steps(saver, plan), aexecute=execute))
-                await saver.conn.execute("COMMIT")
+                await arun(queries(maintain_steps(self.saver, plan), aexecute=self._execute))
+                await conn.execute("COMMIT")
             except BaseException:
-                if saver.conn.in_transaction:
-                    await saver.conn.rollback()
+                if conn.in_transaction:
+                    await conn.rollback()
                 raise
-
-    async def aread(
-        self, thread_id: str, ns: str, channels: Sequence[str], target: str
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return await self._arun(read_steps(self.saver, thread_id, ns, channels, target))  # type: ignore[no-any-return]
 
 
 # -- the run guard's heads and locks ------------------------------------------------------
 
-_HEAD_SQL = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_HAS_CHILD_SQL = (
-    "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-    "AND parent_checkpoint_id = ? LIMIT 1"
-)
-_TASK_WRITES_SQL = (
-    "SELECT idx, type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
-    "AND checkpoint_id = ? AND task_id = ?"
-)
-_WRITE_KEYS_SQL = (
-    "SELECT task_id, channel FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
-    "AND checkpoint_id = ?"
-)
-
-
-# Run-lock files one store holds open at most by default: far below a process's usual
-# 1024 descriptors, far above the runs one SQLite file serves at once (writers queue).
+# Far below a process's usual 1024 descriptors, far above the runs one SQLite file serves.
 DEFAULT_LOCK_FILES = 256
 
 
 def _flock_run_file(path: str) -> int | None:
-    """An exclusive `flock` on `path` (created, with its folder, if need be): its open
-    descriptor, or None when another holder has it. The lock is on the file the path
-    names once it is held — a holder removes its file on release, so a descriptor locked
-    after that removal is of a file no longer there, and is tried again."""
+    """An exclusive `flock` on the file `path` names once it is held (a holder removes its
+    file on release): its open descriptor, or None when another holder has it."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -563,15 +452,11 @@ def _flock_run_file(path: str) -> int | None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except BlockingIOError:
             os.close(fd)
             return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
+        except FileNotFoundError:  # removed after we opened it
             same = False
         except BaseException:
             os.close(fd)
@@ -581,16 +466,12 @@ def _flock_run_file(path: str) -> int | None:
         os.close(fd)  # locked a file its holder had removed: take the path's current one
 
 
-class SqliteHeadStore:
-    """Reads a SQLite checkpoint file through its own connection; `flock` across processes.
+class SqliteHeadStore(HeadReads):
+    """Reads a SQLite checkpoint file through its own connection; `flock` across processes:
+    a run lock is an open file in `<db>.threadlog-runs/` (at most `max_lock_connections`;
+    past that `try_run_lock` answers None), the write lock one file, `<db>.threadlog-lock`."""
 
-    A held run lock is an open file (one per thread, in `<db>.threadlog-runs/`; removed,
-    with the folder once empty, when the run ends: no run, no folder), so at
-    most `max_lock_connections` (default `DEFAULT_LOCK_FILES`) are held at once by this
-    store: past that, a run queues for a free one (`try_run_lock` answers None) instead
-    of failing with "too many open files". The short write lock is one file for the
-    whole database (`<db>.threadlog-lock`), held by one writer of this process at a time.
-    """
+    dialect: ClassVar[Dialect] = _DIALECT
 
     def __init__(
         self,
@@ -602,8 +483,7 @@ class SqliteHeadStore:
         self._thread_lock = threading.Lock()
         # ":memory:" is private to one connection, so that one is shared (`conn`).
         self._own = conn is None
-        # Opened on first use: a process that only reads a database (get_state, the
-        # inspector) must leave no lock file next to it.
+        # Opened on first use: a process that only reads leaves no lock file behind.
         self._conn_: sqlite3.Connection | None = conn
         self._lock_fd: int | None = None
         self._runs = LocalRuns()
@@ -640,22 +520,19 @@ class SqliteHeadStore:
         if not self._files.acquire(blocking=False):
             self._runs.release(thread_id)
             return None  # every lock file this store may hold open is in use: queue
+        fd = None
         try:
             fd = _flock_run_file(self._run_path(thread_id))
-        except BaseException:
-            self._files.release()
-            self._runs.release(thread_id)
-            raise
+        finally:
+            if fd is None:
+                self._files.release()
+                self._runs.release(thread_id)
         if fd is None:
-            self._files.release()
-            self._runs.release(thread_id)
             return False
         self._run_fds[thread_id] = fd
         return True
 
     def _run_path(self, thread_id: str) -> str:
-        # One lock file per thread, in a folder next to the database that exists only
-        # while runs hold locks: the holder removes its file (and the emptied folder).
         name = hashlib.blake2b(thread_id.encode(), digest_size=12).hexdigest()
         return os.path.join(self.path + ".threadlog-runs", name)
 
@@ -664,8 +541,7 @@ class SqliteHeadStore:
         if fd is not None:
             try:
                 path = self._run_path(thread_id)
-                # Removed while still held: a process waiting on this file finds, once it
-                # gets the lock, that the path is no longer its file, and starts again.
+                # Removed while held: a waiter that then locks it sees the path changed.
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 with contextlib.suppress(OSError):  # not empty: another run holds a lock
@@ -677,8 +553,7 @@ class SqliteHeadStore:
         self._runs.release(thread_id)
 
     def try_lock(self, thread_id: str) -> bool:
-        # One lock for the whole file: SQLite serializes writers anyway, and a
-        # byte-range lock per thread would buy nothing but complexity.
+        # One lock for the whole file: SQLite serializes writers anyway.
         if not self._thread_lock.acquire(blocking=False):
             return False
         fd = self._lock_file()
@@ -706,23 +581,6 @@ class SqliteHeadStore:
             if "no such table" in str(exc):
                 return []  # nothing stored yet
             raise
-
-    def head(self, thread_id: str, ns: str) -> str | None:
-        rows = self._all(_HEAD_SQL, (thread_id, ns))
-        return str(rows[0][0]) if rows else None
-
-    def has_child(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        return bool(self._all(_HAS_CHILD_SQL, (thread_id, ns, checkpoint_id)))
-
-    def writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str
-    ) -> dict[int, StoredWrite]:
-        rows = self._all(_TASK_WRITES_SQL, (thread_id, ns, checkpoint_id, task_id))
-        return {int(idx): (str(typ), bytes(val)) for idx, typ, val in rows}
-
-    def write_keys(self, thread_id: str, ns: str, checkpoint_id: str) -> frozenset[tuple[str, str]]:
-        rows = self._all(_WRITE_KEYS_SQL, (thread_id, ns, checkpoint_id))
-        return frozenset((str(t), str(c)) for t, c in rows)
 
     def close(self) -> None:
         if self._own and self._conn_ is not None:
