@@ -53,12 +53,12 @@ def thread_heads(saver: BaseCheckpointSaver[Any]) -> list[Head]:
 
 def head_errors(saver: BaseCheckpointSaver[Any], heads: list[Head]) -> dict[str, list[str]]:
     """`{thread_id: [error text, ...]}` for tasks that failed from each thread's head."""
-    from threadlog.inspect.records import error_text
-
     found = backend_of(saver).head_errors([(h.thread_id, h.head_id) for h in heads])
     out: dict[str, list[str]] = {}
     for tid, _, value in found:
-        out.setdefault(tid, []).append(error_text(value))
+        # Savers store an error as its repr (a str) or as the exception itself.
+        text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
+        out.setdefault(tid, []).append(text)
     return out
 
 
