@@ -70,9 +70,14 @@ def _fast_keys(value: Any) -> list[str] | None:
     # The common row (messages with ids) without the general walk; same keys as `_item_key`.
     if is_resent(value):
         value = value["items"]
-    if type(value) is not list or not all(isinstance(m, BaseMessage) and m.id for m in value):
+    if type(value) is not list:
         return None
-    return [f"id:{m.id}" for m in value]
+    keys = []
+    for m in value:  # one pass: every row of a cold read comes here
+        if not (isinstance(m, BaseMessage) and m.id):
+            return None
+        keys.append("id:" + m.id)
+    return keys
 
 
 def _has_messages(value: Any) -> bool:

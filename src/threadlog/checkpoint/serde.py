@@ -180,8 +180,13 @@ class StrictSerializer(JsonPlusSerializer):
                 seen[key] = value
             return value
 
-        with _loads(blocked, quiet=True):  # a blocked record is reported by the read below
+        # Not `_loads`: this runs once per stored write of a cold read, a generator each adds up.
+        outer = getattr(_loading, "blocked", None), getattr(_loading, "quiet", False)
+        _loading.blocked, _loading.quiet = blocked, True  # reported by the read below
+        try:
             value = ormsgpack.unpackb(blob, ext_hook=record, option=_OPT)
+        finally:
+            _loading.blocked, _loading.quiet = outer
         return self._strict_loads(("msgpack", blob)) if blocked else value
 
     def _strict_loads(self, data: tuple[str, bytes]) -> Any:
